@@ -1,0 +1,203 @@
+"""The public entry points: trace() and trace_module(), with torch.jit's signatures."""
+from __future__ import annotations
+
+import types
+import warnings
+
+import torch
+from torch import nn
+
+from .runtime.checker import check_trace as _run_checker
+from .runtime.traced import TracedFunction, TracedModule, build_module
+from .trace.api import record
+
+
+def _as_args(example_inputs) -> tuple:
+    if isinstance(example_inputs, tuple) and not hasattr(type(example_inputs), "_fields"):
+        return example_inputs
+    return (example_inputs,)
+
+
+def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inputs=None, check_tolerance=1e-05,
+          strict=True, _force_outplace=False, _module_class=None, _compilation_unit=None,
+          example_kwarg_inputs=None, _store_inputs=True):
+    """Trace a function or module into a program that re-runs its PyTorch ops on new inputs.
+
+    Same signature and behaviour as ``torch.jit.trace``:
+
+    - ``func``: a function, an ``nn.Module`` (its ``forward`` is traced) or a module's bound
+      method (traced as the returned module's ``forward``).
+    - ``example_inputs``: a tensor or a tuple of arguments (nested tuples, lists, dicts and
+      namedtuples of tensors are kept as they are); ``example_kwarg_inputs``: a dict of
+      keyword arguments, traced as keywords.
+    - ``check_trace``: run the traced program and the original on the example inputs and on
+      each of ``check_inputs`` (tuples of arguments), retrace on them and compare; raises
+      ``TracingCheckError`` on a divergence beyond ``check_tolerance`` (rtol and atol).
+    - ``strict``: when True, a dict output is an error (pass ``strict=False``) and a list
+      output warns; when False both are returned as they are.
+    - ``_force_outplace``: record in-place ops as their out-of-place forms.
+    - ``optimize`` is deprecated and ignored (warns, as torch does); ``_module_class`` and
+      ``_compilation_unit`` are accepted and ignored (they name TorchScript internals);
+      ``_store_inputs``: keep the example inputs on the result (``traced.example_inputs``).
+
+    Returns a ``TracedFunction`` for a plain function, a ``TracedModule`` otherwise.
+
+    >>> import torch, tracejit
+    >>> def foo(x, y):
+    ...     return 2 * x + y
+    >>> traced_foo = tracejit.trace(foo, (torch.rand(3), torch.rand(3)))
+    >>> traced_foo(torch.ones(5), torch.zeros(5))
+    tensor([2., 2., 2., 2., 2.])
+    """
+    if optimize is not None:
+        warnings.warn("`optimize` is deprecated and has no effect.", DeprecationWarning, stacklevel=2)
+    common = dict(check_trace=check_trace, check_tolerance=check_tolerance, strict=strict,
+                  _force_outplace=_force_outplace, _store_inputs=_store_inputs)
+    if isinstance(func, nn.Module):
+        inputs = example_kwarg_inputs if example_kwarg_inputs is not None else example_inputs
+        checks = [c for c in check_inputs] if check_inputs is not None else None
+        return _trace_methods(func, {"forward": inputs}, {"forward": "forward"}, checks,
+                              kwarg=example_kwarg_inputs is not None, **common)
+    if isinstance(func, types.MethodType) and isinstance(func.__self__, nn.Module):
+        inputs = example_kwarg_inputs if example_kwarg_inputs is not None else example_inputs
+        checks = [c for c in check_inputs] if check_inputs is not None else None
+        return _trace_methods(func.__self__, {"forward": inputs}, {"forward": func.__name__}, checks,
+                              kwarg=example_kwarg_inputs is not None, **common)
+    if not callable(func):
+        raise TypeError(f"tracejit.trace expects a function or an nn.Module to trace; got {type(func).__name__} "
+                        f"{func!r:.60}")
+    if example_inputs is None and example_kwarg_inputs is None:
+        raise ValueError("tracejit.trace needs example inputs: pass example_inputs (a tensor or a tuple of "
+                         "arguments) or example_kwarg_inputs (a dict of keyword arguments)")
+    args = _as_args(example_inputs) if example_inputs is not None else ()
+    kwargs = dict(example_kwarg_inputs or {})
+    name = getattr(func, "__name__", type(func).__name__)
+    rec = _record(func, args, kwargs, None, name, _force_outplace)
+    _check_outputs(rec, strict, name)
+    traced = TracedFunction(name, rec.graph, rec.ledger.entries)
+    if _store_inputs:
+        traced.example_inputs = (args, kwargs)
+    if check_trace:
+        checks = [(_as_args(c), {}) if not isinstance(c, dict) or kwargs == {} else ((), c)
+                  for c in (check_inputs or [])]
+        _run_checker(traced, func, None, [(args, kwargs)] + checks, check_tolerance,
+                     lambda f, a, k: _record(f, a, k, None, name, _force_outplace, warn=False).graph)
+    return traced
+
+
+def trace_module(mod, inputs, optimize=None, check_trace=True, check_inputs=None, check_tolerance=1e-05,
+                 strict=True, _force_outplace=False, _module_class=None, _compilation_unit=None,
+                 example_inputs_is_kwarg=False, _store_inputs=True):
+    """Trace several methods of a module into one ``TracedModule`` sharing its parameters.
+
+    ``inputs`` maps method names to example inputs (a tensor, a tuple of arguments, or with
+    ``example_inputs_is_kwarg=True`` a dict of keyword arguments); ``check_inputs`` is a list
+    of such dicts. The other arguments are as in ``trace``.
+
+    >>> import torch, torch.nn as nn, tracejit
+    >>> class Net(nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.conv = nn.Conv2d(1, 1, 3)
+    ...     def forward(self, x):
+    ...         return self.conv(x)
+    ...     def weighted_kernel_sum(self, weight):
+    ...         return weight * self.conv.weight
+    >>> n = Net()
+    >>> m = tracejit.trace_module(n, {'forward': torch.rand(1, 1, 3, 3),
+    ...                               'weighted_kernel_sum': torch.rand(1, 1, 3, 3)})
+    >>> m.weighted_kernel_sum(torch.ones(1, 1, 3, 3)).shape
+    torch.Size([1, 1, 3, 3])
+    """
+    if optimize is not None:
+        warnings.warn("`optimize` is deprecated and has no effect.", DeprecationWarning, stacklevel=2)
+    if not isinstance(mod, nn.Module):
+        raise TypeError(f"tracejit.trace_module expects an nn.Module; got {type(mod).__name__}")
+    if not isinstance(inputs, dict) or not inputs:
+        raise TypeError("tracejit.trace_module expects inputs as a dict of method name -> example inputs, "
+                        f"e.g. {{'forward': x}}; got {type(inputs).__name__}")
+    return _trace_methods(mod, inputs, {k: k for k in inputs}, check_inputs, kwarg=example_inputs_is_kwarg,
+                          check_trace=check_trace, check_tolerance=check_tolerance, strict=strict,
+                          _force_outplace=_force_outplace, _store_inputs=_store_inputs)
+
+
+def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check_trace, check_tolerance, strict,
+                   _force_outplace, _store_inputs):
+    """Trace ``mod``'s methods: ``inputs`` by installed name, ``names`` maps installed -> original."""
+    label = type(mod).__name__
+    recordings = {}
+    per_method_args = {}
+    for installed, example in inputs.items():
+        original = names[installed]
+        fn = getattr(mod, original, None)
+        if fn is None or not callable(fn):
+            raise AttributeError(f"{label} has no method {original!r} to trace")
+        args, kwargs = _split_inputs(example, kwarg, original)
+        per_method_args[installed] = (args, kwargs)
+        rec = _record(fn, args, kwargs, mod, installed, _force_outplace)
+        _check_outputs(rec, strict, f"{label}.{original}")
+        recordings[installed] = rec
+    methods: dict = {}
+    for rec in recordings.values():
+        for path, graphs in rec.methods.items():
+            slot = methods.setdefault(path, {})
+            for mname, g in graphs.items():
+                slot.setdefault(mname, g)
+    traced = build_module(mod, methods, {k: r.graph for k, r in recordings.items()}, label)
+    traced.ledger = tuple(e for r in recordings.values() for e in r.ledger.entries)
+    if _store_inputs:
+        traced.example_inputs = per_method_args
+    if check_trace:
+        for installed, (args, kwargs) in per_method_args.items():
+            fn = getattr(mod, names[installed])
+            checks = [(args, kwargs)]
+            for c in check_inputs or []:
+                ex = c.get(installed) if isinstance(c, dict) and installed in c else (c if len(inputs) == 1 else None)
+                if ex is not None:
+                    checks.append(_split_inputs(ex, kwarg, installed))
+            _run_checker(getattr(traced, installed), fn, mod, checks, check_tolerance,
+                         lambda f, a, k: _record(f, a, k, mod, installed, _force_outplace, warn=False).graph)
+    return traced
+
+
+def _split_inputs(example, kwarg: bool, where: str):
+    if kwarg:
+        if not isinstance(example, dict):
+            raise TypeError(f"example inputs for {where!r} should be a dict of keyword arguments "
+                            f"(example_inputs_is_kwarg=True); got {type(example).__name__}")
+        return (), dict(example)
+    if example is None:
+        raise ValueError(f"no example inputs given for {where!r}")
+    return _as_args(example), {}
+
+
+def _record(fn, args, kwargs, module, name, force_outplace, warn=True):
+    from .trace.api import record as _rec
+    try:
+        return _rec(fn, args, kwargs, module, warn=warn, force_outplace=force_outplace, name=name)
+    except TypeError as e:
+        tb = e.__traceback__
+        while tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb.tb_frame.f_code.co_filename.endswith("trace/api.py"):
+            raise TypeError(f"the example inputs do not fit {getattr(fn, '__qualname__', fn)}: {e}") from None
+        raise
+
+
+def _check_outputs(rec, strict: bool, where: str) -> None:
+    spec = rec.graph.out_spec
+    kinds = _container_kinds(spec)
+    if "dict" in kinds and strict:
+        raise ValueError(f"{where} returns a dict. Tracing a dict output is only supported with strict=False "
+                         "(the traced program then returns a dict with the same keys); pass strict=False.")
+    if "list" in kinds and strict:
+        from .errors import TracerWarning
+        warnings.warn(f"{where} returns a list; the traced program returns a list of the same length. Pass "
+                      "strict=False to silence this warning.", TracerWarning, stacklevel=4)
+
+
+def _container_kinds(spec) -> set:
+    out = {spec.kind}
+    for c in spec.children:
+        out |= _container_kinds(c)
+    return out

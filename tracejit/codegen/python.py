@@ -1,0 +1,357 @@
+"""Graph -> Python source, compiled and registered with linecache.
+
+The generated function is what runs when a traced program is called: one
+straight-line Python function per traced method, calling the same PyTorch
+entry points that ran while tracing.
+"""
+from __future__ import annotations
+
+import builtins
+import keyword
+import linecache
+import itertools
+
+import torch
+
+from ..ir import Graph, Node, Value
+from ..ir.printer import Namer, format_const
+from ..pytree import Spec
+from ..trace import indexing
+
+_counter = itertools.count()
+
+
+class PyNamer(Namer):
+    def define(self, v: Value, hint: str | None = None) -> str:
+        if hint and (keyword.iskeyword(hint) or hint in _RESERVED):
+            hint = hint + "_"
+        return super().define(v, hint or None)
+
+
+_RESERVED = {"self", "torch", "Tensor"} | set(dir(builtins))
+
+
+def _node_hint(node: Node) -> str:
+    if node.op == "tracejit::get_attr":
+        return node.attrs["path"].replace(".", "_")
+    if node.op == "tracejit::call_module":
+        return node.attrs["path"].replace(".", "_")
+    return node.name.strip("_") or "v"
+
+
+class CodeGen:
+    def __init__(self, graph: Graph, fn_name: str, guards: bool, observe: bool = False):
+        self.observe = observe
+        self.graph = graph
+        self.fn_name = fn_name
+        self.guards = guards
+        self.namer = PyNamer(_EmptyGraph(), sigil="")
+        self.globals: dict = {"torch": torch, "Tensor": torch.Tensor}
+        self.lines: list[str] = []
+        self.sources: list = []  # node source per emitted line, for tracebacks
+
+    # -- names and expressions --------------------------------------------------------------------
+    def name(self, v: Value) -> str:
+        return self.namer[v]
+
+    def expr(self, a) -> str:
+        if isinstance(a, Value):
+            return self.name(a)
+        if isinstance(a, list):
+            return "[" + ", ".join(self.expr(x) for x in a) + "]"
+        if isinstance(a, tuple):
+            return "(" + ", ".join(self.expr(x) for x in a) + ("," if len(a) == 1 else "") + ")"
+        if isinstance(a, dict):
+            return "{" + ", ".join(f"{k!r}: {self.expr(v)}" for k, v in a.items()) + "}"
+        if isinstance(a, slice):
+            return f"slice({self.expr(a.start)}, {self.expr(a.stop)}, {self.expr(a.step)})"
+        if isinstance(a, (torch.dtype, torch.layout, torch.memory_format)):
+            return str(a)
+        if isinstance(a, torch.device):
+            return f"torch.device({str(a)!r})"
+        if isinstance(a, float) and (a != a or a in (float("inf"), float("-inf"))):
+            return f"float({str(a)!r})"
+        if a is None or isinstance(a, (bool, int, float, str, complex)):
+            return repr(a)
+        return self.const_global(a)
+
+    def const_global(self, obj) -> str:
+        name = f"_k{len(self.globals)}"
+        self.globals[name] = obj
+        return name
+
+    def call_args(self, node: Node, skip: int = 0) -> str:
+        parts = [self.expr(a) for a in node.args[skip:]]
+        parts += [f"{k}={self.expr(v)}" for k, v in node.kwargs.items()]
+        return ", ".join(parts)
+
+    # -- emission ---------------------------------------------------------------------------------
+    def emit(self, line: str, source=None) -> None:
+        self.lines.append("    " + line)
+        self.sources.append(source)
+
+    def generate(self) -> str:
+        g = self.graph
+        params = self.signature()
+        for i, node in enumerate(g.nodes):
+            self.emit_node(node)
+            if self.observe:
+                outs = ", ".join(self.name(v) if v is not None else "None" for v in node.outputs)
+                self.emit(f"_observe({i}, ({outs}{',' if len(node.outputs) == 1 else ''}))")
+        self.emit("return " + self.rebuild(g.out_spec, iter(g.outputs)))
+        header = f"def {self.fn_name}({', '.join(['self'] + params)}):"
+        return "\n".join([header] + self.lines) + "\n"
+
+    def signature(self) -> list[str]:
+        """Parameters from the input spec; unpack nested inputs; guard them when asked."""
+        g = self.graph
+        spec: Spec = g.in_spec
+        leaves = iter(g.input_leaves)
+        names = iter(g.arg_names)
+        params: list[str] = []
+        args_spec, kwargs_spec = spec.children
+        top = [(None, c) for c in args_spec.children] + list(zip(kwargs_spec.keys, kwargs_spec.children))
+        for i, (key, child) in enumerate(top):
+            pname = self.bind_param(child, leaves, names, key, i)
+            params.append(pname)
+        for v in g.inputs:
+            if v.hint == "__capture__":
+                params.append(self.namer.define(v, "captured"))
+        return params
+
+    def bind_param(self, spec: Spec, leaves, names, key, position) -> str:
+        if spec.kind == "leaf":
+            leaf = next(leaves)
+            hint = next(names)
+            if isinstance(leaf, Value):
+                pname = self.namer.define(leaf, hint)
+                self.guard_leaf(pname, leaf, position)
+                return pname
+            pname = self.fresh(hint)
+            self.guard_const(pname, leaf)
+            return pname
+        pname = self.fresh(key or _container_hint(spec, names))
+        self.unpack(pname, spec, leaves, names)
+        return pname
+
+    def fresh(self, hint: str) -> str:
+        return self.namer.define(Value(None), hint)
+
+    def unpack(self, expr: str, spec: Spec, leaves, names) -> None:
+        if self.guards:
+            self.guard_container(expr, spec)
+        keys = spec.keys if spec.kind == "dict" else range(len(spec.children))
+        for k, child in zip(keys, spec.children):
+            sub = f"{expr}[{k!r}]"
+            if child.kind == "leaf":
+                leaf = next(leaves)
+                hint = next(names)
+                if isinstance(leaf, Value):
+                    name = self.namer.define(leaf, hint)
+                    self.emit(f"{name} = {sub}")
+                    self.guard_leaf(name, leaf, sub)
+                else:
+                    self.guard_const(sub, leaf)
+            else:
+                inner = self.fresh(_container_hint(child, None))
+                self.emit(f"{inner} = {sub}")
+                self.unpack(inner, child, leaves, names)
+
+    def guard_leaf(self, name: str, v: Value, where) -> None:
+        if not self.guards:
+            return
+        where_s = self.expr(where) if not isinstance(where, str) else repr(where)
+        if v.type is not None and hasattr(v.type, "shape"):
+            self.emit(f"if not isinstance({name}, Tensor) or {name}.dim() != {len(v.type.shape)}: "
+                      f"_input_error({where_s}, {name}, 'Tensor', {len(v.type.shape)})")
+        else:
+            self.emit(f"if not isinstance({name}, int): _input_error({where_s}, {name}, 'int', None)")
+
+    def guard_const(self, expr: str, const) -> None:
+        if not self.guards:
+            return
+        if const is None:
+            self.emit(f"if {expr} is not None: _input_error({expr!r}, {expr}, 'None', None)")
+        elif isinstance(const, (bool, int, float, str)):
+            self.emit(f"if {expr} != {const!r}: _input_error({expr!r}, {expr}, {const!r}, 'const')")
+
+    def guard_container(self, expr: str, spec: Spec) -> None:
+        n = len(spec.children)
+        if spec.kind in ("tuple", "namedtuple"):
+            cond = f"not isinstance({expr}, tuple) or len({expr}) != {n}"
+        elif spec.kind == "list":
+            cond = f"not isinstance({expr}, list) or len({expr}) != {n}"
+        else:
+            cond = f"not isinstance({expr}, dict) or {expr}.keys() != {set(spec.keys)!r}"
+        self.emit(f"if {cond}: _input_error({expr!r}, {expr}, {_spec_text(spec)!r}, 'container')")
+
+    def emit_node(self, node: Node) -> None:
+        outs = node.outputs
+        rhs = self.node_expr(node)
+        if rhs is None:
+            return
+        if not outs:
+            self.emit(rhs, node.source)
+            return
+        if "unpack" in node.attrs or node.op == "tracejit::call_module":
+            names = [self.namer.define(v, _node_hint(node)) if v is not None else "_" for v in outs]
+            if node.op == "tracejit::call_module" and not node.attrs.get("unpack"):
+                self.emit_call_module_outputs(node, rhs, names)
+                return
+            self.emit(f"{', '.join(names)}{',' if len(names) == 1 else ''} = {rhs}", node.source)
+            return
+        v = outs[0]
+        if v is None:
+            self.emit(rhs, node.source)
+            return
+        self.emit(f"{self.namer.define(v, _node_hint(node))} = {rhs}", node.source)
+
+    def emit_call_module_outputs(self, node: Node, rhs: str, names: list[str]) -> None:
+        spec: Spec = node.attrs["out_spec"]
+        if spec.kind == "leaf":
+            self.emit(f"{names[0]} = {rhs}", node.source)
+            return
+        tmp = self.fresh(_node_hint(node) + "_out")
+        self.emit(f"{tmp} = {rhs}", node.source)
+        for name, path in zip(names, _leaf_paths(spec)):
+            if name != "_":
+                self.emit(f"{name} = {tmp}{path}")
+
+    def node_expr(self, node: Node) -> str | None:
+        op, target = node.op, node.target
+        if op == "tracejit::get_attr":
+            return _attr_path(node.attrs["path"])
+        if op == "tracejit::constant":
+            return self.const_global(self.graph.constants[node.attrs["index"]])
+        if op == "tracejit::call_module":
+            return self.call_module_expr(node)
+        kind, _, what = target.partition(":")
+        a = node.args
+        if kind == "method":
+            return f"{self.expr(a[0])}.{what}({self.call_args(node, 1)})"
+        if kind == "fn":
+            return f"{what}({self.call_args(node)})"
+        if kind == "attr":
+            return f"{self.expr(a[0])}.{what}"
+        if kind == "op":
+            if what.startswith("u"):
+                return f"{what[1:]}{self.expr(a[0])}"
+            if what.startswith("r"):
+                return f"{self.expr(a[1])} {what[1:]} {self.expr(a[0])}"
+            return f"{self.expr(a[0])} {what} {self.expr(a[1])}"
+        if kind == "index":
+            return self.index_expr(what, node)
+        raise NotImplementedError(f"codegen: no rule for {op} ({target})")
+
+    def index_expr(self, what: str, node: Node) -> str:
+        a = node.args
+        x = self.expr(a[0])
+        if what == "select":
+            return x + indexing.index_expr(a[1], self.expr(a[2]))
+        if what == "slice":
+            return x + indexing.index_expr(a[1], indexing.slice_text(self.expr(a[2]), self.expr(a[3]),
+                                                                     self.expr(a[4])))
+        if what == "index":
+            return x + indexing.advanced_text(a[1], self.expr)
+        if what == "getitem":
+            return f"{x}[{self.expr(a[1])}]"
+        if what == "setitem":
+            return f"{x}[{self.expr(a[1])}] = {self.expr(a[2])}"
+        if what == "setitem_index":
+            return f"{x}{indexing.advanced_text(a[1], self.expr)} = {self.expr(a[2])}"
+        raise NotImplementedError(what)
+
+    def call_module_expr(self, node: Node) -> str:
+        callee = self.callee_graph(node)
+        n_cap = node.attrs["n_captures"]
+        plain = node.args[: len(node.args) - n_cap]
+        caps = node.args[len(node.args) - n_cap:]
+        leaves = iter(callee.input_leaves)
+        values = iter(plain)
+        spec: Spec = callee.in_spec
+        args_spec, kwargs_spec = spec.children
+        parts = [self.rebuild(c, _leaf_values(leaves, values)) for c in args_spec.children]
+        parts += [f"{k}={self.rebuild(c, _leaf_values(leaves, values))}"
+                  for k, c in zip(kwargs_spec.keys, kwargs_spec.children)]
+        parts += [self.expr(c) for c in caps]
+        node.attrs["out_spec"] = callee.out_spec
+        return f"{_attr_path(node.attrs['path'])}.{node.attrs['method']}({', '.join(parts)})"
+
+    def callee_graph(self, node: Node) -> Graph:
+        return node.attrs["graph"]
+
+    def rebuild(self, spec: Spec, leaves) -> str:
+        if spec.kind == "leaf":
+            return self.expr(next(leaves))
+        items = [self.rebuild(c, leaves) for c in spec.children]
+        if spec.kind == "tuple":
+            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+        if spec.kind == "list":
+            return "[" + ", ".join(items) + "]"
+        if spec.kind == "namedtuple":
+            return f"{self.const_global(spec.type)}({', '.join(items)})"
+        body = "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(spec.keys, items)) + "}"
+        if spec.type is dict:
+            return body
+        return f"{self.const_global(spec.type)}(**{body})" if hasattr(spec.type, "__dataclass_fields__") \
+            else f"{self.const_global(spec.type)}({body})"
+
+
+class _EmptyGraph:
+    inputs = ()
+
+
+def _leaf_values(leaves, values):
+    """Yield, per callee input leaf, the caller's Value (for inputs) or the constant."""
+    for leaf in leaves:
+        yield next(values) if isinstance(leaf, Value) else leaf
+
+
+def _leaf_paths(spec: Spec, prefix: str = ""):
+    if spec.kind == "leaf":
+        yield prefix
+        return
+    keys = spec.keys if spec.kind == "dict" else range(len(spec.children))
+    for k, c in zip(keys, spec.children):
+        yield from _leaf_paths(c, f"{prefix}[{k!r}]")
+
+
+def _attr_path(path: str) -> str:
+    """``.conv.weight`` for identifiers; ``getattr(..., '0')`` steps for names like Sequential's."""
+    expr = "self"
+    for part in path.split("."):
+        if part.isidentifier() and not keyword.iskeyword(part):
+            expr += f".{part}"
+        else:
+            expr = f"getattr({expr}, {part!r})"
+    return expr
+
+
+def _container_hint(spec: Spec, names) -> str:
+    return {"tuple": "tup", "namedtuple": "tup", "list": "lst", "dict": "dct"}.get(spec.kind, "arg")
+
+
+def _spec_text(spec: Spec) -> str:
+    return spec.describe(iter(["Tensor"] * spec.num_leaves))
+
+
+def compile_function(source: str, fn_name: str, globals_: dict, label: str):
+    """Compile generated source; register it with linecache so tracebacks show it."""
+    filename = f"<tracejit:{label}#{next(_counter)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    code = compile(source, filename, "exec")
+    ns = dict(globals_)
+    exec(code, ns)
+    return ns[fn_name]
+
+
+def generate(graph: Graph, fn_name: str = "forward", guards: bool = False, input_error=None, observe: bool = False):
+    """Return ``(source, globals)`` for ``graph`` as a method ``fn_name(self, ...)``.
+
+    With ``observe=True`` the code calls ``_observe(node_index, outputs)`` after every node
+    (the checker uses it to find the first diverging operation).
+    """
+    gen = CodeGen(graph, fn_name, guards, observe)
+    src = gen.generate()
+    gen.globals["_input_error"] = input_error
+    return src, gen.globals

@@ -1,0 +1,5 @@
+from .graph import Graph, Node, Value, TensorType, ScalarType, SourceLoc, iter_values, map_values
+from .printer import format_graph
+from .verify import verify, VerificationError
+
+__doc__ = graph.__doc__

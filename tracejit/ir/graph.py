@@ -1,0 +1,188 @@
+"""The IR: plain data describing a traced program.
+
+Grammar (one method of one module, or one function)::
+
+    Graph   := inputs: [Value], nodes: [Node], outputs: [Leaf], in_spec, out_spec
+    Node    := op "(" args, kwargs ")" -> [Value]     with target, attrs, source
+    Value   := a typed SSA value, produced by exactly one Node or a graph input
+    Leaf    := Value | Python constant (None, int, float, bool, str, dtype, device)
+    Type    := TensorType(dtype, shape, device, requires_grad) | ScalarType(kind)
+
+Ops are named as PyTorch's dispatcher names them (``aten::conv2d``) with an
+overload (``aten::add.Tensor``). ``target`` says which Python entry point
+(``torch.conv2d``, ``Tensor.view``, ``operator.add``) ran it during tracing;
+codegen emits a call to it. tracejit's own ops live in the ``tracejit``
+namespace:
+
+    tracejit::get_attr      attrs.path      a parameter or buffer of the module
+    tracejit::constant      attrs.index     a tensor captured as a constant
+    tracejit::call_module   attrs.path, attrs.method, attrs.call_spec
+                                            calls a submodule's traced method
+    tracejit::getitem       args (obj, idx) Python indexing of a container
+
+A node's ``args`` / ``kwargs`` hold Values and constants, possibly inside
+lists and tuples. Names are not part of the IR: the printer and codegen name
+Values when they print.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+
+
+@dataclass(frozen=True)
+class TensorType:
+    dtype: torch.dtype
+    shape: tuple
+    device: str
+    requires_grad: bool = False
+
+    @staticmethod
+    def of(t: torch.Tensor) -> "TensorType":
+        return TensorType(t.dtype, tuple(int(s) for s in t.shape), str(t.device), bool(t.requires_grad))
+
+    def __str__(self) -> str:
+        name = _DTYPE_NAMES.get(self.dtype, str(self.dtype).replace("torch.", ""))
+        dims = ", ".join(str(s) for s in self.shape)
+        return f"{name}({dims}{', ' if dims else ''}device={self.device})"
+
+
+@dataclass(frozen=True)
+class ScalarType:
+    kind: str  # "int", "float", "bool"
+
+    def __str__(self) -> str:
+        return self.kind
+
+
+_DTYPE_NAMES = {
+    torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
+    torch.bfloat16: "BFloat16", torch.int64: "Long", torch.int32: "Int",
+    torch.int16: "Short", torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool",
+    torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
+}
+
+
+@dataclass(frozen=True)
+class SourceLoc:
+    filename: str
+    lineno: int
+    function: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno}"
+
+
+class Value:
+    """A typed SSA value. ``producer`` is the Node that makes it (None for inputs)."""
+
+    __slots__ = ("type", "producer", "index", "hint", "dynamic")
+
+    def __init__(self, type, producer=None, index=0, hint=None, dynamic=False):
+        self.type = type
+        self.producer = producer
+        self.index = index
+        self.hint = hint
+        self.dynamic = dynamic
+
+    def __repr__(self) -> str:
+        return f"Value({self.type}, hint={self.hint!r})"
+
+
+class Node:
+    """One operation.
+
+    Fields:
+      op:      qualified op name with overload, e.g. ``aten::add.Tensor``
+      target:  the Python entry point codegen calls (``torch.add``, ``Tensor.view``,
+               ``operator.mul``); empty for tracejit ops handled by codegen itself
+      args, kwargs: Values and constants (lists / tuples nest)
+      outputs: the Values it defines (``None`` in the list for a non-tensor
+               result slot that nothing uses)
+      attrs:   op-specific plain data (``path`` for get_attr / call_module ...)
+      source:  the user's source line that ran it
+      effectful: mutates one of its inputs (in-place op) or is otherwise not pure
+    """
+
+    __slots__ = ("op", "target", "args", "kwargs", "outputs", "attrs", "source", "effectful", "scope")
+
+    def __init__(self, op, target, args=(), kwargs=None, attrs=None, source=None, effectful=False, scope=""):
+        self.op = op
+        self.target = target
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs or {})
+        self.outputs: list = []
+        self.attrs = dict(attrs or {})
+        self.source = source
+        self.effectful = effectful
+        self.scope = scope
+
+    def input_values(self) -> Iterator[Value]:
+        yield from iter_values(self.args)
+        yield from iter_values(tuple(self.kwargs.values()))
+
+    @property
+    def name(self) -> str:
+        return self.op.split("::", 1)[-1].split(".", 1)[0]
+
+    def __repr__(self) -> str:
+        return f"Node({self.op})"
+
+
+def iter_values(obj) -> Iterator[Value]:
+    if isinstance(obj, Value):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for item in obj:
+            yield from iter_values(item)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            yield from iter_values(item)
+
+
+def map_values(obj, fn):
+    """Rebuild ``obj`` (nested lists / tuples / dicts) with every Value replaced by ``fn(value)``."""
+    if isinstance(obj, Value):
+        return fn(obj)
+    if isinstance(obj, list):
+        return [map_values(o, fn) for o in obj]
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(map_values(o, fn) for o in obj)
+    if isinstance(obj, dict):
+        return {k: map_values(v, fn) for k, v in obj.items()}
+    return obj
+
+
+@dataclass
+class Graph:
+    """A traced method: inputs, nodes in execution order, output leaves."""
+
+    name: str = "forward"
+    inputs: list = field(default_factory=list)
+    nodes: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    in_spec: Any = None     # pytree spec of (args, kwargs)
+    input_leaves: list = field(default_factory=list)  # per in_spec leaf: an input Value or a constant
+    out_spec: Any = None    # pytree spec of the result; leaves map to ``outputs``
+    arg_names: tuple = ()   # parameter names of the traced callable (for printing)
+    constants: list = field(default_factory=list)  # tensors captured as constants
+    module_type: str = ""   # original class name, for printing
+
+    def add_input(self, type, hint=None, dynamic=True) -> Value:
+        v = Value(type, None, len(self.inputs), hint, dynamic)
+        self.inputs.append(v)
+        return v
+
+    def add_node(self, node: Node, out_types, dynamic=False) -> Node:
+        node.outputs = [None if t is None else Value(t, node, i, None, dynamic) for i, t in enumerate(out_types)]
+        self.nodes.append(node)
+        return node
+
+    def __str__(self) -> str:
+        from .printer import format_graph
+        return format_graph(self)
+
+    def __repr__(self) -> str:
+        return f"<Graph {self.name}: {len(self.inputs)} inputs, {len(self.nodes)} nodes>"

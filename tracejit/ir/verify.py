@@ -1,0 +1,37 @@
+"""Checks that a Graph is well formed: SSA, topological order, known values."""
+from __future__ import annotations
+
+from .graph import Graph, Value, iter_values
+
+
+class VerificationError(AssertionError):
+    pass
+
+
+def verify(graph: Graph) -> None:
+    defined: set[int] = set()
+    for v in graph.inputs:
+        if v.producer is not None:
+            raise VerificationError(f"input {v} has a producer")
+        defined.add(id(v))
+    for i, node in enumerate(graph.nodes):
+        for v in node.input_values():
+            if id(v) not in defined:
+                raise VerificationError(f"node {i} ({node.op}) uses a value before it is defined")
+        for v in node.outputs:
+            if v is None:
+                continue
+            if id(v) in defined:
+                raise VerificationError(f"node {i} ({node.op}) redefines a value")
+            if v.producer is not node:
+                raise VerificationError(f"node {i} ({node.op}) output has the wrong producer")
+            defined.add(id(v))
+    for v in iter_values(graph.outputs):
+        if id(v) not in defined:
+            raise VerificationError("graph output is not defined")
+    if graph.out_spec is not None and graph.out_spec.num_leaves != len(graph.outputs):
+        raise VerificationError("output spec does not match the number of outputs")
+    if graph.in_spec is not None:
+        n_values = sum(1 for v in graph.inputs if v.hint != "__capture__")
+        if n_values > graph.in_spec.num_leaves:
+            raise VerificationError("input spec has fewer leaves than the graph has inputs")

@@ -1,0 +1,101 @@
+"""Flatten nested inputs and outputs into leaves and a spec, and rebuild them.
+
+Containers are tuple, list, dict (and dict subclasses such as transformers'
+ModelOutput), and namedtuple; everything else is a leaf.
+
+>>> leaves, spec = flatten((1, [2, {"a": 3}]))
+>>> leaves
+[1, 2, 3]
+>>> unflatten(spec, [4, 5, 6])
+(4, [5, {'a': 6}])
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+LEAF = "leaf"
+
+
+@dataclass(frozen=True)
+class Spec:
+    kind: str                 # "leaf", "tuple", "list", "dict", "namedtuple"
+    type: Any = None          # the container type (namedtuple / dict subclass)
+    keys: tuple = ()          # dict keys
+    children: tuple = ()
+
+    @property
+    def num_leaves(self) -> int:
+        if self.kind == LEAF:
+            return 1
+        return sum(c.num_leaves for c in self.children)
+
+    def describe(self, leaf_names=None) -> str:
+        it = iter(leaf_names) if leaf_names is not None else None
+        return _describe(self, it)
+
+
+_LEAF_SPEC = Spec(LEAF)
+
+
+def _is_namedtuple(obj) -> bool:
+    return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
+
+
+def flatten(obj) -> tuple[list, Spec]:
+    leaves: list = []
+    spec = _flatten(obj, leaves)
+    return leaves, spec
+
+
+def _flatten(obj, leaves) -> Spec:
+    if _is_namedtuple(obj):
+        return Spec("namedtuple", type(obj), (), tuple(_flatten(o, leaves) for o in obj))
+    if isinstance(obj, tuple):
+        return Spec("tuple", None, (), tuple(_flatten(o, leaves) for o in obj))
+    if isinstance(obj, list):
+        return Spec("list", None, (), tuple(_flatten(o, leaves) for o in obj))
+    if isinstance(obj, dict):
+        keys = tuple(obj.keys())
+        return Spec("dict", type(obj), keys, tuple(_flatten(obj[k], leaves) for k in keys))
+    leaves.append(obj)
+    return _LEAF_SPEC
+
+
+def unflatten(spec: Spec, leaves) -> Any:
+    it = iter(leaves)
+    return _unflatten(spec, it)
+
+
+def _unflatten(spec: Spec, it):
+    kind = spec.kind
+    if kind == LEAF:
+        return next(it)
+    items = [_unflatten(c, it) for c in spec.children]
+    if kind == "tuple":
+        return tuple(items)
+    if kind == "list":
+        return items
+    if kind == "namedtuple":
+        return spec.type(*items)
+    d = dict(zip(spec.keys, items))
+    return d if spec.type is dict else spec.type(**d) if _accepts_kwargs(spec.type) else spec.type(d)
+
+
+def _accepts_kwargs(t) -> bool:
+    # transformers' ModelOutput is a dataclass built from keywords; OrderedDict takes a mapping
+    return hasattr(t, "__dataclass_fields__")
+
+
+def _describe(spec: Spec, names) -> str:
+    if spec.kind == LEAF:
+        return next(names) if names is not None else "_"
+    inner = ", ".join(_describe(c, names) for c in spec.children)
+    if spec.kind == "tuple":
+        return f"({inner}{',' if len(spec.children) == 1 else ''})"
+    if spec.kind == "list":
+        return f"[{inner}]"
+    if spec.kind == "namedtuple":
+        return f"{spec.type.__name__}({inner})"
+    parts = [f"{k!r}: {_describe(c, names)}" for k, c in zip(spec.keys, spec.children)]
+    return "{" + ", ".join(parts) + "}"

@@ -1,0 +1,163 @@
+"""The checker: compare a traced program with eager, and a retrace with the trace.
+
+For each check input it runs the original and the traced program (same RNG
+state, module buffers restored after each run), compares outputs with
+``check_tolerance`` as rtol and atol, and retraces to compare graphs. On a
+divergence it names the first diverging operation and its source line.
+"""
+from __future__ import annotations
+
+import difflib
+import warnings
+
+import torch
+
+from ..codegen.python import compile_function, generate
+from ..errors import TracerWarning, TracingCheckError
+from ..ir import Graph, format_graph
+from ..passes.inline import inline_calls
+from ..pytree import flatten
+
+
+def _clone(obj):
+    leaves, spec = flatten(obj)
+    from ..pytree import unflatten
+    return unflatten(spec, [x.clone() if isinstance(x, torch.Tensor) else x for x in leaves])
+
+
+class _State:
+    """Snapshot of the module's buffers and the RNG, restored after each run."""
+
+    def __init__(self, module):
+        self.buffers = [(b, b.clone()) for b in module.buffers()] if module is not None else []
+        self.rng = torch.get_rng_state()
+
+    def restore(self):
+        with torch.no_grad():
+            for b, saved in self.buffers:
+                b.copy_(saved)
+        torch.set_rng_state(self.rng)
+
+
+def check_trace(traced_method, original, module, checks, tol: float, retrace) -> None:
+    graph: Graph = traced_method.graph
+    flat = inline_calls(graph)
+    nondet = [n for n in flat.nodes if n.attrs.get("nondeterministic")]
+    if nondet:
+        where = ", ".join(f"{n.op} at {n.source}" for n in nondet[:5])
+        warnings.warn(f"Trace had nondeterministic nodes: {where}. Outputs of the traced program are not "
+                      "compared with eager (did you forget to call .eval() on your model?)", TracerWarning,
+                      stacklevel=4)
+    for i, (args, kwargs) in enumerate(checks):
+        state = _State(module)
+        with torch.no_grad():
+            expected = original(*_clone(args), **_clone(kwargs))
+            state.restore()
+            actual = traced_method(*_clone(args), **_clone(kwargs))
+            state.restore()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with torch.no_grad():
+                other = retrace(original, _clone(args), _clone(kwargs))
+            state.restore()
+        diff = graph_diff(graph, other)
+        problem = None if nondet else compare(expected, actual, tol)
+        if problem is None and not diff:
+            continue
+        label = "the example inputs" if i == 0 else f"check input #{i}"
+        first = None
+        if problem is not None and not diff:
+            first = first_divergence(flat, inline_calls(other), module, args, kwargs, tol, state)
+        elif diff:
+            first = first_structural_difference(inline_calls(graph), inline_calls(other))
+        msg = [f"Trace check failed on {label}."]
+        if problem is not None:
+            msg.append(problem)
+        if first is not None:
+            msg.append(f"First diverging operation: {first}")
+        if diff:
+            msg.append("The graph traced on these inputs differs from the trace:\n" + diff)
+        raise TracingCheckError("\n".join(msg), graph_diff=diff)
+
+
+def compare(expected, actual, tol: float) -> str | None:
+    e_leaves, e_spec = flatten(expected)
+    a_leaves, a_spec = flatten(actual)
+    if len(e_leaves) != len(a_leaves):
+        return f"The traced program returns {len(a_leaves)} values where eager returns {len(e_leaves)}."
+    for k, (e, a) in enumerate(zip(e_leaves, a_leaves)):
+        if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor):
+            if e.shape != a.shape:
+                return f"Output {k} has shape {tuple(a.shape)} in the traced program and {tuple(e.shape)} in eager."
+            if not torch.allclose(a.double() if a.is_floating_point() else a.to(e.dtype),
+                                  e.double() if e.is_floating_point() else e, rtol=tol, atol=tol, equal_nan=True):
+                abs_err, rel_err = _errors(e, a)
+                return (f"Output {k} differs from eager: max absolute error {abs_err:.3g}, max relative "
+                        f"error {rel_err:.3g} (tolerance {tol:g}).")
+        elif e != a and not (isinstance(e, torch.Tensor) or isinstance(a, torch.Tensor)):
+            return f"Output {k} is {a!r} in the traced program and {e!r} in eager."
+    return None
+
+
+def _errors(e, a):
+    e = e.detach().double()
+    a = a.detach().double()
+    d = (e - a).abs()
+    abs_err = float(d.max()) if d.numel() else 0.0
+    rel = d / e.abs().clamp_min(1e-12)
+    rel_err = float(rel.max()) if rel.numel() else 0.0
+    return abs_err, rel_err
+
+
+def graph_diff(a: Graph, b: Graph) -> str:
+    ta = format_graph(a, with_source=False, with_types=False)
+    tb = format_graph(b, with_source=False, with_types=False)
+    if ta == tb:
+        return ""
+    lines = difflib.unified_diff(ta.splitlines(), tb.splitlines(), "trace", "retrace on check input", lineterm="", n=1)
+    out = list(lines)
+    return "\n".join(out[:40] + (["..."] if len(out) > 40 else []))
+
+
+def first_structural_difference(a: Graph, b: Graph) -> str | None:
+    from ..ir.printer import Namer, format_node
+    na, nb = Namer(a), Namer(b)
+    for x, y in zip(a.nodes, b.nodes):
+        if format_node(x, na, False) != format_node(y, nb, False):
+            return f"{x.op} at {x.source} (retrace records {y.op} at {y.source})"
+    if len(a.nodes) != len(b.nodes):
+        extra = (a.nodes + b.nodes)[min(len(a.nodes), len(b.nodes))]
+        return f"{extra.op} at {extra.source}"
+    return None
+
+
+def _run_observed(graph: Graph, self_obj, args, kwargs):
+    seen: dict[int, tuple] = {}
+    src, globs = generate(graph, "observed", guards=False, observe=True)
+    globs["_observe"] = lambda i, outs: seen.__setitem__(i, outs)
+    fn = compile_function(src, "observed", globs, "checker")
+    fn(self_obj, *_clone(args), **_clone(kwargs))
+    return seen
+
+
+def first_divergence(flat: Graph, other: Graph, module, args, kwargs, tol, state) -> str | None:
+    """Run both flat graphs node by node on the same inputs; name the first node whose outputs differ."""
+    try:
+        with torch.no_grad():
+            a = _run_observed(flat, module, args, kwargs)
+            state.restore()
+            b = _run_observed(other, module, args, kwargs)
+            state.restore()
+    except Exception:  # the observed run is only a diagnostic
+        return None
+    for i, node in enumerate(flat.nodes):
+        if i not in a or i not in b:
+            continue
+        for x, y in zip(a[i], b[i]):
+            if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+                if x.shape != y.shape or not torch.allclose(x.double(), y.double(), rtol=tol, atol=tol,
+                                                            equal_nan=True):
+                    return f"{node.op} at {node.source}"
+            elif x != y:
+                return f"{node.op} at {node.source}"
+    return None

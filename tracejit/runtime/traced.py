@@ -1,0 +1,212 @@
+"""TracedFunction and TracedModule: what trace() returns.
+
+Each traced method is a generated Python function (see ``.code``), compiled
+once; calling the traced object calls it directly.
+"""
+from __future__ import annotations
+
+import types
+
+import torch
+from torch import nn
+
+from ..codegen.python import compile_function, generate
+from ..ir import Graph
+from ..passes.inline import inline_calls
+
+
+class InputError:
+    """Builds the error raised when a call does not fit the traced signature."""
+
+    def __init__(self, signature: str):
+        self.signature = signature
+
+    def __call__(self, where, value, expected, rank):
+        seen = _describe(value)
+        if rank == "const":
+            raise ValueError(f"{self.signature}: argument {where} was traced as the constant {expected!r} "
+                             f"and the trace depends on it; got {value!r}. Trace again to use another value.")
+        if rank == "container":
+            raise TypeError(f"{self.signature}: argument {where} should be {expected}; got {seen}")
+        if isinstance(value, torch.Tensor) and isinstance(rank, int):
+            raise ValueError(f"{self.signature}: argument {where} should be a Tensor of rank {rank} "
+                             f"(the trace fixed the number of dimensions); got a Tensor of shape {tuple(value.shape)}")
+        raise TypeError(f"{self.signature}: argument {where} should be {expected}"
+                        f"{f' of rank {rank}' if isinstance(rank, int) else ''}; got {seen}")
+
+
+def _describe(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"Tensor(shape={tuple(value.shape)}, dtype={value.dtype})"
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__} of length {len(value)}"
+    if isinstance(value, dict):
+        return f"dict with keys {sorted(map(str, value))}"
+    return f"{type(value).__name__} {value!r}"
+
+
+def signature_text(name: str, graph: Graph) -> str:
+    args_spec, kwargs_spec = graph.in_spec.children
+    names = iter(graph.arg_names)
+    leaves = iter(graph.input_leaves)
+    parts = []
+    for c in args_spec.children:
+        parts.append(_leaf_text(c, names, leaves))
+    for k, c in zip(kwargs_spec.keys, kwargs_spec.children):
+        parts.append(f"{k}={_leaf_text(c, names, leaves)}")
+    return f"{name}({', '.join(parts)})"
+
+
+def _leaf_text(spec, names, leaves) -> str:
+    if spec.kind == "leaf":
+        name = next(names)
+        leaf = next(leaves)
+        t = getattr(leaf, "type", None)
+        if t is not None and hasattr(t, "shape"):
+            return f"{name}: Tensor[{len(t.shape)}d]"
+        if t is not None:
+            return f"{name}: {t}"
+        return f"{name}={leaf!r}"
+    inner = ", ".join(_leaf_text(c, names, leaves) for c in spec.children)
+    if spec.kind == "dict":
+        return "{" + ", ".join(f"{k!r}: {_leaf_text(c, names, leaves)}" for k, c in zip(spec.keys, spec.children)) + "}"
+    return f"[{inner}]" if spec.kind == "list" else f"({inner})"
+
+
+def compile_method(graph: Graph, name: str, label: str, guards: bool):
+    sig = signature_text(name, graph)
+    src, globs = generate(graph, name, guards=guards, input_error=InputError(sig))
+    fn = compile_function(src, name, globs, label)
+    fn.graph = graph
+    fn.code = src
+    fn.signature = sig
+    return fn
+
+
+def call_checked(fn, signature: str, args, kwargs):
+    """Call a generated function; turn a Python arity error at the call itself into a clear TypeError."""
+    try:
+        return fn(*args, **kwargs)
+    except TypeError as e:
+        tb = e.__traceback__
+        if tb is not None and tb.tb_next is None:
+            raise TypeError(f"expected {signature}; got {len(args)} positional and keyword arguments "
+                            f"{sorted(kwargs)}: {e}") from None
+        raise
+
+
+class TracedFunction:
+    """A traced plain function. Call it like the original.
+
+    >>> import torch, tracejit
+    >>> f = tracejit.trace(lambda x, y: 2 * x + y, (torch.ones(3), torch.ones(3)))
+    >>> f(torch.zeros(2), torch.ones(2))
+    tensor([1., 1.])
+    """
+
+    def __init__(self, name: str, graph: Graph, ledger):
+        self.__name__ = name
+        self._fn = compile_method(graph, "forward", name, guards=True)
+        self.ledger = tuple(ledger)
+
+    @property
+    def graph(self) -> Graph:
+        return self._fn.graph
+
+    @property
+    def inlined_graph(self) -> Graph:
+        return self._fn.graph
+
+    @property
+    def code(self) -> str:
+        return self._fn.code
+
+    @property
+    def signature(self) -> str:
+        return self._fn.signature
+
+    def __call__(self, *args, **kwargs):
+        return call_checked(types.MethodType(self._fn, self), self._fn.signature, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<TracedFunction {self._fn.signature}>"
+
+
+class TracedModule(nn.Module):
+    """A traced nn.Module: same submodules, parameters and buffers as the original
+    (the very same tensors), with each traced method replaced by generated code.
+    """
+
+    def __init__(self, original_name: str):
+        super().__init__()
+        self.original_name = original_name
+        self._traced_methods: dict[str, types.FunctionType] = {}
+        self.ledger: tuple = ()
+
+    def _get_name(self) -> str:
+        return self.original_name
+
+    def extra_repr(self) -> str:
+        return f"original_name={self.original_name}"
+
+    def _install(self, name: str, fn) -> None:
+        self._traced_methods[name] = fn
+        object.__setattr__(self, name, types.MethodType(fn, self))
+
+    def forward(self, *args, **kwargs):  # replaced per instance by _install
+        raise RuntimeError(f"{self.original_name} was not called while tracing, so it has no traced forward")
+
+    def __call__(self, *args, **kwargs):
+        if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks:
+            return super().__call__(*args, **kwargs)
+        fn = self._traced_methods.get("forward")
+        if fn is None:
+            return self.forward(*args, **kwargs)
+        return call_checked(self.forward, fn.signature, args, kwargs)
+
+    @property
+    def graph(self) -> Graph:
+        return self._method("forward").graph
+
+    @property
+    def code(self) -> str:
+        return self._method("forward").code
+
+    @property
+    def inlined_graph(self) -> Graph:
+        return inline_calls(self._method("forward").graph)
+
+    def _method(self, name: str):
+        fn = self._traced_methods.get(name)
+        if fn is None:
+            raise AttributeError(f"{self.original_name} has no traced method {name!r} (it was not called "
+                                 "while tracing)")
+        return fn
+
+
+def build_module(original: nn.Module, methods: dict, root_methods: dict, label: str) -> TracedModule:
+    """Mirror ``original``'s hierarchy, sharing its parameters and buffers, with generated methods."""
+    made: dict[int, TracedModule] = {}
+
+    def mirror(mod: nn.Module, path: str) -> TracedModule:
+        if id(mod) in made:
+            return made[id(mod)]
+        tm = TracedModule(type(mod).__name__)
+        made[id(mod)] = tm
+        tm.training = mod.training
+        for name, p in mod._parameters.items():
+            tm._parameters[name] = p
+        for name, b in mod._buffers.items():
+            tm._buffers[name] = b
+        tm._non_persistent_buffers_set = set(mod._non_persistent_buffers_set)
+        for name, child in mod._modules.items():
+            tm._modules[name] = None if child is None else mirror(child, f"{path}.{name}" if path else name)
+        graphs = methods.get(path, {})
+        for mname, graph in graphs.items():
+            tm._install(mname, compile_method(graph, mname, f"{label}.{path}" if path else label, guards=False))
+        return tm
+
+    root = mirror(original, "")
+    for mname, graph in root_methods.items():
+        root._install(mname, compile_method(graph, mname, label, guards=True))
+    return root

@@ -1,0 +1,81 @@
+"""trace() and trace_module(): record, build the traced object, check it."""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import types
+import warnings
+
+import torch
+from torch import nn
+
+from ..errors import TraceError
+from ..ir import Graph, verify
+from ..passes.dce import eliminate_dead_code
+from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
+from .ledger import Ledger
+from .recorder import Frame, Tracer
+from .symbolic import get_tracer, set_tracer
+
+
+class Recording:
+    """What one traced method produced: its graph, the submodule graphs, and the ledger."""
+
+    def __init__(self, graph: Graph, methods: dict, ledger: Ledger, result):
+        self.graph = graph
+        self.methods = methods
+        self.ledger = ledger
+        self.result = result
+
+
+def is_tracing() -> bool:
+    """True while tracejit is recording (``torch.jit.is_tracing()`` answers the same then)."""
+    return get_tracer() is not None
+
+
+@contextlib.contextmanager
+def _tracing_state(tracer: Tracer):
+    """Install the tracer: the mode, module-call recording, is_tracing; restore everything after."""
+    if get_tracer() is not None:
+        raise TraceError("tracejit.trace was called while another trace is being recorded")
+    import torch.jit as tjit
+    import torch.jit._trace as tjit_trace
+    saved = (tjit.is_tracing, tjit_trace.is_tracing)
+    grad = torch.is_grad_enabled()
+    set_tracer(tracer)
+    tjit.is_tracing = is_tracing
+    tjit_trace.is_tracing = is_tracing
+    try:
+        with ModuleCalls(tracer).active(), tracer:
+            yield
+    finally:
+        set_tracer(None)
+        tjit.is_tracing, tjit_trace.is_tracing = saved
+        torch.set_grad_enabled(grad)
+
+
+def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: bool = True,
+           force_outplace: bool = False, name: str = "forward") -> Recording:
+    """Run ``fn(*args, **kwargs)`` once, recording every PyTorch op it calls."""
+    ledger = Ledger(emit_warnings=warn)
+    tracer = Tracer(module, ledger, force_outplace)
+    graph = Graph(name=name, module_type=type(module).__name__ if module is not None else "")
+    frame = Frame(graph, module, "", None)
+    tracer.frames.append(frame)
+    bind_inputs(tracer, frame, args, kwargs, fn)
+    if module is not None:
+        check_backward_hooks(module, "")
+        for path, m in module.named_modules():
+            check_backward_hooks(m, path)
+        ledger.add("training", "the module's training flag", None, module.training)
+    with _tracing_state(tracer):
+        result = fn(*args, **kwargs)
+        with torch._C.DisableTorchFunction():
+            bind_outputs(tracer, frame, result)
+    for methods in tracer.methods.values():
+        for g in methods.values():
+            eliminate_dead_code(g)
+            verify(g)
+    eliminate_dead_code(graph)
+    verify(graph)
+    return Recording(graph, tracer.methods, ledger, result)

@@ -1,0 +1,76 @@
+"""The ledger: every value a trace froze, as data.
+
+Each entry says what kind of value was frozen, where (the user's source line)
+and what value was seen. Kinds:
+
+    value_read   Python read a value out of a tensor (bool, item, int, float, tolist, numpy)
+    iteration    iterating over a tensor fixed the number of items
+    size         a size was used as a Python int (branch, int(), range, float math)
+    constant     a tensor that is neither input, parameter nor buffer was captured
+    device       a tensor's device was read
+    training     the module's training flag at trace time
+    nondeterministic  the trace holds a random op (checked outputs will differ)
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import TracerWarning
+from ..ir import SourceLoc
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    kind: str
+    message: str
+    source: SourceLoc | None
+    value: Any = None
+
+    @property
+    def filename(self) -> str | None:
+        return self.source.filename if self.source else None
+
+    @property
+    def lineno(self) -> int | None:
+        return self.source.lineno if self.source else None
+
+    def __str__(self) -> str:
+        where = f"{self.source}: " if self.source else ""
+        return f"{where}[{self.kind}] {self.message} (value seen: {self.value!r})"
+
+
+class Ledger:
+    """Collects entries while tracing; warns for the kinds that can make a trace wrong."""
+
+    WARN_KINDS = ("value_read", "iteration", "size", "constant")
+
+    def __init__(self, emit_warnings: bool = True):
+        self.entries: list[LedgerEntry] = []
+        self.emit_warnings = emit_warnings
+
+    def add(self, kind: str, message: str, source: SourceLoc | None, value: Any = None) -> None:
+        entry = LedgerEntry(kind, message, source, _plain(value))
+        self.entries.append(entry)
+        if self.emit_warnings and kind in self.WARN_KINDS:
+            text = f"{message}. The trace fixed the value {entry.value!r}; it may be wrong for other inputs."
+            if source is not None:
+                warnings.warn_explicit(text, TracerWarning, source.filename, source.lineno, module="tracejit")
+            else:
+                warnings.warn(text, TracerWarning, stacklevel=3)
+
+
+def _plain(value):
+    """A small, printable copy of a seen value (no tensors kept alive)."""
+    try:
+        import torch
+        if isinstance(value, torch.Tensor):
+            if value.numel() <= 8:
+                return value.detach().cpu().tolist()
+            return f"tensor(shape={tuple(value.shape)}, dtype={value.dtype})"
+    except Exception:  # pragma: no cover
+        pass
+    if isinstance(value, int):
+        return int(value)
+    return value

@@ -1,0 +1,218 @@
+"""Name what a Python entry point into PyTorch runs: ATen op, overload, and how to call it again.
+
+``describe(func, args, kwargs)`` returns ``(op, target)`` where ``op`` is the
+qualified ATen name with overload (``aten::add.Tensor``) and ``target`` tells
+codegen how to emit the call:
+
+    "method:view"            args[0].view(*args[1:], **kwargs)
+    "fn:torch.conv2d"        torch.conv2d(*args, **kwargs)
+    "op:+"                   args[0] + args[1]      (unary: -args[0])
+    "attr:T"                 args[0].T
+"""
+from __future__ import annotations
+
+import functools
+import types
+
+import torch
+
+# Python operator dunders -> (aten name, operator symbol or None for a method)
+DUNDERS = {
+    "__add__": ("add", "+"), "__radd__": ("add", "r+"), "__iadd__": ("add_", None),
+    "__sub__": ("sub", "-"), "__isub__": ("sub_", None),
+    "__mul__": ("mul", "*"), "__rmul__": ("mul", "r*"), "__imul__": ("mul_", None),
+    "__truediv__": ("div", "/"), "__itruediv__": ("div_", None), "__div__": ("div", "/"),
+    "__floordiv__": ("floor_divide", "//"), "__ifloordiv__": ("floor_divide_", None),
+    "__mod__": ("remainder", "%"), "__imod__": ("remainder_", None),
+    "__pow__": ("pow", "**"), "__ipow__": ("pow_", None),
+    "__matmul__": ("matmul", "@"),
+    "__and__": ("__and__", "&"), "__or__": ("__or__", "|"), "__xor__": ("__xor__", "^"),
+    "__iand__": ("__iand__", None), "__ior__": ("__ior__", None), "__ixor__": ("__ixor__", None),
+    "__lshift__": ("__lshift__", "<<"), "__rshift__": ("__rshift__", ">>"),
+    "__eq__": ("eq", "=="), "__ne__": ("ne", "!="), "__lt__": ("lt", "<"), "__le__": ("le", "<="),
+    "__gt__": ("gt", ">"), "__ge__": ("ge", ">="),
+    "__neg__": ("neg", "u-"), "__pos__": ("positive", "u+"), "__abs__": ("abs", None),
+    "__invert__": ("bitwise_not", "u~"),
+}
+
+# Tensor methods that are Python-binding shortcuts for another ATen op
+METHOD_ALIASES = {
+    "float": "to", "double": "to", "half": "to", "bfloat16": "to", "int": "to", "long": "to",
+    "short": "to", "char": "to", "byte": "to", "bool": "to", "cpu": "to", "cuda": "to", "type": "to",
+}
+
+# property getters that produce tensors: property -> aten name
+TENSOR_PROPERTIES = {
+    "T": "numpy_T", "mT": "mT", "H": "matrix_H", "mH": "mH", "real": "real", "imag": "imag",
+    "data": "detach", "grad": "grad",
+}
+
+_NAMESPACES = {}
+for _attr, _path in (("_VariableFunctions", "torch"), ("_nn", "torch._C._nn"), ("_linalg", "torch._C._linalg"),
+                     ("_special", "torch._C._special"), ("_fft", "torch._C._fft"), ("_nested", "torch._C._nested"),
+                     ("_sparse", "torch._C._sparse")):
+    _mod = getattr(torch._C, _attr, None)
+    if _mod is not None:
+        _NAMESPACES[id(_mod)] = _path
+
+
+def describe(func, args, kwargs) -> tuple[str, str]:
+    name = func.__name__
+    if name in DUNDERS:
+        aten, sym = DUNDERS[name]
+        if sym is None:
+            target = f"method:{name if name.startswith('__i') and aten.startswith('__') else aten}"
+        else:
+            target = f"op:{sym}"
+        call_args = (args[1], args[0]) + tuple(args[2:]) if sym and sym.startswith("r") else args
+        return qualify(aten, call_args, kwargs), target
+    if isinstance(func, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        aten = METHOD_ALIASES.get(name, name)
+        return qualify(aten, args, kwargs), f"method:{name}"
+    owner = getattr(func, "__self__", None)
+    path = _NAMESPACES.get(id(owner))
+    if path is None:
+        mod = getattr(func, "__module__", None) or "torch"
+        path = mod if mod.startswith("torch") else "torch"
+    aten = name
+    if path == "torch._C._linalg" and not name.startswith("linalg_"):
+        aten = "linalg_" + name
+    elif path == "torch._C._special" and not name.startswith("special_"):
+        aten = "special_" + name
+    elif path == "torch._C._fft" and not name.startswith("fft_"):
+        aten = "fft_" + name
+    return qualify(aten, args, kwargs), f"fn:{path}.{name}"
+
+
+def qualify(aten: str, args, kwargs) -> str:
+    overload = resolve_overload(aten, _kinds(args), tuple(sorted(kwargs)))
+    if overload is None:
+        return f"aten::{aten}"
+    return f"aten::{aten}.{overload}"
+
+
+def _kind(v) -> str:
+    if isinstance(v, torch.Tensor):
+        return "T"
+    if isinstance(v, bool):
+        return "b"
+    if isinstance(v, int):
+        return "i"
+    if isinstance(v, float):
+        return "f"
+    if isinstance(v, complex):
+        return "c"
+    if v is None:
+        return "N"
+    if isinstance(v, str):
+        return "s"
+    if isinstance(v, torch.dtype):
+        return "d"
+    if isinstance(v, (torch.device,)):
+        return "D"
+    if isinstance(v, (list, tuple)):
+        return "[" + "".join(sorted(set(_kind(x) for x in v))) + "]"
+    return "?"
+
+
+def _kinds(args) -> tuple:
+    return tuple(_kind(a) for a in args)
+
+
+def aten_packet(name: str):
+    try:
+        return getattr(torch.ops.aten, name)
+    except (AttributeError, RuntimeError):
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def resolve_overload(name: str, kinds: tuple, kw: tuple) -> str | None:
+    packet = aten_packet(name)
+    if packet is None:
+        return None
+    try:
+        overloads = packet.overloads()
+    except Exception:
+        return None
+    schemas = []
+    for ov in overloads:
+        try:
+            schemas.append((ov, getattr(packet, ov)._schema))
+        except Exception:
+            continue
+    for lenient in (False, True):
+        for ov, schema in schemas:
+            if "out" in (a.name for a in schema.arguments) and "out" not in kw:
+                continue
+            if _binds(schema, kinds, kw, lenient):
+                return ov
+    return None
+
+
+def _binds(schema, kinds, kw, lenient) -> bool:
+    params = list(schema.arguments)
+    positional = [a for a in params if not a.kwarg_only]
+    supplied = set()
+    ki = 0
+    for i, p in enumerate(positional):
+        if ki >= len(kinds):
+            break
+        t = str(p.type)
+        if t.rstrip("?").endswith("[]") or "[" in t:
+            # varargs form: view(2, 3) for int[] size
+            if kinds[ki] in ("i",) and i == len(positional) - 1 or (kinds[ki] == "i" and all(k == "i" for k in kinds[ki:]) and i == len(positional) - 1):
+                supplied.add(p.name)
+                ki = len(kinds)
+                break
+        if not _fits(kinds[ki], t, lenient):
+            return False
+        supplied.add(p.name)
+        ki += 1
+    if ki < len(kinds):
+        return False
+    names = {a.name for a in params}
+    for k in kw:
+        if k not in names:
+            return False
+        supplied.add(k)
+    for a in params:
+        if a.name not in supplied and not a.has_default_value() and not str(a.type).endswith("?"):
+            return False
+    return True
+
+
+def _fits(kind: str, t: str, lenient: bool) -> bool:
+    if t.endswith("?"):
+        if kind == "N":
+            return True
+        t = t[:-1]
+    if t == "Any":
+        return True
+    if t == "Tensor":
+        return kind == "T" or (lenient and kind in "ifbc")
+    if t in ("int", "SymInt"):
+        return kind == "i" or (lenient and kind == "b")
+    if t == "float":
+        return kind in "if"
+    if t in ("Scalar", "number"):
+        return kind in "ifbc" or (lenient and kind == "T")
+    if t == "bool":
+        return kind == "b" or (lenient and kind == "i")
+    if t == "str":
+        return kind == "s"
+    if t == "ScalarType":
+        return kind == "d"
+    if t == "Device":
+        return kind in "Dsi"
+    if t.startswith(("int[", "SymInt[")):
+        return kind == "i" or (kind.startswith("[") and set(kind[1:-1]) <= set("i"))
+    if t.startswith("float["):
+        return kind.startswith("[") and set(kind[1:-1]) <= set("if")
+    if t.startswith(("Tensor[", "Tensor?[")):
+        return kind.startswith("[") and set(kind[1:-1]) <= set("TN")
+    if t.startswith("bool["):
+        return kind.startswith("[") and set(kind[1:-1]) <= set("b")
+    if t.startswith("Scalar["):
+        return kind.startswith("[")
+    return lenient

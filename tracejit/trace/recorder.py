@@ -1,0 +1,411 @@
+"""Recording: a TorchFunctionMode that writes each PyTorch call into a Graph.
+
+Ops are recorded where Python first enters PyTorch's C++ operator library
+(``torch.conv2d``, ``Tensor.view``, ``torch._C._nn.linear``). Python helpers
+inside torch (``F.interpolate``, ``F.relu``, ``Tensor.__rsub__``) are traced
+through: the mode stays active inside them, so the C++ ops they call are
+recorded instead. Submodule calls open a new Frame with a Graph of its own.
+"""
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode, redispatch_function
+
+from ..errors import TraceError
+from ..ir import Graph, Node, TensorType, ScalarType, Value, iter_values
+from ..pytree import flatten
+from . import indexing, ops
+from .ledger import Ledger
+from .source import user_location
+from .symbolic import TracedInt
+
+_VALUE_READS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__complex__",
+                "__array__", "equal", "is_nonzero", "allclose"}
+_PASSTHROUGH = {"__repr__", "__str__", "__format__", "__hash__", "__reduce_ex__", "__deepcopy__", "__setstate__",
+                "data_ptr", "stride", "storage_offset", "is_contiguous", "element_size", "get_device",
+                "is_floating_point", "is_complex", "is_signed", "untyped_storage", "storage", "_is_view",
+                "is_set_to", "has_names", "_version", "__dlpack__", "__dlpack_device__", "nbytes", "itemsize",
+                "__array_wrap__", "__array_priority__", "is_pinned", "is_shared", "__reversed__",
+                "__contains__", "dim", "ndimension"}
+_PROPERTY_PLAIN = {"dtype", "layout", "requires_grad", "is_leaf", "grad_fn", "names", "is_cuda", "is_cpu", "is_meta",
+                   "is_sparse", "is_quantized", "is_mkldnn", "is_nested", "ndim", "output_nr", "_base",
+                   "is_mps", "is_xpu", "_cdata", "itemsize", "nbytes", "_version", "retains_grad"}
+_NONDETERMINISTIC = {"dropout", "dropout_", "feature_dropout", "alpha_dropout", "feature_alpha_dropout",
+                     "native_dropout", "bernoulli", "bernoulli_", "rand", "randn", "randint", "randperm",
+                     "rand_like", "randn_like", "randint_like", "normal", "normal_", "uniform_", "multinomial",
+                     "exponential_", "random_", "cauchy_", "log_normal_", "geometric_", "poisson", "rrelu"}
+
+
+def internal(method):
+    """Run tracejit's own bookkeeping with torch functions undispatched (no recording of itself)."""
+    def wrapper(*args, **kwargs):
+        with torch._C.DisableTorchFunction():
+            return method(*args, **kwargs)
+    wrapper.__name__ = method.__name__
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
+
+class Frame:
+    """One method call being recorded: its graph and the tensors it knows."""
+
+    def __init__(self, graph: Graph, module, path: str, parent: "Frame | None"):
+        self.graph = graph
+        self.module = module
+        self.path = path
+        self.parent = parent
+        self.env: dict[int, Value] = {}
+        self.keep: list = []
+        self.captures: list[tuple[Value, Value]] = []   # (value in parent, input value here)
+
+    def bind(self, obj, value: Value) -> None:
+        self.env[id(obj)] = value
+        self.keep.append(obj)
+
+
+class Tracer(TorchFunctionMode):
+    """Records PyTorch calls into the current Frame's Graph."""
+
+    def __init__(self, root_module=None, ledger: Ledger | None = None, force_outplace: bool = False):
+        super().__init__()
+        self.ledger = ledger or Ledger()
+        self.force_outplace = force_outplace
+        self.frames: list[Frame] = []
+        self.module_paths: dict[int, str] = {}
+        self.param_names: dict[int, list[str]] = {}
+        self.methods: dict[str, dict[str, Graph]] = {}   # module path -> method name -> graph
+        self._method_keys: dict[str, dict[str, str]] = {}
+        if root_module is not None:
+            for path, m in root_module.named_modules(remove_duplicate=False):
+                self.module_paths.setdefault(id(m), path)
+            for name, p in root_module.named_parameters(remove_duplicate=False):
+                self.param_names.setdefault(id(p), []).append(name)
+            for name, b in root_module.named_buffers(remove_duplicate=False):
+                self.param_names.setdefault(id(b), []).append(name)
+
+    # ---- values -------------------------------------------------------------------------------
+    @property
+    def frame(self) -> Frame:
+        return self.frames[-1]
+
+    def value_of(self, t, frame: Frame | None = None) -> Value:
+        frame = frame or self.frames[-1]
+        v = frame.env.get(id(t))
+        if v is not None:
+            return v
+        names = self.param_names.get(id(t))
+        if names and frame.module is not None:
+            prefix = frame.path + "." if frame.path else ""
+            for n in names:
+                if n.startswith(prefix):
+                    return self._get_attr(frame, t, n[len(prefix):])
+        if frame.parent is not None and self._known_outside(t, frame.parent):
+            outer = self.value_of(t, frame.parent)
+            inner = frame.graph.add_input(outer.type, hint="__capture__", dynamic=outer.dynamic)
+            frame.captures.append((outer, inner))
+            frame.bind(t, inner)
+            return inner
+        return self._constant(frame, t)
+
+    def _known_outside(self, t, frame: Frame | None) -> bool:
+        while frame is not None:
+            if id(t) in frame.env or (id(t) in self.param_names and frame.module is not None):
+                return True
+            frame = frame.parent
+        return False
+
+    def _get_attr(self, frame: Frame, t, rel: str) -> Value:
+        node = Node("tracejit::get_attr", "", attrs={"path": rel})
+        frame.graph.add_node(node, [TensorType.of(t)], dynamic=False)
+        v = node.outputs[0]
+        v.hint = rel.replace(".", "_")
+        frame.bind(t, v)
+        return v
+
+    def _constant(self, frame: Frame, t) -> Value:
+        if isinstance(t, torch.nn.Parameter) or t.requires_grad:
+            what = "a parameter or tensor that requires grad and is not a parameter of the traced module"
+        else:
+            what = "a tensor that is neither an input, a parameter nor a buffer"
+        self.ledger.add("constant", f"{what} (shape {tuple(t.shape)}, dtype {t.dtype}) was captured as a constant",
+                        user_location(3), t)
+        graph = frame.graph
+        node = Node("tracejit::constant", "", attrs={"index": len(graph.constants)})
+        graph.constants.append(t.detach() if not isinstance(t, torch.nn.Parameter) else t)
+        graph.add_node(node, [TensorType.of(t)], dynamic=False)
+        frame.bind(t, node.outputs[0])
+        return node.outputs[0]
+
+    def to_ir(self, obj):
+        """Replace tensors and traced ints in ``obj`` by graph Values."""
+        if isinstance(obj, torch.Tensor):
+            return self.value_of(obj)
+        if isinstance(obj, TracedInt):
+            v = self._int_value(obj)
+            return v if v is not None else int.__int__(obj)
+        if isinstance(obj, (list, tuple)):
+            items = [self.to_ir(o) for o in obj]
+            return items if isinstance(obj, list) else tuple(items)
+        if isinstance(obj, dict):
+            return {k: self.to_ir(v) for k, v in obj.items()}
+        return obj
+
+    def _int_value(self, ti: TracedInt, frame: Frame | None = None) -> Value | None:
+        frame = frame or self.frames[-1]
+        v = frame.env.get(id(ti))
+        if v is not None:
+            return v
+        if frame.parent is not None:
+            outer = self._int_value(ti, frame.parent)
+            if outer is not None:
+                inner = frame.graph.add_input(outer.type, hint="__capture__", dynamic=True)
+                frame.captures.append((outer, inner))
+                frame.bind(ti, inner)
+                return inner
+        return None
+
+    def new_int(self, value: int, node: Node) -> TracedInt:
+        ti = TracedInt(value)
+        self.frame.bind(ti, node.outputs[0])
+        return ti
+
+    # ---- symbolic ints ------------------------------------------------------------------------
+    @internal
+    def int_op(self, op: str, sym: str, value: int, operands) -> Any:
+        args = tuple(self.to_ir(o) for o in operands)
+        if not any(isinstance(a, Value) for a in args):
+            return value
+        node = Node(op, f"op:{sym}", args, source=user_location(2))
+        self.frame.graph.add_node(node, [ScalarType("int")], dynamic=True)
+        return self.new_int(value, node)
+
+    @internal
+    def specialize_size(self, ti: TracedInt, how: str, value) -> None:
+        if self._int_value(ti) is None:
+            return
+        self.ledger.add("size", f"a traced size was {how}", user_location(3), value)
+
+    def sizes_of(self, t: torch.Tensor, dim=None):
+        v = self.value_of(t)
+        if not v.dynamic:
+            return t.size() if dim is None else t.size(dim)
+        if dim is not None:
+            return self._size(t, v, dim)
+        return torch.Size([self._size(t, v, d) for d in range(t.dim())])
+
+    def _size(self, t, v: Value, dim: int):
+        size = t.size(dim)
+        node = Node("aten::size.int", "method:size", (v, dim), source=user_location(3))
+        self.frame.graph.add_node(node, [ScalarType("int")], dynamic=True)
+        return self.new_int(size, node)
+
+    # ---- the mode -----------------------------------------------------------------------------
+    def __torch_function__(self, func, types_, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name == "__get__":
+            return self._property(func, args)
+        if name in ("size", "numel") and isinstance(func, types.MethodDescriptorType):
+            return self._size_call(name, args, kwargs)
+        if name in _VALUE_READS:
+            return self._value_read(func, name, args, kwargs)
+        if name in _PASSTHROUGH:
+            return func(*args, **kwargs)
+        if name == "__getitem__" and not isinstance(func, types.FunctionType):
+            return self._getitem(func, args)
+        if name == "__setitem__" and not isinstance(func, types.FunctionType):
+            return self._setitem(func, args)
+        if name in ("register_hook", "register_post_accumulate_grad_hook"):
+            raise TraceError(f"Tensor.{name} was called while tracing at {user_location(2)}: tensor backward "
+                             "hooks cannot be part of a traced program; register them on the traced module's "
+                             "outputs instead")
+        if name == "__iter__":
+            self._iteration(args[0])
+        if not _is_builtin(func):
+            with self:
+                return redispatch_function(func, types_, args, kwargs)
+        if self.force_outplace and _is_inplace(name):
+            return self._outplace(func, name, args, kwargs)
+        result = func(*args, **kwargs)
+        self.record(func, args, kwargs, result)
+        return result
+
+    def record(self, func, args, kwargs, result, op_target=None) -> Node | None:
+        frame = self.frame
+        leaves, _ = flatten(result) if isinstance(result, (tuple, list)) else ([result], None)
+        if not any(isinstance(x, torch.Tensor) for x in leaves):
+            if isinstance(result, (bool, int, float)) and not isinstance(result, TracedInt):
+                self.ledger.add("value_read", f"'{getattr(func, '__name__', func)}' returned a Python value",
+                                user_location(3), result)
+            if result is not None and not isinstance(result, (tuple, list)):
+                return None
+        op, target = op_target or ops.describe(func, args, kwargs)
+        node_args = self.to_ir(tuple(args))
+        node_kwargs = self.to_ir(dict(kwargs))
+        dynamic = any(v.dynamic for v in iter_values((node_args, node_kwargs)))
+        node = Node(op, target, node_args, node_kwargs, source=user_location(3),
+                    effectful=_is_inplace(op.split("::")[-1].split(".")[0]) or op == "aten::copy_.default")
+        if isinstance(result, (tuple, list)):
+            node.attrs["unpack"] = len(result)
+        types_ = [TensorType.of(x) if isinstance(x, torch.Tensor) else None for x in leaves]
+        frame.graph.add_node(node, types_, dynamic)
+        for x, v in zip(leaves, node.outputs):
+            if v is not None:
+                frame.bind(x, v)
+        base = node.name
+        if base in _NONDETERMINISTIC and not (base in ("dropout", "feature_dropout", "alpha_dropout")
+                                              and not _dropout_training(args, kwargs)):
+            node.attrs["nondeterministic"] = True
+            self.ledger.add("nondeterministic", f"random op {op}", node.source, None)
+        return node
+
+    def _property(self, func, args):
+        prop = getattr(func.__self__, "__name__", "")
+        t = args[0]
+        if prop == "shape":
+            return self.sizes_of(t)
+        if prop == "device":
+            dev = func(*args)
+            if not self.ledger.entries or self.ledger.entries[-1].kind != "device":
+                self.ledger.add("device", "a tensor's device was read", user_location(3), str(dev))
+            return dev
+        result = func(*args)
+        if prop in ops.TENSOR_PROPERTIES and isinstance(result, torch.Tensor):
+            aten = ops.TENSOR_PROPERTIES[prop]
+            self.record(func, args, {}, result, (ops.qualify(aten, args, {}), f"attr:{prop}"))
+        return result
+
+    def _size_call(self, name, args, kwargs):
+        t = args[0]
+        if name == "numel":
+            v = self.value_of(t)
+            n = t.numel()
+            if not v.dynamic:
+                return n
+            node = Node("aten::numel.default", "method:numel", (v,), source=user_location(2))
+            self.frame.graph.add_node(node, [ScalarType("int")], dynamic=True)
+            return self.new_int(n, node)
+        dim = args[1] if len(args) > 1 else kwargs.get("dim")
+        return self.sizes_of(t, dim)
+
+    def _value_read(self, func, name, args, kwargs):
+        result = func(*args, **kwargs)
+        what = {"__bool__": "bool(tensor) / 'if tensor'", "__int__": "int(tensor)", "__float__": "float(tensor)",
+                "__index__": "a tensor used as an index", "item": "tensor.item()", "tolist": "tensor.tolist()",
+                "numpy": "tensor.numpy()"}.get(name, f"'{name}'")
+        self.ledger.add("value_read", f"{what} read a value out of a tensor, and the trace cannot record that",
+                        user_location(2), result if not hasattr(result, "shape") else args[0])
+        return result
+
+    def _iteration(self, t):
+        n = len(t) if t.dim() > 0 else 0
+        self.ledger.add("iteration", f"iterating over a tensor fixed the number of items to {n}",
+                        user_location(3), n)
+
+    def _getitem(self, func, args):
+        t, idx = args
+        steps = indexing.plan(t.dim(), idx)
+        if steps is None:
+            result = func(*args)
+            self.record(func, args, {}, result, ("tracejit::getitem", "index:getitem"))
+            return result
+        cur = t
+        for kind, dim, payload in steps:
+            cur = self._index_step(cur, kind, dim, payload)
+        if cur is t:   # x[:] / x[...] is a view of x, as in eager
+            cur = self._index_step(t, "alias", 0, None)
+        return cur
+
+    def _index_step(self, cur, kind, dim, payload):
+        with torch._C.DisableTorchFunction():
+            if kind == "unsqueeze":
+                out = cur.unsqueeze(dim)
+                spec = ("aten::unsqueeze.default", "method:unsqueeze", (cur, dim))
+            elif kind == "select":
+                out = cur.select(dim, int(payload))
+                spec = ("aten::select.int", "index:select", (cur, dim, payload))
+            elif kind == "slice":
+                out = cur[(slice(None),) * dim + (payload,)]
+                spec = ("aten::slice.Tensor", "index:slice", (cur, dim, payload.start, payload.stop,
+                                                               1 if payload.step is None else payload.step))
+            elif kind == "alias":
+                out = cur.alias() if hasattr(cur, "alias") else cur.view_as(cur)
+                spec = ("aten::alias.default", "method:view_as", (cur, cur))
+            else:
+                indices = [None] * (max(d for d, _ in payload) + 1)
+                for d, ix in payload:
+                    indices[d] = ix
+                out = cur[tuple(slice(None) if i is None else i for i in indices)]
+                spec = ("aten::index.Tensor", "index:index", (cur, indices))
+        op, target, call_args = spec
+        self.record(None, call_args, {}, out, (op, target))
+        return out
+
+    def _setitem(self, func, args):
+        t, idx, value = args
+        steps = indexing.plan(t.dim(), idx)
+        if steps is None or (steps and steps[-1][0] == "index" and
+                             any(k == "unsqueeze" for k, _, _ in steps)):
+            func(*args)
+            self.record(func, args, {}, None, ("tracejit::setitem", "index:setitem"))
+            return None
+        cur = t
+        advanced = None
+        for kind, dim, payload in steps:
+            if kind == "index":
+                advanced = payload
+            else:
+                cur = self._index_step(cur, kind, dim, payload)
+        with torch._C.DisableTorchFunction():
+            if advanced is not None:
+                indices = [None] * (max(d for d, _ in advanced) + 1)
+                for d, ix in advanced:
+                    indices[d] = ix
+                cur[tuple(slice(None) if i is None else i for i in indices)] = value
+                spec = ("aten::index_put_.default", "index:setitem_index", (cur, indices, value))
+            elif isinstance(value, torch.Tensor):
+                cur.copy_(value)
+                spec = ("aten::copy_.default", "method:copy_", (cur, value))
+            else:
+                cur.fill_(value)
+                spec = ("aten::fill_.Scalar", "method:fill_", (cur, value))
+        node = self.record(None, spec[2], {}, None, spec[:2])
+        if node is not None:
+            node.effectful = True
+        return None
+
+    def _outplace(self, func, name, args, kwargs):
+        """_force_outplace: record ``x.add_(y)`` as ``x = x.add(y)``; eager still mutates x."""
+        out_name = name[:-1] if name.endswith("_") else name.replace("__i", "__", 1)
+        out_func = getattr(torch.Tensor, out_name, None)
+        result = func(*args, **kwargs)
+        if out_func is None:
+            self.record(func, args, kwargs, result)
+            return result
+        op, target = ops.describe(out_func, args, kwargs)
+        node = self.record(out_func, args, kwargs, result, (op, target))
+        if node is not None:
+            node.effectful = False
+        return result
+
+
+def _is_builtin(func) -> bool:
+    return isinstance(func, (types.BuiltinFunctionType, types.MethodDescriptorType,
+                             types.WrapperDescriptorType, types.MethodWrapperType, types.BuiltinMethodType))
+
+
+def _is_inplace(name: str) -> bool:
+    if name.startswith("__i") and name.endswith("__"):
+        return True
+    return name.endswith("_") and not name.endswith("__") and not name.startswith("_")
+
+
+def _dropout_training(args, kwargs) -> bool:
+    if "train" in kwargs:
+        return bool(kwargs["train"])
+    if "training" in kwargs:
+        return bool(kwargs["training"])
+    return bool(args[2]) if len(args) > 2 else True

@@ -1,0 +1,153 @@
+"""Sizes as traced ints.
+
+While tracing, ``x.size(0)`` of a tensor whose shape depends on the inputs
+returns a ``TracedInt``: a real ``int`` (so every Python and PyTorch API takes
+it) that also names the graph Value it came from. Arithmetic on it
+(``+ - * // % neg``) is recorded, so ``x.view(x.size(0), -1)`` replays on any
+batch size. Using it where the result cannot be recorded (a comparison,
+``int()``, ``range()``, float math) returns a plain Python value and writes a
+``size`` entry to the ledger, with a TracerWarning.
+"""
+from __future__ import annotations
+
+import operator
+
+_tracer = None  # the active Tracer, set by recorder.active()
+
+
+def set_tracer(t) -> None:
+    global _tracer
+    _tracer = t
+
+
+def get_tracer():
+    return _tracer
+
+
+_ARITH = {
+    "__add__": (operator.add, "aten::add.int", "+", False),
+    "__radd__": (operator.add, "aten::add.int", "+", True),
+    "__sub__": (operator.sub, "aten::sub.int", "-", False),
+    "__rsub__": (operator.sub, "aten::sub.int", "-", True),
+    "__mul__": (operator.mul, "aten::mul.int", "*", False),
+    "__rmul__": (operator.mul, "aten::mul.int", "*", True),
+    "__floordiv__": (operator.floordiv, "aten::floordiv.int", "//", False),
+    "__rfloordiv__": (operator.floordiv, "aten::floordiv.int", "//", True),
+    "__mod__": (operator.mod, "aten::remainder.int", "%", False),
+    "__rmod__": (operator.mod, "aten::remainder.int", "%", True),
+}
+
+_SPECIALIZE = {
+    "__eq__": operator.eq, "__ne__": operator.ne, "__lt__": operator.lt, "__le__": operator.le,
+    "__gt__": operator.gt, "__ge__": operator.ge, "__truediv__": operator.truediv,
+    "__rtruediv__": lambda a, b: b / a, "__pow__": operator.pow, "__rpow__": lambda a, b: b ** a,
+    "__and__": operator.and_, "__or__": operator.or_, "__xor__": operator.xor,
+    "__lshift__": operator.lshift, "__rshift__": operator.rshift, "__divmod__": divmod,
+}
+
+
+class TracedInt(int):
+    """An int that remembers which traced size it is."""
+
+    __slots__ = ()
+
+    def _plain(self) -> int:
+        return int.__int__(self)
+
+    def __repr__(self) -> str:
+        return int.__repr__(self)
+
+    __str__ = __repr__
+    __hash__ = int.__hash__
+
+    def __neg__(self):
+        t = _tracer
+        if t is None:
+            return -self._plain()
+        return t.int_op("aten::neg.int", "u-", -self._plain(), (self,))
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return self if self._plain() >= 0 else -self
+
+    def __int__(self):
+        return self._specialize("int()")
+
+    def __index__(self):
+        return self._specialize("used as an index (range(), list slicing, ...)")
+
+    def __float__(self):
+        return float(self._specialize("float()"))
+
+    def __bool__(self):
+        return bool(self._specialize("bool()"))
+
+    def __format__(self, spec):
+        return format(self._plain(), spec)
+
+    def __reduce__(self):
+        return (int, (self._plain(),))
+
+    def _specialize(self, how: str) -> int:
+        t = _tracer
+        value = self._plain()
+        if t is not None:
+            t.specialize_size(self, how, value)
+        return value
+
+
+def _make_arith(name, fn, op, sym, reflected):
+    def method(self, other):
+        if isinstance(other, bool) or not isinstance(other, int):
+            if isinstance(other, float):
+                return _SPECIALIZE_METHODS["__truediv__" if False else name](self, other)
+            return NotImplemented
+        a, b = (other, self) if reflected else (self, other)
+        value = fn(int(a) if not isinstance(a, TracedInt) else a._plain(),
+                   int(b) if not isinstance(b, TracedInt) else b._plain())
+        t = _tracer
+        if t is None:
+            return value
+        return t.int_op(op, sym, value, (a, b))
+    method.__name__ = name
+    return method
+
+
+def _make_special(name, fn):
+    def method(self, other):
+        if isinstance(other, TracedInt):
+            other_v = other._plain()
+        elif isinstance(other, (int, float)):
+            other_v = other
+        else:
+            return NotImplemented
+        value = fn(self._plain(), other_v)
+        t = _tracer
+        if t is not None:
+            t.specialize_size(self, f"used in '{name.strip('_')}' with {other_v!r}", self._plain())
+        return value
+    method.__name__ = name
+    return method
+
+
+_SPECIALIZE_METHODS = {n: _make_special(n, f) for n, f in _SPECIALIZE.items()}
+for _n, _m in _SPECIALIZE_METHODS.items():
+    setattr(TracedInt, _n, _m)
+
+
+def _make_arith_or_float(name, fn, op, sym, reflected):
+    arith = _make_arith(name, fn, op, sym, reflected)
+    special = _make_special(name, (lambda a, b: fn(b, a)) if reflected else fn)
+
+    def method(self, other):
+        if isinstance(other, float):
+            return special(self, other)
+        return arith(self, other)
+    method.__name__ = name
+    return method
+
+
+for _n, (_f, _op, _sym, _r) in _ARITH.items():
+    setattr(TracedInt, _n, _make_arith_or_float(_n, _f, _op, _sym, _r))
