@@ -111,71 +111,70 @@ class CodeGen:
         params: list[str] = []
         args_spec, kwargs_spec = spec.children
         top = [(None, c) for c in args_spec.children] + list(zip(kwargs_spec.keys, kwargs_spec.children))
-        for i, (key, child) in enumerate(top):
-            pname = self.bind_param(child, leaves, names, key, i)
-            params.append(pname)
+        for (key, child), top_name in zip(top, g.param_names):
+            params.append(self.bind_param(child, leaves, names, top_name))
         for v in g.inputs:
             if v.hint == "__capture__":
                 params.append(self.namer.define(v, "captured"))
         return params
 
-    def bind_param(self, spec: Spec, leaves, names, key, position) -> str:
+    def bind_param(self, spec: Spec, leaves, names, top_name: str) -> str:
         if spec.kind == "leaf":
             leaf = next(leaves)
             hint = next(names)
             if isinstance(leaf, Value):
                 pname = self.namer.define(leaf, hint)
-                self.guard_leaf(pname, leaf, position)
+                self.guard_leaf(pname, leaf, top_name)
                 return pname
             pname = self.fresh(hint)
-            self.guard_const(pname, leaf)
+            self.guard_const(pname, leaf, top_name)
             return pname
-        pname = self.fresh(key or _container_hint(spec, names))
-        self.unpack(pname, spec, leaves, names)
+        pname = self.fresh(top_name)
+        self.unpack(pname, spec, leaves, names, top_name)
         return pname
 
     def fresh(self, hint: str) -> str:
         return self.namer.define(Value(None), hint)
 
-    def unpack(self, expr: str, spec: Spec, leaves, names) -> None:
+    def unpack(self, expr: str, spec: Spec, leaves, names, where: str) -> None:
         if self.guards:
-            self.guard_container(expr, spec)
+            self.guard_container(expr, spec, where)
         keys = spec.keys if spec.kind == "dict" else range(len(spec.children))
         for k, child in zip(keys, spec.children):
             sub = f"{expr}[{k!r}]"
+            sub_where = f"{where}[{k!r}]"
             if child.kind == "leaf":
                 leaf = next(leaves)
                 hint = next(names)
                 if isinstance(leaf, Value):
                     name = self.namer.define(leaf, hint)
                     self.emit(f"{name} = {sub}")
-                    self.guard_leaf(name, leaf, sub)
+                    self.guard_leaf(name, leaf, sub_where)
                 else:
-                    self.guard_const(sub, leaf)
+                    self.guard_const(sub, leaf, sub_where)
             else:
                 inner = self.fresh(_container_hint(child, None))
                 self.emit(f"{inner} = {sub}")
-                self.unpack(inner, child, leaves, names)
+                self.unpack(inner, child, leaves, names, sub_where)
 
-    def guard_leaf(self, name: str, v: Value, where) -> None:
+    def guard_leaf(self, name: str, v: Value, where: str) -> None:
         if not self.guards:
             return
-        where_s = self.expr(where) if not isinstance(where, str) else repr(where)
         if v.type is not None and hasattr(v.type, "shape"):
             self.emit(f"if not isinstance({name}, Tensor) or {name}.dim() != {len(v.type.shape)}: "
-                      f"_input_error({where_s}, {name}, 'Tensor', {len(v.type.shape)})")
+                      f"_input_error({where!r}, {name}, 'Tensor', {len(v.type.shape)})")
         else:
-            self.emit(f"if not isinstance({name}, int): _input_error({where_s}, {name}, 'int', None)")
+            self.emit(f"if not isinstance({name}, int): _input_error({where!r}, {name}, 'int', None)")
 
-    def guard_const(self, expr: str, const) -> None:
+    def guard_const(self, expr: str, const, where: str) -> None:
         if not self.guards:
             return
         if const is None:
-            self.emit(f"if {expr} is not None: _input_error({expr!r}, {expr}, 'None', None)")
+            self.emit(f"if {expr} is not None: _input_error({where!r}, {expr}, None, 'const')")
         elif isinstance(const, (bool, int, float, str)):
-            self.emit(f"if {expr} != {const!r}: _input_error({expr!r}, {expr}, {const!r}, 'const')")
+            self.emit(f"if {expr} != {const!r}: _input_error({where!r}, {expr}, {const!r}, 'const')")
 
-    def guard_container(self, expr: str, spec: Spec) -> None:
+    def guard_container(self, expr: str, spec: Spec, where: str) -> None:
         n = len(spec.children)
         if spec.kind in ("tuple", "namedtuple"):
             cond = f"not isinstance({expr}, tuple) or len({expr}) != {n}"
@@ -183,7 +182,7 @@ class CodeGen:
             cond = f"not isinstance({expr}, list) or len({expr}) != {n}"
         else:
             cond = f"not isinstance({expr}, dict) or {expr}.keys() != {set(spec.keys)!r}"
-        self.emit(f"if {cond}: _input_error({expr!r}, {expr}, {_spec_text(spec)!r}, 'container')")
+        self.emit(f"if {cond}: _input_error({where!r}, {expr}, {_spec_text(spec)!r}, 'container')")
 
     def emit_node(self, node: Node) -> None:
         outs = node.outputs

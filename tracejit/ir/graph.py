@@ -166,7 +166,8 @@ class Graph:
     in_spec: Any = None     # pytree spec of (args, kwargs)
     input_leaves: list = field(default_factory=list)  # per in_spec leaf: an input Value or a constant
     out_spec: Any = None    # pytree spec of the result; leaves map to ``outputs``
-    arg_names: tuple = ()   # parameter names of the traced callable (for printing)
+    arg_names: tuple = ()   # a name per in_spec leaf, from the traced callable's parameters
+    param_names: tuple = () # the traced callable's parameter name per top-level argument
     constants: list = field(default_factory=list)  # tensors captured as constants
     module_type: str = ""   # original class name, for printing
 

@@ -10,7 +10,7 @@ def inline_calls(graph: Graph, prefix: str = "") -> Graph:
     ``get_attr`` paths become relative to the outer graph's module, and node scopes record
     the submodule path each node came from.
     """
-    out = Graph(name=graph.name, in_spec=graph.in_spec, out_spec=graph.out_spec, arg_names=graph.arg_names,
+    out = Graph(name=graph.name, in_spec=graph.in_spec, out_spec=graph.out_spec, arg_names=graph.arg_names, param_names=graph.param_names,
                 module_type=graph.module_type)
     env: dict[int, object] = {}
     for v in graph.inputs:

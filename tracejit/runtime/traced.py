@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ..codegen.python import compile_function, generate
-from ..ir import Graph
+from ..ir import Graph, Value
 from ..passes.inline import inline_calls
 
 
@@ -23,16 +23,17 @@ class InputError:
 
     def __call__(self, where, value, expected, rank):
         seen = _describe(value)
+        head = f"traced {self.signature}: argument '{where}'"
         if rank == "const":
-            raise ValueError(f"{self.signature}: argument {where} was traced as the constant {expected!r} "
-                             f"and the trace depends on it; got {value!r}. Trace again to use another value.")
+            raise ValueError(f"{head} was traced as the constant {expected!r} and the trace depends on it; "
+                             f"got {seen}. Trace again to use another value.")
         if rank == "container":
-            raise TypeError(f"{self.signature}: argument {where} should be {expected}; got {seen}")
+            raise TypeError(f"{head} should be {expected}; got {seen}")
         if isinstance(value, torch.Tensor) and isinstance(rank, int):
-            raise ValueError(f"{self.signature}: argument {where} should be a Tensor of rank {rank} "
-                             f"(the trace fixed the number of dimensions); got a Tensor of shape {tuple(value.shape)}")
-        raise TypeError(f"{self.signature}: argument {where} should be {expected}"
-                        f"{f' of rank {rank}' if isinstance(rank, int) else ''}; got {seen}")
+            raise ValueError(f"{head} should be a Tensor with {rank} dimensions (the trace fixed the number "
+                             f"of dimensions); got a Tensor of shape {tuple(value.shape)}")
+        raise TypeError(f"{head} should be a {expected}"
+                        f"{f' with {rank} dimensions' if isinstance(rank, int) else ''}; got {seen}")
 
 
 def _describe(value) -> str:
@@ -46,35 +47,42 @@ def _describe(value) -> str:
 
 
 def signature_text(name: str, graph: Graph) -> str:
+    """``forward(x: Tensor[4d], pair: (Tensor[2d], Tensor[2d]), flag=True)``"""
     args_spec, kwargs_spec = graph.in_spec.children
-    names = iter(graph.arg_names)
     leaves = iter(graph.input_leaves)
-    parts = []
-    for c in args_spec.children:
-        parts.append(_leaf_text(c, names, leaves))
-    for k, c in zip(kwargs_spec.keys, kwargs_spec.children):
-        parts.append(f"{k}={_leaf_text(c, names, leaves)}")
+    tops = iter(graph.param_names)
+    parts = [_arg_text(next(tops), c, leaves) for c in args_spec.children]
+    parts += [_arg_text(next(tops), c, leaves) for c in kwargs_spec.children]
     return f"{name}({', '.join(parts)})"
 
 
-def _leaf_text(spec, names, leaves) -> str:
+def _arg_text(name: str, spec, leaves) -> str:
     if spec.kind == "leaf":
-        name = next(names)
         leaf = next(leaves)
+        if not isinstance(leaf, Value):
+            return f"{name}={leaf!r}"
+    return f"{name}: {_type_text(spec, leaves, first=leaf if spec.kind == 'leaf' else None)}"
+
+
+def _type_text(spec, leaves, first=None) -> str:
+    if spec.kind == "leaf":
+        leaf = first if first is not None else next(leaves)
         t = getattr(leaf, "type", None)
-        if t is not None and hasattr(t, "shape"):
-            return f"{name}: Tensor[{len(t.shape)}d]"
-        if t is not None:
-            return f"{name}: {t}"
-        return f"{name}={leaf!r}"
-    inner = ", ".join(_leaf_text(c, names, leaves) for c in spec.children)
+        if isinstance(leaf, Value) and hasattr(t, "shape"):
+            return f"Tensor[{len(t.shape)}d]"
+        return str(t) if isinstance(leaf, Value) else repr(leaf)
+    items = [_type_text(c, leaves) for c in spec.children]
     if spec.kind == "dict":
-        return "{" + ", ".join(f"{k!r}: {_leaf_text(c, names, leaves)}" for k, c in zip(spec.keys, spec.children)) + "}"
-    return f"[{inner}]" if spec.kind == "list" else f"({inner})"
+        return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(spec.keys, items)) + "}"
+    if spec.kind == "list":
+        return "[" + ", ".join(items) + "]"
+    if spec.kind == "namedtuple":
+        return f"{spec.type.__name__}({', '.join(items)})"
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
-def compile_method(graph: Graph, name: str, label: str, guards: bool):
-    sig = signature_text(name, graph)
+def compile_method(graph: Graph, name: str, label: str, guards: bool, display: str | None = None):
+    sig = signature_text(display or name, graph)
     src, globs = generate(graph, name, guards=guards, input_error=InputError(sig))
     fn = compile_function(src, name, globs, label)
     fn.graph = graph
@@ -90,8 +98,9 @@ def call_checked(fn, signature: str, args, kwargs):
     except TypeError as e:
         tb = e.__traceback__
         if tb is not None and tb.tb_next is None:
-            raise TypeError(f"expected {signature}; got {len(args)} positional and keyword arguments "
-                            f"{sorted(kwargs)}: {e}") from None
+            kw = f"keyword arguments {sorted(kwargs)}" if kwargs else "no keyword arguments"
+            raise TypeError(f"traced {signature} was called with {len(args)} positional argument(s) and "
+                            f"{kw}: {e}") from None
         raise
 
 
@@ -106,7 +115,7 @@ class TracedFunction:
 
     def __init__(self, name: str, graph: Graph, ledger):
         self.__name__ = name
-        self._fn = compile_method(graph, "forward", name, guards=True)
+        self._fn = compile_method(graph, "forward", name, guards=True, display=name)
         self.ledger = tuple(ledger)
 
     @property

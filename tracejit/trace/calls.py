@@ -18,9 +18,10 @@ from .source import user_location
 from .symbolic import TracedInt, get_tracer
 
 
-def leaf_names(fn, args, kwargs, n_leaves: int) -> list[str]:
-    """A readable name for each leaf of ``(args, kwargs)``, from ``fn``'s parameter names."""
+def leaf_names(fn, args, kwargs, n_leaves: int) -> tuple[list[str], list[str]]:
+    """Readable names from ``fn``'s parameters: one per leaf of ``(args, kwargs)``, one per argument."""
     names: list[str] = []
+    tops: list[str] = []
     try:
         params = [p for p in inspect.signature(fn).parameters.values()]
     except (TypeError, ValueError):
@@ -29,12 +30,14 @@ def leaf_names(fn, args, kwargs, n_leaves: int) -> list[str]:
     var_pos = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), "args")
     for i, a in enumerate(args):
         base = positional[i] if i < len(positional) else f"{var_pos}_{i}"
+        tops.append(base)
         names.extend(_names_for(base, a))
     for k, a in kwargs.items():
+        tops.append(k)
         names.extend(_names_for(k, a))
     if len(names) != n_leaves:  # pragma: no cover - defensive
         names = [f"input_{i}" for i in range(n_leaves)]
-    return names
+    return names, tops
 
 
 def _names_for(base: str, obj) -> list[str]:
@@ -50,10 +53,11 @@ def bind_inputs(tracer: Tracer, frame: Frame, args, kwargs, fn, parent: Frame | 
     Returns the values of those leaves in the parent frame (for the call node).
     """
     leaves, spec = flatten((tuple(args), dict(kwargs)))
-    names = leaf_names(fn, args, kwargs, len(leaves))
+    names, tops = leaf_names(fn, args, kwargs, len(leaves))
     graph = frame.graph
     graph.in_spec = spec
     graph.arg_names = tuple(names)
+    graph.param_names = tuple(tops)
     outer = []
     for leaf, name in zip(leaves, names):
         if isinstance(leaf, torch.Tensor):

@@ -50,10 +50,10 @@ class Ledger:
         self.entries: list[LedgerEntry] = []
         self.emit_warnings = emit_warnings
 
-    def add(self, kind: str, message: str, source: SourceLoc | None, value: Any = None) -> None:
+    def add(self, kind: str, message: str, source: SourceLoc | None, value: Any = None, warn: bool = True) -> None:
         entry = LedgerEntry(kind, message, source, _plain(value))
         self.entries.append(entry)
-        if self.emit_warnings and kind in self.WARN_KINDS:
+        if warn and self.emit_warnings and kind in self.WARN_KINDS:
             text = f"{message}. The trace fixed the value {entry.value!r}; it may be wrong for other inputs."
             if source is not None:
                 warnings.warn_explicit(text, TracerWarning, source.filename, source.lineno, module="tracejit")
@@ -71,6 +71,6 @@ def _plain(value):
             return f"tensor(shape={tuple(value.shape)}, dtype={value.dtype})"
     except Exception:  # pragma: no cover
         pass
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return int(value)
     return value

@@ -66,7 +66,8 @@ def describe(func, args, kwargs) -> tuple[str, str]:
             target = f"op:{sym}"
         call_args = (args[1], args[0]) + tuple(args[2:]) if sym and sym.startswith("r") else args
         return qualify(aten, call_args, kwargs), target
-    if isinstance(func, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+    if isinstance(func, (types.MethodDescriptorType, types.WrapperDescriptorType)) or (
+            getattr(func, "__qualname__", "").startswith("Tensor.")):
         aten = METHOD_ALIASES.get(name, name)
         return qualify(aten, args, kwargs), f"method:{name}"
     owner = getattr(func, "__self__", None)

@@ -19,7 +19,7 @@ from ..ir import Graph, Node, TensorType, ScalarType, Value, iter_values
 from ..pytree import flatten
 from . import indexing, ops
 from .ledger import Ledger
-from .source import user_location
+from .source import in_torch, user_location
 from .symbolic import TracedInt
 
 _VALUE_READS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__complex__",
@@ -78,6 +78,7 @@ class Tracer(TorchFunctionMode):
         self.param_names: dict[int, list[str]] = {}
         self.methods: dict[str, dict[str, Graph]] = {}   # module path -> method name -> graph
         self._method_keys: dict[str, dict[str, str]] = {}
+        self._python_calls: list = []
         if root_module is not None:
             for path, m in root_module.named_modules(remove_duplicate=False):
                 self.module_paths.setdefault(id(m), path)
@@ -186,7 +187,9 @@ class Tracer(TorchFunctionMode):
     def specialize_size(self, ti: TracedInt, how: str, value) -> None:
         if self._int_value(ti) is None:
             return
-        self.ledger.add("size", f"a traced size was {how}", user_location(3), value)
+        loc = user_location(3)
+        # torch's own layers compare sizes to validate shapes; keep those in the ledger, warn for user code
+        self.ledger.add("size", f"a traced size was {how}", loc, value, warn=loc is None or not in_torch(loc))
 
     def sizes_of(self, t: torch.Tensor, dim=None):
         v = self.value_of(t)
@@ -225,8 +228,16 @@ class Tracer(TorchFunctionMode):
         if name == "__iter__":
             self._iteration(args[0])
         if not _is_builtin(func):
-            with self:
-                return redispatch_function(func, types_, args, kwargs)
+            key = (func, id(args[0]) if args else None)
+            if key not in self._python_calls:
+                # trace through the Python helper: the mode stays on for the ops it calls
+                self._python_calls.append(key)
+                try:
+                    with self:
+                        return redispatch_function(func, types_, args, kwargs)
+                finally:
+                    self._python_calls.pop()
+            # the helper called its C++ twin (``super().unflatten(...)``): record that as one op
         if self.force_outplace and _is_inplace(name):
             return self._outplace(func, name, args, kwargs)
         result = func(*args, **kwargs)

@@ -36,3 +36,8 @@ def user_location(depth: int = 1) -> SourceLoc | None:
             return SourceLoc(code.co_filename, f.f_lineno, code.co_name)
         f = f.f_back
     return None
+
+
+def in_torch(loc: SourceLoc) -> bool:
+    """Is this location inside torch's own package (its layer code)?"""
+    return loc.filename.startswith(_TORCH_DIR)
