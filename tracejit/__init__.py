@@ -6,11 +6,11 @@
 tensor([0., 2.])
 """
 from .api import trace, trace_module
-from .errors import TraceError, TracerWarning, TracingCheckError
+from .errors import GuardError, TraceError, TracerWarning, TracingCheckError
 from .runtime.traced import TracedFunction, TracedModule
 from .trace.api import is_tracing
 from .trace.ledger import LedgerEntry
 
-__all__ = ["trace", "trace_module", "TracerWarning", "TracingCheckError", "TraceError", "TracedFunction",
+__all__ = ["trace", "trace_module", "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "TracedFunction",
            "TracedModule", "is_tracing", "LedgerEntry"]
 __version__ = "0.1.0"

@@ -8,7 +8,8 @@ import torch
 from torch import nn
 
 from .runtime.checker import check_trace as _run_checker
-from .runtime.traced import TracedFunction, TracedModule, build_module
+from .runtime.state import ModuleState
+from .runtime.traced import TracedFunction, TracedModule, build_module, compile_methods
 from .trace.api import record
 
 
@@ -137,16 +138,25 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
         rec = _record(fn, args, kwargs, mod, installed, _force_outplace)
         _check_outputs(rec, strict, f"{label}.{original}")
         recordings[installed] = rec
-    methods: dict = {}
-    for rec in recordings.values():
-        for path, graphs in rec.methods.items():
-            slot = methods.setdefault(path, {})
-            for mname, g in graphs.items():
-                slot.setdefault(mname, g)
-    traced = build_module(mod, methods, {k: r.graph for k, r in recordings.items()}, label)
+    traced = build_module(mod, _compile(recordings, label))
     traced.ledger = tuple(e for r in recordings.values() for e in r.ledger.entries)
     if _store_inputs:
         traced.example_inputs = per_method_args
+
+        def retrace(mode: bool) -> dict:
+            flags = [(m, m.training) for m in mod.modules()]
+            state = ModuleState(mod)
+            mod.train(mode)
+            try:
+                with torch.no_grad():
+                    recs = {k: _record(getattr(mod, names[k]), a, kw, mod, k, _force_outplace, warn=False)
+                            for k, (a, kw) in per_method_args.items()}
+            finally:
+                for m, flag in flags:
+                    m.training = flag
+                state.restore()
+            return _compile(recs, label)
+        traced._retrace = retrace
     if check_trace:
         for installed, (args, kwargs) in per_method_args.items():
             fn = getattr(mod, names[installed])
@@ -158,6 +168,17 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
             _run_checker(getattr(traced, installed), fn, mod, checks, check_tolerance,
                          lambda f, a, k: _record(f, a, k, mod, installed, _force_outplace, warn=False).graph)
     return traced
+
+
+def _compile(recordings: dict, label: str) -> dict:
+    """Compile the graphs of several traced methods of one module (submodule graphs merged)."""
+    methods: dict = {}
+    for rec in recordings.values():
+        for path, graphs in rec.methods.items():
+            slot = methods.setdefault(path, {})
+            for mname, g in graphs.items():
+                slot.setdefault(mname, g)
+    return compile_methods(methods, {k: r.graph for k, r in recordings.items()}, label)
 
 
 def _split_inputs(example, kwarg: bool, where: str):

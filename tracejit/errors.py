@@ -22,3 +22,7 @@ class TracingCheckError(Exception):
 
 class TraceError(RuntimeError):
     """Something in the traced code cannot be recorded (for example a backward hook)."""
+
+
+class GuardError(RuntimeError):
+    """A traced program was called in a state its trace did not cover (for example another training mode)."""

@@ -93,6 +93,11 @@ class CodeGen:
     def generate(self) -> str:
         g = self.graph
         params = self.signature()
+        if self.guards and g.training is not None:
+            # the trace fixed the training flag: another mode switches to (or makes) a trace of that mode
+            self.lines.insert(0, f"    if self.training is not {g.training}: "
+                                 f"return self._switch_mode({self.fn_name!r})({', '.join(params)})")
+            self.sources.insert(0, None)
         for i, node in enumerate(g.nodes):
             self.emit_node(node)
             if self.observe:

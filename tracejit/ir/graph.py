@@ -170,6 +170,7 @@ class Graph:
     param_names: tuple = () # the traced callable's parameter name per top-level argument
     constants: list = field(default_factory=list)  # tensors captured as constants
     module_type: str = ""   # original class name, for printing
+    training: Any = None    # the traced module's training flag (root methods of a module), else None
 
     def add_input(self, type, hint=None, dynamic=True) -> Value:
         v = Value(type, None, len(self.inputs), hint, dynamic)

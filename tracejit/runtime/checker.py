@@ -17,26 +17,13 @@ from ..errors import TracerWarning, TracingCheckError
 from ..ir import Graph, format_graph
 from ..passes.inline import inline_calls
 from ..pytree import flatten
+from .state import ModuleState as _State
 
 
 def _clone(obj):
     leaves, spec = flatten(obj)
     from ..pytree import unflatten
     return unflatten(spec, [x.clone() if isinstance(x, torch.Tensor) else x for x in leaves])
-
-
-class _State:
-    """Snapshot of the module's buffers and the RNG, restored after each run."""
-
-    def __init__(self, module):
-        self.buffers = [(b, b.clone()) for b in module.buffers()] if module is not None else []
-        self.rng = torch.get_rng_state()
-
-    def restore(self):
-        with torch.no_grad():
-            for b, saved in self.buffers:
-                b.copy_(saved)
-        torch.set_rng_state(self.rng)
 
 
 def check_trace(traced_method, original, module, checks, tol: float, retrace) -> None:

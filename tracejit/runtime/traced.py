@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from ..codegen.python import compile_function, generate
+from ..errors import GuardError
 from ..ir import Graph, Value
 from ..passes.inline import inline_calls
 
@@ -151,6 +152,33 @@ class TracedModule(nn.Module):
         self.original_name = original_name
         self._traced_methods: dict[str, types.FunctionType] = {}
         self.ledger: tuple = ()
+        self._variants: dict[bool, dict] = {}   # training flag -> {path: {method: fn}} (root only)
+        self._retrace = None                    # training flag -> {path: {method: fn}}, or None
+
+    def _switch_mode(self, name: str):
+        """The training flag differs from the trace's: install a trace made in this mode.
+
+        Dropout, BatchNorm and any ``if self.training`` take other paths in the other mode, so
+        the old trace would silently compute the wrong thing. A trace of the new mode is made
+        once from the original module and the stored example inputs, then reused.
+        """
+        mode = self.training
+        variant = self._variants.get(mode)
+        if variant is None:
+            if self._retrace is None:
+                traced_mode = "train" if not mode else "eval"
+                raise GuardError(
+                    f"{self.original_name} was traced in {traced_mode} mode, and tracing fixed the training "
+                    f"flag; it is now in {'train' if mode else 'eval'} mode. Switch it back with "
+                    f"{'.eval()' if mode else '.train()'}, or trace it again in this mode (retracing needs "
+                    "the original module and _store_inputs=True).")
+            variant = self._retrace(mode)
+            self._variants[mode] = variant
+        for path, methods in variant.items():
+            target = self.get_submodule(path) if path else self
+            for mname, fn in methods.items():
+                target._install(mname, fn)
+        return getattr(self, name)
 
     def _get_name(self) -> str:
         return self.original_name
@@ -193,8 +221,20 @@ class TracedModule(nn.Module):
         return fn
 
 
-def build_module(original: nn.Module, methods: dict, root_methods: dict, label: str) -> TracedModule:
-    """Mirror ``original``'s hierarchy, sharing its parameters and buffers, with generated methods."""
+def compile_methods(methods: dict, root_methods: dict, label: str) -> dict:
+    """Compile every graph: ``{path: {method: fn}}``; root methods get input guards."""
+    out: dict = {}
+    for path, graphs in methods.items():
+        out[path] = {m: compile_method(g, m, f"{label}.{path}" if path else label, guards=False)
+                     for m, g in graphs.items()}
+    root = out.setdefault("", {})
+    for mname, graph in root_methods.items():
+        root[mname] = compile_method(graph, mname, label, guards=True)
+    return out
+
+
+def build_module(original: nn.Module, compiled: dict) -> TracedModule:
+    """Mirror ``original``'s hierarchy, sharing its parameters and buffers, with compiled methods."""
     made: dict[int, TracedModule] = {}
 
     def mirror(mod: nn.Module, path: str) -> TracedModule:
@@ -210,12 +250,10 @@ def build_module(original: nn.Module, methods: dict, root_methods: dict, label: 
         tm._non_persistent_buffers_set = set(mod._non_persistent_buffers_set)
         for name, child in mod._modules.items():
             tm._modules[name] = None if child is None else mirror(child, f"{path}.{name}" if path else name)
-        graphs = methods.get(path, {})
-        for mname, graph in graphs.items():
-            tm._install(mname, compile_method(graph, mname, f"{label}.{path}" if path else label, guards=False))
+        for mname, fn in compiled.get(path, {}).items():
+            tm._install(mname, fn)
         return tm
 
     root = mirror(original, "")
-    for mname, graph in root_methods.items():
-        root._install(mname, compile_method(graph, mname, label, guards=True))
+    root._variants[original.training] = compiled
     return root

@@ -59,7 +59,8 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
     """Run ``fn(*args, **kwargs)`` once, recording every PyTorch op it calls."""
     ledger = Ledger(emit_warnings=warn)
     tracer = Tracer(module, ledger, force_outplace)
-    graph = Graph(name=name, module_type=type(module).__name__ if module is not None else "")
+    graph = Graph(name=name, module_type=type(module).__name__ if module is not None else "",
+                  training=module.training if module is not None else None)
     frame = Frame(graph, module, "", None)
     tracer.frames.append(frame)
     bind_inputs(tracer, frame, args, kwargs, fn)
