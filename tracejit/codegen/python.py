@@ -42,6 +42,7 @@ def _node_hint(node: Node) -> str:
 class CodeGen:
     def __init__(self, graph: Graph, fn_name: str, guards: bool, observe: bool = False):
         self.observe = observe
+        self.needs_grad_check = False
         self.graph = graph
         self.fn_name = fn_name
         self.guards = guards
@@ -104,6 +105,11 @@ class CodeGen:
                 outs = ", ".join(self.name(v) if v is not None else "None" for v in node.outputs)
                 self.emit(f"_observe({i}, ({outs}{',' if len(node.outputs) == 1 else ''}))")
         self.emit("return " + self.rebuild(g.out_spec, iter(g.outputs)))
+        if self.needs_grad_check:
+            # in-place reuse of dead intermediates is only safe when autograd records nothing
+            at = next((i for i, line in enumerate(self.lines) if not line.lstrip().startswith("if ")), 0)
+            self.lines.insert(at, "    no_grad = not torch.is_grad_enabled()")
+            self.sources.insert(at, None)
         header = f"def {self.fn_name}({', '.join(['self'] + params)}):"
         return "\n".join([header] + self.lines) + "\n"
 
@@ -208,6 +214,11 @@ class CodeGen:
         if v is None:
             self.emit(rhs, node.source)
             return
+        inplace = node.attrs.get("inplace")
+        if inplace:
+            self.needs_grad_check = True
+            rest = ", ".join(self.expr(a) for a in node.args[1:])
+            rhs = f"{self.expr(node.args[0])}.{inplace}({rest}) if no_grad else {rhs}"
         self.emit(f"{self.namer.define(v, _node_hint(node))} = {rhs}", node.source)
 
     def emit_call_module_outputs(self, node: Node, rhs: str, names: list[str]) -> None:
@@ -224,7 +235,7 @@ class CodeGen:
     def node_expr(self, node: Node) -> str | None:
         op, target = node.op, node.target
         if op == "tracejit::get_attr":
-            return _attr_path(node.attrs["path"])
+            return _attr_path(node.attrs["path"], node.attrs.get("kind", "parameter"))
         if op == "tracejit::constant":
             return self.const_global(self.graph.constants[node.attrs["index"]])
         if op == "tracejit::call_module":
@@ -320,15 +331,16 @@ def _leaf_paths(spec: Spec, prefix: str = ""):
         yield from _leaf_paths(c, f"{prefix}[{k!r}]")
 
 
-def _attr_path(path: str) -> str:
-    """``.conv.weight`` for identifiers; ``getattr(..., '0')`` steps for names like Sequential's."""
-    expr = "self"
-    for part in path.split("."):
-        if part.isidentifier() and not keyword.iskeyword(part):
-            expr += f".{part}"
-        else:
-            expr = f"getattr({expr}, {part!r})"
-    return expr
+def _attr_path(path: str, kind: str = "module") -> str:
+    """``self._modules['conv']._parameters['weight']``: the storage nn.Module itself reads.
+
+    Direct dict lookups skip ``nn.Module.__getattr__`` (a Python call per step) and always
+    see the module's current parameters, buffers and submodules.
+    """
+    *mods, last = path.split(".")
+    expr = "self" + "".join(f"._modules[{m!r}]" for m in mods)
+    store = {"module": "_modules", "parameter": "_parameters", "buffer": "_buffers"}[kind]
+    return f"{expr}.{store}[{last!r}]"
 
 
 def _container_hint(spec: Spec, names) -> str:

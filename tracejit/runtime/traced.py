@@ -14,6 +14,7 @@ from ..codegen.python import compile_function, generate
 from ..errors import GuardError
 from ..ir import Graph, Value
 from ..passes.inline import inline_calls
+from ..passes.inplace import mark_inplace_reuse
 
 
 class InputError:
@@ -84,6 +85,7 @@ def _type_text(spec, leaves, first=None) -> str:
 
 def compile_method(graph: Graph, name: str, label: str, guards: bool, display: str | None = None):
     sig = signature_text(display or name, graph)
+    mark_inplace_reuse(graph)
     src, globs = generate(graph, name, guards=guards, input_error=InputError(sig))
     fn = compile_function(src, name, globs, label)
     fn.graph = graph

@@ -119,7 +119,12 @@ class Tracer(TorchFunctionMode):
         return False
 
     def _get_attr(self, frame: Frame, t, rel: str) -> Value:
-        node = Node("tracejit::get_attr", "", attrs={"path": rel})
+        *mods, last = rel.split(".")
+        owner = frame.module
+        for part in mods:
+            owner = owner._modules[part]
+        kind = "parameter" if last in owner._parameters else "buffer"
+        node = Node("tracejit::get_attr", "", attrs={"path": rel, "kind": kind})
         frame.graph.add_node(node, [TensorType.of(t)], dynamic=False)
         v = node.outputs[0]
         v.hint = rel.replace(".", "_")

@@ -1,0 +1,76 @@
+"""Reuse dead intermediates in place when no gradient is recorded.
+
+Under ``torch.no_grad()`` / ``torch.inference_mode()`` nothing keeps an
+intermediate alive for backward, so an elementwise op whose input is a fresh
+intermediate used nowhere else can write into that input (``x.sin_()`` for
+``x.sin()``), saving an allocation per op. This pass marks such nodes with
+``attrs["inplace"]`` (the in-place method); codegen emits both forms and picks
+one per call from ``torch.is_grad_enabled()``.
+
+The input must be produced in this graph by an op that always returns a new
+tensor, have no other use (so no view of it is alive), and have the output's
+dtype and shape, with a floating dtype.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..ir import Graph, Value, iter_values
+
+UNARY = {"abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "exp", "expm1", "floor", "frac", "log", "log10",
+         "log1p", "log2", "neg", "reciprocal", "relu", "round", "rsqrt", "sigmoid", "sign", "sin", "sinh", "sqrt",
+         "square", "tan", "tanh", "trunc", "erf", "erfc", "exp2", "sgn"}
+SCALAR_BINARY = {"add", "sub", "mul", "div", "pow", "remainder", "fmod", "clamp", "clamp_min", "clamp_max"}
+# ops that always return a new tensor (never a view or their input)
+FRESH = UNARY | SCALAR_BINARY | {"linear", "conv1d", "conv2d", "conv3d", "matmul", "mm", "bmm", "addmm", "baddbmm",
+                                 "softmax", "log_softmax", "layer_norm", "group_norm", "gelu", "silu", "mish",
+                                 "hardtanh", "leaky_relu", "elu", "softplus", "cat", "stack", "clone", "sum", "mean",
+                                 "where", "maximum", "minimum", "atan2", "hypot", "lerp", "addcmul", "addcdiv"}
+_OPERATORS = {"+": "add", "*": "mul", "-": "sub", "/": "div", "**": "pow", "r+": "add", "r*": "mul", "u-": "neg",
+              "%": "remainder"}
+
+
+def mark_inplace_reuse(graph: Graph) -> int:
+    """Annotate nodes that may run in place under no_grad; returns how many."""
+    uses: dict[int, int] = {}
+    for node in graph.nodes:
+        for v in node.input_values():
+            uses[id(v)] = uses.get(id(v), 0) + 1
+    for v in iter_values(graph.outputs):
+        uses[id(v)] = uses.get(id(v), 0) + 2
+    count = 0
+    for node in graph.nodes:
+        name = _base_name(node)
+        if name is None or not node.outputs or node.outputs[0] is None or node.kwargs:
+            continue
+        a = node.args[0] if node.args else None
+        if not isinstance(a, Value) or uses.get(id(a), 0) != 1 or a.producer is None:
+            continue
+        if _base_name(a.producer) not in FRESH:
+            continue
+        rest = node.args[1:]
+        if name in UNARY and rest:
+            continue
+        if name in SCALAR_BINARY and not (rest and all(isinstance(r, (int, float)) and not isinstance(r, bool)
+                                                       for r in rest)):
+            continue
+        out = node.outputs[0]
+        ta, to = a.type, out.type
+        if not (hasattr(ta, "dtype") and hasattr(to, "dtype") and ta.dtype == to.dtype and ta.shape == to.shape
+                and ta.dtype.is_floating_point):
+            continue
+        if not hasattr(torch.Tensor, name + "_"):
+            continue
+        node.attrs["inplace"] = name + "_"
+        count += 1
+    return count
+
+
+def _base_name(node) -> str | None:
+    kind, _, what = node.target.partition(":")
+    if kind == "op":
+        return _OPERATORS.get(what)
+    if kind in ("method", "fn"):
+        name = what.rsplit(".", 1)[-1]
+        return name if name in UNARY or name in SCALAR_BINARY or name in FRESH else None
+    return None
