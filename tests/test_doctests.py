@@ -1,0 +1,15 @@
+"""The docstring examples of the public API run and print what they say."""
+import doctest
+import importlib
+
+import pytest
+
+MODULES = ["tracejit", "tracejit.api", "tracejit.pytree", "tracejit.runtime.traced"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0, f"{name} has no docstring examples"
+    assert result.failed == 0
