@@ -90,12 +90,11 @@ def _accepts_kwargs(t) -> bool:
 def _describe(spec: Spec, names) -> str:
     if spec.kind == LEAF:
         return next(names) if names is not None else "_"
+    if spec.kind == "dict":
+        return "{" + ", ".join(f"{k!r}: {_describe(c, names)}" for k, c in zip(spec.keys, spec.children)) + "}"
     inner = ", ".join(_describe(c, names) for c in spec.children)
     if spec.kind == "tuple":
         return f"({inner}{',' if len(spec.children) == 1 else ''})"
     if spec.kind == "list":
         return f"[{inner}]"
-    if spec.kind == "namedtuple":
-        return f"{spec.type.__name__}({inner})"
-    parts = [f"{k!r}: {_describe(c, names)}" for k, c in zip(spec.keys, spec.children)]
-    return "{" + ", ".join(parts) + "}"
+    return f"{spec.type.__name__}({inner})"

@@ -32,15 +32,23 @@ def check_trace(traced_method, original, module, checks, tol: float, retrace) ->
     nondet = [n for n in flat.nodes if n.attrs.get("nondeterministic")]
     if nondet:
         where = ", ".join(f"{n.op} at {n.source}" for n in nondet[:5])
-        warnings.warn(f"Trace had nondeterministic nodes: {where}. Outputs of the traced program are not "
-                      "compared with eager (did you forget to call .eval() on your model?)", TracerWarning,
-                      stacklevel=4)
+        text = (f"Trace had nondeterministic nodes: {where}. Outputs of the traced program are not compared "
+                "with eager (did you forget to call .eval() on your model?)")
+        src = nondet[0].source
+        if src is not None:
+            warnings.warn_explicit(text, TracerWarning, src.filename, src.lineno, module="tracejit")
+        else:
+            warnings.warn(text, TracerWarning, stacklevel=4)
     for i, (args, kwargs) in enumerate(checks):
         state = _State(module)
         with torch.no_grad():
             expected = original(*_clone(args), **_clone(kwargs))
             state.restore()
-            actual = traced_method(*_clone(args), **_clone(kwargs))
+            try:
+                actual = traced_method(*_clone(args), **_clone(kwargs))
+                failure = None
+            except Exception as e:  # the trace does not fit these inputs: report it as a check failure
+                failure = e
             state.restore()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -48,7 +56,10 @@ def check_trace(traced_method, original, module, checks, tol: float, retrace) ->
                 other = retrace(original, _clone(args), _clone(kwargs))
             state.restore()
         diff = graph_diff(graph, other)
-        problem = None if nondet else compare(expected, actual, tol)
+        if failure is not None:
+            problem = f"The traced program fails on these inputs where eager runs: {type(failure).__name__}: {failure}"
+        else:
+            problem = None if nondet else compare(expected, actual, tol)
         if problem is None and not diff:
             continue
         label = "the example inputs" if i == 0 else f"check input #{i}"
@@ -64,7 +75,7 @@ def check_trace(traced_method, original, module, checks, tol: float, retrace) ->
             msg.append(f"First diverging operation: {first}")
         if diff:
             msg.append("The graph traced on these inputs differs from the trace:\n" + diff)
-        raise TracingCheckError("\n".join(msg), graph_diff=diff)
+        raise TracingCheckError("\n".join(msg), graph_diff=diff) from failure
 
 
 def compare(expected, actual, tol: float) -> str | None:
@@ -112,9 +123,12 @@ def first_structural_difference(a: Graph, b: Graph) -> str | None:
     for x, y in zip(a.nodes, b.nodes):
         if format_node(x, na, False) != format_node(y, nb, False):
             return f"{x.op} at {x.source} (retrace records {y.op} at {y.source})"
-    if len(a.nodes) != len(b.nodes):
-        extra = (a.nodes + b.nodes)[min(len(a.nodes), len(b.nodes))]
-        return f"{extra.op} at {extra.source}"
+    if len(a.nodes) > len(b.nodes):
+        extra = a.nodes[len(b.nodes)]
+        return f"{extra.op} at {extra.source} (the retrace does not record it)"
+    if len(b.nodes) > len(a.nodes):
+        extra = b.nodes[len(a.nodes)]
+        return f"{extra.op} at {extra.source} (recorded by the retrace, missing from the trace)"
     return None
 
 

@@ -1,6 +1,7 @@
 """trace() and trace_module(): record, build the traced object, check it."""
 from __future__ import annotations
 
+import builtins
 import contextlib
 import inspect
 import types
@@ -15,7 +16,7 @@ from ..passes.dce import eliminate_dead_code
 from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .recorder import Frame, Tracer
-from .symbolic import get_tracer, set_tracer
+from .symbolic import get_tracer, set_tracer, traced_range
 
 
 class Recording:
@@ -40,17 +41,18 @@ def _tracing_state(tracer: Tracer):
         raise TraceError("tracejit.trace was called while another trace is being recorded")
     import torch.jit as tjit
     import torch.jit._trace as tjit_trace
-    saved = (tjit.is_tracing, tjit_trace.is_tracing)
+    saved = (tjit.is_tracing, tjit_trace.is_tracing, builtins.range)
     grad = torch.is_grad_enabled()
     set_tracer(tracer)
     tjit.is_tracing = is_tracing
     tjit_trace.is_tracing = is_tracing
+    builtins.range = traced_range
     try:
         with ModuleCalls(tracer).active(), tracer:
             yield
     finally:
         set_tracer(None)
-        tjit.is_tracing, tjit_trace.is_tracing = saved
+        tjit.is_tracing, tjit_trace.is_tracing, builtins.range = saved
         torch.set_grad_enabled(grad)
 
 

@@ -124,7 +124,7 @@ class Tracer(TorchFunctionMode):
         for part in mods:
             owner = owner._modules[part]
         kind = "parameter" if last in owner._parameters else "buffer"
-        node = Node("tracejit::get_attr", "", attrs={"path": rel, "kind": kind})
+        node = Node("tracejit::get_attr", "", attrs={"path": rel, "kind": kind}, source=user_location(3))
         frame.graph.add_node(node, [TensorType.of(t)], dynamic=False)
         v = node.outputs[0]
         v.hint = rel.replace(".", "_")
@@ -139,7 +139,7 @@ class Tracer(TorchFunctionMode):
         self.ledger.add("constant", f"{what} (shape {tuple(t.shape)}, dtype {t.dtype}) was captured as a constant",
                         user_location(3), t)
         graph = frame.graph
-        node = Node("tracejit::constant", "", attrs={"index": len(graph.constants)})
+        node = Node("tracejit::constant", "", attrs={"index": len(graph.constants)}, source=user_location(3))
         graph.constants.append(t.detach() if not isinstance(t, torch.nn.Parameter) else t)
         graph.add_node(node, [TensorType.of(t)], dynamic=False)
         frame.bind(t, node.outputs[0])
@@ -230,7 +230,11 @@ class Tracer(TorchFunctionMode):
             raise TraceError(f"Tensor.{name} was called while tracing at {user_location(2)}: tensor backward "
                              "hooks cannot be part of a traced program; register them on the traced module's "
                              "outputs instead")
-        if name == "__iter__":
+        if name == "__len__" and isinstance(args[0], torch.Tensor) and self.value_of(args[0]).dynamic:
+            self.ledger.add("size", "len(tensor) returns a plain Python int, so the trace fixes it; use "
+                            "tensor.size(0) to keep it symbolic", user_location(2),
+                            args[0].shape[0] if args[0].dim() else 0)
+        if name == "unbind" and _called_from_tensor_iter():
             self._iteration(args[0])
         if not _is_builtin(func):
             key = (func, id(args[0]) if args else None)
@@ -406,6 +410,19 @@ class Tracer(TorchFunctionMode):
         if node is not None:
             node.effectful = False
         return result
+
+
+def _called_from_tensor_iter() -> bool:
+    """Is the current unbind the one ``Tensor.__iter__`` makes (``for row in x``)?"""
+    import sys
+    f = sys._getframe(2)
+    for _ in range(4):
+        if f is None:
+            return False
+        if f.f_code.co_name == "__iter__" and f.f_code.co_filename.endswith("_tensor.py"):
+            return True
+        f = f.f_back
+    return False
 
 
 def _is_builtin(func) -> bool:

@@ -151,3 +151,24 @@ def _make_arith_or_float(name, fn, op, sym, reflected):
 
 for _n, (_f, _op, _sym, _r) in _ARITH.items():
     setattr(TracedInt, _n, _make_arith_or_float(_n, _f, _op, _sym, _r))
+
+
+_builtin_range = range
+
+
+class _RangeType(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, _builtin_range)
+
+    def __call__(cls, *args):
+        t = _tracer
+        if t is not None:
+            for a in args:
+                if isinstance(a, TracedInt):
+                    a._specialize("used in range(); the loop is unrolled to this many iterations")
+        return _builtin_range(*args)
+
+
+class traced_range(metaclass=_RangeType):
+    """Stands in for ``range`` while tracing: ``range(x.size(0))`` cannot be recorded (CPython
+    reads an int subclass without asking it), so this notes the specialization in the ledger."""
