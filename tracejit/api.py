@@ -1,6 +1,7 @@
 """The public entry points: trace() and trace_module(), with torch.jit's signatures."""
 from __future__ import annotations
 
+import inspect
 import types
 import warnings
 
@@ -10,7 +11,10 @@ from torch import nn
 from .runtime.checker import check_trace as _run_checker
 from .runtime.state import ModuleState
 from .runtime.traced import TracedFunction, TracedModule, build_module, compile_methods
+from .errors import TracerWarning
+from .pytree import flatten, unflatten
 from .trace.api import record
+from .trace.source import caller_stacklevel
 
 
 def _as_args(example_inputs) -> tuple:
@@ -63,7 +67,7 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
         inputs = example_kwarg_inputs if example_kwarg_inputs is not None else example_inputs
         checks = [c for c in check_inputs] if check_inputs is not None else None
         return _trace_methods(func.__self__, {"forward": inputs}, {"forward": func.__name__}, checks,
-                              kwarg=example_kwarg_inputs is not None, **common)
+                              kwarg=example_kwarg_inputs is not None, via_call=False, **common)
     if not callable(func):
         raise TypeError(f"tracejit.trace expects a function or an nn.Module to trace; got {type(func).__name__} "
                         f"{func!r:.60}")
@@ -123,61 +127,137 @@ def trace_module(mod, inputs, optimize=None, check_trace=True, check_inputs=None
 
 
 def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check_trace, check_tolerance, strict,
-                   _force_outplace, _store_inputs):
-    """Trace ``mod``'s methods: ``inputs`` by installed name, ``names`` maps installed -> original."""
+                   _force_outplace, _store_inputs, via_call: bool = True):
+    """Trace ``mod``'s methods: ``inputs`` by installed name, ``names`` maps installed -> original.
+
+    ``forward`` is traced through ``mod(...)`` when ``via_call`` (as torch does), so the module's own
+    forward hooks and pre-hooks are part of the trace; other methods are called directly.
+    """
     label = type(mod).__name__
-    recordings = {}
     per_method_args = {}
     for installed, example in inputs.items():
         original = names[installed]
         fn = getattr(mod, original, None)
         if fn is None or not callable(fn):
             raise AttributeError(f"{label} has no method {original!r} to trace")
-        args, kwargs = _split_inputs(example, kwarg, original)
-        per_method_args[installed] = (args, kwargs)
-        rec = _record(fn, args, kwargs, mod, installed, _force_outplace)
-        _check_outputs(rec, strict, f"{label}.{original}")
-        recordings[installed] = rec
+        per_method_args[installed] = _split_inputs(example, kwarg, original)
+
+    def entry(installed):
+        original = names[installed]
+        bound = getattr(mod, original)
+        return (mod if via_call and original == "forward" else bound), bound
+
+    def record_all(per_method, warn: bool) -> dict:
+        registry: tuple = ({}, {})   # submodule graphs shared by all methods of this module
+        recs = {}
+        for installed, (args, kwargs) in per_method.items():
+            fn, bound = entry(installed)
+            recs[installed] = _record(fn, args, kwargs, mod, installed, _force_outplace, warn=warn,
+                                      registry=registry, signature_of=bound)
+        return recs
+
+    recordings = record_all(per_method_args, warn=True)
+    for installed, rec in recordings.items():
+        _check_outputs(rec, strict, f"{label}.{names[installed]}")
     traced = build_module(mod, _compile(recordings, label))
     traced.ledger = tuple(e for r in recordings.values() for e in r.ledger.entries)
     if _store_inputs:
         traced.example_inputs = per_method_args
+        hooks = _hook_snapshot(mod)
 
-        def retrace(mode: bool) -> dict:
+        def retrace(mode: bool, current) -> dict:
+            """A trace of ``mod`` in another training mode, as it was traced (same hooks), with the
+            traced module's current parameters and buffers (``.to()`` replaces buffers)."""
             flags = [(m, m.training) for m in mod.modules()]
+            lent = _lend_tensors(current, mod)
             state = ModuleState(mod)
+            now = _swap_hooks(hooks)
             mod.train(mode)
             try:
                 with torch.no_grad():
-                    recs = {k: _record(getattr(mod, names[k]), a, kw, mod, k, _force_outplace, warn=False)
-                            for k, (a, kw) in per_method_args.items()}
+                    recs = record_all({k: _like_module(v, mod) for k, v in per_method_args.items()}, warn=False)
             finally:
                 for m, flag in flags:
                     m.training = flag
+                _swap_hooks(now)
                 state.restore()
+                _lend_tensors(lent, mod)
             return _compile(recs, label)
         traced._retrace = retrace
     if check_trace:
         for installed, (args, kwargs) in per_method_args.items():
-            fn = getattr(mod, names[installed])
+            fn, bound = entry(installed)
             checks = [(args, kwargs)]
             for c in check_inputs or []:
                 ex = c.get(installed) if isinstance(c, dict) and installed in c else (c if len(inputs) == 1 else None)
                 if ex is not None:
                     checks.append(_split_inputs(ex, kwarg, installed))
             _run_checker(getattr(traced, installed), fn, mod, checks, check_tolerance,
-                         lambda f, a, k: _record(f, a, k, mod, installed, _force_outplace, warn=False).graph)
+                         lambda f, a, k: _record(f, a, k, mod, installed, _force_outplace, warn=False,
+                                                 signature_of=bound).graph)
     return traced
 
 
+_HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+               "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs")
+
+
+def _hook_snapshot(mod) -> dict:
+    """The forward hooks of every module, as they are now (a retrace must see the traced ones)."""
+    return {m: {name: dict(getattr(m, name)) for name in _HOOK_DICTS if hasattr(m, name)} for m in mod.modules()}
+
+
+def _swap_hooks(snapshot: dict) -> dict:
+    """Install the hook dicts of ``snapshot``; return the ones that were installed."""
+    previous = {}
+    for m, dicts in snapshot.items():
+        previous[m] = {}
+        for name, content in dicts.items():
+            previous[m][name] = dict(getattr(m, name))
+            target = getattr(m, name)
+            target.clear()
+            target.update(content)
+    return previous
+
+
+def _lend_tensors(source, mod) -> dict:
+    """Put ``source``'s parameters and buffers into ``mod`` (same paths); return what was there.
+
+    ``source`` is a TracedModule or a dict returned by an earlier call (to put things back).
+    """
+    if isinstance(source, dict):
+        incoming = source
+    else:
+        incoming = {}
+        for path, sub in source.named_modules(remove_duplicate=False):
+            incoming[path] = (dict(sub._parameters), dict(sub._buffers))
+    previous = {}
+    for path, sub in mod.named_modules(remove_duplicate=False):
+        if path in incoming and path not in previous:
+            previous[path] = (dict(sub._parameters), dict(sub._buffers))
+            params, buffers = incoming[path]
+            sub._parameters.update(params)
+            sub._buffers.update(buffers)
+    return previous
+
+
+def _like_module(example: tuple, mod) -> tuple:
+    """Example inputs moved to the module's current float dtype and device (after ``.to()``)."""
+    ref = next((p for p in list(mod.parameters()) + list(mod.buffers()) if p.is_floating_point()), None)
+    if ref is None:
+        return example
+    leaves, spec = flatten(example)
+    moved = [x.to(device=ref.device, dtype=ref.dtype) if isinstance(x, torch.Tensor) and x.is_floating_point()
+             else x.to(ref.device) if isinstance(x, torch.Tensor) else x for x in leaves]
+    return unflatten(spec, moved)
+
+
 def _compile(recordings: dict, label: str) -> dict:
-    """Compile the graphs of several traced methods of one module (submodule graphs merged)."""
+    """Compile the graphs of the traced methods of one module and of the submodule methods they call."""
     methods: dict = {}
     for rec in recordings.values():
         for path, graphs in rec.methods.items():
-            slot = methods.setdefault(path, {})
-            for mname, g in graphs.items():
-                slot.setdefault(mname, g)
+            methods.setdefault(path, {}).update(graphs)
     return compile_methods(methods, {k: r.graph for k, r in recordings.items()}, label)
 
 
@@ -192,17 +272,24 @@ def _split_inputs(example, kwarg: bool, where: str):
     return _as_args(example), {}
 
 
-def _record(fn, args, kwargs, module, name, force_outplace, warn=True):
-    from .trace.api import record as _rec
+def _record(fn, args, kwargs, module, name, force_outplace, warn=True, registry=None, signature_of=None):
+    _check_fits(signature_of or fn, args, kwargs)
+    return record(fn, args, kwargs, module, warn=warn, force_outplace=force_outplace, name=name,
+                  registry=registry, signature_of=signature_of)
+
+
+def _check_fits(fn, args, kwargs) -> None:
+    """Example inputs that cannot bind to the traced callable's parameters are a TypeError, said plainly."""
     try:
-        return _rec(fn, args, kwargs, module, warn=warn, force_outplace=force_outplace, name=name)
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*args, **kwargs)
     except TypeError as e:
-        tb = e.__traceback__
-        while tb.tb_next is not None:
-            tb = tb.tb_next
-        if tb.tb_frame.f_code.co_filename.endswith("trace/api.py"):
-            raise TypeError(f"the example inputs do not fit {getattr(fn, '__qualname__', fn)}: {e}") from None
-        raise
+        what = getattr(fn, "__qualname__", type(fn).__name__)
+        raise TypeError(f"the example inputs do not fit {what}{sig}: {e} (got {len(args)} positional "
+                        f"argument(s){' and keywords ' + str(sorted(kwargs)) if kwargs else ''})") from None
 
 
 def _check_outputs(rec, strict: bool, where: str) -> None:
@@ -212,9 +299,8 @@ def _check_outputs(rec, strict: bool, where: str) -> None:
         raise ValueError(f"{where} returns a dict. Tracing a dict output is only supported with strict=False "
                          "(the traced program then returns a dict with the same keys); pass strict=False.")
     if "list" in kinds and strict:
-        from .errors import TracerWarning
         warnings.warn(f"{where} returns a list; the traced program returns a list of the same length. Pass "
-                      "strict=False to silence this warning.", TracerWarning, stacklevel=4)
+                      "strict=False to silence this warning.", TracerWarning, stacklevel=caller_stacklevel())
 
 
 def _container_kinds(spec) -> set:

@@ -6,7 +6,6 @@ entry points that ran while tracing.
 """
 from __future__ import annotations
 
-import builtins
 import keyword
 import linecache
 import itertools
@@ -25,10 +24,13 @@ class PyNamer(Namer):
     def define(self, v: Value, hint: str | None = None) -> str:
         if hint and (keyword.iskeyword(hint) or hint in _RESERVED):
             hint = hint + "_"
+        if hint and hint.startswith("_tj_"):   # the prefix of codegen's own globals
+            hint = "u" + hint
         return super().define(v, hint or None)
 
 
-_RESERVED = {"self", "torch", "Tensor"} | set(dir(builtins))
+# names the generated code itself uses; a traced argument with such a name gets a suffix
+_RESERVED = {"self", "torch", "Tensor", "isinstance", "float", "getattr", "_input_error", "_no_grad"}
 
 
 def _node_hint(node: Node) -> str:
@@ -77,7 +79,7 @@ class CodeGen:
         return self.const_global(a)
 
     def const_global(self, obj) -> str:
-        name = f"_k{len(self.globals)}"
+        name = f"_tj_k{len(self.globals)}"
         self.globals[name] = obj
         return name
 
@@ -97,7 +99,7 @@ class CodeGen:
         if self.guards and g.training is not None:
             # the trace fixed the training flag: another mode switches to (or makes) a trace of that mode
             self.lines.insert(0, f"    if self.training is not {g.training}: "
-                                 f"return self._switch_mode({self.fn_name!r})({', '.join(params)})")
+                                 f"return self._switch_mode({self.fn_name!r})({', '.join(self.call_forward)})")
             self.sources.insert(0, None)
         for i, node in enumerate(g.nodes):
             self.emit_node(node)
@@ -108,25 +110,32 @@ class CodeGen:
         if self.needs_grad_check:
             # in-place reuse of dead intermediates is only safe when autograd records nothing
             at = next((i for i, line in enumerate(self.lines) if not line.lstrip().startswith("if ")), 0)
-            self.lines.insert(at, "    no_grad = not torch.is_grad_enabled()")
+            self.lines.insert(at, "    _no_grad = not torch.is_grad_enabled()")
             self.sources.insert(at, None)
         header = f"def {self.fn_name}({', '.join(['self'] + params)}):"
         return "\n".join([header] + self.lines) + "\n"
 
     def signature(self) -> list[str]:
-        """Parameters from the input spec; unpack nested inputs; guard them when asked."""
+        """Parameters from the input spec; unpack nested inputs; guard them when asked.
+
+        Positional arguments of the trace stay positional; keyword arguments become keyword-only
+        parameters (so a positional call cannot silently swap them); values a submodule used
+        from its caller's scope come last as keyword-only ``_capture_<i>``.
+        """
         g = self.graph
         spec: Spec = g.in_spec
         leaves = iter(g.input_leaves)
         names = iter(g.arg_names)
-        params: list[str] = []
+        tops = iter(g.param_names)
         args_spec, kwargs_spec = spec.children
-        top = [(None, c) for c in args_spec.children] + list(zip(kwargs_spec.keys, kwargs_spec.children))
-        for (key, child), top_name in zip(top, g.param_names):
-            params.append(self.bind_param(child, leaves, names, top_name))
-        for v in g.inputs:
-            if v.hint == "__capture__":
-                params.append(self.namer.define(v, "captured"))
+        params = [self.bind_param(c, leaves, names, next(tops)) for c in args_spec.children]
+        self.call_forward = list(params)
+        keyword = [self.bind_param(c, leaves, names, next(tops)) for c in kwargs_spec.children]
+        captures = [self.namer.define(v, f"_capture_{i}")
+                    for i, v in enumerate(v for v in g.inputs if v.hint == "__capture__")]
+        self.call_forward += [f"{k}={k}" for k in keyword + captures]
+        if keyword or captures:
+            params += ["*"] + keyword + captures
         return params
 
     def bind_param(self, spec: Spec, leaves, names, top_name: str) -> str:
@@ -218,7 +227,7 @@ class CodeGen:
         if inplace:
             self.needs_grad_check = True
             rest = ", ".join(self.expr(a) for a in node.args[1:])
-            rhs = f"{self.expr(node.args[0])}.{inplace}({rest}) if no_grad else {rhs}"
+            rhs = f"{self.expr(node.args[0])}.{inplace}({rest}) if _no_grad else {rhs}"
         self.emit(f"{self.namer.define(v, _node_hint(node))} = {rhs}", node.source)
 
     def emit_call_module_outputs(self, node: Node, rhs: str, names: list[str]) -> None:
@@ -288,7 +297,7 @@ class CodeGen:
         parts = [self.rebuild(c, _leaf_values(leaves, values)) for c in args_spec.children]
         parts += [f"{k}={self.rebuild(c, _leaf_values(leaves, values))}"
                   for k, c in zip(kwargs_spec.keys, kwargs_spec.children)]
-        parts += [self.expr(c) for c in caps]
+        parts += [f"_capture_{i}={self.expr(c)}" for i, c in enumerate(caps)]
         node.attrs["out_spec"] = callee.out_spec
         return f"{_attr_path(node.attrs['path'])}.{node.attrs['method']}({', '.join(parts)})"
 

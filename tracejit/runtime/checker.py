@@ -16,14 +16,22 @@ from ..codegen.python import compile_function, generate
 from ..errors import TracerWarning, TracingCheckError
 from ..ir import Graph, format_graph
 from ..passes.inline import inline_calls
-from ..pytree import flatten
+from ..pytree import flatten, unflatten
 from .state import ModuleState as _State
 
 
 def _clone(obj):
+    """A copy of the inputs (a run may mutate them); a tensor passed twice is cloned once."""
     leaves, spec = flatten(obj)
-    from ..pytree import unflatten
-    return unflatten(spec, [x.clone() if isinstance(x, torch.Tensor) else x for x in leaves])
+    memo: dict[int, torch.Tensor] = {}
+    out = []
+    for x in leaves:
+        if isinstance(x, torch.Tensor):
+            if id(x) not in memo:
+                memo[id(x)] = x.clone()
+            x = memo[id(x)]
+        out.append(x)
+    return unflatten(spec, out)
 
 
 def check_trace(traced_method, original, module, checks, tol: float, retrace) -> None:
@@ -55,7 +63,7 @@ def check_trace(traced_method, original, module, checks, tol: float, retrace) ->
             with torch.no_grad():
                 other = retrace(original, _clone(args), _clone(kwargs))
             state.restore()
-        diff = graph_diff(graph, other)
+        diff = graph_diff(flat, inline_calls(other))
         if failure is not None:
             problem = f"The traced program fails on these inputs where eager runs: {type(failure).__name__}: {failure}"
         else:

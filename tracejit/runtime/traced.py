@@ -174,7 +174,7 @@ class TracedModule(nn.Module):
                     f"flag; it is now in {'train' if mode else 'eval'} mode. Switch it back with "
                     f"{'.eval()' if mode else '.train()'}, or trace it again in this mode (retracing needs "
                     "the original module and _store_inputs=True).")
-            variant = self._retrace(mode)
+            variant = self._retrace(mode, self)
             self._variants[mode] = variant
         for path, methods in variant.items():
             target = self.get_submodule(path) if path else self

@@ -13,10 +13,26 @@ from torch import nn
 from ..errors import TraceError
 from ..ir import Graph, verify
 from ..passes.dce import eliminate_dead_code
+from ..pytree import flatten, unflatten
 from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .recorder import Frame, Tracer
 from .symbolic import get_tracer, set_tracer, traced_range
+
+
+def _distinct_inputs(args, kwargs):
+    """The same tensor passed as two arguments becomes two views of it, so the trace keeps them apart."""
+    leaves, spec = flatten((tuple(args), dict(kwargs)))
+    seen: set[int] = set()
+    out = []
+    with torch._C.DisableTorchFunction():
+        for leaf in leaves:
+            if isinstance(leaf, torch.Tensor):
+                if id(leaf) in seen:
+                    leaf = leaf.view_as(leaf)
+                seen.add(id(leaf))
+            out.append(leaf)
+    return unflatten(spec, out)
 
 
 class Recording:
@@ -57,15 +73,21 @@ def _tracing_state(tracer: Tracer):
 
 
 def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: bool = True,
-           force_outplace: bool = False, name: str = "forward") -> Recording:
-    """Run ``fn(*args, **kwargs)`` once, recording every PyTorch op it calls."""
+           force_outplace: bool = False, name: str = "forward", registry: tuple | None = None,
+           signature_of=None) -> Recording:
+    """Run ``fn(*args, **kwargs)`` once, recording every PyTorch op it calls.
+
+    ``registry`` shares submodule method graphs between the methods of one trace_module;
+    ``signature_of`` is the callable whose parameter names name the inputs (default ``fn``).
+    """
     ledger = Ledger(emit_warnings=warn)
-    tracer = Tracer(module, ledger, force_outplace)
+    tracer = Tracer(module, ledger, force_outplace, registry)
     graph = Graph(name=name, module_type=type(module).__name__ if module is not None else "",
                   training=module.training if module is not None else None)
     frame = Frame(graph, module, "", None)
     tracer.frames.append(frame)
-    bind_inputs(tracer, frame, args, kwargs, fn)
+    args, kwargs = _distinct_inputs(args, kwargs)
+    bind_inputs(tracer, frame, args, kwargs, signature_of or fn)
     if module is not None:
         check_backward_hooks(module, "")
         for path, m in module.named_modules():

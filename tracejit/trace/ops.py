@@ -75,6 +75,8 @@ def describe(func, args, kwargs) -> tuple[str, str]:
     if path is None:
         mod = getattr(func, "__module__", None) or "torch"
         path = mod if mod.startswith("torch") else "torch"
+    if path == "torch" and getattr(torch, name, None) is not func:
+        path = "torch._C._VariableFunctions"   # torch.<name> is a Python wrapper with another signature
     aten = name
     if path == "torch._C._linalg" and not name.startswith("linalg_"):
         aten = "linalg_" + name
@@ -217,3 +219,17 @@ def _fits(kind: str, t: str, lenient: bool) -> bool:
     if t.startswith("Scalar["):
         return kind.startswith("[")
     return lenient
+
+
+def cpp_twin(func):
+    """The C++ function a Python helper of torch wraps under the same name (for the twin call)."""
+    name = func.__name__
+    if getattr(func, "__qualname__", "").startswith("Tensor."):
+        twin = getattr(torch._C.TensorBase, name, None)
+    elif (getattr(func, "__module__", "") or "").startswith("torch.nn"):
+        twin = getattr(torch._C._nn, name, None) or getattr(torch._C._VariableFunctions, name, None)
+    else:
+        twin = getattr(torch._C._VariableFunctions, name, None)
+    if twin is None:
+        raise NotImplementedError(f"tracejit cannot find the C++ function behind torch's Python helper {name!r}")
+    return twin

@@ -33,6 +33,7 @@ _PASSTHROUGH = {"__repr__", "__str__", "__format__", "__hash__", "__reduce_ex__"
 _PROPERTY_PLAIN = {"dtype", "layout", "requires_grad", "is_leaf", "grad_fn", "names", "is_cuda", "is_cpu", "is_meta",
                    "is_sparse", "is_quantized", "is_mkldnn", "is_nested", "ndim", "output_nr", "_base",
                    "is_mps", "is_xpu", "_cdata", "itemsize", "nbytes", "_version", "retains_grad"}
+_PIECES = {"split", "unbind", "tensor_split", "unsafe_split", "hsplit", "vsplit", "dsplit"}
 _NONDETERMINISTIC = {"dropout", "dropout_", "feature_dropout", "alpha_dropout", "feature_alpha_dropout",
                      "native_dropout", "bernoulli", "bernoulli_", "rand", "randn", "randint", "randperm",
                      "rand_like", "randn_like", "randint_like", "normal", "normal_", "uniform_", "multinomial",
@@ -69,15 +70,16 @@ class Frame:
 class Tracer(TorchFunctionMode):
     """Records PyTorch calls into the current Frame's Graph."""
 
-    def __init__(self, root_module=None, ledger: Ledger | None = None, force_outplace: bool = False):
+    def __init__(self, root_module=None, ledger: Ledger | None = None, force_outplace: bool = False,
+                 registry: tuple | None = None):
         super().__init__()
         self.ledger = ledger or Ledger()
         self.force_outplace = force_outplace
         self.frames: list[Frame] = []
         self.module_paths: dict[int, str] = {}
         self.param_names: dict[int, list[str]] = {}
-        self.methods: dict[str, dict[str, Graph]] = {}   # module path -> method name -> graph
-        self._method_keys: dict[str, dict[str, str]] = {}
+        # module path -> method name -> graph, and the dedup keys; shared by the methods of one trace_module
+        self.methods, self._method_keys = registry if registry is not None else ({}, {})
         self._python_calls: list = []
         if root_module is not None:
             for path, m in root_module.named_modules(remove_duplicate=False):
@@ -236,24 +238,28 @@ class Tracer(TorchFunctionMode):
                             args[0].shape[0] if args[0].dim() else 0)
         if name == "unbind" and _called_from_tensor_iter():
             self._iteration(args[0])
+            result = func(*args, **kwargs)
+            self.record(func, args, kwargs, result, quiet_pieces=True)
+            return result
         if not _is_builtin(func):
-            key = (func, id(args[0]) if args else None)
-            if key not in self._python_calls:
+            if func not in self._python_calls:
                 # trace through the Python helper: the mode stays on for the ops it calls
-                self._python_calls.append(key)
+                self._python_calls.append(func)
                 try:
                     with self:
                         return redispatch_function(func, types_, args, kwargs)
                 finally:
                     self._python_calls.pop()
-            # the helper called its C++ twin (``super().unflatten(...)``): record that as one op
+            # the helper called its C++ twin (``super().unflatten(...)``, ``_VF.broadcast_tensors``), which
+            # reports the Python helper as the function: run and record the C++ function itself
+            func = ops.cpp_twin(func)
         if self.force_outplace and _is_inplace(name):
             return self._outplace(func, name, args, kwargs)
         result = func(*args, **kwargs)
         self.record(func, args, kwargs, result)
         return result
 
-    def record(self, func, args, kwargs, result, op_target=None) -> Node | None:
+    def record(self, func, args, kwargs, result, op_target=None, quiet_pieces=False) -> Node | None:
         frame = self.frame
         leaves, _ = flatten(result) if isinstance(result, (tuple, list)) else ([result], None)
         if not any(isinstance(x, torch.Tensor) for x in leaves):
@@ -267,7 +273,7 @@ class Tracer(TorchFunctionMode):
         node_kwargs = self.to_ir(dict(kwargs))
         dynamic = any(v.dynamic for v in iter_values((node_args, node_kwargs)))
         node = Node(op, target, node_args, node_kwargs, source=user_location(3),
-                    effectful=_is_inplace(op.split("::")[-1].split(".")[0]) or op == "aten::copy_.default")
+                    effectful=_is_inplace(op.split("::")[-1].split(".")[0]) or "out" in node_kwargs)
         if isinstance(result, (tuple, list)):
             node.attrs["unpack"] = len(result)
         types_ = [TensorType.of(x) if isinstance(x, torch.Tensor) else None for x in leaves]
@@ -276,6 +282,10 @@ class Tracer(TorchFunctionMode):
             if v is not None:
                 frame.bind(x, v)
         base = node.name
+        if base in _PIECES and dynamic and isinstance(result, (tuple, list)) and not quiet_pieces:
+            loc = node.source
+            self.ledger.add("size", f"'{base}' split a tensor into {len(result)} pieces; the trace fixes that "
+                            "number", loc, len(result), warn=loc is None or not in_torch(loc))
         if base in _NONDETERMINISTIC and not (base in ("dropout", "feature_dropout", "alpha_dropout")
                                               and not _dropout_training(args, kwargs)):
             node.attrs["nondeterministic"] = True
@@ -433,7 +443,7 @@ def _is_builtin(func) -> bool:
 def _is_inplace(name: str) -> bool:
     if name.startswith("__i") and name.endswith("__"):
         return True
-    return name.endswith("_") and not name.endswith("__") and not name.startswith("_")
+    return name.endswith("_") and not name.endswith("__")
 
 
 def _dropout_training(args, kwargs) -> bool:

@@ -41,3 +41,13 @@ def user_location(depth: int = 1) -> SourceLoc | None:
 def in_torch(loc: SourceLoc) -> bool:
     """Is this location inside torch's own package (its layer code)?"""
     return loc.filename.startswith(_TORCH_DIR)
+
+
+def caller_stacklevel() -> int:
+    """``stacklevel`` for warnings.warn that points at the first frame outside tracejit."""
+    f = sys._getframe(1)
+    level = 1
+    while f is not None and f.f_code.co_filename.startswith(_TRACEJIT_DIR):
+        f = f.f_back
+        level += 1
+    return level
