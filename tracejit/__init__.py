@@ -5,12 +5,14 @@
 >>> traced(torch.tensor([-1.0, 1.0]))
 tensor([0., 2.])
 """
+__version__ = "0.1.0"
+
 from .api import trace, trace_module
-from .errors import GuardError, TraceError, TracerWarning, TracingCheckError
+from .errors import GuardError, LoadError, SaveError, TraceError, TracerWarning, TracingCheckError
 from .runtime.traced import TracedFunction, TracedModule
 from .trace.api import is_tracing
 from .trace.ledger import LedgerEntry
+from .serialize import load, save
 
-__all__ = ["trace", "trace_module", "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "TracedFunction",
-           "TracedModule", "is_tracing", "LedgerEntry"]
-__version__ = "0.1.0"
+__all__ = ["trace", "trace_module", "save", "load", "TracedFunction", "TracedModule", "is_tracing", "LedgerEntry",
+           "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "LoadError", "SaveError"]

@@ -26,3 +26,11 @@ class TraceError(RuntimeError):
 
 class GuardError(RuntimeError):
     """A traced program was called in a state its trace did not cover (for example another training mode)."""
+
+
+class LoadError(Exception):
+    """A saved program could not be loaded: the file is damaged, from a newer tracejit, or not valid."""
+
+
+class SaveError(Exception):
+    """A traced program holds something that cannot be saved as data."""

@@ -17,6 +17,7 @@ from ..pytree import flatten, unflatten
 from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .recorder import Frame, Tracer
+from .source import user_location
 from .symbolic import get_tracer, set_tracer, traced_range
 
 
@@ -58,17 +59,29 @@ def _tracing_state(tracer: Tracer):
     import torch.jit as tjit
     import torch.jit._trace as tjit_trace
     saved = (tjit.is_tracing, tjit_trace.is_tracing, builtins.range)
+    saved_apply = torch.autograd.Function.__dict__["apply"]
+    original_apply = torch.autograd.Function.apply
+
+    def traced_apply(cls, *args, **kwargs):
+        if get_tracer() is tracer and cls.__module__.split(".")[0] != "torch":
+            tracer.ledger.add(
+                "autograd_function", f"custom autograd Function {cls.__qualname__} is recorded as the ops of its "
+                "forward; gradients of the traced program use those ops' own derivatives, not "
+                f"{cls.__qualname__}.backward", user_location(2), cls.__qualname__)
+        return original_apply.__func__(cls, *args, **kwargs)
     grad = torch.is_grad_enabled()
     set_tracer(tracer)
     tjit.is_tracing = is_tracing
     tjit_trace.is_tracing = is_tracing
     builtins.range = traced_range
+    torch.autograd.Function.apply = classmethod(traced_apply)
     try:
         with ModuleCalls(tracer).active(), tracer:
             yield
     finally:
         set_tracer(None)
         tjit.is_tracing, tjit_trace.is_tracing, builtins.range = saved
+        torch.autograd.Function.apply = saved_apply
         torch.set_grad_enabled(grad)
 
 

@@ -10,6 +10,7 @@ and what value was seen. Kinds:
     device       a tensor's device was read
     training     the module's training flag at trace time
     nondeterministic  the trace holds a random op (checked outputs will differ)
+    autograd_function a custom torch.autograd.Function was recorded as its forward's ops
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ class LedgerEntry:
 class Ledger:
     """Collects entries while tracing; warns for the kinds that can make a trace wrong."""
 
-    WARN_KINDS = ("value_read", "iteration", "size", "constant")
+    WARN_KINDS = ("value_read", "iteration", "size", "constant", "autograd_function")
 
     def __init__(self, emit_warnings: bool = True):
         self.entries: list[LedgerEntry] = []

@@ -362,8 +362,8 @@ class Tracer(TorchFunctionMode):
                 spec = ("aten::slice.Tensor", "index:slice", (cur, dim, payload.start, payload.stop,
                                                                1 if payload.step is None else payload.step))
             elif kind == "alias":
-                out = cur.alias() if hasattr(cur, "alias") else cur.view_as(cur)
-                spec = ("aten::alias.default", "method:view_as", (cur, cur))
+                out = cur.view_as(cur)
+                spec = ("aten::view_as.default", "method:view_as", (cur, cur))
             else:
                 indices = [None] * (max(d for d, _ in payload) + 1)
                 for d, ix in payload:

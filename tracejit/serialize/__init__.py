@@ -1,0 +1,3 @@
+from .archive import load, save, SCHEMA_VERSION
+
+__all__ = ["load", "save", "SCHEMA_VERSION"]

@@ -1,0 +1,520 @@
+"""tracejit.save / tracejit.load: a traced program as a safetensors file with the program as data.
+
+The file is a valid safetensors file: the tensors (parameters, buffers, constants)
+are its tensors, and its metadata holds one key, ``tracejit``, whose value is a
+JSON document (format, schema version, CRC32 of the whole file, the program).
+See docs/FORMAT.md. Nothing is pickled and no code is stored: the loader
+validates the graphs (tracejit/serialize/validate.py) and generates the Python
+code again with the same code generator tracing uses.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import mmap
+import os
+import struct
+import tempfile
+import zlib
+
+import torch
+from torch import nn
+
+from .. import __version__
+from ..errors import LoadError, SaveError
+from ..runtime.traced import TracedFunction, TracedModule, compile_method
+from ..trace.ledger import LedgerEntry
+from ..ir import SourceLoc
+from . import encode, validate
+
+FORMAT = "tracejit"
+SCHEMA_VERSION = 1
+_CRC_PLACEHOLDER = "00000000"
+MAX_HEADER = 100 * 1024 * 1024
+_ST_DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16, "BF16": torch.bfloat16,
+              "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+              "BOOL": torch.bool, "C64": torch.complex64}
+
+
+# =============================================================================== save
+def save(obj, f, *, extra_files=None) -> None:
+    """Save a TracedFunction or TracedModule to ``f`` (a path or a binary file object).
+
+    The write is atomic for paths: a temporary file beside the target is renamed over it,
+    so a failure leaves any existing file as it was.
+
+    >>> import io, torch, tracejit
+    >>> t = tracejit.trace(lambda x: x * 2, torch.ones(2))
+    >>> buf = io.BytesIO(); tracejit.save(t, buf); _ = buf.seek(0)
+    >>> tracejit.load(buf)(torch.ones(3))
+    tensor([2., 2., 2.])
+    """
+    data = to_bytes(obj, extra_files)
+    if isinstance(f, (str, os.PathLike)):
+        _atomic_write(os.fspath(f), data)
+    elif hasattr(f, "write"):
+        f.write(data)
+    else:
+        raise TypeError(f"tracejit.save expects a path or a binary file object; got {type(f).__name__}")
+
+
+def to_bytes(obj, extra_files=None) -> bytes:
+    from safetensors.torch import save as st_save
+    program, tensors = _program(obj)
+    if extra_files:
+        program["extra_files"] = {str(k): base64.b64encode(v.encode() if isinstance(v, str) else bytes(v)).decode()
+                                  for k, v in sorted(extra_files.items())}
+    doc = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "tracejit_version": __version__,
+           "crc32": _CRC_PLACEHOLDER, "program": program}
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    raw = bytearray(st_save(tensors, metadata={"tracejit": text}))
+    crc = zlib.crc32(raw)
+    header_len = struct.unpack("<Q", raw[:8])[0]
+    marker = f'crc32\\":\\"{_CRC_PLACEHOLDER}'.encode()
+    at = raw.find(marker, 8, 8 + header_len)
+    if at < 0:  # pragma: no cover - safetensors changed its escaping
+        raise SaveError("could not place the checksum in the file header")
+    start = at + len(marker) - len(_CRC_PLACEHOLDER)
+    raw[start:start + 8] = f"{crc:08x}".encode()
+    return bytes(raw)
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tracejit-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            _write_all(out, data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _write_all(out, data: bytes) -> None:
+    out.write(data)
+
+
+class _Tensors:
+    """Collects tensors under stable keys; a tensor object seen twice is stored once."""
+
+    def __init__(self):
+        self.by_id: dict[int, str] = {}
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.storages: set = set()
+
+    def key(self, t: torch.Tensor, key: str) -> str:
+        if id(t) in self.by_id:
+            return self.by_id[id(t)]
+        data = t.detach()
+        if data.device.type == "meta":
+            raise SaveError(f"tensor {key!r} is on the meta device and has no data to save")
+        data = data.to("cpu").contiguous()
+        ptr = (data.untyped_storage().data_ptr(), data.storage_offset())
+        if ptr in self.storages or data.untyped_storage().nbytes() != data.nbytes:
+            data = data.clone()
+        self.storages.add((data.untyped_storage().data_ptr(), data.storage_offset()))
+        self.by_id[id(t)] = key
+        self.tensors[key] = data
+        return key
+
+
+def _program(obj):
+    store = _Tensors()
+    if isinstance(obj, TracedFunction):
+        graph = obj.graph
+        return {"kind": "function", "name": str(obj.__name__),
+                "methods": {"": {"forward": _graph(graph, "", "forward", store)}},
+                "ledger": _ledger(obj.ledger)}, store.tensors
+    if not isinstance(obj, TracedModule):
+        raise TypeError(f"tracejit.save expects a TracedFunction or TracedModule (from tracejit.trace); "
+                        f"got {type(obj).__name__}")
+    first_path: dict[int, str] = {}
+    modules = []
+    for path, m in obj.named_modules(remove_duplicate=False):
+        if id(m) in first_path:
+            continue
+        first_path[id(m)] = path
+        if not isinstance(m, TracedModule):
+            raise SaveError(f"submodule {path!r} is a {type(m).__name__}, not a TracedModule")
+        prefix = path + "." if path else ""
+        # name order matters (state_dict order), so mappings are lists of [name, value] pairs
+        params = [[n, None if p is None else {"tensor": store.key(p, prefix + n), "requires_grad": p.requires_grad}]
+                  for n, p in m._parameters.items()]
+        buffers = [[n, None if b is None else store.key(b, prefix + n)] for n, b in m._buffers.items()]
+        methods = [[name, _graph(fn.graph, path, name, store)] for name, fn in m._traced_methods.items()]
+        modules.append({"path": path, "type": m.original_name, "training": m.training, "parameters": params,
+                        "buffers": buffers, "non_persistent": sorted(m._non_persistent_buffers_set),
+                        "methods": methods, "module": m})
+    for entry in modules:
+        m = entry.pop("module")
+        entry["children"] = [[n, None if c is None else first_path[id(c)]] for n, c in m._modules.items()]
+    return {"kind": "module", "name": obj.original_name, "modules": modules,
+            "ledger": _ledger(obj.ledger)}, store.tensors
+
+
+def _graph(graph, path: str, method: str, store: _Tensors) -> dict:
+    where = f"method {method!r} of {path or 'the root'}"
+    d = encode.encode_graph(graph, where)
+    d["constants"] = [store.key(t, f"__constants__/{path or '_'}/{method}/{i}") for i, t in enumerate(graph.constants)]
+    return d
+
+
+def _ledger(entries) -> list:
+    out = []
+    for e in entries:
+        src = [e.source.filename, e.source.lineno, e.source.function] if e.source else None
+        out.append({"kind": e.kind, "message": e.message, "source": src, "value": _jsonable(e.value)})
+    return out
+
+
+def _jsonable(v, depth=0):
+    if depth > 8:
+        return str(v)
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return v if v == v and v not in (float("inf"), float("-inf")) else repr(v)
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x, depth + 1) for x in v]
+    return str(v)
+
+
+# =============================================================================== load
+def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True):
+    """Load a program saved by ``tracejit.save``; returns a TracedFunction or TracedModule.
+
+    ``map_location``: a device or string ("cpu", "cuda:0", "meta") to put the tensors on.
+    ``extra_files``: a dict whose keys name extra files to read back; their contents are filled in.
+    Any problem with the file raises ``tracejit.LoadError`` saying what and where.
+    """
+    buf = _read(f)
+    try:
+        return _load(buf, map_location, extra_files, check_integrity)
+    except LoadError:
+        raise
+    except RecursionError:
+        raise LoadError("the program is nested too deeply") from None
+    except (MemoryError, OverflowError) as e:
+        raise LoadError(f"the file describes more data than it holds ({type(e).__name__})") from None
+
+
+def _read(f):
+    if isinstance(f, (str, os.PathLike)):
+        path = os.fspath(f)
+        try:
+            with open(path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size == 0:
+                    raise LoadError(f"{path}: the file is empty")
+                return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
+        except FileNotFoundError:
+            raise LoadError(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise LoadError(f"{path}: is a directory, not a saved program") from None
+        except OSError as e:
+            raise LoadError(f"{path}: cannot read: {e}") from None
+    if hasattr(f, "read"):
+        data = f.read()
+        if not isinstance(data, (bytes, bytearray)):
+            raise LoadError("the file object must be opened in binary mode")
+        return bytearray(data)
+    raise TypeError(f"tracejit.load expects a path or a binary file object; got {type(f).__name__}")
+
+
+def _load(buf, map_location, extra_files, check_integrity: bool):
+    size = len(buf)
+    if size < 8:
+        raise LoadError(f"the file is {size} bytes long: too short to be a tracejit program")
+    header_len = struct.unpack("<Q", bytes(buf[:8]))[0]
+    if header_len > min(MAX_HEADER, size - 8):
+        raise LoadError(f"the header claims {header_len} bytes but the file has {size - 8} after its length "
+                        "field (truncated, or not a tracejit file)")
+    raw_header = bytes(buf[8:8 + header_len])
+    try:
+        header = json.loads(raw_header.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise LoadError(f"the file header is not valid JSON ({e}); not a tracejit file, or damaged") from None
+    if not isinstance(header, dict) or not isinstance(header.get("__metadata__"), dict) \
+            or not isinstance(header["__metadata__"].get("tracejit"), str):
+        raise LoadError("this is not a tracejit program: the safetensors metadata has no 'tracejit' entry")
+    try:
+        doc = json.loads(header["__metadata__"]["tracejit"], object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as e:
+        raise LoadError(f"the program document is not valid JSON: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise LoadError("this is not a tracejit program (wrong format marker)")
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise LoadError(f"bad schema version {version!r}")
+    if version > SCHEMA_VERSION:
+        raise LoadError(f"this file uses tracejit schema version {version}, newer than this tracejit "
+                        f"({__version__}) reads (version {SCHEMA_VERSION}); upgrade tracejit to load it")
+    if check_integrity:
+        _check_crc(buf, header_len, doc.get("crc32"))
+    data_start = 8 + header_len
+    tensors = _tensors(header, buf, data_start, size, map_location)
+    program = doc.get("program")
+    if not isinstance(program, dict):
+        raise LoadError("the file holds no program")
+    if extra_files is not None:
+        stored = program.get("extra_files", {})
+        for name in list(extra_files):
+            if name in stored:
+                try:
+                    extra_files[name] = base64.b64decode(stored[name], validate=True).decode("utf-8", "replace")
+                except (ValueError, TypeError):
+                    raise LoadError(f"extra file {name!r} is damaged") from None
+    kind = program.get("kind")
+    if kind == "function":
+        return _load_function(program, tensors)
+    if kind == "module":
+        return _load_module(program, tensors)
+    raise LoadError(f"unknown program kind {kind!r}")
+
+
+def _no_duplicates(pairs):
+    d = {}
+    for k, v in pairs:
+        if k in d:
+            raise LoadError(f"the file names {k!r} twice")
+        d[k] = v
+    return d
+
+
+def _check_crc(buf, header_len: int, stored) -> None:
+    if not isinstance(stored, str) or len(stored) != 8:
+        raise LoadError("the file has no valid checksum")
+    marker = f'crc32\\":\\"{stored}'.encode()
+    header = bytes(buf[8:8 + header_len])
+    at = header.find(marker)
+    if at < 0:
+        raise LoadError("the checksum field could not be found in the header")
+    zeroed = header[:at + len(marker) - 8] + _CRC_PLACEHOLDER.encode() + header[at + len(marker):]
+    crc = zlib.crc32(bytes(buf[:8]))
+    crc = zlib.crc32(zeroed, crc)
+    view = memoryview(buf)[8 + header_len:]
+    crc = zlib.crc32(view, crc)
+    view.release()
+    if f"{crc:08x}" != stored:
+        raise LoadError(f"checksum mismatch: the file says {stored}, its contents give {crc:08x}; the file is "
+                        "damaged (a flipped byte, a truncation, or an edit)")
+
+
+def _tensors(header: dict, buf, data_start: int, size: int, map_location) -> dict:
+    device = torch.device(map_location) if map_location is not None else None
+    spans = []
+    out = {}
+    data_len = size - data_start
+    for key, info in header.items():
+        if key == "__metadata__":
+            continue
+        where = f"tensor {key[:80]!r}"
+        if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
+            raise LoadError(f"{where}: malformed entry")
+        dtype = _ST_DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise LoadError(f"{where}: unsupported dtype {str(info['dtype'])[:20]!r}")
+        shape, offsets = info["shape"], info["data_offsets"]
+        if not (isinstance(shape, list) and len(shape) <= 64 and all(isinstance(s, int) and not isinstance(s, bool)
+                                                                      and s >= 0 for s in shape)):
+            raise LoadError(f"{where}: bad shape")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
+            raise LoadError(f"{where}: bad data offsets")
+        begin, end = offsets
+        numel = 1
+        for s in shape:
+            numel *= s
+        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        if not 0 <= begin <= end <= data_len or end - begin != nbytes:
+            raise LoadError(f"{where}: its data ({begin}..{end}) does not fit its shape {shape} and dtype, or lies "
+                            f"outside the file's {data_len} data bytes")
+        spans.append((begin, end, key))
+        if device is not None and device.type == "meta":
+            out[key] = torch.empty(shape, dtype=dtype, device="meta")
+            continue
+        if numel == 0:
+            t = torch.empty(shape, dtype=dtype)
+        else:
+            t = torch.frombuffer(buf, dtype=dtype, count=numel, offset=data_start + begin).view(shape)
+        out[key] = t.to(device) if device is not None else t
+    spans.sort()
+    for (b0, e0, k0), (b1, e1, k1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            raise LoadError(f"tensors {k0[:60]!r} and {k1[:60]!r} overlap in the file")
+    return out
+
+
+def _tensor(tensors: dict, key, where: str) -> torch.Tensor:
+    if not isinstance(key, str) or key not in tensors:
+        raise LoadError(f"{where}: refers to tensor {str(key)[:80]!r}, which the file does not hold")
+    return tensors[key]
+
+
+def _decode_graph(d, where: str, tensors: dict):
+    if not isinstance(d, dict):
+        raise LoadError(f"{where}: malformed graph")
+    g = encode.decode_graph(d, where)
+    consts = d.get("constants", [])
+    if not isinstance(consts, list):
+        raise LoadError(f"{where}: malformed constants")
+    g.constants = [_tensor(tensors, k, where) for k in consts]
+    return g
+
+
+def _ledger_entries(items) -> tuple:
+    out = []
+    if not isinstance(items, list):
+        raise LoadError("malformed ledger")
+    for e in items:
+        if not isinstance(e, dict) or not isinstance(e.get("kind"), str) or not isinstance(e.get("message"), str):
+            raise LoadError("malformed ledger entry")
+        src = e.get("source")
+        source = SourceLoc(str(src[0]), int(src[1]), str(src[2])) if isinstance(src, list) and len(src) == 3 else None
+        out.append(LedgerEntry(e["kind"], e["message"], source, e.get("value")))
+    return tuple(out)
+
+
+def _load_function(program: dict, tensors: dict) -> TracedFunction:
+    methods = program.get("methods")
+    if not isinstance(methods, dict) or set(methods) != {""} or not isinstance(methods[""], dict) \
+            or set(methods[""]) != {"forward"}:
+        raise LoadError("a saved function must hold exactly one method, 'forward'")
+    g = _decode_graph(methods[""]["forward"], "function", tensors)
+    validate.check_graph(g, "function", None, None)
+    _check_weights(g, None, "function")
+    name = program.get("name")
+    if not isinstance(name, str):
+        raise LoadError("malformed function name")
+    fn = TracedFunction(name, g, _ledger_entries(program.get("ledger", [])))
+    return fn
+
+
+def _load_module(program: dict, tensors: dict) -> TracedModule:
+    entries = program.get("modules")
+    if not isinstance(entries, list) or not entries:
+        raise LoadError("the program holds no modules")
+    by_path: dict[str, dict] = {}
+    for e in entries:
+        if not isinstance(e, dict) or not isinstance(e.get("path"), str):
+            raise LoadError("malformed module entry")
+        if e["path"] in by_path:
+            raise LoadError(f"module {e['path']!r} is described twice")
+        by_path[e["path"]] = e
+    if "" not in by_path:
+        raise LoadError("the program has no root module")
+    made: dict[str, TracedModule] = {}
+    shared: dict = {}   # one nn.Parameter per stored tensor, so parameters shared at save time stay shared
+    for path, e in by_path.items():
+        where = f"module {path or '(root)'}"
+        tm = TracedModule(_type_name(e.get("type"), where))
+        tm.training = bool(e.get("training", False))
+        for n, p in _pairs(e.get("parameters", []), where):
+            if p is None:
+                tm._parameters[n] = None
+                continue
+            if not isinstance(p, dict):
+                raise LoadError(f"{where}: malformed parameter {n!r}")
+            t = _tensor(tensors, p.get("tensor"), f"{where}, parameter {n!r}")
+            tm._parameters[n] = _parameter(t, bool(p.get("requires_grad", True)), shared, p.get("tensor"))
+        for n, key in _pairs(e.get("buffers", []), where):
+            tm._buffers[n] = None if key is None else _tensor(tensors, key, f"{where}, buffer {n!r}")
+        tm._non_persistent_buffers_set = set(str(x) for x in e.get("non_persistent", []))
+        made[path] = tm
+    for path, e in by_path.items():
+        for n, child in _pairs(e.get("children", []), f"module {path}"):
+            if child is not None and child not in made:
+                raise LoadError(f"module {path!r} names a child {child!r} that the file does not describe")
+            made[path]._modules[n] = None if child is None else made[child]
+    graphs: dict[str, dict] = {}
+    for path, e in by_path.items():
+        graphs[path] = {}
+        for name, gd in _pairs(e.get("methods", []), f"module {path}"):
+            validate.identifier(name, f"module {path!r} method")
+            graphs[path][name] = _decode_graph(gd, f"module {path or '(root)'}, method {name!r}", tensors)
+    root = made[""]
+    for path, methods in graphs.items():
+        owner = made[path]
+        for name, g in methods.items():
+            where = f"module {path or '(root)'}, method {name!r}"
+
+            def has_tensor(rel, kind, owner=owner):
+                *mods, last = rel.split(".")
+                m = owner
+                for part in mods:
+                    m = m._modules.get(part)
+                    if m is None:
+                        return False
+                store = m._parameters if kind == "parameter" else m._buffers
+                return store.get(last) is not None
+
+            def methods_of(rel, path=path):
+                target = f"{path}.{rel}" if path else rel
+                return graphs.get(target, {})
+
+            validate.check_graph(g, where, has_tensor, methods_of)
+            _check_weights(g, owner, where)
+            for node in g.nodes:
+                if node.op == "tracejit::call_module":
+                    node.attrs["graph"] = methods_of(node.attrs["path"])[node.attrs["method"]]
+    for path, methods in graphs.items():
+        for name, g in methods.items():
+            label = f"{root.original_name}.{path}" if path else root.original_name
+            made[path]._install(name, compile_method(g, name, label, guards=(path == "")))
+    root._variants[root.training] = {p: dict(m._traced_methods) for p, m in made.items()}
+    root.ledger = _ledger_entries(program.get("ledger", []))
+    return root
+
+
+def _check_weights(g, owner, where: str) -> None:
+    """Parameters, buffers and constants must have the dtype and shape the graph was traced with."""
+    for i, node in enumerate(g.nodes):
+        if node.op == "tracejit::get_attr":
+            *mods, last = node.attrs["path"].split(".")
+            m = owner
+            for part in mods:
+                m = m._modules[part]
+            t = (m._parameters if node.attrs["kind"] == "parameter" else m._buffers)[last]
+        elif node.op == "tracejit::constant":
+            t = g.constants[node.attrs["index"]]
+        else:
+            continue
+        want = node.outputs[0].type if node.outputs and node.outputs[0] is not None else None
+        if want is None or not hasattr(want, "shape"):
+            raise LoadError(f"{where}, node {i}: {node.op} has no tensor type")
+        if t.dtype != want.dtype or tuple(t.shape) != tuple(want.shape):
+            raise LoadError(f"{where}, node {i}: {node.attrs.get('path', 'constant')} is stored as "
+                            f"{str(t.dtype).replace('torch.', '')}{list(t.shape)} but the graph was traced with "
+                            f"{str(want.dtype).replace('torch.', '')}{list(want.shape)}")
+
+
+def _parameter(t, requires_grad: bool, cache: dict, key) -> nn.Parameter:
+    if key in cache:
+        return cache[key]
+    p = nn.Parameter(t, requires_grad=requires_grad and (t.is_floating_point() or t.is_complex()))
+    cache[key] = p
+    return p
+
+
+def _type_name(name, where) -> str:
+    if not isinstance(name, str) or not name or len(name) > 200:
+        raise LoadError(f"{where}: bad module type name")
+    return name
+
+
+def _pairs(x, where) -> list:
+    """A list of [name, value] pairs with distinct string names."""
+    if not isinstance(x, list) or not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in x):
+        raise LoadError(f"{where}: expected a list of [name, value] pairs")
+    names = [p[0] for p in x]
+    if len(set(names)) != len(names):
+        raise LoadError(f"{where}: a name appears twice")
+    for n in names:
+        if not n or len(n) > 200 or "." in n:
+            raise LoadError(f"{where}: bad name {n[:60]!r}")
+    return x

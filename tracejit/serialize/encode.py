@@ -1,0 +1,320 @@
+"""Graph <-> JSON-able data. Plain values only: no pickle, no code.
+
+Values are numbered in definition order (graph inputs first, then node outputs)
+and referenced as ``{"v": n}``. Constants are JSON natives where JSON has them,
+else tagged: ``{"dtype": "float32"}``, ``{"device": "cpu"}``, ``{"tuple": [...]}``,
+``{"slice": [start, stop, step]}``, ``{"float": "inf"}``, ...
+"""
+from __future__ import annotations
+
+import collections
+import math
+
+import torch
+
+from ..errors import LoadError, SaveError
+from ..ir import Graph, Node, ScalarType, SourceLoc, TensorType, Value
+from ..pytree import Spec
+
+_DTYPES = {str(d).replace("torch.", ""): d for d in (
+    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8,
+    torch.uint8, torch.bool, torch.complex64, torch.complex128)}
+_LAYOUTS = {"strided": torch.strided, "sparse_coo": torch.sparse_coo}
+_MEMORY_FORMATS = {"contiguous_format": torch.contiguous_format, "channels_last": torch.channels_last,
+                   "preserve_format": torch.preserve_format, "channels_last_3d": torch.channels_last_3d}
+
+
+def dtype_name(d: torch.dtype) -> str:
+    return str(d).replace("torch.", "")
+
+
+# ---- constants ------------------------------------------------------------------------------------
+def encode_const(c, where: str):
+    if c is None or isinstance(c, (bool, str)):
+        return c
+    if isinstance(c, int):
+        return int(c)
+    if isinstance(c, float):
+        return {"float": repr(c)} if (math.isinf(c) or math.isnan(c)) else c
+    if isinstance(c, complex):
+        return {"complex": [c.real, c.imag]}
+    if isinstance(c, torch.dtype):
+        return {"dtype": dtype_name(c)}
+    if isinstance(c, torch.device):
+        return {"device": str(c)}
+    if isinstance(c, torch.layout):
+        return {"layout": str(c).replace("torch.", "")}
+    if isinstance(c, torch.memory_format):
+        return {"memory_format": str(c).replace("torch.", "")}
+    if c is Ellipsis:
+        return {"ellipsis": True}
+    if isinstance(c, slice):
+        return {"slice": [encode_const(c.start, where), encode_const(c.stop, where), encode_const(c.step, where)]}
+    if isinstance(c, tuple):
+        return {"tuple": [encode_const(x, where) for x in c]}
+    if isinstance(c, list):
+        return [encode_const(x, where) for x in c]
+    raise SaveError(f"{where}: a constant of type {type(c).__name__} ({c!r:.80}) cannot be saved as data")
+
+
+def decode_const(c, where: str, depth: int = 0):
+    if depth > 32:
+        raise LoadError(f"{where}: constants nested deeper than 32 levels")
+    if c is None or isinstance(c, (bool, int, float, str)):
+        return c
+    if isinstance(c, list):
+        return [decode_const(x, where, depth + 1) for x in c]
+    if not isinstance(c, dict) or len(c) != 1:
+        raise LoadError(f"{where}: malformed constant {str(c)[:80]}")
+    (tag, body), = c.items()
+    try:
+        if tag == "float":
+            if body not in ("inf", "-inf", "nan"):
+                raise LoadError(f"{where}: bad float constant {body!r}")
+            return float(body)
+        if tag == "complex":
+            return complex(float(body[0]), float(body[1]))
+        if tag == "dtype":
+            return _DTYPES[body]
+        if tag == "device":
+            return torch.device(str(body))
+        if tag == "layout":
+            return _LAYOUTS[body]
+        if tag == "memory_format":
+            return _MEMORY_FORMATS[body]
+        if tag == "ellipsis":
+            return Ellipsis
+        if tag == "slice":
+            a, b, s = (decode_const(x, where, depth + 1) for x in body)
+            return slice(a, b, s)
+        if tag == "tuple":
+            return tuple(decode_const(x, where, depth + 1) for x in body)
+    except LoadError:
+        raise
+    except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as e:
+        raise LoadError(f"{where}: bad {tag} constant {str(body)[:80]}: {e}") from None
+    raise LoadError(f"{where}: unknown constant tag {tag!r}")
+
+
+# ---- types and specs ------------------------------------------------------------------------------
+def encode_type(t):
+    if t is None:
+        return None
+    if isinstance(t, TensorType):
+        return {"dtype": dtype_name(t.dtype), "shape": list(t.shape), "device": t.device,
+                "requires_grad": t.requires_grad}
+    return {"scalar": t.kind}
+
+
+def decode_type(d, where: str):
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise LoadError(f"{where}: malformed type")
+    if "scalar" in d:
+        if d["scalar"] not in ("int", "float", "bool"):
+            raise LoadError(f"{where}: unknown scalar type {d['scalar']!r}")
+        return ScalarType(d["scalar"])
+    try:
+        shape = d["shape"]
+        if not isinstance(shape, list) or len(shape) > 64 or not all(isinstance(s, int) and s >= 0 for s in shape):
+            raise LoadError(f"{where}: bad tensor shape {str(shape)[:80]}")
+        return TensorType(_DTYPES[d["dtype"]], tuple(shape), str(torch.device(d["device"])), bool(d["requires_grad"]))
+    except LoadError:
+        raise
+    except (KeyError, TypeError, RuntimeError) as e:
+        raise LoadError(f"{where}: bad tensor type: {e}") from None
+
+
+_NAMEDTUPLES: dict = {}
+
+
+def encode_spec(spec: Spec, where: str):
+    d = {"kind": spec.kind}
+    if spec.kind == "namedtuple":
+        d["name"] = spec.type.__name__
+        d["fields"] = list(spec.type._fields)
+    if spec.kind == "dict":
+        d["name"] = spec.type.__name__
+        d["keys"] = [encode_const(k, where) for k in spec.keys]
+    if spec.children:
+        d["children"] = [encode_spec(c, where) for c in spec.children]
+    return d
+
+
+def decode_spec(d, where: str, depth: int = 0) -> Spec:
+    if depth > 32 or not isinstance(d, dict):
+        raise LoadError(f"{where}: malformed or too deeply nested input/output structure")
+    kind = d.get("kind")
+    children = tuple(decode_spec(c, where, depth + 1) for c in d.get("children", []))
+    if kind == "leaf":
+        return Spec("leaf")
+    if kind in ("tuple", "list"):
+        return Spec(kind, None, (), children)
+    if kind == "namedtuple":
+        name, fields = d.get("name"), d.get("fields")
+        if not (isinstance(name, str) and name.isidentifier() and isinstance(fields, list)
+                and len(fields) == len(children) and all(isinstance(f, str) and f.isidentifier() for f in fields)):
+            raise LoadError(f"{where}: bad namedtuple description")
+        key = (name, tuple(fields))
+        if key not in _NAMEDTUPLES:   # a look-alike of the user's type, made from data only
+            _NAMEDTUPLES[key] = collections.namedtuple(name, fields)
+        return Spec("namedtuple", _NAMEDTUPLES[key], (), children)
+    if kind == "dict":
+        keys = tuple(decode_const(k, where) for k in d.get("keys", []))
+        if len(keys) != len(children):
+            raise LoadError(f"{where}: dict structure has {len(keys)} keys and {len(children)} values")
+        try:
+            hash(keys)
+        except TypeError:
+            raise LoadError(f"{where}: dict keys must be constants") from None
+        return Spec("dict", dict, keys, children)   # dict subclasses (ModelOutput) come back as dict
+    raise LoadError(f"{where}: unknown structure kind {kind!r}")
+
+
+# ---- graphs ---------------------------------------------------------------------------------------
+def encode_graph(graph: Graph, where: str) -> dict:
+    index: dict[int, int] = {}
+
+    def ref(v: Value):
+        return {"v": index[id(v)]}
+
+    def arg(a):
+        if isinstance(a, Value):
+            return ref(a)
+        if isinstance(a, list):
+            return [arg(x) for x in a]
+        if isinstance(a, tuple):
+            return {"tuple": [arg(x) for x in a]}
+        if isinstance(a, slice):
+            return {"slice": [arg(a.start), arg(a.stop), arg(a.step)]}
+        if isinstance(a, torch.Tensor):
+            raise SaveError(f"{where}: a tensor inside an op's arguments cannot be saved")
+        return encode_const(a, where)
+
+    for v in graph.inputs:
+        index[id(v)] = len(index)
+    nodes = []
+    for node in graph.nodes:
+        if node.op in ("tracejit::getitem", "tracejit::setitem"):
+            raise SaveError(f"{where}: {node.op} at {node.source} indexes with a Python object that cannot be "
+                            "saved as data")
+        args = [arg(a) for a in node.args]
+        kwargs = {k: arg(v) for k, v in node.kwargs.items()}
+        for v in node.outputs:
+            if v is not None:
+                index[id(v)] = len(index)
+        attrs = {k: v for k, v in node.attrs.items() if k in ("path", "method", "n_captures", "index", "kind",
+                                                               "unpack", "nondeterministic")}
+        entry = {"op": node.op, "target": node.target, "args": args, "kwargs": kwargs,
+                 "outputs": [encode_type(v.type) if v is not None else None for v in node.outputs],
+                 "dynamic": any(v is not None and v.dynamic for v in node.outputs)}
+        if attrs:
+            entry["attrs"] = attrs
+        if node.effectful:
+            entry["effectful"] = True
+        if node.source is not None:
+            entry["source"] = [node.source.filename, node.source.lineno, node.source.function]
+        nodes.append(entry)
+    leaves = [ref(x) if isinstance(x, Value) else {"const": encode_const(x, where)} for x in graph.input_leaves]
+    return {
+        "name": graph.name,
+        "module_type": graph.module_type,
+        "training": graph.training,
+        "inputs": [{"type": encode_type(v.type), "hint": v.hint, "dynamic": v.dynamic} for v in graph.inputs],
+        "input_leaves": leaves,
+        "in_spec": encode_spec(graph.in_spec, where),
+        "arg_names": list(graph.arg_names),
+        "param_names": list(graph.param_names),
+        "nodes": nodes,
+        "outputs": [arg(o) for o in graph.outputs],
+        "out_spec": encode_spec(graph.out_spec, where),
+    }
+
+
+def decode_graph(d: dict, where: str) -> Graph:
+    """Rebuild a Graph from data (structure only; ops are validated by validate.py)."""
+    try:
+        g = Graph(name=str(d["name"]), module_type=str(d.get("module_type", "")), training=d.get("training"))
+        if g.training not in (None, True, False):
+            raise LoadError(f"{where}: bad training flag")
+        values: list[Value] = []
+        for i, inp in enumerate(_list(d["inputs"], where)):
+            v = g.add_input(decode_type(inp["type"], where), _str_or_none(inp.get("hint"), where),
+                            bool(inp.get("dynamic", True)))
+            values.append(v)
+
+        def arg(a, depth=0):
+            if depth > 32:
+                raise LoadError(f"{where}: arguments nested deeper than 32 levels")
+            if isinstance(a, dict) and set(a) == {"v"}:
+                n = a["v"]
+                if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < len(values):
+                    raise LoadError(f"{where}: reference to value {n!r}, which is not defined before its use")
+                return values[n]
+            if isinstance(a, list):
+                return [arg(x, depth + 1) for x in a]
+            if isinstance(a, dict) and set(a) == {"tuple"} and isinstance(a["tuple"], list):
+                return tuple(arg(x, depth + 1) for x in a["tuple"])
+            if isinstance(a, dict) and set(a) == {"slice"} and isinstance(a["slice"], list) and len(a["slice"]) == 3:
+                return slice(*(arg(x, depth + 1) for x in a["slice"]))
+            return decode_const(a, where, depth)
+
+        for i, nd in enumerate(_list(d["nodes"], where)):
+            at = f"{where}, node {i}"
+            if not isinstance(nd, dict):
+                raise LoadError(f"{at}: malformed node")
+            src = nd.get("source")
+            source = None
+            if src is not None:
+                if not (isinstance(src, list) and len(src) == 3 and isinstance(src[0], str) and isinstance(src[1], int)):
+                    raise LoadError(f"{at}: malformed source location")
+                source = SourceLoc(src[0], src[1], str(src[2]))
+            kwargs = nd.get("kwargs", {})
+            if not isinstance(kwargs, dict):
+                raise LoadError(f"{at}: malformed keyword arguments")
+            attrs = nd.get("attrs", {})
+            if not isinstance(attrs, dict):
+                raise LoadError(f"{at}: malformed attributes")
+            node = Node(_str(nd["op"], at), _str(nd.get("target", ""), at),
+                        [arg(a) for a in _list(nd.get("args", []), at)],
+                        {_str(k, at): arg(v) for k, v in kwargs.items()}, attrs=attrs, source=source,
+                        effectful=bool(nd.get("effectful", False)))
+            g.add_node(node, [decode_type(t, at) for t in _list(nd.get("outputs", []), at)],
+                       dynamic=bool(nd.get("dynamic", False)))
+            values.extend(v for v in node.outputs if v is not None)
+        g.input_leaves = []
+        for leaf in _list(d["input_leaves"], where):
+            if isinstance(leaf, dict) and set(leaf) == {"const"}:
+                g.input_leaves.append(decode_const(leaf["const"], where))
+            else:
+                v = arg(leaf)
+                if not isinstance(v, Value) or v.producer is not None:
+                    raise LoadError(f"{where}: an input leaf does not name a graph input")
+                g.input_leaves.append(v)
+        g.in_spec = decode_spec(d["in_spec"], where)
+        g.out_spec = decode_spec(d["out_spec"], where)
+        g.arg_names = tuple(_str(n, where) for n in _list(d["arg_names"], where))
+        g.param_names = tuple(_str(n, where) for n in _list(d["param_names"], where))
+        g.outputs = [arg(o) for o in _list(d["outputs"], where)]
+    except LoadError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise LoadError(f"{where}: malformed graph ({type(e).__name__}: {e})") from None
+    return g
+
+
+def _list(x, where):
+    if not isinstance(x, list):
+        raise LoadError(f"{where}: expected a list, found {type(x).__name__}")
+    return x
+
+
+def _str(x, where):
+    if not isinstance(x, str):
+        raise LoadError(f"{where}: expected a string, found {type(x).__name__}")
+    return x
+
+
+def _str_or_none(x, where):
+    return None if x is None else _str(x, where)

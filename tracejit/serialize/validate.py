@@ -1,0 +1,163 @@
+"""Validation of a loaded program: every op resolved against torch's operator registry,
+every call target on an allowlist, every name that reaches generated code an identifier.
+
+Nothing here imports, evaluates or looks up a name chosen by the file outside these lists.
+"""
+from __future__ import annotations
+
+import keyword
+import re
+import types
+
+import torch
+
+from ..errors import LoadError
+from ..ir import Graph, Value, iter_values, verify, VerificationError
+from ..trace import ops as opnames
+
+NAMESPACES = ("aten",)
+TRACEJIT_OPS = {"tracejit::get_attr", "tracejit::constant", "tracejit::call_module"}
+OPERATORS = {"+", "-", "*", "/", "//", "%", "**", "@", "&", "|", "^", "<<", ">>", "==", "!=", "<", "<=", ">", ">=",
+             "r+", "r*", "r-", "r/", "r//", "r%", "r**", "r@", "r&", "r|", "r^", "u-", "u+", "u~"}
+INDEX_KINDS = {"select", "slice", "index", "setitem_index"}
+# call targets: the namespaces a file may name, as they are reached from the torch package
+FUNCTION_NAMESPACES = {"torch": torch, "torch._C._VariableFunctions": torch._C._VariableFunctions,
+                       "torch._C._nn": torch._C._nn, "torch._C._linalg": torch._C._linalg,
+                       "torch._C._special": torch._C._special, "torch._C._fft": torch._C._fft}
+# builtins that reach outside the tensor world (files, global state, raw memory)
+DENIED = {"from_file", "set_", "data_ptr", "untyped_storage", "storage", "_set_", "share_memory_", "set_flush_denormal",
+          "save", "load", "_assert_async", "record_stream", "pin_memory", "_make_subclass", "resize_",
+          "set_num_threads", "manual_seed", "seed", "set_default_dtype", "set_grad_enabled"}
+_OP_NAME = re.compile(r"^([a-z_]+)::([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?$")
+
+
+def identifier(name, where: str) -> str:
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+        raise LoadError(f"{where}: {str(name)[:60]!r} is not a valid Python identifier")
+    return name
+
+
+def check_graph(graph: Graph, where: str, module_tree, methods_of) -> None:
+    """Validate one decoded graph. ``module_tree(path)`` describes the module it belongs to
+    (or None for a function); ``methods_of(path)`` lists the traced methods of a module."""
+    try:
+        verify(graph)
+    except VerificationError as e:
+        raise LoadError(f"{where}: invalid graph: {e}") from None
+    if not isinstance(graph.name, str) or len(graph.name) > 200:
+        raise LoadError(f"{where}: bad graph name")
+    for name in graph.arg_names + graph.param_names:
+        if not isinstance(name, str) or len(name) > 200:
+            raise LoadError(f"{where}: bad argument name")
+    if graph.in_spec.kind != "tuple" or len(graph.in_spec.children) != 2 or graph.in_spec.children[1].kind != "dict":
+        raise LoadError(f"{where}: the input structure must be (args, kwargs)")
+    for k in graph.in_spec.children[1].keys:
+        identifier(k, f"{where}, keyword argument")
+    n_leaves = graph.in_spec.num_leaves
+    if len(graph.input_leaves) != n_leaves or len(graph.arg_names) != n_leaves:
+        raise LoadError(f"{where}: the input structure has {n_leaves} leaves but {len(graph.input_leaves)} are described")
+    if len(graph.param_names) != len(graph.in_spec.children[0].children) + len(graph.in_spec.children[1].children):
+        raise LoadError(f"{where}: parameter names do not match the input structure")
+    if graph.out_spec.num_leaves != len(graph.outputs):
+        raise LoadError(f"{where}: the output structure does not match the outputs")
+    for i, node in enumerate(graph.nodes):
+        check_node(node, f"{where}, node {i} ({str(node.op)[:60]})", graph, module_tree, methods_of)
+
+
+def check_node(node, at: str, graph: Graph, module_tree, methods_of) -> None:
+    op = node.op
+    if op in TRACEJIT_OPS:
+        _check_tracejit_node(node, at, graph, module_tree, methods_of)
+        return
+    m = _OP_NAME.match(op)
+    if m is None:
+        raise LoadError(f"{at}: malformed op name")
+    ns, name, overload = m.groups()
+    if ns not in NAMESPACES:
+        raise LoadError(f"{at}: op namespace {ns!r} is not allowed (allowed: {', '.join(NAMESPACES)})")
+    packet = opnames.aten_packet(name)
+    if packet is None:
+        raise LoadError(f"{at}: there is no operator aten::{name} in this torch ({torch.__version__})")
+    if overload is not None:
+        if overload not in packet.overloads():
+            raise LoadError(f"{at}: aten::{name} has no overload {overload!r}")
+        schema = getattr(packet, overload)._schema
+        kinds = tuple(_kind(a) for a in node.args)
+        if not opnames._binds(schema, kinds, tuple(sorted(node.kwargs)), True):
+            raise LoadError(f"{at}: its arguments do not fit the schema {schema}")
+    _check_target(node, at, name)
+
+
+def _kind(a) -> str:
+    if isinstance(a, Value):
+        return "T" if hasattr(a.type, "shape") else "i" if getattr(a.type, "kind", "") == "int" else "f"
+    if isinstance(a, (list, tuple)):
+        return "[" + "".join(sorted(set(_kind(x) for x in a))) + "]"
+    return opnames._kind(a)
+
+
+def _check_target(node, at: str, aten_name: str) -> None:
+    kind, _, what = node.target.partition(":")
+    if kind == "op":
+        if what not in OPERATORS:
+            raise LoadError(f"{at}: unknown operator {what!r}")
+        want = 1 if what.startswith("u") else 2
+        if len(node.args) != want or node.kwargs:
+            raise LoadError(f"{at}: operator {what!r} takes {want} argument(s)")
+        return
+    if kind == "index":
+        if what not in INDEX_KINDS:
+            raise LoadError(f"{at}: unknown indexing form {what!r}")
+        if not node.args or not isinstance(node.args[0], Value):
+            raise LoadError(f"{at}: indexing needs a tensor")
+        return
+    if kind == "attr":
+        if what not in opnames.TENSOR_PROPERTIES:
+            raise LoadError(f"{at}: unknown tensor property {what!r}")
+        return
+    if kind == "method":
+        identifier(what, at)
+        fn = getattr(torch._C.TensorBase, what, None)
+        if what in DENIED or not isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+            raise LoadError(f"{at}: Tensor.{what} is not a tensor operation tracejit may call")
+        if not node.args or not isinstance(node.args[0], Value) or not hasattr(node.args[0].type, "shape"):
+            raise LoadError(f"{at}: a method call needs a tensor first argument")
+        return
+    if kind == "fn":
+        namespace, _, name = what.rpartition(".")
+        module = FUNCTION_NAMESPACES.get(namespace)
+        identifier(name, at)
+        fn = getattr(module, name, None) if module is not None else None
+        if name in DENIED or not isinstance(fn, types.BuiltinFunctionType):
+            raise LoadError(f"{at}: {what} is not an operator function tracejit may call")
+        return
+    raise LoadError(f"{at}: unknown call target {node.target[:60]!r}")
+
+
+def _check_tracejit_node(node, at: str, graph: Graph, module_tree, methods_of) -> None:
+    attrs = node.attrs
+    if node.op == "tracejit::constant":
+        idx = attrs.get("index")
+        if not isinstance(idx, int) or not 0 <= idx < len(graph.constants):
+            raise LoadError(f"{at}: constant index {idx!r} out of range")
+        if node.args or node.kwargs:
+            raise LoadError(f"{at}: a constant takes no arguments")
+        return
+    path = attrs.get("path")
+    if not isinstance(path, str) or not path:
+        raise LoadError(f"{at}: missing path")
+    for part in path.split("."):
+        if not part or len(part) > 200:
+            raise LoadError(f"{at}: bad path {path[:80]!r}")
+    if node.op == "tracejit::get_attr":
+        if attrs.get("kind") not in ("parameter", "buffer") or node.args or node.kwargs:
+            raise LoadError(f"{at}: malformed get_attr")
+        if module_tree is None or not module_tree(path, attrs["kind"]):
+            raise LoadError(f"{at}: the module has no {attrs['kind']} {path!r}")
+        return
+    method = identifier(attrs.get("method"), at)
+    n = attrs.get("n_captures")
+    if not isinstance(n, int) or n < 0 or n > len(node.args):
+        raise LoadError(f"{at}: bad capture count")
+    if methods_of is None or method not in methods_of(path):
+        raise LoadError(f"{at}: calls {path}.{method}, which the file does not define")
