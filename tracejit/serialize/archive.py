@@ -10,6 +10,7 @@ code again with the same code generator tracing uses.
 from __future__ import annotations
 
 import base64
+import io
 import json
 import mmap
 import os
@@ -26,6 +27,7 @@ from ..runtime.traced import TracedFunction, TracedModule, compile_method
 from ..trace.ledger import LedgerEntry
 from ..ir import SourceLoc
 from . import encode, validate
+from .crc import crc32
 
 FORMAT = "tracejit"
 SCHEMA_VERSION = 1
@@ -34,6 +36,7 @@ MAX_HEADER = 100 * 1024 * 1024
 _ST_DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16, "BF16": torch.bfloat16,
               "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
               "BOOL": torch.bool, "C64": torch.complex64}
+_ST_NAMES = {d: n for n, d in _ST_DTYPES.items()}
 
 
 # =============================================================================== save
@@ -49,42 +52,66 @@ def save(obj, f, *, extra_files=None) -> None:
     >>> tracejit.load(buf)(torch.ones(3))
     tensor([2., 2., 2.])
     """
-    data = to_bytes(obj, extra_files)
+    program, tensors = _program(obj)
+    if extra_files:
+        program["extra_files"] = {str(k): base64.b64encode(v.encode() if isinstance(v, str) else bytes(v)).decode()
+                                  for k, v in sorted(extra_files.items())}
     if isinstance(f, (str, os.PathLike)):
-        _atomic_write(os.fspath(f), data)
+        _atomic_write(os.fspath(f), program, tensors)
     elif hasattr(f, "write"):
-        f.write(data)
+        out = io.BytesIO()
+        _write(out, program, tensors)
+        f.write(out.getbuffer())
     else:
         raise TypeError(f"tracejit.save expects a path or a binary file object; got {type(f).__name__}")
 
 
 def to_bytes(obj, extra_files=None) -> bytes:
-    from safetensors.torch import save as st_save
-    program, tensors = _program(obj)
-    if extra_files:
-        program["extra_files"] = {str(k): base64.b64encode(v.encode() if isinstance(v, str) else bytes(v)).decode()
-                                  for k, v in sorted(extra_files.items())}
+    out = io.BytesIO()
+    save(obj, out, extra_files=extra_files)
+    return out.getvalue()
+
+
+def _write(out, program: dict, tensors: dict) -> None:
+    """Write a safetensors file (header padded to 8 bytes, tensors largest element size first, then
+    by name, each contiguous) streaming the tensor bytes, then patch the CRC into the header."""
     doc = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "tracejit_version": __version__,
            "crc32": _CRC_PLACEHOLDER, "program": program}
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    raw = bytearray(st_save(tensors, metadata={"tracejit": text}))
-    crc = zlib.crc32(raw)
-    header_len = struct.unpack("<Q", raw[:8])[0]
+    order = sorted(tensors, key=lambda k: (-tensors[k].element_size(), k))
+    entries = {}
+    offset = 0
+    for k in order:
+        t = tensors[k]
+        entries[k] = {"dtype": _ST_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + t.nbytes]}
+        offset += t.nbytes
+    entries["__metadata__"] = {"tracejit": json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)}
+    header = json.dumps(entries, separators=(",", ":")).encode()
+    header += b" " * (-len(header) % 8)
+    head = struct.pack("<Q", len(header)) + header
+    out.write(head)
+    crc = zlib.crc32(head)
+    for k in order:
+        t = tensors[k]
+        if t.numel():
+            data = memoryview(t.reshape(-1).view(torch.uint8).numpy())
+            _write_all(out, data)
+            crc = crc32(data, value=crc)
     marker = f'crc32\\":\\"{_CRC_PLACEHOLDER}'.encode()
-    at = raw.find(marker, 8, 8 + header_len)
-    if at < 0:  # pragma: no cover - safetensors changed its escaping
+    at = head.find(marker)
+    if at < 0:  # pragma: no cover
         raise SaveError("could not place the checksum in the file header")
-    start = at + len(marker) - len(_CRC_PLACEHOLDER)
-    raw[start:start + 8] = f"{crc:08x}".encode()
-    return bytes(raw)
+    end = out.tell()
+    out.seek(at + len(marker) - len(_CRC_PLACEHOLDER))
+    out.write(f"{crc:08x}".encode())
+    out.seek(end)
 
 
-def _atomic_write(path: str, data: bytes) -> None:
+def _atomic_write(path: str, program: dict, tensors: dict) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tracejit-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as out:
-            _write_all(out, data)
+            _write(out, program, tensors)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
@@ -96,7 +123,7 @@ def _atomic_write(path: str, data: bytes) -> None:
         raise
 
 
-def _write_all(out, data: bytes) -> None:
+def _write_all(out, data) -> None:
     out.write(data)
 
 
@@ -106,7 +133,6 @@ class _Tensors:
     def __init__(self):
         self.by_id: dict[int, str] = {}
         self.tensors: dict[str, torch.Tensor] = {}
-        self.storages: set = set()
 
     def key(self, t: torch.Tensor, key: str) -> str:
         if id(t) in self.by_id:
@@ -115,22 +141,38 @@ class _Tensors:
         if data.device.type == "meta":
             raise SaveError(f"tensor {key!r} is on the meta device and has no data to save")
         data = data.to("cpu").contiguous()
-        ptr = (data.untyped_storage().data_ptr(), data.storage_offset())
-        if ptr in self.storages or data.untyped_storage().nbytes() != data.nbytes:
-            data = data.clone()
-        self.storages.add((data.untyped_storage().data_ptr(), data.storage_offset()))
         self.by_id[id(t)] = key
         self.tensors[key] = data
         return key
 
 
+class _Graphs:
+    """The program's graph table: identical graphs (the 12 layers of a BERT) are stored once."""
+
+    def __init__(self, store: _Tensors):
+        self.store = store
+        self.table: list[dict] = []
+        self.index: dict[str, int] = {}
+
+    def add(self, graph, path: str, method: str) -> int:
+        where = f"method {method!r} of {path or 'the root'}"
+        d = encode.encode_graph(graph, where)
+        d["constants"] = [self.store.key(t, f"__constants__/{path or '_'}/{method}/{i}")
+                          for i, t in enumerate(graph.constants)]
+        key = json.dumps(d, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        if key not in self.index:
+            self.index[key] = len(self.table)
+            self.table.append(d)
+        return self.index[key]
+
+
 def _program(obj):
     store = _Tensors()
+    graphs = _Graphs(store)
     if isinstance(obj, TracedFunction):
-        graph = obj.graph
-        return {"kind": "function", "name": str(obj.__name__),
-                "methods": {"": {"forward": _graph(graph, "", "forward", store)}},
-                "ledger": _ledger(obj.ledger)}, store.tensors
+        idx = graphs.add(obj.graph, "", "forward")
+        return {"kind": "function", "name": str(obj.__name__), "graphs": graphs.table,
+                "methods": [["forward", idx]], "ledger": _ledger(obj.ledger)}, store.tensors
     if not isinstance(obj, TracedModule):
         raise TypeError(f"tracejit.save expects a TracedFunction or TracedModule (from tracejit.trace); "
                         f"got {type(obj).__name__}")
@@ -147,22 +189,15 @@ def _program(obj):
         params = [[n, None if p is None else {"tensor": store.key(p, prefix + n), "requires_grad": p.requires_grad}]
                   for n, p in m._parameters.items()]
         buffers = [[n, None if b is None else store.key(b, prefix + n)] for n, b in m._buffers.items()]
-        methods = [[name, _graph(fn.graph, path, name, store)] for name, fn in m._traced_methods.items()]
+        methods = [[name, graphs.add(fn.graph, path, name)] for name, fn in m._traced_methods.items()]
         modules.append({"path": path, "type": m.original_name, "training": m.training, "parameters": params,
                         "buffers": buffers, "non_persistent": sorted(m._non_persistent_buffers_set),
                         "methods": methods, "module": m})
     for entry in modules:
         m = entry.pop("module")
         entry["children"] = [[n, None if c is None else first_path[id(c)]] for n, c in m._modules.items()]
-    return {"kind": "module", "name": obj.original_name, "modules": modules,
+    return {"kind": "module", "name": obj.original_name, "graphs": graphs.table, "modules": modules,
             "ledger": _ledger(obj.ledger)}, store.tensors
-
-
-def _graph(graph, path: str, method: str, store: _Tensors) -> dict:
-    where = f"method {method!r} of {path or 'the root'}"
-    d = encode.encode_graph(graph, where)
-    d["constants"] = [store.key(t, f"__constants__/{path or '_'}/{method}/{i}") for i, t in enumerate(graph.constants)]
-    return d
 
 
 def _ledger(entries) -> list:
@@ -298,9 +333,7 @@ def _check_crc(buf, header_len: int, stored) -> None:
     zeroed = header[:at + len(marker) - 8] + _CRC_PLACEHOLDER.encode() + header[at + len(marker):]
     crc = zlib.crc32(bytes(buf[:8]))
     crc = zlib.crc32(zeroed, crc)
-    view = memoryview(buf)[8 + header_len:]
-    crc = zlib.crc32(view, crc)
-    view.release()
+    crc = crc32(buf, 8 + header_len, value=crc)
     if f"{crc:08x}" != stored:
         raise LoadError(f"checksum mismatch: the file says {stored}, its contents give {crc:08x}; the file is "
                         "damaged (a flipped byte, a truncation, or an edit)")
@@ -380,19 +413,36 @@ def _ledger_entries(items) -> tuple:
     return tuple(out)
 
 
+class _GraphTable:
+    """Decodes each stored graph once; hands out its Graph (with constants) by index."""
+
+    def __init__(self, program: dict, tensors: dict):
+        table = program.get("graphs")
+        if not isinstance(table, list):
+            raise LoadError("the program has no graph table")
+        self.raw = table
+        self.tensors = tensors
+        self.decoded: dict[int, object] = {}
+
+    def get(self, idx, where: str):
+        if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < len(self.raw):
+            raise LoadError(f"{where}: graph index {idx!r} is not in the graph table")
+        if idx not in self.decoded:
+            self.decoded[idx] = _decode_graph(self.raw[idx], f"{where} (graph {idx})", self.tensors)
+        return self.decoded[idx]
+
+
 def _load_function(program: dict, tensors: dict) -> TracedFunction:
-    methods = program.get("methods")
-    if not isinstance(methods, dict) or set(methods) != {""} or not isinstance(methods[""], dict) \
-            or set(methods[""]) != {"forward"}:
+    methods = _pairs(program.get("methods"), "function")
+    if [n for n, _ in methods] != ["forward"]:
         raise LoadError("a saved function must hold exactly one method, 'forward'")
-    g = _decode_graph(methods[""]["forward"], "function", tensors)
+    g = _GraphTable(program, tensors).get(methods[0][1], "function")
     validate.check_graph(g, "function", None, None)
     _check_weights(g, None, "function")
     name = program.get("name")
     if not isinstance(name, str):
         raise LoadError("malformed function name")
-    fn = TracedFunction(name, g, _ledger_entries(program.get("ledger", [])))
-    return fn
+    return TracedFunction(name, g, _ledger_entries(program.get("ledger", [])))
 
 
 def _load_module(program: dict, tensors: dict) -> TracedModule:
@@ -408,6 +458,62 @@ def _load_module(program: dict, tensors: dict) -> TracedModule:
         by_path[e["path"]] = e
     if "" not in by_path:
         raise LoadError("the program has no root module")
+    made = _build_modules(by_path, tensors)
+    table = _GraphTable(program, tensors)
+    methods: dict[str, dict[str, int]] = {}
+    for path, e in by_path.items():
+        methods[path] = {}
+        for name, idx in _pairs(e.get("methods", []), f"module {path}"):
+            validate.identifier(name, f"module {path!r} method")
+            methods[path][name] = idx
+    root = made[""]
+    compiled: dict[tuple, object] = {}
+    checked: set[int] = set()
+    for path, named in methods.items():
+        owner = made[path]
+        for name, idx in named.items():
+            where = f"module {path or '(root)'}, method {name!r}"
+            g = table.get(idx, where)
+
+            def has_tensor(rel, kind, owner=owner):
+                *mods, last = rel.split(".")
+                m = owner
+                for part in mods:
+                    m = m._modules.get(part)
+                    if m is None:
+                        return False
+                store = m._parameters if kind == "parameter" else m._buffers
+                return store.get(last) is not None
+
+            def methods_of(rel, path=path):
+                return methods.get(f"{path}.{rel}" if path else rel, {})
+
+            if idx in checked:
+                validate.check_module_refs(g, where, has_tensor, methods_of)
+            else:
+                validate.check_graph(g, where, has_tensor, methods_of)
+                checked.add(idx)
+            _check_weights(g, owner, where)
+            callees = []
+            for node in g.nodes:
+                if node.op == "tracejit::call_module":
+                    callees.append(methods_of(node.attrs["path"])[node.attrs["method"]])
+            # a graph shared by several modules is compiled once if its callees are the same graphs
+            key = (idx, name, path == "", tuple(callees))
+            if key not in compiled:
+                it = iter(callees)
+                for node in g.nodes:
+                    if node.op == "tracejit::call_module":
+                        node.attrs["graph"] = table.get(next(it), where)
+                label = f"{root.original_name}.{path}" if path else root.original_name
+                compiled[key] = compile_method(g, name, label, guards=(path == ""))
+            owner._install(name, compiled[key])
+    root._variants[root.training] = {p: dict(m._traced_methods) for p, m in made.items()}
+    root.ledger = _ledger_entries(program.get("ledger", []))
+    return root
+
+
+def _build_modules(by_path: dict, tensors: dict) -> dict:
     made: dict[str, TracedModule] = {}
     shared: dict = {}   # one nn.Parameter per stored tensor, so parameters shared at save time stay shared
     for path, e in by_path.items():
@@ -424,51 +530,17 @@ def _load_module(program: dict, tensors: dict) -> TracedModule:
             tm._parameters[n] = _parameter(t, bool(p.get("requires_grad", True)), shared, p.get("tensor"))
         for n, key in _pairs(e.get("buffers", []), where):
             tm._buffers[n] = None if key is None else _tensor(tensors, key, f"{where}, buffer {n!r}")
-        tm._non_persistent_buffers_set = set(str(x) for x in e.get("non_persistent", []))
+        nonp = e.get("non_persistent", [])
+        if not isinstance(nonp, list):
+            raise LoadError(f"{where}: malformed non_persistent list")
+        tm._non_persistent_buffers_set = set(str(x) for x in nonp)
         made[path] = tm
     for path, e in by_path.items():
         for n, child in _pairs(e.get("children", []), f"module {path}"):
             if child is not None and child not in made:
                 raise LoadError(f"module {path!r} names a child {child!r} that the file does not describe")
             made[path]._modules[n] = None if child is None else made[child]
-    graphs: dict[str, dict] = {}
-    for path, e in by_path.items():
-        graphs[path] = {}
-        for name, gd in _pairs(e.get("methods", []), f"module {path}"):
-            validate.identifier(name, f"module {path!r} method")
-            graphs[path][name] = _decode_graph(gd, f"module {path or '(root)'}, method {name!r}", tensors)
-    root = made[""]
-    for path, methods in graphs.items():
-        owner = made[path]
-        for name, g in methods.items():
-            where = f"module {path or '(root)'}, method {name!r}"
-
-            def has_tensor(rel, kind, owner=owner):
-                *mods, last = rel.split(".")
-                m = owner
-                for part in mods:
-                    m = m._modules.get(part)
-                    if m is None:
-                        return False
-                store = m._parameters if kind == "parameter" else m._buffers
-                return store.get(last) is not None
-
-            def methods_of(rel, path=path):
-                target = f"{path}.{rel}" if path else rel
-                return graphs.get(target, {})
-
-            validate.check_graph(g, where, has_tensor, methods_of)
-            _check_weights(g, owner, where)
-            for node in g.nodes:
-                if node.op == "tracejit::call_module":
-                    node.attrs["graph"] = methods_of(node.attrs["path"])[node.attrs["method"]]
-    for path, methods in graphs.items():
-        for name, g in methods.items():
-            label = f"{root.original_name}.{path}" if path else root.original_name
-            made[path]._install(name, compile_method(g, name, label, guards=(path == "")))
-    root._variants[root.training] = {p: dict(m._traced_methods) for p, m in made.items()}
-    root.ledger = _ledger_entries(program.get("ledger", []))
-    return root
+    return made
 
 
 def _check_weights(g, owner, where: str) -> None:

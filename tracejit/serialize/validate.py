@@ -64,6 +64,13 @@ def check_graph(graph: Graph, where: str, module_tree, methods_of) -> None:
         check_node(node, f"{where}, node {i} ({str(node.op)[:60]})", graph, module_tree, methods_of)
 
 
+def check_module_refs(graph: Graph, where: str, module_tree, methods_of) -> None:
+    """The checks that depend on the module a (structurally checked) graph is installed on."""
+    for i, node in enumerate(graph.nodes):
+        if node.op in ("tracejit::get_attr", "tracejit::call_module"):
+            _check_tracejit_node(node, f"{where}, node {i} ({node.op})", graph, module_tree, methods_of)
+
+
 def check_node(node, at: str, graph: Graph, module_tree, methods_of) -> None:
     op = node.op
     if op in TRACEJIT_OPS:

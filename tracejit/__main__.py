@@ -1,0 +1,7 @@
+"""``python -m tracejit``: the same command line as the ``tracejit`` console script (see tracejit/cli.py)."""
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
