@@ -18,6 +18,7 @@ $(STAMP): pyproject.toml
 
 demo: venv
 	$(VPY) examples/demo.py
+	$(VENV)/bin/tracejit inspect demo_model.tjit
 
 test: venv
 	$(VPY) -m pytest -q tests

@@ -1,4 +1,6 @@
-"""Trace a small conv net with tracejit, show what was recorded, and check it."""
+"""Trace a small conv net with tracejit, show what was recorded, check it, and save it to demo_model.tjit."""
+import os
+
 import torch
 import torch.nn as nn
 
@@ -61,6 +63,13 @@ def main():
     inputs = {"forward": torch.rand(1, 1, 3, 3), "weighted_kernel_sum": torch.rand(1, 1, 3, 3)}
     tm = tracejit.trace_module(Net(), inputs)
     print(tm.weighted_kernel_sum.code)
+
+    header("save")
+    path = "demo_model.tjit"
+    tracejit.save(traced, path)
+    torch.testing.assert_close(tracejit.load(path)(x), expected)
+    print(f"saved the traced SmallConvNet to {path} ({os.path.getsize(path)} bytes); it loads back and "
+          f"equals eager. Describe it with: tracejit inspect {path}")
 
     print("\ndemo OK")
 

@@ -12,7 +12,8 @@ Errors print one line, ``tracejit: error: ...``, to stderr and exit with 2 for a
 usage error (a bad option, a bad input spec) and 1 for anything else (a missing
 or damaged file, a factory that does not import, a trace that fails); ``--debug``
 shows the traceback instead. ``inspect`` never runs the model: it reads the file's
-header and loads the program on the meta device (no weights are read, nothing runs).
+header and loads the program on the meta device (no tensor is materialized, nothing
+runs).
 """
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ import importlib
 import json
 import os
 import re
+import shutil
 import statistics
 import struct
 import sys
+import textwrap
 import time
 import warnings
 from collections import Counter
@@ -110,6 +113,9 @@ def parse_input_spec(text: str) -> InputSpec:
 
 def _factory_ref(text: str) -> str:
     module, sep, attr = text.partition(":")
+    if module.endswith(".py"):
+        raise argparse.ArgumentTypeError(f"bad factory {text!r}: name the module, not its file "
+                                         f"(e.g. '{module[:-3].replace(os.sep, '.')}:{attr or 'CALLABLE'}')")
     ok = sep and all(p.isidentifier() for p in module.split(".")) and all(p.isidentifier() for p in attr.split("."))
     if not ok:
         raise argparse.ArgumentTypeError(f"bad factory {text!r}: expected MODULE:CALLABLE, e.g. 'models:resnet18' "
@@ -133,9 +139,14 @@ _INPUT_HELP = ("an input tensor as DTYPE[D0,D1,...], e.g. 'float32[1,3,224,224]'
                "shell.")
 
 
+def _wrap(text: str) -> str:
+    return textwrap.fill(" ".join(text.split()), width=min(100, shutil.get_terminal_size().columns - 2))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     fmt = argparse.RawDescriptionHelpFormatter
+    debug_help = "on an error, show the full Python traceback instead of one line"
     p = _Parser(prog=PROG, formatter_class=fmt,
                 description="Inspect, trace and run tracejit programs (files saved by tracejit.save).",
                 epilog="examples:\n"
@@ -144,34 +155,34 @@ def build_parser() -> argparse.ArgumentParser:
                        "  tracejit run small.tjit --input 'float32[8,16]' --repeat 50\n\n"
                        "Run 'tracejit COMMAND --help' for a command's options.")
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    p.add_argument("--debug", action="store_true",
-                   help="on an error, show the full Python traceback instead of one line")
+    p.add_argument("--debug", action="store_true", help=debug_help)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     sub.required = True
 
     ins = sub.add_parser(
         "inspect", formatter_class=fmt, help="describe a saved program without running it",
-        description="Describe a saved tracejit program without running it: the traced methods of the root and "
-                    "their input signatures; the parameters and buffers (name, shape, dtype, bytes) with totals "
-                    "(a tensor shared by several names counted once); the ledger (what the trace froze: kind, "
-                    "source line, message); a histogram of the ops over all graphs; the file's SHA-256 (first 16 "
-                    "hex digits) and its stored CRC32. The program is loaded on the meta device: the file's "
-                    "checksum and graphs are validated, no weights are read and the model never runs.",
+        description=_wrap("Describe a saved tracejit program without running it: the traced methods of the root and "
+                          "their input signatures; the parameters and buffers (name, shape, dtype, bytes) with totals "
+                          "(a tensor shared by several names counted once); the ledger (what the trace froze: kind, "
+                          "source line, message); a histogram of the ops over all graphs; the file's SHA-256 (first 16 "
+                          "hex digits) and its stored CRC32. The program is loaded on the meta device: the file's "
+                          "checksum and graphs are validated, no tensor is materialized and the model never runs."),
         epilog="example:\n  tracejit inspect model.tjit --graph --code")
     ins.add_argument("file", metavar="FILE", help="a program saved by tracejit.save or 'tracejit trace'")
     ins.add_argument("--graph", action="store_true",
                      help="also print the IR graph of every traced method (root and submodules)")
     ins.add_argument("--code", action="store_true",
                      help="also print the generated Python code of every traced method (root and submodules)")
+    ins.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
     ins.set_defaults(func=cmd_inspect)
 
     tr = sub.add_parser(
         "trace", formatter_class=fmt, help="trace a module built by a factory and save it",
-        description="Import MODULE (the current directory is on the import path), call CALLABLE with no "
-                    "arguments to build an nn.Module, put it in eval mode, trace it under torch.no_grad() on "
-                    "random inputs of the given dtypes and shapes (check_trace on: the trace is re-run and "
-                    "compared with eager), save it to FILE, and print a summary (file, size, parameters, ops, "
-                    "ledger).",
+        description=_wrap("Import MODULE (the current directory is on the import path), call CALLABLE with no "
+                          "arguments to build an nn.Module, put it in eval mode, trace it under torch.no_grad() on "
+                          "random inputs of the given dtypes and shapes (check_trace on: the trace is re-run and "
+                          "compared with eager), save it to FILE, and print a summary (file, size, parameters, ops, "
+                          "ledger)."),
         epilog="example:\n"
                "  # models.py defines: def small(): return nn.Sequential(nn.Linear(16, 4), nn.ReLU())\n"
                "  tracejit trace models:small --input 'float32[2,16]' -o small.tjit\n"
@@ -184,13 +195,14 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--output", "-o", required=True, metavar="FILE",
                     help="where to save the traced program (written atomically)")
     tr.add_argument("--seed", type=int, default=0, help="random seed for the factory and the inputs (default 0)")
+    tr.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
     tr.set_defaults(func=cmd_trace)
 
     rn = sub.add_parser(
         "run", formatter_class=fmt, help="load a saved program and time it on random inputs",
-        description="Load a saved program on the CPU, call it under torch.no_grad() on random inputs of the given "
-                    "dtypes and shapes, print the dtype and shape of each output, and the median time of a call "
-                    "over --repeat calls (after one untimed warm-up call).",
+        description=_wrap("Load a saved program on the CPU, call it under torch.no_grad() on random inputs of "
+                          "the given dtypes and shapes, print the dtype and shape of each output, and the median "
+                          "time of a call over --repeat calls (after one untimed warm-up call)."),
         epilog="example:\n  tracejit run model.tjit --input 'float32[8,3,224,224]' --repeat 50")
     rn.add_argument("file", metavar="FILE", help="a program saved by tracejit.save or 'tracejit trace'")
     rn.add_argument("--input", "-i", dest="inputs", metavar="SPEC", action="append", type=parse_input_spec,
@@ -199,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--repeat", "-n", type=_positive, default=20, metavar="N",
                     help="number of timed calls; the median is reported (default 20)")
     rn.add_argument("--seed", type=int, default=0, help="random seed for the inputs (default 0)")
+    rn.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
     rn.set_defaults(func=cmd_run)
     return p
 
@@ -215,6 +228,9 @@ def main(argv=None) -> int:
         _fail(str(e), e.code)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
+    except BrokenPipeError:   # `tracejit inspect big.tjit | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except Exception as e:  # a bug, or an error without a better message: still one line
         if args.debug:
             raise
@@ -277,6 +293,10 @@ def _dtype_name(dtype) -> str:
 
 def _shape_text(shape) -> str:
     return "[" + ", ".join(str(int(s)) for s in shape) + "]"
+
+
+def _plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def _human(n: int) -> str:
@@ -372,8 +392,11 @@ def tensor_rows(obj):
     if isinstance(obj, TracedFunction):
         return []
     rows, by_id = [], {}
-    named = [(n, "param", t) for n, t in obj.named_parameters(remove_duplicate=False)]
-    named += [(n, "buffer", t) for n, t in obj.named_buffers(remove_duplicate=False)]
+    named = []   # state_dict order: per module, its parameters then its buffers
+    for path, m in obj.named_modules(remove_duplicate=False):
+        prefix = f"{path}." if path else ""
+        named += [(prefix + n, "param", t) for n, t in m._parameters.items()]
+        named += [(prefix + n, "buffer", t) for n, t in m._buffers.items()]
     for name, kind, t in named:
         if t is None:
             continue
@@ -428,8 +451,8 @@ def cmd_inspect(args) -> int:
         out += _table(shown, ["name", "kind", "shape", "dtype", "bytes"], "<<<<>")
         total = sum(r[4] for r in rows)
         n_params = sum(1 for r in rows if r[1] == "param")
-        out.append(f"  total: {len(rows)} tensors ({n_params} parameters, {len(rows) - n_params} buffers), "
-                   f"{total} bytes ({_human(total)})")
+        out.append(f"  total: {_plural(len(rows), 'tensor')} ({_plural(n_params, 'parameter')}, "
+                   f"{_plural(len(rows) - n_params, 'buffer')}), {total} bytes ({_human(total)})")
     else:
         out.append("  (none)")
     n_const = sum(len(fn.graph.constants) for _, _, _, fn in methods)
@@ -439,7 +462,7 @@ def cmd_inspect(args) -> int:
 
     ledger = tuple(getattr(obj, "ledger", ()))
     out.append("")
-    out.append(f"ledger: {len(ledger)} entr{'y' if len(ledger) == 1 else 'ies'}")
+    out.append(f"ledger: {_plural(len(ledger), 'entry', 'entries')}")
     if ledger:
         lrows = [[e.kind, f"{_short_path(e.source.filename)}:{e.source.lineno}" if e.source else "-",
                   " ".join(str(e.message).split())] for e in ledger]
@@ -536,10 +559,10 @@ def cmd_trace(args) -> int:
     print(f"traced {args.factory} ({traced.original_name}) on "
           f"{', '.join(repr(s) for s in args.inputs) or 'no inputs'}")
     print(f"  file:       {args.output} ({size} bytes, {_human(size)})")
-    print(f"  parameters: {numel} in {sum(1 for r in rows if r[1] == 'param')} tensors "
-          f"(+{sum(1 for r in rows if r[1] == 'buffer')} buffers)")
+    print(f"  parameters: {numel} in {_plural(sum(1 for r in rows if r[1] == 'param'), 'tensor')} "
+          f"(+{_plural(sum(1 for r in rows if r[1] == 'buffer'), 'buffer')})")
     print(f"  ops:        {sum(hist.values())} nodes in {n_graphs} graph(s), {aten} aten ops")
-    print(f"  ledger:     {len(ledger)} entr{'y' if len(ledger) == 1 else 'ies'}")
+    print(f"  ledger:     {_plural(len(ledger), 'entry', 'entries')}")
     for e in ledger:
         src = f"{_short_path(e.source.filename)}:{e.source.lineno}" if e.source else "-"
         print(f"    {e.kind:<12} {src}  {' '.join(str(e.message).split())}")
@@ -588,7 +611,8 @@ def cmd_run(args) -> int:
     if specs is None:
         specs = _traced_specs(obj)
         if specs is None:
-            raise CLIError(f"{args.file}: its forward takes nested or non-tensor arguments; pass --input")
+            raise CLIError(f"{args.file}: its forward was traced with nested or non-tensor arguments, which "
+                           "--input cannot describe")
     g = torch.Generator().manual_seed(args.seed)
     inputs = tuple(s.make(g) for s in specs)
     label = ", ".join(repr(s) for s in specs) or "no inputs"
