@@ -225,7 +225,7 @@ def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True
     """Load a program saved by ``tracejit.save``; returns a TracedFunction or TracedModule.
 
     ``map_location``: a device or string ("cpu", "cuda:0", "meta") to put the tensors on.
-    ``extra_files``: a dict whose keys name extra files to read back; their contents are filled in.
+    ``extra_files``: a dict whose keys name extra files to read back; their contents (bytes) are filled in.
     Any problem with the file raises ``tracejit.LoadError`` saying what and where.
     """
     buf = _read(f)
@@ -302,7 +302,7 @@ def _load(buf, map_location, extra_files, check_integrity: bool):
         for name in list(extra_files):
             if name in stored:
                 try:
-                    extra_files[name] = base64.b64decode(stored[name], validate=True).decode("utf-8", "replace")
+                    extra_files[name] = base64.b64decode(stored[name], validate=True)   # bytes, as torch.jit.load
                 except (ValueError, TypeError):
                     raise LoadError(f"extra file {name!r} is damaged") from None
     kind = program.get("kind")

@@ -8,6 +8,7 @@ else tagged: ``{"dtype": "float32"}``, ``{"device": "cpu"}``, ``{"tuple": [...]}
 from __future__ import annotations
 
 import collections
+import keyword
 import math
 
 import torch
@@ -200,7 +201,7 @@ def encode_graph(graph: Graph, where: str) -> dict:
             raise SaveError(f"{where}: {node.op} at {node.source} indexes with a Python object that cannot be "
                             "saved as data")
         args = [arg(a) for a in node.args]
-        kwargs = {k: arg(v) for k, v in node.kwargs.items()}
+        kwargs = [[k, arg(v)] for k, v in node.kwargs.items()]   # pairs: keyword order is kept
         for v in node.outputs:
             if v is not None:
                 index[id(v)] = len(index)
@@ -270,15 +271,20 @@ def decode_graph(d: dict, where: str) -> Graph:
                 if not (isinstance(src, list) and len(src) == 3 and isinstance(src[0], str) and isinstance(src[1], int)):
                     raise LoadError(f"{at}: malformed source location")
                 source = SourceLoc(src[0], src[1], str(src[2]))
-            kwargs = nd.get("kwargs", {})
-            if not isinstance(kwargs, dict):
+            kwargs = nd.get("kwargs", [])
+            if not isinstance(kwargs, list) or not all(isinstance(p, list) and len(p) == 2 for p in kwargs):
                 raise LoadError(f"{at}: malformed keyword arguments")
+            for k, _ in kwargs:   # keyword names are written into generated code
+                if not isinstance(k, str) or not k.isidentifier() or keyword.iskeyword(k):
+                    raise LoadError(f"{at}: keyword argument name {str(k)[:60]!r} is not an identifier")
+            if len({k for k, _ in kwargs}) != len(kwargs):
+                raise LoadError(f"{at}: a keyword argument is given twice")
             attrs = nd.get("attrs", {})
             if not isinstance(attrs, dict):
                 raise LoadError(f"{at}: malformed attributes")
             node = Node(_str(nd["op"], at), _str(nd.get("target", ""), at),
                         [arg(a) for a in _list(nd.get("args", []), at)],
-                        {_str(k, at): arg(v) for k, v in kwargs.items()}, attrs=attrs, source=source,
+                        {k: arg(v) for k, v in kwargs}, attrs=attrs, source=source,
                         effectful=bool(nd.get("effectful", False)))
             g.add_node(node, [decode_type(t, at) for t in _list(nd.get("outputs", []), at)],
                        dynamic=bool(nd.get("dynamic", False)))
