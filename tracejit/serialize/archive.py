@@ -424,9 +424,12 @@ class _GraphTable:
         self.tensors = tensors
         self.decoded: dict[int, object] = {}
 
-    def get(self, idx, where: str):
+    def get(self, idx, where: str, fresh: bool = False):
+        """The Graph at ``idx`` (decoded once); ``fresh`` decodes a private copy."""
         if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < len(self.raw):
             raise LoadError(f"{where}: graph index {idx!r} is not in the graph table")
+        if fresh:
+            return _decode_graph(self.raw[idx], f"{where} (graph {idx})", self.tensors)
         if idx not in self.decoded:
             self.decoded[idx] = _decode_graph(self.raw[idx], f"{where} (graph {idx})", self.tensors)
         return self.decoded[idx]
@@ -469,7 +472,11 @@ def _load_module(program: dict, tensors: dict) -> TracedModule:
     root = made[""]
     compiled: dict[tuple, object] = {}
     checked: set[int] = set()
-    for path, named in methods.items():
+    linked: dict[int, tuple] = {}
+    # deepest modules first, so a caller links to the graphs its submodules really run
+    path_of = {id(m): p for p, m in made.items()}
+    for path in sorted(methods, key=lambda p: -len(p.split(".")) if p else 0):
+        named = methods[path]
         owner = made[path]
         for name, idx in named.items():
             where = f"module {path or '(root)'}, method {name!r}"
@@ -485,8 +492,9 @@ def _load_module(program: dict, tensors: dict) -> TracedModule:
                 store = m._parameters if kind == "parameter" else m._buffers
                 return store.get(last) is not None
 
-            def methods_of(rel, path=path):
-                return methods.get(f"{path}.{rel}" if path else rel, {})
+            def methods_of(rel, owner=owner):
+                m = _walk(owner, rel)
+                return {} if m is None else methods[path_of[id(m)]]
 
             if idx in checked:
                 validate.check_module_refs(g, where, has_tensor, methods_of)
@@ -494,23 +502,33 @@ def _load_module(program: dict, tensors: dict) -> TracedModule:
                 validate.check_graph(g, where, has_tensor, methods_of)
                 checked.add(idx)
             _check_weights(g, owner, where)
-            callees = []
-            for node in g.nodes:
-                if node.op == "tracejit::call_module":
-                    callees.append(methods_of(node.attrs["path"])[node.attrs["method"]])
-            # a graph shared by several modules is compiled once if its callees are the same graphs
-            key = (idx, name, path == "", tuple(callees))
+            callees = [_walk(owner, n.attrs["path"])._traced_methods[n.attrs["method"]].graph
+                       for n in g.nodes if n.op == "tracejit::call_module"]
+            # a graph shared by several modules is compiled once when its callees are the same graphs
+            key = (idx, name, path == "", tuple(map(id, callees)))
             if key not in compiled:
+                if linked.setdefault(idx, key) != key:
+                    # same graph, other callees (a ReLU here, an Identity there): it needs its own links
+                    g = table.get(idx, where, fresh=True)
                 it = iter(callees)
                 for node in g.nodes:
                     if node.op == "tracejit::call_module":
-                        node.attrs["graph"] = table.get(next(it), where)
+                        node.attrs["graph"] = next(it)
                 label = f"{root.original_name}.{path}" if path else root.original_name
                 compiled[key] = compile_method(g, name, label, guards=(path == ""))
             owner._install(name, compiled[key])
     root._variants[root.training] = {p: dict(m._traced_methods) for p, m in made.items()}
     root.ledger = _ledger_entries(program.get("ledger", []))
     return root
+
+
+def _walk(module, rel: str):
+    """The submodule at the dotted path ``rel`` below ``module``, or None."""
+    for part in rel.split("."):
+        module = module._modules.get(part)
+        if module is None:
+            return None
+    return module
 
 
 def _build_modules(by_path: dict, tensors: dict) -> dict:

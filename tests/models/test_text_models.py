@@ -1,0 +1,64 @@
+"""BERT, GPT-2 and LLaMA (tiny, random weights) traced with tracejit.
+
+Every model: eager's output is sensitive to the inputs (ids and attention mask), the trace
+(no_grad, check_trace on) equals eager on the example and on ALT inputs with other values,
+batch sizes, sequence lengths and right padding (the example mask is all ones), its warnings
+and ledger agree and point at transformers' source, and the saved trace loaded in a fresh
+process equals eager again. BERT and LLaMA run with both the default (sdpa) and the eager
+attention implementations.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+import tracejit
+from model_corpus import (assert_outputs_equal, built_case, check_alt, check_example, check_fresh_process,
+                          check_fresh_process_graph_and_ledger, check_gradients, check_sensitivity,
+                          check_specialization, check_warnings_and_ledger, run)
+
+MODELS = ["bert", "bert_eager_attn", "gpt2", "llama", "llama_eager_attn"]
+
+
+def test_sensitivity(model):
+    check_sensitivity(model)
+
+
+def test_traced_equals_eager_on_example(model):
+    check_example(model)
+
+
+def test_traced_equals_eager_on_alt(model, alt):
+    check_alt(model, alt)
+
+
+def test_warnings_match_ledger(model):
+    check_warnings_and_ledger(model)
+
+
+def test_specialization_warned_and_in_ledger(model, specialization):
+    check_specialization(model, specialization)
+
+
+def test_loaded_in_fresh_process_equals_eager(model, fresh_process_outputs):
+    check_fresh_process(model, fresh_process_outputs)
+
+
+def test_loaded_inlined_graph_equals_traced(model, fresh_process_outputs):
+    check_fresh_process_graph_and_ledger(model, fresh_process_outputs)
+
+
+def test_gradients_equal_eager(model):
+    check_gradients(model)
+
+
+def test_check_inputs_with_other_shapes_and_padding():
+    """check_inputs of other batch sizes / lengths / padding: the checker's retraces agree."""
+    case = built_case("gpt2")
+    checks = [case.inputs["longer_padded"], case.inputs["shorter_padded"]]
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", tracejit.TracerWarning)   # checked in test_warnings_match_ledger
+        traced = tracejit.trace(case.wrapper, case.example, check_inputs=checks)
+    for name in ("longer_padded", "shorter_padded"):
+        assert_outputs_equal(run(traced, case.inputs[name]), case.eager(name), name)
