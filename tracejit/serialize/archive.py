@@ -25,7 +25,7 @@ from .. import __version__
 from ..errors import LoadError, SaveError
 from ..runtime.traced import TracedFunction, TracedModule, compile_method
 from ..trace.ledger import LedgerEntry
-from ..ir import SourceLoc
+from ..ir import SourceLoc, Value
 from . import encode, validate
 from .crc import crc32
 
@@ -237,6 +237,11 @@ def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True
         raise LoadError("the program is nested too deeply") from None
     except (MemoryError, OverflowError) as e:
         raise LoadError(f"the file describes more data than it holds ({type(e).__name__})") from None
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, SyntaxError, StopIteration,
+            RuntimeError) as e:
+        # the checks above are meant to catch every malformed program first; this keeps a case they
+        # miss from surfacing as an internal error
+        raise LoadError(f"the program is malformed ({type(e).__name__}: {str(e)[:200]})") from None
 
 
 def _read(f):
@@ -299,6 +304,8 @@ def _load(buf, map_location, extra_files, check_integrity: bool):
         raise LoadError("the file holds no program")
     if extra_files is not None:
         stored = program.get("extra_files", {})
+        if not isinstance(stored, dict) or not all(isinstance(v, str) for v in stored.values()):
+            raise LoadError("the extra files table is malformed (expected name -> base64 text)")
         for name in list(extra_files):
             if name in stored:
                 try:
@@ -350,7 +357,7 @@ def _tensors(header: dict, buf, data_start: int, size: int, map_location) -> dic
         where = f"tensor {key[:80]!r}"
         if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
             raise LoadError(f"{where}: malformed entry")
-        dtype = _ST_DTYPES.get(info["dtype"])
+        dtype = _ST_DTYPES.get(info["dtype"]) if isinstance(info["dtype"], str) else None
         if dtype is None:
             raise LoadError(f"{where}: unsupported dtype {str(info['dtype'])[:20]!r}")
         shape, offsets = info["shape"], info["data_offsets"]
@@ -408,7 +415,12 @@ def _ledger_entries(items) -> tuple:
         if not isinstance(e, dict) or not isinstance(e.get("kind"), str) or not isinstance(e.get("message"), str):
             raise LoadError("malformed ledger entry")
         src = e.get("source")
-        source = SourceLoc(str(src[0]), int(src[1]), str(src[2])) if isinstance(src, list) and len(src) == 3 else None
+        source = None
+        if src is not None:
+            if not (isinstance(src, list) and len(src) == 3 and isinstance(src[0], str) and isinstance(src[1], int)
+                    and not isinstance(src[1], bool)):
+                raise LoadError("malformed ledger entry source (expected [file, line, function])")
+            source = SourceLoc(src[0], src[1], str(src[2]))
         out.append(LedgerEntry(e["kind"], e["message"], source, e.get("value")))
     return tuple(out)
 
@@ -502,8 +514,12 @@ def _load_module(program: dict, tensors: dict) -> TracedModule:
                 validate.check_graph(g, where, has_tensor, methods_of)
                 checked.add(idx)
             _check_weights(g, owner, where)
-            callees = [_walk(owner, n.attrs["path"])._traced_methods[n.attrs["method"]].graph
-                       for n in g.nodes if n.op == "tracejit::call_module"]
+            callees = []
+            for i, n in enumerate(g.nodes):
+                if n.op == "tracejit::call_module":
+                    callee = _walk(owner, n.attrs["path"])._traced_methods[n.attrs["method"]].graph
+                    _check_call(n, callee, f"{where}, node {i}")
+                    callees.append(callee)
             # a graph shared by several modules is compiled once when its callees are the same graphs
             key = (idx, name, path == "", tuple(map(id, callees)))
             if key not in compiled:
@@ -520,6 +536,19 @@ def _load_module(program: dict, tensors: dict) -> TracedModule:
     root._variants[root.training] = {p: dict(m._traced_methods) for p, m in made.items()}
     root.ledger = _ledger_entries(program.get("ledger", []))
     return root
+
+
+def _check_call(node, callee, at: str) -> None:
+    """A call_module node must pass what the callee takes and receive what it returns."""
+    n_caps = sum(1 for v in callee.inputs if v.hint == "__capture__")
+    if len(node.args) != len(callee.inputs) or node.attrs["n_captures"] != n_caps:
+        raise LoadError(f"{at}: passes {len(node.args)} arguments ({node.attrs['n_captures']} captured) to a method "
+                        f"that takes {len(callee.inputs)} arguments ({n_caps} captured)")
+    for a, v in zip(node.args, callee.inputs):
+        if not isinstance(a, Value) or hasattr(a.type, "shape") != hasattr(v.type, "shape"):
+            raise LoadError(f"{at}: an argument does not match the callee's input kind")
+    if len(node.outputs) != len(callee.outputs):
+        raise LoadError(f"{at}: receives {len(node.outputs)} values from a method that returns {len(callee.outputs)}")
 
 
 def _walk(module, rel: str):
@@ -555,10 +584,31 @@ def _build_modules(by_path: dict, tensors: dict) -> dict:
         made[path] = tm
     for path, e in by_path.items():
         for n, child in _pairs(e.get("children", []), f"module {path}"):
-            if child is not None and child not in made:
-                raise LoadError(f"module {path!r} names a child {child!r} that the file does not describe")
+            if child is not None and (not isinstance(child, str) or child not in made):
+                raise LoadError(f"module {path!r} names a child {str(child)[:60]!r} that the file does not describe")
             made[path]._modules[n] = None if child is None else made[child]
+    _check_acyclic(made[""])
     return made
+
+
+def _check_acyclic(root) -> None:
+    """Module trees may share modules but never contain themselves."""
+    done: set[int] = set()
+
+    def visit(m, path: str, stack: set[int]):
+        if id(m) in stack:
+            raise LoadError(f"the module hierarchy has a cycle: {path!r} is one of its own ancestors "
+                            f"(a {m.original_name})")
+        if id(m) in done:
+            return
+        stack.add(id(m))
+        for name, child in m._modules.items():
+            if child is not None:
+                visit(child, f"{path}.{name}" if path else name, stack)
+        stack.discard(id(m))
+        done.add(id(m))
+
+    visit(root, "", set())
 
 
 def _check_weights(g, owner, where: str) -> None:

@@ -47,8 +47,8 @@ def check_graph(graph: Graph, where: str, module_tree, methods_of) -> None:
     if not isinstance(graph.name, str) or len(graph.name) > 200:
         raise LoadError(f"{where}: bad graph name")
     for name in graph.arg_names + graph.param_names:
-        if not isinstance(name, str) or len(name) > 200:
-            raise LoadError(f"{where}: bad argument name")
+        if not isinstance(name, str) or not name or len(name) > 200:
+            raise LoadError(f"{where}: bad argument name {str(name)[:60]!r}")
     if graph.in_spec.kind != "tuple" or len(graph.in_spec.children) != 2 or graph.in_spec.children[1].kind != "dict":
         raise LoadError(f"{where}: the input structure must be (args, kwargs)")
     for k in graph.in_spec.children[1].keys:
@@ -90,9 +90,24 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of) -> None:
             raise LoadError(f"{at}: aten::{name} has no overload {overload!r}")
         schema = getattr(packet, overload)._schema
         kinds = tuple(_kind(a) for a in node.args)
-        if not opnames._binds(schema, kinds, tuple(sorted(node.kwargs)), True):
+        kw_kinds = {k: _kind(v) for k, v in node.kwargs.items()}
+        if not opnames._binds(schema, kinds, tuple(node.kwargs), True, kw_kinds):
             raise LoadError(f"{at}: its arguments do not fit the schema {schema}")
+        _check_outputs(node, at, schema)
+    if name not in opnames.aten_names_for_target(node.target):
+        raise LoadError(f"{at}: its call target {node.target[:60]!r} does not carry out aten::{name}")
     _check_target(node, at, name)
+
+
+def _check_outputs(node, at: str, schema) -> None:
+    returns = [str(r.type) for r in schema.returns]
+    n = len(node.outputs)
+    if len(returns) == 1 and returns[0].startswith("List["):
+        if "unpack" not in node.attrs:
+            raise LoadError(f"{at}: an op returning a list must unpack it")
+        return
+    if n != len(returns) and not (n == 1 and node.outputs[0] is None and not returns):
+        raise LoadError(f"{at}: {n} outputs, but the op returns {len(returns)}")
 
 
 def _kind(a) -> str:
@@ -143,6 +158,10 @@ def _check_target(node, at: str, aten_name: str) -> None:
 
 def _check_tracejit_node(node, at: str, graph: Graph, module_tree, methods_of) -> None:
     attrs = node.attrs
+    if len(node.outputs) != 1 and node.op != "tracejit::call_module":
+        raise LoadError(f"{at}: {node.op} has exactly one output, this node lists {len(node.outputs)} outputs")
+    if node.op != "tracejit::call_module" and not hasattr(node.outputs[0].type if node.outputs[0] else None, "shape"):
+        raise LoadError(f"{at}: {node.op} must define a tensor")
     if node.op == "tracejit::constant":
         idx = attrs.get("index")
         if not isinstance(idx, int) or not 0 <= idx < len(graph.constants):

@@ -113,6 +113,8 @@ def _kind(v) -> str:
         return "d"
     if isinstance(v, (torch.device,)):
         return "D"
+    if isinstance(v, (torch.layout, torch.memory_format)):
+        return "e"
     if isinstance(v, (list, tuple)):
         return "[" + "".join(sorted(set(_kind(x) for x in v))) + "]"
     return "?"
@@ -153,30 +155,35 @@ def resolve_overload(name: str, kinds: tuple, kw: tuple) -> str | None:
     return None
 
 
-def _binds(schema, kinds, kw, lenient) -> bool:
+def _binds(schema, kinds, kw, lenient, kw_kinds: dict | None = None) -> bool:
+    """Do positional argument kinds ``kinds`` and keyword names ``kw`` bind to ``schema``?
+
+    ``kw_kinds`` (name -> kind) also checks the keyword values' kinds. Python's varargs form
+    for an int list (``x.view(2, 3)``) binds the trailing ints to that list.
+    """
     params = list(schema.arguments)
     positional = [a for a in params if not a.kwarg_only]
     supplied = set()
     ki = 0
-    for i, p in enumerate(positional):
+    for p in positional:
         if ki >= len(kinds):
             break
         t = str(p.type)
-        if t.rstrip("?").endswith("[]") or "[" in t:
-            # varargs form: view(2, 3) for int[] size
-            if kinds[ki] in ("i",) and i == len(positional) - 1 or (kinds[ki] == "i" and all(k == "i" for k in kinds[ki:]) and i == len(positional) - 1):
-                supplied.add(p.name)
-                ki = len(kinds)
-                break
+        if t in ("List[int]", "List[SymInt]") and len(kinds) - ki > 1 and all(k == "i" for k in kinds[ki:]):
+            supplied.add(p.name)
+            ki = len(kinds)
+            break
         if not _fits(kinds[ki], t, lenient):
             return False
         supplied.add(p.name)
         ki += 1
     if ki < len(kinds):
         return False
-    names = {a.name for a in params}
+    by_name = {a.name: a for a in params}
     for k in kw:
-        if k not in names:
+        if k not in by_name or k in supplied:
+            return False
+        if kw_kinds is not None and not _fits(kw_kinds[k], str(by_name[k].type), lenient):
             return False
         supplied.add(k)
     for a in params:
@@ -186,38 +193,32 @@ def _binds(schema, kinds, kw, lenient) -> bool:
 
 
 def _fits(kind: str, t: str, lenient: bool) -> bool:
-    if t.endswith("?"):
-        if kind == "N":
-            return True
-        t = t[:-1]
+    """Does an argument of ``kind`` (see _kind) fit the schema type ``t`` (``List[int]``, ``Optional[Tensor]``)?"""
+    if t.startswith("Optional[") and t.endswith("]"):
+        return kind == "N" or _fits(kind, t[9:-1], lenient)
+    if t.startswith("List[") and t.endswith("]"):
+        elem = t[5:-1]
+        if kind.startswith("["):
+            return all(_fits(k, elem, lenient) for k in kind[1:-1])
+        return elem in ("int", "SymInt") and kind == "i"    # an int where a size list is expected
     if t == "Any":
         return True
     if t == "Tensor":
         return kind == "T" or (lenient and kind in "ifbc")
-    if t in ("int", "SymInt"):
-        return kind == "i" or (lenient and kind == "b")
+    if t in ("int", "SymInt"):   # also ScalarType, Layout, MemoryFormat (ints in schemas)
+        return kind in "ide" or (lenient and kind == "b")
     if t == "float":
         return kind in "if"
-    if t in ("Scalar", "number"):
+    if t == "complex":
+        return kind in "ifc"
+    if t in ("number", "Scalar"):
         return kind in "ifbc" or (lenient and kind == "T")
     if t == "bool":
         return kind == "b" or (lenient and kind == "i")
     if t == "str":
         return kind == "s"
-    if t == "ScalarType":
-        return kind == "d"
     if t == "Device":
         return kind in "Dsi"
-    if t.startswith(("int[", "SymInt[")):
-        return kind == "i" or (kind.startswith("[") and set(kind[1:-1]) <= set("i"))
-    if t.startswith("float["):
-        return kind.startswith("[") and set(kind[1:-1]) <= set("if")
-    if t.startswith(("Tensor[", "Tensor?[")):
-        return kind.startswith("[") and set(kind[1:-1]) <= set("TN")
-    if t.startswith("bool["):
-        return kind.startswith("[") and set(kind[1:-1]) <= set("b")
-    if t.startswith("Scalar["):
-        return kind.startswith("[")
     return lenient
 
 
@@ -233,3 +234,35 @@ def cpp_twin(func):
     if twin is None:
         raise NotImplementedError(f"tracejit cannot find the C++ function behind torch's Python helper {name!r}")
     return twin
+
+
+_OPERATOR_ATEN = {"+": {"add"}, "r+": {"add"}, "-": {"sub", "rsub"}, "r-": {"rsub", "sub"}, "*": {"mul"},
+                  "r*": {"mul"}, "/": {"div"}, "r/": {"div", "reciprocal"}, "//": {"floor_divide", "floordiv"},
+                  "r//": {"floor_divide", "floordiv"}, "%": {"remainder"}, "r%": {"remainder"}, "**": {"pow"},
+                  "r**": {"pow"}, "@": {"matmul"}, "r@": {"matmul"}, "&": {"__and__", "bitwise_and"},
+                  "r&": {"__and__", "bitwise_and"}, "|": {"__or__", "bitwise_or"}, "r|": {"__or__", "bitwise_or"},
+                  "^": {"__xor__", "bitwise_xor"}, "r^": {"__xor__", "bitwise_xor"}, "<<": {"__lshift__"},
+                  ">>": {"__rshift__"}, "==": {"eq"}, "!=": {"ne"}, "<": {"lt"}, "<=": {"le"}, ">": {"gt"},
+                  ">=": {"ge"}, "u-": {"neg"}, "u+": {"positive"}, "u~": {"bitwise_not"}}
+_INDEX_ATEN = {"select": {"select"}, "slice": {"slice"}, "index": {"index"}, "setitem_index": {"index_put_"}}
+
+
+def aten_names_for_target(target: str) -> set:
+    """The ATen op names a call target may carry out (to check a node's target against its op)."""
+    kind, _, what = target.partition(":")
+    if kind == "op":
+        return _OPERATOR_ATEN.get(what, set())
+    if kind == "index":
+        return _INDEX_ATEN.get(what, set())
+    if kind == "attr":
+        return {TENSOR_PROPERTIES[what]} if what in TENSOR_PROPERTIES else set()
+    name = what.rsplit(".", 1)[-1]
+    names = {name, METHOD_ALIASES.get(name, name)}
+    if name in DUNDERS:
+        names.add(DUNDERS[name][0])
+    if kind == "fn":
+        namespace = what.rsplit(".", 1)[0]
+        prefix = {"torch._C._linalg": "linalg_", "torch._C._special": "special_", "torch._C._fft": "fft_"}.get(namespace)
+        if prefix and not name.startswith(prefix):
+            names.add(prefix + name)
+    return names
