@@ -343,38 +343,10 @@ def _leaf_type_text(leaf) -> str:
     return str(t)
 
 
-def _spec_text(spec, leaves) -> str:
-    if spec.kind == "leaf":
-        return _leaf_type_text(next(leaves))
-    items = [_spec_text(c, leaves) for c in spec.children]
-    if spec.kind == "dict":
-        return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(spec.keys, items)) + "}"
-    if spec.kind == "list":
-        return "[" + ", ".join(items) + "]"
-    if spec.kind == "namedtuple":
-        return f"{spec.type.__name__}({', '.join(items)})"
-    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-
-
 def signature(name: str, graph) -> str:
     """``forward(x: Float[2, 3, 32, 32], flag=True)``: the traced dtypes and shapes of each argument."""
-    from .ir import Value
-    try:
-        args_spec, kwargs_spec = graph.in_spec.children
-        leaves = iter(graph.input_leaves)
-        names = iter(graph.param_names)
-        parts = []
-        for c in list(args_spec.children) + list(kwargs_spec.children):
-            pname = next(names, "?")
-            if c.kind == "leaf":
-                leaf = next(leaves)
-                parts.append(f"{pname}: {_leaf_type_text(leaf)}" if isinstance(leaf, Value) else f"{pname}={leaf!r}")
-            else:
-                parts.append(f"{pname}: {_spec_text(c, leaves)}")
-        return f"{name}({', '.join(parts)})"
-    except (AttributeError, ValueError, StopIteration, TypeError):
-        types = ", ".join(_leaf_type_text(v) for v in graph.inputs)
-        return f"{name}({types})"
+    from .runtime.traced import signature_text
+    return signature_text(name, graph, _leaf_type_text)
 
 
 def _table(rows, header, align) -> list:

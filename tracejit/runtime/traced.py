@@ -48,39 +48,28 @@ def _describe(value) -> str:
     return f"{type(value).__name__} {value!r}"
 
 
-def signature_text(name: str, graph: Graph) -> str:
-    """``forward(x: Tensor[4d], pair: (Tensor[2d], Tensor[2d]), flag=True)``"""
+def signature_text(name: str, graph: Graph, leaf_text=None) -> str:
+    """``forward(x: Tensor[4d], pair: (Tensor[2d], Tensor[2d]), flag=True)``.
+
+    ``leaf_text`` formats one input leaf (a Value or a constant); the default shows ranks.
+    """
+    leaf_text = leaf_text or _rank_text
     args_spec, kwargs_spec = graph.in_spec.children
     leaves = iter(graph.input_leaves)
-    tops = iter(graph.param_names)
-    parts = [_arg_text(next(tops), c, leaves) for c in args_spec.children]
-    parts += [_arg_text(next(tops), c, leaves) for c in kwargs_spec.children]
+    parts = []
+    for pname, spec in zip(graph.param_names, list(args_spec.children) + list(kwargs_spec.children)):
+        mine = [next(leaves) for _ in range(spec.num_leaves)]
+        if spec.kind == "leaf" and not isinstance(mine[0], Value):
+            parts.append(f"{pname}={mine[0]!r}")
+        else:
+            parts.append(f"{pname}: {spec.describe(leaf_text(x) for x in mine)}")
     return f"{name}({', '.join(parts)})"
 
 
-def _arg_text(name: str, spec, leaves) -> str:
-    if spec.kind == "leaf":
-        leaf = next(leaves)
-        if not isinstance(leaf, Value):
-            return f"{name}={leaf!r}"
-    return f"{name}: {_type_text(spec, leaves, first=leaf if spec.kind == 'leaf' else None)}"
-
-
-def _type_text(spec, leaves, first=None) -> str:
-    if spec.kind == "leaf":
-        leaf = first if first is not None else next(leaves)
-        t = getattr(leaf, "type", None)
-        if isinstance(leaf, Value) and hasattr(t, "shape"):
-            return f"Tensor[{len(t.shape)}d]"
-        return str(t) if isinstance(leaf, Value) else repr(leaf)
-    items = [_type_text(c, leaves) for c in spec.children]
-    if spec.kind == "dict":
-        return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(spec.keys, items)) + "}"
-    if spec.kind == "list":
-        return "[" + ", ".join(items) + "]"
-    if spec.kind == "namedtuple":
-        return f"{spec.type.__name__}({', '.join(items)})"
-    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+def _rank_text(leaf) -> str:
+    if isinstance(leaf, Value):
+        return f"Tensor[{len(leaf.type.shape)}d]" if hasattr(leaf.type, "shape") else str(leaf.type)
+    return repr(leaf)
 
 
 def compile_method(graph: Graph, name: str, label: str, guards: bool, display: str | None = None):
