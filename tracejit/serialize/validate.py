@@ -56,6 +56,10 @@ def check_graph(graph: Graph, where: str, module_tree, methods_of) -> None:
     n_leaves = graph.in_spec.num_leaves
     if len(graph.input_leaves) != n_leaves or len(graph.arg_names) != n_leaves:
         raise LoadError(f"{where}: the input structure has {n_leaves} leaves but {len(graph.input_leaves)} are described")
+    named = [id(v) for v in graph.input_leaves if isinstance(v, Value)]
+    regular = [id(v) for v in graph.inputs if v.hint != "__capture__"]
+    if len(set(named)) != len(named) or set(named) != set(regular):
+        raise LoadError(f"{where}: the input leaves must name each graph input exactly once")
     if len(graph.param_names) != len(graph.in_spec.children[0].children) + len(graph.in_spec.children[1].children):
         raise LoadError(f"{where}: parameter names do not match the input structure")
     if graph.out_spec.num_leaves != len(graph.outputs):
