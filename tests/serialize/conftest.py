@@ -1,0 +1,220 @@
+"""Shared helpers for the save/load tests: parse a saved file, rebuild it with edits and a
+correct checksum (so an edit reaches the validation layer, not the CRC check), and a few models.
+
+The format (tracejit/serialize/archive.py): a safetensors file whose metadata has one key,
+``tracejit``, a JSON document ``{"format", "schema_version", "tracejit_version", "crc32",
+"program"}``; ``crc32`` is the CRC32 of the whole file with its own 8 hex digits set to
+``00000000``.
+"""
+from __future__ import annotations
+
+import collections
+import copy
+import io
+import json
+import struct
+import warnings
+import zlib
+
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import tracejit
+
+# The test modules import these helpers as ``from serialize_testlib import ...``: pytest imports a
+# directory's conftest before the test modules in it, and this alias works with every import mode
+# and cannot collide with another directory's conftest or helper module.
+sys.modules.setdefault("serialize_testlib", sys.modules[__name__])
+
+CRC_MARKER = b'crc32\\":\\"'
+
+
+# ---------------------------------------------------------------------------------------------
+# file surgery
+# ---------------------------------------------------------------------------------------------
+
+def to_bytes(traced, **kw) -> bytes:
+    buf = io.BytesIO()
+    tracejit.save(traced, buf, **kw)
+    return buf.getvalue()
+
+
+def load_bytes(raw: bytes, **kw):
+    return tracejit.load(io.BytesIO(raw), **kw)
+
+
+def split(raw: bytes):
+    """(header dict, data bytes) of a safetensors file."""
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    return header, raw[8 + n:]
+
+
+def parse(raw: bytes):
+    """(program document, {name: tensor}) of a saved file."""
+    from safetensors.torch import load as st_load
+    header, _ = split(raw)
+    doc = json.loads(header["__metadata__"]["tracejit"])
+    return doc, dict(st_load(raw))
+
+
+def fix_crc(raw: bytes) -> bytes:
+    """Set the checksum field the way the format says: CRC32 of the file with the field zeroed."""
+    raw = bytearray(raw)
+    n = struct.unpack("<Q", raw[:8])[0]
+    at = raw.find(CRC_MARKER, 8, 8 + n)
+    assert at >= 0, "no crc32 field in the header"
+    start = at + len(CRC_MARKER)
+    raw[start:start + 8] = b"00000000"
+    raw[start:start + 8] = f"{zlib.crc32(raw):08x}".encode()
+    return bytes(raw)
+
+
+def doc_text(doc) -> str:
+    doc = dict(doc)
+    doc["crc32"] = "00000000"
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+def assemble(doc_or_text, tensors) -> bytes:
+    """A safetensors file holding ``tensors`` and the document, with a correct crc."""
+    from safetensors.torch import save as st_save
+    text = doc_or_text if isinstance(doc_or_text, str) else doc_text(doc_or_text)
+    return fix_crc(st_save(tensors, metadata={"tracejit": text}))
+
+
+def rewrite(raw: bytes, edit_doc=None, edit_tensors=None) -> bytes:
+    """Parse a saved file, apply edits (functions that change the document / the dict of tensors
+    in place; what they return is ignored), re-serialize with safetensors and fix the crc."""
+    doc, tensors = parse(raw)
+    doc = copy.deepcopy(doc)
+    if edit_doc is not None:
+        edit_doc(doc)
+    if edit_tensors is not None:
+        edit_tensors(tensors)
+    return assemble(doc, tensors)
+
+
+def raw_file(header: dict, data: bytes, crc: bool = True) -> bytes:
+    """A file from a hand-made safetensors header (for lies safetensors itself would not write)."""
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    raw = struct.pack("<Q", len(text)) + text + data
+    return fix_crc(raw) if crc else raw
+
+
+def graphs(doc):
+    """Every method graph of a program document (a graph table, or graphs inline per method)."""
+    p = doc["program"]
+    if isinstance(p.get("graphs"), list):
+        return p["graphs"]
+    if p["kind"] == "function":
+        return [p["methods"][""]["forward"]]
+    return [g for m in p["modules"] for _, g in m["methods"]]
+
+
+def method_graph(doc, path: str, method: str):
+    """The graph of ``method`` of the module at ``path`` (entries hold a graph or a table index)."""
+    p = doc["program"]
+    if p["kind"] == "function":
+        m = p["methods"]
+        ref = m[""][method] if isinstance(m, dict) else dict(m)[method]
+    else:
+        ref = dict(next(m for m in p["modules"] if m["path"] == path)["methods"])[method]
+    return p["graphs"][ref] if isinstance(ref, int) else ref
+
+
+def first_node(doc, pred):
+    for g in graphs(doc):
+        for n in g["nodes"]:
+            if pred(n):
+                return n
+    raise AssertionError("no such node")
+
+
+# load's last-resort net turns an internal error on a malformed file into a LoadError with this
+# prefix: a message that cannot say what is wrong, so a check should have caught the file first
+LAST_RESORT = "the program is malformed ("
+
+
+def expect_load_error(raw: bytes, *needles, **kw) -> str:
+    """Loading must raise tracejit.LoadError (nothing else) whose message holds every needle and
+    comes from a check that recognised the problem (not from the last-resort net)."""
+    with pytest.raises(tracejit.LoadError) as info:
+        load_bytes(raw, **kw)
+    msg = str(info.value)
+    assert not msg.startswith(LAST_RESORT), f"no check recognised this file: {msg}"
+    for needle in needles:
+        assert needle.lower() in msg.lower(), f"{needle!r} not in LoadError message: {msg}"
+    return msg
+
+
+# ---------------------------------------------------------------------------------------------
+# comparison helpers
+# ---------------------------------------------------------------------------------------------
+
+def flat(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        return [t for k in out for t in flat(out[k])]
+    return [t for o in out for t in flat(o)]
+
+
+def assert_same(actual, expected, tol=1e-5):
+    a, e = flat(actual), flat(expected)
+    assert len(a) == len(e)
+    for x, y in zip(a, e):
+        torch.testing.assert_close(x, y, rtol=tol, atol=tol)
+
+
+def assert_moves(out1, out2, margin=1e-3):
+    """The outputs for two inputs differ by more than the comparison tolerance (the inputs matter)."""
+    a, b = flat(out1), flat(out2)
+    assert any(x.shape != y.shape or (x - y).abs().max().item() > margin for x, y in zip(a, b))
+
+
+def quiet_trace(*args, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return tracejit.trace(*args, **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# a small function used by the bad-file and fuzz tests
+# ---------------------------------------------------------------------------------------------
+
+class SmallNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 3, padding=1)
+        self.bn = nn.BatchNorm2d(3)
+        self.fc = nn.Linear(3, 2)
+
+    def forward(self, x):
+        y = self.bn(self.conv(x)).relu()
+        return self.fc(y.mean(dim=(2, 3)))
+
+
+@pytest.fixture(scope="session")
+def small_net():
+    torch.manual_seed(0)
+    net = SmallNet().eval()
+    with torch.no_grad():
+        net.bn.running_mean.uniform_(-0.5, 0.5)
+        net.bn.running_var.uniform_(0.5, 1.5)
+    traced = tracejit.trace(net, torch.randn(2, 2, 5, 5))
+    return net, traced, to_bytes(traced)
+
+
+@pytest.fixture(scope="session")
+def small_fn():
+    w = torch.linspace(-1, 1, 4)
+    traced = quiet_trace(lambda x, y: torch.add(x, y, alpha=2) * w, (torch.randn(4), torch.randn(4)))
+    return traced, to_bytes(traced)
+
+
+Pair = collections.namedtuple("Pair", ["a", "b"])
