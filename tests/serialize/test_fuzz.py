@@ -189,7 +189,7 @@ def apply_edit(doc, edit):
 
 
 def test_document_edits(targets):
-    @fuzz(400)
+    @fuzz(300)
     @given(which=st.sampled_from(["net", "fn"]), edits=st.lists(doc_edits(), min_size=1, max_size=3),
            fix_crc=st.booleans())
     def run(which, edits, fix_crc):
@@ -210,7 +210,7 @@ def test_document_edits(targets):
 
 def test_document_edits_without_integrity_check(targets):
     """With check_integrity=False every edit reaches validation: still only LoadError or a program."""
-    @fuzz(400)
+    @fuzz(300)
     @given(which=st.sampled_from(["net", "fn"]), edit=doc_edits())
     def run(which, edit):
         raw, inputs, expected = targets[which]

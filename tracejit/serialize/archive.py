@@ -17,6 +17,7 @@ import os
 import struct
 import tempfile
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import nn
@@ -27,7 +28,7 @@ from ..runtime.traced import TracedFunction, TracedModule, compile_method
 from ..trace.ledger import LedgerEntry
 from ..ir import SourceLoc, Value
 from . import encode, validate
-from .crc import crc32
+from .crc import combine, crc32, crc_of
 
 FORMAT = "tracejit"
 SCHEMA_VERSION = 1
@@ -89,13 +90,15 @@ def _write(out, program: dict, tensors: dict) -> None:
     header += b" " * (-len(header) % 8)
     head = struct.pack("<Q", len(header)) + header
     out.write(head)
-    crc = zlib.crc32(head)
-    for k in order:
-        t = tensors[k]
-        if t.numel():
-            data = memoryview(t.reshape(-1).view(torch.uint8).numpy())
+    views = [memoryview(tensors[k].reshape(-1).view(torch.uint8).numpy()) for k in order if tensors[k].numel()]
+    # the CRC of each tensor is computed on a second thread while the tensors are written
+    with ThreadPoolExecutor(1) as pool:
+        crcs = pool.map(crc_of, views)
+        for data in views:
             _write_all(out, data)
-            crc = crc32(data, value=crc)
+        crc = zlib.crc32(head)
+        for data, c in zip(views, crcs):
+            crc = combine(crc, c, len(data))
     marker = f'crc32\\":\\"{_CRC_PLACEHOLDER}'.encode()
     at = head.find(marker)
     if at < 0:  # pragma: no cover

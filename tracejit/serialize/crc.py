@@ -74,3 +74,8 @@ def crc32(buffer, start: int = 0, workers: int = 2, value: int = 0) -> int:
         return out
     finally:
         view.release()
+
+
+def crc_of(data) -> int:
+    """CRC-32 of one buffer (ISA-L when available)."""
+    return _crc32(data)
