@@ -180,3 +180,22 @@ def test_meta_tensors_cannot_be_saved(two_programs, tmp_path):
     with pytest.raises(tracejit.SaveError, match="meta"):
         tracejit.save(meta, tmp_path / "m.tj")
     assert listing(tmp_path) == []
+
+
+def test_durable_save_flushes_to_disk_before_the_rename(tmp_path, monkeypatch):
+    import os
+    import torch
+    import tracejit
+    from tracejit.serialize import archive
+
+    traced = tracejit.trace(lambda x: x + 1, torch.randn(3))
+    calls = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(archive.os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(archive.os, "replace", lambda a, b: (calls.append("replace"), real_replace(a, b))[1])
+    tracejit.save(traced, tmp_path / "plain.tjit")
+    assert calls == ["replace"]
+    calls.clear()
+    tracejit.save(traced, tmp_path / "durable.tjit", durable=True)
+    assert calls == ["fsync", "replace"]
+    assert (tmp_path / "plain.tjit").read_bytes() == (tmp_path / "durable.tjit").read_bytes()

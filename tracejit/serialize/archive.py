@@ -41,11 +41,13 @@ _ST_NAMES = {d: n for n, d in _ST_DTYPES.items()}
 
 
 # =============================================================================== save
-def save(obj, f, *, extra_files=None) -> None:
+def save(obj, f, *, extra_files=None, durable: bool = False) -> None:
     """Save a TracedFunction or TracedModule to ``f`` (a path or a binary file object).
 
     The write is atomic for paths: a temporary file beside the target is renamed over it,
-    so a failure leaves any existing file as it was.
+    so an exception or a crash of the process leaves any existing file as it was.
+    ``durable=True`` also flushes the file to the disk before the rename (fsync), so a power
+    loss cannot leave a half-written file either; like torch.save, the default does not.
 
     >>> import io, torch, tracejit
     >>> t = tracejit.trace(lambda x: x * 2, torch.ones(2))
@@ -58,7 +60,7 @@ def save(obj, f, *, extra_files=None) -> None:
         program["extra_files"] = {str(k): base64.b64encode(v.encode() if isinstance(v, str) else bytes(v)).decode()
                                   for k, v in sorted(extra_files.items())}
     if isinstance(f, (str, os.PathLike)):
-        _atomic_write(os.fspath(f), program, tensors)
+        _atomic_write(os.fspath(f), program, tensors, durable)
     elif hasattr(f, "write"):
         out = io.BytesIO()
         _write(out, program, tensors)
@@ -109,14 +111,15 @@ def _write(out, program: dict, tensors: dict) -> None:
     out.seek(end)
 
 
-def _atomic_write(path: str, program: dict, tensors: dict) -> None:
+def _atomic_write(path: str, program: dict, tensors: dict, durable: bool) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tracejit-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as out:
             _write(out, program, tensors)
             out.flush()
-            os.fsync(out.fileno())
+            if durable:
+                os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
