@@ -28,7 +28,7 @@ from ..runtime.traced import TracedFunction, TracedModule, compile_method
 from ..trace.ledger import LedgerEntry
 from ..ir import SourceLoc, Value
 from . import encode, validate
-from .crc import combine, crc32, crc_of
+from .crc import crc32, crc_of
 
 FORMAT = "tracejit"
 SCHEMA_VERSION = 1
@@ -93,14 +93,12 @@ def _write(out, program: dict, tensors: dict) -> None:
     head = struct.pack("<Q", len(header)) + header
     out.write(head)
     views = [memoryview(tensors[k].reshape(-1).view(torch.uint8).numpy()) for k in order if tensors[k].numel()]
-    # the CRC of each tensor is computed on a second thread while the tensors are written
+    # the CRC runs over the tensors on a second thread while they are written
     with ThreadPoolExecutor(1) as pool:
-        crcs = pool.map(crc_of, views)
+        running = pool.submit(crc_of, views, zlib.crc32(head))
         for data in views:
             _write_all(out, data)
-        crc = zlib.crc32(head)
-        for data, c in zip(views, crcs):
-            crc = combine(crc, c, len(data))
+        crc = running.result()
     marker = f'crc32\\":\\"{_CRC_PLACEHOLDER}'.encode()
     at = head.find(marker)
     if at < 0:  # pragma: no cover

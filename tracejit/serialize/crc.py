@@ -76,6 +76,8 @@ def crc32(buffer, start: int = 0, workers: int = 2, value: int = 0) -> int:
         view.release()
 
 
-def crc_of(data) -> int:
-    """CRC-32 of one buffer (ISA-L when available)."""
-    return _crc32(data)
+def crc_of(buffers, value: int = 0) -> int:
+    """CRC-32 of the buffers one after another, continuing from ``value`` (ISA-L when available)."""
+    for data in buffers:
+        value = _crc32(data, value)
+    return value
