@@ -182,7 +182,7 @@ def test_meta_tensors_cannot_be_saved(two_programs, tmp_path):
     assert listing(tmp_path) == []
 
 
-def test_durable_save_flushes_to_disk_before_the_rename(tmp_path, monkeypatch):
+def test_save_flushes_to_disk_before_the_rename_unless_told_not_to(tmp_path, monkeypatch):
     import os
     import torch
     import tracejit
@@ -193,9 +193,9 @@ def test_durable_save_flushes_to_disk_before_the_rename(tmp_path, monkeypatch):
     real_fsync, real_replace = os.fsync, os.replace
     monkeypatch.setattr(archive.os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
     monkeypatch.setattr(archive.os, "replace", lambda a, b: (calls.append("replace"), real_replace(a, b))[1])
-    tracejit.save(traced, tmp_path / "plain.tjit")
+    tracejit.save(traced, tmp_path / "plain.tjit", durable=False)
     assert calls == ["replace"]
     calls.clear()
-    tracejit.save(traced, tmp_path / "durable.tjit", durable=True)
+    tracejit.save(traced, tmp_path / "durable.tjit")
     assert calls == ["fsync", "replace"]
     assert (tmp_path / "plain.tjit").read_bytes() == (tmp_path / "durable.tjit").read_bytes()

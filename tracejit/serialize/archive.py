@@ -41,13 +41,14 @@ _ST_NAMES = {d: n for n, d in _ST_DTYPES.items()}
 
 
 # =============================================================================== save
-def save(obj, f, *, extra_files=None, durable: bool = False) -> None:
+def save(obj, f, *, extra_files=None, durable: bool = True) -> None:
     """Save a TracedFunction or TracedModule to ``f`` (a path or a binary file object).
 
     The write is atomic for paths: a temporary file beside the target is renamed over it,
     so an exception or a crash of the process leaves any existing file as it was.
-    ``durable=True`` also flushes the file to the disk before the rename (fsync), so a power
-    loss cannot leave a half-written file either; like torch.save, the default does not.
+    With ``durable=True`` (the default) the file is also flushed to the disk before the rename
+    (fsync), so a power loss cannot leave a half-written file either; ``durable=False`` skips
+    that, as torch.save does.
 
     >>> import io, torch, tracejit
     >>> t = tracejit.trace(lambda x: x * 2, torch.ones(2))
