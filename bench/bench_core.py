@@ -33,6 +33,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import statistics
@@ -240,9 +241,12 @@ def bench_per_call(name: str, fn: Any, args: tuple, rounds: int) -> dict[str, An
     return row
 
 
-def bench_tracing_time(rounds: int = 3) -> dict[str, Any]:
-    model, args = build_bert()
-    tracers = {"torch.jit.trace": jit_trace, "tracejit": tracejit_trace}
+def bench_tracing_time(rounds: int = 3, model=None, args=None, label: str = "BERT-base (12L, seq 128)",
+                       tracers: dict | None = None) -> dict[str, Any]:
+    """Median tracing time of each tracer on ``model(*args)`` (default: BERT-base), interleaved."""
+    if model is None:
+        model, args = build_bert()
+    tracers = tracers or {"torch.jit.trace": jit_trace, "tracejit": tracejit_trace}
     samples: dict[str, list[float]] = {k: [] for k in tracers}
     errors: dict[str, str] = {}
     for _ in range(rounds):
@@ -257,7 +261,8 @@ def bench_tracing_time(rounds: int = 3) -> dict[str, Any]:
                 continue
             samples[name].append(time.perf_counter() - t0)
             del traced
-    result: dict[str, Any] = {"model": "BERT-base (12L, seq 128)"}
+            gc.collect()
+    result: dict[str, Any] = {"model": label}
     for name in tracers:
         result[name] = errors.get(name) or statistics.median(samples[name])
     return result

@@ -84,6 +84,7 @@ for _p in (_BENCH_DIR, _REPO_ROOT):  # bench_core, and the in-repo package
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
+import bench_core  # noqa: E402
 from bench_core import (  # noqa: E402  (shared workloads and helpers)
     ELEMENTWISE_OPS,
     build_bert,
@@ -430,26 +431,8 @@ def bench_tracing_time(key: str, rounds: int = TRACING_ROUNDS) -> dict[str, Any]
     log(f"{key}: tracing-time benchmark")
     torch.manual_seed(0)
     model, args = builder()
-    tracers = {"torch.jit.trace": make_jit_trace, "tracejit": make_tracejit}
-    samples: dict[str, list[float]] = {k: [] for k in tracers}
-    errors: dict[str, str] = {}
-    for _ in range(rounds):
-        for name, tracer in tracers.items():
-            if name in errors:
-                continue
-            t0 = time.perf_counter()
-            try:
-                traced = tracer(model, args)
-            except Exception as exc:  # noqa: BLE001
-                errors[name] = f"error: {_short(exc)}"
-                continue
-            samples[name].append(time.perf_counter() - t0)
-            del traced
-            gc.collect()
-    result: dict[str, Any] = {"model": label}
-    for name in tracers:
-        result[name] = errors.get(name) or statistics.median(samples[name])
-    return result
+    return bench_core.bench_tracing_time(rounds, model, args, label,
+                                         {"torch.jit.trace": make_jit_trace, "tracejit": make_tracejit})
 
 
 # --------------------------------------------------------------------------- #

@@ -76,24 +76,12 @@ TARGET_LOAD = 0.5    # tracejit.load / torch.jit.load
 TARGET_SAVE = 1.0    # tracejit.save / torch.jit.save
 TARGET_SIZE = 1.02   # tracejit file / raw tensor bytes
 
-try:  # the package is under construction: tolerate its absence
-    import tracejit  # type: ignore
-
-    TRACEJIT_IMPORT_EXC: BaseException | None = None
-except Exception as exc:  # noqa: BLE001
-    tracejit = None  # type: ignore
-    TRACEJIT_IMPORT_EXC = exc
-TRACEJIT_IMPORT_ERROR = (
-    None if TRACEJIT_IMPORT_EXC is None else f"{type(TRACEJIT_IMPORT_EXC).__name__}: {TRACEJIT_IMPORT_EXC}"
-)
+from bench_core import TRACEJIT_IMPORT_ERROR, TRACEJIT_IMPORT_EXC, _short, tracejit  # noqa: E402,F401
 
 
 # --------------------------------------------------------------------------- #
 # helpers
 # --------------------------------------------------------------------------- #
-def _short(exc: BaseException, limit: int = 80) -> str:
-    msg = f"{type(exc).__name__}: {exc}".replace("\n", " ").replace("|", "/")
-    return msg if len(msg) <= limit else msg[: limit - 3] + "..."
 
 
 def _tb_summary(exc: BaseException, frames: int = 6) -> str:
