@@ -1,4 +1,4 @@
-"""tracejit: the maintained successor of torch.jit.trace and torch.jit.trace_module.
+"""tracejit: the maintained successor of torch.jit's trace and trace_module.
 
 >>> import torch, tracejit
 >>> traced = tracejit.trace(lambda x: x.relu() * 2, torch.randn(3))

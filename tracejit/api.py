@@ -28,7 +28,7 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
           example_kwarg_inputs=None, _store_inputs=True):
     """Trace a function or module into a program that re-runs its PyTorch ops on new inputs.
 
-    Same signature and behaviour as ``torch.jit.trace``:
+    Same signature and behaviour as torch.jit's ``trace``:
 
     - ``func``: a function, an ``nn.Module`` (its ``forward`` is traced) or a module's bound
       method (traced as the returned module's ``forward``).

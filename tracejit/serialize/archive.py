@@ -314,7 +314,7 @@ def _load(buf, map_location, extra_files, check_integrity: bool):
         for name in list(extra_files):
             if name in stored:
                 try:
-                    extra_files[name] = base64.b64decode(stored[name], validate=True)   # bytes, as torch.jit.load
+                    extra_files[name] = base64.b64decode(stored[name], validate=True)   # bytes, as torch.jit's load does
                 except (ValueError, TypeError):
                     raise LoadError(f"extra file {name!r} is damaged") from None
     kind = program.get("kind")
