@@ -20,39 +20,12 @@ from model_corpus import (WHISPER_FRAMES, WHISPER_MEL_BINS, check_alt, check_exa
                           check_fresh_process_graph_and_ledger, check_gradients, check_sensitivity,
                           check_specialization, check_warnings_and_ledger, traced_case)
 
+from corpus_tests import (test_gradients_equal_eager, test_loaded_in_fresh_process_equals_eager,  # noqa: F401
+                          test_loaded_inlined_graph_equals_traced, test_sensitivity,
+                          test_specialization_warned_and_in_ledger, test_traced_equals_eager_on_alt,
+                          test_traced_equals_eager_on_example, test_warnings_match_ledger)
+
 MODELS = ["t5", "whisper"]
-
-
-def test_sensitivity(model):
-    check_sensitivity(model)
-
-
-def test_traced_equals_eager_on_example(model):
-    check_example(model)
-
-
-def test_traced_equals_eager_on_alt(model, alt):
-    check_alt(model, alt)
-
-
-def test_warnings_match_ledger(model):
-    check_warnings_and_ledger(model)
-
-
-def test_specialization_warned_and_in_ledger(model, specialization):
-    check_specialization(model, specialization)
-
-
-def test_loaded_in_fresh_process_equals_eager(model, fresh_process_outputs):
-    check_fresh_process(model, fresh_process_outputs)
-
-
-def test_loaded_inlined_graph_equals_traced(model, fresh_process_outputs):
-    check_fresh_process_graph_and_ledger(model, fresh_process_outputs)
-
-
-def test_gradients_equal_eager(model):
-    check_gradients(model)
 
 
 def test_whisper_frame_count_is_specialized():
