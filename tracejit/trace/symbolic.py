@@ -101,9 +101,7 @@ class TracedInt(int):
 def _make_arith(name, fn, op, sym, reflected):
     def method(self, other):
         if isinstance(other, bool) or not isinstance(other, int):
-            if isinstance(other, float):
-                return _SPECIALIZE_METHODS["__truediv__" if False else name](self, other)
-            return NotImplemented
+            return NotImplemented   # floats are handled by _make_arith_or_float
         a, b = (other, self) if reflected else (self, other)
         value = fn(int(a) if not isinstance(a, TracedInt) else a._plain(),
                    int(b) if not isinstance(b, TracedInt) else b._plain())
