@@ -76,7 +76,7 @@ TARGET_LOAD = 0.5    # tracejit.load / torch.jit.load
 TARGET_SAVE = 1.0    # tracejit.save / torch.jit.save
 TARGET_SIZE = 1.02   # tracejit file / raw tensor bytes
 
-from bench_core import TRACEJIT_IMPORT_ERROR, TRACEJIT_IMPORT_EXC, _short, tracejit  # noqa: E402,F401
+from bench_core import TRACEJIT_IMPORT_ERROR, TRACEJIT_IMPORT_EXC, _short, cpu_model, tracejit  # noqa: E402,F401
 
 
 # --------------------------------------------------------------------------- #
@@ -91,17 +91,6 @@ def _tb_summary(exc: BaseException, frames: int = 6) -> str:
              f":{fr.lineno} in {fr.name}: {(fr.line or '').strip()}" for fr in tb]
     lines.append(f"  {type(exc).__name__}: {exc}")
     return "\n".join(lines)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def raw_tensor_bytes(module: nn.Module) -> int:

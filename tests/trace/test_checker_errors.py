@@ -13,45 +13,19 @@ import torch
 import torch.nn.functional as F
 
 import tracejit
+from trace_testlib import assert_state_clean, marker_lines, snapshot_state
 from tracejit.pytree import flatten
 
 torch.manual_seed(0)
 
 _THIS_FILE = __file__
-with open(_THIS_FILE, encoding="utf-8") as _fh:
-    _SOURCE_LINES = _fh.read().splitlines()
-
-_ORIGINAL_MODULE_CALL = torch.nn.Module.__call__
-_ORIGINAL_JIT_IS_TRACING = torch.jit.is_tracing
-
-
-def line_of(marker: str) -> int:
-    """The 1-based line number of the single line ending with ``# @<marker>``."""
-    tag = "# @" + marker
-    hits = [i + 1 for i, text in enumerate(_SOURCE_LINES) if text.rstrip().endswith(tag)]
-    assert len(hits) == 1, f"marker {marker!r} found {len(hits)} times"
-    return hits[0]
+line_of = marker_lines(_THIS_FILE)
 
 
 def first_diverging_line(message: str) -> str:
     lines = [ln for ln in message.splitlines() if "First diverging operation" in ln]
     assert len(lines) == 1, message
     return lines[0]
-
-
-def snapshot_state():
-    return {"grad": torch.is_grad_enabled(), "rng": torch.get_rng_state()}
-
-
-def assert_state_clean(before):
-    assert torch.jit.is_tracing() is False
-    assert tracejit.is_tracing() is False
-    assert torch.jit.is_tracing is _ORIGINAL_JIT_IS_TRACING
-    assert torch.nn.Module.__call__ is _ORIGINAL_MODULE_CALL
-    assert torch._C._len_torch_function_stack() == 0
-    assert len(torch.overrides._get_current_function_mode_stack()) == 0
-    assert torch.is_grad_enabled() == before["grad"]
-    assert torch.equal(torch.get_rng_state(), before["rng"])
 
 
 def quiet_trace(*args, **kwargs):

@@ -24,23 +24,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracejit
+from trace_testlib import assert_state_clean, marker_lines, snapshot_state
 
 torch.manual_seed(0)
 
 _THIS_FILE = __file__
-with open(_THIS_FILE, encoding="utf-8") as _fh:
-    _SOURCE_LINES = _fh.read().splitlines()
-
-_ORIGINAL_MODULE_CALL = torch.nn.Module.__call__
-_ORIGINAL_JIT_IS_TRACING = torch.jit.is_tracing
-
-
-def line_of(marker: str) -> int:
-    """The 1-based line number of the single line ending with ``# @<marker>``."""
-    tag = "# @" + marker
-    hits = [i + 1 for i, text in enumerate(_SOURCE_LINES) if text.rstrip().endswith(tag)]
-    assert len(hits) == 1, f"marker {marker!r} found {len(hits)} times"
-    return hits[0]
+line_of = marker_lines(_THIS_FILE)
 
 
 def trace_recording(fn, example, **kwargs):
@@ -49,24 +38,6 @@ def trace_recording(fn, example, **kwargs):
         warnings.simplefilter("always")
         traced = tracejit.trace(fn, example, **kwargs)
     return traced, [w for w in caught if issubclass(w.category, tracejit.TracerWarning)]
-
-
-def snapshot_state():
-    return {
-        "grad": torch.is_grad_enabled(),
-        "rng": torch.get_rng_state(),
-    }
-
-
-def assert_state_clean(before):
-    assert torch.jit.is_tracing() is False
-    assert tracejit.is_tracing() is False
-    assert torch.jit.is_tracing is _ORIGINAL_JIT_IS_TRACING
-    assert torch.nn.Module.__call__ is _ORIGINAL_MODULE_CALL
-    assert torch._C._len_torch_function_stack() == 0
-    assert len(torch.overrides._get_current_function_mode_stack()) == 0
-    assert torch.is_grad_enabled() == before["grad"]
-    assert torch.equal(torch.get_rng_state(), before["rng"])
 
 
 def assert_moves(fn, shape):
