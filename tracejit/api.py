@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .runtime.checker import check_trace as _run_checker
+from .runtime.private_rng import PrivateRandomness
 from .runtime.state import ModuleState
 from .runtime.traced import TracedFunction, TracedModule, build_module, compile_methods
 from .errors import TracerWarning
@@ -174,7 +175,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
             now = _swap_hooks(hooks)
             mod.train(mode)
             try:
-                with torch.no_grad():
+                with torch.no_grad(), PrivateRandomness():   # draws nothing from the global generator
                     recs = record_all({k: _like_module(v, mod) for k, v in per_method_args.items()}, warn=False)
             finally:
                 for m, flag in flags:

@@ -1,0 +1,146 @@
+"""The process-wide entry points that tracing needs, installed once for all tracing threads.
+
+Recording has to see a few calls that a TorchFunctionMode does not: ``range()`` of a traced
+size, submodule calls (``nn.Module.__call__``), custom ``autograd.Function.apply`` and
+``torch.jit.is_tracing()`` (through ``torch._C._is_tracing``, which torch.jit's own
+``is_tracing`` calls at call time, so the function object that TorchScript maps to its builtin
+stays the same). Each stand-in asks the calling thread's tracer (``symbolic.get_tracer``) and,
+in a thread that is not tracing, does exactly what the original does.
+
+The stand-ins are installed when the first thread starts tracing and removed when the last one
+stops (a count under a lock), so concurrent traces can neither leave one in place nor remove
+one that another thread still uses. A stand-in that someone replaced in the meantime is left
+alone (theirs wins). ``quiet_warnings`` silences warnings for the calling thread only.
+"""
+from __future__ import annotations
+
+import builtins
+import contextlib
+import threading
+import warnings
+
+import torch
+from torch import nn
+
+from .source import user_location
+from .symbolic import get_tracer, traced_range
+
+_lock = threading.Lock()
+_users = 0
+_installed: list[tuple[object, str, object, object]] = []   # (owner, attribute, original, stand-in)
+
+
+class _ThreadState(threading.local):
+    module_calls = None   # the ModuleCalls recording submodule calls in this thread
+    quiet = 0             # > 0: warnings raised in this thread are not shown
+
+
+_local = _ThreadState()
+
+
+def current_module_calls():
+    return _local.module_calls
+
+
+def set_module_calls(calls):
+    """Make ``calls`` this thread's submodule-call recorder; returns the previous one."""
+    previous, _local.module_calls = _local.module_calls, calls
+    return previous
+
+
+def _stand_ins() -> list[tuple[object, str, object]]:
+    original_call = nn.Module.__call__
+    original_apply = torch.autograd.Function.__dict__["apply"]
+    original_is_tracing = torch._C._is_tracing
+
+    def __call__(module, *args, **kwargs):
+        calls = _local.module_calls
+        if calls is None or get_tracer() is not calls.tracer:
+            return original_call(module, *args, **kwargs)
+        return calls.call(module, original_call, args, kwargs)
+
+    def apply(cls, *args, **kwargs):
+        tracer = get_tracer()
+        if tracer is not None and cls.__module__.split(".")[0] != "torch":
+            tracer.ledger.add(
+                "autograd_function", f"custom autograd Function {cls.__qualname__} is recorded as the ops of its "
+                "forward; gradients of the traced program use those ops' own derivatives, not "
+                f"{cls.__qualname__}.backward", user_location(2), cls.__qualname__)
+        return original_apply.__func__(cls, *args, **kwargs)
+
+    def _is_tracing() -> bool:
+        return get_tracer() is not None or original_is_tracing()
+
+    return [(builtins, "range", traced_range), (nn.Module, "__call__", __call__),
+            (torch.autograd.Function, "apply", classmethod(apply)), (torch._C, "_is_tracing", _is_tracing)]
+
+
+class _QuietThread:
+    """Stands where a warnings filter holds its message regex: matches only in quieted threads."""
+
+    def match(self, text) -> bool:
+        return _local.quiet > 0
+
+    def __repr__(self) -> str:
+        return "<tracejit: warnings of a thread re-running a trace for its check>"
+
+
+_QUIET_FILTER = ("ignore", _QuietThread(), Warning, None, 0)
+
+
+def _install() -> None:
+    for owner, name, stand_in in _stand_ins():
+        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        setattr(owner, name, stand_in)
+        _installed.append((owner, name, original, stand_in))
+    warnings.filters.insert(0, _QUIET_FILTER)
+    warnings._filters_mutated()
+
+
+def _uninstall() -> None:
+    if any(f is _QUIET_FILTER for f in warnings.filters):
+        warnings.filters[:] = [f for f in warnings.filters if f is not _QUIET_FILTER]
+        warnings._filters_mutated()
+    while _installed:
+        owner, name, original, stand_in = _installed.pop()
+        current = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
+        if current is stand_in:
+            setattr(owner, name, original)
+
+
+@contextlib.contextmanager
+def installed():
+    """The stand-ins are in place inside this block (for every thread; they act for tracing threads)."""
+    global _users
+    with _lock:
+        if _users == 0:
+            try:
+                _install()
+            except BaseException:
+                _uninstall()
+                raise
+        _users += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _users -= 1
+            if _users == 0:
+                _uninstall()
+
+
+@contextlib.contextmanager
+def quiet_warnings():
+    """Warnings raised by the calling thread inside this block are not shown (other threads' are).
+
+    ``warnings.catch_warnings`` would swap the process-wide filter list, which hides other
+    threads' warnings meanwhile, and two threads leaving it in another order than they entered
+    leave it changed. Instead one filter, first in the list while any thread traces, ignores the
+    warnings of quieted threads only.
+    """
+    with installed():
+        _local.quiet += 1
+        try:
+            yield
+        finally:
+            _local.quiet -= 1
