@@ -4,7 +4,8 @@ Recording has to see a few calls that a TorchFunctionMode does not: ``range()`` 
 size, submodule calls (``nn.Module.__call__``), custom ``autograd.Function.apply`` and
 ``torch.jit.is_tracing()`` (through ``torch._C._is_tracing``, which torch.jit's own
 ``is_tracing`` calls at call time, so the function object that TorchScript maps to its builtin
-stays the same). Each stand-in asks the calling thread's tracer (``symbolic.get_tracer``) and,
+stays the same; helpers wrapped by ``torch.jit._script_if_tracing`` are told False, so they run
+as Python and are recorded rather than compiled into an opaque TorchScript call). Each stand-in asks the calling thread's tracer (``symbolic.get_tracer``) and,
 in a thread that is not tracing, does exactly what the original does.
 
 The stand-ins are installed when the first thread starts tracing and removed when the last one
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import sys
 import threading
 import warnings
 
@@ -28,6 +30,20 @@ from .symbolic import get_tracer, traced_range
 _lock = threading.Lock()
 _users = 0
 _installed: list[tuple[object, str, object, object]] = []   # (owner, attribute, original, stand-in)
+
+
+def _script_if_tracing_wrapper():
+    """The code of the wrapper that ``torch.jit._script_if_tracing`` puts around a helper: while tracing it
+    compiles the helper with TorchScript and calls that, which a TorchFunctionMode cannot see into. Its
+    ``is_tracing()`` is answered False, so the helper runs as Python and its ops are recorded."""
+    import torch.jit._trace as jit_trace
+    outer = getattr(jit_trace, "_script_if_tracing", None)
+    consts = getattr(getattr(outer, "__code__", None), "co_consts", ())
+    codes = [c for c in consts if getattr(c, "co_name", "") == "wrapper"]
+    return codes[0] if len(codes) == 1 else None
+
+
+_SCRIPT_IF_TRACING_WRAPPER = _script_if_tracing_wrapper()
 
 
 class _ThreadState(threading.local):
@@ -69,7 +85,9 @@ def _stand_ins() -> list[tuple[object, str, object]]:
         return original_apply.__func__(cls, *args, **kwargs)
 
     def _is_tracing() -> bool:
-        return get_tracer() is not None or original_is_tracing()
+        if get_tracer() is None or _called_from(_SCRIPT_IF_TRACING_WRAPPER, depth=3):
+            return original_is_tracing()
+        return True
 
     return [(builtins, "range", traced_range), (nn.Module, "__call__", __call__),
             (torch.autograd.Function, "apply", classmethod(apply)), (torch._C, "_is_tracing", _is_tracing)]
@@ -86,6 +104,14 @@ class _QuietThread:
 
 
 _QUIET_FILTER = ("ignore", _QuietThread(), Warning, None, 0)
+
+
+def _called_from(code, depth: int) -> bool:
+    """Is the frame ``depth`` levels above the caller of this function running ``code``?"""
+    try:
+        return code is not None and sys._getframe(depth).f_code is code
+    except ValueError:   # the stack is not that deep
+        return False
 
 
 def _install() -> None:
