@@ -236,3 +236,30 @@ def test_checker_retrace_quiets_only_its_own_thread():
     assert "from trace run 2" not in texts
     assert not any("tracejit" in repr(f[1]) for f in filters_inside if f[1] is not None)
     assert_nothing_patched()
+
+
+def test_many_threads_starting_and_ending_traces_leave_nothing_patched():
+    """Installs and removals racing between threads (some traces failing) never leave a stand-in in place."""
+    results, failures = [], []
+
+    def worker(k):
+        def run():
+            for rep in range(8):
+                x = torch.randn(2 + (k + rep) % 3)
+                if (k + rep) % 4 == 0:
+                    try:
+                        tracejit.trace(lambda a: a[0] if a.sum() > 1e9 else (_ for _ in ()).throw(ValueError("x")),
+                                       (x,), check_trace=False)
+                    except ValueError:
+                        failures.append(k)
+                    continue
+                traced = tracejit.trace(lambda a, k=k: torch.sin(a) * k + sum(range(3)), (x,))
+                new = torch.randn(x.shape[0] + 1)
+                results.append(torch.allclose(traced(new), torch.sin(new) * k + 3))
+        return run
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run_threads(*[worker(k) for k in range(5)])
+    assert results and all(results) and failures
+    assert_nothing_patched()
