@@ -48,6 +48,10 @@ class Seq(nn.Module):
         return out[:, -1] + h[0], out.reshape(tokens.size(0) * tokens.size(1), -1).sum(0)
 
 
+def _first(out):
+    return out[0] if isinstance(out, tuple) else out
+
+
 def _same(a, b):
     if isinstance(a, tuple):
         for x, y in zip(a, b, strict=True):
@@ -67,12 +71,11 @@ def test_two_threads_trace_different_models_at_the_same_time():
     conv.meet = seq.meet = None
     references = {"conv": torch.jit.trace(conv, (x,)), "seq": torch.jit.trace(seq, (tokens,))}
     with torch.no_grad():
-        for name, model, new in (("conv", conv, torch.randn(5, 3, 6, 7)), ("conv", conv, torch.randn(1, 3, 8, 8)),
-                                 ("seq", seq, torch.randint(0, 10, (3, 7))), ("seq", seq, torch.randint(0, 10, (1, 2)))):
+        cases = (("conv", conv, torch.randn(5, 3, 6, 7)), ("conv", conv, torch.randn(1, 3, 8, 8)),
+                 ("seq", seq, torch.randint(0, 10, (3, 7))), ("seq", seq, torch.randint(0, 10, (1, 2))))
+        for name, model, new in cases:
             eager = model(new)
-            assert not torch.equal(eager[0] if isinstance(eager, tuple) else eager,
-                                   (model(torch.zeros_like(new)))[0] if isinstance(eager, tuple)
-                                   else model(torch.zeros_like(new)))   # the input moves the output
+            assert not torch.equal(_first(eager), _first(model(torch.zeros_like(new))))   # the input moves it
             _same(traced[name](new), eager)
             _same(traced[name](new), references[name](new))
     # each ledger holds its own trace's events only: the same as a trace made alone

@@ -5,8 +5,9 @@ size, submodule calls (``nn.Module.__call__``), custom ``autograd.Function.apply
 ``torch.jit.is_tracing()`` (through ``torch._C._is_tracing``, which torch.jit's own
 ``is_tracing`` calls at call time, so the function object that TorchScript maps to its builtin
 stays the same; helpers wrapped by ``torch.jit._script_if_tracing`` are told False, so they run
-as Python and are recorded rather than compiled into an opaque TorchScript call). Each stand-in asks the calling thread's tracer (``symbolic.get_tracer``) and,
-in a thread that is not tracing, does exactly what the original does.
+as Python and are recorded rather than compiled into an opaque TorchScript call). Each
+stand-in asks the calling thread's tracer (``symbolic.get_tracer``) and, in a thread that is
+not tracing, does exactly what the original does.
 
 The stand-ins are installed when the first thread starts tracing and removed when the last one
 stops (a count under a lock), so concurrent traces can neither leave one in place nor remove
@@ -52,10 +53,6 @@ class _ThreadState(threading.local):
 
 
 _local = _ThreadState()
-
-
-def current_module_calls():
-    return _local.module_calls
 
 
 def set_module_calls(calls):
@@ -107,7 +104,7 @@ _QUIET_FILTER = ("ignore", _QuietThread(), Warning, None, 0)
 
 
 def _called_from(code, depth: int) -> bool:
-    """Is the frame ``depth`` levels above the caller of this function running ``code``?"""
+    """Is the frame ``depth`` levels up from this function's own frame running ``code``?"""
     try:
         return code is not None and sys._getframe(depth).f_code is code
     except ValueError:   # the stack is not that deep
