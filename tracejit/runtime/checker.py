@@ -18,7 +18,7 @@ from ..ir import Graph, format_graph
 from ..passes.inline import inline_calls
 from ..pytree import flatten, unflatten
 from ..trace.patches import quiet_warnings
-from .private_rng import PrivateRandomness
+from . import private_rng
 from .state import ModuleState as _State
 
 
@@ -50,7 +50,7 @@ def check_trace(traced_method, original, module, checks, tol: float, retrace) ->
         else:
             warnings.warn(text, TracerWarning, stacklevel=4)
     for i, (args, kwargs) in enumerate(checks):
-        with PrivateRandomness() as rng:
+        with private_rng.for_graph(flat) as rng:
             _check_one(i, args, kwargs, graph, flat, nondet, traced_method, original, module, tol, retrace, rng)
 
 

@@ -11,8 +11,10 @@ read, never advanced or set; ``rewind()`` puts the private generators back at th
 every run of a check sees the same random stream: the eager-vs-traced comparison is
 deterministic, and nothing another thread draws can change it.
 
-Random draws that happen inside one C++ op and take no generator (dropout inside
-``scaled_dot_product_attention``) still use the global generator.
+The mode costs a Python call per op, so ``for_graph`` gives it only to checks of a trace that
+holds a random op; other traces draw nothing from any generator. Random draws that happen inside
+one C++ op and take no generator (dropout inside ``scaled_dot_product_attention``) still use the
+global generator.
 """
 from __future__ import annotations
 
@@ -28,6 +30,28 @@ _TAKES_GENERATOR = {"rand", "randn", "randint", "randperm", "rand_like", "randn_
 _DROPOUTS = {"dropout", "dropout_", "feature_dropout", "feature_dropout_", "alpha_dropout", "alpha_dropout_",
              "feature_alpha_dropout", "feature_alpha_dropout_"}
 _SELU_ALPHA = 1.7580993408473766   # ATen's alpha dropout constant
+
+
+class _NoDraws:
+    """Stands for PrivateRandomness where the traced code draws no random numbers."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def rewind(self) -> None:
+        return None
+
+
+def for_graph(graph) -> "PrivateRandomness | _NoDraws":
+    """A PrivateRandomness if one of ``graph``'s nodes (a flat graph) draws random numbers, else a stand-in
+    that does nothing."""
+    for node in graph.nodes:
+        if node.attrs.get("nondeterministic") or node.op.split("::")[-1].split(".")[0] in _TAKES_GENERATOR:
+            return PrivateRandomness()   # (dropout in eval mode is recorded, but not flagged: it draws nothing)
+    return _NoDraws()
 
 
 class PrivateRandomness(TorchFunctionMode):
