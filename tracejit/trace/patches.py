@@ -111,19 +111,26 @@ def _called_from(code, depth: int) -> bool:
         return False
 
 
+def _filters_changed() -> None:
+    """Tell the warnings machinery that the filter list changed (it caches what it decided)."""
+    changed = getattr(warnings, "_filters_mutated", None)
+    if changed is not None:
+        changed()
+
+
 def _install() -> None:
     for owner, name, stand_in in _stand_ins():
         original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
         setattr(owner, name, stand_in)
         _installed.append((owner, name, original, stand_in))
     warnings.filters.insert(0, _QUIET_FILTER)
-    warnings._filters_mutated()
+    _filters_changed()
 
 
 def _uninstall() -> None:
     if any(f is _QUIET_FILTER for f in warnings.filters):
         warnings.filters[:] = [f for f in warnings.filters if f is not _QUIET_FILTER]
-        warnings._filters_mutated()
+        _filters_changed()
     while _installed:
         owner, name, original, stand_in = _installed.pop()
         current = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
