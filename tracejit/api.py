@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import threading
 import types
 import warnings
 
@@ -184,7 +185,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
                 state.restore()
                 _lend_tensors(lent, mod)
             return _compile(recs, label)
-        traced._retrace = retrace
+        traced._retrace = _one_at_a_time(retrace)
     if check_trace:
         for installed, (args, kwargs) in per_method_args.items():
             fn, bound = entry(installed)
@@ -197,6 +198,17 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
                          lambda f, a, k: _record(f, a, k, mod, installed, _force_outplace, warn=False,
                                                  signature_of=bound).graph)
     return traced
+
+
+_RETRACE_LOCK = threading.RLock()
+
+
+def _one_at_a_time(retrace):
+    """Retraces lend tensors, hooks and the training flag to the original module: one thread at a time."""
+    def run(*args):
+        with _RETRACE_LOCK:
+            return retrace(*args)
+    return run
 
 
 _HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",

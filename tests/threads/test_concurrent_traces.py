@@ -266,3 +266,30 @@ def test_many_threads_starting_and_ending_traces_leave_nothing_patched():
         run_threads(*[worker(k) for k in range(5)])
     assert results and all(results) and failures
     assert_nothing_patched()
+
+
+def test_mode_switch_retraces_from_many_threads_at_once():
+    """Calling a module traced in eval mode, now in train mode, from several threads: each retrace lends the
+    original module's flag and tensors, so they run one at a time and every thread gets train-mode results."""
+    import copy
+    torch.manual_seed(6)
+    model = nn.Sequential(nn.Linear(5, 8), nn.BatchNorm1d(8), nn.Linear(8, 3)).eval()
+    traced = tracejit.trace(model, (torch.randn(4, 5),))
+    reference = copy.deepcopy(model).train()
+    traced.train()
+    inputs = [torch.randn(6, 5) for _ in range(4)]
+    with torch.no_grad():
+        expected = [reference(x) for x in inputs]   # batch statistics: the train-mode path
+    got = {}
+
+    def worker(i):
+        def run():
+            with torch.no_grad():
+                got[i] = traced(inputs[i])
+        return run
+
+    run_threads(*[worker(i) for i in range(4)])
+    for i, x in enumerate(inputs):
+        torch.testing.assert_close(got[i], expected[i])
+    assert model.training is False                  # the original's flag is back
+    assert_nothing_patched()
