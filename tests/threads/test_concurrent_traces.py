@@ -293,3 +293,30 @@ def test_mode_switch_retraces_from_many_threads_at_once():
         torch.testing.assert_close(got[i], expected[i])
     assert model.training is False                  # the original's flag is back
     assert_nothing_patched()
+
+
+def test_two_threads_trace_the_same_module_at_the_same_time():
+    meeting = Meeting(["a", "b"])
+    model = Conv().eval()
+    names = iter(["a", "b"])
+    lock = threading.Lock()
+
+    def meet_once():
+        if tracejit.is_tracing() and not hasattr(_local, "met"):
+            _local.met = True
+            with lock:
+                name = next(names)
+            assert meeting.arrive(name)
+
+    _local = threading.local()
+    model.meet = lambda name: (meet_once(), True)[1]
+    traced = []
+    xs = [torch.randn(2, 3, 8, 8), torch.randn(3, 3, 8, 8)]
+    run_threads(*[lambda x=x: traced.append(tracejit.trace(model, (x,))) for x in xs])
+    model.meet = None
+    new = torch.randn(4, 3, 5, 5)
+    with torch.no_grad():
+        for t in traced:
+            torch.testing.assert_close(t(new), model(new))
+    assert len(traced) == 2
+    assert_nothing_patched()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import os
 import sys
 import threading
 import warnings
@@ -31,6 +32,16 @@ from .symbolic import get_tracer, traced_range
 _lock = threading.Lock()
 _users = 0
 _installed: list[tuple[object, str, object, object]] = []   # (owner, attribute, original, stand-in)
+
+
+def _after_fork_in_child() -> None:
+    """A fork copies the lock as it was (maybe held by a thread that the child does not have)."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _script_if_tracing_wrapper():
