@@ -1,7 +1,7 @@
 """The checker: compare a traced program with eager, and a retrace with the trace.
 
 For each check input it runs the original and the traced program (the same
-private random stream, module buffers restored after each run), compares outputs with
+private random stream, ``private_rng``; module buffers restored after each run), compares outputs with
 ``check_tolerance`` as rtol and atol, and retraces to compare graphs. On a
 divergence it names the first diverging operation and its source line.
 """
@@ -50,47 +50,43 @@ def check_trace(traced_method, original, module, checks, tol: float, retrace) ->
         else:
             warnings.warn(text, TracerWarning, stacklevel=4)
     for i, (args, kwargs) in enumerate(checks):
-        with private_rng.for_graph(flat) as rng:
-            _check_one(i, args, kwargs, graph, flat, nondet, traced_method, original, module, tol, retrace, rng)
-
-
-def _check_one(i, args, kwargs, graph, flat, nondet, traced_method, original, module, tol, retrace, rng) -> None:
-    """One check input: eager, the traced program and a retrace, each from the same private random stream."""
-    state = _State(module, rng)
-    with torch.no_grad():
-        expected = original(*_clone(args), **_clone(kwargs))
-        state.restore()
-        try:
-            actual = traced_method(*_clone(args), **_clone(kwargs))
-            failure = None
-        except Exception as e:  # the trace does not fit these inputs: report it as a check failure
-            failure = e
-        state.restore()
-    with quiet_warnings():
-        with torch.no_grad():
-            other = retrace(original, _clone(args), _clone(kwargs))
-        state.restore()
-    diff = graph_diff(flat, inline_calls(other))
-    if failure is not None:
-        problem = f"The traced program fails on these inputs where eager runs: {type(failure).__name__}: {failure}"
-    else:
-        problem = None if nondet else compare(expected, actual, tol)
-    if problem is None and not diff:
-        return
-    label = "the example inputs" if i == 0 else f"check input #{i}"
-    first = None
-    if problem is not None and not diff:
-        first = first_divergence(flat, inline_calls(other), module, args, kwargs, tol, state)
-    elif diff:
-        first = first_structural_difference(inline_calls(graph), inline_calls(other))
-    msg = [f"Trace check failed on {label}."]
-    if problem is not None:
-        msg.append(problem)
-    if first is not None:
-        msg.append(f"First diverging operation: {first}")
-    if diff:
-        msg.append("The graph traced on these inputs differs from the trace:\n" + diff)
-    raise TracingCheckError("\n".join(msg), graph_diff=diff) from failure
+        rng = private_rng.for_graph(flat)   # never the global generator: other threads draw from it
+        state = _State(module, rng)
+        with torch.no_grad(), rng:
+            expected = original(*_clone(args), **_clone(kwargs))
+            state.restore()
+            try:
+                actual = traced_method(*_clone(args), **_clone(kwargs))
+                failure = None
+            except Exception as e:  # the trace does not fit these inputs: report it as a check failure
+                failure = e
+            state.restore()
+        with quiet_warnings(), rng:   # this thread's warnings only (catch_warnings is process-wide)
+            with torch.no_grad():
+                other = retrace(original, _clone(args), _clone(kwargs))
+            state.restore()
+        diff = graph_diff(flat, inline_calls(other))
+        if failure is not None:
+            problem = f"The traced program fails on these inputs where eager runs: {type(failure).__name__}: {failure}"
+        else:
+            problem = None if nondet else compare(expected, actual, tol)
+        if problem is None and not diff:
+            continue
+        label = "the example inputs" if i == 0 else f"check input #{i}"
+        first = None
+        if problem is not None and not diff:
+            with rng:
+                first = first_divergence(flat, inline_calls(other), module, args, kwargs, tol, state)
+        elif diff:
+            first = first_structural_difference(inline_calls(graph), inline_calls(other))
+        msg = [f"Trace check failed on {label}."]
+        if problem is not None:
+            msg.append(problem)
+        if first is not None:
+            msg.append(f"First diverging operation: {first}")
+        if diff:
+            msg.append("The graph traced on these inputs differs from the trace:\n" + diff)
+        raise TracingCheckError("\n".join(msg), graph_diff=diff) from failure
 
 
 def compare(expected, actual, tol: float) -> str | None:
