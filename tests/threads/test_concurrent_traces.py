@@ -320,3 +320,24 @@ def test_two_threads_trace_the_same_module_at_the_same_time():
             torch.testing.assert_close(t(new), model(new))
     assert len(traced) == 2
     assert_nothing_patched()
+
+
+def test_checker_compares_random_ops_deterministically_from_its_private_stream():
+    """Random ops the trace does not flag as nondeterministic (samplers of torch.distributions) are compared
+    with eager: both runs draw the same private stream, and the global generator does not move."""
+    def sample(rate):
+        return torch._standard_gamma(rate) + torch.binomial(rate.round(), rate / (1 + rate))
+
+    rate = torch.rand(5) * 4 + 0.5
+    torch.manual_seed(2)
+    tracejit.trace(sample, (rate,), check_trace=False)
+    after_record_only = torch.get_rng_state()
+    torch.manual_seed(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tracejit.TracerWarning)   # no checker warning either
+        traced = tracejit.trace(sample, (rate,), check_inputs=[(rate * 2,)])
+    assert torch.equal(torch.get_rng_state(), after_record_only)
+    with PrivateRandomness() as rng:
+        eager = sample(rate * 3)
+        rng.rewind()
+        torch.testing.assert_close(traced(rate * 3), eager)
