@@ -277,3 +277,28 @@ def test_save_error_is_still_caught_as_before():
     import pickle
     again = pickle.loads(pickle.dumps(paired))
     assert type(again) is type(paired) and again.errno == errno.EACCES
+
+
+def test_concurrent_saves_to_one_path_leave_one_complete_file(programs, tmp_path, temp_kind):
+    import threading
+    ta, tb, bytes_a, bytes_b = programs
+    path = tmp_path / "model.tj"
+    errors = []
+
+    def saver(program):
+        def run():
+            try:
+                for _ in range(4):
+                    tracejit.save(program, path)
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+        return run
+
+    threads = [threading.Thread(target=saver(p)) for p in (ta, tb, ta, tb)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert path.read_bytes() in (bytes_a, bytes_b)
+    assert os.listdir(tmp_path) == ["model.tj"]

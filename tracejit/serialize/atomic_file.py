@@ -185,7 +185,7 @@ def replacing(path: str, *, durable: bool = True):
 def _finish_data(out, existing_mode, durable: bool, target: str) -> None:
     try:
         out.flush()
-        if existing_mode is not None:
+        if existing_mode is not None and hasattr(os, "fchmod"):
             os.fchmod(out.fileno(), existing_mode)
         if durable:
             os.fsync(out.fileno())
