@@ -97,11 +97,16 @@ def _open_unnamed(directory: str):
         raise
 
 
+_libc = None
+
+
 def _link_empty_path(fd: int, destination: str) -> None:
     """linkat(fd, "", AT_FDCWD, destination, AT_EMPTY_PATH): allowed with CAP_DAC_READ_SEARCH, or for
     one's own O_TMPFILE files on recent kernels."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.linkat(fd, b"", -100, os.fsencode(destination), 0x1000) != 0:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    if _libc.linkat(fd, b"", -100, os.fsencode(destination), 0x1000) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code), destination)
 
