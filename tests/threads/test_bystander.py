@@ -70,7 +70,8 @@ def bystander_step(model, x, i, generator):
     xr = x.clone().requires_grad_(True)
     Triple.apply(xr).sum().backward()
     got = (got_range, out, xr.grad, torch.jit.is_tracing(), tracejit.is_tracing(), torch.rand(3))
-    want = (list(itertools.islice(itertools.count(), n)), None, torch.full_like(x, 5.0), False, False,
+    want = (list(itertools.islice(itertools.count(), n)), None,   # (the module output: checked by the caller)
+            torch.full_like(x, 5.0), False, False,
             torch.rand(3, generator=generator))
     return got, want
 
