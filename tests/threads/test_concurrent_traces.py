@@ -341,3 +341,47 @@ def test_checker_compares_random_ops_deterministically_from_its_private_stream()
         eager = sample(rate * 3)
         rng.rewind()
         torch.testing.assert_close(traced(rate * 3), eager)
+
+
+def test_registered_entry_points_are_installed_once_and_act_only_for_the_tracing_thread():
+    """patches.register: another process-wide stand-in joins the counted install (here an attribute
+    that a class only inherits, which must be deleted again, not set)."""
+    from tracejit.trace import patches
+    from tracejit.trace.symbolic import get_tracer
+
+    class Base:
+        def describe(self):
+            return "eager"
+
+    class Child(Base):
+        pass
+
+    def make(original):
+        def describe(self):
+            return "tracing" if get_tracer() is not None else original(self)
+        return describe
+
+    seen = {}
+    meeting = Meeting(["a", "b"])
+
+    def tracing_fn(name):
+        def fn(x):
+            seen[name] = Child().describe()
+            assert meeting.arrive(name)
+            seen[name + " after meeting"] = Child().describe()
+            return x + 1
+        return fn
+
+    def bystander():
+        assert meeting.events["a"].wait(10)
+        seen["bystander"] = Child().describe()
+        meeting.arrive("b")
+
+    patches.register(Child, "describe", make)
+    try:
+        run_threads(lambda: tracejit.trace(tracing_fn("a"), (torch.ones(1),), check_trace=False), bystander)
+    finally:
+        patches._registered.pop()
+    assert seen == {"a": "tracing", "a after meeting": "tracing", "bystander": "eager"}
+    assert "describe" not in Child.__dict__ and Child().describe() == "eager"
+    assert_nothing_patched()

@@ -129,9 +129,28 @@ def _filters_changed() -> None:
         changed()
 
 
+_ABSENT = object()   # the class had no attribute of its own (it inherited it)
+_registered: list[tuple[object, str, object]] = []   # (owner, attribute, make_stand_in(original))
+
+
+def register(owner, name: str, make_stand_in) -> None:
+    """Patch ``owner.name`` too while any thread traces: ``make_stand_in(original)`` returns the stand-in,
+    which must act only for the calling thread's tracer (``get_tracer()``) and otherwise call
+    ``original``. Register at import time; it is installed from the next trace on."""
+    with _lock:
+        _registered.append((owner, name, make_stand_in))
+
+
+def _own(owner, name: str):
+    if isinstance(owner, type):
+        return owner.__dict__.get(name, _ABSENT)
+    return getattr(owner, name, _ABSENT)
+
+
 def _install() -> None:
-    for owner, name, stand_in in _stand_ins():
-        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+    stand_ins = _stand_ins() + [(owner, name, make(getattr(owner, name))) for owner, name, make in _registered]
+    for owner, name, stand_in in stand_ins:
+        original = _own(owner, name)
         setattr(owner, name, stand_in)
         _installed.append((owner, name, original, stand_in))
     warnings.filters.insert(0, _QUIET_FILTER)
@@ -144,8 +163,11 @@ def _uninstall() -> None:
         _filters_changed()
     while _installed:
         owner, name, original, stand_in = _installed.pop()
-        current = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
-        if current is stand_in:
+        if _own(owner, name) is not stand_in:
+            continue   # replaced by someone else meanwhile: theirs stays
+        if original is _ABSENT:
+            delattr(owner, name)
+        else:
             setattr(owner, name, original)
 
 
