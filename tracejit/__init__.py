@@ -13,6 +13,8 @@ from .runtime.traced import TracedFunction, TracedModule
 from .trace.api import is_tracing
 from .trace.ledger import LedgerEntry
 from .serialize import load, save
+from .export import ExportError, export_onnx
 
 __all__ = ["trace", "trace_module", "save", "load", "TracedFunction", "TracedModule", "is_tracing", "LedgerEntry",
-           "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "LoadError", "SaveError"]
+           "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "LoadError", "SaveError",
+           "export_onnx", "ExportError"]
