@@ -14,7 +14,8 @@ from .trace.api import is_tracing
 from .trace.ledger import LedgerEntry
 from .serialize import load, save
 from .export import ExportError, export_onnx
+from .inference import freeze, optimize_for_inference
 
 __all__ = ["trace", "trace_module", "save", "load", "TracedFunction", "TracedModule", "is_tracing", "LedgerEntry",
            "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "LoadError", "SaveError",
-           "export_onnx", "ExportError"]
+           "export_onnx", "ExportError", "freeze", "optimize_for_inference"]
