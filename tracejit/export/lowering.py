@@ -121,6 +121,9 @@ class Lowering:
         if node.op.startswith("tracejit::"):
             raise ExportError(f"no ONNX conversion for tracejit op '{node.op}'", node.op, node.source)
         op_name = self._functional(node)
+        if op_name.endswith(".Scalar") and any(isinstance(a, Value) and not isinstance(a.type, TensorType)
+                                               for a in node.args[1:]):
+            op_name = op_name[:-len("Scalar")] + "Tensor"   # a traced size as the scalar: a 0-d tensor
         args, kwargs = bind(op_name, node.args, node.kwargs)
         args = [self.arg(a) for a in args]
         kwargs = {k: self.arg(v) for k, v in kwargs.items()}
