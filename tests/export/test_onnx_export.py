@@ -168,3 +168,20 @@ def test_missing_onnx_extra_names_it(monkeypatch):
     monkeypatch.setattr(deps.importlib, "import_module", fail)
     with pytest.raises(ImportError, match=r"tracejit\[onnx\]"):
         deps.require("onnxscript")
+
+
+def test_opset_conversion_and_too_old_opset():
+    fn, example, new_inputs = WORKLOADS["transformer_encoder"]()
+    traced = trace(fn, example)
+    proto = tracejit.export_onnx(traced, opset=21)
+    assert [(o.domain, o.version) for o in proto.opset_import] == [("", 21)]
+    assert_close(ort_run(proto, new_inputs[0]), eager(fn, new_inputs[0]))
+    with pytest.raises(ValueError, match="opset 17 is not supported; use 18 or later"):
+        tracejit.export_onnx(traced, opset=17)
+
+
+def test_frozen_and_optimized_programs_save_load_and_export():
+    fn, example, new_inputs = WORKLOADS["resnet_bottleneck"]()
+    traced = trace(fn, example)
+    for program in (tracejit.freeze(traced), tracejit.optimize_for_inference(traced)):
+        assert_close(ort_run(tracejit.export_onnx(program), new_inputs[1]), eager(fn, new_inputs[1]))

@@ -282,3 +282,13 @@ def test_corpus_model_frozen_and_optimized_give_eager_answers(model):
     for alt in case.spec.alts:
         assert_outputs_equal(run(frozen, case.inputs[alt]), case.eager(alt), f"{model}/{alt} freeze")
         assert_outputs_equal(run(optimized, case.inputs[alt]), case.eager(alt), f"{model}/{alt} optimized")
+
+
+def test_optimized_module_saves_and_loads(tmp_path):
+    model = conv_bn()
+    optimized = tracejit.optimize_for_inference(trace(model, (torch.randn(1, 3, 16, 16),)))
+    tracejit.save(optimized, tmp_path / "m.tjit")
+    loaded = tracejit.load(tmp_path / "m.tjit")
+    x = torch.randn(2, 3, 12, 20)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), model(x), rtol=1e-4, atol=1e-5)

@@ -91,6 +91,9 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward"):
     from .lowering import Lowering
     from .recorder import NamingGraphBuilder as GraphBuilder, Recorder
 
+    if opset is not None and not (isinstance(opset, int) and opset >= DEFAULT_OPSET):
+        raise ValueError(f"export_onnx: opset {opset!r} is not supported; use {DEFAULT_OPSET} or later "
+                         "(onnxscript's torch_lib writes opset 18)")
     graph = traced_graph(traced, method)
     guards = sum(1 for n in graph.nodes if n.op == GUARD_OP)
     if guards:
