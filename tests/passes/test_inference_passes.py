@@ -292,3 +292,16 @@ def test_optimized_module_saves_and_loads(tmp_path):
     x = torch.randn(2, 3, 12, 20)
     with torch.no_grad():
         torch.testing.assert_close(loaded(x), model(x), rtol=1e-4, atol=1e-5)
+
+
+def test_guard_nodes_survive_every_pass():
+    from tracejit.ir import Node
+    from tracejit.passes.graph_copy import copy_graph
+    from tracejit.passes.pipeline import run_passes
+    graph = copy_graph(trace(lambda x: (x * 2).sin(), (torch.randn(3),)).graph)
+    guard = Node("tracejit::guard", "", (graph.inputs[0],), attrs={"what": "test"})
+    graph.add_node(guard, [])
+    graph.nodes.insert(0, graph.nodes.pop())
+    for name, fn in INFERENCE_PASSES:
+        assert "tracejit::guard" in ops(fn(graph)), name
+    assert ops(run_passes(graph))[0] == "tracejit::guard"

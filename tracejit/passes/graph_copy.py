@@ -4,12 +4,17 @@ from __future__ import annotations
 from ..ir import Graph
 from .inline import inline_calls
 
+GUARD_OP = "tracejit::guard"
+
 
 def copy_graph(graph: Graph) -> Graph:
     """A copy of ``graph`` with submodule calls inlined (passes work on one flat graph)."""
     out = inline_calls(graph)
     out.training = graph.training
     out.name = graph.name
+    for node in out.nodes:
+        if node.op == GUARD_OP:
+            node.effectful = True   # a guard's check must survive DCE, CSE and folding
     return out
 
 
