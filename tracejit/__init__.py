@@ -12,7 +12,9 @@ from .errors import GuardError, LoadError, SaveError, TraceError, TracerWarning,
 from .runtime.traced import TracedFunction, TracedModule
 from .trace.api import is_tracing
 from .trace.ledger import LedgerEntry
-from .serialize import load, save
+from .porting import load, save
+from .patch import patch_torch_jit, unpatch_torch_jit
 
 __all__ = ["trace", "trace_module", "save", "load", "TracedFunction", "TracedModule", "is_tracing", "LedgerEntry",
-           "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "LoadError", "SaveError"]
+           "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "LoadError", "SaveError", "patch_torch_jit",
+           "unpatch_torch_jit"]

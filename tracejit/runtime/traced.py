@@ -83,8 +83,14 @@ def compile_method(graph: Graph, name: str, label: str, guards: bool, display: s
     return fn
 
 
-def call_checked(fn, signature: str, args, kwargs):
-    """Call a generated function; turn a Python arity error at the call itself into a clear TypeError."""
+def call_checked(fn, signature: str, args, kwargs, graph: Graph | None = None):
+    """Call a generated function; turn a Python arity error at the call itself into a clear TypeError.
+
+    Arguments traced as keywords may also be passed by position, in the order of the traced
+    function's parameters (as torch.jit's traced programs take them).
+    """
+    if graph is not None and args:
+        args, kwargs = spread_positional(graph, signature, args, kwargs)
     try:
         return fn(*args, **kwargs)
     except TypeError as e:
@@ -94,6 +100,24 @@ def call_checked(fn, signature: str, args, kwargs):
             raise TypeError(f"traced {signature} was called with {len(args)} positional argument(s) and "
                             f"{kw}: {e}") from None
         raise
+
+
+def spread_positional(graph: Graph, signature: str, args: tuple, kwargs: dict):
+    """Positional arguments beyond those traced positionally go to the keyword-traced parameters, in order."""
+    n_pos = len(graph.in_spec.children[0].children)
+    if len(args) <= n_pos:
+        return args, kwargs
+    keyword_names = graph.param_names[n_pos:]
+    extra = args[n_pos:]
+    if len(extra) > len(keyword_names):
+        raise TypeError(f"traced {signature} takes at most {len(graph.param_names)} arguments; got "
+                        f"{len(args)} positional argument(s)")
+    kwargs = dict(kwargs)
+    for name, value in zip(keyword_names, extra):
+        if name in kwargs:
+            raise TypeError(f"traced {signature} got multiple values for argument {name!r}")
+        kwargs[name] = value
+    return args[:n_pos], kwargs
 
 
 class TracedFunction:
@@ -126,8 +150,21 @@ class TracedFunction:
     def signature(self) -> str:
         return self._fn.signature
 
+    @property
+    def original_name(self) -> str:
+        return self.__name__
+
+    @property
+    def code_with_constants(self):
+        return code_with_constants(self.code, self.graph)
+
+    def save(self, f, _extra_files=None, **options) -> None:
+        """Save to ``f`` (a path or a binary file object), as ``tracejit.save(self, f, ...)``."""
+        from ..porting import save
+        save(self, f, _extra_files, **options)
+
     def __call__(self, *args, **kwargs):
-        return call_checked(types.MethodType(self._fn, self), self._fn.signature, args, kwargs)
+        return call_checked(types.MethodType(self._fn, self), self._fn.signature, args, kwargs, self._fn.graph)
 
     def __repr__(self) -> str:
         return f"<TracedFunction {self._fn.signature}>"
@@ -190,7 +227,7 @@ class TracedModule(nn.Module):
         fn = self._traced_methods.get("forward")
         if fn is None:
             return self.forward(*args, **kwargs)
-        return call_checked(self.forward, fn.signature, args, kwargs)
+        return call_checked(self.forward, fn.signature, args, kwargs, fn.graph)
 
     @property
     def graph(self) -> Graph:
@@ -204,12 +241,26 @@ class TracedModule(nn.Module):
     def inlined_graph(self) -> Graph:
         return inline_calls(self._method("forward").graph)
 
+    @property
+    def code_with_constants(self):
+        return code_with_constants(self.code, self.graph)
+
+    def save(self, f, _extra_files=None, **options) -> None:
+        """Save to ``f`` (a path or a binary file object), as ``tracejit.save(self, f, ...)``."""
+        from ..porting import save
+        save(self, f, _extra_files, **options)
+
     def _method(self, name: str):
         fn = self._traced_methods.get(name)
         if fn is None:
             raise AttributeError(f"{self.original_name} has no traced method {name!r} (it was not called "
                                  "while tracing)")
         return fn
+
+
+def code_with_constants(code: str, graph: Graph):
+    """``(code, constants)`` as torch.jit's ``code_with_constants``: the tensors the code names, by index."""
+    return code, {f"c{i}": c for i, c in enumerate(graph.constants)}
 
 
 def compile_methods(methods: dict, root_methods: dict, label: str) -> dict:
@@ -240,7 +291,8 @@ def build_module(original: nn.Module, compiled: dict) -> TracedModule:
             tm._buffers[name] = b
         tm._non_persistent_buffers_set = set(mod._non_persistent_buffers_set)
         for name, child in mod._modules.items():
-            tm._modules[name] = None if child is None else mirror(child, f"{path}.{name}" if path else name)
+            if child is not None:   # a submodule attribute set to None is skipped, as torch.jit does
+                tm._modules[name] = mirror(child, f"{path}.{name}" if path else name)
         for mname, fn in compiled.get(path, {}).items():
             tm._install(mname, fn)
         return tm

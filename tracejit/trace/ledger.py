@@ -22,6 +22,28 @@ from ..errors import TracerWarning
 from ..ir import SourceLoc
 
 
+INCORRECT = "might cause the trace to be incorrect"
+
+# torch.jit's tracer warning for each way Python reads a value out of a tensor: users filter on these
+# phrases (warnings.filterwarnings(message=...)), so tracejit's warnings start with the same words.
+TORCH_PHRASES = {
+    "__bool__": f"Converting a tensor to a Python boolean {INCORRECT}",
+    "__int__": f"Converting a tensor to a Python integer {INCORRECT}",
+    "__float__": f"Converting a tensor to a Python float {INCORRECT}",
+    "__index__": f"Converting a tensor to a Python index {INCORRECT}",
+    "item": f"Converting a tensor to a Python number {INCORRECT}",
+    "tolist": f"Converting a tensor to a Python list {INCORRECT}",
+    "numpy": f"Converting a tensor to a NumPy array {INCORRECT}",
+    "iteration": f"Iterating over a tensor {INCORRECT}",
+    "len": f"Using len to get tensor shape {INCORRECT}",
+}
+
+
+def torch_phrase(key: str) -> str:
+    """torch.jit's opening words for a frozen value of this kind (a generic one when torch has none)."""
+    return TORCH_PHRASES.get(key, f"Reading a Python value from a traced tensor {INCORRECT}")
+
+
 @dataclass(frozen=True)
 class LedgerEntry:
     kind: str
@@ -56,6 +78,9 @@ class Ledger:
         self.entries.append(entry)
         if warn and self.emit_warnings and kind in self.WARN_KINDS:
             text = f"{message}. The trace fixed the value {entry.value!r}; it may be wrong for other inputs."
+            if INCORRECT not in text:
+                text = f"{message}; this {INCORRECT}: the trace fixed the value {entry.value!r}, which may be " \
+                       "wrong for other inputs."
             if source is not None:
                 warnings.warn_explicit(text, TracerWarning, source.filename, source.lineno, module="tracejit")
             else:

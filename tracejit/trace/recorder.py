@@ -18,7 +18,7 @@ from ..errors import TraceError
 from ..ir import Graph, Node, TensorType, ScalarType, Value, iter_values
 from ..pytree import flatten
 from . import indexing, ops
-from .ledger import Ledger
+from .ledger import Ledger, torch_phrase
 from .source import in_torch, user_location
 from .symbolic import TracedInt
 
@@ -233,7 +233,7 @@ class Tracer(TorchFunctionMode):
                              "hooks cannot be part of a traced program; register them on the traced module's "
                              "outputs instead")
         if name == "__len__" and isinstance(args[0], torch.Tensor) and self.value_of(args[0]).dynamic:
-            self.ledger.add("size", "len(tensor) returns a plain Python int, so the trace fixes it; use "
+            self.ledger.add("size", f"{torch_phrase('len')}: len(tensor) returns a plain Python int, so the trace fixes it; use "
                             "tensor.size(0) to keep it symbolic", user_location(2),
                             args[0].shape[0] if args[0].dim() else 0)
         if name == "unbind" and _called_from_tensor_iter():
@@ -326,13 +326,15 @@ class Tracer(TorchFunctionMode):
         what = {"__bool__": "bool(tensor) / 'if tensor'", "__int__": "int(tensor)", "__float__": "float(tensor)",
                 "__index__": "a tensor used as an index", "item": "tensor.item()", "tolist": "tensor.tolist()",
                 "numpy": "tensor.numpy()"}.get(name, f"'{name}'")
-        self.ledger.add("value_read", f"{what} read a value out of a tensor, and the trace cannot record that",
+        self.ledger.add("value_read", f"{torch_phrase(name)}: {what} read a value out of a tensor, and the trace "
+                        "cannot record that",
                         user_location(2), result if not hasattr(result, "shape") else args[0])
         return result
 
     def _iteration(self, t):
         n = len(t) if t.dim() > 0 else 0
-        self.ledger.add("iteration", f"iterating over a tensor fixed the number of items to {n}",
+        self.ledger.add("iteration", f"{torch_phrase('iteration')}: iterating over a tensor fixed the number of "
+                        f"items to {n}",
                         user_location(3), n)
 
     def _getitem(self, func, args):
