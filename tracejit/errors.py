@@ -50,6 +50,20 @@ class BackwardHookError(TraceError, ValueError):
     """A module of the traced hierarchy has a backward hook (a ValueError, as in torch.jit)."""
 
 
+class ArgumentTypeError(TypeError, RuntimeError):
+    """A traced program was called with arguments of another structure or kind than its trace took.
+
+    A TypeError, and a RuntimeError as torch.jit's traced programs raise for such a call.
+    """
+
+
+class ArgumentValueError(ValueError, RuntimeError):
+    """A traced program was called with a value its trace fixed (a constant argument) set otherwise.
+
+    A ValueError, and a RuntimeError as torch.jit's traced programs raise for such a call.
+    """
+
+
 class GuardError(RuntimeError):
     """A traced program was called in a state its trace did not cover (for example another training mode)."""
 

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ..codegen.python import compile_function, generate
-from ..errors import GuardError
+from ..errors import ArgumentTypeError, ArgumentValueError, GuardError
 from ..ir import Graph, Value
 from ..passes.inline import inline_calls
 from ..passes.inplace import mark_inplace_reuse
@@ -27,15 +27,15 @@ class InputError:
         seen = _describe(value)
         head = f"traced {self.signature}: argument '{where}'"
         if rank == "const":
-            raise ValueError(f"{head} was traced as the constant {expected!r} and the trace depends on it; "
-                             f"got {seen}. Trace again to use another value.")
+            raise ArgumentValueError(f"{head} was traced as the constant {expected!r} and the trace depends on "
+                                     f"it; got {seen}. Trace again to use another value.")
         if rank == "container":
-            raise TypeError(f"{head} should be {expected}; got {seen}")
+            raise ArgumentTypeError(f"{head} should be {expected}; got {seen}")
         if isinstance(value, torch.Tensor) and isinstance(rank, int):
-            raise ValueError(f"{head} should be a Tensor with {rank} dimensions (the trace fixed the number "
-                             f"of dimensions); got a Tensor of shape {tuple(value.shape)}")
-        raise TypeError(f"{head} should be a {expected}"
-                        f"{f' with {rank} dimensions' if isinstance(rank, int) else ''}; got {seen}")
+            raise ArgumentValueError(f"{head} should be a Tensor with {rank} dimensions (the trace fixed the "
+                                     f"number of dimensions); got a Tensor of shape {tuple(value.shape)}")
+        raise ArgumentTypeError(f"{head} should be a {expected}"
+                                f"{f' with {rank} dimensions' if isinstance(rank, int) else ''}; got {seen}")
 
 
 def _describe(value) -> str:
@@ -97,7 +97,7 @@ def call_checked(fn, signature: str, args, kwargs, graph: Graph | None = None):
         tb = e.__traceback__
         if tb is not None and tb.tb_next is None:
             kw = f"keyword arguments {sorted(kwargs)}" if kwargs else "no keyword arguments"
-            raise TypeError(f"traced {signature} was called with {len(args)} positional argument(s) and "
+            raise ArgumentTypeError(f"traced {signature} was called with {len(args)} positional argument(s) and "
                             f"{kw}: {e}") from None
         raise
 
@@ -110,12 +110,12 @@ def spread_positional(graph: Graph, signature: str, args: tuple, kwargs: dict):
     keyword_names = graph.param_names[n_pos:]
     extra = args[n_pos:]
     if len(extra) > len(keyword_names):
-        raise TypeError(f"traced {signature} takes at most {len(graph.param_names)} arguments; got "
+        raise ArgumentTypeError(f"traced {signature} takes at most {len(graph.param_names)} arguments; got "
                         f"{len(args)} positional argument(s)")
     kwargs = dict(kwargs)
     for name, value in zip(keyword_names, extra):
         if name in kwargs:
-            raise TypeError(f"traced {signature} got multiple values for argument {name!r}")
+            raise ArgumentTypeError(f"traced {signature} got multiple values for argument {name!r}")
         kwargs[name] = value
     return args[:n_pos], kwargs
 

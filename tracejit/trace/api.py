@@ -73,8 +73,20 @@ def _tracing_state(tracer: Tracer):
                 "forward; gradients of the traced program use those ops' own derivatives, not "
                 f"{cls.__qualname__}.backward", user_location(2), cls.__qualname__)
         return original_apply.__func__(cls, *args, **kwargs)
+    from torch.autograd.variable import VariableMeta
+    had_meta_call = "__call__" in VariableMeta.__dict__
+
+    def traced_variable(cls, data=None, *args, requires_grad=False, **kwargs):
+        """The legacy ``Variable(t)`` constructor runs in C++, out of the recorder's sight: while
+        tracing it is recorded as what it computes, ``t.detach()`` (a new leaf sharing t's data)."""
+        if get_tracer() is tracer and isinstance(data, torch.Tensor) and not args and not kwargs:
+            out = data.detach()
+            return out.requires_grad_() if requires_grad else out
+        extra = {"requires_grad": requires_grad} if requires_grad else {}
+        return type.__call__(cls, *(() if data is None else (data,)), *args, **extra, **kwargs)
     grad = torch.is_grad_enabled()
     set_tracer(tracer)
+    VariableMeta.__call__ = traced_variable
     tjit.is_tracing = is_tracing
     tjit_trace.is_tracing = is_tracing
     builtins.range = traced_range
@@ -86,6 +98,8 @@ def _tracing_state(tracer: Tracer):
         set_tracer(None)
         tjit.is_tracing, tjit_trace.is_tracing, builtins.range = saved
         torch.autograd.Function.apply = saved_apply
+        if not had_meta_call:
+            del VariableMeta.__call__
         torch.set_grad_enabled(grad)
 
 
