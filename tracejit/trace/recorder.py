@@ -50,6 +50,11 @@ def internal(method):
     return wrapper
 
 
+
+# how a traced size became a Python value -> the torch.jit warning phrase key for it
+_SIZE_READS = {"int()": "__int__", "float()": "__float__", "bool()": "__bool__",
+               "used as an index (range(), list slicing, ...)": "__index__"}
+
 class Frame:
     """One method call being recorded: its graph and the tensors it knows."""
 
@@ -196,7 +201,8 @@ class Tracer(TorchFunctionMode):
             return
         loc = user_location(3)
         # torch's own layers compare sizes to validate shapes; keep those in the ledger, warn for user code
-        self.ledger.add("size", f"a traced size was {how}", loc, value, warn=loc is None or not in_torch(loc))
+        self.ledger.add("size", f"{torch_phrase(_SIZE_READS.get(how, how))}: a traced size was {how}", loc, value,
+                        warn=loc is None or not in_torch(loc))
 
     def sizes_of(self, t: torch.Tensor, dim=None):
         v = self.value_of(t)

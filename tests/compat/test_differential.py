@@ -1,0 +1,23 @@
+"""Every case of the case tables, under torch.jit.trace and tracejit.trace side by side (see harness.py)."""
+import pytest
+
+from harness import compare, eager_moves
+from cases_functions import CASES as FUNCTION_CASES
+from cases_modules import CASES as MODULE_CASES
+
+CASES = FUNCTION_CASES + MODULE_CASES
+
+
+def test_case_names_are_unique():
+    names = [c.name for c in CASES]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_same_as_torch_jit_trace(case):
+    compare(case)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.moves], ids=str)
+def test_new_inputs_move_the_output(case):
+    assert eager_moves(case), f"{case.name}: the new inputs give the example's eager output; pick other inputs"
