@@ -11,7 +11,7 @@ from torch import nn
 from .runtime.checker import check_trace as _run_checker
 from .runtime.state import ModuleState
 from .runtime.traced import TracedFunction, TracedModule, build_module, compile_methods
-from .errors import TracerWarning
+from .errors import ArgumentTypeError, TracerWarning
 from .pytree import flatten, unflatten
 from .trace.api import record
 from .trace.source import caller_stacklevel
@@ -50,7 +50,7 @@ def _kwarg_examples(example_kwarg_inputs, fn) -> dict:
     """``example_kwarg_inputs`` checked (a dict, as torch.jit requires) and ordered as ``fn``'s parameters,
     so that a positional call of the traced program binds in signature order, as torch.jit's does."""
     if not isinstance(example_kwarg_inputs, dict):
-        raise RuntimeError(f"example_kwarg_inputs should be a dict of keyword arguments (parameter name -> "
+        raise ArgumentTypeError(f"example_kwarg_inputs should be a dict of keyword arguments (parameter name -> "
                            f"example value); got {type(example_kwarg_inputs).__name__}")
     try:
         order = list(inspect.signature(fn).parameters)

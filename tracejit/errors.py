@@ -51,7 +51,8 @@ class BackwardHookError(TraceError, ValueError):
 
 
 class ArgumentTypeError(TypeError, RuntimeError):
-    """A traced program was called with arguments of another structure or kind than its trace took.
+    """A traced program was called with arguments of another structure or kind than its trace took
+    (or example inputs are of a kind trace() does not take, e.g. example_kwarg_inputs not a dict).
 
     A TypeError, and a RuntimeError as torch.jit's traced programs raise for such a call.
     """

@@ -43,6 +43,7 @@ class Case:
     deliberate: str | None = None      # key of the docs/COMPAT.md entry when tracejit differs on purpose
     moves: bool = True                 # the new inputs change the eager output (checked by a test)
     source: str = ""                   # where the pattern comes from
+    refuses: type | None = None        # deliberate: tracejit raises this at trace time where torch's program is wrong
 
     def __str__(self) -> str:
         return self.name
@@ -224,6 +225,12 @@ def compare(case: Case) -> tuple[Observed, Observed]:
         assert case.deliberate, f"{where}: torch raises {ref.trace_error.__name__} ({ref.trace_message[:200]}) " \
                                 "and tracejit traces it: list the difference in docs/COMPAT.md"
         _assert_eager(case, got, eager)
+        return ref, got
+    if case.refuses is not None:
+        assert case.deliberate and got.trace_error is not None and issubclass(got.trace_error, case.refuses), \
+            f"{where}: tracejit should refuse with {case.refuses.__name__}; got {got.trace_error}"
+        assert any(not same_call(r, e) for r, e in zip(ref.calls, eager.calls)), \
+            f"{where}: tracejit refuses, but torch's traced program gives eager's answers"
         return ref, got
     assert got.trace_error is None, \
         f"{where}: torch traces it, tracejit raises {got.trace_error.__name__}: {got.trace_message[:300]}"

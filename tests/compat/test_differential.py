@@ -4,8 +4,9 @@ import pytest
 from harness import compare, eager_moves
 from cases_functions import CASES as FUNCTION_CASES
 from cases_modules import CASES as MODULE_CASES
+from cases_api import CASES as API_CASES
 
-CASES = FUNCTION_CASES + MODULE_CASES
+CASES = FUNCTION_CASES + MODULE_CASES + API_CASES
 
 
 def test_case_names_are_unique():
