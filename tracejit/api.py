@@ -11,7 +11,7 @@ from torch import nn
 from .runtime.checker import check_trace as _run_checker
 from .runtime.state import ModuleState
 from .runtime.traced import TracedFunction, TracedModule, build_module, compile_methods
-from .errors import ArgumentTypeError, TracerWarning
+from .errors import ArgumentTypeError, TraceError, TracerWarning
 from .pytree import flatten, unflatten
 from .trace.api import record
 from .trace.source import caller_stacklevel
@@ -336,6 +336,9 @@ def _check_fits(fn, args, kwargs) -> None:
 def _check_outputs(rec, strict: bool, where: str) -> None:
     spec = rec.graph.out_spec
     kinds = _container_kinds(spec)
+    if _has_tensor_keys(spec):
+        raise TraceError(f"{where} returns a dict keyed by tensors; tracejit traces dict outputs keyed by "
+                         "strings, numbers or other constants only. Return the keys and values as a tuple instead.")
     if "dict" in kinds and strict:
         raise RuntimeError(f"Encountering a dict at the output of the tracer might cause the trace to be "
                            f"incorrect: {where} returns a dict. Tracing a dict output is only supported with "
@@ -345,6 +348,12 @@ def _check_outputs(rec, strict: bool, where: str) -> None:
         warnings.warn(f"Encountering a list at the output of the tracer might cause the trace to be incorrect: "
                       f"{where} returns a list; the traced program returns a list of the same length. Pass "
                       "strict=False to silence this warning.", TracerWarning, stacklevel=caller_stacklevel())
+
+
+def _has_tensor_keys(spec) -> bool:
+    if spec.kind == "dict" and any(isinstance(k, torch.Tensor) for k in spec.keys):
+        return True
+    return any(_has_tensor_keys(c) for c in spec.children)
 
 
 def _container_kinds(spec) -> set:

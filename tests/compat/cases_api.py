@@ -184,6 +184,10 @@ def _expand_as(x, y):
     return x.expand_as(y) + y
 
 
+def _nested_output(x):
+    return torch.nested.as_nested_tensor([x[:2] * 2, x[2:].relu()])
+
+
 def _zeros_like_grad(x):
     return torch.zeros_like(x) + x ** 2
 
@@ -304,5 +308,7 @@ CASES = [
          source="test_trace_variable_instantiation"),
     Case("where_with_like_tensors", _where_scalar, (R(3),), [(R(5),), (R(1),)], grad=True),
     Case("transpose_contiguous_clone", _clone_contig, (R(2, 3),), [(R(4, 5),), (R(1, 1),)]),
+    Case("nested_tensor_output", _nested_output, (R(5, 3),), [(R(6, 3),), (R(3, 2),)],
+         source="test_trace_with_nested_strided_tensor_output"),
     Case("expand_as_other", _expand_as, (R(1, 3), R(2, 3)), two([(1, 4), (5, 4)], [(1, 1), (3, 1)])),
 ]

@@ -131,7 +131,8 @@ def _run_call(fn, module, args, kwargs, grad: bool, keep: bool = False):
 def _detached(obj):
     leaves, spec = flatten(obj)
     from tracejit.pytree import unflatten
-    return unflatten(spec, [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in leaves])
+    return unflatten(spec, [x.detach().clone() if isinstance(x, torch.Tensor) and not x.is_nested
+                            else x for x in leaves])
 
 
 def _calls(case: Case):
@@ -192,6 +193,10 @@ def same(a, b) -> bool:
         if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
             if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
                 return False
+            if x.is_nested or y.is_nested:
+                if not (x.is_nested and y.is_nested and same(list(x.unbind()), list(y.unbind()))):
+                    return False
+                continue
             if x.shape != y.shape or x.dtype != y.dtype:
                 return False
             if not torch.allclose(x.double(), y.double(), rtol=1e-4, atol=1e-5, equal_nan=True) \

@@ -192,3 +192,9 @@ def test_keyword_traced_program_binds_positionally_in_signature_order():
         got(x2, x=x2)
     with pytest.raises(TypeError, match="takes at most 2 arguments"):
         got(x2, b2, b2)
+
+
+def test_tensor_keyed_dict_output_is_a_clear_error():
+    """A known limitation (docs/COMPAT.md): torch.jit traces {a: b}; tracejit says plainly it cannot."""
+    with pytest.raises(RuntimeError, match="dict keyed by tensors"):
+        tracejit.trace(lambda a, b: {a: b}, (torch.ones(2), torch.ones(2)), strict=False)

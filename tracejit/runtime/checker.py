@@ -106,7 +106,13 @@ def compare(expected, actual, tol: float) -> str | None:
     if len(e_leaves) != len(a_leaves):
         return f"The traced program returns {len(a_leaves)} values where eager returns {len(e_leaves)}."
     for k, (e, a) in enumerate(zip(e_leaves, a_leaves)):
-        if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor):
+        if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor) and (e.is_nested or a.is_nested):
+            if e.is_nested != a.is_nested:
+                return f"Output nr {k + 1}. of the traced function is{'' if a.is_nested else ' not'} a nested tensor"
+            inner = compare(list(e.unbind()), list(a.unbind()), tol)
+            if inner is not None:
+                return f"Output nr {k + 1}. (a nested tensor) does not match: {inner}"
+        elif isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor):
             if e.shape != a.shape:
                 return (f"Output nr {k + 1}. of the traced function does not match the corresponding output of "
                         f"the Python function: shape {tuple(a.shape)} in the traced program, {tuple(e.shape)} in eager.")

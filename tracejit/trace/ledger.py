@@ -11,6 +11,7 @@ and what value was seen. Kinds:
     training     the module's training flag at trace time
     nondeterministic  the trace holds a random op (checked outputs will differ)
     autograd_function a custom torch.autograd.Function was recorded as its forward's ops
+    outplace_view     _force_outplace recorded an in-place op on a view out of place (its base is not updated)
 """
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ class LedgerEntry:
 class Ledger:
     """Collects entries while tracing; warns for the kinds that can make a trace wrong."""
 
-    WARN_KINDS = ("value_read", "iteration", "size", "constant", "autograd_function")
+    WARN_KINDS = ("value_read", "iteration", "size", "constant", "autograd_function", "outplace_view")
 
     def __init__(self, emit_warnings: bool = True):
         self.entries: list[LedgerEntry] = []

@@ -423,6 +423,12 @@ class Tracer(TorchFunctionMode):
         if out_func is None:
             self.record(func, args, kwargs, result)
             return result
+        with torch._C.DisableTorchFunction():
+            on_view = isinstance(args[0], torch.Tensor) and args[0]._base is not None
+        if on_view:
+            self.ledger.add("outplace_view", f"_force_outplace recorded the in-place '{name}' on a view as "
+                            f"'{out_name}': the view's base is not updated by the traced program, and this "
+                            "might cause the trace to be incorrect", user_location(3), name)
         op, target = ops.describe(out_func, args, kwargs)
         node = self.record(out_func, args, kwargs, result, (op, target))
         if node is not None:
