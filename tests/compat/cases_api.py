@@ -184,6 +184,51 @@ def _expand_as(x, y):
     return x.expand_as(y) + y
 
 
+_INNER_FN = None
+_INNER_MOD = None
+
+
+def _inner_fn():
+    global _INNER_FN
+    if _INNER_FN is None:
+        import tracejit
+        _INNER_FN = tracejit.trace(lambda x: torch.neg(x) * 2, torch.rand(3, 4))
+    return _INNER_FN
+
+
+def _traced_fn_inside(x):
+    return _inner_fn()(x) + 1
+
+
+class _WithTracedSub(nn.Module):
+    """A module whose submodule is a tracejit-traced module (test_call_traced_module_from_traced_module)."""
+
+    def __init__(self):
+        super().__init__()
+        import tracejit
+        torch.manual_seed(3)
+        self.sub = tracejit.trace(nn.Linear(4, 5), torch.rand(3, 4))
+        self.param = nn.Parameter(torch.rand(5, 2))
+
+    def forward(self, x):
+        return torch.mm(self.sub(x), self.param)
+
+
+def _dot_data(x):
+    return x + x.data
+
+
+def _lhs_index(x):
+    x[0, 1] = 4
+    return x * 2
+
+
+CASTS = [("byte", lambda x: x.byte()), ("float", lambda x: x.float()), ("cpu", lambda x: x.cpu()),
+         ("to_device", lambda x: x.to(device="cpu")), ("to_int64", lambda x: x.to(dtype=torch.int64)),
+         ("to_device_dtype", lambda x: x.to(device="cpu", dtype=torch.float)), ("to_like", lambda x: x.to(x)),
+         ("double_half", lambda x: x.double().half())]
+
+
 def _nested_output(x):
     return torch.nested.as_nested_tensor([x[:2] * 2, x[2:].relu()])
 
@@ -308,6 +353,16 @@ CASES = [
          source="test_trace_variable_instantiation"),
     Case("where_with_like_tensors", _where_scalar, (R(3),), [(R(5),), (R(1),)], grad=True),
     Case("transpose_contiguous_clone", _clone_contig, (R(2, 3),), [(R(4, 5),), (R(1, 1),)]),
+    *[Case(f"casts_{n}", f, ((R(2, 2) * 10),), [(R(3, 4) * 10,), (R(1, 5) * 10,)], source="test_trace_casts")
+      for n, f in CASTS],
+    Case("traced_function_inside_trace", _traced_fn_inside, (R(3, 4),), [(R(5, 2),), (R(1, 1),)],
+         source="test_call_traced_fn_from_traced_module"),
+    _m("traced_module_as_submodule", _WithTracedSub, (R(3, 4),), [(R(6, 4),), (R(1, 4),)],
+       source="test_call_traced_module_from_traced_module"),
+    Case("dot_data_alias", _dot_data, (R(3, 4),), [(R(5, 6),), (R(1, 2),)], trace_kwargs={"check_inputs": [(R(3, 4),)]},
+         deliberate="dot-data-alias", source="test_trace_checker_dot_data"),
+    Case("force_outplace_lhs_index", _lhs_index, (R(3, 4),), [(R(5, 6),), (R(2, 2),)],
+         trace_kwargs={"_force_outplace": True}, deliberate="outplace-setitem", source="test_lhs_index_fails"),
     Case("nested_tensor_output", _nested_output, (R(5, 3),), [(R(6, 3),), (R(3, 2),)],
          source="test_trace_with_nested_strided_tensor_output"),
     Case("expand_as_other", _expand_as, (R(1, 3), R(2, 3)), two([(1, 4), (5, 4)], [(1, 1), (3, 1)])),

@@ -1,4 +1,6 @@
 """Every case of the case tables, under torch.jit.trace and tracejit.trace side by side (see harness.py)."""
+from pathlib import Path
+
 import pytest
 
 from harness import compare, eager_moves
@@ -7,6 +9,13 @@ from cases_modules import CASES as MODULE_CASES
 from cases_api import CASES as API_CASES
 
 CASES = FUNCTION_CASES + MODULE_CASES + API_CASES
+
+
+def test_every_deliberate_difference_is_documented():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "COMPAT.md").read_text()
+    missing = sorted({c.deliberate for c in CASES if c.deliberate and f"`{c.deliberate}`" not in text})
+    assert not missing, f"deliberate differences not listed in docs/COMPAT.md: {missing}"
+    assert len(CASES) >= 150
 
 
 def test_case_names_are_unique():
