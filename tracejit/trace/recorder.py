@@ -54,6 +54,14 @@ def internal(method):
 # how a traced size became a Python value -> the torch.jit warning phrase key for it
 _SIZE_READS = {"int()": "__int__", "float()": "__float__", "bool()": "__bool__",
                "used as an index (range(), list slicing, ...)": "__index__"}
+_COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+def _size_read_key(how: str) -> str:
+    """A comparison of sizes ends in a Python bool (torch: "a Python boolean")."""
+    if any(how.startswith(f"used in '{op}'") for op in _COMPARISONS):
+        return "__bool__"
+    return _SIZE_READS.get(how, how)
 
 class Frame:
     """One method call being recorded: its graph and the tensors it knows."""
@@ -201,7 +209,7 @@ class Tracer(TorchFunctionMode):
             return
         loc = user_location(3)
         # torch's own layers compare sizes to validate shapes; keep those in the ledger, warn for user code
-        self.ledger.add("size", f"{torch_phrase(_SIZE_READS.get(how, how))}: a traced size was {how}", loc, value,
+        self.ledger.add("size", f"{torch_phrase(_size_read_key(how))}: a traced size was {how}", loc, value,
                         warn=loc is None or not in_torch(loc))
 
     def sizes_of(self, t: torch.Tensor, dim=None):
