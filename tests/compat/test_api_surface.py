@@ -198,3 +198,25 @@ def test_tensor_keyed_dict_output_is_a_clear_error():
     """A known limitation (docs/COMPAT.md): torch.jit traces {a: b}; tracejit says plainly it cannot."""
     with pytest.raises(RuntimeError, match="dict keyed by tensors"):
         tracejit.trace(lambda a, b: {a: b}, (torch.ones(2), torch.ones(2)), strict=False)
+
+
+def test_trace_module_keyword_examples_take_positional_calls():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.lin(x)
+
+        def score(self, x, y, temperature=1.0):
+            return (self.lin(x) * y).sum(-1) / temperature
+
+    net = Net()
+    ex = {"forward": {"x": torch.randn(2, 3)}, "score": {"y": torch.randn(2, 3), "x": torch.randn(2, 3)}}
+    ref = torch.jit.trace_module(net, ex, example_inputs_is_kwarg=True)
+    got = tracejit.trace_module(net, ex, example_inputs_is_kwarg=True)
+    x, y = torch.randn(4, 3), torch.randn(4, 3)
+    torch.testing.assert_close(got.score(x, y), ref.score(x, y))
+    torch.testing.assert_close(got.score(y=y, x=x), net.score(x, y))
+    torch.testing.assert_close(got(x), net(x))

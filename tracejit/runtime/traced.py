@@ -216,6 +216,13 @@ class TracedModule(nn.Module):
 
     def _install(self, name: str, fn) -> None:
         self._traced_methods[name] = fn
+        if name != "forward" and getattr(fn, "by_position", False):
+            # a method traced from keyword examples also takes them by position (forward: see __call__)
+            def method(*args, **kwargs):
+                return call_checked(types.MethodType(fn, self), fn.signature, args, kwargs, fn.graph)
+            method.graph, method.code, method.signature, method.__name__ = fn.graph, fn.code, fn.signature, name
+            object.__setattr__(self, name, method)
+            return
         object.__setattr__(self, name, types.MethodType(fn, self))
 
     def forward(self, *args, **kwargs):  # replaced per instance by _install
@@ -272,6 +279,7 @@ def compile_methods(methods: dict, root_methods: dict, label: str) -> dict:
     root = out.setdefault("", {})
     for mname, graph in root_methods.items():
         root[mname] = compile_method(graph, mname, label, guards=True)
+        root[mname].by_position = bool(graph.in_spec.children[1].children)
     return out
 
 
