@@ -80,6 +80,7 @@ def compile_method(graph: Graph, name: str, label: str, guards: bool, display: s
     fn.graph = graph
     fn.code = src
     fn.signature = sig
+    fn.by_position = guards and bool(graph.in_spec.children[1].children)   # keyword-traced args, by position too
     return fn
 
 
@@ -279,7 +280,6 @@ def compile_methods(methods: dict, root_methods: dict, label: str) -> dict:
     root = out.setdefault("", {})
     for mname, graph in root_methods.items():
         root[mname] = compile_method(graph, mname, label, guards=True)
-        root[mname].by_position = bool(graph.in_spec.children[1].children)
     return out
 
 
