@@ -220,3 +220,8 @@ def test_trace_module_keyword_examples_take_positional_calls():
     torch.testing.assert_close(got.score(x, y), ref.score(x, y))
     torch.testing.assert_close(got.score(y=y, x=x), net.score(x, y))
     torch.testing.assert_close(got(x), net(x))
+    buf = io.BytesIO()
+    got.save(buf)
+    buf.seek(0)
+    loaded = tracejit.load(buf)
+    torch.testing.assert_close(loaded.score(x, y), net.score(x, y))
