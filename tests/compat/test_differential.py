@@ -5,10 +5,12 @@ import pytest
 
 from harness import compare, eager_moves
 from cases_functions import CASES as FUNCTION_CASES
+from cases_model_code import CASES as MODEL_CODE_CASES
 from cases_modules import CASES as MODULE_CASES
 from cases_api import CASES as API_CASES
+from cases_issues import CASES as ISSUE_CASES
 
-CASES = FUNCTION_CASES + MODULE_CASES + API_CASES
+CASES = FUNCTION_CASES + MODEL_CODE_CASES + MODULE_CASES + API_CASES + ISSUE_CASES
 
 
 def test_every_deliberate_difference_is_documented():
