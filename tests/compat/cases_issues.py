@@ -51,3 +51,59 @@ CASES = [
          source="size branches in ViT/stereo padding (TracerWarning issues)"),
     Case("assert_on_shape", _assert_shape, (R(3, 4),), [(R(5, 4),), (R(1, 4),)], source="detectron2 nms assert"),
 ]
+
+
+def _zeros_copy(x):
+    """pytorch/pytorch#4250: `out = zeros(x.size()); out.copy_(x)`, a common idiom."""
+    out = torch.zeros(x.size())
+    out.copy_(x)
+    return out * 2
+
+
+def _iadd_accumulator(x):
+    """pytorch/pytorch#113945: `+=` into a tensor made from the input's shape."""
+    idx = x.new_zeros(x.shape)
+    idx += x
+    return idx + 1
+
+
+def _transpose_inplace_channels_last(x):
+    """pytorch/pytorch#92558: in-place transpose_ then contiguous(channels_last); torch's check fails."""
+    v1 = torch.Tensor.transpose_(x, 0, 1)
+    v2 = torch.Tensor.contiguous(x, memory_format=torch.channels_last)
+    return v1 * 1, v2 * 1
+
+
+def _data_assignment(x):
+    """pytorch/pytorch#48477: `y0.data = y1` inside forward."""
+    y0 = x * 0
+    y1 = x * 1
+    y0.data = y1
+    return y0
+
+
+def _index_put_accumulate(x, update):
+    """pytorch/pytorch#29008: `x[..., tensor([2, 1, 3]), 2:4] += update`."""
+    x[..., torch.tensor([2, 1, 3]), 2:4] += update
+    return x
+
+
+def _fill_row_zero(x):
+    """torch.jit docs ("Tracing of in-place operations of tensor views"): fill a row of the input."""
+    x[0] = torch.zeros(x.shape[1])
+    return x
+
+
+CASES += [
+    Case("issue_4250_zeros_copy", _zeros_copy, (R(3, 4),), [(R(5, 2),), (R(1, 6),)], source="pytorch/pytorch#4250"),
+    Case("issue_113945_iadd", _iadd_accumulator, (R(3, 4),), [(R(5, 2),), (R(1, 6),)],
+         source="pytorch/pytorch#113945"),
+    Case("issue_92558_transpose_channels_last", _transpose_inplace_channels_last, (R(1, 2, 4, 4),),
+         [(R(1, 3, 5, 5),), (R(1, 1, 2, 3),)], source="pytorch/pytorch#92558"),
+    Case("issue_48477_data_assignment", _data_assignment, (R(3),), [(R(5),), (R(1),)], source="pytorch/pytorch#48477",
+         deliberate="checker-mismatch-raises", refuses=torch.jit.TracingCheckError),
+    Case("issue_29008_index_put_accumulate", _index_put_accumulate, (R(3, 4, 5, 6, 7), R(3, 1, 1, 3, 2)),
+         [(R(2, 4, 5, 6, 7), R(2, 1, 1, 3, 2)), (R(1, 2, 4, 6, 5), R(1, 1, 1, 3, 2))], source="pytorch/pytorch#29008",
+         deliberate="no-torch-tensor-warning"),
+    Case("docs_fill_row_zero", _fill_row_zero, (R(3, 4),), [(R(5, 6),), (R(2, 2),)], source="torch.jit docs"),
+]
