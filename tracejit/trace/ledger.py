@@ -78,10 +78,8 @@ class Ledger:
         entry = LedgerEntry(kind, message, source, _plain(value))
         self.entries.append(entry)
         if warn and self.emit_warnings and kind in self.WARN_KINDS:
-            text = f"{message}. The trace fixed the value {entry.value!r}; it may be wrong for other inputs."
-            if INCORRECT not in text:
-                text = f"{message}; this {INCORRECT}: the trace fixed the value {entry.value!r}, which may be " \
-                       "wrong for other inputs."
+            said = message if INCORRECT in message else f"{message}; this {INCORRECT}"
+            text = f"{said}. The trace fixed the value {entry.value!r}; it may be wrong for other inputs."
             if source is not None:
                 warnings.warn_explicit(text, TracerWarning, source.filename, source.lineno, module="tracejit")
             else:
