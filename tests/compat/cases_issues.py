@@ -53,6 +53,18 @@ CASES = [
 ]
 
 
+@torch.jit._script_if_tracing
+def _scripted_helper(x: torch.Tensor) -> torch.Tensor:
+    """torchvision's detection helpers: compiled by TorchScript when torch.jit traces them."""
+    if torch.jit.is_tracing():
+        return x.flatten(0) * 2
+    return x.reshape(-1) * 2
+
+
+def _calls_script_if_tracing(x):
+    return _scripted_helper(x) + 1
+
+
 def _zeros_copy(x):
     """pytorch/pytorch#4250: `out = zeros(x.size()); out.copy_(x)`, a common idiom."""
     out = torch.zeros(x.size())
@@ -105,5 +117,7 @@ CASES += [
     Case("issue_29008_index_put_accumulate", _index_put_accumulate, (R(3, 4, 5, 6, 7), R(3, 1, 1, 3, 2)),
          [(R(2, 4, 5, 6, 7), R(2, 1, 1, 3, 2)), (R(1, 2, 4, 6, 5), R(1, 1, 1, 3, 2))], source="pytorch/pytorch#29008",
          deliberate="no-torch-tensor-warning"),
+    Case("torchvision_script_if_tracing_helper", _calls_script_if_tracing, (R(3),), [(R(5),), (R(1),)],
+         source="issue 9: torchvision detection models (torch.jit._script_if_tracing + is_tracing)"),
     Case("docs_fill_row_zero", _fill_row_zero, (R(3, 4),), [(R(5, 6),), (R(2, 2),)], source="torch.jit docs"),
 ]

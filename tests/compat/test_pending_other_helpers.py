@@ -20,17 +20,6 @@ def _uses_free_grad_tensor(x):
     return x * _free
 
 
-@torch.jit._script_if_tracing
-def _scripted_helper(x: torch.Tensor) -> torch.Tensor:
-    if torch.jit.is_tracing():
-        return x * 2
-    return x * 2
-
-
-def _calls_script_if_tracing(x):
-    return _scripted_helper(x) + 1
-
-
 def _scale_by_head_dim(q):
     return q / q.shape[-1] ** 0.5   # torch records the pow of the size; math.sqrt would freeze it in both
 
@@ -39,8 +28,6 @@ GUARDS = pytest.mark.xfail(strict=True, reason="guards helper: the blanket rank 
                                                "(issue 9 row: elementwise function called on another rank)")
 GUARDS_SIZE = pytest.mark.xfail(strict=True, reason="guards helper (issue 10): a size used in float math is "
                                                     "specialized without a guard; torch keeps it dynamic")
-THREADS = pytest.mark.xfail(strict=True, reason="threads helper: tracejit's swap of torch.jit.is_tracing breaks "
-                                                "TorchScript-compiled helpers (torchvision detection models)")
 CAPTURE = pytest.mark.xfail(strict=True, reason="capture helper: a free tensor with requires_grad=True used in "
                                                 "the function must be an error as in torch.jit")
 
@@ -51,8 +38,6 @@ CASES = [
                       [(R(5), R(5)), (R(2, 3, 4), R(2, 3, 4))]), marks=GUARDS, id="elementwise_two_args_other_rank"),
     pytest.param(Case("size_in_float_math_other_size", _scale_by_head_dim, (R(2, 4),), [(R(2, 9),), (R(3, 16),)]),
                  marks=GUARDS_SIZE, id="size_in_float_math"),
-    pytest.param(Case("script_if_tracing_helper", _calls_script_if_tracing, (R(3),), [(R(5),), (R(1),)]),
-                 marks=THREADS, id="script_if_tracing_is_tracing"),
     pytest.param(Case("free_tensor_requires_grad", _uses_free_grad_tensor, (R(3),), [(R(3),)]),
                  marks=CAPTURE, id="free_requires_grad_tensor"),
 ]
