@@ -270,6 +270,18 @@ class _TwoInputModule(nn.Module):
         return self.lin(x) + y
 
 
+class _Scorer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x)
+
+    def score(self, x, y):
+        return (self.lin(x) * y).sum(-1)
+
+
 def _m(name, factory, example, new, **kw):
     return Case(name, factory, example, new, module=True, **kw)
 
@@ -363,6 +375,9 @@ CASES = [
          deliberate="dot-data-alias", source="test_trace_checker_dot_data"),
     Case("force_outplace_lhs_index", _lhs_index, (R(3, 4),), [(R(5, 6),), (R(2, 2),)],
          trace_kwargs={"_force_outplace": True}, deliberate="outplace-setitem", source="test_lhs_index_fails"),
+    Case("trace_other_bound_method", lambda: _Scorer().score, (R(2, 3), R(2, 3)), two([(4, 3), (4, 3)], [(1, 3),
+                                                                                                       (1, 3)]),
+         module=True, deliberate="method-trace", source="torch.jit.trace_module docs (trace(n.weighted_kernel_sum))"),
     Case("nested_tensor_output", _nested_output, (R(5, 3),), [(R(6, 3),), (R(3, 2),)],
          source="test_trace_with_nested_strided_tensor_output"),
     Case("expand_as_other", _expand_as, (R(1, 3), R(2, 3)), two([(1, 4), (5, 4)], [(1, 1), (3, 1)])),
