@@ -12,9 +12,10 @@ process-wide (all threads see it).
 
 >>> import torch, tracejit
 >>> with tracejit.patch_torch_jit():
-...     traced = torch.jit.trace(lambda x: x + 1, torch.zeros(2))
->>> type(traced).__name__, torch.jit.trace.__module__
-('TracedFunction', 'torch.jit._trace')
+...     torch.jit.trace is tracejit.trace
+True
+>>> torch.jit.trace is tracejit.trace
+False
 """
 from __future__ import annotations
 
