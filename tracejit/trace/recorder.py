@@ -151,7 +151,8 @@ class Tracer(TorchFunctionMode):
             what = "a parameter or tensor that requires grad and is not a parameter of the traced module"
         else:
             what = "a tensor that is neither an input, a parameter nor a buffer"
-        self.ledger.add("constant", f"{what} (shape {tuple(t.shape)}, dtype {t.dtype}) was captured as a constant",
+        shape = "nested" if t.is_nested else tuple(t.shape)
+        self.ledger.add("constant", f"{what} (shape {shape}, dtype {t.dtype}) was captured as a constant",
                         user_location(3), t)
         graph = frame.graph
         node = Node("tracejit::constant", "", attrs={"index": len(graph.constants)}, source=user_location(3))
