@@ -39,6 +39,7 @@ def _as_args(example_inputs, fn=None) -> tuple:
 
 
 def _fits(fn, args: tuple) -> bool:
+    """Do ``args`` bind to ``fn``'s parameters? (True when the signature cannot be read.)"""
     try:
         inspect.signature(fn).bind(*args)
     except TypeError:
@@ -53,7 +54,7 @@ def _kwarg_examples(example_kwarg_inputs, fn) -> dict:
     so that a positional call of the traced program binds in signature order, as torch.jit's does."""
     if not isinstance(example_kwarg_inputs, dict):
         raise ArgumentTypeError(f"example_kwarg_inputs should be a dict of keyword arguments (parameter name -> "
-                           f"example value); got {type(example_kwarg_inputs).__name__}")
+                                f"example value); got {type(example_kwarg_inputs).__name__}")
     try:
         order = list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):

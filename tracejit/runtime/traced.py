@@ -98,8 +98,8 @@ def call_checked(fn, signature: str, args, kwargs, graph: Graph | None = None):
         tb = e.__traceback__
         if tb is not None and tb.tb_next is None:
             kw = f"keyword arguments {sorted(kwargs)}" if kwargs else "no keyword arguments"
-            raise ArgumentTypeError(f"traced {signature} was called with {len(args)} positional argument(s) and "
-                            f"{kw}: {e}") from None
+            raise ArgumentTypeError(f"traced {signature} was called with {len(args)} positional argument(s) "
+                                    f"and {kw}: {e}") from None
         raise
 
 
@@ -112,7 +112,7 @@ def spread_positional(graph: Graph, signature: str, args: tuple, kwargs: dict):
     extra = args[n_pos:]
     if len(extra) > len(keyword_names):
         raise ArgumentTypeError(f"traced {signature} takes at most {len(graph.param_names)} arguments; got "
-                        f"{len(args)} positional argument(s)")
+                                f"{len(args)} positional argument(s)")
     kwargs = dict(kwargs)
     for name, value in zip(keyword_names, extra):
         if name in kwargs:
