@@ -8,7 +8,8 @@ tensor([0., 2.])
 __version__ = "0.1.0"
 
 from .api import trace, trace_module
-from .errors import ArgumentTypeError, ArgumentValueError, BackwardHookError, GuardError, LoadError, SaveError, TraceError, TracerWarning, TracingCheckError
+from .errors import (ArgumentTypeError, ArgumentValueError, BackwardHookError, GuardError, LoadError,
+                     ProgramNotFoundError, SaveError, TraceError, TracerWarning, TracingCheckError)
 from .runtime.traced import TracedFunction, TracedModule
 from .trace.api import is_tracing
 from .trace.ledger import LedgerEntry
@@ -17,4 +18,5 @@ from .patch import patch_torch_jit, unpatch_torch_jit
 
 __all__ = ["trace", "trace_module", "save", "load", "TracedFunction", "TracedModule", "is_tracing", "LedgerEntry",
            "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "LoadError", "SaveError", "patch_torch_jit",
-           "unpatch_torch_jit", "ArgumentTypeError", "ArgumentValueError", "BackwardHookError"]
+           "unpatch_torch_jit", "ArgumentTypeError", "ArgumentValueError", "BackwardHookError",
+           "ProgramNotFoundError"]

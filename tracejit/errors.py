@@ -76,6 +76,10 @@ class LoadError(RuntimeError):
     """
 
 
+class ProgramNotFoundError(LoadError, ValueError):
+    """``load`` was given a path that does not exist (a ValueError too, as torch.jit's load raises)."""
+
+
 class SaveError(OSError):
     """A program could not be saved: it holds something that is not data, or writing the file failed
     (then ``errno`` and ``filename`` say why and where). An ``OSError``, so file-error handlers catch it."""

@@ -44,6 +44,8 @@ def _save(m, f, _extra_files=None, **options):
 def _load(f, map_location=None, _extra_files=None, **options):
     """torch.jit.load while patched: a TorchScript zip goes to torch, anything else to tracejit."""
     from . import porting
+    if isinstance(f, (str, os.PathLike)) and not os.path.exists(f):
+        return _originals["load"](f, map_location, _extra_files, **options)   # torch's own error (ValueError)
     if _starts_with_zip_magic(f):
         return _originals["load"](f, map_location, _extra_files, **options)
     return porting.load(f, map_location, _extra_files, **options)

@@ -7,7 +7,10 @@ are accepted too.
 """
 from __future__ import annotations
 
+import os
+
 from . import serialize
+from .errors import ProgramNotFoundError
 
 
 def save(m, f, _extra_files=None, *, extra_files=None, **options) -> None:
@@ -32,8 +35,11 @@ def load(f, map_location=None, _extra_files=None, *, extra_files=None, **options
     ``_extra_files`` (torch.jit's spelling) or ``extra_files``: a dict whose keys name the extra files
     to read back; their contents are filled in as bytes. Other options are those of
     ``tracejit.serialize.load`` (``check_integrity``). A damaged or foreign file raises
-    ``tracejit.LoadError`` (a RuntimeError, as torch.jit's load raises).
+    ``tracejit.LoadError`` (a RuntimeError, as torch.jit's load raises); a path that does not exist
+    raises ``tracejit.ProgramNotFoundError`` (a LoadError and a ValueError, as torch.jit's load raises).
     """
+    if isinstance(f, (str, os.PathLike)) and not os.path.exists(f):
+        raise ProgramNotFoundError(f"The provided filename {os.fspath(f)} does not exist (no such file)")
     return serialize.load(f, map_location, extra_files=_pick(_extra_files, extra_files), **options)
 
 

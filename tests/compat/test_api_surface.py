@@ -101,6 +101,15 @@ def test_load_of_a_bad_file_is_a_runtime_error_as_in_torch(tmp_path):
     assert isinstance(info.value, tracejit.LoadError)
 
 
+def test_load_of_a_missing_path_is_a_value_error_as_in_torch(tmp_path):
+    missing = str(tmp_path / "nope.tjit")
+    with pytest.raises(ValueError, match="does not exist"):
+        torch.jit.load(missing)
+    with pytest.raises(ValueError, match="does not exist") as info:
+        tracejit.load(missing)
+    assert isinstance(info.value, tracejit.LoadError)
+
+
 def test_error_classes_are_torch_s():
     assert issubclass(tracejit.TracerWarning, torch.jit.TracerWarning)
     assert issubclass(tracejit.TracingCheckError, torch.jit.TracingCheckError)

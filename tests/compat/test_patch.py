@@ -110,3 +110,12 @@ def test_patch_from_threads_is_balanced():
     for t in threads:
         t.join()
     assert not patch_module.is_patched()
+
+
+def test_load_of_a_missing_path_raises_torch_s_error(tmp_path):
+    missing = str(tmp_path / "missing.pt")
+    with pytest.raises(Exception) as ref:
+        torch.jit.load(missing)
+    with tracejit.patch_torch_jit():
+        with pytest.raises(type(ref.value)):
+            torch.jit.load(missing)
