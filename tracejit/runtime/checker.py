@@ -67,7 +67,8 @@ def check_trace(traced_method, original, module, checks, tol: float, retrace) ->
             state.restore()
         diff = graph_diff(flat, inline_calls(other))
         if failure is not None:
-            problem = f"The traced program fails on these inputs where eager runs: {type(failure).__name__}: {failure}"
+            problem = (f"encountered an exception while running the trace with test inputs: the traced program "
+                       f"fails on these inputs where eager runs: {type(failure).__name__}: {failure}")
         else:
             problem = None if nondet else compare(expected, actual, tol)
         if nondet and failure is None:
