@@ -197,6 +197,8 @@ def test_keyword_traced_program_binds_positionally_in_signature_order():
     x2, b2 = torch.randn(5), torch.randn(5)
     torch.testing.assert_close(got(x2, b2), ref(x2, b2))
     torch.testing.assert_close(got(x=x2, bias=b2), m(x2, bias=b2))
+    got.register_forward_hook(lambda mod, inputs, out: out * 2)     # calls now go through nn.Module.__call__
+    torch.testing.assert_close(got(x2, b2), 2 * (x2 * 2.0 + b2))
     with pytest.raises(TypeError, match="multiple values for argument 'x'"):
         got(x2, x=x2)
     with pytest.raises(TypeError, match="takes at most 2 arguments"):

@@ -217,8 +217,9 @@ class TracedModule(nn.Module):
 
     def _install(self, name: str, fn) -> None:
         self._traced_methods[name] = fn
-        if name != "forward" and getattr(fn, "by_position", False):
-            # a method traced from keyword examples also takes them by position (forward: see __call__)
+        if getattr(fn, "by_position", False):
+            # a method traced from keyword examples also takes them by position (also when hooks route
+            # forward through nn.Module.__call__)
             def method(*args, **kwargs):
                 return call_checked(types.MethodType(fn, self), fn.signature, args, kwargs, fn.graph)
             method.graph, method.code, method.signature, method.__name__ = fn.graph, fn.code, fn.signature, name
