@@ -124,7 +124,8 @@ def _make_special(name, fn):
         value = fn(self._plain(), other_v)
         t = _tracer
         if t is not None:
-            t.specialize_size(self, f"used in '{name.strip('_')}' with {other_v!r}", self._plain())
+            t.specialize_size(self, f"used in '{name.strip('_')}' with {other_v!r}", self._plain(),
+                              name, other, value)
         return value
     method.__name__ = name
     return method
