@@ -19,7 +19,7 @@ from .ledger import Ledger
 from .guards import check_policy, training_guard
 from .recorder import Frame, Tracer
 from .source import user_location
-from .symbolic import get_tracer, set_tracer, traced_range
+from .symbolic import get_tracer, math_reads_guarded, set_tracer, traced_range
 
 
 def _distinct_inputs(args, kwargs):
@@ -110,7 +110,7 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
         for path, m in module.named_modules():
             check_backward_hooks(m, path)
         ledger.add("training", "the module's training flag", None, module.training)
-    with _tracing_state(tracer):
+    with _tracing_state(tracer), math_reads_guarded():
         result = fn(*args, **kwargs)
         with torch._C.DisableTorchFunction():
             bind_outputs(tracer, frame, result)

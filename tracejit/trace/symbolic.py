@@ -84,6 +84,18 @@ class TracedInt(int):
     def __bool__(self):
         return bool(self._specialize("bool()"))
 
+    def __ceil__(self):
+        return self._specialize("math.ceil()")
+
+    def __floor__(self):
+        return self._specialize("math.floor()")
+
+    def __trunc__(self):
+        return self._specialize("math.trunc()")
+
+    def __round__(self, ndigits=None):
+        return round(self._specialize("round()"), ndigits) if ndigits is not None else self._specialize("round()")
+
     def __format__(self, spec):
         return format(self._plain(), spec)
 
@@ -171,3 +183,35 @@ class _RangeType(type):
 class traced_range(metaclass=_RangeType):
     """Stands in for ``range`` while tracing: ``range(x.size(0))`` cannot be recorded (CPython
     reads an int subclass without asking it), so this notes the specialization in the ledger."""
+
+
+# math functions that read an int subclass's value without asking it (CPython reads the digits)
+_MATH_INT_READERS = ("log", "log2", "log10", "gcd", "lcm", "isqrt", "factorial", "comb", "perm")
+
+
+def _guarded_math(fn):
+    def wrapper(*args, **kwargs):
+        if _tracer is not None:
+            args = tuple(a._specialize(f"passed to math.{fn.__name__}()") if isinstance(a, TracedInt) else a
+                         for a in args)
+        return fn(*args, **kwargs)
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+class math_reads_guarded:
+    """While tracing, ``math.log2(x.size(1))`` and friends specialize (and guard) the size."""
+
+    def __enter__(self):
+        import math
+        self.saved = {n: getattr(math, n) for n in _MATH_INT_READERS if hasattr(math, n)}
+        for n, fn in self.saved.items():
+            setattr(math, n, _guarded_math(fn))
+        return self
+
+    def __exit__(self, *exc):
+        import math
+        for n, fn in self.saved.items():
+            setattr(math, n, fn)
+        return False
