@@ -93,7 +93,8 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
         checks = [(_as_args(c), {}) if not isinstance(c, dict) or kwargs == {} else ((), c)
                   for c in (check_inputs or [])]
         _run_checker(traced, func, None, [(args, kwargs)] + checks, check_tolerance,
-                     lambda f, a, k: _record(f, a, k, None, name, _force_outplace, warn=False).graph)
+                     lambda f, a, k: _record(f, a, k, None, name, _force_outplace, warn=False,
+                                             guards=guards).graph)
     return traced
 
 
@@ -204,7 +205,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
                     checks.append(_split_inputs(ex, kwarg, installed))
             _run_checker(getattr(traced, installed), fn, mod, checks, check_tolerance,
                          lambda f, a, k: _record(f, a, k, mod, installed, _force_outplace, warn=False,
-                                                 signature_of=bound).graph)
+                                                 signature_of=bound, guards=guards).graph)
     return traced
 
 
