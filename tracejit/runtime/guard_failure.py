@@ -39,6 +39,6 @@ class GuardFailure:
         else:
             relied = f"`{pred}` == {_short(a['expected'])}"
         return (f"{self.fn_name}: guard failed at {where}{line}: {a.get('what', a['kind'])}. The trace relied on "
-                f"{relied} (value at trace time: {_short(a.get('seen'))}); value now: {_short(now)}. This program "
-                "cannot retrace (it was loaded from a file or its original was dropped): trace the original again "
-                "with inputs like these.")
+                f"{relied} (value at trace time: {_short(a.get('seen'))}); value now: {_short(now)}. A traced object "
+                "that holds its original retraces for such inputs; a loaded program (or one whose original was "
+                "dropped) cannot: trace the original again with inputs like these.")
