@@ -173,3 +173,15 @@ def test_guard_in_a_submodule_fails_the_whole_call_and_retraces():
     loaded = roundtrip(quiet(tracejit.trace, m, torch.randn(5, 2)))
     with pytest.raises(tracejit.GuardError):
         loaded(x)
+
+
+def test_ledger_entries_point_at_their_guards():
+    traced = quiet(tracejit.trace, patterns.data_slice, (torch.randn(6, 2), torch.tensor([1, 1, 0])))
+    guarded = [e for e in traced.ledger if e.guard is not None]
+    assert [e.kind for e in guarded] == ["value_read"]
+    node = guarded[0].guard
+    assert node.op == "tracejit::guard" and node.attrs["test"] == "int" and node.attrs["expected"] == 2
+    assert node in traced.graph.nodes and guarded[0].lineno == line_of("data_slice")
+    unguarded = quiet(tracejit.trace, patterns.data_slice, (torch.randn(6, 2), torch.tensor([1, 1, 0])),
+                      guards=False)
+    assert all(e.guard is None for e in unguarded.ledger) and any(e.kind == "value_read" for e in unguarded.ledger)

@@ -12,6 +12,7 @@ import linecache
 import torch
 
 from ..ir import GUARD, GUARD_KINDS, Node, Value
+from .ledger import attach_guard
 from .symbolic import TracedInt
 
 _COMPARE = {"__eq__": "eq", "__ne__": "ne", "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge"}
@@ -74,6 +75,8 @@ class GuardMaker:
                                                  "seen": _plain(seen), "what": what, "line": source_text(loc)},
                     source=loc, effectful=True)
         graph.add_node(node, [])
+        if kind != "rank":   # rank reads have no ledger entry (they freeze nothing unguarded)
+            attach_guard(self.tracer.ledger, node)
         return node
 
     # ---- the kinds ------------------------------------------------------------------------------
