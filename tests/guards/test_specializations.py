@@ -185,3 +185,32 @@ def test_ledger_entries_point_at_their_guards():
     unguarded = quiet(tracejit.trace, patterns.data_slice, (torch.randn(6, 2), torch.tensor([1, 1, 0])),
                       guards=False)
     assert all(e.guard is None for e in unguarded.ledger) and any(e.kind == "value_read" for e in unguarded.ledger)
+
+
+def test_trace_module_other_methods_specialize_too():
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.lin(x)
+
+        def pooled(self, x):
+            if x.size(0) > 2:
+                return self.lin(x).amax(0)
+            return self.lin(x).sum(0)
+
+    torch.manual_seed(0)
+    m = Two().eval()
+    traced = quiet(tracejit.trace_module, m, {"forward": torch.randn(2, 3), "pooled": torch.randn(4, 3)})
+    assert "tracejit::guard" in str(traced.pooled.graph) and "if not (" in traced.pooled.code
+    for n in (1, 5, 2):
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(quiet(traced.pooled, x), m.pooled(x))
+        torch.testing.assert_close(traced(x), m(x))
+    assert len(traced.pooled.specializations) == 2
+    traced.drop_original()
+    loaded = roundtrip(quiet(tracejit.trace_module, m, {"forward": torch.randn(2, 3), "pooled": torch.randn(4, 3)}))
+    with pytest.raises(tracejit.GuardError):
+        loaded.pooled(torch.randn(1, 3))

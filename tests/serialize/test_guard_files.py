@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import tracejit
-from conftest import expect_load_error, graphs, load_bytes, rewrite, to_bytes
+from serialize_testlib import expect_load_error, graphs, load_bytes, rewrite, to_bytes
 
 
 def branchy(x, m):

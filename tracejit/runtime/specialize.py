@@ -123,18 +123,57 @@ def enable_for_function(traced, retrace_graph) -> None:
 
 
 def enable_for_module(traced, retrace_methods) -> None:
-    """``retrace_methods(mode, current, {"forward": (args, kwargs)})`` returns ``{path: {method: fn}}``."""
-    def retrace(args, kwargs):
-        return retrace_methods(traced.training, traced, {"forward": (args, kwargs)})
+    """``retrace_methods(mode, current, {name: (args, kwargs)})`` returns ``{path: {method: fn}}``.
+
+    ``traced(...)`` specializes ``forward``; every other root method (trace_module) is installed
+    behind a ``GuardedMethod`` that specializes it the same way.
+    """
+    first = {path: dict(m._traced_methods) for path, m in traced.named_modules() if m._traced_methods}
+    others = [n for n in traced._traced_methods if n != "forward"]
 
     def install(variant):
         for path, methods in variant.items():
             target = traced.get_submodule(path) if path else traced
             for name, fn in methods.items():
                 target._install(name, fn)
+        for name in others:
+            object.__setattr__(traced, name, guarded[name])
 
-    first = {path: dict(m._traced_methods) for path, m in traced.named_modules() if m._traced_methods}
-    object.__setattr__(traced, "_specializations", SpecializationCache(first, retrace, install))
+    def cache_for(name):
+        def retrace(args, kwargs):
+            return retrace_methods(traced.training, traced, {name: (args, kwargs)})
+        return SpecializationCache(first, retrace, install)
+
+    guarded = {name: GuardedMethod(traced, name, cache_for(name)) for name in others}
+    object.__setattr__(traced, "_specializations", cache_for("forward"))
+    install({})
+
+
+class GuardedMethod:
+    """A root method of a traced module other than forward: calls it, specializes on a failed guard."""
+
+    def __init__(self, owner, name: str, cache: SpecializationCache):
+        self.owner, self.name, self.cache = owner, name, cache
+
+    def _run(self, args, kwargs):
+        from .traced import call_checked
+        fn = self.owner._traced_methods[self.name]
+        return call_checked(fn.__get__(self.owner), fn.signature, args, kwargs)
+
+    def __call__(self, *args, **kwargs):
+        try:
+            return self._run(args, kwargs)
+        except GuardError as e:
+            if e.guard is None:
+                raise
+            return self.cache.handle(self._run, args, kwargs, e)
+
+    @property
+    def specializations(self) -> list:
+        return list(self.cache.entries)
+
+    def __getattr__(self, attr):   # .graph, .code, .signature of the method that runs now
+        return getattr(self.owner._traced_methods[self.name], attr)
 
 
 def drop_original(traced) -> None:
@@ -142,5 +181,9 @@ def drop_original(traced) -> None:
     cache = getattr(traced, "_specializations", None)
     if cache is not None:
         cache.retrace = None
+    for name in list(getattr(traced, "_traced_methods", {})):
+        method = traced.__dict__.get(name)
+        if isinstance(method, GuardedMethod):
+            method.cache.retrace = None
     if hasattr(traced, "_retrace"):
         traced._retrace = None
