@@ -214,3 +214,15 @@ def test_trace_module_other_methods_specialize_too():
     loaded = roundtrip(quiet(tracejit.trace_module, m, {"forward": torch.randn(2, 3), "pooled": torch.randn(4, 3)}))
     with pytest.raises(tracejit.GuardError):
         loaded.pooled(torch.randn(1, 3))
+
+
+def test_mode_switch_warning_points_at_the_caller():
+    torch.manual_seed(0)
+    m = TrainingBranch().eval()
+    traced = quiet(tracejit.trace, m, torch.randn(2, 4))
+    traced.train()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        traced(torch.randn(2, 4))
+    found = [w for w in caught if issubclass(w.category, tracejit.TracerWarning)]
+    assert len(found) == 1 and found[0].filename == __file__ and "eval mode" in str(found[0].message)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 
 from ..errors import GuardError, TracerWarning
+from ..trace.source import caller_stacklevel
 
 LIMIT = 8
 
@@ -97,7 +98,7 @@ def _warn(entry: Specialization, n: int, limit: int) -> None:
     if entry.source is not None:
         warnings.warn_explicit(text, TracerWarning, entry.source.filename, entry.source.lineno, module="tracejit")
     else:
-        warnings.warn(text, TracerWarning, stacklevel=4)
+        warnings.warn(text, TracerWarning, stacklevel=caller_stacklevel())
 
 
 def on_guard_failure(owner, error: GuardError, run, args, kwargs):
