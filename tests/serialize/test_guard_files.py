@@ -59,3 +59,21 @@ def test_guards_round_trip_and_fail_on_load(saved):
 ], ids=["test", "kind", "expected-text", "extra-attr", "long-line", "arity", "missing", "operand-kind"])
 def test_bad_guards_are_refused(saved, edit, needles):
     expect_load_error(edit_guard(saved[1], edit), *needles)
+
+
+def test_schema_1_file_without_guards_still_checks_the_training_flag():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Dropout(0.5)).eval()
+    raw = to_bytes(tracejit.trace(m, torch.randn(2, 3)))
+
+    def as_schema_1(doc):
+        doc["schema_version"] = 1
+        for g in graphs(doc):
+            g["nodes"] = [n for n in g["nodes"] if n["op"] != "tracejit::guard"]
+    loaded = load_bytes(rewrite(raw, edit_doc=as_schema_1))
+    assert "tracejit::guard" not in str(loaded.graph)
+    assert "if self.training: _tj_guard(0, self.training)" in loaded.code
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(loaded(x), m(x))
+    with pytest.raises(tracejit.GuardError, match="traced in eval mode"):
+        loaded.train()(x)

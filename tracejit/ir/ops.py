@@ -50,7 +50,7 @@ GUARD_TESTS = {
 }
 # which guards need no device sync: kept by guards="shapes"
 GUARD_KINDS = {"size": "free", "rank": "free", "length": "free", "training": "free", "value": "sync"}
-BOOL_TESTS = {"eq", "ne", "lt", "le", "gt", "ge", "truth", "equal"}
+BOOL_TESTS = {"eq", "ne", "lt", "le", "gt", "ge", "truth", "equal", "training"}
 
 
 def guard_expr(test: str, operands: list) -> str:

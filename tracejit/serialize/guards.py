@@ -55,7 +55,7 @@ def check_guard(node, at: str) -> None:
             raise LoadError(f"{at}: guard test {test!r} needs a tensor operand")
         if test not in _TENSOR_TESTS and is_tensor:
             raise LoadError(f"{at}: guard test {test!r} compares sizes, not tensors")
-        if not isinstance(operand, Value) and (isinstance(operand, bool) or not isinstance(operand, (int, float))):
+        if not isinstance(operand, (Value, bool, int, float)):
             raise LoadError(f"{at}: a guard operand must be a value or a number")
     a["expected"] = _plain_value(decode_const(a["expected"], at), at)
     a["seen"] = _plain_value(decode_const(a.get("seen"), at), at)
