@@ -10,6 +10,7 @@ program, or after ``drop_original()``) the GuardError is raised.
 """
 from __future__ import annotations
 
+import threading
 import warnings
 
 from ..errors import GuardError, TracerWarning
@@ -51,9 +52,14 @@ class SpecializationCache:
         self.install = install
         self.limit = limit
         self.traces = 0             # how many times the original was traced again
+        self.lock = threading.RLock()   # one thread at a time picks, installs or makes a specialization
 
     def handle(self, run, args, kwargs, error: GuardError):
         """The current trace raised ``error`` on these inputs: run a cached one that fits, or retrace."""
+        with self.lock:
+            return self._handle(run, args, kwargs, error)
+
+    def _handle(self, run, args, kwargs, error: GuardError):
         for entry in self.entries[1:]:
             self.install(entry.payload)
             try:

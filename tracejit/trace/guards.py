@@ -8,12 +8,14 @@ ledger entry of each guard pointing at its node.
 from __future__ import annotations
 
 import linecache
+import math
 
 import torch
 
 from ..ir import GUARD, GUARD_KINDS, Node, Value
 from .ledger import attach_guard
-from .symbolic import TracedInt
+from . import patches
+from .symbolic import TracedInt, get_tracer
 
 _COMPARE = {"__eq__": "eq", "__ne__": "ne", "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge"}
 _VALUE_TESTS = {"__bool__": "truth", "is_nonzero": "truth", "item": "item", "__int__": "int", "__index__": "int",
@@ -133,3 +135,24 @@ def training_guard(training: bool) -> Node:
     return Node(GUARD, "", (), attrs={"kind": "training", "test": "training", "expected": bool(training),
                                       "seen": bool(training), "what": f"the module was traced in {mode} mode",
                                       "line": ""}, effectful=True)
+
+
+# math functions that read an int subclass's digits without asking it: while tracing, a traced
+# size passed to them is specialized (and guarded) first
+_MATH_INT_READERS = ("log", "log2", "log10", "gcd", "lcm", "isqrt", "factorial", "comb", "perm")
+
+
+def _guarded_math(original):
+    def stand_in(*args, **kwargs):
+        if get_tracer() is not None and any(isinstance(a, TracedInt) for a in args):
+            args = tuple(a._specialize(f"passed to math.{original.__name__}()") if isinstance(a, TracedInt) else a
+                         for a in args)
+        return original(*args, **kwargs)
+    stand_in.__name__ = original.__name__
+    stand_in.__doc__ = original.__doc__
+    return stand_in
+
+
+for _name in _MATH_INT_READERS:
+    if hasattr(math, _name):
+        patches.register(math, _name, _guarded_math)

@@ -11,17 +11,24 @@ batch size. Using it where the result cannot be recorded (a comparison,
 from __future__ import annotations
 
 import operator
+import threading
 
-_tracer = None  # the active Tracer, set by recorder.active()
+
+class _ThreadTracer(threading.local):
+    tracer = None   # the Tracer recording in this thread, if any
+
+
+_local = _ThreadTracer()
 
 
 def set_tracer(t) -> None:
-    global _tracer
-    _tracer = t
+    """Make ``t`` the tracer of the calling thread (None: this thread stops tracing)."""
+    _local.tracer = t
 
 
 def get_tracer():
-    return _tracer
+    """The Tracer recording in the calling thread, or None (other threads' traces are invisible here)."""
+    return _local.tracer
 
 
 _ARITH = {
@@ -61,7 +68,7 @@ class TracedInt(int):
     __hash__ = int.__hash__
 
     def __neg__(self):
-        t = _tracer
+        t = get_tracer()
         if t is None:
             return -self._plain()
         return t.int_op("aten::neg.int", "u-", -self._plain(), (self,))
@@ -103,7 +110,7 @@ class TracedInt(int):
         return (int, (self._plain(),))
 
     def _specialize(self, how: str) -> int:
-        t = _tracer
+        t = get_tracer()
         value = self._plain()
         if t is not None:
             t.specialize_size(self, how, value)
@@ -117,7 +124,7 @@ def _make_arith(name, fn, op, sym, reflected):
         a, b = (other, self) if reflected else (self, other)
         value = fn(int(a) if not isinstance(a, TracedInt) else a._plain(),
                    int(b) if not isinstance(b, TracedInt) else b._plain())
-        t = _tracer
+        t = get_tracer()
         if t is None:
             return value
         return t.int_op(op, sym, value, (a, b))
@@ -134,7 +141,7 @@ def _make_special(name, fn):
         else:
             return NotImplemented
         value = fn(self._plain(), other_v)
-        t = _tracer
+        t = get_tracer()
         if t is not None:
             t.specialize_size(self, f"used in '{name.strip('_')}' with {other_v!r}", self._plain(),
                               name, other, value)
@@ -171,8 +178,11 @@ class _RangeType(type):
     def __instancecheck__(cls, obj):
         return isinstance(obj, _builtin_range)
 
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, _builtin_range)
+
     def __call__(cls, *args):
-        t = _tracer
+        t = get_tracer()
         if t is not None:
             for a in args:
                 if isinstance(a, TracedInt):
@@ -183,35 +193,3 @@ class _RangeType(type):
 class traced_range(metaclass=_RangeType):
     """Stands in for ``range`` while tracing: ``range(x.size(0))`` cannot be recorded (CPython
     reads an int subclass without asking it), so this notes the specialization in the ledger."""
-
-
-# math functions that read an int subclass's value without asking it (CPython reads the digits)
-_MATH_INT_READERS = ("log", "log2", "log10", "gcd", "lcm", "isqrt", "factorial", "comb", "perm")
-
-
-def _guarded_math(fn):
-    def wrapper(*args, **kwargs):
-        if _tracer is not None:
-            args = tuple(a._specialize(f"passed to math.{fn.__name__}()") if isinstance(a, TracedInt) else a
-                         for a in args)
-        return fn(*args, **kwargs)
-    wrapper.__name__ = fn.__name__
-    wrapper.__doc__ = fn.__doc__
-    return wrapper
-
-
-class math_reads_guarded:
-    """While tracing, ``math.log2(x.size(1))`` and friends specialize (and guard) the size."""
-
-    def __enter__(self):
-        import math
-        self.saved = {n: getattr(math, n) for n in _MATH_INT_READERS if hasattr(math, n)}
-        for n, fn in self.saved.items():
-            setattr(math, n, _guarded_math(fn))
-        return self
-
-    def __exit__(self, *exc):
-        import math
-        for n, fn in self.saved.items():
-            setattr(math, n, fn)
-        return False
