@@ -170,6 +170,12 @@ def empty_input_shortcut(x):
     return x.softmax(-1)
 
 
+def nelement_average(x):
+    """Normalizing by the element count read as a Python number."""
+    n = x.nelement()
+    return x.sum() / n if n > 4 else x.sum()  # @nelement
+
+
 def sqrt_head_dim(q, k):
     """Attention scaling by math.sqrt(head_dim): float math on a size."""
     return (q @ k.transpose(-1, -2)) / math.sqrt(q.size(-1))  # @sqrt_head_dim
@@ -280,6 +286,7 @@ CASES = [
     Case("equal_branch", equal_branch, (torch.ones(3), torch.ones(3)), [(r(3), r(3)), (torch.ones(3), torch.ones(3))]),
     Case("float_norm", float_norm_scale, (r(4),), [(r(4),)]),
     Case("empty_shortcut", empty_input_shortcut, (torch.empty(0, 3),), [(r(2, 3),), (torch.empty(0, 3),)]),
+    Case("nelement", nelement_average, (r(2, 3),), [(r(2, 2),), (r(3, 3),)]),
     Case("sqrt_head_dim", sqrt_head_dim, (r(1, 3, 8), r(1, 3, 8)), [(r(1, 3, 16), r(1, 3, 16)), (r(2, 4, 8), r(2, 4, 8))]),
     Case("mask_any", mask_any, (r(2, 3), torch.zeros(2, 3, dtype=torch.bool)),
          [(r(2, 3), torch.eye(2, 3, dtype=torch.bool)), (r(2, 3), torch.zeros(2, 3, dtype=torch.bool))]),

@@ -222,7 +222,7 @@ class Tracer(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "__get__":
             return self._property(func, args)
-        if name in ("size", "numel") and isinstance(func, types.MethodDescriptorType):
+        if name in ("size", "numel", "nelement") and isinstance(func, types.MethodDescriptorType):
             return self._size_call(name, args, kwargs)
         if name in _VALUE_READS:
             return self._value_read(func, name, args, kwargs)
@@ -321,7 +321,7 @@ class Tracer(TorchFunctionMode):
 
     def _size_call(self, name, args, kwargs):
         t = args[0]
-        if name == "numel":
+        if name in ("numel", "nelement"):
             v = self.value_of(t)
             n = t.numel()
             if not v.dynamic:
