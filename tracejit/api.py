@@ -12,31 +12,71 @@ from torch import nn
 from .runtime.checker import check_trace as _run_checker
 from .runtime.private_rng import PrivateRandomness
 from .runtime.state import ModuleState
+from .runtime import specialize
 from .runtime.traced import TracedFunction, TracedModule, build_module, compile_methods
-from .errors import TracerWarning
+from .errors import ArgumentTypeError, TraceError, TracerWarning
 from .pytree import flatten, unflatten
 from .trace.api import record
 from .trace.source import caller_stacklevel
 
 
-def _as_args(example_inputs) -> tuple:
+def _as_args(example_inputs, fn=None) -> tuple:
+    """Example inputs as positional arguments, as torch.jit does: a tensor or a dict is the one
+    argument; a tuple or a list holds the arguments; another object is one argument.
+
+    A list or a namedtuple whose items do not fit ``fn``'s parameters while the whole does (a
+    function of one list, or of one namedtuple) is the one argument: torch.jit refuses those.
+    """
+    if isinstance(example_inputs, (torch.Tensor, dict)):
+        return (example_inputs,)
     if isinstance(example_inputs, tuple) and not hasattr(type(example_inputs), "_fields"):
         return example_inputs
+    if isinstance(example_inputs, (list, tuple)):
+        spread = tuple(example_inputs)
+        if fn is not None and not _fits(fn, spread) and _fits(fn, (example_inputs,)):
+            return (example_inputs,)
+        return spread
     return (example_inputs,)
+
+
+def _fits(fn, args: tuple) -> bool:
+    """Do ``args`` bind to ``fn``'s parameters? (True when the signature cannot be read.)"""
+    try:
+        inspect.signature(fn).bind(*args)
+    except TypeError:
+        return False
+    except ValueError:
+        return True
+    return True
+
+
+def _kwarg_examples(example_kwarg_inputs, fn) -> dict:
+    """``example_kwarg_inputs`` checked (a dict, as torch.jit requires) and ordered as ``fn``'s parameters,
+    so that a positional call of the traced program binds in signature order, as torch.jit's does."""
+    if not isinstance(example_kwarg_inputs, dict):
+        raise ArgumentTypeError(f"example_kwarg_inputs should be a dict of keyword arguments (parameter name -> "
+                                f"example value); got {type(example_kwarg_inputs).__name__}")
+    try:
+        order = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return dict(example_kwarg_inputs)
+    rank = {name: i for i, name in enumerate(order)}
+    return dict(sorted(example_kwarg_inputs.items(), key=lambda kv: rank.get(kv[0], len(order))))
 
 
 def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inputs=None, check_tolerance=1e-05,
           strict=True, _force_outplace=False, _module_class=None, _compilation_unit=None,
-          example_kwarg_inputs=None, _store_inputs=True):
+          example_kwarg_inputs=None, _store_inputs=True, guards=True):
     """Trace a function or module into a program that re-runs its PyTorch ops on new inputs.
 
     Same signature and behaviour as torch.jit's ``trace``:
 
     - ``func``: a function, an ``nn.Module`` (its ``forward`` is traced) or a module's bound
       method (traced as the returned module's ``forward``).
-    - ``example_inputs``: a tensor or a tuple of arguments (nested tuples, lists, dicts and
-      namedtuples of tensors are kept as they are); ``example_kwarg_inputs``: a dict of
-      keyword arguments, traced as keywords.
+    - ``example_inputs``: a tensor, a dict (one argument) or a tuple or list of arguments
+      (nested tuples, lists, dicts and namedtuples of tensors inside are kept as they are);
+      ``example_kwarg_inputs``: a dict of keyword arguments; the traced program takes them by
+      keyword or by position, in the order of the function's parameters.
     - ``check_trace``: run the traced program and the original on the example inputs and on
       each of ``check_inputs`` (tuples of arguments), retrace on them and compare; raises
       ``TracingCheckError`` on a divergence beyond ``check_tolerance`` (rtol and atol).
@@ -46,6 +86,10 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
     - ``optimize`` is deprecated and ignored (warns, as torch does); ``_module_class`` and
       ``_compilation_unit`` are accepted and ignored (they name TorchScript internals);
       ``_store_inputs``: keep the example inputs on the result (``traced.example_inputs``).
+    - ``guards``: True (default) checks at each call every value the trace relied on (sizes,
+      ranks, values read out of tensors) and retraces or raises GuardError when one differs;
+      "shapes" keeps only the checks that need no device sync; False switches them off (the
+      program then silently reuses the traced values, as torch.jit's trace does).
 
     Returns a ``TracedFunction`` for a plain function, a ``TracedModule`` otherwise.
 
@@ -59,7 +103,10 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
     if optimize is not None:
         warnings.warn("`optimize` is deprecated and has no effect.", DeprecationWarning, stacklevel=2)
     common = dict(check_trace=check_trace, check_tolerance=check_tolerance, strict=strict,
-                  _force_outplace=_force_outplace, _store_inputs=_store_inputs)
+                  _force_outplace=_force_outplace, _store_inputs=_store_inputs, guards=guards)
+    if example_kwarg_inputs is not None:
+        target = func.forward if isinstance(func, nn.Module) else func
+        example_kwarg_inputs = _kwarg_examples(example_kwarg_inputs, target)
     if isinstance(func, nn.Module):
         inputs = example_kwarg_inputs if example_kwarg_inputs is not None else example_inputs
         checks = [c for c in check_inputs] if check_inputs is not None else None
@@ -76,25 +123,28 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
     if example_inputs is None and example_kwarg_inputs is None:
         raise ValueError("tracejit.trace needs example inputs: pass example_inputs (a tensor or a tuple of "
                          "arguments) or example_kwarg_inputs (a dict of keyword arguments)")
-    args = _as_args(example_inputs) if example_inputs is not None else ()
+    args = _as_args(example_inputs, func) if example_inputs is not None else ()
     kwargs = dict(example_kwarg_inputs or {})
     name = getattr(func, "__name__", type(func).__name__)
-    rec = _record(func, args, kwargs, None, name, _force_outplace)
+    rec = _record(func, args, kwargs, None, name, _force_outplace, guards=guards)
     _check_outputs(rec, strict, name)
     traced = TracedFunction(name, rec.graph, rec.ledger.entries)
+    specialize.enable_for_function(
+        traced, lambda a, k: _record(func, a, k, None, name, _force_outplace, warn=False, guards=guards).graph)
     if _store_inputs:
         traced.example_inputs = (args, kwargs)
     if check_trace:
-        checks = [(_as_args(c), {}) if not isinstance(c, dict) or kwargs == {} else ((), c)
+        checks = [(_as_args(c, func), {}) if not isinstance(c, dict) or kwargs == {} else ((), c)
                   for c in (check_inputs or [])]
         _run_checker(traced, func, None, [(args, kwargs)] + checks, check_tolerance,
-                     lambda f, a, k: _record(f, a, k, None, name, _force_outplace, warn=False).graph)
+                     lambda f, a, k: _record(f, a, k, None, name, _force_outplace, warn=False,
+                                             guards=guards).graph)
     return traced
 
 
 def trace_module(mod, inputs, optimize=None, check_trace=True, check_inputs=None, check_tolerance=1e-05,
                  strict=True, _force_outplace=False, _module_class=None, _compilation_unit=None,
-                 example_inputs_is_kwarg=False, _store_inputs=True):
+                 example_inputs_is_kwarg=False, _store_inputs=True, guards=True):
     """Trace several methods of a module into one ``TracedModule`` sharing its parameters.
 
     ``inputs`` maps method names to example inputs (a tensor, a tuple of arguments, or with
@@ -125,11 +175,11 @@ def trace_module(mod, inputs, optimize=None, check_trace=True, check_inputs=None
                         f"e.g. {{'forward': x}}; got {type(inputs).__name__}")
     return _trace_methods(mod, inputs, {k: k for k in inputs}, check_inputs, kwarg=example_inputs_is_kwarg,
                           check_trace=check_trace, check_tolerance=check_tolerance, strict=strict,
-                          _force_outplace=_force_outplace, _store_inputs=_store_inputs)
+                          _force_outplace=_force_outplace, _store_inputs=_store_inputs, guards=guards)
 
 
 def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check_trace, check_tolerance, strict,
-                   _force_outplace, _store_inputs, via_call: bool = True):
+                   _force_outplace, _store_inputs, via_call: bool = True, guards=True):
     """Trace ``mod``'s methods: ``inputs`` by installed name, ``names`` maps installed -> original.
 
     ``forward`` is traced through ``mod(...)`` when ``via_call`` (as torch does), so the module's own
@@ -142,7 +192,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
         fn = getattr(mod, original, None)
         if fn is None or not callable(fn):
             raise AttributeError(f"{label} has no method {original!r} to trace")
-        per_method_args[installed] = _split_inputs(example, kwarg, original)
+        per_method_args[installed] = _split_inputs(example, kwarg, original, fn)
 
     def entry(installed):
         original = names[installed]
@@ -155,7 +205,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
         for installed, (args, kwargs) in per_method.items():
             fn, bound = entry(installed)
             recs[installed] = _record(fn, args, kwargs, mod, installed, _force_outplace, warn=warn,
-                                      registry=registry, signature_of=bound)
+                                      registry=registry, signature_of=bound, guards=guards)
         return recs
 
     recordings = record_all(per_method_args, warn=True)
@@ -165,11 +215,12 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
     traced.ledger = tuple(e for r in recordings.values() for e in r.ledger.entries)
     if _store_inputs:
         traced.example_inputs = per_method_args
+    if True:
         hooks = _hook_snapshot(mod)
 
-        def retrace(mode: bool, current) -> dict:
-            """A trace of ``mod`` in another training mode, as it was traced (same hooks), with the
-            traced module's current parameters and buffers (``.to()`` replaces buffers)."""
+        def retrace(mode: bool, current, inputs=None) -> dict:
+            """A trace of ``mod`` in training mode ``mode`` on ``inputs`` (default: the example inputs),
+            as it was traced (same hooks), with the traced module's current parameters and buffers."""
             flags = [(m, m.training) for m in mod.modules()]
             lent = _lend_tensors(current, mod)
             state = ModuleState(mod)
@@ -177,7 +228,8 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
             mod.train(mode)
             try:
                 with torch.no_grad(), PrivateRandomness():   # draws nothing from the global generator
-                    recs = record_all({k: _like_module(v, mod) for k, v in per_method_args.items()}, warn=False)
+                    recs = record_all(inputs if inputs is not None else
+                                      {k: _like_module(v, mod) for k, v in per_method_args.items()}, warn=False)
             finally:
                 for m, flag in flags:
                     m.training = flag
@@ -186,6 +238,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
                 _lend_tensors(lent, mod)
             return _compile(recs, label)
         traced._retrace = _one_at_a_time(retrace)
+        specialize.enable_for_module(traced, traced._retrace)
     if check_trace:
         for installed, (args, kwargs) in per_method_args.items():
             fn, bound = entry(installed)
@@ -193,10 +246,10 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
             for c in check_inputs or []:
                 ex = c.get(installed) if isinstance(c, dict) and installed in c else (c if len(inputs) == 1 else None)
                 if ex is not None:
-                    checks.append(_split_inputs(ex, kwarg, installed))
+                    checks.append(_split_inputs(ex, kwarg, installed, bound))
             _run_checker(getattr(traced, installed), fn, mod, checks, check_tolerance,
                          lambda f, a, k: _record(f, a, k, mod, installed, _force_outplace, warn=False,
-                                                 signature_of=bound).graph)
+                                                 signature_of=bound, guards=guards).graph)
     return traced
 
 
@@ -274,21 +327,22 @@ def _compile(recordings: dict, label: str) -> dict:
     return compile_methods(methods, {k: r.graph for k, r in recordings.items()}, label)
 
 
-def _split_inputs(example, kwarg: bool, where: str):
+def _split_inputs(example, kwarg: bool, where: str, fn=None):
     if kwarg:
         if not isinstance(example, dict):
             raise TypeError(f"example inputs for {where!r} should be a dict of keyword arguments "
                             f"(example_inputs_is_kwarg=True); got {type(example).__name__}")
-        return (), dict(example)
+        return (), (_kwarg_examples(example, fn) if fn is not None else dict(example))
     if example is None:
         raise ValueError(f"no example inputs given for {where!r}")
-    return _as_args(example), {}
+    return _as_args(example, fn), {}
 
 
-def _record(fn, args, kwargs, module, name, force_outplace, warn=True, registry=None, signature_of=None):
+def _record(fn, args, kwargs, module, name, force_outplace, warn=True, registry=None, signature_of=None,
+            guards=True):
     _check_fits(signature_of or fn, args, kwargs)
     return record(fn, args, kwargs, module, warn=warn, force_outplace=force_outplace, name=name,
-                  registry=registry, signature_of=signature_of)
+                  registry=registry, signature_of=signature_of, guards=guards)
 
 
 def _check_fits(fn, args, kwargs) -> None:
@@ -308,12 +362,24 @@ def _check_fits(fn, args, kwargs) -> None:
 def _check_outputs(rec, strict: bool, where: str) -> None:
     spec = rec.graph.out_spec
     kinds = _container_kinds(spec)
+    if _has_tensor_keys(spec):
+        raise TraceError(f"{where} returns a dict keyed by tensors; tracejit traces dict outputs keyed by "
+                         "strings, numbers or other constants only. Return the keys and values as a tuple instead.")
     if "dict" in kinds and strict:
-        raise ValueError(f"{where} returns a dict. Tracing a dict output is only supported with strict=False "
-                         "(the traced program then returns a dict with the same keys); pass strict=False.")
+        raise RuntimeError(f"Encountering a dict at the output of the tracer might cause the trace to be "
+                           f"incorrect: {where} returns a dict. Tracing a dict output is only supported with "
+                           "strict=False (the traced program then returns a dict with the same keys); pass "
+                           "strict=False to trace() to allow it.")
     if "list" in kinds and strict:
-        warnings.warn(f"{where} returns a list; the traced program returns a list of the same length. Pass "
+        warnings.warn(f"Encountering a list at the output of the tracer might cause the trace to be incorrect: "
+                      f"{where} returns a list; the traced program returns a list of the same length. Pass "
                       "strict=False to silence this warning.", TracerWarning, stacklevel=caller_stacklevel())
+
+
+def _has_tensor_keys(spec) -> bool:
+    if spec.kind == "dict" and any(isinstance(k, torch.Tensor) for k in spec.keys):
+        return True
+    return any(_has_tensor_keys(c) for c in spec.children)
 
 
 def _container_kinds(spec) -> set:

@@ -15,16 +15,21 @@ from ..passes.dce import eliminate_dead_code
 from ..pytree import flatten, unflatten
 from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
+from .guards import check_policy, training_guard
 from .recorder import Frame, Tracer
 from .source import user_location
-from . import patches
+from . import legacy, patches  # noqa: F401  (legacy registers the Variable(t) stand-in)
 from .symbolic import get_tracer, set_tracer
 
 
-def _distinct_inputs(args, kwargs):
-    """The same tensor passed as two arguments becomes two views of it, so the trace keeps them apart."""
+def _distinct_inputs(args, kwargs, module=None):
+    """The same tensor passed as two arguments becomes two views of it, so the trace keeps them apart;
+    so does a parameter or buffer of the traced module passed as an input (``trace(m, m.weight)``)."""
     leaves, spec = flatten((tuple(args), dict(kwargs)))
     seen: set[int] = set()
+    if module is not None:
+        seen.update(id(t) for t in module.parameters())
+        seen.update(id(t) for t in module.buffers())
     out = []
     with torch._C.DisableTorchFunction():
         for leaf in leaves:
@@ -73,19 +78,22 @@ def _tracing_state(tracer: Tracer):
 
 def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: bool = True,
            force_outplace: bool = False, name: str = "forward", registry: tuple | None = None,
-           signature_of=None) -> Recording:
+           signature_of=None, guards=True) -> Recording:
     """Run ``fn(*args, **kwargs)`` once, recording every PyTorch op it calls.
 
     ``registry`` shares submodule method graphs between the methods of one trace_module;
-    ``signature_of`` is the callable whose parameter names name the inputs (default ``fn``).
+    ``signature_of`` is the callable whose parameter names name the inputs (default ``fn``);
+    ``guards`` (True, "shapes" or False) says which guards the trace keeps (see docs/DESIGN.md).
     """
+    check_policy(guards)
     ledger = Ledger(emit_warnings=warn)
     tracer = Tracer(module, ledger, force_outplace, registry)
+    tracer.guards.policy = guards
     graph = Graph(name=name, module_type=type(module).__name__ if module is not None else "",
                   training=module.training if module is not None else None)
     frame = Frame(graph, module, "", None)
     tracer.frames.append(frame)
-    args, kwargs = _distinct_inputs(args, kwargs)
+    args, kwargs = _distinct_inputs(args, kwargs, module)
     bind_inputs(tracer, frame, args, kwargs, signature_of or fn)
     if module is not None:
         check_backward_hooks(module, "")
@@ -100,6 +108,8 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
         for g in methods.values():
             eliminate_dead_code(g)
             verify(g)
+    if module is not None:
+        graph.nodes.insert(0, training_guard(module.training))
     eliminate_dead_code(graph)
     verify(graph)
     return Recording(graph, tracer.methods, ledger, result)
