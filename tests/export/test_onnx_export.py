@@ -135,12 +135,50 @@ def test_in_place_op_on_a_fresh_intermediate_exports():
     assert_close(ort_run(tracejit.export_onnx(traced), (x,)), (f(x.clone()),))
 
 
-def test_graph_with_guards_is_refused():
-    from tracejit.ir import Node
-    traced = trace(lambda x: x + 1, (torch.randn(2),))
-    traced.graph.nodes.insert(0, Node("tracejit::guard", "", attrs={}))
-    with pytest.raises(ExportError, match="graph has 1 guards; export of guards not supported yet"):
+def test_value_guard_is_refused():
+    def f(x):
+        return x * 2 if x.sum() > 0 else -x
+    traced = trace(f, (torch.ones(3),))
+    with pytest.raises(ExportError, match="relied on tensor values"):
         tracejit.export_onnx(traced)
+
+
+def test_size_guard_pinning_an_input_dim_becomes_a_static_dim():
+    def f(x):
+        return x * 2 if x.size(1) == 4 else x
+    traced = trace(f, (torch.randn(2, 4),))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tracejit.TracerWarning)
+        proto = tracejit.export_onnx(traced)
+    dims = [(d.dim_param, d.dim_value) for d in proto.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == [("x_dim0", 0), ("", 4)]
+    x = torch.randn(5, 4)
+    assert_close(ort_run(proto, (x,)), (f(x),))
+    with pytest.raises(Exception, match="(?i)dimension|shape"):
+        ort_run(proto, (torch.randn(5, 3),))   # onnxruntime checks the pinned dim at the entry
+
+
+def test_size_guard_onnx_cannot_check_warns_and_is_listed_in_metadata():
+    def f(x):
+        return x * 2 if x.size(0) > 2 else x
+    traced = trace(f, (torch.randn(3, 4),))
+    with pytest.warns(tracejit.TracerWarning, match="1 size guard.*cannot be checked"):
+        proto = tracejit.export_onnx(traced)
+    meta = {p.key: p.value for p in proto.metadata_props}
+    assert "tracejit.unchecked_guards" in meta
+    x = torch.randn(6, 4)
+    assert_close(ort_run(proto, (x,)), (f(x),))
+
+
+def test_training_and_rank_guards_hold_without_a_warning():
+    fn, example, new_inputs = WORKLOADS["resnet_bottleneck"]()
+    traced = trace(fn, example)
+    assert any(n.op == "tracejit::guard" and n.attrs["kind"] == "rank" for n in traced.inlined_graph.nodes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tracejit.TracerWarning)
+        proto = tracejit.export_onnx(traced)
+    channels = proto.graph.input[0].type.tensor_type.shape.dim[1]
+    assert channels.dim_value == 3   # transformers checks the channel count: a static dim now
 
 
 def test_export_leaves_the_traced_graph_unchanged_and_writes_a_file(tmp_path):

@@ -110,6 +110,8 @@ class Lowering:
         self._bind_outputs(node, results)
 
     def _lower(self, node: Node):
+        if node.op == "tracejit::guard":
+            return []   # checked at the entry or listed as unchecked (guards.py)
         if node.op in ("tracejit::get_attr", "tracejit::constant"):
             return [self._initializer(node)]
         if node.op == "tracejit::getitem":

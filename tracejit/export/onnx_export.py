@@ -17,9 +17,9 @@ from ..ir import Graph, Value, iter_values
 from ._deps import require
 from .dtypes import onnx_dtype
 from .errors import ExportError
+from .guards import plan_guards, warn_unchecked
 
 DEFAULT_OPSET = 18   # torch_lib's functions are written against opset 18
-GUARD_OP = "tracejit::guard"
 
 
 def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forward"):
@@ -95,22 +95,23 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward"):
         raise ValueError(f"export_onnx: opset {opset!r} is not supported; use {DEFAULT_OPSET} or later "
                          "(onnxscript's torch_lib writes opset 18)")
     graph = traced_graph(traced, method)
-    guards = sum(1 for n in graph.nodes if n.op == GUARD_OP)
-    if guards:
-        raise ExportError(f"graph has {guards} guards; export of guards not supported yet")
+    pinned, unchecked = plan_guards(graph)
     onnx_graph = ir.Graph([], [], nodes=[], opset_imports={"": DEFAULT_OPSET}, name=method)
     builder = GraphBuilder(onnx_graph)
     lowering = Lowering(builder, _tensor_source(traced, graph), graph)
-    for v, name in zip(graph.inputs, input_names(graph)):
+    for k, (v, name) in enumerate(zip(graph.inputs, input_names(graph))):
         if not hasattr(v.type, "shape"):
             raise ExportError(f"input '{name}' is a traced Python number ({v.type}); ONNX export needs tensor inputs")
-        dims = [ir.SymbolicDim(f"{name}_dim{i}") for i in range(len(v.type.shape))]
+        dims = [pinned.get((k, i), ir.SymbolicDim(f"{name}_dim{i}")) for i in range(len(v.type.shape))]
         lowering.env[id(v)] = builder.input(name, dtype=onnx_dtype(v.type.dtype), shape=ir.Shape(dims))
     with Recorder(builder):
         for node in graph.nodes:
             lowering.lower(node)
         _add_outputs(builder, lowering, graph)
     model = ir.Model(onnx_graph, ir_version=10, producer_name="tracejit")
+    unchecked_text = warn_unchecked(unchecked)
+    if unchecked_text:
+        model.metadata_props["tracejit.unchecked_guards"] = unchecked_text
     if opset is not None and opset != DEFAULT_OPSET:
         from onnxscript import version_converter
         version_converter.convert_version(model, opset)

@@ -10,7 +10,7 @@ DROPOUTS = {"aten::dropout.default", "aten::feature_dropout.default", "aten::alp
 
 def drop_identities(graph: Graph) -> Graph:
     out = copy_graph(graph)
-    if any(n.effectful for n in out.nodes):
+    if any(n.effectful and n.op != "tracejit::guard" for n in out.nodes):
         return out   # an in-place op could write through an alias this pass would create
     mapping: dict = {}
     kept = []

@@ -13,12 +13,15 @@ from .graph_copy import copy_graph, replace_uses
 
 CONVS = {"aten::conv1d.default", "aten::conv2d.default", "aten::conv3d.default"}
 BATCH_NORM = "aten::batch_norm.default"
+SHAPE_GUARDS = ("rank", "size", "length")
 
 
 def fold_conv_batch_norm(graph: Graph) -> Graph:
     out = copy_graph(graph)
     uses: dict[int, int] = {}
     for node in out.nodes:
+        if node.op == "tracejit::guard" and node.attrs.get("kind") in SHAPE_GUARDS:
+            continue   # folding keeps the conv result's shape: its rank / size guards still hold
         for v in node.input_values():
             uses[id(v)] = uses.get(id(v), 0) + 1
     for leaf in out.outputs:
