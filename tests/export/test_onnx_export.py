@@ -162,8 +162,9 @@ def test_size_guard_onnx_cannot_check_warns_and_is_listed_in_metadata():
     def f(x):
         return x * 2 if x.size(0) > 2 else x
     traced = trace(f, (torch.randn(3, 4),))
-    with pytest.warns(tracejit.TracerWarning, match="1 size guard.*cannot be checked"):
+    with pytest.warns(tracejit.TracerWarning, match="1 size guard.*cannot be checked") as record:
         proto = tracejit.export_onnx(traced)
+    assert record[0].filename == __file__   # points at the caller's line
     meta = {p.key: p.value for p in proto.metadata_props}
     assert "tracejit.unchecked_guards" in meta
     x = torch.randn(6, 4)

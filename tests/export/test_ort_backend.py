@@ -86,3 +86,11 @@ def test_unknown_backend_is_refused():
     fn, example, _ = WORKLOADS["mlp"]()
     with pytest.raises(ValueError, match="unknown backend 'tvm'"):
         tracejit.optimize_for_inference(trace(fn, example), backend="tvm")
+
+
+def test_training_mode_module_is_refused():
+    fn, example, _ = WORKLOADS["mlp"]()
+    traced = trace(fn, example)
+    traced.train()
+    with pytest.raises(RuntimeError, match=r"training mode.*\.eval\(\)"):
+        tracejit.optimize_for_inference(traced, backend="onnxruntime")

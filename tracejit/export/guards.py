@@ -12,6 +12,8 @@
 """
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 
 from ..errors import TracerWarning
@@ -74,5 +76,15 @@ def warn_unchecked(unchecked: list) -> str:
              for n in unchecked]
     shown = "; ".join(lines[:3]) + (f"; and {len(lines) - 3} more" if len(lines) > 3 else "")
     warnings.warn(TracerWarning(f"export_onnx: {len(lines)} size guard(s) of the trace cannot be checked by the "
-                                f"ONNX model, which keeps the traced branch for any size: {shown}"), stacklevel=3)
+                                f"ONNX model, which keeps the traced branch for any size: {shown}"),
+                  stacklevel=_user_stacklevel())
     return "\n".join(lines)
+
+
+def _user_stacklevel() -> int:
+    """The stacklevel of the first caller outside the tracejit package (the user's line)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level - 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from .. import pytree
-from ..ir import Value, iter_values
+from ..ir import Value
 from ._deps import require
 from .onnx_export import export_onnx, input_names, traced_graph
 
@@ -22,6 +22,9 @@ class OrtProgram:
 
     def __init__(self, traced, *, threads: int | None = None, spinning: bool = False, optimized_model_path=None):
         ort = require("onnxruntime")
+        if getattr(traced, "training", False) is True:
+            raise RuntimeError(f"optimize_for_inference: {getattr(traced, 'original_name', 'the module')} is in "
+                               "training mode; the onnxruntime backend is for inference. Call .eval() on it first.")
         graph = traced_graph(traced)
         self.graph = graph
         self.proto = export_onnx(traced)
@@ -92,7 +95,7 @@ class OrtProgram:
             raise TypeError(f"{self.signature} was called with arguments of another structure: "
                             f"{spec.describe(_kind(x) for x in leaves)}")
         tensors = [None] * self._n_inputs
-        for slot, leaf, traced_leaf in zip(self._leaf_slots, leaves, self._in_leaves()):
+        for slot, leaf, traced_leaf in zip(self._leaf_slots, leaves, self.graph.input_leaves):
             if slot is None:
                 if leaf != traced_leaf:
                     raise ValueError(f"{self.signature}: an argument was traced as the constant {traced_leaf!r}; "
@@ -100,9 +103,6 @@ class OrtProgram:
             else:
                 tensors[slot] = leaf
         return tensors
-
-    def _in_leaves(self):
-        return self.graph.input_leaves
 
     def __repr__(self) -> str:
         return f"<OrtProgram {self.signature}>"
@@ -124,5 +124,3 @@ def _describe(tensors) -> str:
     return ", ".join(f"Tensor(shape={tuple(t.shape)}, dtype={t.dtype})" if isinstance(t, torch.Tensor) else repr(t)
                      for t in tensors)
 
-
-__all__ = ["OrtProgram", "iter_values"]
