@@ -271,7 +271,8 @@ def test_optimize_for_inference_of_a_function():
     assert optimized.signature == traced.signature
 
 
-@pytest.mark.parametrize("model", ["bert", "resnet", "t5"])
+@pytest.mark.parametrize("model", ["bert", "bert_eager_attn", "gpt2", "llama", "llama_eager_attn", "t5", "whisper",
+                                   "vit", "vit_interpolate", "resnet"])
 def test_corpus_model_frozen_and_optimized_give_eager_answers(model):
     import os
     import sys
