@@ -27,13 +27,13 @@ from ..errors import LoadError, SaveError
 from ..runtime.traced import TracedFunction, TracedModule, compile_method
 from ..trace.ledger import LedgerEntry
 from ..ir import SourceLoc, Value
-from . import encode, validate
+from . import encode, limits, validate
 from .crc import crc32, crc_of
 
 FORMAT = "tracejit"
 SCHEMA_VERSION = 1
 _CRC_PLACEHOLDER = "00000000"
-MAX_HEADER = 100 * 1024 * 1024
+MAX_HEADER = limits.MAX_HEADER
 _ST_DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16, "BF16": torch.bfloat16,
               "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
               "BOOL": torch.bool, "C64": torch.complex64}
@@ -226,14 +226,17 @@ def _jsonable(v, depth=0):
 
 
 # =============================================================================== load
-def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True):
+def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True, mmap: bool = False):
     """Load a program saved by ``tracejit.save``; returns a TracedFunction or TracedModule.
 
     ``map_location``: a device or string ("cpu", "cuda:0", "meta") to put the tensors on.
     ``extra_files``: a dict whose keys name extra files to read back; their contents (bytes) are filled in.
+    ``mmap``: map the weights from the file (copy-on-write) instead of reading them into memory.
+    Faster for big files, but the file must then stay as it is while the program lives: if it is
+    truncated or rewritten in place, touching a weight can kill the process (SIGBUS).
     Any problem with the file raises ``tracejit.LoadError`` saying what and where.
     """
-    buf = _read(f)
+    buf = _read(f, mmap)
     try:
         return _load(buf, map_location, extra_files, check_integrity)
     except LoadError:
@@ -249,7 +252,7 @@ def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True
         raise LoadError(f"the program is malformed ({type(e).__name__}: {str(e)[:200]})") from None
 
 
-def _read(f):
+def _read(f, use_mmap: bool = False):
     if isinstance(f, (str, os.PathLike)):
         path = os.fspath(f)
         try:
@@ -257,7 +260,13 @@ def _read(f):
                 size = os.fstat(fh.fileno()).st_size
                 if size == 0:
                     raise LoadError(f"{path}: the file is empty")
-                return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
+                if use_mmap:
+                    return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
+                buf = bytearray(size)   # our own memory: a later truncation of the file cannot reach it
+                got = fh.readinto(buf)
+                if got != size:
+                    raise LoadError(f"{path}: the file changed size while it was read ({got} of {size} bytes)")
+                return buf
         except FileNotFoundError:
             raise LoadError(f"{path}: no such file") from None
         except IsADirectoryError:
@@ -294,6 +303,7 @@ def _load(buf, map_location, extra_files, check_integrity: bool):
         raise LoadError(f"the program document is not valid JSON: {e}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise LoadError("this is not a tracejit program (wrong format marker)")
+    limits.check_document(doc)
     version = doc.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise LoadError(f"bad schema version {version!r}")
@@ -307,6 +317,8 @@ def _load(buf, map_location, extra_files, check_integrity: bool):
     program = doc.get("program")
     if not isinstance(program, dict):
         raise LoadError("the file holds no program")
+    limits.check_program(program)
+    budget = limits.max_elements(size)
     if extra_files is not None:
         stored = program.get("extra_files", {})
         if not isinstance(stored, dict) or not all(isinstance(v, str) for v in stored.values()):
@@ -319,9 +331,10 @@ def _load(buf, map_location, extra_files, check_integrity: bool):
                     raise LoadError(f"extra file {name!r} is damaged") from None
     kind = program.get("kind")
     if kind == "function":
-        return _load_function(program, tensors)
+        return _load_function(program, tensors, budget)
     if kind == "module":
-        return _load_module(program, tensors)
+        limits.check_visits(program)
+        return _load_module(program, tensors, budget)
     raise LoadError(f"unknown program kind {kind!r}")
 
 
@@ -385,6 +398,8 @@ def _tensors(header: dict, buf, data_start: int, size: int, map_location) -> dic
             continue
         if numel == 0:
             t = torch.empty(shape, dtype=dtype)
+        elif (data_start + begin) % dtype.itemsize:   # misaligned in the file: copy to aligned memory
+            t = torch.frombuffer(bytearray(buf[data_start + begin:data_start + end]), dtype=dtype).view(shape)
         else:
             t = torch.frombuffer(buf, dtype=dtype, count=numel, offset=data_start + begin).view(shape)
         out[key] = t.to(device) if device is not None else t
@@ -452,12 +467,12 @@ class _GraphTable:
         return self.decoded[idx]
 
 
-def _load_function(program: dict, tensors: dict) -> TracedFunction:
+def _load_function(program: dict, tensors: dict, budget: int) -> TracedFunction:
     methods = _pairs(program.get("methods"), "function")
     if [n for n, _ in methods] != ["forward"]:
         raise LoadError("a saved function must hold exactly one method, 'forward'")
     g = _GraphTable(program, tensors).get(methods[0][1], "function")
-    validate.check_graph(g, "function", None, None)
+    validate.check_graph(g, "function", None, None, budget)
     _check_weights(g, None, "function")
     name = program.get("name")
     if not isinstance(name, str):
@@ -465,7 +480,7 @@ def _load_function(program: dict, tensors: dict) -> TracedFunction:
     return TracedFunction(name, g, _ledger_entries(program.get("ledger", [])))
 
 
-def _load_module(program: dict, tensors: dict) -> TracedModule:
+def _load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
     entries = program.get("modules")
     if not isinstance(entries, list) or not entries:
         raise LoadError("the program holds no modules")
@@ -484,7 +499,7 @@ def _load_module(program: dict, tensors: dict) -> TracedModule:
     for path, e in by_path.items():
         methods[path] = {}
         for name, idx in _pairs(e.get("methods", []), f"module {path}"):
-            validate.identifier(name, f"module {path!r} method")
+            validate.method_name(name, f"module {path!r} method")
             methods[path][name] = idx
     root = made[""]
     compiled: dict[tuple, object] = {}
@@ -516,7 +531,7 @@ def _load_module(program: dict, tensors: dict) -> TracedModule:
             if idx in checked:
                 validate.check_module_refs(g, where, has_tensor, methods_of)
             else:
-                validate.check_graph(g, where, has_tensor, methods_of)
+                validate.check_graph(g, where, has_tensor, methods_of, budget)
                 checked.add(idx)
             _check_weights(g, owner, where)
             callees = []
