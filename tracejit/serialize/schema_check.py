@@ -90,6 +90,40 @@ def check_arguments(op_name: str, schema, node, at: str, max_elements: int) -> N
                             "file may allocate (a fixed multiple of its own size)")
     if op_name in RANGE_OPS:
         _check_range(bound, at, max_elements)
+    if op_name in BATCH_NORMS:
+        _check_batch_norm(bound, at)
+    if op_name in VIEWS:
+        _check_view(bound, at)
+
+
+BATCH_NORMS = {"batch_norm", "native_batch_norm", "_native_batch_norm_legit", "instance_norm"}
+VIEWS = {"view", "reshape"}
+
+
+def _check_batch_norm(bound: dict, at: str) -> None:
+    """Normalizing with running statistics (training=False) needs them."""
+    training = bound.get("training", bound.get("use_input_stats"))
+    if training is False and (bound.get("running_mean") is None or bound.get("running_var") is None):
+        raise LoadError(f"{at}: batch normalization in eval mode without running_mean / running_var")
+
+
+def _check_view(bound: dict, at: str) -> None:
+    """view / reshape to constant sizes: the element count must match the traced input's."""
+    x, sizes = bound.get("self"), bound.get("size", bound.get("shape"))
+    if isinstance(sizes, int):
+        sizes = [sizes]
+    if not isinstance(sizes, (list, tuple)) or not isinstance(x, Value) or not hasattr(x.type, "shape"):
+        return
+    if sum(1 for s in sizes if s == -1) > 1 or any(isinstance(s, int) and s < -1 for s in sizes):
+        raise LoadError(f"{at}: impossible view sizes {list(sizes)[:8]} (at most one -1, no other negative size)")
+    if any(not isinstance(s, int) for s in sizes):
+        return   # sizes traced from the input: checked when the program runs
+    numel = math.prod(x.type.shape)
+    known = math.prod(s for s in sizes if s != -1)
+    fits = numel == known if -1 not in sizes else (known != 0 and numel % known == 0) or numel == 0
+    if not fits:
+        raise LoadError(f"{at}: cannot view a tensor of shape {list(x.type.shape)} ({numel} elements) as "
+                        f"{list(sizes)[:8]}")
 
 
 def _check_value(v, rt: str, name: str, op: str, at: str, sizes: list) -> None:
