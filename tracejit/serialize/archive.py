@@ -290,6 +290,8 @@ def _load(buf, map_location, extra_files, check_integrity: bool):
         raise LoadError(f"the header claims {header_len} bytes but the file has {size - 8} after its length "
                         "field (truncated, or not a tracejit file)")
     raw_header = bytes(buf[8:8 + header_len])
+    if raw_header.count(b'"data_offsets"') > limits.MAX_TENSORS:
+        raise LoadError(f"the file holds more than {limits.MAX_TENSORS} tensors")
     try:
         header = json.loads(raw_header.decode("utf-8"), object_pairs_hook=_no_duplicates)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -297,13 +299,15 @@ def _load(buf, map_location, extra_files, check_integrity: bool):
     if not isinstance(header, dict) or not isinstance(header.get("__metadata__"), dict) \
             or not isinstance(header["__metadata__"].get("tracejit"), str):
         raise LoadError("this is not a tracejit program: the safetensors metadata has no 'tracejit' entry")
+    limits.check_document_text(header["__metadata__"]["tracejit"])
     try:
         doc = json.loads(header["__metadata__"]["tracejit"], object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as e:
         raise LoadError(f"the program document is not valid JSON: {e}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise LoadError("this is not a tracejit program (wrong format marker)")
-    limits.check_document(doc)
+    if isinstance(doc.get("program"), dict):
+        limits.check_program(doc["program"])   # counts first: before anything costs time per item
     version = doc.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise LoadError(f"bad schema version {version!r}")
@@ -317,7 +321,6 @@ def _load(buf, map_location, extra_files, check_integrity: bool):
     program = doc.get("program")
     if not isinstance(program, dict):
         raise LoadError("the file holds no program")
-    limits.check_program(program)
     budget = limits.max_elements(size)
     if extra_files is not None:
         stored = program.get("extra_files", {})
@@ -339,11 +342,13 @@ def _load(buf, map_location, extra_files, check_integrity: bool):
 
 
 def _no_duplicates(pairs):
-    d = {}
-    for k, v in pairs:
-        if k in d:
-            raise LoadError(f"the file names {k!r} twice")
-        d[k] = v
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise LoadError(f"the file names {k[:80]!r} twice")
+            seen.add(k)
     return d
 
 
@@ -434,13 +439,16 @@ def _ledger_entries(items) -> tuple:
     for e in items:
         if not isinstance(e, dict) or not isinstance(e.get("kind"), str) or not isinstance(e.get("message"), str):
             raise LoadError("malformed ledger entry")
+        limits.text(e["kind"], "ledger entry kind", 200)
+        limits.text(e["message"], "ledger entry message")
         src = e.get("source")
         source = None
         if src is not None:
             if not (isinstance(src, list) and len(src) == 3 and isinstance(src[0], str) and isinstance(src[1], int)
                     and not isinstance(src[1], bool)):
                 raise LoadError("malformed ledger entry source (expected [file, line, function])")
-            source = SourceLoc(src[0], src[1], str(src[2]))
+            source = SourceLoc(limits.text(src[0], "ledger entry source"), src[1],
+                               limits.text(src[2], "ledger entry source"))
         out.append(LedgerEntry(e["kind"], e["message"], source, e.get("value")))
     return tuple(out)
 

@@ -16,7 +16,7 @@ import torch
 from ..errors import LoadError, SaveError
 from ..ir import Graph, Node, ScalarType, SourceLoc, TensorType, Value
 from ..pytree import Spec
-from . import validate
+from . import limits, validate
 
 _DTYPES = {str(d).replace("torch.", ""): d for d in (
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8,
@@ -241,12 +241,17 @@ def encode_graph(graph: Graph, where: str) -> dict:
 def decode_graph(d: dict, where: str) -> Graph:
     """Rebuild a Graph from data (structure only; ops are validated by validate.py)."""
     try:
-        g = Graph(name=str(d["name"]), module_type=str(d.get("module_type", "")), training=d.get("training"))
+        g = Graph(name=limits.text(d["name"], f"{where}: graph name", 200),
+                  module_type=limits.text(d.get("module_type", ""), f"{where}: module type", 200),
+                  training=d.get("training"))
         if g.training not in (None, True, False):
             raise LoadError(f"{where}: bad training flag")
         values: list[Value] = []
         for i, inp in enumerate(_list(d["inputs"], where)):
-            v = g.add_input(decode_type(inp["type"], where), _str_or_none(inp.get("hint"), where),
+            hint = _str_or_none(inp.get("hint"), where)
+            if hint is not None:
+                limits.text(hint, f"{where}: input name", 200)
+            v = g.add_input(decode_type(inp["type"], where), hint,
                             bool(inp.get("dynamic", True)))
             values.append(v)
 
@@ -275,7 +280,8 @@ def decode_graph(d: dict, where: str) -> Graph:
             if src is not None:
                 if not (isinstance(src, list) and len(src) == 3 and isinstance(src[0], str) and isinstance(src[1], int)):
                     raise LoadError(f"{at}: malformed source location")
-                source = SourceLoc(src[0], src[1], str(src[2]))
+                source = SourceLoc(limits.text(src[0], f"{at}: source file"), src[1],
+                                   limits.text(src[2], f"{at}: source function"))
             kwargs = nd.get("kwargs", [])
             if not isinstance(kwargs, list) or not all(isinstance(p, list) and len(p) == 2 for p in kwargs):
                 raise LoadError(f"{at}: malformed keyword arguments")
