@@ -73,15 +73,35 @@ def bind(schema, args, kwargs) -> dict | None:
     return out
 
 
+# ops whose Python bindings take a number where the schema says Tensor (python_arg_parser's list);
+# Python operators and indexing (``x[i] = 5.0``) take numbers too
+NUMBER_OPS = {"add", "sub", "mul", "div", "divide", "true_divide", "floor_divide", "remainder", "fmod", "eq", "ne",
+              "lt", "le", "gt", "ge", "pow", "float_power", "atan2", "where", "xlogy", "copysign", "bitwise_and",
+              "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "logical_and", "logical_or",
+              "logical_xor", "__and__", "__or__", "__xor__", "__lshift__", "__rshift__", "rsub", "multiply",
+              "subtract", "greater", "greater_equal", "less", "less_equal", "not_equal", "hypot", "nextafter",
+              "special_xlog1py", "special_zeta", "special_xlogy", "isin", "maximum", "minimum", "fmax", "fmin",
+              "heaviside", "ldexp", "lerp", "masked_fill", "index_put", "index_fill", "fill"}
+
+
+def numbers_allowed(op_name: str, target: str) -> bool:
+    """Does the call take a Python number where the schema says Tensor?"""
+    return target.startswith(("op:", "index:")) or op_name.rstrip("_") in NUMBER_OPS
+
+
 def check_arguments(op_name: str, schema, node, at: str, max_elements: int) -> None:
     """Raise LoadError unless every argument of ``node`` fits ``schema`` and the allocation budget."""
     bound = bind(schema, node.args, node.kwargs)
+    numbers = numbers_allowed(op_name, node.target)
     if bound is None:
         raise LoadError(f"{at}: its arguments do not bind to the schema {_short(schema)}")
     types = {a.name: str(a.real_type) for a in schema.arguments}
     sizes: list[int] = []
     for name, value in bound.items():
-        _check_value(value, types[name], name, op_name, f"{at}, argument {name!r}", sizes)
+        rt = types[name]
+        if numbers and rt in ("Tensor", "Optional[Tensor]") and isinstance(value, (int, float, complex)):
+            rt = "number"   # a Python number the binding wraps into a tensor
+        _check_value(value, rt, name, op_name, f"{at}, argument {name!r}", sizes)
     total = 1
     for s in sizes:
         total *= max(abs(s), 1)
