@@ -262,7 +262,9 @@ def _read(f, use_mmap: bool = False):
                     raise LoadError(f"{path}: the file is empty")
                 if use_mmap:
                     return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
-                buf = bytearray(size)   # our own memory: a later truncation of the file cannot reach it
+                # anonymous memory of our own (not zero-filled up front, unlike bytearray): a later
+                # truncation or rewrite of the file cannot reach it
+                buf = mmap.mmap(-1, size)
                 got = fh.readinto(buf)
                 if got != size:
                     raise LoadError(f"{path}: the file changed size while it was read ({got} of {size} bytes)")
