@@ -111,3 +111,12 @@ def test_every_name_in_generated_code_is_minted(tmp_path):
             for fn in m._traced_methods.values():
                 _check_names(fn.code)
     assert parse(buf.getvalue())[0]["program"]["graphs"][0]["arg_names"] == ["x"]
+
+
+def test_save_refuses_what_load_would_refuse():
+    """A program using an op the loader refuses fails at save, saying why, not at load."""
+    traced = _quiet(lambda: tracejit.trace(lambda x: x.to_sparse().to_dense() * 2, torch.randn(3, 3)))
+    x = torch.randn(4, 4)
+    torch.testing.assert_close(traced(x), x * 2)      # running it in this process is fine
+    with pytest.raises(tracejit.SaveError, match="to_sparse.*refuses"):
+        tracejit.save(traced, io.BytesIO())

@@ -16,7 +16,7 @@ import torch
 from ..errors import LoadError, SaveError
 from ..ir import Graph, Node, ScalarType, SourceLoc, TensorType, Value
 from ..pytree import Spec
-from . import limits, validate
+from . import limits, schema_check, validate
 
 _DTYPES = {str(d).replace("torch.", ""): d for d in (
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8,
@@ -45,6 +45,8 @@ def encode_const(c, where: str):
     if isinstance(c, torch.device):
         return {"device": str(c)}
     if isinstance(c, torch.layout):
+        if c is not torch.strided:
+            raise SaveError(f"{where}: the layout {c} cannot be saved (tracejit.load accepts strided tensors only)")
         return {"layout": str(c).replace("torch.", "")}
     if isinstance(c, torch.memory_format):
         return {"memory_format": str(c).replace("torch.", "")}
@@ -205,6 +207,11 @@ def encode_graph(graph: Graph, where: str) -> dict:
         if node.op in ("tracejit::getitem", "tracejit::setitem"):
             raise SaveError(f"{where}: {node.op} at {node.source} indexes with a Python object that cannot be "
                             "saved as data")
+        aten = node.op.partition("::")[2].partition(".")[0] if node.op.startswith("aten::") else ""
+        if aten and schema_check.DENIED_OP.search(aten):
+            raise SaveError(f"{where}: {node.op} at {node.source} cannot be saved: tracejit.load refuses it "
+                            "(it reaches raw storage, files, unchecked strides or a non-strided layout; see "
+                            "docs/SECURITY.md)")
         args = [arg(a) for a in node.args]
         kwargs = [[k, arg(v)] for k, v in node.kwargs.items()]   # pairs: keyword order is kept
         for v in node.outputs:
