@@ -180,9 +180,9 @@ def bound_cases(b):
     return [
         ("nodes_60k", _edit(fn, lambda d: graphs(d)[0]["nodes"].extend([{"op": "aten::neg"}] * 60_000)), "reject"),
         ("values_600k", _edit(fn, lambda d: graphs(d)[0]["nodes"][0]["args"].append([0] * 600_000)), "reject"),
-        ("tensors_150k", _edit(fn, edit_tensors=lambda t: t.update(
-            {f"t{i}": torch.zeros(0) for i in range(150_000)})), "reject"),
-        ("nodes_250k_full_header", _edit(fn, lambda d: _many_nodes(d, 250_000, legit=False)), "reject"),
+        ("tensors_150k", _many_tensors(fn, 150_000), "reject"),
+        ("header_17MiB", _edit(fn, lambda d: d["program"].__setitem__("extra_files", {"big": "A" * (17 << 20)})),
+         "reject"),
         ("nodes_20k_legit", _edit(fn, lambda d: _many_nodes(d, 20_000, legit=True)), "loaded"),
         ("keywords_300k", _edit(fn, kwargs_300k), "reject"),
         ("amplification_2000x2000", _edit(net, amplification), "reject"),
@@ -201,6 +201,15 @@ def bound_cases(b):
                                                              [{"v": 0}, [100_000, 100_000]])), "reject"),
         ("header_length_lies", _header_length(fn, 2 ** 40), "reject"),
     ]
+
+
+def _many_tensors(raw, n):
+    """The file with n empty tensors added to its safetensors header."""
+    header, data = split(raw)
+    header.update({f"t{i}": {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]} for i in range(n)})
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return fix_crc(struct.pack("<Q", len(text)) + text + data)
 
 
 def _header_length(raw, n):
