@@ -1,5 +1,6 @@
 """Validation of a loaded program: every op resolved against torch's operator registry,
-every call target on an allowlist, every name that reaches generated code an identifier.
+every call target on an allowlist, every name that reaches generated code an ASCII identifier,
+every argument type-checked against the op's schema (schema_check.py).
 
 Nothing here imports, evaluates or looks up a name chosen by the file outside these lists.
 """
@@ -168,14 +169,6 @@ def _check_outputs(node, at: str, schema) -> None:
         return
     if n != len(returns) and not (n == 1 and node.outputs[0] is None and not returns):
         raise LoadError(f"{at}: {n} outputs, but the op returns {len(returns)}")
-
-
-def _kind(a) -> str:
-    if isinstance(a, Value):
-        return "T" if hasattr(a.type, "shape") else "i" if getattr(a.type, "kind", "") == "int" else "f"
-    if isinstance(a, (list, tuple)):
-        return "[" + "".join(sorted(set(_kind(x) for x in a))) + "]"
-    return opnames._kind(a)
 
 
 def _check_target(node, at: str, aten_name: str) -> None:
