@@ -199,6 +199,11 @@ def bound_cases(b):
                                                           [10 ** 12])), "reject"),
         ("repeat_1e5x1e5", _edit(fn, lambda d: _replace_node(d, "aten::add", "aten::repeat.default", "method:repeat",
                                                              [{"v": 0}, [100_000, 100_000]])), "reject"),
+        ("pad_1e9", _edit(fn, lambda d: _replace_node(d, "aten::add", "aten::constant_pad_nd.default",
+                                                      "fn:torch.constant_pad_nd", [{"v": 0}, [10 ** 9, 0]])), "reject"),
+        ("upsample_scale_1e8", _edit(fn, lambda d: _replace_node(
+            d, "aten::add", "aten::upsample_nearest1d.vec", "fn:torch._C._nn.upsample_nearest1d",
+            [{"v": 0}, None, [1e8]])), "reject"),
         ("header_length_lies", _header_length(fn, 2 ** 40), "reject"),
     ]
 

@@ -32,9 +32,12 @@ DENIED_OP = re.compile(
 DIM_NAMES = {"dim", "dim0", "dim1", "dim2", "dims", "start_dim", "end_dim", "source", "destination",
              "dimension", "axis", "axis0", "axis1", "dimname"}
 # int arguments that size a tensor the op allocates
-SIZE_NAMES = {"size", "sizes", "repeats", "shape", "n", "m", "steps", "num_samples", "minlength", "num_classes",
-              "bins", "length", "output_size", "window_length", "n_fft", "count", "split_size", "split_sizes",
-              "N", "M", "row", "col", "num_groups"}
+SIZE_NAMES = {"size", "sizes", "repeats", "shape", "n", "m", "s", "steps", "num_samples", "minlength",
+              "num_classes", "bins", "length", "output_size", "window_length", "n_fft", "count", "split_size",
+              "split_sizes", "N", "M", "row", "col", "num_groups", "pad", "padding"}
+SIZE_OVERRIDES = {("tile", "dims")}          # (op, argument) that sizes although named like a dimension
+VIEW_OPS = {"view", "reshape", "unflatten"}  # same elements in and out: their sizes allocate nothing
+SCALE_NAMES = {"scale_factors", "scale_factor", "scales", "scales_h", "scales_w", "scales_d"}
 RANGE_OPS = {"arange", "range", "linspace", "logspace"}
 STRING_CHOICES = {"approximate": {"none", "tanh"}, "rounding_mode": {"trunc", "floor"},
                   "padding": {"same", "valid"}, "indexing": {"ij", "xy"}}
@@ -96,15 +99,19 @@ def check_arguments(op_name: str, schema, node, at: str, max_elements: int) -> N
     if bound is None:
         raise LoadError(f"{at}: its arguments do not bind to the schema {_short(schema)}")
     types = {a.name: str(a.real_type) for a in schema.arguments}
-    sizes: list[int] = []
+    sizes: list = []
     for name, value in bound.items():
         rt = types[name]
         if numbers and rt in ("Tensor", "Optional[Tensor]") and isinstance(value, (int, float, complex)):
             rt = "number"   # a Python number the binding wraps into a tensor
+        if (op_name, name) in SIZE_OVERRIDES:
+            name = "sizes"
         _check_value(value, rt, name, op_name, f"{at}, argument {name!r}", sizes)
-    total = 1
+    if op_name in VIEW_OPS:
+        sizes = []
+    total = _input_factor(op_name, bound, sizes)
     for s in sizes:
-        total *= max(abs(s), 1)
+        total *= max(abs(int(s)), 1)
         if total > max_elements:
             raise LoadError(f"{at}: sizes {sizes[:8]} ask for more than {max_elements} elements, more than this "
                             "file may allocate (a fixed multiple of its own size)")
@@ -185,6 +192,10 @@ def _check_value(v, rt: str, name: str, op: str, at: str, sizes: list) -> None:
             raise LoadError(f"{at}: {v} does not fit in 64 bits")
         if name == "p" and "dropout" in op and not (0.0 <= v <= 1.0):
             raise LoadError(f"{at}: a dropout probability must lie in [0, 1], found {v}")
+        if name in SCALE_NAMES and isinstance(v, (int, float)):
+            if not 0 <= v <= INT64:
+                raise LoadError(f"{at}: scale factor {v} is out of range")
+            sizes.append(math.ceil(v))
         return
     if rt == "bool":
         if not isinstance(v, bool):
@@ -229,6 +240,21 @@ def _check_value(v, rt: str, name: str, op: str, at: str, sizes: list) -> None:
                 _check_value(x, elem, name, op, at, sizes)
         return
     raise LoadError(f"{at}: arguments of type {rt} are not accepted in files (found {_show(v)})")
+
+
+AMPLIFIERS = {"repeat", "tile", "repeat_interleave"}   # output = input elements x their sizes
+
+
+def _input_factor(op_name: str, bound: dict, sizes: list) -> int:
+    """What the constant sizes multiply: the traced input's elements for ops that repeat or scale
+    their input, its batch x channels for an upsampling to an output size, else 1."""
+    x = bound.get("self", bound.get("input"))
+    shape = tuple(x.type.shape) if isinstance(x, Value) and hasattr(x.type, "shape") else ()
+    if op_name in AMPLIFIERS or (op_name.startswith("upsample") and bound.get("output_size") is None):
+        return math.prod(shape)
+    if op_name.startswith("upsample"):
+        return math.prod(shape[:2])
+    return 1
 
 
 def _check_range(bound: dict, at: str, max_elements: int) -> None:
