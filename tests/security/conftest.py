@@ -177,7 +177,7 @@ def injections(canary: str) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------ children
-def run_child(tmp_path, cases: list[dict], canary: str, mem_mb: int = 1024, cpu_s: int = 300) -> dict:
+def run_child(tmp_path, cases: list[dict], canary: str, mem_mb: int = 400, cpu_s: int = 300) -> dict:
     """Load every case in one child process; {name: report}. A crash (signal) fails the test, naming
     the file that caused it."""
     jobs = []
