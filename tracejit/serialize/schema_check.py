@@ -239,7 +239,20 @@ def _check_value(v, rt: str, name: str, op: str, at: str, sizes: list) -> None:
             if not isinstance(x, Value):
                 _check_value(x, elem, name, op, at, sizes)
         return
+    if rt in ("List[t]", "t"):   # aten::tensor's data: nested lists of numbers
+        if _count_numbers(v, 0, at) > MAX_LIST:
+            raise LoadError(f"{at}: more than {MAX_LIST} numbers of tensor data")
+        return
     raise LoadError(f"{at}: arguments of type {rt} are not accepted in files (found {_show(v)})")
+
+
+def _count_numbers(v, depth: int, at: str) -> int:
+    """Numbers in nested lists of data, refusing anything else."""
+    if isinstance(v, (bool, int, float, complex)) and not (isinstance(v, int) and not -INT64 <= v < INT64):
+        return 1
+    if isinstance(v, (list, tuple)) and depth < MAX_DIMS:
+        return sum(_count_numbers(x, depth + 1, at) for x in v)
+    raise LoadError(f"{at}: tensor data holds {_show(v)}")
 
 
 AMPLIFIERS = {"repeat", "tile", "repeat_interleave"}   # output = input elements x their sizes
