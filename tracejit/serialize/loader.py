@@ -10,6 +10,7 @@ import mmap
 import os
 import struct
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -17,7 +18,7 @@ from .. import __version__
 from ..errors import LoadError
 from . import limits
 from .archive import _CRC_PLACEHOLDER, _ST_DTYPES, FORMAT, MAX_HEADER, SCHEMA_VERSION
-from .crc import crc32
+from .crc import combine, crc32, crc_of
 from .program_loader import load_function, load_module
 
 def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True, mmap: bool = False):
@@ -30,9 +31,9 @@ def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True
     truncated or rewritten in place, touching a weight can kill the process (SIGBUS).
     Any problem with the file raises ``tracejit.LoadError`` saying what and where.
     """
-    buf = _read(f, mmap)
+    buf, data_crc = _read(f, mmap, check_integrity)
     try:
-        return _load(buf, map_location, extra_files, check_integrity)
+        return _load(buf, map_location, extra_files, check_integrity, data_crc)
     except LoadError:
         raise
     except RecursionError:
@@ -46,23 +47,24 @@ def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True
         raise LoadError(f"the program is malformed ({type(e).__name__}: {str(e)[:200]})") from None
 
 
-def _read(f, use_mmap: bool = False):
+def _read(f, use_mmap: bool = False, want_crc: bool = True):
+    """(buffer, CRC-32 of its bytes after the header or None). Files are read into anonymous
+    memory of our own (not zero-filled up front, unlike bytearray), so a later truncation or
+    rewrite of the file cannot reach the weights; ``use_mmap`` maps the file instead."""
     if isinstance(f, (str, os.PathLike)):
         path = os.fspath(f)
         try:
-            with open(path, "rb") as fh:
+            with open(path, "rb", buffering=0) as fh:
                 size = os.fstat(fh.fileno()).st_size
                 if size == 0:
                     raise LoadError(f"{path}: the file is empty")
                 if use_mmap:
-                    return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
-                # anonymous memory of our own (not zero-filled up front, unlike bytearray): a later
-                # truncation or rewrite of the file cannot reach it
+                    return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY), None
                 buf = mmap.mmap(-1, size)
-                got = fh.readinto(buf)
+                got, data_crc = _read_into(fh, buf, size, want_crc)
                 if got != size:
                     raise LoadError(f"{path}: the file changed size while it was read ({got} of {size} bytes)")
-                return buf
+                return buf, data_crc
         except FileNotFoundError:
             raise LoadError(f"{path}: no such file") from None
         except IsADirectoryError:
@@ -73,11 +75,38 @@ def _read(f, use_mmap: bool = False):
         data = f.read()
         if not isinstance(data, (bytes, bytearray)):
             raise LoadError("the file object must be opened in binary mode")
-        return bytearray(data)
+        return bytearray(data), None
     raise TypeError(f"tracejit.load expects a path or a binary file object; got {type(f).__name__}")
 
 
-def _load(buf, map_location, extra_files, check_integrity: bool):
+_CHUNK = 16 * 1024 * 1024
+
+
+def _read_into(fh, buf, size: int, want_crc: bool):
+    """Read the file into ``buf`` in chunks; the CRC of the bytes after the header runs on a
+    second thread while the next chunk is read. Returns (bytes read, that CRC or None)."""
+    view = memoryview(buf)
+    n, data_start, crc, running = 0, None, 0, None
+    with ThreadPoolExecutor(1) as pool:
+        while n < size:
+            k = fh.readinto(view[n:min(size, n + _CHUNK)])
+            if not k:
+                break
+            if data_start is None and n + k >= 8:
+                data_start = 8 + struct.unpack("<Q", bytes(view[:8]))[0]
+            lo = max(n, data_start) if data_start is not None else n + k
+            if want_crc and lo < n + k:
+                if running is not None:
+                    crc = running.result()
+                running = pool.submit(crc_of, [view[lo:n + k]], crc)
+            n += k
+        if running is not None:
+            crc = running.result()
+    ok = want_crc and data_start is not None and data_start <= n
+    return n, (crc, data_start) if ok else None
+
+
+def _load(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
     size = len(buf)
     if size < 8:
         raise LoadError(f"the file is {size} bytes long: too short to be a tracejit program")
@@ -111,7 +140,7 @@ def _load(buf, map_location, extra_files, check_integrity: bool):
         raise LoadError(f"this file uses tracejit schema version {version}, newer than this tracejit "
                         f"({__version__}) reads (version {SCHEMA_VERSION}); upgrade tracejit to load it")
     if check_integrity:
-        _check_crc(buf, header_len, doc.get("crc32"))
+        _check_crc(buf, header_len, doc.get("crc32"), data_crc)
     data_start = 8 + header_len
     tensors = _tensors(header, buf, data_start, size, map_location)
     program = doc.get("program")
@@ -148,7 +177,7 @@ def _no_duplicates(pairs):
     return d
 
 
-def _check_crc(buf, header_len: int, stored) -> None:
+def _check_crc(buf, header_len: int, stored, data_crc=None) -> None:
     if not isinstance(stored, str) or len(stored) != 8:
         raise LoadError("the file has no valid checksum")
     marker = f'crc32\\":\\"{stored}'.encode()
@@ -159,7 +188,10 @@ def _check_crc(buf, header_len: int, stored) -> None:
     zeroed = header[:at + len(marker) - 8] + _CRC_PLACEHOLDER.encode() + header[at + len(marker):]
     crc = zlib.crc32(bytes(buf[:8]))
     crc = zlib.crc32(zeroed, crc)
-    crc = crc32(buf, 8 + header_len, value=crc)
+    if data_crc is not None and data_crc[1] == 8 + header_len:   # computed while reading
+        crc = combine(crc, data_crc[0], len(buf) - data_crc[1])
+    else:
+        crc = crc32(buf, 8 + header_len, value=crc)
     if f"{crc:08x}" != stored:
         raise LoadError(f"checksum mismatch: the file says {stored}, its contents give {crc:08x}; the file is "
                         "damaged (a flipped byte, a truncation, or an edit)")
