@@ -205,6 +205,7 @@ def bound_cases(b):
             d, "aten::add", "aten::upsample_nearest1d.vec", "fn:torch._C._nn.upsample_nearest1d",
             [{"v": 0}, None, [1e8]])), "reject"),
         ("header_length_lies", _header_length(fn, 2 ** 40), "reject"),
+        ("header_values_2M", _header_junk(fn, 2_000_000), "reject"),
     ]
 
 
@@ -213,6 +214,15 @@ def _many_tensors(raw, n):
     header, data = split(raw)
     header.update({f"t{i}": {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]} for i in range(n)})
     text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    return fix_crc(struct.pack("<Q", len(text)) + text + data)
+
+
+def _header_junk(raw, n):
+    """n small values in the safetensors metadata, beside the program document."""
+    header, data = split(raw)
+    header["__metadata__"]["junk"] = [0] * n
+    text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
     return fix_crc(struct.pack("<Q", len(text)) + text + data)
 

@@ -27,6 +27,14 @@ def max_elements(file_size: int) -> int:
     return max(ALLOC_FLOOR, ALLOC_PER_FILE_BYTE * file_size)
 
 
+def check_header_text(raw: bytes) -> None:
+    """Bound the values of the safetensors header before parsing it: its tensor entries (about
+    eight values each) and the program document, which it holds as one string."""
+    n = raw.count(b",") + raw.count(b"[") + raw.count(b"{")
+    if n > MAX_JSON_ITEMS + 8 * MAX_TENSORS:
+        raise LoadError(f"the file header holds about {n} values (at most {MAX_JSON_ITEMS + 8 * MAX_TENSORS})")
+
+
 def check_document_text(text: str) -> None:
     """Bound the values in the program document before parsing it (parsing costs ~1 us per value).
     Counts separators and brackets (those inside strings too: an over-estimate, never an under-)."""

@@ -117,6 +117,7 @@ def _load(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
     raw_header = bytes(buf[8:8 + header_len])
     if raw_header.count(b'"data_offsets"') > limits.MAX_TENSORS:
         raise LoadError(f"the file holds more than {limits.MAX_TENSORS} tensors")
+    limits.check_header_text(raw_header)
     try:
         header = json.loads(raw_header.decode("utf-8"), object_pairs_hook=_no_duplicates)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
