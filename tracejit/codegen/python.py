@@ -6,9 +6,10 @@ entry points that ran while tracing.
 """
 from __future__ import annotations
 
+import itertools
 import keyword
 import linecache
-import itertools
+import re
 
 import torch
 
@@ -22,17 +23,49 @@ _counter = itertools.count()
 
 
 class PyNamer(Namer):
+    """Mints every local name of generated code: ASCII identifiers made from a hint, never a
+    keyword, a name the generated code reads as a global or builtin, nor one of codegen's own
+    ``_tj_`` names. Hints may come from a loaded file; they only ever colour a minted name."""
+
+    def __init__(self, graph, sigil: str = ""):
+        self.next_suffix: dict[str, int] = {}
+        super().__init__(graph, sigil)
+
     def define(self, v: Value, hint: str | None = None) -> str:
-        if hint and (keyword.iskeyword(hint) or hint in _RESERVED):
-            hint = hint + "_"
-        if hint and hint.startswith("_tj_"):   # the prefix of codegen's own globals
-            hint = "u" + hint
-        return super().define(v, hint or None)
+        name = self.mint(hint)
+        self.names[id(v)] = name
+        return name
+
+    def mint(self, hint: str | None) -> str:
+        base = safe_identifier(hint)
+        name = base
+        i = self.next_suffix.get(base, 1)
+        while name in self.used:          # one step per clash: linear in the number of names
+            name = f"{base}_{i}"
+            i += 1
+        self.next_suffix[base] = i
+        self.used.add(name)
+        return name
 
 
-# names the generated code itself uses; a traced argument with such a name gets a suffix
-_RESERVED = {"self", "torch", "Tensor", "isinstance", "float", "int", "bool", "len", "getattr", "_input_error",
-             "_no_grad"}
+_NON_IDENT = re.compile(r"[^A-Za-z0-9_]")
+# names the generated code itself reads (globals and builtins); a local may never take one
+# (tests/security checks that every global of generated code is in this set or is a _tj_ name)
+RESERVED = frozenset({"self", "torch", "Tensor", "isinstance", "float", "int", "bool", "complex", "getattr",
+                      "slice", "len", "tuple", "list", "dict", "set", "_input_error", "_no_grad", "_observe", "_"})
+
+
+def safe_identifier(hint: str | None, limit: int = 60) -> str:
+    """An ASCII identifier that codegen may bind: derived from ``hint`` but never a keyword,
+    a reserved global/builtin, a dunder, or in codegen's ``_tj_`` namespace."""
+    base = _NON_IDENT.sub("_", (hint or "v")[:limit]) or "v"
+    if base[0].isdigit():
+        base = "v" + base
+    if base.startswith("_tj") or base.startswith("__"):
+        base = "u" + base
+    if keyword.iskeyword(base) or base in RESERVED:
+        base += "_"
+    return base
 
 
 def _node_hint(node: Node) -> str:
@@ -51,6 +84,7 @@ class CodeGen:
         self.fn_name = fn_name
         self.guards = guards
         self.namer = PyNamer(_EmptyGraph(), sigil="")
+        self.def_name = safe_identifier(fn_name, limit=200)   # minted: the method's name only colours it
         self.globals: dict = {"torch": torch, "Tensor": torch.Tensor}
         self.lines: list[str] = []
         self.sources: list = []  # node source per emitted line, for tracebacks
@@ -75,8 +109,11 @@ class CodeGen:
             return str(a)
         if isinstance(a, torch.device):
             return f"torch.device({str(a)!r})"
-        if isinstance(a, float) and (a != a or a in (float("inf"), float("-inf"))):
+        if isinstance(a, float) and (a != a or a in (_INF, -_INF)):
+            # `float` is RESERVED: no local can shadow it
             return f"float({str(a)!r})"
+        if isinstance(a, complex):
+            return f"complex({self.expr(a.real)}, {self.expr(a.imag)})" if not _finite(a) else repr(a)
         if a is None or isinstance(a, (bool, int, float, str, complex)):
             return repr(a)
         return self.const_global(a)
@@ -116,7 +153,7 @@ class CodeGen:
             at = next((i for i, line in enumerate(self.lines) if not line.lstrip().startswith("if ")), 0)
             self.lines.insert(at, "    _no_grad = not torch.is_grad_enabled()")
             self.sources.insert(at, None)
-        header = f"def {self.fn_name}({', '.join(['self'] + params)}):"
+        header = f"def {self.def_name}({', '.join(['self'] + params)}):"
         return "\n".join([header] + self.lines) + "\n"
 
     def signature(self) -> list[str]:
@@ -196,7 +233,8 @@ class CodeGen:
         if const is None:
             self.emit(f"if {expr} is not None: _input_error({where!r}, {expr}, None, 'const')")
         elif isinstance(const, (bool, int, float, str)):
-            self.emit(f"if {expr} != {const!r}: _input_error({where!r}, {expr}, {const!r}, 'const')")
+            lit = self.expr(const)
+            self.emit(f"if {expr} != {lit}: _input_error({where!r}, {expr}, {lit}, 'const')")
 
     def guard_container(self, expr: str, spec: Spec, where: str) -> None:
         n = len(spec.children)
@@ -325,6 +363,13 @@ class CodeGen:
             else f"{self.const_global(spec.type)}({body})"
 
 
+_INF = float("inf")
+
+
+def _finite(c: complex) -> bool:
+    return all(x == x and x not in (_INF, -_INF) for x in (c.real, c.imag))
+
+
 class _EmptyGraph:
     inputs = ()
 
@@ -371,7 +416,7 @@ def compile_function(source: str, fn_name: str, globals_: dict, label: str):
     code = compile(source, filename, "exec")
     ns = dict(globals_)
     exec(code, ns)
-    return ns[fn_name]
+    return ns[globals_.get("_tj_def_name", fn_name)]
 
 
 def generate(graph: Graph, fn_name: str = "forward", guards: bool = False, input_error=None, observe: bool = False):
@@ -384,4 +429,5 @@ def generate(graph: Graph, fn_name: str = "forward", guards: bool = False, input
     src = gen.generate()
     gen.globals["_input_error"] = input_error
     gen.globals["_tj_guard"] = gen.guard_emitter.failure(fn_name)
+    gen.globals["_tj_def_name"] = gen.def_name
     return src, gen.globals
