@@ -16,6 +16,7 @@ from ..ir import Graph, Node, Value
 from ..ir.printer import Namer, format_const
 from ..pytree import Spec
 from ..trace import indexing
+from . import capture_emit
 
 _counter = itertools.count()
 
@@ -52,6 +53,8 @@ class CodeGen:
         self.globals: dict = {"torch": torch, "Tensor": torch.Tensor}
         self.lines: list[str] = []
         self.sources: list = []  # node source per emitted line, for tracebacks
+        self.indent = ""         # inside a grad-mode region (capture_emit.enter_region)
+        self.skipped: set = set()  # forward ops of custom autograd Functions called as themselves
 
     # -- names and expressions --------------------------------------------------------------------
     def name(self, v: Value) -> str:
@@ -90,7 +93,7 @@ class CodeGen:
 
     # -- emission ---------------------------------------------------------------------------------
     def emit(self, line: str, source=None) -> None:
-        self.lines.append("    " + line)
+        self.lines.append("    " + self.indent + line)
         self.sources.append(source)
 
     def generate(self) -> str:
@@ -101,11 +104,14 @@ class CodeGen:
             self.lines.insert(0, f"    if self.training is not {g.training}: "
                                  f"return self._switch_mode({self.fn_name!r})({', '.join(self.call_forward)})")
             self.sources.insert(0, None)
+        self.skipped = capture_emit.skipped_nodes(g)
         for i, node in enumerate(g.nodes):
+            capture_emit.enter_region(self, node)
             self.emit_node(node)
             if self.observe:
                 outs = ", ".join(self.name(v) if v is not None else "None" for v in node.outputs)
                 self.emit(f"_observe({i}, ({outs}{',' if len(node.outputs) == 1 else ''}))")
+        capture_emit.enter_region(self, None)
         self.emit("return " + self.rebuild(g.out_spec, iter(g.outputs)))
         if self.needs_grad_check:
             # in-place reuse of dead intermediates is only safe when autograd records nothing
@@ -205,6 +211,8 @@ class CodeGen:
         self.emit(f"if {cond}: _input_error({where!r}, {expr}, {_spec_text(spec)!r}, 'container')")
 
     def emit_node(self, node: Node) -> None:
+        if id(node) in self.skipped:
+            return
         outs = node.outputs
         rhs = self.node_expr(node)
         if rhs is None:
@@ -224,7 +232,7 @@ class CodeGen:
             self.emit(rhs, node.source)
             return
         inplace = node.attrs.get("inplace")
-        if inplace:
+        if inplace and not capture_emit.builds_grad(node):
             self.needs_grad_check = True
             rest = ", ".join(self.expr(a) for a in node.args[1:])
             rhs = f"{self.expr(node.args[0])}.{inplace}({rest}) if _no_grad else {rhs}"
@@ -249,6 +257,8 @@ class CodeGen:
             return self.const_global(self.graph.constants[node.attrs["index"]])
         if op == "tracejit::call_module":
             return self.call_module_expr(node)
+        if op in capture_emit.OPS:
+            return capture_emit.node_expr(self, node)
         kind, _, what = target.partition(":")
         a = node.args
         if kind == "method":

@@ -113,7 +113,7 @@ def decode_type(d, where: str):
     if not isinstance(d, dict):
         raise LoadError(f"{where}: malformed type")
     if "scalar" in d:
-        if d["scalar"] not in ("int", "float", "bool"):
+        if d["scalar"] not in ("int", "float", "bool", "dtype", "device"):
             raise LoadError(f"{where}: unknown scalar type {d['scalar']!r}")
         return ScalarType(d["scalar"])
     try:
@@ -206,7 +206,8 @@ def encode_graph(graph: Graph, where: str) -> dict:
             if v is not None:
                 index[id(v)] = len(index)
         attrs = {k: v for k, v in node.attrs.items() if k in ("path", "method", "n_captures", "index", "kind",
-                                                               "unpack", "nondeterministic")}
+                                                               "unpack", "nondeterministic", "grad", "attr", "name",
+                                                               "function_id", "in_function")}
         entry = {"op": node.op, "target": node.target, "args": args, "kwargs": kwargs,
                  "outputs": [encode_type(v.type) if v is not None else None for v in node.outputs],
                  "dynamic": any(v is not None and v.dynamic for v in node.outputs)}

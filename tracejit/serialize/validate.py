@@ -14,6 +14,7 @@ import torch
 from ..errors import LoadError
 from ..ir import Graph, Value, iter_values, verify, VerificationError
 from ..trace import ops as opnames
+from . import capture_ops
 
 NAMESPACES = ("aten",)
 TRACEJIT_OPS = {"tracejit::get_attr", "tracejit::constant", "tracejit::call_module"}
@@ -77,6 +78,10 @@ def check_module_refs(graph: Graph, where: str, module_tree, methods_of) -> None
 
 def check_node(node, at: str, graph: Graph, module_tree, methods_of) -> None:
     op = node.op
+    capture_ops.check_node_attrs(node, at)
+    if op in capture_ops.OPS:
+        capture_ops.check_node(node, at)
+        return
     if op in TRACEJIT_OPS:
         _check_tracejit_node(node, at, graph, module_tree, methods_of)
         return
@@ -116,7 +121,9 @@ def _check_outputs(node, at: str, schema) -> None:
 
 def _kind(a) -> str:
     if isinstance(a, Value):
-        return "T" if hasattr(a.type, "shape") else "i" if getattr(a.type, "kind", "") == "int" else "f"
+        if hasattr(a.type, "shape"):
+            return "T"
+        return {"int": "i", "dtype": "d", "device": "D"}.get(getattr(a.type, "kind", ""), "f")
     if isinstance(a, (list, tuple)):
         return "[" + "".join(sorted(set(_kind(x) for x in a))) + "]"
     return opnames._kind(a)

@@ -14,6 +14,7 @@ from ..errors import TraceError
 from ..ir import Graph, verify
 from ..passes.dce import eliminate_dead_code
 from ..pytree import flatten, unflatten
+from . import autograd_fn, capture
 from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .recorder import Frame, Tracer
@@ -63,12 +64,7 @@ def _tracing_state(tracer: Tracer):
     original_apply = torch.autograd.Function.apply
 
     def traced_apply(cls, *args, **kwargs):
-        if get_tracer() is tracer and cls.__module__.split(".")[0] != "torch":
-            tracer.ledger.add(
-                "autograd_function", f"custom autograd Function {cls.__qualname__} is recorded as the ops of its "
-                "forward; gradients of the traced program use those ops' own derivatives, not "
-                f"{cls.__qualname__}.backward", user_location(2), cls.__qualname__)
-        return original_apply.__func__(cls, *args, **kwargs)
+        return autograd_fn.traced_apply(tracer, original_apply, cls, args, kwargs)
     grad = torch.is_grad_enabled()
     set_tracer(tracer)
     tjit.is_tracing = is_tracing
@@ -76,7 +72,7 @@ def _tracing_state(tracer: Tracer):
     builtins.range = traced_range
     torch.autograd.Function.apply = classmethod(traced_apply)
     try:
-        with ModuleCalls(tracer).active(), tracer:
+        with ModuleCalls(tracer).active(), capture.patches(tracer), tracer:
             yield
     finally:
         set_tracer(None)

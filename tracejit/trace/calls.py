@@ -13,6 +13,7 @@ from torch import nn
 from ..errors import TraceError
 from ..ir import Graph, Node, ScalarType, TensorType, Value, format_graph
 from ..pytree import flatten
+from . import grad_mode
 from .recorder import Frame, Tracer, internal
 from .source import user_location
 from .symbolic import TracedInt, get_tracer
@@ -145,6 +146,7 @@ class ModuleCalls:
                     attrs={"path": rel, "method": method, "n_captures": len(child.captures),
                            "graph": tracer.methods[path][method]},
                     source=user_location(2))
+        grad_mode.mark(tracer, node)
         out_types = [TensorType.of(x) if isinstance(x, torch.Tensor) else
                      ScalarType("int") if isinstance(x, TracedInt) and isinstance(o, Value) else None
                      for x, o in zip(out_leaves, graph.outputs)]

@@ -1,0 +1,77 @@
+"""Codegen for device/dtype-relative values, grad-mode regions and custom autograd Functions.
+
+    tracejit::dtype_of(x)                 x.dtype
+    tracejit::device_of(x)                x.device
+    tracejit::finfo(d)[attr]              torch.finfo(d).attr
+    tracejit::autograd_function(a, outs)  Cls.apply(*a)             (in memory; the forward's ops are skipped)
+                                          _tj_no_backward(...)      (loaded: the forward's ops, no backward)
+
+Runs of nodes with the same ``attrs["grad"]`` are emitted inside one ``with`` block.
+"""
+from __future__ import annotations
+
+from ..runtime.no_backward import call_without_backward
+from ..trace import grad_mode
+from ..trace.autograd_fn import OP as AUTOGRAD_FUNCTION
+from ..trace.provenance import DEVICE_OF, DTYPE_OF, FINFO, FINFO_ATTRS
+
+OPS = {DTYPE_OF, DEVICE_OF, FINFO, AUTOGRAD_FUNCTION}
+
+
+def region_of(node) -> str | None:
+    if node is None:
+        return None
+    region = node.attrs.get("grad")
+    return region if region in grad_mode.REGIONS else None
+
+
+def builds_grad(node) -> bool:
+    """Does this node run in an explicit enable_grad region (where in-place reuse is never safe)?"""
+    return region_of(node) == grad_mode.ENABLE_GRAD
+
+
+def enter_region(gen, node) -> None:
+    """Open, close or switch the grad-mode ``with`` block before emitting ``node`` (None: close)."""
+    if node is not None and id(node) in gen.skipped:
+        return
+    region = region_of(node)
+    current = getattr(gen, "region", None)
+    if region == current:
+        return
+    gen.indent = ""
+    if region is not None:
+        gen.emit(grad_mode.region_header(region))
+        gen.indent = "    "
+        gen.emit("pass")
+    gen.region = region
+
+
+def skipped_nodes(graph) -> set:
+    """The forward ops of custom autograd Functions that are called as themselves (in memory)."""
+    called = {n.attrs.get("function_id") for n in graph.nodes
+              if n.op == AUTOGRAD_FUNCTION and n.attrs.get("fn") is not None}
+    if not called:
+        return set()
+    return {id(n) for n in graph.nodes if n.attrs.get("in_function") in called}
+
+
+def node_expr(gen, node) -> str:
+    op, a = node.op, node.args
+    if op == DTYPE_OF:
+        return f"{gen.expr(a[0])}.dtype"
+    if op == DEVICE_OF:
+        return f"{gen.expr(a[0])}.device"
+    if op == FINFO:
+        attr = node.attrs["attr"]
+        if attr not in FINFO_ATTRS:
+            raise ValueError(f"codegen: torch.finfo has no attribute {attr!r} tracejit records")
+        return f"torch.finfo({gen.expr(a[0])}).{attr}"
+    apply_args, outputs = a
+    fn = node.attrs.get("fn")
+    if fn is not None:
+        return f"{gen.const_global(fn)}.apply({', '.join(gen.expr(x) for x in apply_args)})"
+    unpack = node.attrs.get("unpack")
+    layout = None if unpack is None else tuple(v is not None for v in node.outputs)
+    helper = gen.const_global(call_without_backward)
+    return (f"{helper}({str(node.attrs['name'])!r}, {str(node.source)!r}, {gen.expr(tuple(apply_args))}, "
+            f"{gen.expr(tuple(outputs))}, {layout!r})")

@@ -1,0 +1,96 @@
+"""Grad-mode regions: ``torch.no_grad()``, ``enable_grad()``, ``set_grad_enabled(b)`` and
+``inference_mode()`` inside traced code are recorded on each node and replayed.
+
+Each node recorded while traced code had set a grad mode of its own carries
+``attrs["grad"]``: ``"no_grad"``, ``"enable_grad"`` or ``"inference"``. Codegen
+wraps runs of nodes with the same mode in the matching ``with`` block, so the
+traced program builds (or does not build) autograd history where eager does.
+
+A mode is "set by the traced code" while one of torch's grad-mode context
+managers (or decorators, which use them) entered during the trace is open, or
+when the current mode differs from the one the trace started in (a bare
+``torch.set_grad_enabled(False)`` call, or the forward of a custom autograd
+Function, which autograd runs without grad). Nodes without the attribute run in
+the caller's mode, as eager code would.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch.autograd import grad_mode as _gm
+
+from .symbolic import get_tracer
+
+NO_GRAD, ENABLE_GRAD, INFERENCE = "no_grad", "enable_grad", "inference"
+REGIONS = (NO_GRAD, ENABLE_GRAD, INFERENCE)
+_CONTEXTS = (_gm.no_grad, _gm.enable_grad, _gm.set_grad_enabled, _gm.inference_mode)
+
+
+def current_mode() -> str:
+    if torch.is_inference_mode_enabled():
+        return INFERENCE
+    return ENABLE_GRAD if torch.is_grad_enabled() else NO_GRAD
+
+
+class GradModeState:
+    """Per trace: the mode the trace started in and how many grad-mode blocks are open."""
+
+    def __init__(self):
+        self.entry = current_mode()
+        self.depth = 0
+
+    def region(self) -> str | None:
+        mode = current_mode()
+        if self.depth > 0 or mode != self.entry:
+            return mode
+        return None
+
+
+def mark(tracer, node) -> None:
+    """Write the grad mode the traced code set (if any) on a freshly recorded node."""
+    state = getattr(tracer, "grad_state", None)
+    if state is None or getattr(tracer, "autograd_fn_depth", 0):
+        return   # a custom Function's forward: autograd turns grad off there, the Function node stands for it
+    region = state.region()
+    if region is not None:
+        node.attrs["grad"] = region
+
+
+@contextlib.contextmanager
+def recording(tracer):
+    """While tracing, count the grad-mode blocks the traced code opens (the classes are restored after)."""
+    tracer.grad_state = GradModeState()
+    saved = [(cls, cls.__dict__["__enter__"], cls.__dict__["__exit__"]) for cls in _CONTEXTS]
+
+    def patch(cls, enter, exit_):
+        def traced_enter(self):
+            result = enter(self)
+            if get_tracer() is tracer:
+                tracer.grad_state.depth += 1
+            return result
+
+        def traced_exit(self, *exc):
+            if get_tracer() is tracer and tracer.grad_state.depth > 0:
+                tracer.grad_state.depth -= 1
+            return exit_(self, *exc)
+        cls.__enter__ = traced_enter
+        cls.__exit__ = traced_exit
+
+    for cls, enter, exit_ in saved:
+        patch(cls, enter, exit_)
+    try:
+        yield
+    finally:
+        for cls, enter, exit_ in saved:
+            cls.__enter__ = enter
+            cls.__exit__ = exit_
+
+
+_HEADERS = {NO_GRAD: "with torch.no_grad():", ENABLE_GRAD: "with torch.enable_grad():",
+            INFERENCE: "with torch.inference_mode():"}
+
+
+def region_header(region: str) -> str:
+    """The ``with`` line codegen emits to open a region (regions come from REGIONS only)."""
+    return _HEADERS[region]

@@ -1,0 +1,157 @@
+"""Device- and dtype-relative capture: ``dtype=x.dtype``, ``device=x.device``, ``torch.finfo(x.dtype).min``.
+
+``torch.dtype`` and ``torch.device`` objects cannot carry where they came
+from, so tracejit remembers, per value, the tensor whose ``.dtype`` /
+``.device`` user code read last. When a recorded call receives that dtype or
+device, the argument becomes a recorded value::
+
+    tracejit::dtype_of(x)             -> x.dtype
+    tracejit::device_of(x)            -> x.device
+    tracejit::finfo(dtype) [attr]     -> torch.finfo(dtype).min   (min, max, eps, tiny)
+
+An argument written as a literal on the call's source line (``torch.float32``,
+``torch.long``, ``"cpu"``, ``torch.device(...)``) stays a constant: that is the
+RMSNorm pattern ``x.to(torch.float32) ... .to(input_dtype)``. Every relative
+capture is written to the ledger (kinds ``dtype`` / ``device``) with both lines.
+"""
+from __future__ import annotations
+
+import linecache
+import re
+
+import torch
+
+from ..ir import Node, ScalarType
+from .source import in_torch, user_location
+
+DTYPE_OF, DEVICE_OF, FINFO = "tracejit::dtype_of", "tracejit::device_of", "tracejit::finfo"
+FINFO_ATTRS = ("min", "max", "eps", "tiny", "smallest_normal", "resolution")
+
+_DTYPE_WORDS: dict = {}
+for _name in dir(torch):
+    _obj = getattr(torch, _name, None)
+    if isinstance(_obj, torch.dtype):
+        _DTYPE_WORDS.setdefault(_obj, set()).add(_name)
+_METHOD_WORDS = {torch.float32: ("float",), torch.float64: ("double",), torch.float16: ("half",),
+                 torch.bfloat16: ("bfloat16",), torch.int64: ("long",), torch.int32: ("int",), torch.bool: ("bool",)}
+
+
+class TracedFloat(float):
+    """A float that names the recorded value it came from (``torch.finfo(x.dtype).min``)."""
+
+
+def note_read(tracer, t, prop: str, result) -> None:
+    """User code read ``t.dtype`` / ``t.device``: remember ``t`` as the latest source of that value."""
+    loc = user_location(4)
+    if loc is None or in_torch(loc) or not tracer._known_outside(t, tracer.frame):
+        return
+    reads = tracer.__dict__.setdefault("_provenance", {})
+    reads[(prop, result)] = (t, loc)
+    tracer.frame.keep.append(t)
+
+
+def relate(tracer, node_args, node_kwargs, loc):
+    """Replace dtypes and devices in a call's arguments by values derived from the tensors they came from."""
+    reads = tracer.__dict__.get("_provenance")
+    if not reads:
+        return node_args, node_kwargs
+    line = _line(loc)
+    mapper = lambda a: _relative(tracer, reads, a, line, loc)   # noqa: E731
+    return _map(node_args, mapper), {k: _map(v, mapper) for k, v in node_kwargs.items()}
+
+
+def derived(tracer, obj, loc):
+    """A recorded value for a dtype or device seen at ``loc``, or the object itself."""
+    reads = tracer.__dict__.get("_provenance")
+    if not reads:
+        return obj
+    return _relative(tracer, reads, obj, _line(loc), loc)
+
+
+def _map(obj, fn):
+    if isinstance(obj, (torch.dtype, torch.device)):
+        return fn(obj)
+    if isinstance(obj, list):
+        return [_map(o, fn) for o in obj]
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(_map(o, fn) for o in obj)
+    return obj
+
+
+def _relative(tracer, reads, obj, line: str, loc):
+    if not isinstance(obj, (torch.dtype, torch.device)):
+        return obj
+    prop = "dtype" if isinstance(obj, torch.dtype) else "device"
+    seen = reads.get((prop, obj))
+    if seen is None or _literal_on_line(obj, line):
+        return obj
+    t, read_at = seen
+    frame = tracer.frame
+    cache = frame.__dict__.setdefault("_derived", {})
+    source = tracer.value_of(t)
+    key = (prop, id(source))
+    value = cache.get(key)
+    if value is None:
+        op = DTYPE_OF if prop == "dtype" else DEVICE_OF
+        node = Node(op, "", (source,), source=loc)
+        frame.graph.add_node(node, [ScalarType(prop)], dynamic=source.dynamic)
+        value = cache[key] = node.outputs[0]
+        tracer.ledger.add(prop, f"the {prop} {obj} used here follows the tensor whose .{prop} was read at "
+                                f"{read_at}", loc, str(obj), warn=False)
+    return value
+
+
+def _line(loc) -> str:
+    if loc is None:
+        return ""
+    return linecache.getline(loc.filename, loc.lineno)
+
+
+def _literal_on_line(obj, line: str) -> bool:
+    """Does the source line name this dtype / device literally (so it is a constant, not a copy)?"""
+    if isinstance(obj, torch.dtype):
+        words = _DTYPE_WORDS.get(obj, ())
+        if any(re.search(rf"\btorch\.{w}\b", line) for w in words):
+            return True
+        return any(re.search(rf"\.{w}\(\s*\)", line) for w in _METHOD_WORDS.get(obj, ()))
+    return bool(re.search(r"""torch\.device\(|["'](cpu|cuda|meta|mps|xpu)(:\d+)?["']""", line))
+
+
+class _TracedFinfo:
+    """``torch.finfo(dtype)`` while tracing: its float attributes name a recorded ``tracejit::finfo`` value."""
+
+    def __init__(self, tracer, real, dtype_value, loc):
+        self._tracer = tracer
+        self._real = real
+        self._dtype_value = dtype_value
+        self._loc = loc
+
+    def __getattr__(self, name):
+        real = getattr(self._real, name)
+        if name not in FINFO_ATTRS or self._tracer.frames == []:
+            return real
+        node = Node(FINFO, "", (self._dtype_value,), attrs={"attr": name}, source=self._loc)
+        self._tracer.frame.graph.add_node(node, [ScalarType("float")], dynamic=self._dtype_value.dynamic)
+        tf = TracedFloat(real)
+        self._tracer.frame.bind(tf, node.outputs[0])
+        return tf
+
+    def __repr__(self):
+        return repr(self._real)
+
+
+def make_finfo(tracer, original):
+    """A replacement for ``torch.finfo`` while ``tracer`` records."""
+    from .symbolic import get_tracer
+
+    def finfo(dtype=None):
+        real = original() if dtype is None else original(dtype)
+        if get_tracer() is not tracer or dtype is None or not tracer.frames:
+            return real
+        loc = user_location(2)
+        with torch._C.DisableTorchFunction():
+            value = derived(tracer, dtype, loc)
+        if value is dtype:
+            return real
+        return _TracedFinfo(tracer, real, value, loc)
+    return finfo
