@@ -75,3 +75,29 @@ def node_expr(gen, node) -> str:
     helper = gen.const_global(call_without_backward)
     return (f"{helper}({str(node.attrs['name'])!r}, {str(node.source)!r}, {gen.expr(tuple(apply_args))}, "
             f"{gen.expr(tuple(outputs))}, {layout!r})")
+
+
+# ---- classes registered with torch.utils._pytree ------------------------------------------------------
+def rebuild_registered(gen, spec, items: list) -> str:
+    from ..pytree import rebuild_registered as rebuild
+    return f"{gen.const_global(rebuild)}({gen.const_global(spec)}, [{', '.join(items)}])"
+
+
+def registered_children(gen, expr: str, spec, where: str) -> str:
+    """Emit the flattening of a registered-class input; returns the name of its list of children."""
+    name = gen.fresh("children")
+    gen.emit(f"{name} = {gen.const_global(_children_of)}({expr}, {gen.const_global(spec)}, {where!r})")
+    return name
+
+
+def _children_of(obj, spec, where: str) -> list:
+    from ..pytree import registered_node
+    node = registered_node(obj)
+    if type(obj) is not spec.type or node is None:
+        raise TypeError(f"argument '{where}' should be a {spec.type.__qualname__}; got {type(obj).__qualname__}")
+    children, context = node.flatten_fn(obj)
+    if len(children) != len(spec.children) or context != spec.keys[0]:
+        raise ValueError(f"argument '{where}' is a {spec.type.__qualname__} of another structure than at trace "
+                         f"time ({len(children)} children, context {context!r}; traced with {len(spec.children)}, "
+                         f"{spec.keys[0]!r})")
+    return list(children)

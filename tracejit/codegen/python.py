@@ -14,7 +14,7 @@ import torch
 
 from ..ir import Graph, Node, Value
 from ..ir.printer import Namer, format_const
-from ..pytree import Spec
+from ..pytree import REGISTERED, Spec
 from ..trace import indexing
 from . import capture_emit
 
@@ -163,7 +163,9 @@ class CodeGen:
         return self.namer.define(Value(None), hint)
 
     def unpack(self, expr: str, spec: Spec, leaves, names, where: str) -> None:
-        if self.guards:
+        if spec.kind == REGISTERED:
+            expr = capture_emit.registered_children(self, expr, spec, where)
+        elif self.guards:
             self.guard_container(expr, spec, where)
         keys = spec.keys if spec.kind == "dict" else range(len(spec.children))
         for k, child in zip(keys, spec.children):
@@ -318,6 +320,8 @@ class CodeGen:
         if spec.kind == "leaf":
             return self.expr(next(leaves))
         items = [self.rebuild(c, leaves) for c in spec.children]
+        if spec.kind == REGISTERED:
+            return capture_emit.rebuild_registered(self, spec, items)
         if spec.kind == "tuple":
             return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
         if spec.kind == "list":

@@ -15,6 +15,7 @@ from ..errors import GuardError
 from ..ir import Graph, Value
 from ..passes.inline import inline_calls
 from ..passes.inplace import mark_inplace_reuse
+from .constants import move_constants
 
 
 class InputError:
@@ -173,6 +174,11 @@ class TracedModule(nn.Module):
 
     def _get_name(self) -> str:
         return self.original_name
+
+    def _apply(self, fn, *args, **kwargs):
+        result = super()._apply(fn, *args, **kwargs)
+        move_constants(self, fn)   # tensors captured as constants move with the parameters
+        return result
 
     def extra_repr(self) -> str:
         return f"original_name={self.original_name}"

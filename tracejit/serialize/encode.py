@@ -131,6 +131,9 @@ _NAMEDTUPLES: dict = {}
 
 
 def encode_spec(spec: Spec, where: str):
+    if spec.kind == "registered":
+        raise SaveError(f"{where}: the inputs or outputs hold a {spec.type.__qualname__}, a class registered with "
+                        "torch.utils._pytree, which a file cannot rebuild; return plain containers to save")
     d = {"kind": spec.kind}
     if spec.kind == "namedtuple":
         d["name"] = spec.type.__name__

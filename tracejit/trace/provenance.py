@@ -10,8 +10,11 @@ device, the argument becomes a recorded value::
     tracejit::finfo(dtype) [attr]     -> torch.finfo(dtype).min   (min, max, eps, tiny)
 
 An argument written as a literal on the call's source line (``torch.float32``,
-``torch.long``, ``"cpu"``, ``torch.device(...)``) stays a constant: that is the
-RMSNorm pattern ``x.to(torch.float32) ... .to(input_dtype)``. Every relative
+``torch.long``, ``.float()``, ``"cpu"``, ``torch.device(...)``) stays a constant,
+unless that same line read the dtype from a tensor: that is the RMSNorm pattern
+``x.to(torch.float32) ... .to(input_dtype)``. Known limit: a literal dtype on a line
+of its own, equal to a dtype read earlier and passed through a variable, is taken
+as a copy of the read. Every relative
 capture is written to the ledger (kinds ``dtype`` / ``device``) with both lines.
 """
 from __future__ import annotations
@@ -36,6 +39,10 @@ _METHOD_WORDS = {torch.float32: ("float",), torch.float64: ("double",), torch.fl
                  torch.bfloat16: ("bfloat16",), torch.int64: ("long",), torch.int32: ("int",), torch.bool: ("bool",)}
 
 
+class _Token:
+    """Stands for the value a dtype / device was read from, in the frame that read it."""
+
+
 class TracedFloat(float):
     """A float that names the recorded value it came from (``torch.finfo(x.dtype).min``)."""
 
@@ -46,8 +53,10 @@ def note_read(tracer, t, prop: str, result) -> None:
     if loc is None or in_torch(loc) or not tracer._known_outside(t, tracer.frame):
         return
     reads = tracer.__dict__.setdefault("_provenance", {})
-    reads[(prop, result)] = (t, loc)
-    tracer.frame.keep.append(t)
+    # the value t has now (``x.to(x.dtype)`` returns x itself and rebinds it); a token finds it from submodules
+    token = _Token()
+    tracer.frame.bind(token, tracer.value_of(t))
+    reads[(prop, result)] = (t, token, loc)
 
 
 def relate(tracer, node_args, node_kwargs, loc):
@@ -68,6 +77,22 @@ def derived(tracer, obj, loc):
     return _relative(tracer, reads, obj, _line(loc), loc)
 
 
+_CONVERSIONS = {"to", "type", "type_as", "float", "double", "half", "bfloat16", "int", "long", "short", "char",
+                "byte", "bool", "cpu", "cuda"}
+
+
+def distinct_conversion(name: str, args, result):
+    """``x.float()`` / ``x.to(x.device)`` that return x itself at trace time return a view of it instead.
+
+    For other inputs the conversion makes a new tensor, so the trace must keep x and its converted
+    form apart (a later ``x.dtype`` or ``x + y`` must still mean the unconverted x).
+    """
+    if name in _CONVERSIONS and args and result is args[0] and isinstance(result, torch.Tensor):
+        with torch._C.DisableTorchFunction():
+            return result.view_as(result)
+    return result
+
+
 def _map(obj, fn):
     if isinstance(obj, (torch.dtype, torch.device)):
         return fn(obj)
@@ -83,12 +108,19 @@ def _relative(tracer, reads, obj, line: str, loc):
         return obj
     prop = "dtype" if isinstance(obj, torch.dtype) else "device"
     seen = reads.get((prop, obj))
-    if seen is None or _literal_on_line(obj, line):
+    if seen is None:
         return obj
-    t, read_at = seen
+    t, token, read_at = seen
+    same_line = loc is not None and read_at == loc   # ``.to(x.dtype)``: the read is in this very call
+    if not same_line and _literal_on_line(obj, line):
+        return obj
     frame = tracer.frame
     cache = frame.__dict__.setdefault("_derived", {})
-    source = tracer.value_of(t)
+    source = tracer._int_value(token)
+    if source is None:   # read inside a submodule call that has returned: the tensor as the caller knows it
+        if not tracer._known_outside(t, frame):
+            return obj
+        source = tracer.value_of(t)
     key = (prop, id(source))
     value = cache.get(key)
     if value is None:

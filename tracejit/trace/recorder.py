@@ -265,6 +265,7 @@ class Tracer(TorchFunctionMode):
         if self.force_outplace and _is_inplace(name):
             return self._outplace(func, name, args, kwargs)
         result = func(*args, **kwargs)
+        result = provenance.distinct_conversion(name, args, result)
         self.record(func, args, kwargs, result)
         return result
 
