@@ -16,6 +16,7 @@ the caller's mode, as eager code would.
 from __future__ import annotations
 
 import contextlib
+import sys
 
 import torch
 from torch.autograd import grad_mode as _gm
@@ -39,10 +40,11 @@ class GradModeState:
     def __init__(self):
         self.entry = current_mode()
         self.depth = 0
+        self.bare = 0      # bare ``torch.set_grad_enabled(b)`` calls: the mode stays explicit from then on
 
     def region(self) -> str | None:
         mode = current_mode()
-        if self.depth > 0 or mode != self.entry:
+        if self.depth > 0 or self.bare > 0 or mode != self.entry:
             return mode
         return None
 
@@ -79,9 +81,26 @@ def recording(tracer):
 
     for cls, enter, exit_ in saved:
         patch(cls, enter, exit_)
+    set_init = _gm.set_grad_enabled.__dict__["__init__"]
+    set_enter = _gm.set_grad_enabled.__enter__
+
+    def traced_init(self, mode):
+        set_init(self, mode)
+        # bare until it is entered as a context manager (no_grad.__enter__ makes one internally: not user code)
+        if get_tracer() is tracer and sys._getframe(1).f_code.co_filename != _gm.__file__:
+            self._tracejit_bare = True
+            tracer.grad_state.bare += 1
+
+    def traced_set_enter(self):
+        if self.__dict__.pop("_tracejit_bare", False):
+            tracer.grad_state.bare -= 1
+        return set_enter(self)
+    _gm.set_grad_enabled.__init__ = traced_init
+    _gm.set_grad_enabled.__enter__ = traced_set_enter
     try:
         yield
     finally:
+        _gm.set_grad_enabled.__init__ = set_init
         for cls, enter, exit_ in saved:
             cls.__enter__ = enter
             cls.__exit__ = exit_
