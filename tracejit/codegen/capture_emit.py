@@ -10,6 +10,8 @@ Runs of nodes with the same ``attrs["grad"]`` are emitted inside one ``with`` bl
 """
 from __future__ import annotations
 
+import re
+
 from ..runtime.no_backward import call_without_backward
 from ..trace import grad_mode
 from ..trace.autograd_fn import OP as AUTOGRAD_FUNCTION
@@ -53,6 +55,13 @@ def skipped_nodes(graph) -> set:
     if not called:
         return set()
     return {id(n) for n in graph.nodes if n.attrs.get("in_function") in called}
+
+
+def node_hint(node) -> str:
+    """A readable name for the value: ``roundste`` for a Function RoundSTE, ``dtype`` for x.dtype."""
+    if node.op == AUTOGRAD_FUNCTION:
+        return re.sub(r"\W+", "_", str(node.attrs.get("name", "fn")).rsplit(".", 1)[-1]).lower() or "fn"
+    return {DTYPE_OF: "dtype", DEVICE_OF: "device", FINFO: "finfo"}[node.op]
 
 
 def node_expr(gen, node) -> str:

@@ -39,6 +39,8 @@ def _node_hint(node: Node) -> str:
         return node.attrs["path"].replace(".", "_")
     if node.op == "tracejit::call_module":
         return node.attrs["path"].replace(".", "_")
+    if node.op in capture_emit.OPS:
+        return capture_emit.node_hint(node)
     return node.name.strip("_") or "v"
 
 
