@@ -57,18 +57,27 @@ def recording(tracer):
                              "record its ops; call the Python function instead")
         return original(*args, **kwargs)
 
+    inherited_forward = torch.jit.ScriptModule.__dict__.get("forward")
+
     class TracedForward:
+        """A data descriptor, so it wins over the ScriptMethod a scripted module caches in its __dict__."""
+
         def __get__(self, module, owner=None):
             if module is None:
                 return self
             if get_tracer() is not tracer:
-                return saved_forward.__get__(module, owner)
+                if "forward" in module.__dict__:
+                    return module.__dict__["forward"]
+                return inherited_forward.__get__(module, owner)
             cls = python_class_of_module(module)
             if cls is None:
                 raise TraceError(f"a scripted module ({getattr(module, 'original_name', type(module).__name__)}) was "
                                  f"called while tracing at {user_location(2)} and its Python class is not "
                                  "available, so tracejit cannot record its ops; trace the Python module instead")
             return types.MethodType(_mro_dict(cls)["forward"], module)
+
+        def __set__(self, module, value):
+            module.__dict__["forward"] = value
 
     script_fn_type.__call__ = traced_call
     rsm.forward = TracedForward()
