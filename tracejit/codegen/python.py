@@ -110,7 +110,7 @@ class CodeGen:
         for i, node in enumerate(g.nodes):
             capture_emit.enter_region(self, node)
             self.emit_node(node)
-            if self.observe:
+            if self.observe and id(node) not in self.skipped:
                 outs = ", ".join(self.name(v) if v is not None else "None" for v in node.outputs)
                 self.emit(f"_observe({i}, ({outs}{',' if len(node.outputs) == 1 else ''}))")
         capture_emit.enter_region(self, None)
