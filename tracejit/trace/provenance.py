@@ -62,7 +62,7 @@ def note_read(tracer, t, prop: str, result) -> None:
 def relate(tracer, node_args, node_kwargs, loc):
     """Replace dtypes and devices in a call's arguments by values derived from the tensors they came from."""
     reads = tracer.__dict__.get("_provenance")
-    if not reads:
+    if not reads or loc is None or in_torch(loc):   # torch's own layer code: its dtypes stay as recorded
         return node_args, node_kwargs
     line = _line(loc)
     mapper = lambda a: _relative(tracer, reads, a, line, loc)   # noqa: E731
