@@ -21,6 +21,7 @@ import sys
 import torch
 from torch.autograd import grad_mode as _gm
 
+from ..errors import TraceError
 from .symbolic import get_tracer
 
 NO_GRAD, ENABLE_GRAD, INFERENCE = "no_grad", "enable_grad", "inference"
@@ -47,6 +48,15 @@ class GradModeState:
         if self.depth > 0 or self.bare > 0 or mode != self.entry:
             return mode
         return None
+
+
+def refuse_free_tensor_needing_grad(t, loc) -> None:
+    """A tensor that requires grad, met outside the inputs, parameters and buffers, cannot become a constant."""
+    if t.requires_grad and torch.is_grad_enabled():
+        raise TraceError(
+            f"a tensor that requires grad (shape {tuple(t.shape)}, dtype {t.dtype}) is used at {loc} but is neither "
+            "an input nor a parameter or buffer of the traced module: tracejit cannot insert it as a constant (its "
+            "gradient would be lost). Pass it as an input, make it a parameter of the traced module, or detach it.")
 
 
 def mark(tracer, node) -> None:

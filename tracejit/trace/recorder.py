@@ -134,12 +134,7 @@ class Tracer(TorchFunctionMode):
         return v
 
     def _constant(self, frame: Frame, t) -> Value:
-        if t.requires_grad and torch.is_grad_enabled():
-            raise TraceError(
-                f"a tensor that requires grad (shape {tuple(t.shape)}, dtype {t.dtype}) is used at "
-                f"{user_location(3)} but is neither an input nor a parameter or buffer of the traced module: "
-                "tracejit cannot insert it as a constant (its gradient would be lost). Pass it as an input, make it "
-                "a parameter of the traced module, or detach it.")
+        grad_mode.refuse_free_tensor_needing_grad(t, user_location(3))
         if isinstance(t, torch.nn.Parameter) or t.requires_grad:
             what = "a parameter or tensor that requires grad and is not a parameter of the traced module"
         else:
