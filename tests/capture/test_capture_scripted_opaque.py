@@ -1,6 +1,7 @@
 """TorchScript inside the traced code and objects tracejit cannot flatten (issue 10, item 6): traced through
 the Python original, or refused with a clear error; never frozen."""
 import dataclasses
+import warnings
 
 import pytest
 import torch
@@ -148,3 +149,42 @@ def test_registered_pytree_class_cannot_be_saved_and_says_why():
     traced = quiet_trace(swap, (Pair(torch.randn(2), torch.randn(3)),))
     with pytest.raises(tracejit.SaveError, match="registered with torch.utils._pytree"):
         round_trip(traced)
+
+
+def test_torch_jit_traced_function_inside_is_traced_through_its_python_original():
+    def double_rows(x):
+        return torch.cat([x, x], 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        jitted = torch.jit.trace(double_rows, (torch.randn(2, 3),))
+
+    def fn(x):
+        return jitted(x) + 1
+    check_pattern(fn, (torch.randn(2, 3),), [(torch.randn(4, 3),), (torch.randn(1, 3, dtype=torch.float64),)])
+
+
+class Outer(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x) * 2  # @jit_child_line
+
+
+def test_torch_jit_traced_submodule_is_refused_with_its_line():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        inner = torch.jit.trace(Block(), (torch.randn(2, 4),))
+    with pytest.raises(tracejit.TraceError, match=r"scripted module .*Python class is not available") as err:
+        tracejit.trace(Outer(inner), (torch.randn(2, 4),))
+    line = int(str(err.value).split(".py:")[1].split()[0])
+    assert open(__file__).read().splitlines()[line - 1].rstrip().endswith("# @jit_child_line")
+
+
+def test_scripted_root_module_is_traced_through_its_python_class():
+    model = torch.jit.script(Block())
+    traced = quiet_trace(model, (torch.randn(2, 4),))
+    for n in (1, 5):
+        x = torch.randn(n, 4)
+        assert_same(traced(x), model(x), f"batch {n}")
