@@ -71,6 +71,12 @@ def finfo_eps(x):                                 # normalization with the dtype
     return x / (x.norm(dim=-1, keepdim=True) + torch.finfo(x.dtype).eps)
 
 
+def t5_clamp(x):                                  # T5: clamp to the dtype's max - 1000 (finfo arithmetic)
+    clamp_value = torch.finfo(x.dtype).max - 1000
+    y = torch.clamp(x * 1e38, min=-clamp_value, max=clamp_value)
+    return y / (0.5 * torch.finfo(x.dtype).eps + 1)
+
+
 def to_other(x, y):                               # .to(other tensor)
     return x.to(y) + y
 
@@ -89,13 +95,13 @@ def scalar_tensor_of_dtype(x):
 
 PATTERNS = [ones_of_input_dtype, ones_on_input_device, rms_norm, positions_arange, new_zeros_pad, ones_like_gate,
             new_full_and_new_ones, bool_mask_literal, explicit_float_upcast, eye_of_dtype, finfo_eps,
-            zeros_in_helper, scalar_tensor_of_dtype, causal_mask]
+            zeros_in_helper, scalar_tensor_of_dtype, causal_mask, t5_clamp]
 # torch.jit.trace on the same new inputs (float32, float64, bfloat16): r equals eager, w wrong (it hard-codes the
 # example's dtype), e raises, - refuses to trace. Asserted, so this table stays true.
 JIT = {"ones_of_input_dtype": "rrw", "ones_on_input_device": "rrr", "rms_norm": "rww", "positions_arange": "rrw",
        "new_zeros_pad": "rrr", "ones_like_gate": "rrr", "new_full_and_new_ones": "rrr", "bool_mask_literal": "rrw",
        "explicit_float_upcast": "rww", "eye_of_dtype": "ree", "finfo_eps": "rrw", "zeros_in_helper": "rrw",
-       "scalar_tensor_of_dtype": "rrr", "causal_mask": "rrw"}
+       "scalar_tensor_of_dtype": "rrr", "causal_mask": "rrw", "t5_clamp": "rre"}
 
 
 def _new_inputs():

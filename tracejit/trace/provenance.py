@@ -44,7 +44,52 @@ class _Token:
 
 
 class TracedFloat(float):
-    """A float that names the recorded value it came from (``torch.finfo(x.dtype).min``)."""
+    """A float that names the recorded value it came from (``torch.finfo(x.dtype).min``).
+
+    ``+ - * /`` and negation with Python numbers are recorded (``torch.finfo(dtype).max - 1000``,
+    as T5 clamps); any other use gives a plain float.
+    """
+
+    __slots__ = ()
+
+    def __neg__(self):
+        return _float_op("neg", "u-", -float(self), (self,))
+
+    def __pos__(self):
+        return self
+
+
+def _arith(name: str, sym: str, fn, reverse: bool):
+    def method(self, other):
+        if not isinstance(other, (int, float)) or isinstance(other, bool):
+            return NotImplemented
+        a, b = (other, self) if reverse else (self, other)
+        return _float_op(name, sym, fn(float(a), float(b)), (a, b))
+    method.__name__ = f"__{'r' if reverse else ''}{name}__"
+    return method
+
+
+for _name, _sym, _fn in (("add", "+", float.__add__), ("sub", "-", float.__sub__), ("mul", "*", float.__mul__),
+                         ("truediv", "/", float.__truediv__)):
+    setattr(TracedFloat, f"__{_name}__", _arith(_name, _sym, _fn, False))
+    setattr(TracedFloat, f"__r{_name}__", _arith(_name, _sym, _fn, True))
+
+
+def _float_op(name: str, sym: str, value: float, operands):
+    """Record Python float arithmetic on a TracedFloat as ``aten::<op>.float`` (or ``.int_float`` ...)."""
+    from .symbolic import get_tracer
+    tracer = get_tracer()
+    if tracer is None or not tracer.frames:
+        return value
+    args = tuple(tracer.to_ir(o) for o in operands)
+    kinds = "_".join("float" if isinstance(o, float) else "int" for o in operands)
+    overload = "float" if kinds in ("float", "float_float") else kinds
+    aten = "div" if name == "truediv" else name
+    node = Node(f"aten::{aten}.{overload}", f"op:{sym}", args, source=user_location(3))
+    tracer.frame.graph.add_node(node, [ScalarType("float")], dynamic=any(getattr(a, "dynamic", False) for a in args))
+    result = TracedFloat(value)
+    tracer.frame.bind(result, node.outputs[0])
+    return result
 
 
 def note_read(tracer, t, prop: str, result) -> None:
