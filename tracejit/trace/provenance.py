@@ -12,9 +12,10 @@ device, the argument becomes a recorded value::
 An argument written as a literal on the call's source line (``torch.float32``,
 ``torch.long``, ``.float()``, ``"cpu"``, ``torch.device(...)``) stays a constant,
 unless that same line read the dtype from a tensor: that is the RMSNorm pattern
-``x.to(torch.float32) ... .to(input_dtype)``. Known limit: a literal dtype on a line
-of its own, equal to a dtype read earlier and passed through a variable, is taken
-as a copy of the read. Every relative
+``x.to(torch.float32) ... .to(input_dtype)``. A local variable on the call's line that
+its function assigned only literals (``compute_dtype = torch.float32``) is a
+constant too. Known limit: a literal reaching the call another way (an argument, an
+attribute) that equals a dtype read earlier is taken as a copy of the read. Every relative
 capture is written to the ledger (kinds ``dtype`` / ``device``) with both lines.
 """
 from __future__ import annotations
@@ -157,7 +158,7 @@ def _relative(tracer, reads, obj, line: str, loc):
         return obj
     t, token, read_at = seen
     same_line = loc is not None and read_at == loc   # ``.to(x.dtype)``: the read is in this very call
-    if not same_line and _literal_on_line(obj, line):
+    if not same_line and (_literal_on_line(obj, line) or _assigned_a_literal(obj, line, loc)):
         return obj
     frame = tracer.frame
     cache = frame.__dict__.setdefault("_derived", {})
@@ -192,6 +193,38 @@ def _literal_on_line(obj, line: str) -> bool:
             return True
         return any(re.search(rf"\.{w}\(\s*\)", line) for w in _METHOD_WORDS.get(obj, ()))
     return bool(re.search(r"""torch\.device\(|["'](cpu|cuda|meta|mps|xpu)(:\d+)?["']""", line))
+
+
+def _assigned_a_literal(obj, line: str, loc) -> bool:
+    """Is a variable on the call's line that holds ``obj`` assigned only literals in its function
+    (``compute_dtype = torch.float32`` earlier in the function)? Parameters and attributes: no."""
+    frame = _user_frame(loc)
+    if frame is None:
+        return False
+    names = [n for n, v in frame.f_locals.items() if v is obj and re.search(rf"\b{re.escape(n)}\b", line)]
+    if not names:
+        return False
+    first = frame.f_code.co_firstlineno
+    body = [linecache.getline(loc.filename, i) for i in range(first, loc.lineno)]
+    for name in names:
+        rhs = [m.group(1) for text in body
+               for m in [re.match(rf"\s*(?:[\w.]+\s*,\s*)*{re.escape(name)}\s*(?:,\s*[\w.]+\s*)*=(?!=)(.*)", text)]
+               if m is not None]
+        if not rhs or any(".dtype" in r or ".device" in r for r in rhs):
+            return False
+        if not all(_literal_on_line(obj, r) for r in rhs):
+            return False
+    return True
+
+
+def _user_frame(loc):
+    import sys
+    f = sys._getframe(1)
+    while f is not None:
+        if f.f_code.co_filename == loc.filename and f.f_lineno == loc.lineno:
+            return f
+        f = f.f_back
+    return None
 
 
 class _TracedFinfo:
