@@ -15,7 +15,6 @@ the caller's mode, as eager code would.
 """
 from __future__ import annotations
 
-import contextlib
 import sys
 
 import torch
@@ -69,51 +68,62 @@ def mark(tracer, node) -> None:
         node.attrs["grad"] = region
 
 
-@contextlib.contextmanager
-def recording(tracer):
-    """While tracing, count the grad-mode blocks the traced code opens (the classes are restored after)."""
-    tracer.grad_state = GradModeState()
-    saved = [(cls, cls.__dict__["__enter__"], cls.__dict__["__exit__"]) for cls in _CONTEXTS]
+def _state():
+    """The grad-mode state of the trace recording on this thread, if any."""
+    tracer = get_tracer()
+    return getattr(tracer, "grad_state", None) if tracer is not None else None
 
-    def patch(cls, enter, exit_):
-        def traced_enter(self):
-            result = enter(self)
-            if get_tracer() is tracer:
-                tracer.grad_state.depth += 1
-            return result
 
-        def traced_exit(self, *exc):
-            if get_tracer() is tracer and tracer.grad_state.depth > 0:
-                tracer.grad_state.depth -= 1
-            return exit_(self, *exc)
-        cls.__enter__ = traced_enter
-        cls.__exit__ = traced_exit
+def install() -> list:
+    """Patch torch's grad-mode context managers to count the blocks traced code opens; returns what to restore.
 
-    for cls, enter, exit_ in saved:
-        patch(cls, enter, exit_)
-    set_init = _gm.set_grad_enabled.__dict__["__init__"]
-    set_enter = _gm.set_grad_enabled.__enter__
+    The patched methods act only while a trace records (``get_tracer()``), so one installation
+    serves every trace (capture.patches installs it once, reference-counted).
+    """
+    saved = [(cls, name, cls.__dict__[name]) for cls in _CONTEXTS for name in ("__enter__", "__exit__")]
+    saved.append((_gm.set_grad_enabled, "__init__", _gm.set_grad_enabled.__dict__["__init__"]))
+    for cls in _CONTEXTS:
+        cls.__enter__ = _counting_enter(cls.__dict__["__enter__"])
+        cls.__exit__ = _counting_exit(cls.__dict__["__exit__"])
+    _gm.set_grad_enabled.__init__ = _bare_counting_init(_gm.set_grad_enabled.__dict__["__init__"])
+    return saved
 
+
+def uninstall(saved: list) -> None:
+    for cls, name, fn in saved:
+        setattr(cls, name, fn)
+
+
+def _counting_enter(enter):
+    def traced_enter(self):
+        state = _state()
+        if state is not None and self.__dict__.pop("_tracejit_bare", False):
+            state.bare -= 1          # a set_grad_enabled used as a context manager after all
+        result = enter(self)
+        if state is not None:
+            state.depth += 1
+        return result
+    return traced_enter
+
+
+def _counting_exit(exit_):
+    def traced_exit(self, *exc):
+        state = _state()
+        if state is not None and state.depth > 0:
+            state.depth -= 1
+        return exit_(self, *exc)
+    return traced_exit
+
+
+def _bare_counting_init(init):
     def traced_init(self, mode):
-        set_init(self, mode)
+        init(self, mode)
+        state = _state()
         # bare until it is entered as a context manager (no_grad.__enter__ makes one internally: not user code)
-        if get_tracer() is tracer and sys._getframe(1).f_code.co_filename != _gm.__file__:
+        if state is not None and sys._getframe(1).f_code.co_filename != _gm.__file__:
             self._tracejit_bare = True
-            tracer.grad_state.bare += 1
-
-    def traced_set_enter(self):
-        if self.__dict__.pop("_tracejit_bare", False):
-            tracer.grad_state.bare -= 1
-        return set_enter(self)
-    _gm.set_grad_enabled.__init__ = traced_init
-    _gm.set_grad_enabled.__enter__ = traced_set_enter
-    try:
-        yield
-    finally:
-        _gm.set_grad_enabled.__init__ = set_init
-        for cls, enter, exit_ in saved:
-            cls.__enter__ = enter
-            cls.__exit__ = exit_
+            state.bare += 1
+    return traced_init
 
 
 _HEADERS = {NO_GRAD: "with torch.no_grad():", ENABLE_GRAD: "with torch.enable_grad():",

@@ -250,13 +250,14 @@ class _TracedFinfo:
         return repr(self._real)
 
 
-def make_finfo(tracer, original):
-    """A replacement for ``torch.finfo`` while ``tracer`` records."""
+def make_finfo(original):
+    """A replacement for ``torch.finfo`` that records while a trace records (``get_tracer()``)."""
     from .symbolic import get_tracer
 
     def finfo(dtype=None):
         real = original() if dtype is None else original(dtype)
-        if get_tracer() is not tracer or dtype is None or not tracer.frames:
+        tracer = get_tracer()
+        if tracer is None or dtype is None or not tracer.frames:
             return real
         loc = user_location(2)
         with torch._C.DisableTorchFunction():
@@ -264,4 +265,5 @@ def make_finfo(tracer, original):
         if value is dtype:
             return real
         return _TracedFinfo(tracer, real, value, loc)
+    finfo.__doc__ = original.__doc__
     return finfo

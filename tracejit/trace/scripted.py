@@ -8,7 +8,6 @@ are recorded. Without an original the call is refused with the line that made it
 """
 from __future__ import annotations
 
-import contextlib
 import types
 
 import torch
@@ -39,16 +38,17 @@ def _mro_dict(cls) -> dict:
     return merged
 
 
-@contextlib.contextmanager
-def recording(tracer):
-    """Route ScriptFunction calls and scripted modules' forward to their Python originals while tracing."""
+def install() -> tuple:
+    """Route ScriptFunction calls and scripted modules' forward to their Python originals while a trace
+    records (``get_tracer()``); returns what to restore. Installed once for all traces (capture.patches)."""
     script_fn_type = torch._C.ScriptFunction
     saved_call = script_fn_type.__dict__["__call__"]
     rsm = torch.jit.RecursiveScriptModule
     saved_forward = rsm.__dict__.get("forward")
+    inherited_forward = torch.jit.ScriptModule.__dict__.get("forward")
 
     def traced_call(fn, *args, **kwargs):
-        if get_tracer() is not tracer:
+        if _recording() is None:
             return saved_call(fn, *args, **kwargs)
         original = python_original_of_function(fn)
         if original is None:
@@ -57,15 +57,13 @@ def recording(tracer):
                              "record its ops; call the Python function instead")
         return original(*args, **kwargs)
 
-    inherited_forward = torch.jit.ScriptModule.__dict__.get("forward")
-
     class TracedForward:
         """A data descriptor, so it wins over the ScriptMethod a scripted module caches in its __dict__."""
 
         def __get__(self, module, owner=None):
             if module is None:
                 return self
-            if get_tracer() is not tracer:
+            if _recording() is None:
                 if "forward" in module.__dict__:
                     return module.__dict__["forward"]
                 return inherited_forward.__get__(module, owner)
@@ -81,11 +79,18 @@ def recording(tracer):
 
     script_fn_type.__call__ = traced_call
     rsm.forward = TracedForward()
-    try:
-        yield
-    finally:
-        script_fn_type.__call__ = saved_call
-        if saved_forward is None:
-            del rsm.forward
-        else:
-            rsm.forward = saved_forward
+    return saved_call, saved_forward
+
+
+def uninstall(saved: tuple) -> None:
+    saved_call, saved_forward = saved
+    torch._C.ScriptFunction.__call__ = saved_call
+    if saved_forward is None:
+        del torch.jit.RecursiveScriptModule.forward
+    else:
+        torch.jit.RecursiveScriptModule.forward = saved_forward
+
+
+def _recording():
+    tracer = get_tracer()
+    return tracer if tracer is not None and tracer.frames else None

@@ -1,0 +1,55 @@
+"""The capture patches (torch.finfo, grad-mode context managers, TorchScript entry points) are removed
+after every trace, also when tracing fails."""
+import pytest
+import torch
+from torch.autograd import grad_mode
+
+import tracejit
+
+ORIGINAL_FINFO = torch.finfo
+GRAD_METHODS = {(cls, name): cls.__dict__[name]
+                for cls in (grad_mode.no_grad, grad_mode.enable_grad, grad_mode.set_grad_enabled,
+                            grad_mode.inference_mode)
+                for name in ("__enter__", "__exit__")}
+SET_INIT = grad_mode.set_grad_enabled.__dict__["__init__"]
+SCRIPT_CALL = torch._C.ScriptFunction.__dict__["__call__"]
+
+
+def assert_restored():
+    assert torch.finfo is ORIGINAL_FINFO
+    assert all(cls.__dict__[name] is fn for (cls, name), fn in GRAD_METHODS.items())
+    assert grad_mode.set_grad_enabled.__dict__["__init__"] is SET_INIT
+    assert torch._C.ScriptFunction.__dict__["__call__"] is SCRIPT_CALL
+    assert "forward" not in torch.jit.RecursiveScriptModule.__dict__
+    assert torch.is_grad_enabled()
+
+
+def uses_everything(x):
+    with torch.no_grad():
+        m = torch.finfo(x.dtype).min
+    return x.clamp(min=m) * torch.ones(1, dtype=x.dtype)
+
+
+def fails_inside_no_grad(x):
+    with torch.no_grad():
+        torch.set_grad_enabled(False)
+        raise ValueError("boom")
+
+
+def test_patches_are_removed_after_a_trace():
+    tracejit.trace(uses_everything, (torch.randn(3),))
+    assert_restored()
+    assert torch.finfo(torch.float16).max == 65504.0       # torch's own finfo outside traces
+
+
+def test_patches_are_removed_when_the_traced_code_raises():
+    with pytest.raises(ValueError, match="boom"):
+        tracejit.trace(fails_inside_no_grad, (torch.randn(3),))
+    assert_restored()
+
+
+def test_grad_mode_blocks_outside_a_trace_are_untouched():
+    tracejit.trace(uses_everything, (torch.randn(3),))
+    with torch.no_grad():
+        assert not torch.is_grad_enabled()
+    assert torch.is_grad_enabled()
