@@ -135,3 +135,13 @@ def test_backward_hooks_are_refused_with_torchs_class_and_text():
     # never dropped: refused (check_backward_hooks belongs to the compat work, which moves it to torch's ValueError)
     with pytest.raises((ValueError, RuntimeError), match="backward hook"):
         tracejit.trace(model, (torch.randn(2, 4),))
+
+
+def test_loaded_module_with_function_in_forward_runs_and_refuses_backward():
+    model = Quantizer()
+    loaded = round_trip(quiet_trace(model, (torch.randn(2, 4),)))
+    x = torch.randn(6, 4)
+    with torch.no_grad():
+        assert_same(loaded(x), model(x))
+    with pytest.raises(RuntimeError, match="RoundSTE.*loaded from a file"):
+        loaded(x).sum().backward()       # the parameters require grad: the gradient would cross RoundSTE
