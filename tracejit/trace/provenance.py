@@ -25,7 +25,7 @@ import re
 
 import torch
 
-from ..ir import Node, ScalarType
+from ..ir import Node, ScalarType, Value
 from .source import in_torch, user_location
 
 DTYPE_OF, DEVICE_OF, FINFO = "tracejit::dtype_of", "tracejit::device_of", "tracejit::finfo"
@@ -83,6 +83,8 @@ def _float_op(name: str, sym: str, value: float, operands):
     if tracer is None or not tracer.frames:
         return value
     args = tuple(tracer.to_ir(o) for o in operands)
+    if not any(isinstance(a, Value) for a in args):
+        return value
     kinds = "_".join("float" if isinstance(o, float) else "int" for o in operands)
     overload = "float" if kinds in ("float", "float_float") else kinds
     aten = "div" if name == "truediv" else name
@@ -111,14 +113,16 @@ def relate(tracer, node_args, node_kwargs, loc):
     if not reads or loc is None or in_torch(loc):   # torch's own layer code: its dtypes stay as recorded
         return node_args, node_kwargs
     line = _line(loc)
-    mapper = lambda a: _relative(tracer, reads, a, line, loc)   # noqa: E731
+
+    def mapper(a):
+        return _relative(tracer, reads, a, line, loc)
     return _map(node_args, mapper), {k: _map(v, mapper) for k, v in node_kwargs.items()}
 
 
 def derived(tracer, obj, loc):
     """A recorded value for a dtype or device seen at ``loc``, or the object itself."""
     reads = tracer.__dict__.get("_provenance")
-    if not reads:
+    if not reads or loc is None or in_torch(loc):
         return obj
     return _relative(tracer, reads, obj, _line(loc), loc)
 
