@@ -42,9 +42,8 @@ def enter_region(gen, node) -> None:
         return
     gen.indent = ""
     if region is not None:
-        gen.emit(grad_mode.region_header(region))
+        gen.emit(grad_mode.region_header(region))   # every node that opens a region emits a line into it
         gen.indent = "    "
-        gen.emit("pass")
     gen.region = region
 
 
