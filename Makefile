@@ -2,26 +2,38 @@ PYTHON := python3
 VENV   := .venv
 VPY    := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
-STAMP  := $(VENV)/.installed
+BASE   := $(VENV)/.installed-base
+TEST   := $(VENV)/.installed-test
+BENCH  := $(VENV)/.installed-bench
 
 .PHONY: venv demo test bench
 
-venv: $(STAMP)
+venv: $(BASE)
 
 # torch is pinned and installed first: a bare `torch` requirement would
-# resolve to the multi-GB CUDA build.
-$(STAMP): pyproject.toml
+# resolve to the multi-GB CUDA build.  `make demo` installs only tracejit and
+# what it needs at run time; `make test` adds the test extras, `make bench`
+# the peers it times (ONNX Runtime, transformers).
+$(BASE): pyproject.toml
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[test]'
-	touch $(STAMP)
+	$(PIP) install -q -e .
+	touch $(BASE)
 
-demo: venv
+$(TEST): $(BASE)
+	$(PIP) install -q -e '.[test]'
+	touch $(TEST)
+
+$(BENCH): $(TEST)
+	$(PIP) install -q -e '.[test,bench]'
+	touch $(BENCH)
+
+demo: $(BASE)
 	$(VPY) examples/demo.py
 	$(VENV)/bin/tracejit inspect demo_model.tjit
 
-test: venv
+test: $(TEST)
 	$(VPY) -m pytest -q tests
 
-bench: venv
+bench: $(BENCH)
 	$(VPY) bench/bench_core.py

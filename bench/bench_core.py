@@ -93,9 +93,12 @@ def jit_trace(fn: Any, example: tuple) -> Callable:
 
 
 def tracejit_trace(fn: Any, example: tuple) -> Callable:
+    """tracejit.trace with its TracerWarnings silenced (they belong to the model, not the table)."""
     if tracejit is None:
         raise TRACEJIT_IMPORT_EXC  # type: ignore[misc]
-    return tracejit.trace(fn, example)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tracejit.TracerWarning)
+        return tracejit.trace(fn, example)
 
 
 def build_peers(fn: Any, example: tuple) -> tuple[dict[str, Callable], dict[str, str]]:
