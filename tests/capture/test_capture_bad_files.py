@@ -66,6 +66,9 @@ def test_untampered_file_loads_and_runs():
     (_edit_first("tracejit::autograd_function", lambda n: n["attrs"].update(unpack=3)), "unpack count"),
     (_edit_first("aten::full.default", lambda n: n["attrs"].update(grad="os.system")), "unknown grad mode"),
     (_edit_first("aten::round.default", lambda n: n["attrs"].update(in_function="x")), "in_function"),
+    (_edit_first("aten::full.default", lambda n: n["attrs"].update(autocast=["cpu:float16); import os; ("])),
+     "malformed autocast"),
+    (_edit_first("aten::full.default", lambda n: n["attrs"].update(autocast="cpu:bfloat16")), "malformed autocast"),
 ])
 def test_tampered_capture_nodes_are_load_errors(edit, message):
     with pytest.raises(tracejit.LoadError, match=message):

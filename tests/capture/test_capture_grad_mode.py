@@ -177,3 +177,38 @@ def test_free_tensor_is_fine_under_no_grad():
     traced = quiet_trace(fn, (torch.randn(4),))
     x = torch.randn(4)
     assert_same(traced(x), fn(x))
+
+
+class AutocastBlock(torch.nn.Module):        # mixed precision inside forward (autocast regions)
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = self.a(x)
+            with torch.autocast("cpu", enabled=False):
+                g = self.b(x)
+        return h.float() + g
+
+
+def test_autocast_region_is_replayed():
+    model = AutocastBlock()
+    traced = quiet_trace(model, (torch.randn(3, 4),))
+    x = torch.randn(5, 4)
+    assert_same(traced(x), model(x))
+    assert "torch.autocast('cpu', dtype=torch.bfloat16)" in traced.code
+    assert "torch.autocast('cpu', enabled=False)" in traced.code
+    jit = torch.jit.trace(AutocastBlock(), (torch.randn(3, 4),))
+    jit.load_state_dict(model.state_dict())
+    assert torch.equal(jit(x), model(x))          # torch.jit.trace records the casts autocast inserts: right too
+    loaded = round_trip(traced)
+    assert_same(loaded(x), model(x))
+
+
+def test_autocast_region_gradients_equal_eager():
+    model = AutocastBlock()
+    traced = quiet_trace(model, (torch.randn(3, 4),))
+    x = torch.randn(5, 4)
+    assert_grads_equal(traced, model, [x], _params(traced), _params(model))

@@ -12,6 +12,7 @@ GRAD_METHODS = {(cls, name): cls.__dict__[name]
                             grad_mode.inference_mode)
                 for name in ("__enter__", "__exit__")}
 SET_INIT = grad_mode.set_grad_enabled.__dict__["__init__"]
+AUTOCAST = {name: torch.amp.autocast_mode.autocast.__dict__[name] for name in ("__enter__", "__exit__")}
 SCRIPT_CALL = torch._C.ScriptFunction.__dict__["__call__"]
 
 
@@ -19,6 +20,7 @@ def assert_restored():
     assert torch.finfo is ORIGINAL_FINFO
     assert all(cls.__dict__[name] is fn for (cls, name), fn in GRAD_METHODS.items())
     assert grad_mode.set_grad_enabled.__dict__["__init__"] is SET_INIT
+    assert all(torch.amp.autocast_mode.autocast.__dict__[name] is fn for name, fn in AUTOCAST.items())
     assert torch._C.ScriptFunction.__dict__["__call__"] is SCRIPT_CALL
     assert "forward" not in torch.jit.RecursiveScriptModule.__dict__
     assert torch.is_grad_enabled()

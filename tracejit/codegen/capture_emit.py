@@ -13,23 +13,27 @@ from __future__ import annotations
 import re
 
 from ..runtime.no_backward import call_without_backward
-from ..trace import grad_mode
+from ..trace import autocast_mode, grad_mode
 from ..trace.autograd_fn import OP as AUTOGRAD_FUNCTION
 from ..trace.provenance import DEVICE_OF, DTYPE_OF, FINFO, FINFO_ATTRS
 
 OPS = {DTYPE_OF, DEVICE_OF, FINFO, AUTOGRAD_FUNCTION}
 
 
-def region_of(node) -> str | None:
+def region_of(node) -> tuple | None:
+    """(grad mode or None, autocast states) the node runs in, or None for the caller's modes."""
     if node is None:
         return None
-    region = node.attrs.get("grad")
-    return region if region in grad_mode.REGIONS else None
+    grad = node.attrs.get("grad")
+    grad = grad if grad in grad_mode.REGIONS else None
+    autocast = tuple(node.attrs.get("autocast") or ())
+    return (grad, autocast) if grad or autocast else None
 
 
 def builds_grad(node) -> bool:
     """Does this node run in an explicit enable_grad region (where in-place reuse is never safe)?"""
-    return region_of(node) == grad_mode.ENABLE_GRAD
+    region = region_of(node)
+    return region is not None and region[0] == grad_mode.ENABLE_GRAD
 
 
 def enter_region(gen, node) -> None:
@@ -42,9 +46,16 @@ def enter_region(gen, node) -> None:
         return
     gen.indent = ""
     if region is not None:
-        gen.emit(grad_mode.region_header(region))   # every node that opens a region emits a line into it
+        gen.emit(_header(region))   # every node that opens a region emits a line into it
         gen.indent = "    "
     gen.region = region
+
+
+def _header(region: tuple) -> str:
+    grad, autocast = region
+    parts = [grad_mode.region_context(grad)] if grad else []
+    parts += autocast_mode.header_parts(list(autocast))
+    return f"with {', '.join(parts)}:"
 
 
 def skipped_nodes(graph) -> set:

@@ -86,7 +86,7 @@ def format_node(node: Node, namer: Namer, with_types: bool = True) -> str:
     args += [f"{k}={format_arg(v, namer)}" for k, v in node.kwargs.items()]
     attrs = ""
     if node.attrs:
-        shown = {k: node.attrs[k] for k in ("path", "method", "index", "attr", "name", "grad") if k in node.attrs}
+        shown = {k: node.attrs[k] for k in ("path", "method", "index", "attr", "name", "grad", "autocast") if k in node.attrs}
         if shown:
             attrs = "[" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + "]"
     lhs = ", ".join(outs) if outs else "()"

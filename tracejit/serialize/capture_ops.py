@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..errors import LoadError
 from ..ir import Value
+from ..trace import autocast_mode
 from ..trace.autograd_fn import OP as AUTOGRAD_FUNCTION
 from ..trace.grad_mode import REGIONS
 from ..trace.provenance import DEVICE_OF, DTYPE_OF, FINFO, FINFO_ATTRS
@@ -16,6 +17,9 @@ _SCALAR_OUT = {DTYPE_OF: "dtype", DEVICE_OF: "device", FINFO: "float"}
 def check_node_attrs(node, at: str) -> None:
     """``grad`` must name a grad mode; ``in_function`` / ``function_id`` must be ints."""
     attrs = node.attrs
+    if "autocast" in attrs and not autocast_mode.valid(attrs["autocast"]):
+        raise LoadError(f"{at}: malformed autocast state {str(attrs['autocast'])[:60]} (expected a list of "
+                        "'<device>:<dtype>|off')")
     if "grad" in attrs and attrs["grad"] not in REGIONS:
         raise LoadError(f"{at}: unknown grad mode {str(attrs['grad'])[:40]!r} (expected one of {', '.join(REGIONS)})")
     for key in ("in_function", "function_id"):

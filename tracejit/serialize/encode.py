@@ -209,7 +209,7 @@ def encode_graph(graph: Graph, where: str) -> dict:
             if v is not None:
                 index[id(v)] = len(index)
         attrs = {k: v for k, v in node.attrs.items() if k in ("path", "method", "n_captures", "index", "kind",
-                                                               "unpack", "nondeterministic", "grad", "attr", "name",
+                                                               "unpack", "nondeterministic", "grad", "autocast", "attr", "name",
                                                                "function_id", "in_function")}
         entry = {"op": node.op, "target": node.target, "args": args, "kwargs": kwargs,
                  "outputs": [encode_type(v.type) if v is not None else None for v in node.outputs],

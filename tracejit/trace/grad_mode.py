@@ -21,6 +21,7 @@ import torch
 from torch.autograd import grad_mode as _gm
 
 from ..errors import TraceError
+from . import autocast_mode
 from .symbolic import get_tracer
 
 NO_GRAD, ENABLE_GRAD, INFERENCE = "no_grad", "enable_grad", "inference"
@@ -39,6 +40,8 @@ class GradModeState:
 
     def __init__(self):
         self.entry = current_mode()
+        self.autocast_entry = autocast_mode.current()
+        self.autocast_open: list = []   # device of each torch.autocast block the traced code has open
         self.depth = 0
         self.bare = 0      # bare ``torch.set_grad_enabled(b)`` calls: the mode stays explicit from then on
 
@@ -66,6 +69,9 @@ def mark(tracer, node) -> None:
     region = state.region()
     if region is not None:
         node.attrs["grad"] = region
+    autocast = autocast_mode.region(state.autocast_entry, state.autocast_open)
+    if autocast is not None:
+        node.attrs["autocast"] = autocast
 
 
 def _state():
@@ -82,6 +88,10 @@ def install() -> list:
     """
     saved = [(cls, name, cls.__dict__[name]) for cls in _CONTEXTS for name in ("__enter__", "__exit__")]
     saved.append((_gm.set_grad_enabled, "__init__", _gm.set_grad_enabled.__dict__["__init__"]))
+    amp = autocast_mode.AUTOCAST
+    saved += [(amp, "__enter__", amp.__dict__["__enter__"]), (amp, "__exit__", amp.__dict__["__exit__"])]
+    amp.__enter__ = _autocast_enter(amp.__dict__["__enter__"])
+    amp.__exit__ = _autocast_exit(amp.__dict__["__exit__"])
     for cls in _CONTEXTS:
         cls.__enter__ = _counting_enter(cls.__dict__["__enter__"])
         cls.__exit__ = _counting_exit(cls.__dict__["__exit__"])
@@ -115,6 +125,25 @@ def _counting_exit(exit_):
     return traced_exit
 
 
+def _autocast_enter(enter):
+    def traced_enter(self):
+        result = enter(self)
+        state = _state()
+        if state is not None:
+            state.autocast_open.append(getattr(self, "device", "cpu"))
+        return result
+    return traced_enter
+
+
+def _autocast_exit(exit_):
+    def traced_exit(self, *exc):
+        state = _state()
+        if state is not None and state.autocast_open:
+            state.autocast_open.pop()
+        return exit_(self, *exc)
+    return traced_exit
+
+
 def _bare_counting_init(init):
     def traced_init(self, mode):
         init(self, mode)
@@ -126,10 +155,10 @@ def _bare_counting_init(init):
     return traced_init
 
 
-_HEADERS = {NO_GRAD: "with torch.no_grad():", ENABLE_GRAD: "with torch.enable_grad():",
-            INFERENCE: "with torch.inference_mode():"}
+_CONTEXTS_EMITTED = {NO_GRAD: "torch.no_grad()", ENABLE_GRAD: "torch.enable_grad()",
+                     INFERENCE: "torch.inference_mode()"}
 
 
-def region_header(region: str) -> str:
-    """The ``with`` line codegen emits to open a region (regions come from REGIONS only)."""
-    return _HEADERS[region]
+def region_context(region: str) -> str:
+    """The context manager codegen opens for a region (regions come from REGIONS only)."""
+    return _CONTEXTS_EMITTED[region]
