@@ -33,6 +33,8 @@ def current() -> dict:
 def region(entry: dict, open_devices: list) -> list | None:
     """The ``attrs["autocast"]`` value for a node recorded now, or None when the traced code set no autocast
     state of its own (no block open, same state as the trace's start: the caller's state applies)."""
+    if not entry and not open_devices:
+        return None   # the common case, checked without asking torch per node
     now = current()
     if now == entry and not open_devices:
         return None
