@@ -113,6 +113,24 @@ def test_output_object_holding_tensors_is_refused_not_frozen():
         tracejit.trace(returns_cache, (torch.randn(2, 3),), check_trace=False)
 
 
+class SlotBox:
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def test_output_object_with_slots_holding_tensors_is_refused():
+    with pytest.raises(tracejit.TraceError, match="SlotBox"):
+        tracejit.trace(lambda x: (x + 1, SlotBox(x * 2)), (torch.randn(2),), check_trace=False)
+
+
+def test_output_object_without_tensors_stays_a_constant():
+    traced = quiet_trace(lambda x: (x + 1, "label"), (torch.randn(2),))
+    out = traced(torch.ones(3))
+    assert out[1] == "label" and torch.equal(out[0], torch.full((3,), 2.0))
+
+
 def test_input_object_holding_tensors_is_refused_not_frozen():
     cache = Cache()
     cache.update(torch.randn(1, 3))

@@ -36,9 +36,17 @@ def holds_tensors(obj, depth: int = 0, seen=None) -> bool:
     if isinstance(obj, dict):
         return any(holds_tensors(o, depth + 1, seen) for o in obj.values())
     attrs = getattr(obj, "__dict__", None)
-    if isinstance(attrs, dict):
-        return any(holds_tensors(o, depth + 1, seen) for o in attrs.values())
-    return False
+    if isinstance(attrs, dict) and any(holds_tensors(o, depth + 1, seen) for o in attrs.values()):
+        return True
+    return any(holds_tensors(getattr(obj, name, None), depth + 1, seen) for name in _slot_names(type(obj)))
+
+
+def _slot_names(cls) -> list:
+    names = []
+    for klass in cls.__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        names.extend([slots] if isinstance(slots, str) else slots)
+    return [n for n in names if n not in ("__dict__", "__weakref__")]
 
 
 def check_leaves(obj, what: str, where) -> None:
