@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import threading
 import types
 import warnings
 
@@ -9,6 +10,7 @@ import torch
 from torch import nn
 
 from .runtime.checker import check_trace as _run_checker
+from .runtime.private_rng import PrivateRandomness
 from .runtime.state import ModuleState
 from .runtime.traced import TracedFunction, TracedModule, build_module, compile_methods
 from .errors import TracerWarning
@@ -174,7 +176,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
             now = _swap_hooks(hooks)
             mod.train(mode)
             try:
-                with torch.no_grad():
+                with torch.no_grad(), PrivateRandomness():   # draws nothing from the global generator
                     recs = record_all({k: _like_module(v, mod) for k, v in per_method_args.items()}, warn=False)
             finally:
                 for m, flag in flags:
@@ -183,7 +185,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
                 state.restore()
                 _lend_tensors(lent, mod)
             return _compile(recs, label)
-        traced._retrace = retrace
+        traced._retrace = _one_at_a_time(retrace)
     if check_trace:
         for installed, (args, kwargs) in per_method_args.items():
             fn, bound = entry(installed)
@@ -196,6 +198,17 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
                          lambda f, a, k: _record(f, a, k, mod, installed, _force_outplace, warn=False,
                                                  signature_of=bound).graph)
     return traced
+
+
+_RETRACE_LOCK = threading.RLock()
+
+
+def _one_at_a_time(retrace):
+    """Retraces lend tensors, hooks and the training flag to the original module: one thread at a time."""
+    def run(*args):
+        with _RETRACE_LOCK:
+            return retrace(*args)
+    return run
 
 
 _HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",

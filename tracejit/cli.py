@@ -516,6 +516,8 @@ def cmd_trace(args) -> int:
             raise CLIError(f"tracing {args.factory} failed: {type(e).__name__}: {first}") from None
     try:
         tracejit.save(traced, args.output)
+    except tracejit.SaveError as e:   # an OSError too; it says what failed and where
+        raise CLIError(f"cannot save the trace to {args.output}: {e.strerror or e}") from None
     except OSError as e:
         raise CLIError(f"{args.output}: cannot write: {e.strerror or e}") from None
     except Exception as e:

@@ -32,5 +32,6 @@ class LoadError(Exception):
     """A saved program could not be loaded: the file is damaged, from a newer tracejit, or not valid."""
 
 
-class SaveError(Exception):
-    """A traced program holds something that cannot be saved as data."""
+class SaveError(OSError):
+    """A program could not be saved: it holds something that is not data, or writing the file failed
+    (then ``errno`` and ``filename`` say why and where). An ``OSError``, so file-error handlers catch it."""

@@ -175,6 +175,8 @@ def _main_fails(argv, capsys) -> tuple:
     (["trace", "tjcli_models:not_a_module", "--input", "float32[2,16]", "-o", "x.tjit"],
      "returned a int, not an nn.Module"),
     (["trace", "tjcli_models:small", "--input", "float32[2,15]", "-o", "x.tjit"], "tracing tjcli_models:small failed"),
+    (["trace", "tjcli_models:small", "--input", "float32[2,16]", "-o", "no/dir/x.tjit"],
+     "cannot save the trace to no/dir/x.tjit: tracejit.save could not create a file in the directory"),  # SaveError
     (["run", "damaged.tjit"], "damaged.tjit: cannot load: checksum mismatch"),     # a LoadError
     (["inspect", "damaged.tjit"], "damaged.tjit: cannot load: checksum mismatch"),
     (["inspect", "junk.tjit"], "junk.tjit: "),

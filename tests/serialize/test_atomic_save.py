@@ -182,20 +182,22 @@ def test_meta_tensors_cannot_be_saved(two_programs, tmp_path):
     assert listing(tmp_path) == []
 
 
-def test_save_flushes_to_disk_before_the_rename_unless_told_not_to(tmp_path, monkeypatch):
-    import os
-    import torch
-    import tracejit
-    from tracejit.serialize import archive
-
+def test_save_flushes_to_disk_before_the_file_takes_its_name_unless_told_not_to(tmp_path, monkeypatch):
     traced = tracejit.trace(lambda x: x + 1, torch.randn(3))
-    calls = []
-    real_fsync, real_replace = os.fsync, os.replace
-    monkeypatch.setattr(archive.os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
-    monkeypatch.setattr(archive.os, "replace", lambda a, b: (calls.append("replace"), real_replace(a, b))[1])
+    other = tracejit.trace(lambda x: x * 3, torch.randn(3))
+    seen = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        seen.append({p.name: p.read_bytes() if p.exists() else None for p in tmp_path.iterdir()})
+        return real_fsync(fd)
+    monkeypatch.setattr(os, "fsync", fsync)
     tracejit.save(traced, tmp_path / "plain.tjit", durable=False)
-    assert calls == ["replace"]
-    calls.clear()
+    assert seen == []
     tracejit.save(traced, tmp_path / "durable.tjit")
-    assert calls == ["fsync", "replace"]
-    assert (tmp_path / "plain.tjit").read_bytes() == (tmp_path / "durable.tjit").read_bytes()
+    assert "durable.tjit" not in seen[0]               # the data is on disk before the file has its name
+    old = (tmp_path / "durable.tjit").read_bytes()
+    seen.clear()
+    tracejit.save(other, tmp_path / "durable.tjit")
+    assert seen[0]["durable.tjit"] == old              # ... also when it replaces a file
+    assert (tmp_path / "durable.tjit").read_bytes() == to_bytes(other) != old

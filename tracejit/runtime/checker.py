@@ -1,7 +1,7 @@
 """The checker: compare a traced program with eager, and a retrace with the trace.
 
-For each check input it runs the original and the traced program (same RNG
-state, module buffers restored after each run), compares outputs with
+For each check input it runs the original and the traced program (the same
+private random stream, ``private_rng``; module buffers restored after each run), compares outputs with
 ``check_tolerance`` as rtol and atol, and retraces to compare graphs. On a
 divergence it names the first diverging operation and its source line.
 """
@@ -17,6 +17,8 @@ from ..errors import TracerWarning, TracingCheckError
 from ..ir import Graph, format_graph
 from ..passes.inline import inline_calls
 from ..pytree import flatten, unflatten
+from ..trace.patches import quiet_warnings
+from . import private_rng
 from .state import ModuleState as _State
 
 
@@ -48,8 +50,9 @@ def check_trace(traced_method, original, module, checks, tol: float, retrace) ->
         else:
             warnings.warn(text, TracerWarning, stacklevel=4)
     for i, (args, kwargs) in enumerate(checks):
-        state = _State(module)
-        with torch.no_grad():
+        rng = private_rng.for_graph(flat)   # never the global generator: other threads draw from it
+        state = _State(module, rng)
+        with torch.no_grad(), rng:
             expected = original(*_clone(args), **_clone(kwargs))
             state.restore()
             try:
@@ -58,8 +61,7 @@ def check_trace(traced_method, original, module, checks, tol: float, retrace) ->
             except Exception as e:  # the trace does not fit these inputs: report it as a check failure
                 failure = e
             state.restore()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with quiet_warnings(), rng:   # this thread's warnings only (catch_warnings is process-wide)
             with torch.no_grad():
                 other = retrace(original, _clone(args), _clone(kwargs))
             state.restore()
@@ -73,7 +75,8 @@ def check_trace(traced_method, original, module, checks, tol: float, retrace) ->
         label = "the example inputs" if i == 0 else f"check input #{i}"
         first = None
         if problem is not None and not diff:
-            first = first_divergence(flat, inline_calls(other), module, args, kwargs, tol, state)
+            with rng:
+                first = first_divergence(flat, inline_calls(other), module, args, kwargs, tol, state)
         elif diff:
             first = first_structural_difference(inline_calls(graph), inline_calls(other))
         msg = [f"Trace check failed on {label}."]

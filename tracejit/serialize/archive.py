@@ -15,7 +15,6 @@ import json
 import mmap
 import os
 import struct
-import tempfile
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
@@ -27,7 +26,7 @@ from ..errors import LoadError, SaveError
 from ..runtime.traced import TracedFunction, TracedModule, compile_method
 from ..trace.ledger import LedgerEntry
 from ..ir import SourceLoc, Value
-from . import encode, validate
+from . import atomic_file, encode, validate
 from .crc import crc32, crc_of
 
 FORMAT = "tracejit"
@@ -44,11 +43,13 @@ _ST_NAMES = {d: n for n, d in _ST_DTYPES.items()}
 def save(obj, f, *, extra_files=None, durable: bool = True) -> None:
     """Save a TracedFunction or TracedModule to ``f`` (a path or a binary file object).
 
-    The write is atomic for paths: a temporary file beside the target is renamed over it,
-    so an exception or a crash of the process leaves any existing file as it was.
-    With ``durable=True`` (the default) the file is also flushed to the disk before the rename
-    (fsync), so a power loss cannot leave a half-written file either; ``durable=False`` skips
-    that, as torch.save does.
+    The write is atomic for paths (``atomic_file``): the file appears complete or not at all,
+    so an exception or a kill of the process leaves any existing file as it was and no
+    temporary file behind; the mode is that of ``torch.save`` (an existing file keeps its
+    permissions, a new one gets 0o666 minus the umask); a symbolic link is written through.
+    With ``durable=True`` (the default) the file is also flushed to the disk before it takes
+    its name (fsync), so a power loss cannot leave a half-written file either; ``durable=False``
+    skips that, as torch.save does. Failures to write are ``SaveError`` (an ``OSError``).
 
     >>> import io, torch, tracejit
     >>> t = tracejit.trace(lambda x: x * 2, torch.ones(2))
@@ -61,11 +62,18 @@ def save(obj, f, *, extra_files=None, durable: bool = True) -> None:
         program["extra_files"] = {str(k): base64.b64encode(v.encode() if isinstance(v, str) else bytes(v)).decode()
                                   for k, v in sorted(extra_files.items())}
     if isinstance(f, (str, os.PathLike)):
-        _atomic_write(os.fspath(f), program, tensors, durable)
+        with atomic_file.replacing(os.fspath(f), durable=durable) as out:
+            _write(out, program, tensors)
     elif hasattr(f, "write"):
         out = io.BytesIO()
         _write(out, program, tensors)
-        f.write(out.getbuffer())
+        try:
+            f.write(out.getbuffer())
+        except SaveError:
+            raise
+        except OSError as e:
+            raise SaveError(e.errno, f"tracejit.save could not write to the file object {f!r:.80} "
+                            f"({e.strerror or e})") from e
     else:
         raise TypeError(f"tracejit.save expects a path or a binary file object; got {type(f).__name__}")
 
@@ -108,24 +116,6 @@ def _write(out, program: dict, tensors: dict) -> None:
     out.seek(at + len(marker) - len(_CRC_PLACEHOLDER))
     out.write(f"{crc:08x}".encode())
     out.seek(end)
-
-
-def _atomic_write(path: str, program: dict, tensors: dict, durable: bool) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tracejit-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            _write(out, program, tensors)
-            out.flush()
-            if durable:
-                os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _write_all(out, data) -> None:

@@ -1,7 +1,6 @@
 """trace() and trace_module(): record, build the traced object, check it."""
 from __future__ import annotations
 
-import builtins
 import contextlib
 import inspect
 import types
@@ -14,12 +13,12 @@ from ..errors import TraceError
 from ..ir import Graph, verify
 from ..passes.dce import eliminate_dead_code
 from ..pytree import flatten, unflatten
-from . import autograd_fn, capture
 from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .recorder import Frame, Tracer
 from .source import user_location
-from .symbolic import get_tracer, set_tracer, traced_range
+from . import capture, patches
+from .symbolic import get_tracer, set_tracer
 
 
 def _distinct_inputs(args, kwargs):
@@ -54,31 +53,22 @@ def is_tracing() -> bool:
 
 @contextlib.contextmanager
 def _tracing_state(tracer: Tracer):
-    """Install the tracer: the mode, module-call recording, is_tracing; restore everything after."""
-    if get_tracer() is not None:
-        raise TraceError("tracejit.trace was called while another trace is being recorded")
-    import torch.jit as tjit
-    import torch.jit._trace as tjit_trace
-    saved = (tjit.is_tracing, tjit_trace.is_tracing, builtins.range)
-    saved_apply = torch.autograd.Function.__dict__["apply"]
-    original_apply = torch.autograd.Function.apply
+    """Make ``tracer`` this thread's tracer (mode, submodule calls, is_tracing); restore everything after.
 
-    def traced_apply(cls, *args, **kwargs):
-        return autograd_fn.traced_apply(tracer, original_apply, cls, args, kwargs)
+    The entry points tracing needs are process-wide stand-ins (``patches``) that act only for the
+    thread whose tracer is set, so other threads, and other threads' traces, see nothing of this one.
+    """
+    if get_tracer() is not None:
+        raise TraceError("tracejit.trace was called while this thread is recording another trace")
     grad = torch.is_grad_enabled()
-    set_tracer(tracer)
-    tjit.is_tracing = is_tracing
-    tjit_trace.is_tracing = is_tracing
-    builtins.range = traced_range
-    torch.autograd.Function.apply = classmethod(traced_apply)
-    try:
-        with ModuleCalls(tracer).active(), capture.patches(tracer), tracer:
-            yield
-    finally:
-        set_tracer(None)
-        tjit.is_tracing, tjit_trace.is_tracing, builtins.range = saved
-        torch.autograd.Function.apply = saved_apply
-        torch.set_grad_enabled(grad)
+    with patches.installed():
+        set_tracer(tracer)
+        try:
+            with ModuleCalls(tracer).active(), capture.patches(tracer), tracer:
+                yield
+        finally:
+            set_tracer(None)
+            torch.set_grad_enabled(grad)
 
 
 def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: bool = True,

@@ -27,8 +27,9 @@ OP = "tracejit::autograd_function"
 
 
 def traced_apply(tracer, original_apply, cls, args, kwargs):
-    """Replaces ``Function.apply`` while ``tracer`` records (torch's own Functions run unchanged)."""
-    if get_tracer() is not tracer or cls.__module__.split(".")[0] == "torch" or not tracer.frames:
+    """``Function.apply`` while ``tracer`` (the calling thread's, or None) records; torch's own Functions
+    and calls outside a trace run unchanged."""
+    if tracer is None or get_tracer() is not tracer or cls.__module__.split(".")[0] == "torch" or not tracer.frames:
         return original_apply.__func__(cls, *args, **kwargs)
     if kwargs:
         raise TraceError(f"{cls.__qualname__}.apply was called with keyword arguments at {user_location(2)}; "

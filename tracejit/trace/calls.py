@@ -13,10 +13,10 @@ from torch import nn
 from ..errors import TraceError
 from ..ir import Graph, Node, ScalarType, TensorType, Value, format_graph
 from ..pytree import flatten
-from . import grad_mode, opaque
+from . import grad_mode, opaque, patches
 from .recorder import Frame, Tracer, internal
 from .source import user_location
-from .symbolic import TracedInt, get_tracer
+from .symbolic import TracedInt
 
 
 def leaf_names(fn, args, kwargs, n_leaves: int) -> tuple[list[str], list[str]]:
@@ -113,19 +113,12 @@ class ModuleCalls:
 
     @contextlib.contextmanager
     def active(self):
-        original = nn.Module.__call__
-        tracer = self.tracer
-
-        def traced_call(module, *args, **kwargs):
-            if get_tracer() is not tracer:
-                return original(module, *args, **kwargs)
-            return self.call(module, original, args, kwargs)
-
-        nn.Module.__call__ = traced_call
+        """Record this thread's submodule calls (through the ``nn.Module.__call__`` stand-in of ``patches``)."""
+        previous = patches.set_module_calls(self)
         try:
             yield
         finally:
-            nn.Module.__call__ = original
+            patches.set_module_calls(previous)
 
     def call(self, module, original, args, kwargs):
         tracer = self.tracer

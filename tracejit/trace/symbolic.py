@@ -11,17 +11,24 @@ batch size. Using it where the result cannot be recorded (a comparison,
 from __future__ import annotations
 
 import operator
+import threading
 
-_tracer = None  # the active Tracer, set by recorder.active()
+
+class _ThreadTracer(threading.local):
+    tracer = None   # the Tracer recording in this thread, if any
+
+
+_local = _ThreadTracer()
 
 
 def set_tracer(t) -> None:
-    global _tracer
-    _tracer = t
+    """Make ``t`` the tracer of the calling thread (None: this thread stops tracing)."""
+    _local.tracer = t
 
 
 def get_tracer():
-    return _tracer
+    """The Tracer recording in the calling thread, or None (other threads' traces are invisible here)."""
+    return _local.tracer
 
 
 _ARITH = {
@@ -61,7 +68,7 @@ class TracedInt(int):
     __hash__ = int.__hash__
 
     def __neg__(self):
-        t = _tracer
+        t = get_tracer()
         if t is None:
             return -self._plain()
         return t.int_op("aten::neg.int", "u-", -self._plain(), (self,))
@@ -91,7 +98,7 @@ class TracedInt(int):
         return (int, (self._plain(),))
 
     def _specialize(self, how: str) -> int:
-        t = _tracer
+        t = get_tracer()
         value = self._plain()
         if t is not None:
             t.specialize_size(self, how, value)
@@ -105,7 +112,7 @@ def _make_arith(name, fn, op, sym, reflected):
         a, b = (other, self) if reflected else (self, other)
         value = fn(int(a) if not isinstance(a, TracedInt) else a._plain(),
                    int(b) if not isinstance(b, TracedInt) else b._plain())
-        t = _tracer
+        t = get_tracer()
         if t is None:
             return value
         return t.int_op(op, sym, value, (a, b))
@@ -122,7 +129,7 @@ def _make_special(name, fn):
         else:
             return NotImplemented
         value = fn(self._plain(), other_v)
-        t = _tracer
+        t = get_tracer()
         if t is not None:
             t.specialize_size(self, f"used in '{name.strip('_')}' with {other_v!r}", self._plain())
         return value
@@ -158,8 +165,11 @@ class _RangeType(type):
     def __instancecheck__(cls, obj):
         return isinstance(obj, _builtin_range)
 
+    def __subclasscheck__(cls, sub):
+        return issubclass(sub, _builtin_range)
+
     def __call__(cls, *args):
-        t = _tracer
+        t = get_tracer()
         if t is not None:
             for a in args:
                 if isinstance(a, TracedInt):
