@@ -23,6 +23,7 @@ def assert_restored():
     assert all(torch.amp.autocast_mode.autocast.__dict__[name] is fn for name, fn in AUTOCAST.items())
     assert torch._C.ScriptFunction.__dict__["__call__"] is SCRIPT_CALL
     assert "forward" not in torch.jit.RecursiveScriptModule.__dict__
+    assert "__getattribute__" not in torch.jit.RecursiveScriptModule.__dict__
     assert torch.is_grad_enabled()
 
 

@@ -64,7 +64,7 @@ def _tracing_state(tracer: Tracer):
     with patches.installed():
         set_tracer(tracer)
         try:
-            with ModuleCalls(tracer).active(), capture.patches(tracer), tracer:
+            with ModuleCalls(tracer).active(), capture.patches_for(tracer), tracer:
                 yield
         finally:
             set_tracer(None)

@@ -80,28 +80,15 @@ def _state():
     return getattr(tracer, "grad_state", None) if tracer is not None else None
 
 
-def install() -> list:
-    """Patch torch's grad-mode context managers to count the blocks traced code opens; returns what to restore.
-
-    The patched methods act only while a trace records (``get_tracer()``), so one installation
-    serves every trace (capture.patches installs it once, reference-counted).
-    """
-    saved = [(cls, name, cls.__dict__[name]) for cls in _CONTEXTS for name in ("__enter__", "__exit__")]
-    saved.append((_gm.set_grad_enabled, "__init__", _gm.set_grad_enabled.__dict__["__init__"]))
+def stand_ins() -> list:
+    """(owner, attribute, make_stand_in) for trace/patches.register: torch's grad-mode and autocast context
+    managers count the blocks traced code opens. Each stand-in acts only for the calling thread's trace."""
     amp = autocast_mode.AUTOCAST
-    saved += [(amp, "__enter__", amp.__dict__["__enter__"]), (amp, "__exit__", amp.__dict__["__exit__"])]
-    amp.__enter__ = _autocast_enter(amp.__dict__["__enter__"])
-    amp.__exit__ = _autocast_exit(amp.__dict__["__exit__"])
-    for cls in _CONTEXTS:
-        cls.__enter__ = _counting_enter(cls.__dict__["__enter__"])
-        cls.__exit__ = _counting_exit(cls.__dict__["__exit__"])
-    _gm.set_grad_enabled.__init__ = _bare_counting_init(_gm.set_grad_enabled.__dict__["__init__"])
-    return saved
-
-
-def uninstall(saved: list) -> None:
-    for cls, name, fn in saved:
-        setattr(cls, name, fn)
+    entries = [(cls, "__enter__", _counting_enter) for cls in _CONTEXTS]
+    entries += [(cls, "__exit__", _counting_exit) for cls in _CONTEXTS]
+    entries += [(_gm.set_grad_enabled, "__init__", _bare_counting_init),
+                (amp, "__enter__", _autocast_enter), (amp, "__exit__", _autocast_exit)]
+    return entries
 
 
 def _counting_enter(enter):

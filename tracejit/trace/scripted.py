@@ -38,57 +38,39 @@ def _mro_dict(cls) -> dict:
     return merged
 
 
-def install() -> tuple:
-    """Route ScriptFunction calls and scripted modules' forward to their Python originals while a trace
-    records (``get_tracer()``); returns what to restore. Installed once for all traces (capture.patches)."""
-    script_fn_type = torch._C.ScriptFunction
-    saved_call = script_fn_type.__dict__["__call__"]
-    rsm = torch.jit.RecursiveScriptModule
-    saved_forward = rsm.__dict__.get("forward")
-    inherited_forward = torch.jit.ScriptModule.__dict__.get("forward")
+def stand_ins() -> list:
+    """(owner, attribute, make_stand_in) for trace/patches.register: ScriptFunction calls and scripted
+    modules' ``forward`` go to their Python originals while the calling thread traces."""
+    return [(torch._C.ScriptFunction, "__call__", _script_function_call),
+            (torch.jit.RecursiveScriptModule, "__getattribute__", _scripted_module_getattribute)]
 
-    def traced_call(fn, *args, **kwargs):
+
+def _script_function_call(original_call):
+    def __call__(fn, *args, **kwargs):
         if _recording() is None:
-            return saved_call(fn, *args, **kwargs)
+            return original_call(fn, *args, **kwargs)
         original = python_original_of_function(fn)
         if original is None:
             raise TraceError(f"a TorchScript function ({getattr(fn, 'qualified_name', fn)}) was called while tracing "
                              f"at {user_location(2)} and its Python original is not available, so tracejit cannot "
                              "record its ops; call the Python function instead")
         return original(*args, **kwargs)
-
-    class TracedForward:
-        """A data descriptor, so it wins over the ScriptMethod a scripted module caches in its __dict__."""
-
-        def __get__(self, module, owner=None):
-            if module is None:
-                return self
-            if _recording() is None:
-                if "forward" in module.__dict__:
-                    return module.__dict__["forward"]
-                return inherited_forward.__get__(module, owner)
-            cls = python_class_of_module(module)
-            if cls is None:
-                raise TraceError(f"a scripted module ({getattr(module, 'original_name', type(module).__name__)}) was "
-                                 f"called while tracing at {user_location(2)} and its Python class is not "
-                                 "available, so tracejit cannot record its ops; trace the Python module instead")
-            return types.MethodType(_mro_dict(cls)["forward"], module)
-
-        def __set__(self, module, value):
-            module.__dict__["forward"] = value
-
-    script_fn_type.__call__ = traced_call
-    rsm.forward = TracedForward()
-    return saved_call, saved_forward
+    return __call__
 
 
-def uninstall(saved: tuple) -> None:
-    saved_call, saved_forward = saved
-    torch._C.ScriptFunction.__call__ = saved_call
-    if saved_forward is None:
-        del torch.jit.RecursiveScriptModule.forward
-    else:
-        torch.jit.RecursiveScriptModule.forward = saved_forward
+def _scripted_module_getattribute(original_getattribute):
+    """``forward`` of a scripted module, looked up while tracing, is its Python class's forward (a scripted
+    module caches its ScriptMethod in its instance dict, which a class attribute would not override)."""
+    def __getattribute__(module, name):
+        if name != "forward" or _recording() is None:
+            return original_getattribute(module, name)
+        cls = python_class_of_module(module)
+        if cls is None:
+            raise TraceError(f"a scripted module ({getattr(module, 'original_name', type(module).__name__)}) was "
+                             f"called while tracing at {user_location(2)} and its Python class is not "
+                             "available, so tracejit cannot record its ops; trace the Python module instead")
+        return types.MethodType(_mro_dict(cls)["forward"], module)
+    return __getattribute__
 
 
 def _recording():
