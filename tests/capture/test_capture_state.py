@@ -56,3 +56,35 @@ def test_grad_mode_blocks_outside_a_trace_are_untouched():
     with torch.no_grad():
         assert not torch.is_grad_enabled()
     assert torch.is_grad_enabled()
+
+
+def test_two_threads_trace_capture_patterns_at_once():
+    import threading
+    barrier = threading.Barrier(2)
+    results, errors = {}, []
+
+    def region_and_dtype(x):
+        barrier.wait(timeout=10)      # both threads are inside their traces here
+        with torch.no_grad():
+            scale = x.abs().amax()
+        return x.clamp(min=torch.finfo(x.dtype).min) * scale + torch.ones(1, dtype=x.dtype)
+
+    def work(name):
+        try:
+            results[name] = tracejit.trace(region_and_dtype, (torch.randn(3),), check_trace=False)
+        except Exception as e:   # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    x = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    for traced in results.values():
+        out = traced(x)
+        assert out.dtype == torch.float64 and "with torch.no_grad():" in traced.code
+        (grad,) = torch.autograd.grad(out.sum(), x)
+        torch.testing.assert_close(grad, x.detach().abs().amax().expand(4))   # scale is a constant for autograd
+    assert_restored()
