@@ -3,7 +3,6 @@ on cpu, called in float64 / bfloat16 and on the meta device; next to torch.jit.t
 import pytest
 import torch
 
-import tracejit
 from capture_testlib import assert_grads_equal, assert_same, check_pattern, leaves, quiet_trace, round_trip
 
 
