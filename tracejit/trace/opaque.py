@@ -57,8 +57,9 @@ def check_leaves(obj, what: str, where) -> None:
             continue
         if holds_tensors(leaf):
             name = type(leaf).__qualname__
+            shape = spec.describe([f"<{name}>" if j == i else "_" for j in range(len(leaves))])
             raise TraceError(
-                f"{what} holds a {name} object (leaf {i} of {spec.describe()}) at {where}: tracejit cannot flatten "
+                f"{what} holds a {name} object (at {shape}) at {where}: tracejit cannot flatten "
                 f"it, so the tensors inside it would be frozen at their trace-time values. Register {name} with "
                 "torch.utils._pytree.register_pytree_node, or pass and return its tensors instead "
                 "(for transformers' caches: use_cache=False).")
