@@ -101,9 +101,13 @@ def note_read(tracer, t, prop: str, result) -> None:
     if loc is None or in_torch(loc) or not tracer._known_outside(t, tracer.frame):
         return
     reads = tracer.__dict__.setdefault("_provenance", {})
-    # the value t has now (``x.to(x.dtype)`` returns x itself and rebinds it); a token finds it from submodules
-    token = _Token()
-    tracer.frame.bind(token, tracer.value_of(t))
+    # the value t has now (``x.to(x.dtype)`` returns x itself and rebinds it); a token finds it from submodules.
+    # A tensor this frame has not used yet (a parameter read for its dtype) is looked up when the read is used.
+    token = None
+    value = tracer.frame.env.get(id(t))
+    if value is not None:
+        token = _Token()
+        tracer.frame.bind(token, value)
     reads[(prop, result)] = (t, token, loc)
 
 
@@ -166,7 +170,7 @@ def _relative(tracer, reads, obj, line: str, loc):
         return obj
     frame = tracer.frame
     cache = frame.__dict__.setdefault("_derived", {})
-    source = tracer._int_value(token)
+    source = tracer._int_value(token) if token is not None else None
     if source is None:   # read inside a submodule call that has returned: the tensor as the caller knows it
         if not tracer._known_outside(t, frame):
             return obj
