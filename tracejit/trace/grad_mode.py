@@ -55,10 +55,12 @@ class GradModeState:
 def refuse_free_tensor_needing_grad(t, loc) -> None:
     """A tensor that requires grad, met outside the inputs, parameters and buffers, cannot become a constant."""
     if t.requires_grad and torch.is_grad_enabled():
+        shape = "nested" if t.is_nested else tuple(t.shape)
         raise TraceError(
-            f"a tensor that requires grad (shape {tuple(t.shape)}, dtype {t.dtype}) is used at {loc} but is neither "
-            "an input nor a parameter or buffer of the traced module: tracejit cannot insert it as a constant (its "
-            "gradient would be lost). Pass it as an input, make it a parameter of the traced module, or detach it.")
+            "Cannot insert a Tensor that requires grad as a constant. Consider making it a parameter or input, or "
+            f"detaching the gradient (torch.jit.trace's words). The tensor (shape {shape}, dtype {t.dtype}) is used "
+            f"at {loc} and is neither an input nor a parameter or buffer of the traced module; as a constant its "
+            "gradient would be lost.")
 
 
 def mark(tracer, node) -> None:
