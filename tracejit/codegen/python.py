@@ -12,11 +12,12 @@ import itertools
 
 import torch
 
-from ..ir import Graph, Node, Value
+from ..ir import GUARD, Graph, Node, Value
 from ..ir.printer import Namer, format_const
 from ..pytree import REGISTERED, Spec
 from ..trace import indexing
 from . import capture_emit
+from .guards import GuardEmitter
 
 _counter = itertools.count()
 
@@ -31,7 +32,8 @@ class PyNamer(Namer):
 
 
 # names the generated code itself uses; a traced argument with such a name gets a suffix
-_RESERVED = {"self", "torch", "Tensor", "isinstance", "float", "getattr", "_input_error", "_no_grad"}
+_RESERVED = {"self", "torch", "Tensor", "isinstance", "float", "int", "bool", "len", "getattr", "_input_error",
+             "_no_grad"}
 
 
 def _node_hint(node: Node) -> str:
@@ -57,6 +59,7 @@ class CodeGen:
         self.sources: list = []  # node source per emitted line, for tracebacks
         self.indent = ""         # inside a grad-mode region (capture_emit.enter_region)
         self.skipped: set = set()  # forward ops of custom autograd Functions called as themselves
+        self.guard_emitter = GuardEmitter(self)
 
     # -- names and expressions --------------------------------------------------------------------
     def name(self, v: Value) -> str:
@@ -101,13 +104,14 @@ class CodeGen:
     def generate(self) -> str:
         g = self.graph
         params = self.signature()
-        if self.guards and g.training is not None:
-            # the trace fixed the training flag: another mode switches to (or makes) a trace of that mode
-            self.lines.insert(0, f"    if self.training is not {g.training}: "
-                                 f"return self._switch_mode({self.fn_name!r})({', '.join(self.call_forward)})")
-            self.sources.insert(0, None)
+        if not self.observe:
+            self.guard_emitter.emit_missing_training_guard()
         self.skipped = capture_emit.skipped_nodes(g)
         for i, node in enumerate(g.nodes):
+            if node.op == GUARD:   # a guard runs in whatever grad-mode region is open
+                if not self.observe:
+                    self.guard_emitter.emit(node)
+                continue
             capture_emit.enter_region(self, node)
             self.emit_node(node)
             if self.observe and id(node) not in self.skipped:
@@ -191,8 +195,8 @@ class CodeGen:
         if not self.guards:
             return
         if v.type is not None and hasattr(v.type, "shape"):
-            self.emit(f"if not isinstance({name}, Tensor) or {name}.dim() != {len(v.type.shape)}: "
-                      f"_input_error({where!r}, {name}, 'Tensor', {len(v.type.shape)})")
+            # no rank check here: a guard checks the rank where the trace read it (tracejit::guard)
+            self.emit(f"if not isinstance({name}, Tensor): _input_error({where!r}, {name}, 'Tensor', None)")
         else:
             self.emit(f"if not isinstance({name}, int): _input_error({where!r}, {name}, 'int', None)")
 
@@ -395,4 +399,5 @@ def generate(graph: Graph, fn_name: str = "forward", guards: bool = False, input
     gen = CodeGen(graph, fn_name, guards, observe)
     src = gen.generate()
     gen.globals["_input_error"] = input_error
+    gen.globals["_tj_guard"] = gen.guard_emitter.failure(fn_name)
     return src, gen.globals

@@ -15,6 +15,7 @@ from ..errors import LoadError
 from ..ir import Graph, Value, iter_values, verify, VerificationError
 from ..trace import ops as opnames
 from . import capture_ops
+from .guards import check_guard
 
 NAMESPACES = ("aten",)
 TRACEJIT_OPS = {"tracejit::get_attr", "tracejit::constant", "tracejit::call_module"}
@@ -82,6 +83,8 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of) -> None:
     if op in capture_ops.OPS:
         capture_ops.check_node(node, at)
         return
+    if op == "tracejit::guard":
+        return check_guard(node, at)
     if op in TRACEJIT_OPS:
         _check_tracejit_node(node, at, graph, module_tree, methods_of)
         return
