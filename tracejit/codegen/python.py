@@ -15,8 +15,9 @@ import torch
 
 from ..ir import GUARD, Graph, Node, Value
 from ..ir.printer import Namer, format_const
-from ..pytree import Spec
+from ..pytree import REGISTERED, Spec
 from ..trace import indexing
+from . import capture_emit
 from .guards import GuardEmitter
 
 _counter = itertools.count()
@@ -73,6 +74,8 @@ def _node_hint(node: Node) -> str:
         return node.attrs["path"].replace(".", "_")
     if node.op == "tracejit::call_module":
         return node.attrs["path"].replace(".", "_")
+    if node.op in capture_emit.OPS:
+        return capture_emit.node_hint(node)
     return node.name.strip("_") or "v"
 
 
@@ -88,6 +91,8 @@ class CodeGen:
         self.globals: dict = {"torch": torch, "Tensor": torch.Tensor}
         self.lines: list[str] = []
         self.sources: list = []  # node source per emitted line, for tracebacks
+        self.indent = ""         # inside a grad-mode region (capture_emit.enter_region)
+        self.skipped: set = set()  # forward ops of custom autograd Functions called as themselves
         self.guard_emitter = GuardEmitter(self)
 
     # -- names and expressions --------------------------------------------------------------------
@@ -130,7 +135,7 @@ class CodeGen:
 
     # -- emission ---------------------------------------------------------------------------------
     def emit(self, line: str, source=None) -> None:
-        self.lines.append("    " + line)
+        self.lines.append("    " + self.indent + line)
         self.sources.append(source)
 
     def generate(self) -> str:
@@ -138,15 +143,18 @@ class CodeGen:
         params = self.signature()
         if not self.observe:
             self.guard_emitter.emit_missing_training_guard()
+        self.skipped = capture_emit.skipped_nodes(g)
         for i, node in enumerate(g.nodes):
-            if node.op == GUARD:
+            if node.op == GUARD:   # a guard runs in whatever grad-mode region is open
                 if not self.observe:
                     self.guard_emitter.emit(node)
                 continue
+            capture_emit.enter_region(self, node)
             self.emit_node(node)
-            if self.observe:
+            if self.observe and id(node) not in self.skipped:
                 outs = ", ".join(self.name(v) if v is not None else "None" for v in node.outputs)
                 self.emit(f"_observe({i}, ({outs}{',' if len(node.outputs) == 1 else ''}))")
+        capture_emit.enter_region(self, None)
         self.emit("return " + self.rebuild(g.out_spec, iter(g.outputs)))
         if self.needs_grad_check:
             # in-place reuse of dead intermediates is only safe when autograd records nothing
@@ -198,7 +206,9 @@ class CodeGen:
         return self.namer.define(Value(None), hint)
 
     def unpack(self, expr: str, spec: Spec, leaves, names, where: str) -> None:
-        if self.guards:
+        if spec.kind == REGISTERED:
+            expr = capture_emit.registered_children(self, expr, spec, where)
+        elif self.guards:
             self.guard_container(expr, spec, where)
         keys = spec.keys if spec.kind == "dict" else range(len(spec.children))
         for k, child in zip(keys, spec.children):
@@ -247,6 +257,8 @@ class CodeGen:
         self.emit(f"if {cond}: _input_error({where!r}, {expr}, {_spec_text(spec)!r}, 'container')")
 
     def emit_node(self, node: Node) -> None:
+        if id(node) in self.skipped:
+            return
         outs = node.outputs
         rhs = self.node_expr(node)
         if rhs is None:
@@ -266,7 +278,7 @@ class CodeGen:
             self.emit(rhs, node.source)
             return
         inplace = node.attrs.get("inplace")
-        if inplace:
+        if inplace and not capture_emit.builds_grad(node):
             self.needs_grad_check = True
             rest = ", ".join(self.expr(a) for a in node.args[1:])
             rhs = f"{self.expr(node.args[0])}.{inplace}({rest}) if _no_grad else {rhs}"
@@ -291,6 +303,8 @@ class CodeGen:
             return self.const_global(self.graph.constants[node.attrs["index"]])
         if op == "tracejit::call_module":
             return self.call_module_expr(node)
+        if op in capture_emit.OPS:
+            return capture_emit.node_expr(self, node)
         kind, _, what = target.partition(":")
         a = node.args
         if kind == "method":
@@ -350,6 +364,8 @@ class CodeGen:
         if spec.kind == "leaf":
             return self.expr(next(leaves))
         items = [self.rebuild(c, leaves) for c in spec.children]
+        if spec.kind == REGISTERED:
+            return capture_emit.rebuild_registered(self, spec, items)
         if spec.kind == "tuple":
             return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
         if spec.kind == "list":

@@ -16,6 +16,7 @@ from ..ir import Graph, Value
 from ..passes.inline import inline_calls
 from ..passes.inplace import mark_inplace_reuse
 from . import specialize
+from .constants import move_constants
 
 
 class InputError:
@@ -203,6 +204,11 @@ class TracedModule(nn.Module):
 
     def _get_name(self) -> str:
         return self.original_name
+
+    def _apply(self, fn, *args, **kwargs):
+        result = super()._apply(fn, *args, **kwargs)
+        move_constants(self, fn)   # tensors captured as constants move with the parameters
+        return result
 
     def extra_repr(self) -> str:
         return f"original_name={self.original_name}"

@@ -116,7 +116,7 @@ def decode_type(d, where: str):
     if not isinstance(d, dict):
         raise LoadError(f"{where}: malformed type")
     if "scalar" in d:
-        if d["scalar"] not in ("int", "float", "bool"):
+        if d["scalar"] not in ("int", "float", "bool", "dtype", "device"):
             raise LoadError(f"{where}: unknown scalar type {d['scalar']!r}")
         return ScalarType(d["scalar"])
     try:
@@ -135,6 +135,9 @@ _ASCII_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,99}")   # namedtuple refuses k
 
 
 def encode_spec(spec: Spec, where: str):
+    if spec.kind == "registered":
+        raise SaveError(f"{where}: the inputs or outputs hold a {spec.type.__qualname__}, a class registered with "
+                        "torch.utils._pytree, which a file cannot rebuild; return plain containers to save")
     d = {"kind": spec.kind}
     if spec.kind == "namedtuple":
         d["name"] = spec.type.__name__
@@ -218,7 +221,8 @@ def encode_graph(graph: Graph, where: str) -> dict:
             if v is not None:
                 index[id(v)] = len(index)
         attrs = {k: v for k, v in node.attrs.items() if k in ("path", "method", "n_captures", "index", "kind",
-                                                               "unpack", "nondeterministic")}
+                                                               "unpack", "nondeterministic", "grad", "autocast", "attr", "name",
+                                                               "function_id", "in_function")}
         if node.op == "tracejit::guard":
             from .guards import encode_attrs
             attrs = encode_attrs(node, f"{where}, guard at {node.source}")

@@ -153,12 +153,20 @@ def _check_view(bound: dict, at: str) -> None:
                         f"{list(sizes)[:8]}")
 
 
+_READ_KINDS = {"dtype": "ScalarType", "device": "Device"}
+
+
 def _check_value(v, rt: str, name: str, op: str, at: str, sizes: list) -> None:
     if rt.startswith("Optional["):
         if v is None:
             return
         rt = rt[9:-1]
     if isinstance(v, Value):
+        kind = getattr(v.type, "kind", None)
+        if kind in _READ_KINDS:   # a dtype / device read from a tensor at call time (trace/provenance.py)
+            if rt == _READ_KINDS[kind]:
+                return
+            raise LoadError(f"{at}: a traced {kind} where the schema expects {rt}")
         if rt in ("Tensor", "int", "float", "number", "bool", "complex", "List[int]"):
             return
         raise LoadError(f"{at}: a traced value where the schema expects {rt}")

@@ -15,7 +15,7 @@ import torch
 from ..errors import LoadError
 from ..ir import Graph, Value, iter_values, verify, VerificationError
 from ..trace import ops as opnames
-from . import schema_check
+from . import capture_ops, schema_check
 from .guards import check_guard
 
 NAMESPACES = ("aten",)
@@ -42,8 +42,14 @@ NODE_ATTRS = {"tracejit::get_attr": {"path": str, "kind": str},
               "tracejit::call_module": {"path": str, "method": str, "n_captures": int},
               # expected / seen are decoded constants whose shape serialize/guards.py checks
               "tracejit::guard": {"kind": str, "test": str, "expected": object, "seen": object, "what": str,
-                                  "line": str}}
+                                  "line": str},
+              "tracejit::dtype_of": {}, "tracejit::device_of": {},
+              "tracejit::finfo": {"attr": str},
+              "tracejit::autograd_function": {"name": str, "function_id": int, "unpack": int}}
 ATEN_ATTRS = {"unpack": int, "nondeterministic": bool}
+# what any node may carry: the grad mode / autocast state it ran under and the custom autograd Function
+# whose forward it belongs to (their values are checked by capture_ops.check_node_attrs)
+REGION_ATTRS = {"grad": str, "autocast": list, "in_function": int}
 
 
 def identifier(name, where: str) -> str:
@@ -68,7 +74,7 @@ def check_attrs(op: str, attrs: dict, where: str) -> None:
     """Node attributes are data of a fixed shape: known keys, each of its type."""
     allowed = NODE_ATTRS.get(op, ATEN_ATTRS)
     for k, v in attrs.items():
-        want = allowed.get(k)
+        want = allowed.get(k, REGION_ATTRS.get(k))
         if want is None:
             raise LoadError(f"{where}: unknown node attribute {str(k)[:40]!r} for {str(op)[:60]}")
         if not isinstance(v, want) or (want is int and isinstance(v, bool)):
@@ -121,6 +127,10 @@ def check_module_refs(graph: Graph, where: str, module_tree, methods_of) -> None
 def check_node(node, at: str, graph: Graph, module_tree, methods_of,
                max_elements: int = DEFAULT_MAX_ELEMENTS) -> None:
     op = node.op
+    capture_ops.check_node_attrs(node, at)
+    if op in capture_ops.OPS:
+        capture_ops.check_node(node, at)
+        return
     if op == "tracejit::guard":
         return check_guard(node, at)
     if op in TRACEJIT_OPS:
