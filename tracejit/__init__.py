@@ -16,3 +16,5 @@ from .serialize import load, save
 
 __all__ = ["trace", "trace_module", "save", "load", "TracedFunction", "TracedModule", "is_tracing", "LedgerEntry",
            "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "LoadError", "SaveError"]
+from .migrate import migrate  # noqa: E402  (TorchScript archives -> tracejit; tracejit/migrate)
+__all__.append("migrate")
