@@ -60,6 +60,8 @@ def migrate(f, example_inputs=None, *, check: bool = True, check_tolerance: floa
 
 def _load_archive(f, map_location):
     where = os.fspath(f) if isinstance(f, (str, os.PathLike)) else "the file object"
+    if isinstance(f, (str, os.PathLike)) and not os.path.isfile(f):
+        raise MigrationError(f"{where}: no such file")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)   # torch.jit.load's own; migrating is the way out

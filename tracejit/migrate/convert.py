@@ -128,10 +128,15 @@ class MethodConversion:
         ins = [self.env[i.unique()] for i in n.inputs()]
         outs = list(n.outputs())
         handler = _PRIM.get(kind)
-        if handler is not None:
-            results = handler(self, n, ins)
-        elif kind.startswith("aten::"):
-            results = self.aten(n, ins)
+        if handler is not None or kind.startswith("aten::"):
+            try:
+                results = handler(self, n, ins) if handler is not None else self.aten(n, ins)
+            except MigrationError:
+                raise
+            except (RuntimeError, TypeError, ValueError, IndexError) as e:
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                raise MigrationError(f"{self.at(n)}: running it on the example inputs failed ({first}); are the "
+                                     "example inputs shaped like those the archive was traced with?") from None
         elif kind in ("prim::If", "prim::Loop"):
             raise MigrationError(f"{self.at(n)}: control flow from scripted code (torch.jit.script) has no "
                                  "tracejit form; trace that part of the model with tracejit.trace instead")

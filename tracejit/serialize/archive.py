@@ -26,6 +26,7 @@ from ..errors import LoadError, SaveError
 from ..runtime.traced import TracedFunction, TracedModule, compile_method
 from ..trace.ledger import LedgerEntry
 from ..ir import SourceLoc, Value
+from ..migrate.detect import raise_if_torch_file
 from . import atomic_file, encode, validate
 from .crc import crc32, crc_of
 
@@ -224,6 +225,7 @@ def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True
     Any problem with the file raises ``tracejit.LoadError`` saying what and where.
     """
     buf = _read(f)
+    raise_if_torch_file(buf)   # a TorchScript / torch.save file: name it and the migration route
     try:
         return _load(buf, map_location, extra_files, check_integrity)
     except LoadError:
