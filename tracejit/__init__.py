@@ -18,3 +18,5 @@ __all__ = ["trace", "trace_module", "save", "load", "TracedFunction", "TracedMod
            "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "LoadError", "SaveError"]
 from .migrate import migrate  # noqa: E402  (TorchScript archives -> tracejit; tracejit/migrate)
 __all__.append("migrate")
+from .viewer import view  # noqa: E402  (the HTML graph viewer; tracejit/viewer)
+__all__.append("view")

@@ -215,6 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     rn.set_defaults(func=cmd_run)
     from .migrate import cli as migrate_cli   # `tracejit migrate`: tracejit/migrate/cli.py
     migrate_cli.register(sub, parse_input_spec, CLIError)
+    from .viewer import cli as viewer_cli     # `tracejit view`: tracejit/viewer/cli.py
+    viewer_cli.register(sub, CLIError)
     return p
 
 

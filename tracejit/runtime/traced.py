@@ -132,6 +132,11 @@ class TracedFunction:
     def __repr__(self) -> str:
         return f"<TracedFunction {self._fn.signature}>"
 
+    def to_html(self, path) -> str:
+        """Write an interactive, self-contained HTML view of the graph (tracejit/viewer)."""
+        from ..viewer import view
+        return view(self, path)
+
 
 class TracedModule(nn.Module):
     """A traced nn.Module: same submodules, parameters and buffers as the original
@@ -203,6 +208,11 @@ class TracedModule(nn.Module):
     @property
     def inlined_graph(self) -> Graph:
         return inline_calls(self._method("forward").graph)
+
+    def to_html(self, path) -> str:
+        """Write an interactive, self-contained HTML view of the graphs (tracejit/viewer)."""
+        from ..viewer import view
+        return view(self, path)
 
     def _method(self, name: str):
         fn = self._traced_methods.get(name)
