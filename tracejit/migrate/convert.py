@@ -19,7 +19,7 @@ import torch
 from ..ir import Graph, Node, ScalarType, TensorType, Value, iter_values
 from ..pytree import Spec, flatten, unflatten
 from ..trace.ledger import LedgerEntry
-from . import aten_call
+from . import aten_call, prims
 from .errors import MigrationError, describe_node, node_source
 
 _INT_OPERATORS = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "remainder": "%", "div": "/", "neg": "u-"}
@@ -127,7 +127,7 @@ class MethodConversion:
         kind = n.kind()
         ins = [self.env[i.unique()] for i in n.inputs()]
         outs = list(n.outputs())
-        handler = _PRIM.get(kind)
+        handler = prims.HANDLERS.get(kind)
         if handler is not None or kind.startswith("aten::"):
             try:
                 results = handler(self, n, ins) if handler is not None else self.aten(n, ins)
@@ -301,55 +301,6 @@ class MethodConversion:
         (v,) = self.add(Node("tracejit::constant", "", attrs={"index": len(self.graph.constants) - 1}), [t], n)
         return v, t
 
-    def constant(self, n, ins) -> list:
-        out = n.output()
-        value = out.toIValue()
-        if isinstance(value, torch.Tensor):
-            return [self.constant_tensor(n, value)]
-        if value is None or isinstance(value, (bool, int, float, str, torch.device, list, tuple)):
-            return [(value, value)]
-        raise MigrationError(f"{self.at(n)}: a constant of type {type(value).__name__} has no tracejit form")
-
-    def num_to_tensor(self, n, ins) -> list:
-        ir, real = ins[0]
-        dtype = torch.int64 if isinstance(real, int) and not isinstance(real, bool) else \
-            torch.bool if isinstance(real, bool) else torch.float64
-        t = torch.scalar_tensor(real, dtype=dtype)
-        (v,) = self.add(Node("aten::scalar_tensor", "fn:torch.scalar_tensor", (ir,), {"dtype": dtype}), [t], n)
-        return [(v, t)]
-
-    def unpack(self, n, ins) -> list:
-        ir, real = ins[0]
-        if not isinstance(ir, (tuple, list)) or len(ir) != len(list(n.outputs())):
-            raise MigrationError(f"{self.at(n)}: unpacks something that is not a tuple or list of that length")
-        return list(zip(ir, real))
-
-    def index(self, n, ins) -> list:
-        (ir, real), (idx, idx_real) = ins[0], ins[1]
-        if isinstance(idx, Value) or not isinstance(ir, (tuple, list)):
-            raise MigrationError(f"{self.at(n)}: indexes a list with a computed index; the trace kept no form "
-                                 "tracejit can replay")
-        return [(ir[idx], real[idx])]
-
-
-def _construct(kind):
-    def build(self, n, ins):
-        return [(kind(ir for ir, _ in ins), kind(r for _, r in ins))]
-    return build
-
-
-_PRIM = {
-    "prim::Constant": MethodConversion.constant,
-    "prim::GetAttr": MethodConversion.get_attr,
-    "prim::CallMethod": MethodConversion.call_method,
-    "prim::TupleConstruct": _construct(tuple),
-    "prim::ListConstruct": _construct(list),
-    "prim::TupleUnpack": MethodConversion.unpack,
-    "prim::ListUnpack": MethodConversion.unpack,
-    "prim::TupleIndex": MethodConversion.index,
-    "aten::__getitem__": MethodConversion.index,
-    "prim::NumToTensor": MethodConversion.num_to_tensor,
-}
 
 
 def _drop_unused_scalar_tensors(g: Graph) -> None:
