@@ -189,3 +189,32 @@ def test_files_that_are_not_torchscript(tmp_path):
         tracejit.migrate(str(tmp_path / "a.tjit"), torch.ones(2))
     with pytest.raises(MigrationError, match="no such file"):
         tracejit.migrate(str(tmp_path / "missing.pt"), torch.ones(2))
+
+
+class TwoMethods(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(5, 3)
+
+    def forward(self, x):
+        return self.enc(x).relu()
+
+    def encode(self, x, y):
+        return self.enc(x) - self.enc(y).sigmoid()
+
+
+def test_trace_module_archive_with_several_methods(tmp_path):
+    model = fresh(TwoMethods, 7)
+    path = tmp_path / "two.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.jit.save(torch.jit.trace_module(model, {"forward": torch.randn(2, 5),
+                                                      "encode": (torch.randn(2, 5), torch.randn(2, 5))}), str(path))
+    migrated = roundtrip(tracejit.migrate(str(path), methods={"forward": torch.randn(2, 5),
+                                                              "encode": (torch.randn(2, 5), torch.randn(2, 5))}),
+                         tmp_path)
+    x, y = torch.randn(4, 5), torch.randn(4, 5)
+    assert_same(outputs(migrated, x), outputs(model, x))
+    assert_same(outputs(migrated.encode, x, y), outputs(model.encode, x, y))
+    with pytest.raises(MigrationError, match="no method 'decode'"):
+        tracejit.migrate(str(path), methods={"decode": torch.randn(2, 5)})

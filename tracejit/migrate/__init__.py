@@ -32,29 +32,40 @@ from .errors import MigrationError
 __all__ = ["migrate", "MigrationError", "raise_if_torch_file", "is_torch_file"]
 
 
-def migrate(f, example_inputs=None, *, check: bool = True, check_tolerance: float = 1e-5,
+def migrate(f, example_inputs=None, *, methods=None, check: bool = True, check_tolerance: float = 1e-5,
             map_location="cpu"):
     """Convert the TorchScript archive ``f`` (a path or binary file object) into a ``TracedModule``.
 
     ``example_inputs``: a tensor or a tuple of ``forward``'s arguments (as for ``torch.jit.trace``),
-    needed because TorchScript does not record tensor shapes. With ``check`` (the default) the
-    migrated module and the archive are run on them and must agree within ``check_tolerance``
-    (rtol and atol); random ops are exempt. Raises ``MigrationError`` when the archive holds
-    something tracejit cannot express or the check fails. Runs TorchScript: trusted files only.
+    needed because TorchScript does not record tensor shapes. ``methods``: for an archive made by
+    ``torch.jit.trace_module``, ``{method name: example inputs}`` (as its ``inputs`` argument).
+    With ``check`` (the default) the migrated module and the archive are run on the example
+    inputs and must agree within ``check_tolerance`` (rtol and atol); random ops are exempt.
+    Raises ``MigrationError`` when the archive holds something tracejit cannot express or the
+    check fails. Runs TorchScript: trusted files only.
     """
-    if example_inputs is None:
+    wanted = dict(methods or {})
+    if example_inputs is not None:
+        wanted.setdefault("forward", example_inputs)
+    if not wanted:
         raise MigrationError("a TorchScript archive does not record the shapes it was traced with; pass "
                              "example inputs: tracejit.migrate(path, example_inputs) (a tensor or a tuple of "
                              "forward's arguments, shaped like the ones the model was traced with)")
-    args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
     script = _load_archive(f, map_location)
     conv = Converter()
-    with torch.no_grad():
-        graph, _ = conv.method(script, "forward", "", [(None, a) for a in args], root_training=bool(script.training))
-    conv.graphs.setdefault(id(script), {})["forward"] = graph
+    calls = {}
+    for name, inputs in wanted.items():
+        if not isinstance(name, str) or not script._c._has_method(name):
+            raise MigrationError(f"the archive's module has no method {name!r}")
+        args = inputs if isinstance(inputs, tuple) else (inputs,)
+        with torch.no_grad():
+            graph, _ = conv.method(script, name, "", [(None, a) for a in args], root_training=bool(script.training))
+        conv.graphs.setdefault(id(script), {})[name] = graph
+        calls[name] = args
     traced = build_traced_module(script, conv.graphs, conv.ledger)
     if check:
-        _check(script, traced, args, check_tolerance, random=bool(conv.ledger))
+        for name, args in calls.items():
+            _check(getattr(script, name), getattr(traced, name), args, check_tolerance, random=bool(conv.ledger))
     return traced
 
 
@@ -71,8 +82,6 @@ def _load_archive(f, map_location):
     except (RuntimeError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise MigrationError(f"{where} is not a TorchScript archive torch.jit.load can read ({first})") from None
-    if not hasattr(module, "forward"):
-        raise MigrationError(f"{where}: the archive's module has no forward method")
     return module
 
 
