@@ -218,3 +218,32 @@ def test_trace_module_archive_with_several_methods(tmp_path):
     assert_same(outputs(migrated.encode, x, y), outputs(model.encode, x, y))
     with pytest.raises(MigrationError, match="no method 'decode'"):
         tracejit.migrate(str(path), methods={"decode": torch.randn(2, 5)})
+
+
+class DropoutDict(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 64)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        h = self.drop(self.lin(x))
+        return {"h": h, "total": h.sum(-1)}
+
+
+def test_train_mode_dropout_and_dict_output(tmp_path):
+    model = fresh(DropoutDict, 8).train()
+    path = tmp_path / "drop.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.jit.save(torch.jit.trace(model, torch.randn(2, 6), strict=False, check_trace=False), str(path))
+    migrated = roundtrip(tracejit.migrate(str(path), torch.randn(2, 6)), tmp_path)
+    assert [e.kind for e in migrated.ledger] == ["nondeterministic"]
+    out = migrated(torch.randn(50, 6))
+    assert set(out) == {"h", "total"} and out["h"].shape == (50, 64)
+    zeros = (out["h"] == 0).float().mean().item()
+    assert 0.35 < zeros < 0.65                          # dropout really drops, at p=0.5
+    torch.testing.assert_close(out["total"], out["h"].sum(-1))
+    migrated.eval()                                     # the trace fixed train mode: a clear error, not a wrong result
+    with pytest.raises(tracejit.GuardError, match="traced in train mode"):
+        migrated(torch.randn(3, 6))

@@ -40,10 +40,17 @@ def unpack(conv, n, ins) -> list:
 
 def index(conv, n, ins) -> list:
     (ir, real), (idx, _) = ins[0], ins[1]
-    if isinstance(idx, Value) or not isinstance(ir, (tuple, list)):
+    if isinstance(idx, Value) or not isinstance(ir, (tuple, list, dict)):
         raise MigrationError(f"{conv.at(n)}: indexes a list with a computed index; the trace kept no form "
                              "tracejit can replay")
     return [(ir[idx], real[idx])]
+
+
+def dict_construct(conv, n, ins) -> list:
+    keys = [ir for ir, _ in ins[0::2]]
+    if any(isinstance(k, Value) for k in keys):
+        raise MigrationError(f"{conv.at(n)}: a dict with computed keys has no tracejit form")
+    return [(dict(zip(keys, (ir for ir, _ in ins[1::2]))), dict(zip(keys, (r for _, r in ins[1::2]))))]
 
 
 def _construct(kind):
@@ -58,9 +65,11 @@ HANDLERS = {
     "prim::CallMethod": lambda conv, n, ins: conv.call_method(n, ins),
     "prim::TupleConstruct": _construct(tuple),
     "prim::ListConstruct": _construct(list),
+    "prim::DictConstruct": dict_construct,
     "prim::TupleUnpack": unpack,
     "prim::ListUnpack": unpack,
     "prim::TupleIndex": index,
     "aten::__getitem__": index,
+    "aten::__getitem__.Dict_str": index,
     "prim::NumToTensor": num_to_tensor,
 }
