@@ -44,6 +44,7 @@ def test_document_describes_every_graph_and_node():
     t = traced_net()
     doc = program_document(t)
     assert doc["roots"] == [":forward"] and doc["name"] == "Net"
+    assert "train mode only" in doc["guards"][1]       # Net() was traced in train mode
     assert set(doc["graphs"]) == {":forward", "a:forward", "b:forward", "a.lin:forward", "b.lin:forward"}
     root = doc["graphs"][":forward"]["nodes"]
     ir = t.graph

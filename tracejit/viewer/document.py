@@ -153,7 +153,12 @@ class ProgramDoc:
             key = f":{method}"
             root_keys.append(key)
             self.graphs[key] = _GraphDoc(self, graph, key, "", name, True).build()
+        training = roots[0][1].training if roots else None
+        guards = ["each input is checked for its type and number of dimensions, constants for their value"]
+        if training is not None:
+            guards.append(f"runs in {'train' if training else 'eval'} mode only (the trace fixed the training flag)")
         return {"name": name, "kind": "function" if isinstance(self.obj, TracedFunction) else "module",
+                "guards": guards,
                 "roots": root_keys, "graphs": self.graphs,
                 "node_count": sum(len(g["nodes"]) for g in self.graphs.values()),
                 "ledger": [{"kind": e.kind, "message": e.message, "source": _source(e), "value": repr(e.value)[:80]}

@@ -229,6 +229,9 @@
     $("search").addEventListener("input", (e) => search(e.target.value));
     $("expand").addEventListener("click", () => { expandLevels(1 + depth()); render(); });
     $("collapse").addEventListener("click", () => { expanded.clear(); render(); });
+    DOC.guards.forEach((text) => {
+      const li = document.createElement("li"); li.textContent = text; $("guards").appendChild(li);
+    });
     const lg = $("ledger");
     DOC.ledger.forEach((e) => {
       const li = document.createElement("li");
