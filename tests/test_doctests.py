@@ -4,7 +4,7 @@ import importlib
 
 import pytest
 
-MODULES = ["tracejit", "tracejit.api", "tracejit.pytree", "tracejit.runtime.traced"]
+MODULES = ["tracejit", "tracejit.api", "tracejit.pytree", "tracejit.runtime.traced", "tracejit.patch", "tracejit.porting"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -8,14 +8,18 @@ tensor([0., 2.])
 __version__ = "0.1.0"
 
 from .api import trace, trace_module
-from .errors import GuardError, LoadError, SaveError, TraceError, TracerWarning, TracingCheckError
+from .errors import (ArgumentTypeError, ArgumentValueError, BackwardHookError, GuardError, LoadError,
+                     ProgramNotFoundError, SaveError, TraceError, TracerWarning, TracingCheckError)
 from .runtime.traced import TracedFunction, TracedModule
 from .trace.api import is_tracing
 from .trace.ledger import LedgerEntry
-from .serialize import load, save
+from .porting import load, save
+from .patch import patch_torch_jit, unpatch_torch_jit
 
 __all__ = ["trace", "trace_module", "save", "load", "TracedFunction", "TracedModule", "is_tracing", "LedgerEntry",
-           "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "LoadError", "SaveError"]
+           "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "LoadError", "SaveError", "patch_torch_jit",
+           "unpatch_torch_jit", "ArgumentTypeError", "ArgumentValueError", "BackwardHookError",
+           "ProgramNotFoundError"]
 from .migrate import migrate  # noqa: E402  (TorchScript archives -> tracejit; tracejit/migrate)
 __all__.append("migrate")
 from .viewer import view  # noqa: E402  (the HTML graph viewer; tracejit/viewer)

@@ -13,16 +13,54 @@ from .runtime.checker import check_trace as _run_checker
 from .runtime.private_rng import PrivateRandomness
 from .runtime.state import ModuleState
 from .runtime.traced import TracedFunction, TracedModule, build_module, compile_methods
-from .errors import TracerWarning
+from .errors import ArgumentTypeError, TraceError, TracerWarning
 from .pytree import flatten, unflatten
 from .trace.api import record
 from .trace.source import caller_stacklevel
 
 
-def _as_args(example_inputs) -> tuple:
+def _as_args(example_inputs, fn=None) -> tuple:
+    """Example inputs as positional arguments, as torch.jit does: a tensor or a dict is the one
+    argument; a tuple or a list holds the arguments; another object is one argument.
+
+    A list or a namedtuple whose items do not fit ``fn``'s parameters while the whole does (a
+    function of one list, or of one namedtuple) is the one argument: torch.jit refuses those.
+    """
+    if isinstance(example_inputs, (torch.Tensor, dict)):
+        return (example_inputs,)
     if isinstance(example_inputs, tuple) and not hasattr(type(example_inputs), "_fields"):
         return example_inputs
+    if isinstance(example_inputs, (list, tuple)):
+        spread = tuple(example_inputs)
+        if fn is not None and not _fits(fn, spread) and _fits(fn, (example_inputs,)):
+            return (example_inputs,)
+        return spread
     return (example_inputs,)
+
+
+def _fits(fn, args: tuple) -> bool:
+    """Do ``args`` bind to ``fn``'s parameters? (True when the signature cannot be read.)"""
+    try:
+        inspect.signature(fn).bind(*args)
+    except TypeError:
+        return False
+    except ValueError:
+        return True
+    return True
+
+
+def _kwarg_examples(example_kwarg_inputs, fn) -> dict:
+    """``example_kwarg_inputs`` checked (a dict, as torch.jit requires) and ordered as ``fn``'s parameters,
+    so that a positional call of the traced program binds in signature order, as torch.jit's does."""
+    if not isinstance(example_kwarg_inputs, dict):
+        raise ArgumentTypeError(f"example_kwarg_inputs should be a dict of keyword arguments (parameter name -> "
+                                f"example value); got {type(example_kwarg_inputs).__name__}")
+    try:
+        order = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return dict(example_kwarg_inputs)
+    rank = {name: i for i, name in enumerate(order)}
+    return dict(sorted(example_kwarg_inputs.items(), key=lambda kv: rank.get(kv[0], len(order))))
 
 
 def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inputs=None, check_tolerance=1e-05,
@@ -34,9 +72,10 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
 
     - ``func``: a function, an ``nn.Module`` (its ``forward`` is traced) or a module's bound
       method (traced as the returned module's ``forward``).
-    - ``example_inputs``: a tensor or a tuple of arguments (nested tuples, lists, dicts and
-      namedtuples of tensors are kept as they are); ``example_kwarg_inputs``: a dict of
-      keyword arguments, traced as keywords.
+    - ``example_inputs``: a tensor, a dict (one argument) or a tuple or list of arguments
+      (nested tuples, lists, dicts and namedtuples of tensors inside are kept as they are);
+      ``example_kwarg_inputs``: a dict of keyword arguments; the traced program takes them by
+      keyword or by position, in the order of the function's parameters.
     - ``check_trace``: run the traced program and the original on the example inputs and on
       each of ``check_inputs`` (tuples of arguments), retrace on them and compare; raises
       ``TracingCheckError`` on a divergence beyond ``check_tolerance`` (rtol and atol).
@@ -60,6 +99,9 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
         warnings.warn("`optimize` is deprecated and has no effect.", DeprecationWarning, stacklevel=2)
     common = dict(check_trace=check_trace, check_tolerance=check_tolerance, strict=strict,
                   _force_outplace=_force_outplace, _store_inputs=_store_inputs)
+    if example_kwarg_inputs is not None:
+        target = func.forward if isinstance(func, nn.Module) else func
+        example_kwarg_inputs = _kwarg_examples(example_kwarg_inputs, target)
     if isinstance(func, nn.Module):
         inputs = example_kwarg_inputs if example_kwarg_inputs is not None else example_inputs
         checks = [c for c in check_inputs] if check_inputs is not None else None
@@ -76,7 +118,7 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
     if example_inputs is None and example_kwarg_inputs is None:
         raise ValueError("tracejit.trace needs example inputs: pass example_inputs (a tensor or a tuple of "
                          "arguments) or example_kwarg_inputs (a dict of keyword arguments)")
-    args = _as_args(example_inputs) if example_inputs is not None else ()
+    args = _as_args(example_inputs, func) if example_inputs is not None else ()
     kwargs = dict(example_kwarg_inputs or {})
     name = getattr(func, "__name__", type(func).__name__)
     rec = _record(func, args, kwargs, None, name, _force_outplace)
@@ -85,7 +127,7 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
     if _store_inputs:
         traced.example_inputs = (args, kwargs)
     if check_trace:
-        checks = [(_as_args(c), {}) if not isinstance(c, dict) or kwargs == {} else ((), c)
+        checks = [(_as_args(c, func), {}) if not isinstance(c, dict) or kwargs == {} else ((), c)
                   for c in (check_inputs or [])]
         _run_checker(traced, func, None, [(args, kwargs)] + checks, check_tolerance,
                      lambda f, a, k: _record(f, a, k, None, name, _force_outplace, warn=False).graph)
@@ -142,7 +184,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
         fn = getattr(mod, original, None)
         if fn is None or not callable(fn):
             raise AttributeError(f"{label} has no method {original!r} to trace")
-        per_method_args[installed] = _split_inputs(example, kwarg, original)
+        per_method_args[installed] = _split_inputs(example, kwarg, original, fn)
 
     def entry(installed):
         original = names[installed]
@@ -193,7 +235,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
             for c in check_inputs or []:
                 ex = c.get(installed) if isinstance(c, dict) and installed in c else (c if len(inputs) == 1 else None)
                 if ex is not None:
-                    checks.append(_split_inputs(ex, kwarg, installed))
+                    checks.append(_split_inputs(ex, kwarg, installed, bound))
             _run_checker(getattr(traced, installed), fn, mod, checks, check_tolerance,
                          lambda f, a, k: _record(f, a, k, mod, installed, _force_outplace, warn=False,
                                                  signature_of=bound).graph)
@@ -274,15 +316,15 @@ def _compile(recordings: dict, label: str) -> dict:
     return compile_methods(methods, {k: r.graph for k, r in recordings.items()}, label)
 
 
-def _split_inputs(example, kwarg: bool, where: str):
+def _split_inputs(example, kwarg: bool, where: str, fn=None):
     if kwarg:
         if not isinstance(example, dict):
             raise TypeError(f"example inputs for {where!r} should be a dict of keyword arguments "
                             f"(example_inputs_is_kwarg=True); got {type(example).__name__}")
-        return (), dict(example)
+        return (), (_kwarg_examples(example, fn) if fn is not None else dict(example))
     if example is None:
         raise ValueError(f"no example inputs given for {where!r}")
-    return _as_args(example), {}
+    return _as_args(example, fn), {}
 
 
 def _record(fn, args, kwargs, module, name, force_outplace, warn=True, registry=None, signature_of=None):
@@ -308,12 +350,24 @@ def _check_fits(fn, args, kwargs) -> None:
 def _check_outputs(rec, strict: bool, where: str) -> None:
     spec = rec.graph.out_spec
     kinds = _container_kinds(spec)
+    if _has_tensor_keys(spec):
+        raise TraceError(f"{where} returns a dict keyed by tensors; tracejit traces dict outputs keyed by "
+                         "strings, numbers or other constants only. Return the keys and values as a tuple instead.")
     if "dict" in kinds and strict:
-        raise ValueError(f"{where} returns a dict. Tracing a dict output is only supported with strict=False "
-                         "(the traced program then returns a dict with the same keys); pass strict=False.")
+        raise RuntimeError(f"Encountering a dict at the output of the tracer might cause the trace to be "
+                           f"incorrect: {where} returns a dict. Tracing a dict output is only supported with "
+                           "strict=False (the traced program then returns a dict with the same keys); pass "
+                           "strict=False to trace() to allow it.")
     if "list" in kinds and strict:
-        warnings.warn(f"{where} returns a list; the traced program returns a list of the same length. Pass "
+        warnings.warn(f"Encountering a list at the output of the tracer might cause the trace to be incorrect: "
+                      f"{where} returns a list; the traced program returns a list of the same length. Pass "
                       "strict=False to silence this warning.", TracerWarning, stacklevel=caller_stacklevel())
+
+
+def _has_tensor_keys(spec) -> bool:
+    if spec.kind == "dict" and any(isinstance(k, torch.Tensor) for k in spec.keys):
+        return True
+    return any(_has_tensor_keys(c) for c in spec.children)
 
 
 def _container_kinds(spec) -> set:

@@ -201,7 +201,7 @@ class CodeGen:
         elif spec.kind == "list":
             cond = f"not isinstance({expr}, list) or len({expr}) != {n}"
         else:
-            cond = f"not isinstance({expr}, dict) or {expr}.keys() != {set(spec.keys)!r}"
+            cond = f"not isinstance({expr}, dict) or not {expr}.keys() >= {set(spec.keys)!r}"  # extra keys ignored
         self.emit(f"if {cond}: _input_error({where!r}, {expr}, {_spec_text(spec)!r}, 'container')")
 
     def emit_node(self, node: Node) -> None:

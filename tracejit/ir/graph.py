@@ -41,6 +41,8 @@ class TensorType:
 
     @staticmethod
     def of(t: torch.Tensor) -> "TensorType":
+        if t.is_nested:   # ragged: its sizes are not ints; -1 marks each dimension as varying
+            return TensorType(t.dtype, (-1,) * t.dim(), str(t.device), bool(t.requires_grad))
         return TensorType(t.dtype, tuple(int(s) for s in t.shape), str(t.device), bool(t.requires_grad))
 
     def __str__(self) -> str:

@@ -67,9 +67,12 @@ def check_trace(traced_method, original, module, checks, tol: float, retrace) ->
             state.restore()
         diff = graph_diff(flat, inline_calls(other))
         if failure is not None:
-            problem = f"The traced program fails on these inputs where eager runs: {type(failure).__name__}: {failure}"
+            problem = (f"encountered an exception while running the trace with test inputs: the traced program "
+                       f"fails on these inputs where eager runs: {type(failure).__name__}: {failure}")
         else:
             problem = None if nondet else compare(expected, actual, tol)
+        if nondet and failure is None:
+            _warn_nondeterministic_mismatch(compare(expected, actual, tol), nondet[0].source)
         if problem is None and not diff:
             continue
         label = "the example inputs" if i == 0 else f"check input #{i}"
@@ -79,14 +82,26 @@ def check_trace(traced_method, original, module, checks, tol: float, retrace) ->
                 first = first_divergence(flat, inline_calls(other), module, args, kwargs, tol, state)
         elif diff:
             first = first_structural_difference(inline_calls(graph), inline_calls(other))
-        msg = [f"Trace check failed on {label}."]
+        msg = [f"Tracing failed sanity checks! Trace check failed on {label}."]
         if problem is not None:
             msg.append(problem)
         if first is not None:
             msg.append(f"First diverging operation: {first}")
         if diff:
-            msg.append("The graph traced on these inputs differs from the trace:\n" + diff)
+            msg.append("ERROR: Graphs differed across invocations! The graph traced on these inputs differs "
+                       "from the trace:\n" + diff)
         raise TracingCheckError("\n".join(msg), graph_diff=diff) from failure
+
+
+def _warn_nondeterministic_mismatch(problem: str | None, src) -> None:
+    """A trace with random ops is not failed for differing outputs; the difference is still reported."""
+    if problem is None:
+        return
+    text = f"{problem} (expected here: the trace has nondeterministic nodes)"
+    if src is not None:
+        warnings.warn_explicit(text, TracerWarning, src.filename, src.lineno, module="tracejit")
+    else:
+        warnings.warn(text, TracerWarning, stacklevel=4)
 
 
 def compare(expected, actual, tol: float) -> str | None:
@@ -95,13 +110,21 @@ def compare(expected, actual, tol: float) -> str | None:
     if len(e_leaves) != len(a_leaves):
         return f"The traced program returns {len(a_leaves)} values where eager returns {len(e_leaves)}."
     for k, (e, a) in enumerate(zip(e_leaves, a_leaves)):
-        if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor):
+        if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor) and (e.is_nested or a.is_nested):
+            if e.is_nested != a.is_nested:
+                return f"Output nr {k + 1}. of the traced function is{'' if a.is_nested else ' not'} a nested tensor"
+            inner = compare(list(e.unbind()), list(a.unbind()), tol)
+            if inner is not None:
+                return f"Output nr {k + 1}. (a nested tensor) does not match: {inner}"
+        elif isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor):
             if e.shape != a.shape:
-                return f"Output {k} has shape {tuple(a.shape)} in the traced program and {tuple(e.shape)} in eager."
+                return (f"Output nr {k + 1}. of the traced function does not match the corresponding output of "
+                        f"the Python function: shape {tuple(a.shape)} in the traced program, {tuple(e.shape)} in eager.")
             if not torch.allclose(a.double() if a.is_floating_point() else a.to(e.dtype),
                                   e.double() if e.is_floating_point() else e, rtol=tol, atol=tol, equal_nan=True):
                 abs_err, rel_err = _errors(e, a)
-                return (f"Output {k} differs from eager: max absolute error {abs_err:.3g}, max relative "
+                return (f"Output nr {k + 1}. of the traced function does not match the corresponding output "
+                        f"of the Python function: max absolute error {abs_err:.3g}, max relative "
                         f"error {rel_err:.3g} (tolerance {tol:g}).")
         elif e != a and not (isinstance(e, torch.Tensor) or isinstance(a, torch.Tensor)):
             return f"Output {k} is {a!r} in the traced program and {e!r} in eager."

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ..codegen.python import compile_function, generate
-from ..errors import GuardError
+from ..errors import ArgumentTypeError, ArgumentValueError, GuardError
 from ..ir import Graph, Value
 from ..passes.inline import inline_calls
 from ..passes.inplace import mark_inplace_reuse
@@ -27,15 +27,15 @@ class InputError:
         seen = _describe(value)
         head = f"traced {self.signature}: argument '{where}'"
         if rank == "const":
-            raise ValueError(f"{head} was traced as the constant {expected!r} and the trace depends on it; "
-                             f"got {seen}. Trace again to use another value.")
+            raise ArgumentValueError(f"{head} was traced as the constant {expected!r} and the trace depends on "
+                                     f"it; got {seen}. Trace again to use another value.")
         if rank == "container":
-            raise TypeError(f"{head} should be {expected}; got {seen}")
+            raise ArgumentTypeError(f"{head} should be {expected}; got {seen}")
         if isinstance(value, torch.Tensor) and isinstance(rank, int):
-            raise ValueError(f"{head} should be a Tensor with {rank} dimensions (the trace fixed the number "
-                             f"of dimensions); got a Tensor of shape {tuple(value.shape)}")
-        raise TypeError(f"{head} should be a {expected}"
-                        f"{f' with {rank} dimensions' if isinstance(rank, int) else ''}; got {seen}")
+            raise ArgumentValueError(f"{head} should be a Tensor with {rank} dimensions (the trace fixed the "
+                                     f"number of dimensions); got a Tensor of shape {tuple(value.shape)}")
+        raise ArgumentTypeError(f"{head} should be a {expected}"
+                                f"{f' with {rank} dimensions' if isinstance(rank, int) else ''}; got {seen}")
 
 
 def _describe(value) -> str:
@@ -80,20 +80,45 @@ def compile_method(graph: Graph, name: str, label: str, guards: bool, display: s
     fn.graph = graph
     fn.code = src
     fn.signature = sig
+    fn.by_position = guards and bool(graph.in_spec.children[1].children)   # keyword-traced args, by position too
     return fn
 
 
-def call_checked(fn, signature: str, args, kwargs):
-    """Call a generated function; turn a Python arity error at the call itself into a clear TypeError."""
+def call_checked(fn, signature: str, args, kwargs, graph: Graph | None = None):
+    """Call a generated function; turn a Python arity error at the call itself into a clear TypeError.
+
+    Arguments traced as keywords may also be passed by position, in the order of the traced
+    function's parameters (as torch.jit's traced programs take them).
+    """
+    if graph is not None and args:
+        args, kwargs = spread_positional(graph, signature, args, kwargs)
     try:
         return fn(*args, **kwargs)
     except TypeError as e:
         tb = e.__traceback__
         if tb is not None and tb.tb_next is None:
             kw = f"keyword arguments {sorted(kwargs)}" if kwargs else "no keyword arguments"
-            raise TypeError(f"traced {signature} was called with {len(args)} positional argument(s) and "
-                            f"{kw}: {e}") from None
+            raise ArgumentTypeError(f"traced {signature} was called with {len(args)} positional argument(s) "
+                                    f"and {kw}: {e}") from None
         raise
+
+
+def spread_positional(graph: Graph, signature: str, args: tuple, kwargs: dict):
+    """Positional arguments beyond those traced positionally go to the keyword-traced parameters, in order."""
+    n_pos = len(graph.in_spec.children[0].children)
+    if len(args) <= n_pos:
+        return args, kwargs
+    keyword_names = graph.param_names[n_pos:]
+    extra = args[n_pos:]
+    if len(extra) > len(keyword_names):
+        raise ArgumentTypeError(f"traced {signature} takes at most {len(graph.param_names)} arguments; got "
+                                f"{len(args)} positional argument(s)")
+    kwargs = dict(kwargs)
+    for name, value in zip(keyword_names, extra):
+        if name in kwargs:
+            raise ArgumentTypeError(f"traced {signature} got multiple values for argument {name!r}")
+        kwargs[name] = value
+    return args[:n_pos], kwargs
 
 
 class TracedFunction:
@@ -126,8 +151,21 @@ class TracedFunction:
     def signature(self) -> str:
         return self._fn.signature
 
+    @property
+    def original_name(self) -> str:
+        return self.__name__
+
+    @property
+    def code_with_constants(self):
+        return code_with_constants(self.code, self.graph)
+
+    def save(self, f, _extra_files=None, **options) -> None:
+        """Save to ``f`` (a path or a binary file object), as ``tracejit.save(self, f, ...)``."""
+        from ..porting import save
+        save(self, f, _extra_files, **options)
+
     def __call__(self, *args, **kwargs):
-        return call_checked(types.MethodType(self._fn, self), self._fn.signature, args, kwargs)
+        return call_checked(types.MethodType(self._fn, self), self._fn.signature, args, kwargs, self._fn.graph)
 
     def __repr__(self) -> str:
         return f"<TracedFunction {self._fn.signature}>"
@@ -184,6 +222,14 @@ class TracedModule(nn.Module):
 
     def _install(self, name: str, fn) -> None:
         self._traced_methods[name] = fn
+        if getattr(fn, "by_position", False):
+            # a method traced from keyword examples also takes them by position (also when hooks route
+            # forward through nn.Module.__call__)
+            def method(*args, **kwargs):
+                return call_checked(types.MethodType(fn, self), fn.signature, args, kwargs, fn.graph)
+            method.graph, method.code, method.signature, method.__name__ = fn.graph, fn.code, fn.signature, name
+            object.__setattr__(self, name, method)
+            return
         object.__setattr__(self, name, types.MethodType(fn, self))
 
     def forward(self, *args, **kwargs):  # replaced per instance by _install
@@ -195,7 +241,7 @@ class TracedModule(nn.Module):
         fn = self._traced_methods.get("forward")
         if fn is None:
             return self.forward(*args, **kwargs)
-        return call_checked(self.forward, fn.signature, args, kwargs)
+        return call_checked(self.forward, fn.signature, args, kwargs, fn.graph)
 
     @property
     def graph(self) -> Graph:
@@ -209,6 +255,15 @@ class TracedModule(nn.Module):
     def inlined_graph(self) -> Graph:
         return inline_calls(self._method("forward").graph)
 
+    @property
+    def code_with_constants(self):
+        return code_with_constants(self.code, self.graph)
+
+    def save(self, f, _extra_files=None, **options) -> None:
+        """Save to ``f`` (a path or a binary file object), as ``tracejit.save(self, f, ...)``."""
+        from ..porting import save
+        save(self, f, _extra_files, **options)
+
     def to_html(self, path) -> str:
         """Write an interactive, self-contained HTML view of the graphs (tracejit/viewer)."""
         from ..viewer import view
@@ -220,6 +275,11 @@ class TracedModule(nn.Module):
             raise AttributeError(f"{self.original_name} has no traced method {name!r} (it was not called "
                                  "while tracing)")
         return fn
+
+
+def code_with_constants(code: str, graph: Graph):
+    """``(code, constants)`` as torch.jit's ``code_with_constants``: the tensors the code names, by index."""
+    return code, {f"c{i}": c for i, c in enumerate(graph.constants)}
 
 
 def compile_methods(methods: dict, root_methods: dict, label: str) -> dict:
@@ -250,7 +310,8 @@ def build_module(original: nn.Module, compiled: dict) -> TracedModule:
             tm._buffers[name] = b
         tm._non_persistent_buffers_set = set(mod._non_persistent_buffers_set)
         for name, child in mod._modules.items():
-            tm._modules[name] = None if child is None else mirror(child, f"{path}.{name}" if path else name)
+            if child is not None:   # a submodule attribute set to None is skipped, as torch.jit does
+                tm._modules[name] = mirror(child, f"{path}.{name}" if path else name)
         for mname, fn in compiled.get(path, {}).items():
             tm._install(mname, fn)
         return tm

@@ -17,14 +17,18 @@ from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .recorder import Frame, Tracer
 from .source import user_location
-from . import patches
+from . import legacy, patches  # noqa: F401  (legacy registers the Variable(t) stand-in)
 from .symbolic import get_tracer, set_tracer
 
 
-def _distinct_inputs(args, kwargs):
-    """The same tensor passed as two arguments becomes two views of it, so the trace keeps them apart."""
+def _distinct_inputs(args, kwargs, module=None):
+    """The same tensor passed as two arguments becomes two views of it, so the trace keeps them apart;
+    so does a parameter or buffer of the traced module passed as an input (``trace(m, m.weight)``)."""
     leaves, spec = flatten((tuple(args), dict(kwargs)))
     seen: set[int] = set()
+    if module is not None:
+        seen.update(id(t) for t in module.parameters())
+        seen.update(id(t) for t in module.buffers())
     out = []
     with torch._C.DisableTorchFunction():
         for leaf in leaves:
@@ -85,7 +89,7 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
                   training=module.training if module is not None else None)
     frame = Frame(graph, module, "", None)
     tracer.frames.append(frame)
-    args, kwargs = _distinct_inputs(args, kwargs)
+    args, kwargs = _distinct_inputs(args, kwargs, module)
     bind_inputs(tracer, frame, args, kwargs, signature_of or fn)
     if module is not None:
         check_backward_hooks(module, "")

@@ -10,7 +10,7 @@ import inspect
 import torch
 from torch import nn
 
-from ..errors import TraceError
+from ..errors import BackwardHookError
 from ..ir import Graph, Node, ScalarType, TensorType, Value, format_graph
 from ..pytree import flatten
 from . import patches
@@ -92,8 +92,10 @@ def bind_outputs(tracer: Tracer, frame: Frame, out) -> list:
 def check_backward_hooks(module: nn.Module, path: str) -> None:
     if module._backward_hooks or module._backward_pre_hooks:
         where = f"submodule '{path}'" if path else "the traced module"
-        raise TraceError(f"{where} ({type(module).__name__}) has a backward hook; backward hooks cannot be "
-                         "traced. Remove them before tracing and register them on the traced module instead.")
+        raise BackwardHookError(
+            f"Modules that have backward hooks assigned can't be compiled: {where} ({type(module).__name__}) "
+            "has a backward hook, and backward hooks cannot be traced. Remove them before tracing and "
+            "register them on the traced module instead.")
 
 
 class ModuleCalls:

@@ -11,6 +11,7 @@ and what value was seen. Kinds:
     training     the module's training flag at trace time
     nondeterministic  the trace holds a random op (checked outputs will differ)
     autograd_function a custom torch.autograd.Function was recorded as its forward's ops
+    outplace_view     _force_outplace recorded an in-place op on a view out of place (its base is not updated)
 """
 from __future__ import annotations
 
@@ -20,6 +21,28 @@ from typing import Any
 
 from ..errors import TracerWarning
 from ..ir import SourceLoc
+
+
+INCORRECT = "might cause the trace to be incorrect"
+
+# torch.jit's tracer warning for each way Python reads a value out of a tensor: users filter on these
+# phrases (warnings.filterwarnings(message=...)), so tracejit's warnings start with the same words.
+TORCH_PHRASES = {
+    "__bool__": f"Converting a tensor to a Python boolean {INCORRECT}",
+    "__int__": f"Converting a tensor to a Python integer {INCORRECT}",
+    "__float__": f"Converting a tensor to a Python float {INCORRECT}",
+    "__index__": f"Converting a tensor to a Python index {INCORRECT}",
+    "item": f"Converting a tensor to a Python number {INCORRECT}",
+    "tolist": f"Converting a tensor to a Python list {INCORRECT}",
+    "numpy": f"Converting a tensor to a NumPy array {INCORRECT}",
+    "iteration": f"Iterating over a tensor {INCORRECT}",
+    "len": f"Using len to get tensor shape {INCORRECT}",
+}
+
+
+def torch_phrase(key: str) -> str:
+    """torch.jit's opening words for a frozen value of this kind (a generic one when torch has none)."""
+    return TORCH_PHRASES.get(key, f"Reading a Python value from a traced tensor {INCORRECT}")
 
 
 @dataclass(frozen=True)
@@ -45,7 +68,7 @@ class LedgerEntry:
 class Ledger:
     """Collects entries while tracing; warns for the kinds that can make a trace wrong."""
 
-    WARN_KINDS = ("value_read", "iteration", "size", "constant", "autograd_function")
+    WARN_KINDS = ("value_read", "iteration", "size", "constant", "autograd_function", "outplace_view")
 
     def __init__(self, emit_warnings: bool = True):
         self.entries: list[LedgerEntry] = []
@@ -55,7 +78,8 @@ class Ledger:
         entry = LedgerEntry(kind, message, source, _plain(value))
         self.entries.append(entry)
         if warn and self.emit_warnings and kind in self.WARN_KINDS:
-            text = f"{message}. The trace fixed the value {entry.value!r}; it may be wrong for other inputs."
+            said = message if INCORRECT in message else f"{message}; this {INCORRECT}"
+            text = f"{said}. The trace fixed the value {entry.value!r}; it may be wrong for other inputs."
             if source is not None:
                 warnings.warn_explicit(text, TracerWarning, source.filename, source.lineno, module="tracejit")
             else:

@@ -18,7 +18,7 @@ from ..errors import TraceError
 from ..ir import Graph, Node, TensorType, ScalarType, Value, iter_values
 from ..pytree import flatten
 from . import indexing, ops
-from .ledger import Ledger
+from .ledger import Ledger, torch_phrase
 from .source import in_torch, user_location
 from .symbolic import TracedInt
 
@@ -49,6 +49,19 @@ def internal(method):
     wrapper.__doc__ = method.__doc__
     return wrapper
 
+
+
+# how a traced size became a Python value -> the torch.jit warning phrase key for it
+_SIZE_READS = {"int()": "__int__", "float()": "__float__", "bool()": "__bool__",
+               "used as an index (range(), list slicing, ...)": "__index__"}
+_COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+def _size_read_key(how: str) -> str:
+    """A comparison of sizes ends in a Python bool (torch: "a Python boolean")."""
+    if any(how.startswith(f"used in '{op}'") for op in _COMPARISONS):
+        return "__bool__"
+    return _SIZE_READS.get(how, how)
 
 class Frame:
     """One method call being recorded: its graph and the tensors it knows."""
@@ -138,7 +151,8 @@ class Tracer(TorchFunctionMode):
             what = "a parameter or tensor that requires grad and is not a parameter of the traced module"
         else:
             what = "a tensor that is neither an input, a parameter nor a buffer"
-        self.ledger.add("constant", f"{what} (shape {tuple(t.shape)}, dtype {t.dtype}) was captured as a constant",
+        shape = "nested" if t.is_nested else tuple(t.shape)
+        self.ledger.add("constant", f"{what} (shape {shape}, dtype {t.dtype}) was captured as a constant",
                         user_location(3), t)
         graph = frame.graph
         node = Node("tracejit::constant", "", attrs={"index": len(graph.constants)}, source=user_location(3))
@@ -196,7 +210,8 @@ class Tracer(TorchFunctionMode):
             return
         loc = user_location(3)
         # torch's own layers compare sizes to validate shapes; keep those in the ledger, warn for user code
-        self.ledger.add("size", f"a traced size was {how}", loc, value, warn=loc is None or not in_torch(loc))
+        self.ledger.add("size", f"{torch_phrase(_size_read_key(how))}: a traced size was {how}", loc, value,
+                        warn=loc is None or not in_torch(loc))
 
     def sizes_of(self, t: torch.Tensor, dim=None):
         v = self.value_of(t)
@@ -233,7 +248,7 @@ class Tracer(TorchFunctionMode):
                              "hooks cannot be part of a traced program; register them on the traced module's "
                              "outputs instead")
         if name == "__len__" and isinstance(args[0], torch.Tensor) and self.value_of(args[0]).dynamic:
-            self.ledger.add("size", "len(tensor) returns a plain Python int, so the trace fixes it; use "
+            self.ledger.add("size", f"{torch_phrase('len')}: len(tensor) returns a plain Python int, so the trace fixes it; use "
                             "tensor.size(0) to keep it symbolic", user_location(2),
                             args[0].shape[0] if args[0].dim() else 0)
         if name == "unbind" and _called_from_tensor_iter():
@@ -326,13 +341,15 @@ class Tracer(TorchFunctionMode):
         what = {"__bool__": "bool(tensor) / 'if tensor'", "__int__": "int(tensor)", "__float__": "float(tensor)",
                 "__index__": "a tensor used as an index", "item": "tensor.item()", "tolist": "tensor.tolist()",
                 "numpy": "tensor.numpy()"}.get(name, f"'{name}'")
-        self.ledger.add("value_read", f"{what} read a value out of a tensor, and the trace cannot record that",
+        self.ledger.add("value_read", f"{torch_phrase(name)}: {what} read a value out of a tensor, and the trace "
+                        "cannot record that",
                         user_location(2), result if not hasattr(result, "shape") else args[0])
         return result
 
     def _iteration(self, t):
         n = len(t) if t.dim() > 0 else 0
-        self.ledger.add("iteration", f"iterating over a tensor fixed the number of items to {n}",
+        self.ledger.add("iteration", f"{torch_phrase('iteration')}: iterating over a tensor fixed the number of "
+                        f"items to {n}",
                         user_location(3), n)
 
     def _getitem(self, func, args):
@@ -415,6 +432,12 @@ class Tracer(TorchFunctionMode):
         if out_func is None:
             self.record(func, args, kwargs, result)
             return result
+        with torch._C.DisableTorchFunction():
+            on_view = isinstance(args[0], torch.Tensor) and args[0]._base is not None
+        if on_view:
+            self.ledger.add("outplace_view", f"_force_outplace recorded the in-place '{name}' on a view as "
+                            f"'{out_name}': the view's base is not updated by the traced program, and this "
+                            "might cause the trace to be incorrect", user_location(3), name)
         op, target = ops.describe(out_func, args, kwargs)
         node = self.record(out_func, args, kwargs, result, (op, target))
         if node is not None:
