@@ -89,3 +89,12 @@ def test_view_reads_a_saved_file_and_the_cli(tmp_path, capsys):
     assert "b.html" in capsys.readouterr().out
     a, b = (tmp_path / "a.html").read_text(), (tmp_path / "b.html").read_text()
     assert a == b and '"node_count":' in a
+
+
+def test_function_document():
+    f = tracejit.trace(lambda x, y: (x * 2 + y).relu(), (torch.ones(3), torch.ones(3)))
+    doc = program_document(f)
+    assert doc["kind"] == "function" and doc["roots"] == [":forward"] and len(doc["guards"]) == 1
+    nodes = doc["graphs"][":forward"]["nodes"]
+    assert [n["label"] for n in nodes] == ["x", "y", "mul", "add", "relu", "output 0"]
+    assert nodes[4]["inputs"] == [[3, 0]] and nodes[5]["inputs"] == [[4, 0]]
