@@ -95,6 +95,7 @@
       const cls = ["node", n.kind, n.ledger ? "ledger" : "", id === selected ? "selected" : ""].join(" ");
       const grp = el("g", { class: cls, "data-id": id, "data-op": n.op || n.label }, layers.nodes);
       el("rect", { x, y, width: d.width, height: d.height, rx: 4 }, grp);
+      el("title", {}, grp).textContent = [n.op || n.label, n.type, n.source].filter(Boolean).join("\n");
       d.lines.forEach((line, k) => {
         if (!line) return;
         const t = el("text", { x: ox + d.x, y: y + 15 + 15 * k, class: k ? "sub" : "main" }, grp);
