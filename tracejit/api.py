@@ -12,6 +12,7 @@ from torch import nn
 from .runtime.checker import check_trace as _run_checker
 from .runtime.private_rng import PrivateRandomness
 from .runtime.state import ModuleState
+from .runtime import specialize
 from .runtime.traced import TracedFunction, TracedModule, build_module, compile_methods
 from .errors import ArgumentTypeError, TraceError, TracerWarning
 from .pytree import flatten, unflatten
@@ -65,7 +66,7 @@ def _kwarg_examples(example_kwarg_inputs, fn) -> dict:
 
 def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inputs=None, check_tolerance=1e-05,
           strict=True, _force_outplace=False, _module_class=None, _compilation_unit=None,
-          example_kwarg_inputs=None, _store_inputs=True):
+          example_kwarg_inputs=None, _store_inputs=True, guards=True):
     """Trace a function or module into a program that re-runs its PyTorch ops on new inputs.
 
     Same signature and behaviour as torch.jit's ``trace``:
@@ -85,6 +86,10 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
     - ``optimize`` is deprecated and ignored (warns, as torch does); ``_module_class`` and
       ``_compilation_unit`` are accepted and ignored (they name TorchScript internals);
       ``_store_inputs``: keep the example inputs on the result (``traced.example_inputs``).
+    - ``guards``: True (default) checks at each call every value the trace relied on (sizes,
+      ranks, values read out of tensors) and retraces or raises GuardError when one differs;
+      "shapes" keeps only the checks that need no device sync; False switches them off (the
+      program then silently reuses the traced values, as torch.jit's trace does).
 
     Returns a ``TracedFunction`` for a plain function, a ``TracedModule`` otherwise.
 
@@ -98,7 +103,7 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
     if optimize is not None:
         warnings.warn("`optimize` is deprecated and has no effect.", DeprecationWarning, stacklevel=2)
     common = dict(check_trace=check_trace, check_tolerance=check_tolerance, strict=strict,
-                  _force_outplace=_force_outplace, _store_inputs=_store_inputs)
+                  _force_outplace=_force_outplace, _store_inputs=_store_inputs, guards=guards)
     if example_kwarg_inputs is not None:
         target = func.forward if isinstance(func, nn.Module) else func
         example_kwarg_inputs = _kwarg_examples(example_kwarg_inputs, target)
@@ -121,22 +126,25 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
     args = _as_args(example_inputs, func) if example_inputs is not None else ()
     kwargs = dict(example_kwarg_inputs or {})
     name = getattr(func, "__name__", type(func).__name__)
-    rec = _record(func, args, kwargs, None, name, _force_outplace)
+    rec = _record(func, args, kwargs, None, name, _force_outplace, guards=guards)
     _check_outputs(rec, strict, name)
     traced = TracedFunction(name, rec.graph, rec.ledger.entries)
+    specialize.enable_for_function(
+        traced, lambda a, k: _record(func, a, k, None, name, _force_outplace, warn=False, guards=guards).graph)
     if _store_inputs:
         traced.example_inputs = (args, kwargs)
     if check_trace:
         checks = [(_as_args(c, func), {}) if not isinstance(c, dict) or kwargs == {} else ((), c)
                   for c in (check_inputs or [])]
         _run_checker(traced, func, None, [(args, kwargs)] + checks, check_tolerance,
-                     lambda f, a, k: _record(f, a, k, None, name, _force_outplace, warn=False).graph)
+                     lambda f, a, k: _record(f, a, k, None, name, _force_outplace, warn=False,
+                                             guards=guards).graph)
     return traced
 
 
 def trace_module(mod, inputs, optimize=None, check_trace=True, check_inputs=None, check_tolerance=1e-05,
                  strict=True, _force_outplace=False, _module_class=None, _compilation_unit=None,
-                 example_inputs_is_kwarg=False, _store_inputs=True):
+                 example_inputs_is_kwarg=False, _store_inputs=True, guards=True):
     """Trace several methods of a module into one ``TracedModule`` sharing its parameters.
 
     ``inputs`` maps method names to example inputs (a tensor, a tuple of arguments, or with
@@ -167,11 +175,11 @@ def trace_module(mod, inputs, optimize=None, check_trace=True, check_inputs=None
                         f"e.g. {{'forward': x}}; got {type(inputs).__name__}")
     return _trace_methods(mod, inputs, {k: k for k in inputs}, check_inputs, kwarg=example_inputs_is_kwarg,
                           check_trace=check_trace, check_tolerance=check_tolerance, strict=strict,
-                          _force_outplace=_force_outplace, _store_inputs=_store_inputs)
+                          _force_outplace=_force_outplace, _store_inputs=_store_inputs, guards=guards)
 
 
 def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check_trace, check_tolerance, strict,
-                   _force_outplace, _store_inputs, via_call: bool = True):
+                   _force_outplace, _store_inputs, via_call: bool = True, guards=True):
     """Trace ``mod``'s methods: ``inputs`` by installed name, ``names`` maps installed -> original.
 
     ``forward`` is traced through ``mod(...)`` when ``via_call`` (as torch does), so the module's own
@@ -197,7 +205,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
         for installed, (args, kwargs) in per_method.items():
             fn, bound = entry(installed)
             recs[installed] = _record(fn, args, kwargs, mod, installed, _force_outplace, warn=warn,
-                                      registry=registry, signature_of=bound)
+                                      registry=registry, signature_of=bound, guards=guards)
         return recs
 
     recordings = record_all(per_method_args, warn=True)
@@ -207,11 +215,12 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
     traced.ledger = tuple(e for r in recordings.values() for e in r.ledger.entries)
     if _store_inputs:
         traced.example_inputs = per_method_args
+    if True:
         hooks = _hook_snapshot(mod)
 
-        def retrace(mode: bool, current) -> dict:
-            """A trace of ``mod`` in another training mode, as it was traced (same hooks), with the
-            traced module's current parameters and buffers (``.to()`` replaces buffers)."""
+        def retrace(mode: bool, current, inputs=None) -> dict:
+            """A trace of ``mod`` in training mode ``mode`` on ``inputs`` (default: the example inputs),
+            as it was traced (same hooks), with the traced module's current parameters and buffers."""
             flags = [(m, m.training) for m in mod.modules()]
             lent = _lend_tensors(current, mod)
             state = ModuleState(mod)
@@ -219,7 +228,8 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
             mod.train(mode)
             try:
                 with torch.no_grad(), PrivateRandomness():   # draws nothing from the global generator
-                    recs = record_all({k: _like_module(v, mod) for k, v in per_method_args.items()}, warn=False)
+                    recs = record_all(inputs if inputs is not None else
+                                      {k: _like_module(v, mod) for k, v in per_method_args.items()}, warn=False)
             finally:
                 for m, flag in flags:
                     m.training = flag
@@ -228,6 +238,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
                 _lend_tensors(lent, mod)
             return _compile(recs, label)
         traced._retrace = _one_at_a_time(retrace)
+        specialize.enable_for_module(traced, traced._retrace)
     if check_trace:
         for installed, (args, kwargs) in per_method_args.items():
             fn, bound = entry(installed)
@@ -238,7 +249,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
                     checks.append(_split_inputs(ex, kwarg, installed, bound))
             _run_checker(getattr(traced, installed), fn, mod, checks, check_tolerance,
                          lambda f, a, k: _record(f, a, k, mod, installed, _force_outplace, warn=False,
-                                                 signature_of=bound).graph)
+                                                 signature_of=bound, guards=guards).graph)
     return traced
 
 
@@ -327,10 +338,11 @@ def _split_inputs(example, kwarg: bool, where: str, fn=None):
     return _as_args(example, fn), {}
 
 
-def _record(fn, args, kwargs, module, name, force_outplace, warn=True, registry=None, signature_of=None):
+def _record(fn, args, kwargs, module, name, force_outplace, warn=True, registry=None, signature_of=None,
+            guards=True):
     _check_fits(signature_of or fn, args, kwargs)
     return record(fn, args, kwargs, module, warn=warn, force_outplace=force_outplace, name=name,
-                  registry=registry, signature_of=signature_of)
+                  registry=registry, signature_of=signature_of, guards=guards)
 
 
 def _check_fits(fn, args, kwargs) -> None:

@@ -444,6 +444,11 @@ def cmd_inspect(args) -> int:
                   " ".join(str(e.message).split())] for e in ledger]
         out += _table(lrows, ["kind", "source", "message"], "<<<")
 
+    from .runtime.guard_table import guard_rows
+    grows = guard_rows(methods)
+    out += ["", f"guards: {len(grows)} (checked at every call; see docs/DESIGN.md, Guards)"]
+    out += _table(grows, ["method", "kind", "source", "predicate", "expected"], "<<<<<") if grows else []
+
     hist = op_histogram(obj)
     out.append("")
     out.append(f"ops: {sum(hist.values())} nodes in {len(methods)} graph(s)")

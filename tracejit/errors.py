@@ -66,7 +66,19 @@ class ArgumentValueError(ValueError, RuntimeError):
 
 
 class GuardError(RuntimeError):
-    """A traced program was called in a state its trace did not cover (for example another training mode)."""
+    """A traced program was called on inputs its trace did not cover: a guard failed.
+
+    ``guard`` is the failed ``tracejit::guard`` node (None for errors raised elsewhere),
+    ``expected`` the outcome the trace relied on, ``seen`` the value at this call and
+    ``source`` the user's source line that made the guard.
+    """
+
+    def __init__(self, message: str, *, guard=None, expected=None, seen=None, source=None):
+        super().__init__(message)
+        self.guard = guard
+        self.expected = expected
+        self.seen = seen
+        self.source = source
 
 
 class LoadError(RuntimeError):

@@ -342,7 +342,7 @@ def upsample_nearest(x):
                                     (upsample_nearest, "aten::upsample_nearest2d")])
 def test_interpolate_is_traced_through_to_upsample(fn, op):
     traced = tracejit.trace(fn, torch.randn(1, 2, 3, 3))
-    names = [n.op for n in traced.graph.nodes]
+    names = [n.op for n in traced.graph.nodes if n.op != "tracejit::guard"]   # interpolate reads the rank
     assert [n.split(".")[0] for n in names] == [op]
     assert not any("interpolate" in n for n in names)
     assert "interpolate" not in str(traced.graph).split("#")[0]
@@ -410,7 +410,7 @@ def test_every_aten_node_names_an_existing_overload(name):
         for node in graph.nodes:
             if node.op.startswith("tracejit::"):
                 assert node.op in {"tracejit::get_attr", "tracejit::constant", "tracejit::call_module",
-                                   "tracejit::getitem", "tracejit::setitem"}, node.op
+                                   "tracejit::getitem", "tracejit::setitem", "tracejit::guard"}, node.op
                 continue
             n_aten += 1
             assert re.fullmatch(r"aten::\w+\.\w+", node.op), f"{where}: {node.op}"

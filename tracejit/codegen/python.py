@@ -12,10 +12,11 @@ import itertools
 
 import torch
 
-from ..ir import Graph, Node, Value
+from ..ir import GUARD, Graph, Node, Value
 from ..ir.printer import Namer, format_const
 from ..pytree import Spec
 from ..trace import indexing
+from .guards import GuardEmitter
 
 _counter = itertools.count()
 
@@ -30,7 +31,8 @@ class PyNamer(Namer):
 
 
 # names the generated code itself uses; a traced argument with such a name gets a suffix
-_RESERVED = {"self", "torch", "Tensor", "isinstance", "float", "getattr", "_input_error", "_no_grad"}
+_RESERVED = {"self", "torch", "Tensor", "isinstance", "float", "int", "bool", "len", "getattr", "_input_error",
+             "_no_grad"}
 
 
 def _node_hint(node: Node) -> str:
@@ -52,6 +54,7 @@ class CodeGen:
         self.globals: dict = {"torch": torch, "Tensor": torch.Tensor}
         self.lines: list[str] = []
         self.sources: list = []  # node source per emitted line, for tracebacks
+        self.guard_emitter = GuardEmitter(self)
 
     # -- names and expressions --------------------------------------------------------------------
     def name(self, v: Value) -> str:
@@ -96,12 +99,13 @@ class CodeGen:
     def generate(self) -> str:
         g = self.graph
         params = self.signature()
-        if self.guards and g.training is not None:
-            # the trace fixed the training flag: another mode switches to (or makes) a trace of that mode
-            self.lines.insert(0, f"    if self.training is not {g.training}: "
-                                 f"return self._switch_mode({self.fn_name!r})({', '.join(self.call_forward)})")
-            self.sources.insert(0, None)
+        if not self.observe:
+            self.guard_emitter.emit_missing_training_guard()
         for i, node in enumerate(g.nodes):
+            if node.op == GUARD:
+                if not self.observe:
+                    self.guard_emitter.emit(node)
+                continue
             self.emit_node(node)
             if self.observe:
                 outs = ", ".join(self.name(v) if v is not None else "None" for v in node.outputs)
@@ -181,8 +185,8 @@ class CodeGen:
         if not self.guards:
             return
         if v.type is not None and hasattr(v.type, "shape"):
-            self.emit(f"if not isinstance({name}, Tensor) or {name}.dim() != {len(v.type.shape)}: "
-                      f"_input_error({where!r}, {name}, 'Tensor', {len(v.type.shape)})")
+            # no rank check here: a guard checks the rank where the trace read it (tracejit::guard)
+            self.emit(f"if not isinstance({name}, Tensor): _input_error({where!r}, {name}, 'Tensor', None)")
         else:
             self.emit(f"if not isinstance({name}, int): _input_error({where!r}, {name}, 'int', None)")
 
@@ -379,4 +383,5 @@ def generate(graph: Graph, fn_name: str = "forward", guards: bool = False, input
     gen = CodeGen(graph, fn_name, guards, observe)
     src = gen.generate()
     gen.globals["_input_error"] = input_error
+    gen.globals["_tj_guard"] = gen.guard_emitter.failure(fn_name)
     return src, gen.globals

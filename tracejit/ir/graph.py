@@ -12,13 +12,9 @@ Ops are named as PyTorch's dispatcher names them (``aten::conv2d``) with an
 overload (``aten::add.Tensor``). ``target`` says which Python entry point
 (``torch.conv2d``, ``Tensor.view``, ``operator.add``) ran it during tracing;
 codegen emits a call to it. tracejit's own ops live in the ``tracejit``
-namespace:
+namespace; they are defined once, in ir/ops.py (``OPS``):
 
-    tracejit::get_attr      attrs.path      a parameter or buffer of the module
-    tracejit::constant      attrs.index     a tensor captured as a constant
-    tracejit::call_module   attrs.path, attrs.method, attrs.call_spec
-                                            calls a submodule's traced method
-    tracejit::getitem       args (obj, idx) Python indexing of a container
+{ops}
 
 A node's ``args`` / ``kwargs`` hold Values and constants, possibly inside
 lists and tuples. Names are not part of the IR: the printer and codegen name
@@ -30,6 +26,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import torch
+
+from .ops import grammar as _grammar
+
+__doc__ = __doc__.replace("{ops}", _grammar())
 
 
 @dataclass(frozen=True)

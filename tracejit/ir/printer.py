@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from .graph import Graph, Node, Value, TensorType
+from .ops import OPS
 
 
 class Namer:
@@ -86,7 +87,8 @@ def format_node(node: Node, namer: Namer, with_types: bool = True) -> str:
     args += [f"{k}={format_arg(v, namer)}" for k, v in node.kwargs.items()]
     attrs = ""
     if node.attrs:
-        shown = {k: node.attrs[k] for k in ("path", "method", "index") if k in node.attrs}
+        d = OPS.get(node.op)
+        shown = {k: node.attrs[k] for k in (d.shown if d else ()) if k in node.attrs}
         if shown:
             attrs = "[" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + "]"
     lhs = ", ".join(outs) if outs else "()"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .graph import Graph, Value, iter_values
+from .ops import check_tracejit_node
 
 
 class VerificationError(AssertionError):
@@ -15,6 +16,10 @@ def verify(graph: Graph) -> None:
             raise VerificationError(f"input {v} has a producer")
         defined.add(id(v))
     for i, node in enumerate(graph.nodes):
+        if node.op.startswith("tracejit::"):
+            problem = check_tracejit_node(node)
+            if problem:
+                raise VerificationError(f"node {i}: {problem}")
         for v in node.input_values():
             if id(v) not in defined:
                 raise VerificationError(f"node {i} ({node.op}) uses a value before it is defined")

@@ -15,6 +15,7 @@ from ..errors import ArgumentTypeError, ArgumentValueError, GuardError
 from ..ir import Graph, Value
 from ..passes.inline import inline_calls
 from ..passes.inplace import mark_inplace_reuse
+from . import specialize
 
 
 class InputError:
@@ -165,7 +166,23 @@ class TracedFunction:
         save(self, f, _extra_files, **options)
 
     def __call__(self, *args, **kwargs):
+        try:
+            return call_checked(types.MethodType(self._fn, self), self._fn.signature, args, kwargs, self._fn.graph)
+        except GuardError as e:
+            return specialize.on_guard_failure(self, e, self._run, args, kwargs)
+
+    def _run(self, args, kwargs):
         return call_checked(types.MethodType(self._fn, self), self._fn.signature, args, kwargs, self._fn.graph)
+
+    @property
+    def specializations(self) -> list:
+        """The traces kept for inputs the first trace's guards did not cover (see runtime/specialize.py)."""
+        cache = getattr(self, "_specializations", None)
+        return list(cache.entries) if cache is not None else []
+
+    def drop_original(self) -> None:
+        """Release the original function: a failed guard then raises GuardError instead of retracing."""
+        specialize.drop_original(self)
 
     def __repr__(self) -> str:
         return f"<TracedFunction {self._fn.signature}>"
@@ -188,31 +205,6 @@ class TracedModule(nn.Module):
         self.ledger: tuple = ()
         self._variants: dict[bool, dict] = {}   # training flag -> {path: {method: fn}} (root only)
         self._retrace = None                    # training flag -> {path: {method: fn}}, or None
-
-    def _switch_mode(self, name: str):
-        """The training flag differs from the trace's: install a trace made in this mode.
-
-        Dropout, BatchNorm and any ``if self.training`` take other paths in the other mode, so
-        the old trace would silently compute the wrong thing. A trace of the new mode is made
-        once from the original module and the stored example inputs, then reused.
-        """
-        mode = self.training
-        variant = self._variants.get(mode)
-        if variant is None:
-            if self._retrace is None:
-                traced_mode = "train" if not mode else "eval"
-                raise GuardError(
-                    f"{self.original_name} was traced in {traced_mode} mode, and tracing fixed the training "
-                    f"flag; it is now in {'train' if mode else 'eval'} mode. Switch it back with "
-                    f"{'.eval()' if mode else '.train()'}, or trace it again in this mode (retracing needs "
-                    "the original module and _store_inputs=True).")
-            variant = self._retrace(mode, self)
-            self._variants[mode] = variant
-        for path, methods in variant.items():
-            target = self.get_submodule(path) if path else self
-            for mname, fn in methods.items():
-                target._install(mname, fn)
-        return getattr(self, name)
 
     def _get_name(self) -> str:
         return self.original_name
@@ -241,7 +233,24 @@ class TracedModule(nn.Module):
         fn = self._traced_methods.get("forward")
         if fn is None:
             return self.forward(*args, **kwargs)
+        try:
+            return call_checked(self.forward, fn.signature, args, kwargs, fn.graph)
+        except GuardError as e:
+            return specialize.on_guard_failure(self, e, self._run, args, kwargs)
+
+    def _run(self, args, kwargs):
+        fn = self._traced_methods["forward"]
         return call_checked(self.forward, fn.signature, args, kwargs, fn.graph)
+
+    @property
+    def specializations(self) -> list:
+        """The traces kept for inputs the first trace's guards did not cover (see runtime/specialize.py)."""
+        cache = self.__dict__.get("_specializations")
+        return list(cache.entries) if cache is not None else []
+
+    def drop_original(self) -> None:
+        """Release the original module: a failed guard then raises GuardError instead of retracing."""
+        specialize.drop_original(self)
 
     @property
     def graph(self) -> Graph:

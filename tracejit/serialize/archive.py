@@ -31,7 +31,7 @@ from . import atomic_file, encode, validate
 from .crc import crc32, crc_of
 
 FORMAT = "tracejit"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _CRC_PLACEHOLDER = "00000000"
 MAX_HEADER = 100 * 1024 * 1024
 _ST_DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16, "BF16": torch.bfloat16,

@@ -207,6 +207,9 @@ def encode_graph(graph: Graph, where: str) -> dict:
                 index[id(v)] = len(index)
         attrs = {k: v for k, v in node.attrs.items() if k in ("path", "method", "n_captures", "index", "kind",
                                                                "unpack", "nondeterministic")}
+        if node.op == "tracejit::guard":
+            from .guards import encode_attrs
+            attrs = encode_attrs(node, f"{where}, guard at {node.source}")
         entry = {"op": node.op, "target": node.target, "args": args, "kwargs": kwargs,
                  "outputs": [encode_type(v.type) if v is not None else None for v in node.outputs],
                  "dynamic": any(v is not None and v.dynamic for v in node.outputs)}

@@ -14,6 +14,7 @@ import torch
 from ..errors import LoadError
 from ..ir import Graph, Value, iter_values, verify, VerificationError
 from ..trace import ops as opnames
+from .guards import check_guard
 
 NAMESPACES = ("aten",)
 TRACEJIT_OPS = {"tracejit::get_attr", "tracejit::constant", "tracejit::call_module"}
@@ -77,6 +78,8 @@ def check_module_refs(graph: Graph, where: str, module_tree, methods_of) -> None
 
 def check_node(node, at: str, graph: Graph, module_tree, methods_of) -> None:
     op = node.op
+    if op == "tracejit::guard":
+        return check_guard(node, at)
     if op in TRACEJIT_OPS:
         _check_tracejit_node(node, at, graph, module_tree, methods_of)
         return

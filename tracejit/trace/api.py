@@ -15,6 +15,7 @@ from ..passes.dce import eliminate_dead_code
 from ..pytree import flatten, unflatten
 from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
+from .guards import check_policy, training_guard
 from .recorder import Frame, Tracer
 from .source import user_location
 from . import legacy, patches  # noqa: F401  (legacy registers the Variable(t) stand-in)
@@ -77,14 +78,17 @@ def _tracing_state(tracer: Tracer):
 
 def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: bool = True,
            force_outplace: bool = False, name: str = "forward", registry: tuple | None = None,
-           signature_of=None) -> Recording:
+           signature_of=None, guards=True) -> Recording:
     """Run ``fn(*args, **kwargs)`` once, recording every PyTorch op it calls.
 
     ``registry`` shares submodule method graphs between the methods of one trace_module;
-    ``signature_of`` is the callable whose parameter names name the inputs (default ``fn``).
+    ``signature_of`` is the callable whose parameter names name the inputs (default ``fn``);
+    ``guards`` (True, "shapes" or False) says which guards the trace keeps (see docs/DESIGN.md).
     """
+    check_policy(guards)
     ledger = Ledger(emit_warnings=warn)
     tracer = Tracer(module, ledger, force_outplace, registry)
+    tracer.guards.policy = guards
     graph = Graph(name=name, module_type=type(module).__name__ if module is not None else "",
                   training=module.training if module is not None else None)
     frame = Frame(graph, module, "", None)
@@ -104,6 +108,8 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
         for g in methods.values():
             eliminate_dead_code(g)
             verify(g)
+    if module is not None:
+        graph.nodes.insert(0, training_guard(module.training))
     eliminate_dead_code(graph)
     verify(graph)
     return Recording(graph, tracer.methods, ledger, result)

@@ -16,7 +16,7 @@ and what value was seen. Kinds:
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import TracerWarning
@@ -51,6 +51,7 @@ class LedgerEntry:
     message: str
     source: SourceLoc | None
     value: Any = None
+    guard: Any = field(default=None, compare=False, repr=False)   # the tracejit::guard node checking it
 
     @property
     def filename(self) -> str | None:
@@ -66,7 +67,12 @@ class LedgerEntry:
 
 
 class Ledger:
-    """Collects entries while tracing; warns for the kinds that can make a trace wrong."""
+    """Collects entries while tracing; warns for the kinds that can make a trace wrong.
+
+    The ledger is a view of the trace's guards (an entry with ``guard`` set is checked at every
+    call by that ``tracejit::guard`` node) plus the entries that need no check (constants,
+    device reads, random ops, or guards switched off with ``guards=False``).
+    """
 
     WARN_KINDS = ("value_read", "iteration", "size", "constant", "autograd_function", "outplace_view")
 
@@ -99,3 +105,9 @@ def _plain(value):
     if isinstance(value, int) and not isinstance(value, bool):
         return int(value)
     return value
+
+
+def attach_guard(ledger: Ledger, node) -> None:
+    """Point the latest entry at the guard node made for it."""
+    if ledger.entries and ledger.entries[-1].guard is None:
+        ledger.entries[-1] = replace(ledger.entries[-1], guard=node)

@@ -18,6 +18,7 @@ from ..errors import TraceError
 from ..ir import Graph, Node, TensorType, ScalarType, Value, iter_values
 from ..pytree import flatten
 from . import indexing, ops
+from .guards import GuardMaker
 from .ledger import Ledger, torch_phrase
 from .source import in_torch, user_location
 from .symbolic import TracedInt
@@ -94,6 +95,7 @@ class Tracer(TorchFunctionMode):
         # module path -> method name -> graph, and the dedup keys; shared by the methods of one trace_module
         self.methods, self._method_keys = registry if registry is not None else ({}, {})
         self._python_calls: list = []
+        self.guards = GuardMaker(self)
         if root_module is not None:
             for path, m in root_module.named_modules(remove_duplicate=False):
                 self.module_paths.setdefault(id(m), path)
@@ -205,13 +207,14 @@ class Tracer(TorchFunctionMode):
         return self.new_int(value, node)
 
     @internal
-    def specialize_size(self, ti: TracedInt, how: str, value) -> None:
+    def specialize_size(self, ti: TracedInt, how: str, value, method=None, other=None, outcome=None) -> None:
         if self._int_value(ti) is None:
             return
         loc = user_location(3)
         # torch's own layers compare sizes to validate shapes; keep those in the ledger, warn for user code
         self.ledger.add("size", f"{torch_phrase(_size_read_key(how))}: a traced size was {how}", loc, value,
                         warn=loc is None or not in_torch(loc))
+        self.guards.size(ti, how, value, loc, method, other, outcome)
 
     def sizes_of(self, t: torch.Tensor, dim=None):
         v = self.value_of(t)
@@ -219,6 +222,7 @@ class Tracer(TorchFunctionMode):
             return t.size() if dim is None else t.size(dim)
         if dim is not None:
             return self._size(t, v, dim)
+        self.guards.rank(t, "the trace read the tensor's whole shape", user_location(3))
         return torch.Size([self._size(t, v, d) for d in range(t.dim())])
 
     def _size(self, t, v: Value, dim: int):
@@ -233,10 +237,13 @@ class Tracer(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "__get__":
             return self._property(func, args)
-        if name in ("size", "numel") and isinstance(func, types.MethodDescriptorType):
+        if name in ("size", "numel", "nelement") and isinstance(func, types.MethodDescriptorType):
             return self._size_call(name, args, kwargs)
         if name in _VALUE_READS:
             return self._value_read(func, name, args, kwargs)
+        if name in ("dim", "ndimension") and args and isinstance(args[0], torch.Tensor):
+            self.guards.rank(args[0], f"the trace read the tensor's number of dimensions ({name}())",
+                             user_location(2))
         if name in _PASSTHROUGH:
             return func(*args, **kwargs)
         if name == "__getitem__" and not isinstance(func, types.FunctionType):
@@ -251,6 +258,8 @@ class Tracer(TorchFunctionMode):
             self.ledger.add("size", f"{torch_phrase('len')}: len(tensor) returns a plain Python int, so the trace fixes it; use "
                             "tensor.size(0) to keep it symbolic", user_location(2),
                             args[0].shape[0] if args[0].dim() else 0)
+            if args[0].dim():
+                self.guards.length(args[0], args[0].shape[0], "len(tensor)", user_location(2))
         if name == "unbind" and _called_from_tensor_iter():
             self._iteration(args[0])
             result = func(*args, **kwargs)
@@ -317,6 +326,8 @@ class Tracer(TorchFunctionMode):
             if not self.ledger.entries or self.ledger.entries[-1].kind != "device":
                 self.ledger.add("device", "a tensor's device was read", user_location(3), str(dev))
             return dev
+        if prop == "ndim":
+            self.guards.rank(t, "the trace read the tensor's number of dimensions (ndim)", user_location(3))
         result = func(*args)
         if prop in ops.TENSOR_PROPERTIES and isinstance(result, torch.Tensor):
             aten = ops.TENSOR_PROPERTIES[prop]
@@ -325,7 +336,7 @@ class Tracer(TorchFunctionMode):
 
     def _size_call(self, name, args, kwargs):
         t = args[0]
-        if name == "numel":
+        if name in ("numel", "nelement"):
             v = self.value_of(t)
             n = t.numel()
             if not v.dynamic:
@@ -341,19 +352,22 @@ class Tracer(TorchFunctionMode):
         what = {"__bool__": "bool(tensor) / 'if tensor'", "__int__": "int(tensor)", "__float__": "float(tensor)",
                 "__index__": "a tensor used as an index", "item": "tensor.item()", "tolist": "tensor.tolist()",
                 "numpy": "tensor.numpy()"}.get(name, f"'{name}'")
+        loc = user_location(2)
         self.ledger.add("value_read", f"{torch_phrase(name)}: {what} read a value out of a tensor, and the trace "
-                        "cannot record that",
-                        user_location(2), result if not hasattr(result, "shape") else args[0])
+                        "cannot record that", loc, result if not hasattr(result, "shape") else args[0])
+        self.guards.value(name, args, result, what, loc)
         return result
 
     def _iteration(self, t):
         n = len(t) if t.dim() > 0 else 0
+        loc = user_location(3)
         self.ledger.add("iteration", f"{torch_phrase('iteration')}: iterating over a tensor fixed the number of "
-                        f"items to {n}",
-                        user_location(3), n)
+                        f"items to {n}", loc, n)
+        self.guards.length(t, n, "iterating over a tensor", loc)
 
     def _getitem(self, func, args):
         t, idx = args
+        self._ellipsis_rank(t, idx)
         steps = indexing.plan(t.dim(), idx)
         if steps is None:
             result = func(*args)
@@ -365,6 +379,12 @@ class Tracer(TorchFunctionMode):
         if cur is t:   # x[:] / x[...] is a view of x, as in eager
             cur = self._index_step(t, "alias", 0, None)
         return cur
+
+    def _ellipsis_rank(self, t, idx) -> None:
+        """``x[..., 0]`` is recorded with the dims the ellipsis stood for: that depends on the rank."""
+        if idx is Ellipsis or (isinstance(idx, tuple) and any(i is Ellipsis for i in idx)):
+            self.guards.rank(t, "an index with '...' was recorded with this number of dimensions",
+                             user_location(3))
 
     def _index_step(self, cur, kind, dim, payload):
         with torch._C.DisableTorchFunction():
@@ -393,6 +413,7 @@ class Tracer(TorchFunctionMode):
 
     def _setitem(self, func, args):
         t, idx, value = args
+        self._ellipsis_rank(t, idx)
         steps = indexing.plan(t.dim(), idx)
         if steps is None or (steps and steps[-1][0] == "index" and
                              any(k == "unsqueeze" for k, _, _ in steps)):

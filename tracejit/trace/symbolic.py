@@ -91,6 +91,18 @@ class TracedInt(int):
     def __bool__(self):
         return bool(self._specialize("bool()"))
 
+    def __ceil__(self):
+        return self._specialize("math.ceil()")
+
+    def __floor__(self):
+        return self._specialize("math.floor()")
+
+    def __trunc__(self):
+        return self._specialize("math.trunc()")
+
+    def __round__(self, ndigits=None):
+        return round(self._specialize("round()"), ndigits) if ndigits is not None else self._specialize("round()")
+
     def __format__(self, spec):
         return format(self._plain(), spec)
 
@@ -131,7 +143,8 @@ def _make_special(name, fn):
         value = fn(self._plain(), other_v)
         t = get_tracer()
         if t is not None:
-            t.specialize_size(self, f"used in '{name.strip('_')}' with {other_v!r}", self._plain())
+            t.specialize_size(self, f"used in '{name.strip('_')}' with {other_v!r}", self._plain(),
+                              name, other, value)
         return value
     method.__name__ = name
     return method

@@ -1,0 +1,43 @@
+"""Emitting ``tracejit::guard`` nodes: one ``if`` per guard, the same shape for every kind.
+
+    if <predicate> != expected: _tj_guard(k, <value now>)
+
+``_tj_guard`` (runtime/guard_failure.py) raises GuardError naming guard ``k``.
+"""
+from __future__ import annotations
+
+from ..ir import BOOL_TESTS, GUARD, Node, guard_expr
+
+
+class GuardEmitter:
+    def __init__(self, gen):
+        self.gen = gen
+        self.table: list = []   # (node, predicate text) per emitted guard, indexed by k
+
+    def emit(self, node: Node) -> None:
+        gen = self.gen
+        test, expected = node.attrs["test"], node.attrs["expected"]
+        operands = [gen.expr(a) for a in node.args]
+        pred = guard_expr(test, operands)
+        if test in BOOL_TESTS and isinstance(expected, bool):
+            cond = f"not ({pred})" if expected else pred
+            now = operands[0] if operands and test not in ("truth", "equal") else pred
+        else:
+            cond = f"{pred} != {gen.expr(expected)}"
+            now = pred
+        k = len(self.table)
+        self.table.append((node, pred))
+        gen.emit(f"if {cond}: _tj_guard({k}, {now})", node.source)
+
+    def emit_missing_training_guard(self) -> None:
+        """Graphs from schema-1 files hold the training flag but no guard node for it."""
+        g = self.gen.graph
+        if g.training is None or not self.gen.guards or any(n.op == GUARD and n.attrs.get("test") == "training"
+                                                              for n in g.nodes):
+            return
+        from ..trace.guards import training_guard
+        self.emit(training_guard(g.training))
+
+    def failure(self, fn_name: str):
+        from ..runtime.guard_failure import GuardFailure
+        return GuardFailure(self.table, fn_name)

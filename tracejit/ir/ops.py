@@ -1,0 +1,89 @@
+"""tracejit's own ops, defined once.
+
+Each entry says what the op's attributes are, whether it is pure (dead-code
+elimination may drop it) and which attributes ``.graph`` prints. The grammar
+docstring of graph.py, the verifier, the printer, codegen and the loader all
+read this table.
+
+Guards (``tracejit::guard``) state a predicate the trace relied on, in terms
+of recorded values: ``test`` names the predicate (``GUARD_TESTS``), ``args``
+hold its operands (Values or constants), ``expected`` is its outcome at trace
+time. Codegen emits ``if <predicate> != expected: fail``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    attrs: dict          # attribute name -> required?
+    pure: bool
+    shown: tuple         # attributes printed by the graph printer
+    doc: str
+
+
+_DEFS = (
+    OpDef("tracejit::get_attr", {"path": True, "kind": True}, True, ("path",),
+          "a parameter or buffer of the module (attrs.path, attrs.kind)"),
+    OpDef("tracejit::constant", {"index": True}, True, ("index",),
+          "a tensor captured as a constant (attrs.index into graph.constants)"),
+    OpDef("tracejit::call_module", {"path": True, "method": True, "n_captures": True}, False, ("path", "method"),
+          "calls a submodule's traced method"),
+    OpDef("tracejit::getitem", {}, True, (), "Python indexing of a container: args (obj, idx)"),
+    OpDef("tracejit::setitem", {}, False, (), "Python index assignment: args (obj, idx, value)"),
+    OpDef("tracejit::guard", {"kind": True, "test": True, "expected": True, "seen": False, "what": False,
+                              "line": False}, False, ("kind", "test", "expected"),
+          "fails the call unless GUARD_TESTS[test](*args) == expected"),
+)
+OPS = {d.name: d for d in _DEFS}
+GUARD = "tracejit::guard"
+
+# test -> (number of operands, Python expression template over the operands)
+GUARD_TESTS = {
+    "eq": (2, "{0} == {1}"), "ne": (2, "{0} != {1}"), "lt": (2, "{0} < {1}"), "le": (2, "{0} <= {1}"),
+    "gt": (2, "{0} > {1}"), "ge": (2, "{0} >= {1}"),
+    "truth": (1, "bool({0})"), "item": (1, "{0}.item()"), "int": (1, "int({0})"), "float": (1, "float({0})"),
+    "tolist": (1, "{0}.tolist()"), "equal": (2, "torch.equal({0}, {1})"),
+    "dim": (1, "{0}.dim()"), "len": (1, "len({0})"), "training": (0, "self.training"),
+}
+# which guards need no device sync: kept by guards="shapes"
+GUARD_KINDS = {"size": "free", "rank": "free", "length": "free", "training": "free", "value": "sync"}
+BOOL_TESTS = {"eq", "ne", "lt", "le", "gt", "ge", "truth", "equal", "training"}
+
+
+def guard_expr(test: str, operands: list) -> str:
+    """The Python text of a guard's predicate, given its operands' texts."""
+    return GUARD_TESTS[test][1].format(*operands)
+
+
+def is_pure(op: str) -> bool:
+    d = OPS.get(op)
+    return d.pure if d is not None else True
+
+
+def check_tracejit_node(node) -> str | None:
+    """What is wrong with a tracejit:: node's attributes (None when it fits the table)."""
+    d = OPS.get(node.op)
+    if d is None:
+        return f"unknown tracejit op {node.op!r} (known: {', '.join(OPS)})"
+    for name, required in d.attrs.items():
+        if required and name not in node.attrs:
+            return f"{node.op} needs attribute {name!r}"
+    if node.op == GUARD:
+        test = node.attrs.get("test")
+        if test not in GUARD_TESTS:
+            return f"guard test {test!r} is not one of {sorted(GUARD_TESTS)}"
+        if node.attrs.get("kind") not in GUARD_KINDS:
+            return f"guard kind {node.attrs.get('kind')!r} is not one of {sorted(GUARD_KINDS)}"
+        if len(node.args) != GUARD_TESTS[test][0] or node.kwargs:
+            return f"guard test {test!r} takes {GUARD_TESTS[test][0]} operand(s), got {len(node.args)}"
+        if any(v is not None for v in node.outputs):
+            return "a guard defines no values"
+    return None
+
+
+def grammar() -> str:
+    """The table as text, for the grammar docstring."""
+    return "\n".join(f"    {d.name:<22} {d.doc}" for d in _DEFS)
