@@ -137,6 +137,16 @@ def test_hierarchy_parameters_and_buffers_are_kept(tmp_path):
     assert __file__ in srcs
 
 
+def test_root_inputs_and_training_flag_are_guarded(tmp_path):
+    path, _ = archive(fresh(MLP, 9), torch.randn(2, 6), tmp_path)
+    migrated = roundtrip(tracejit.migrate(str(path), torch.randn(2, 6)), tmp_path)
+    with pytest.raises(tracejit.GuardError, match=r"input 'x' had 2 dimensions.*value now: 3"):
+        migrated(torch.randn(2, 3, 6))
+    migrated.train()
+    with pytest.raises(tracejit.GuardError, match="traced in eval mode"):
+        migrated(torch.randn(2, 6))
+
+
 def test_gradients_flow_to_migrated_parameters(tmp_path):
     model = fresh(MLP, 5)
     x = torch.randn(3, 6)

@@ -44,14 +44,14 @@ def test_document_describes_every_graph_and_node():
     t = traced_net()
     doc = program_document(t)
     assert doc["roots"] == [":forward"] and doc["name"] == "Net"
-    assert "train mode only" in doc["guards"][1]       # Net() was traced in train mode
+    assert "1 training guard (orange nodes)" in doc["guards"] and "1 value guard (orange nodes)" in doc["guards"]
     assert set(doc["graphs"]) == {":forward", "a:forward", "b:forward", "a.lin:forward", "b.lin:forward"}
     root = doc["graphs"][":forward"]["nodes"]
     ir = t.graph
     assert len(root) == len(ir.inputs) + len(ir.nodes) + len(ir.outputs)
     inputs = [n for n in root if n["kind"] == "input"]
     assert [n["label"] for n in inputs] == ["x", "pair_0", "pair_1"]
-    assert inputs[0]["type"] == "Float[2, 4]" and inputs[0]["guard"] == "checked: rank 2"
+    assert inputs[0]["type"] == "Float[2, 4]" and inputs[0]["guard"] == "checked: is a Tensor"
     assert inputs[1]["structure"] == "(Float[2, 4], Float[3])"
     calls = [n for n in root if n["kind"] == "call"]
     assert [n["call"] for n in calls] == ["a:forward", "b:forward"]
@@ -63,6 +63,9 @@ def test_document_describes_every_graph_and_node():
     assert mul["type"] == "Float[2, 4]" and re.search(r"test_document\.py:\d+ \(forward\)", mul["source"])
     add = next(n for n in root if n.get("op", "").startswith("aten::add"))
     assert mul["ledger"] and not add["ledger"]
+    guards = [n for n in root if n["kind"] == "guard"]
+    assert [n["label"] for n in guards] == ["guard training", "guard value"]
+    assert "traced in train mode" in guards[0]["guard"] and guards[1]["source"] == mul["source"]
     assert any(e["kind"] == "value_read" for e in doc["ledger"])
     assert doc["node_count"] == sum(len(g["nodes"]) for g in doc["graphs"].values())
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..ir import Graph, Node, ScalarType, TensorType, Value, iter_values
+from ..ir import GUARD, Graph, Node, ScalarType, TensorType, Value, iter_values
+from ..trace.guards import training_guard
 from ..pytree import Spec, flatten, unflatten
 from ..trace.ledger import LedgerEntry
 from . import aten_call, prims
@@ -87,6 +88,8 @@ class MethodConversion:
         g.arg_names = tuple(names)
         g.param_names = tuple(params)
         g.training = root_training
+        if root_training is not None:
+            self.guard_root_inputs(leaves)
         for node in self.ts.nodes():
             self.node(node)
         (ret,) = list(self.ts.outputs())
@@ -98,6 +101,18 @@ class MethodConversion:
         g.outputs = out_leaves
         _drop_unused_scalar_tensors(g)
         return g, real
+
+    def guard_root_inputs(self, leaves) -> None:
+        """The guards a trace makes for a root method: its training flag, each tensor input's rank
+        (the ops the archive holds were recorded for that rank)."""
+        self.graph.nodes.append(_with_outputs(training_guard(self.graph.training)))
+        for v in leaves:
+            if isinstance(v, Value) and isinstance(v.type, TensorType):
+                rank = len(v.type.shape)
+                node = Node(GUARD, "", (v,), attrs={"kind": "rank", "test": "dim", "expected": rank, "seen": rank,
+                                                    "what": f"input '{v.hint}' had {rank} dimensions in the "
+                                                            "archive's trace", "line": ""}, effectful=True)
+                self.graph.add_node(node, [])
 
     def input_leaf(self, ir, real, hint: str, is_root: bool):
         if is_root:
@@ -301,6 +316,11 @@ class MethodConversion:
         (v,) = self.add(Node("tracejit::constant", "", attrs={"index": len(self.graph.constants) - 1}), [t], n)
         return v, t
 
+
+
+def _with_outputs(node: Node) -> Node:
+    node.outputs = []
+    return node
 
 
 def _drop_unused_scalar_tensors(g: Graph) -> None:

@@ -9,7 +9,7 @@ node as the indices of the nodes producing its inputs.
 """
 from __future__ import annotations
 
-from ..ir import Graph, TensorType, Value, iter_values
+from ..ir import GUARD, Graph, TensorType, Value, iter_values
 from ..ir.graph import _DTYPE_NAMES
 
 
@@ -59,8 +59,8 @@ class _GraphDoc:
             mine = [(next(leaves), next(names)) for _ in range(spec.num_leaves)]
             for leaf, name in mine:
                 if isinstance(leaf, Value):
-                    guard = f"checked: rank {len(leaf.type.shape)}" if self.is_root and \
-                        isinstance(leaf.type, TensorType) else ""
+                    guard = ("checked: is a Tensor" if isinstance(leaf.type, TensorType) else "checked: is an int") \
+                        if self.is_root else ""
                     self.producer[id(leaf)] = [self.add("input", name, type=type_text(leaf.type), arg=pname,
                                                        structure=spec.describe(
                                                            type_text(x.type) if isinstance(x, Value) else repr(x)
@@ -95,6 +95,12 @@ class _GraphDoc:
                       ledger=self.program.ledger_at(node.source))
         if node.op == "tracejit::get_attr":
             idx = self.add(node.attrs.get("kind", "parameter"), node.attrs["path"], op=node.op, **common)
+        elif node.op == GUARD:
+            a = node.attrs
+            self.program.guard_count[a.get("kind", "?")] = self.program.guard_count.get(a.get("kind", "?"), 0) + 1
+            idx = self.add("guard", f"guard {a.get('kind', '')}", op=node.op, inputs=ins, type="",
+                           source=src, ledger=False, guard=f"{a.get('what', '')}: expects {a.get('test')} "
+                                                             f"{'holds' if a.get('expected') is True else '== ' + repr(a.get('expected'))}")
         elif node.op == "tracejit::constant":
             idx = self.add("constant", "constant", op=node.op, **common)
         elif node.op == "tracejit::call_module":
@@ -117,6 +123,7 @@ class ProgramDoc:
         self.obj = obj
         self.graphs: dict[str, dict] = {}
         self.ledger = list(getattr(obj, "ledger", ()))
+        self.guard_count: dict[str, int] = {}
         self._ledger_lines = {(e.source.filename, e.source.lineno) for e in self.ledger if e.source is not None}
 
     def ledger_at(self, source) -> bool:
@@ -153,10 +160,8 @@ class ProgramDoc:
             key = f":{method}"
             root_keys.append(key)
             self.graphs[key] = _GraphDoc(self, graph, key, "", name, True).build()
-        training = roots[0][1].training if roots else None
-        guards = ["each input is checked for its type and number of dimensions, constants for their value"]
-        if training is not None:
-            guards.append(f"runs in {'train' if training else 'eval'} mode only (the trace fixed the training flag)")
+        guards = ["each input is checked for its type, a constant input for its value"]
+        guards += [f"{n} {kind} guard{'s' if n > 1 else ''} (orange nodes)" for kind, n in sorted(self.guard_count.items())]
         return {"name": name, "kind": "function" if isinstance(self.obj, TracedFunction) else "module",
                 "guards": guards,
                 "roots": root_keys, "graphs": self.graphs,

@@ -142,7 +142,7 @@
   function show(n, key) {
     const g = DOC.graphs[key];
     const rows = [["kind", n.kind], ["op", n.op || ""], ["call target", n.target || ""], ["output", n.type || ""],
-                  ["structure", n.structure || ""], ["input guard", n.guard || ""],
+                  ["structure", n.structure || ""], ["guard", n.guard || ""],
                   ["constants", (n.consts || []).join(", ")], ["source", n.source || ""],
                   ["module", `${g.module || "(root)"} (${g.type}.${g.method})`]];
     const box = $("details");
