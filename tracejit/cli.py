@@ -230,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--seed", type=int, default=0, help="random seed for the inputs (default 0)")
     rn.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
     rn.set_defaults(func=cmd_run)
+    from .migrate import cli as migrate_cli   # `tracejit migrate`: tracejit/migrate/cli.py
+    migrate_cli.register(sub, parse_input_spec, CLIError)
+    from .viewer import cli as viewer_cli     # `tracejit view`: tracejit/viewer/cli.py
+    viewer_cli.register(sub, CLIError)
     return p
 
 

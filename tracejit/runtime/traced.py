@@ -188,6 +188,11 @@ class TracedFunction:
     def __repr__(self) -> str:
         return f"<TracedFunction {self._fn.signature}>"
 
+    def to_html(self, path) -> str:
+        """Write an interactive, self-contained HTML view of the graph (tracejit/viewer)."""
+        from ..viewer import view
+        return view(self, path)
+
 
 class TracedModule(nn.Module):
     """A traced nn.Module: same submodules, parameters and buffers as the original
@@ -273,6 +278,11 @@ class TracedModule(nn.Module):
         """Save to ``f`` (a path or a binary file object), as ``tracejit.save(self, f, ...)``."""
         from ..porting import save
         save(self, f, _extra_files, **options)
+
+    def to_html(self, path) -> str:
+        """Write an interactive, self-contained HTML view of the graphs (tracejit/viewer)."""
+        from ..viewer import view
+        return view(self, path)
 
     def _method(self, name: str):
         fn = self._traced_methods.get(name)

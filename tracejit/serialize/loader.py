@@ -20,6 +20,7 @@ from . import limits
 from .archive import _CRC_PLACEHOLDER, _ST_DTYPES, FORMAT, MAX_HEADER, SCHEMA_VERSION
 from .crc import combine, crc32, crc_of
 from .program_loader import load_function, load_module
+from ..migrate.detect import raise_if_torch_file
 
 def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True, mmap: bool = False):
     """Load a program saved by ``tracejit.save``; returns a TracedFunction or TracedModule.
@@ -32,6 +33,7 @@ def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True
     Any problem with the file raises ``tracejit.LoadError`` saying what and where.
     """
     buf, data_crc = _read(f, mmap, check_integrity)
+    raise_if_torch_file(buf)   # a TorchScript / torch.save file: name it and the migration route
     try:
         return _load(buf, map_location, extra_files, check_integrity, data_crc)
     except LoadError:
