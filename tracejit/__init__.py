@@ -22,3 +22,7 @@ __all__ = ["trace", "trace_module", "save", "load", "TracedFunction", "TracedMod
            "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "LoadError", "SaveError", "patch_torch_jit",
            "unpatch_torch_jit", "ArgumentTypeError", "ArgumentValueError", "BackwardHookError",
            "ProgramNotFoundError", "export_onnx", "ExportError", "freeze", "optimize_for_inference"]
+from .migrate import migrate  # noqa: E402  (TorchScript archives -> tracejit; tracejit/migrate)
+__all__.append("migrate")
+from .viewer import view  # noqa: E402  (the HTML graph viewer; tracejit/viewer)
+__all__.append("view")

@@ -61,9 +61,26 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _fail(message: str, code: int):
-    line = " ".join(str(message).split())  # one line, whatever the message held
+    line = _escape(" ".join(str(message).split()))  # one line, whatever the message held
     sys.stderr.write(f"{PROG}: error: {line}\n")
     sys.exit(code)
+
+
+def _escape(text: str, keep_newlines: bool = False) -> str:
+    """``text`` with every control or format character (terminal escapes, bidi overrides) shown
+    as a Python escape, so nothing read from a file can drive the terminal."""
+    out = []
+    for c in str(text):
+        if (c == "\n" and keep_newlines) or c.isprintable() and not _FORMAT_CHAR(c):
+            out.append(c)
+        else:
+            out.append(ascii(c)[1:-1])
+    return "".join(out)
+
+
+def _FORMAT_CHAR(c: str) -> bool:
+    import unicodedata
+    return unicodedata.category(c) in ("Cf", "Zl", "Zp")
 
 
 class InputSpec:
@@ -213,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("--seed", type=int, default=0, help="random seed for the inputs (default 0)")
     rn.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
     rn.set_defaults(func=cmd_run)
+    from .migrate import cli as migrate_cli   # `tracejit migrate`: tracejit/migrate/cli.py
+    migrate_cli.register(sub, parse_input_spec, CLIError)
+    from .viewer import cli as viewer_cli     # `tracejit view`: tracejit/viewer/cli.py
+    viewer_cli.register(sub, CLIError)
     return p
 
 
@@ -462,7 +483,7 @@ def cmd_inspect(args) -> int:
             out.append("")
             out.append(f"code of {label}:")
             out.append(fn.code.rstrip("\n"))
-    print("\n".join(out))
+    print(_escape("\n".join(out), keep_newlines=True))
     return 0
 
 
@@ -606,12 +627,12 @@ def cmd_run(args) -> int:
     except (TypeError, ValueError, RuntimeError) as e:
         first = (str(e).strip().splitlines() or [""])[0]
         raise CLIError(f"running {args.file} on {label} failed: {first}") from None
-    print(f"ran {args.file} on {label}")
+    print(_escape(f"ran {args.file} on {label}"))
     for name, leaf in _leaves(out):
         if isinstance(leaf, torch.Tensor):
-            print(f"  {name}: {_dtype_name(leaf.dtype)}{_shape_text(leaf.shape)}")
+            print(_escape(f"  {name}: {_dtype_name(leaf.dtype)}{_shape_text(leaf.shape)}"))
         else:
-            print(f"  {name}: {type(leaf).__name__} {leaf!r:.60}")
+            print(_escape(f"  {name}: {type(leaf).__name__} {leaf!r:.60}"))
     med = statistics.median(times)
     print(f"  median call time: {med * 1e3:.3f} ms over {args.repeat} calls "
           f"(min {min(times) * 1e3:.3f} ms, max {max(times) * 1e3:.3f} ms)")

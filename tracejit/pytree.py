@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 LEAF = "leaf"
+REGISTERED = "registered"   # a class registered with torch.utils._pytree; ``keys`` holds (context,)
 
 
 @dataclass(frozen=True)
 class Spec:
-    kind: str                 # "leaf", "tuple", "list", "dict", "namedtuple"
+    kind: str                 # "leaf", "tuple", "list", "dict", "namedtuple", "registered"
     type: Any = None          # the container type (namedtuple / dict subclass)
     keys: tuple = ()          # dict keys
     children: tuple = ()
@@ -58,6 +59,9 @@ def _flatten(obj, leaves) -> Spec:
     if isinstance(obj, dict):
         keys = tuple(obj.keys())
         return Spec("dict", type(obj), keys, tuple(_flatten(obj[k], leaves) for k in keys))
+    node = registered_node(obj)
+    if node is not None:
+        return _flatten_registered(obj, node, leaves)
     leaves.append(obj)
     return _LEAF_SPEC
 
@@ -78,6 +82,8 @@ def _unflatten(spec: Spec, it):
         return items
     if kind == "namedtuple":
         return spec.type(*items)
+    if kind == REGISTERED:
+        return _unflatten_registered(spec, items)
     d = dict(zip(spec.keys, items))
     return d if spec.type is dict else spec.type(**d) if _accepts_kwargs(spec.type) else spec.type(d)
 
@@ -98,3 +104,33 @@ def _describe(spec: Spec, names) -> str:
     if spec.kind == "list":
         return f"[{inner}]"
     return f"{spec.type.__name__}({inner})"
+
+
+# ---- classes registered with torch.utils._pytree (transformers' outputs, user dataclasses) -------------
+def registered_node(obj):
+    """torch's pytree registration for ``type(obj)``, for types this module does not handle itself."""
+    try:
+        from torch.utils import _pytree as torch_pytree
+    except ImportError:   # pragma: no cover - torch always has it
+        return None
+    return torch_pytree.SUPPORTED_NODES.get(type(obj))
+
+
+def _flatten_registered(obj, node, leaves) -> Spec:
+    children, context = node.flatten_fn(obj)
+    return Spec(REGISTERED, type(obj), (context,), tuple(_flatten(c, leaves) for c in children))
+
+
+def _unflatten_registered(spec: Spec, items):
+    node = _registered_type(spec.type)
+    return node.unflatten_fn(items, spec.keys[0])
+
+
+def _registered_type(t):
+    from torch.utils import _pytree as torch_pytree
+    return torch_pytree.SUPPORTED_NODES[t]
+
+
+def rebuild_registered(spec: Spec, items: list):
+    """Rebuild a registered class from its rebuilt children (generated code calls this)."""
+    return _unflatten_registered(spec, items)

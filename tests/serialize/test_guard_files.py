@@ -51,7 +51,7 @@ def test_guards_round_trip_and_fail_on_load(saved):
     (lambda gs: gs[0]["attrs"].update(test="exec"), ("guard test",)),
     (lambda gs: gs[0]["attrs"].update(kind="whatever"), ("guard kind",)),
     (lambda gs: gs[0]["attrs"].update(expected="__import__('os')"), ("numbers, bools or lists",)),
-    (lambda gs: gs[0]["attrs"].update(extra=1), ("unknown guard attributes",)),
+    (lambda gs: gs[0]["attrs"].update(extra=1), ("unknown node attribute", "tracejit::guard")),
     (lambda gs: gs[0]["attrs"].update(line="x" * 600), ("at most 500",)),
     (lambda gs: gs[0]["args"].append(1), ("operand",)),
     (lambda gs: gs[0]["attrs"].pop("expected"), ("expected",)),

@@ -6,33 +6,67 @@ entry points that ran while tracing.
 """
 from __future__ import annotations
 
+import itertools
 import keyword
 import linecache
-import itertools
+import re
 
 import torch
 
 from ..ir import GUARD, Graph, Node, Value
 from ..ir.printer import Namer, format_const
-from ..pytree import Spec
+from ..pytree import REGISTERED, Spec
 from ..trace import indexing
+from . import capture_emit
 from .guards import GuardEmitter
 
 _counter = itertools.count()
 
 
 class PyNamer(Namer):
+    """Mints every local name of generated code: ASCII identifiers made from a hint, never a
+    keyword, a name the generated code reads as a global or builtin, nor one of codegen's own
+    ``_tj_`` names. Hints may come from a loaded file; they only ever colour a minted name."""
+
+    def __init__(self, graph, sigil: str = ""):
+        self.next_suffix: dict[str, int] = {}
+        super().__init__(graph, sigil)
+
     def define(self, v: Value, hint: str | None = None) -> str:
-        if hint and (keyword.iskeyword(hint) or hint in _RESERVED):
-            hint = hint + "_"
-        if hint and hint.startswith("_tj_"):   # the prefix of codegen's own globals
-            hint = "u" + hint
-        return super().define(v, hint or None)
+        name = self.mint(hint)
+        self.names[id(v)] = name
+        return name
+
+    def mint(self, hint: str | None) -> str:
+        base = safe_identifier(hint)
+        name = base
+        i = self.next_suffix.get(base, 1)
+        while name in self.used:          # one step per clash: linear in the number of names
+            name = f"{base}_{i}"
+            i += 1
+        self.next_suffix[base] = i
+        self.used.add(name)
+        return name
 
 
-# names the generated code itself uses; a traced argument with such a name gets a suffix
-_RESERVED = {"self", "torch", "Tensor", "isinstance", "float", "int", "bool", "len", "getattr", "_input_error",
-             "_no_grad"}
+_NON_IDENT = re.compile(r"[^A-Za-z0-9_]")
+# names the generated code itself reads (globals and builtins); a local may never take one
+# (tests/security checks that every global of generated code is in this set or is a _tj_ name)
+RESERVED = frozenset({"self", "torch", "Tensor", "isinstance", "float", "int", "bool", "complex", "getattr",
+                      "slice", "len", "tuple", "list", "dict", "set", "_input_error", "_no_grad", "_observe", "_"})
+
+
+def safe_identifier(hint: str | None, limit: int = 60) -> str:
+    """An ASCII identifier that codegen may bind: derived from ``hint`` but never a keyword,
+    a reserved global/builtin, a dunder, or in codegen's ``_tj_`` namespace."""
+    base = _NON_IDENT.sub("_", (hint or "v")[:limit]) or "v"
+    if base[0].isdigit():
+        base = "v" + base
+    if base.startswith("_tj") or base.startswith("__"):
+        base = "u" + base
+    if keyword.iskeyword(base) or base in RESERVED:
+        base += "_"
+    return base
 
 
 def _node_hint(node: Node) -> str:
@@ -40,6 +74,8 @@ def _node_hint(node: Node) -> str:
         return node.attrs["path"].replace(".", "_")
     if node.op == "tracejit::call_module":
         return node.attrs["path"].replace(".", "_")
+    if node.op in capture_emit.OPS:
+        return capture_emit.node_hint(node)
     return node.name.strip("_") or "v"
 
 
@@ -51,9 +87,12 @@ class CodeGen:
         self.fn_name = fn_name
         self.guards = guards
         self.namer = PyNamer(_EmptyGraph(), sigil="")
+        self.def_name = safe_identifier(fn_name, limit=200)   # minted: the method's name only colours it
         self.globals: dict = {"torch": torch, "Tensor": torch.Tensor}
         self.lines: list[str] = []
         self.sources: list = []  # node source per emitted line, for tracebacks
+        self.indent = ""         # inside a grad-mode region (capture_emit.enter_region)
+        self.skipped: set = set()  # forward ops of custom autograd Functions called as themselves
         self.guard_emitter = GuardEmitter(self)
 
     # -- names and expressions --------------------------------------------------------------------
@@ -75,8 +114,11 @@ class CodeGen:
             return str(a)
         if isinstance(a, torch.device):
             return f"torch.device({str(a)!r})"
-        if isinstance(a, float) and (a != a or a in (float("inf"), float("-inf"))):
+        if isinstance(a, float) and (a != a or a in (_INF, -_INF)):
+            # `float` is RESERVED: no local can shadow it
             return f"float({str(a)!r})"
+        if isinstance(a, complex):
+            return f"complex({self.expr(a.real)}, {self.expr(a.imag)})" if not _finite(a) else repr(a)
         if a is None or isinstance(a, (bool, int, float, str, complex)):
             return repr(a)
         return self.const_global(a)
@@ -93,7 +135,7 @@ class CodeGen:
 
     # -- emission ---------------------------------------------------------------------------------
     def emit(self, line: str, source=None) -> None:
-        self.lines.append("    " + line)
+        self.lines.append("    " + self.indent + line)
         self.sources.append(source)
 
     def generate(self) -> str:
@@ -101,22 +143,25 @@ class CodeGen:
         params = self.signature()
         if not self.observe:
             self.guard_emitter.emit_missing_training_guard()
+        self.skipped = capture_emit.skipped_nodes(g)
         for i, node in enumerate(g.nodes):
-            if node.op == GUARD:
+            if node.op == GUARD:   # a guard runs in whatever grad-mode region is open
                 if not self.observe:
                     self.guard_emitter.emit(node)
                 continue
+            capture_emit.enter_region(self, node)
             self.emit_node(node)
-            if self.observe:
+            if self.observe and id(node) not in self.skipped:
                 outs = ", ".join(self.name(v) if v is not None else "None" for v in node.outputs)
                 self.emit(f"_observe({i}, ({outs}{',' if len(node.outputs) == 1 else ''}))")
+        capture_emit.enter_region(self, None)
         self.emit("return " + self.rebuild(g.out_spec, iter(g.outputs)))
         if self.needs_grad_check:
             # in-place reuse of dead intermediates is only safe when autograd records nothing
             at = next((i for i, line in enumerate(self.lines) if not line.lstrip().startswith("if ")), 0)
             self.lines.insert(at, "    _no_grad = not torch.is_grad_enabled()")
             self.sources.insert(at, None)
-        header = f"def {self.fn_name}({', '.join(['self'] + params)}):"
+        header = f"def {self.def_name}({', '.join(['self'] + params)}):"
         return "\n".join([header] + self.lines) + "\n"
 
     def signature(self) -> list[str]:
@@ -161,7 +206,9 @@ class CodeGen:
         return self.namer.define(Value(None), hint)
 
     def unpack(self, expr: str, spec: Spec, leaves, names, where: str) -> None:
-        if self.guards:
+        if spec.kind == REGISTERED:
+            expr = capture_emit.registered_children(self, expr, spec, where)
+        elif self.guards:
             self.guard_container(expr, spec, where)
         keys = spec.keys if spec.kind == "dict" else range(len(spec.children))
         for k, child in zip(keys, spec.children):
@@ -196,7 +243,8 @@ class CodeGen:
         if const is None:
             self.emit(f"if {expr} is not None: _input_error({where!r}, {expr}, None, 'const')")
         elif isinstance(const, (bool, int, float, str)):
-            self.emit(f"if {expr} != {const!r}: _input_error({where!r}, {expr}, {const!r}, 'const')")
+            lit = self.expr(const)
+            self.emit(f"if {expr} != {lit}: _input_error({where!r}, {expr}, {lit}, 'const')")
 
     def guard_container(self, expr: str, spec: Spec, where: str) -> None:
         n = len(spec.children)
@@ -209,6 +257,8 @@ class CodeGen:
         self.emit(f"if {cond}: _input_error({where!r}, {expr}, {_spec_text(spec)!r}, 'container')")
 
     def emit_node(self, node: Node) -> None:
+        if id(node) in self.skipped:
+            return
         outs = node.outputs
         rhs = self.node_expr(node)
         if rhs is None:
@@ -228,7 +278,7 @@ class CodeGen:
             self.emit(rhs, node.source)
             return
         inplace = node.attrs.get("inplace")
-        if inplace:
+        if inplace and not capture_emit.builds_grad(node):
             self.needs_grad_check = True
             rest = ", ".join(self.expr(a) for a in node.args[1:])
             rhs = f"{self.expr(node.args[0])}.{inplace}({rest}) if _no_grad else {rhs}"
@@ -253,6 +303,8 @@ class CodeGen:
             return self.const_global(self.graph.constants[node.attrs["index"]])
         if op == "tracejit::call_module":
             return self.call_module_expr(node)
+        if op in capture_emit.OPS:
+            return capture_emit.node_expr(self, node)
         kind, _, what = target.partition(":")
         a = node.args
         if kind == "method":
@@ -312,6 +364,8 @@ class CodeGen:
         if spec.kind == "leaf":
             return self.expr(next(leaves))
         items = [self.rebuild(c, leaves) for c in spec.children]
+        if spec.kind == REGISTERED:
+            return capture_emit.rebuild_registered(self, spec, items)
         if spec.kind == "tuple":
             return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
         if spec.kind == "list":
@@ -323,6 +377,13 @@ class CodeGen:
             return body
         return f"{self.const_global(spec.type)}(**{body})" if hasattr(spec.type, "__dataclass_fields__") \
             else f"{self.const_global(spec.type)}({body})"
+
+
+_INF = float("inf")
+
+
+def _finite(c: complex) -> bool:
+    return all(x == x and x not in (_INF, -_INF) for x in (c.real, c.imag))
 
 
 class _EmptyGraph:
@@ -371,7 +432,7 @@ def compile_function(source: str, fn_name: str, globals_: dict, label: str):
     code = compile(source, filename, "exec")
     ns = dict(globals_)
     exec(code, ns)
-    return ns[fn_name]
+    return ns[globals_.get("_tj_def_name", fn_name)]
 
 
 def generate(graph: Graph, fn_name: str = "forward", guards: bool = False, input_error=None, observe: bool = False):
@@ -384,4 +445,5 @@ def generate(graph: Graph, fn_name: str = "forward", guards: bool = False, input
     src = gen.generate()
     gen.globals["_input_error"] = input_error
     gen.globals["_tj_guard"] = gen.guard_emitter.failure(fn_name)
+    gen.globals["_tj_def_name"] = gen.def_name
     return src, gen.globals

@@ -88,7 +88,8 @@ def format_node(node: Node, namer: Namer, with_types: bool = True) -> str:
     attrs = ""
     if node.attrs:
         d = OPS.get(node.op)
-        shown = {k: node.attrs[k] for k in (d.shown if d else ()) if k in node.attrs}
+        keys = (d.shown if d else ()) + ("grad", "autocast")   # grad-mode / autocast regions: any node
+        shown = {k: node.attrs[k] for k in keys if k in node.attrs}
         if shown:
             attrs = "[" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + "]"
     lhs = ", ".join(outs) if outs else "()"

@@ -16,6 +16,7 @@ from ..ir import Graph, Value
 from ..passes.inline import inline_calls
 from ..passes.inplace import mark_inplace_reuse
 from . import specialize
+from .constants import move_constants
 
 
 class InputError:
@@ -187,6 +188,11 @@ class TracedFunction:
     def __repr__(self) -> str:
         return f"<TracedFunction {self._fn.signature}>"
 
+    def to_html(self, path) -> str:
+        """Write an interactive, self-contained HTML view of the graph (tracejit/viewer)."""
+        from ..viewer import view
+        return view(self, path)
+
 
 class TracedModule(nn.Module):
     """A traced nn.Module: same submodules, parameters and buffers as the original
@@ -203,6 +209,11 @@ class TracedModule(nn.Module):
 
     def _get_name(self) -> str:
         return self.original_name
+
+    def _apply(self, fn, *args, **kwargs):
+        result = super()._apply(fn, *args, **kwargs)
+        move_constants(self, fn)   # tensors captured as constants move with the parameters
+        return result
 
     def extra_repr(self) -> str:
         return f"original_name={self.original_name}"
@@ -267,6 +278,11 @@ class TracedModule(nn.Module):
         """Save to ``f`` (a path or a binary file object), as ``tracejit.save(self, f, ...)``."""
         from ..porting import save
         save(self, f, _extra_files, **options)
+
+    def to_html(self, path) -> str:
+        """Write an interactive, self-contained HTML view of the graphs (tracejit/viewer)."""
+        from ..viewer import view
+        return view(self, path)
 
     def _method(self, name: str):
         fn = self._traced_methods.get(name)

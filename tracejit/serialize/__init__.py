@@ -1,3 +1,4 @@
-from .archive import load, save, SCHEMA_VERSION
+from .archive import save, SCHEMA_VERSION
+from .loader import load
 
 __all__ = ["load", "save", "SCHEMA_VERSION"]

@@ -8,19 +8,20 @@ else tagged: ``{"dtype": "float32"}``, ``{"device": "cpu"}``, ``{"tuple": [...]}
 from __future__ import annotations
 
 import collections
-import keyword
 import math
+import re
 
 import torch
 
 from ..errors import LoadError, SaveError
 from ..ir import Graph, Node, ScalarType, SourceLoc, TensorType, Value
 from ..pytree import Spec
+from . import limits, schema_check, validate
 
 _DTYPES = {str(d).replace("torch.", ""): d for d in (
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8,
     torch.uint8, torch.bool, torch.complex64, torch.complex128)}
-_LAYOUTS = {"strided": torch.strided, "sparse_coo": torch.sparse_coo}
+_LAYOUTS = {"strided": torch.strided}   # sparse layouts are refused: C++ does not check their invariants
 _MEMORY_FORMATS = {"contiguous_format": torch.contiguous_format, "channels_last": torch.channels_last,
                    "preserve_format": torch.preserve_format, "channels_last_3d": torch.channels_last_3d}
 
@@ -44,6 +45,8 @@ def encode_const(c, where: str):
     if isinstance(c, torch.device):
         return {"device": str(c)}
     if isinstance(c, torch.layout):
+        if c is not torch.strided:
+            raise SaveError(f"{where}: the layout {c} cannot be saved (tracejit.load accepts strided tensors only)")
         return {"layout": str(c).replace("torch.", "")}
     if isinstance(c, torch.memory_format):
         return {"memory_format": str(c).replace("torch.", "")}
@@ -113,7 +116,7 @@ def decode_type(d, where: str):
     if not isinstance(d, dict):
         raise LoadError(f"{where}: malformed type")
     if "scalar" in d:
-        if d["scalar"] not in ("int", "float", "bool"):
+        if d["scalar"] not in ("int", "float", "bool", "dtype", "device"):
             raise LoadError(f"{where}: unknown scalar type {d['scalar']!r}")
         return ScalarType(d["scalar"])
     try:
@@ -128,9 +131,13 @@ def decode_type(d, where: str):
 
 
 _NAMEDTUPLES: dict = {}
+_ASCII_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,99}")   # namedtuple refuses keywords and leading _
 
 
 def encode_spec(spec: Spec, where: str):
+    if spec.kind == "registered":
+        raise SaveError(f"{where}: the inputs or outputs hold a {spec.type.__qualname__}, a class registered with "
+                        "torch.utils._pytree, which a file cannot rebuild; return plain containers to save")
     d = {"kind": spec.kind}
     if spec.kind == "namedtuple":
         d["name"] = spec.type.__name__
@@ -154,8 +161,9 @@ def decode_spec(d, where: str, depth: int = 0) -> Spec:
         return Spec(kind, None, (), children)
     if kind == "namedtuple":
         name, fields = d.get("name"), d.get("fields")
-        if not (isinstance(name, str) and name.isidentifier() and isinstance(fields, list)
-                and len(fields) == len(children) and all(isinstance(f, str) and f.isidentifier() for f in fields)):
+        if not (isinstance(name, str) and _ASCII_NAME.fullmatch(name) and isinstance(fields, list)
+                and len(fields) == len(children) and len(fields) <= 1000
+                and all(isinstance(f, str) and _ASCII_NAME.fullmatch(f) for f in fields)):
             raise LoadError(f"{where}: bad namedtuple description")
         key = (name, tuple(fields))
         if key not in _NAMEDTUPLES:   # a look-alike of the user's type, made from data only
@@ -163,6 +171,8 @@ def decode_spec(d, where: str, depth: int = 0) -> Spec:
         return Spec("namedtuple", _NAMEDTUPLES[key], (), children)
     if kind == "dict":
         keys = tuple(decode_const(k, where) for k in d.get("keys", []))
+        if not all(k is None or isinstance(k, int) or (isinstance(k, str) and len(k) <= 1000) for k in keys):
+            raise LoadError(f"{where}: dict keys must be strings or ints")
         if len(keys) != len(children):
             raise LoadError(f"{where}: dict structure has {len(keys)} keys and {len(children)} values")
         try:
@@ -200,13 +210,19 @@ def encode_graph(graph: Graph, where: str) -> dict:
         if node.op in ("tracejit::getitem", "tracejit::setitem"):
             raise SaveError(f"{where}: {node.op} at {node.source} indexes with a Python object that cannot be "
                             "saved as data")
+        aten = node.op.partition("::")[2].partition(".")[0] if node.op.startswith("aten::") else ""
+        if aten and schema_check.DENIED_OP.search(aten):
+            raise SaveError(f"{where}: {node.op} at {node.source} cannot be saved: tracejit.load refuses it "
+                            "(it reaches raw storage, files, unchecked strides or a non-strided layout; see "
+                            "docs/SECURITY.md)")
         args = [arg(a) for a in node.args]
         kwargs = [[k, arg(v)] for k, v in node.kwargs.items()]   # pairs: keyword order is kept
         for v in node.outputs:
             if v is not None:
                 index[id(v)] = len(index)
         attrs = {k: v for k, v in node.attrs.items() if k in ("path", "method", "n_captures", "index", "kind",
-                                                               "unpack", "nondeterministic")}
+                                                               "unpack", "nondeterministic", "grad", "autocast", "attr", "name",
+                                                               "function_id", "in_function")}
         if node.op == "tracejit::guard":
             from .guards import encode_attrs
             attrs = encode_attrs(node, f"{where}, guard at {node.source}")
@@ -239,12 +255,17 @@ def encode_graph(graph: Graph, where: str) -> dict:
 def decode_graph(d: dict, where: str) -> Graph:
     """Rebuild a Graph from data (structure only; ops are validated by validate.py)."""
     try:
-        g = Graph(name=str(d["name"]), module_type=str(d.get("module_type", "")), training=d.get("training"))
+        g = Graph(name=limits.text(d["name"], f"{where}: graph name", 200),
+                  module_type=limits.text(d.get("module_type", ""), f"{where}: module type", 200),
+                  training=d.get("training"))
         if g.training not in (None, True, False):
             raise LoadError(f"{where}: bad training flag")
         values: list[Value] = []
         for i, inp in enumerate(_list(d["inputs"], where)):
-            v = g.add_input(decode_type(inp["type"], where), _str_or_none(inp.get("hint"), where),
+            hint = _str_or_none(inp.get("hint"), where)
+            if hint is not None:
+                limits.text(hint, f"{where}: input name", 200)
+            v = g.add_input(decode_type(inp["type"], where), hint,
                             bool(inp.get("dynamic", True)))
             values.append(v)
 
@@ -273,18 +294,21 @@ def decode_graph(d: dict, where: str) -> Graph:
             if src is not None:
                 if not (isinstance(src, list) and len(src) == 3 and isinstance(src[0], str) and isinstance(src[1], int)):
                     raise LoadError(f"{at}: malformed source location")
-                source = SourceLoc(src[0], src[1], str(src[2]))
+                source = SourceLoc(limits.text(src[0], f"{at}: source file"), src[1],
+                                   limits.text(src[2], f"{at}: source function"))
             kwargs = nd.get("kwargs", [])
             if not isinstance(kwargs, list) or not all(isinstance(p, list) and len(p) == 2 for p in kwargs):
                 raise LoadError(f"{at}: malformed keyword arguments")
+            if len(kwargs) > 64:
+                raise LoadError(f"{at}: {len(kwargs)} keyword arguments (at most 64)")
             for k, _ in kwargs:   # keyword names are written into generated code
-                if not isinstance(k, str) or not k.isidentifier() or keyword.iskeyword(k):
-                    raise LoadError(f"{at}: keyword argument name {str(k)[:60]!r} is not an identifier")
+                validate.identifier(k, f"{at}: keyword argument name")
             if len({k for k, _ in kwargs}) != len(kwargs):
                 raise LoadError(f"{at}: a keyword argument is given twice")
             attrs = nd.get("attrs", {})
             if not isinstance(attrs, dict):
                 raise LoadError(f"{at}: malformed attributes")
+            validate.check_attrs(nd.get("op"), attrs, at)
             node = Node(_str(nd["op"], at), _str(nd.get("target", ""), at),
                         [arg(a) for a in _list(nd.get("args", []), at)],
                         {k: arg(v) for k, v in kwargs}, attrs=attrs, source=source,

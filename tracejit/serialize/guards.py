@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..errors import LoadError
 from ..ir import GUARD_KINDS, GUARD_TESTS, Value
-from .encode import decode_const, encode_const
+from . import encode   # encode imports validate, which imports this module: names are read at call time
 
 _TENSOR_TESTS = {"truth", "item", "int", "float", "tolist", "dim", "len", "equal"}
 _MAX_TEXT = 500
@@ -16,9 +16,9 @@ _MAX_TEXT = 500
 
 def encode_attrs(node, where: str) -> dict:
     a = node.attrs
-    out = {"kind": a["kind"], "test": a["test"], "expected": encode_const(a["expected"], where)}
+    out = {"kind": a["kind"], "test": a["test"], "expected": encode.encode_const(a["expected"], where)}
     if a.get("seen") is not None:
-        out["seen"] = encode_const(a["seen"], where)
+        out["seen"] = encode.encode_const(a["seen"], where)
     for key in ("what", "line"):
         if a.get(key):
             out[key] = str(a[key])[:_MAX_TEXT]
@@ -57,8 +57,8 @@ def check_guard(node, at: str) -> None:
             raise LoadError(f"{at}: guard test {test!r} compares sizes, not tensors")
         if not isinstance(operand, (Value, bool, int, float)):
             raise LoadError(f"{at}: a guard operand must be a value or a number")
-    a["expected"] = _plain_value(decode_const(a["expected"], at), at)
-    a["seen"] = _plain_value(decode_const(a.get("seen"), at), at)
+    a["expected"] = _plain_value(encode.decode_const(a["expected"], at), at)
+    a["seen"] = _plain_value(encode.decode_const(a.get("seen"), at), at)
     for key in ("what", "line"):
         if key in a and (not isinstance(a[key], str) or len(a[key]) > _MAX_TEXT):
             raise LoadError(f"{at}: guard {key} must be a text of at most {_MAX_TEXT} characters")

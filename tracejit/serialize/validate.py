@@ -1,5 +1,6 @@
 """Validation of a loaded program: every op resolved against torch's operator registry,
-every call target on an allowlist, every name that reaches generated code an identifier.
+every call target on an allowlist, every name that reaches generated code an ASCII identifier,
+every argument type-checked against the op's schema (schema_check.py).
 
 Nothing here imports, evaluates or looks up a name chosen by the file outside these lists.
 """
@@ -14,6 +15,7 @@ import torch
 from ..errors import LoadError
 from ..ir import Graph, Value, iter_values, verify, VerificationError
 from ..trace import ops as opnames
+from . import capture_ops, schema_check
 from .guards import check_guard
 
 NAMESPACES = ("aten",)
@@ -32,13 +34,59 @@ DENIED = {"from_file", "set_", "data_ptr", "untyped_storage", "storage", "_set_"
 _OP_NAME = re.compile(r"^([a-z_]+)::([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?$")
 
 
+_ASCII_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
+DEFAULT_MAX_ELEMENTS = 2 ** 25
+# attributes a file may give each kind of node, with their types
+NODE_ATTRS = {"tracejit::get_attr": {"path": str, "kind": str},
+              "tracejit::constant": {"index": int},
+              "tracejit::call_module": {"path": str, "method": str, "n_captures": int},
+              # expected / seen are decoded constants whose shape serialize/guards.py checks
+              "tracejit::guard": {"kind": str, "test": str, "expected": object, "seen": object, "what": str,
+                                  "line": str},
+              "tracejit::dtype_of": {}, "tracejit::device_of": {},
+              "tracejit::finfo": {"attr": str},
+              "tracejit::autograd_function": {"name": str, "function_id": int, "unpack": int}}
+ATEN_ATTRS = {"unpack": int, "nondeterministic": bool}
+# what any node may carry: the grad mode / autocast state it ran under and the custom autograd Function
+# whose forward it belongs to (their values are checked by capture_ops.check_node_attrs)
+REGION_ATTRS = {"grad": str, "autocast": list, "in_function": int}
+
+
 def identifier(name, where: str) -> str:
-    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
-        raise LoadError(f"{where}: {str(name)[:60]!r} is not a valid Python identifier")
+    """An ASCII identifier that is no keyword (non-ASCII ones are NFKC-normalised by Python)."""
+    if not isinstance(name, str) or not _ASCII_IDENT.fullmatch(name) or keyword.iskeyword(name):
+        raise LoadError(f"{where}: {str(name)[:60]!r} is not an ASCII Python identifier")
     return name
 
 
-def check_graph(graph: Graph, where: str, module_tree, methods_of) -> None:
+def method_name(name, where: str) -> str:
+    """A traced method's name: installed on a module, so never private, a dunder or an attribute
+    nn.Module / TracedModule already has (``train``, ``to``, ``__call__``), except ``forward``."""
+    from ..runtime.traced import TracedModule
+    identifier(name, where)
+    if name != "forward" and (name.startswith("_") or hasattr(TracedModule, name)):
+        raise LoadError(f"{where}: {name!r} cannot name a traced method (it is private or an attribute every "
+                        "module already has)")
+    return name
+
+
+def check_attrs(op: str, attrs: dict, where: str) -> None:
+    """Node attributes are data of a fixed shape: known keys, each of its type."""
+    allowed = NODE_ATTRS.get(op, ATEN_ATTRS)
+    for k, v in attrs.items():
+        want = allowed.get(k, REGION_ATTRS.get(k))
+        if want is None:
+            raise LoadError(f"{where}: unknown node attribute {str(k)[:40]!r} for {str(op)[:60]}")
+        if not isinstance(v, want) or (want is int and isinstance(v, bool)):
+            raise LoadError(f"{where}: attribute {k!r} must be a {want.__name__}")
+        if want is int and not 0 <= v <= 1_000_000:
+            raise LoadError(f"{where}: attribute {k!r} is out of range")
+        if want is str and len(v) > 1000:
+            raise LoadError(f"{where}: attribute {k!r} is too long")
+
+
+def check_graph(graph: Graph, where: str, module_tree, methods_of,
+                max_elements: int = DEFAULT_MAX_ELEMENTS) -> None:
     """Validate one decoded graph. ``module_tree(path)`` describes the module it belongs to
     (or None for a function); ``methods_of(path)`` lists the traced methods of a module."""
     try:
@@ -66,7 +114,7 @@ def check_graph(graph: Graph, where: str, module_tree, methods_of) -> None:
     if graph.out_spec.num_leaves != len(graph.outputs):
         raise LoadError(f"{where}: the output structure does not match the outputs")
     for i, node in enumerate(graph.nodes):
-        check_node(node, f"{where}, node {i} ({str(node.op)[:60]})", graph, module_tree, methods_of)
+        check_node(node, f"{where}, node {i} ({str(node.op)[:60]})", graph, module_tree, methods_of, max_elements)
 
 
 def check_module_refs(graph: Graph, where: str, module_tree, methods_of) -> None:
@@ -76,8 +124,13 @@ def check_module_refs(graph: Graph, where: str, module_tree, methods_of) -> None
             _check_tracejit_node(node, f"{where}, node {i} ({node.op})", graph, module_tree, methods_of)
 
 
-def check_node(node, at: str, graph: Graph, module_tree, methods_of) -> None:
+def check_node(node, at: str, graph: Graph, module_tree, methods_of,
+               max_elements: int = DEFAULT_MAX_ELEMENTS) -> None:
     op = node.op
+    capture_ops.check_node_attrs(node, at)
+    if op in capture_ops.OPS:
+        capture_ops.check_node(node, at)
+        return
     if op == "tracejit::guard":
         return check_guard(node, at)
     if op in TRACEJIT_OPS:
@@ -92,18 +145,35 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of) -> None:
     packet = opnames.aten_packet(name)
     if packet is None:
         raise LoadError(f"{at}: there is no operator aten::{name} in this torch ({torch.__version__})")
+    schema_check.check_op_name(name, at)
     if overload is not None:
         if overload not in packet.overloads():
             raise LoadError(f"{at}: aten::{name} has no overload {overload!r}")
         schema = getattr(packet, overload)._schema
-        kinds = tuple(_kind(a) for a in node.args)
-        kw_kinds = {k: _kind(v) for k, v in node.kwargs.items()}
-        if not opnames._binds(schema, kinds, tuple(node.kwargs), True, kw_kinds):
-            raise LoadError(f"{at}: its arguments do not fit the schema {schema}")
-        _check_outputs(node, at, schema)
+        schema_check.check_arguments(name, schema, node, at, max_elements)
+    else:
+        schema = _any_fitting_schema(packet, name, node, at, max_elements)
+    _check_outputs(node, at, schema)
+    if "unpack" in node.attrs and node.attrs["unpack"] != len(node.outputs):
+        raise LoadError(f"{at}: unpacks {node.attrs['unpack']} values into {len(node.outputs)} outputs")
     if name not in opnames.aten_names_for_target(node.target):
         raise LoadError(f"{at}: its call target {node.target[:60]!r} does not carry out aten::{name}")
     _check_target(node, at, name)
+
+
+def _any_fitting_schema(packet, name: str, node, at: str, max_elements: int):
+    """A node recorded without an overload must still fit one of the op's schemas."""
+    first = None
+    for ov in packet.overloads():
+        schema = getattr(packet, ov)._schema
+        if any(a.name == "out" for a in schema.arguments):
+            continue
+        try:
+            schema_check.check_arguments(name, schema, node, at, max_elements)
+            return schema
+        except LoadError as e:
+            first = first or e
+    raise first or LoadError(f"{at}: aten::{name} has no schema its arguments fit")
 
 
 def _check_outputs(node, at: str, schema) -> None:
@@ -115,14 +185,6 @@ def _check_outputs(node, at: str, schema) -> None:
         return
     if n != len(returns) and not (n == 1 and node.outputs[0] is None and not returns):
         raise LoadError(f"{at}: {n} outputs, but the op returns {len(returns)}")
-
-
-def _kind(a) -> str:
-    if isinstance(a, Value):
-        return "T" if hasattr(a.type, "shape") else "i" if getattr(a.type, "kind", "") == "int" else "f"
-    if isinstance(a, (list, tuple)):
-        return "[" + "".join(sorted(set(_kind(x) for x in a))) + "]"
-    return opnames._kind(a)
 
 
 def _check_target(node, at: str, aten_name: str) -> None:
@@ -137,8 +199,16 @@ def _check_target(node, at: str, aten_name: str) -> None:
     if kind == "index":
         if what not in INDEX_KINDS:
             raise LoadError(f"{at}: unknown indexing form {what!r}")
-        if not node.args or not isinstance(node.args[0], Value):
+        if not node.args or not isinstance(node.args[0], Value) or not hasattr(node.args[0].type, "shape"):
             raise LoadError(f"{at}: indexing needs a tensor")
+        rank = len(node.args[0].type.shape)
+        spec = node.args[1] if len(node.args) > 1 else None
+        if what in ("select", "slice"):
+            if not isinstance(spec, int) or isinstance(spec, bool) or not 0 <= spec < max(rank, 1):
+                raise LoadError(f"{at}: indexes dimension {str(spec)[:20]} of a tensor with {rank} dimensions")
+        elif not isinstance(spec, list) or len(spec) > rank:
+            raise LoadError(f"{at}: indexes {len(spec) if isinstance(spec, list) else 'malformed'} dimensions "
+                            f"of a tensor with {rank}")
         return
     if kind == "attr":
         if what not in opnames.TENSOR_PROPERTIES:
@@ -188,7 +258,7 @@ def _check_tracejit_node(node, at: str, graph: Graph, module_tree, methods_of) -
         if module_tree is None or not module_tree(path, attrs["kind"]):
             raise LoadError(f"{at}: the module has no {attrs['kind']} {path!r}")
         return
-    method = identifier(attrs.get("method"), at)
+    method = method_name(attrs.get("method"), at)
     n = attrs.get("n_captures")
     if not isinstance(n, int) or n < 0 or n > len(node.args):
         raise LoadError(f"{at}: bad capture count")

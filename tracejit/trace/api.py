@@ -18,7 +18,7 @@ from .ledger import Ledger
 from .guards import check_policy, training_guard
 from .recorder import Frame, Tracer
 from .source import user_location
-from . import legacy, patches  # noqa: F401  (legacy registers the Variable(t) stand-in)
+from . import capture, legacy, patches  # noqa: F401  (legacy registers the Variable(t) stand-in)
 from .symbolic import get_tracer, set_tracer
 
 
@@ -69,7 +69,7 @@ def _tracing_state(tracer: Tracer):
     with patches.installed():
         set_tracer(tracer)
         try:
-            with ModuleCalls(tracer).active(), tracer:
+            with ModuleCalls(tracer).active(), capture.patches_for(tracer), tracer:
                 yield
         finally:
             set_tracer(None)

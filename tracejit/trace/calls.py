@@ -13,7 +13,7 @@ from torch import nn
 from ..errors import BackwardHookError
 from ..ir import Graph, Node, ScalarType, TensorType, Value, format_graph
 from ..pytree import flatten
-from . import patches
+from . import grad_mode, opaque, patches
 from .recorder import Frame, Tracer, internal
 from .source import user_location
 from .symbolic import TracedInt
@@ -54,6 +54,7 @@ def bind_inputs(tracer: Tracer, frame: Frame, args, kwargs, fn, parent: Frame | 
     Returns the values of those leaves in the parent frame (for the call node).
     """
     leaves, spec = flatten((tuple(args), dict(kwargs)))
+    opaque.check_leaves(leaves, f"an input of {_callee_name(frame)}", user_location(3))
     names, tops = leaf_names(fn, args, kwargs, len(leaves))
     graph = frame.graph
     graph.in_spec = spec
@@ -78,12 +79,20 @@ def bind_inputs(tracer: Tracer, frame: Frame, args, kwargs, fn, parent: Frame | 
     return outer
 
 
+def _callee_name(frame: Frame) -> str:
+    if frame.module is None:
+        return "the traced function"
+    return f"submodule '{frame.path}' ({type(frame.module).__name__})" if frame.path else \
+        f"the traced module ({type(frame.module).__name__})"
+
+
 def _const_leaf(leaf):
     return int(leaf) if isinstance(leaf, TracedInt) else leaf
 
 
 def bind_outputs(tracer: Tracer, frame: Frame, out) -> list:
     leaves, spec = flatten(out)
+    opaque.check_leaves(out, f"the output of {_callee_name(frame)}", user_location(3))
     frame.graph.out_spec = spec
     frame.graph.outputs = [tracer.to_ir(x) if isinstance(x, (torch.Tensor, TracedInt)) else x for x in leaves]
     return leaves
@@ -141,6 +150,7 @@ class ModuleCalls:
                     attrs={"path": rel, "method": method, "n_captures": len(child.captures),
                            "graph": tracer.methods[path][method]},
                     source=user_location(2))
+        grad_mode.mark(tracer, node)
         out_types = [TensorType.of(x) if isinstance(x, torch.Tensor) else
                      ScalarType("int") if isinstance(x, TracedInt) and isinstance(o, Value) else None
                      for x, o in zip(out_leaves, graph.outputs)]

@@ -26,7 +26,7 @@ import warnings
 import torch
 from torch import nn
 
-from .source import user_location
+from . import autograd_fn
 from .symbolic import get_tracer, traced_range
 
 _lock = threading.Lock()
@@ -84,13 +84,7 @@ def _stand_ins() -> list[tuple[object, str, object]]:
         return calls.call(module, original_call, args, kwargs)
 
     def apply(cls, *args, **kwargs):
-        tracer = get_tracer()
-        if tracer is not None and cls.__module__.split(".")[0] != "torch":
-            tracer.ledger.add(
-                "autograd_function", f"custom autograd Function {cls.__qualname__} is recorded as the ops of its "
-                "forward; gradients of the traced program use those ops' own derivatives, not "
-                f"{cls.__qualname__}.backward", user_location(2), cls.__qualname__)
-        return original_apply.__func__(cls, *args, **kwargs)
+        return autograd_fn.traced_apply(get_tracer(), original_apply, cls, args, kwargs)
 
     def _is_tracing() -> bool:
         if get_tracer() is None or _called_from(_SCRIPT_IF_TRACING_WRAPPER, depth=3):

@@ -17,7 +17,7 @@ from torch.overrides import TorchFunctionMode, redispatch_function
 from ..errors import TraceError
 from ..ir import Graph, Node, TensorType, ScalarType, Value, iter_values
 from ..pytree import flatten
-from . import indexing, ops
+from . import grad_mode, indexing, ops, provenance
 from .guards import GuardMaker
 from .ledger import Ledger, torch_phrase
 from .source import in_torch, user_location
@@ -149,6 +149,7 @@ class Tracer(TorchFunctionMode):
         return v
 
     def _constant(self, frame: Frame, t) -> Value:
+        grad_mode.refuse_free_tensor_needing_grad(t, user_location(3))
         if isinstance(t, torch.nn.Parameter) or t.requires_grad:
             what = "a parameter or tensor that requires grad and is not a parameter of the traced module"
         else:
@@ -170,6 +171,9 @@ class Tracer(TorchFunctionMode):
         if isinstance(obj, TracedInt):
             v = self._int_value(obj)
             return v if v is not None else int.__int__(obj)
+        if isinstance(obj, provenance.TracedFloat):
+            v = self._int_value(obj)
+            return v if v is not None else float(obj)
         if isinstance(obj, (list, tuple)):
             items = [self.to_ir(o) for o in obj]
             return items if isinstance(obj, list) else tuple(items)
@@ -280,6 +284,7 @@ class Tracer(TorchFunctionMode):
         if self.force_outplace and _is_inplace(name):
             return self._outplace(func, name, args, kwargs)
         result = func(*args, **kwargs)
+        result = provenance.distinct_conversion(name, args, result)
         self.record(func, args, kwargs, result)
         return result
 
@@ -295,12 +300,15 @@ class Tracer(TorchFunctionMode):
         op, target = op_target or ops.describe(func, args, kwargs)
         node_args = self.to_ir(tuple(args))
         node_kwargs = self.to_ir(dict(kwargs))
+        loc = user_location(3)
+        node_args, node_kwargs = provenance.relate(self, node_args, node_kwargs, loc)
         dynamic = any(v.dynamic for v in iter_values((node_args, node_kwargs)))
-        node = Node(op, target, node_args, node_kwargs, source=user_location(3),
+        node = Node(op, target, node_args, node_kwargs, source=loc,
                     effectful=_is_inplace(op.split("::")[-1].split(".")[0]) or "out" in node_kwargs)
         if isinstance(result, (tuple, list)):
             node.attrs["unpack"] = len(result)
         types_ = [TensorType.of(x) if isinstance(x, torch.Tensor) else None for x in leaves]
+        grad_mode.mark(self, node)
         frame.graph.add_node(node, types_, dynamic)
         for x, v in zip(leaves, node.outputs):
             if v is not None:
@@ -325,10 +333,13 @@ class Tracer(TorchFunctionMode):
             dev = func(*args)
             if not self.ledger.entries or self.ledger.entries[-1].kind != "device":
                 self.ledger.add("device", "a tensor's device was read", user_location(3), str(dev))
+            provenance.note_read(self, t, prop, dev)
             return dev
         if prop == "ndim":
             self.guards.rank(t, "the trace read the tensor's number of dimensions (ndim)", user_location(3))
         result = func(*args)
+        if prop == "dtype":
+            provenance.note_read(self, t, prop, result)
         if prop in ops.TENSOR_PROPERTIES and isinstance(result, torch.Tensor):
             aten = ops.TENSOR_PROPERTIES[prop]
             self.record(func, args, {}, result, (ops.qualify(aten, args, {}), f"attr:{prop}"))

@@ -1,0 +1,93 @@
+"""Child process of the hostile-file tests: loads (and calls) a list of files under limits.
+
+    python sandbox_child.py JOBS.json REPORT.jsonl
+
+JOBS.json: {"canary": path, "mem_mb": extra address space allowed, "jobs": [{"name", "path",
+"inputs": "seed:shape;shape" or null, "kw": {load keyword arguments}}]}. For each job the child
+writes one JSON line to REPORT.jsonl *before* it starts (``start``) and one after (``done``), so
+a crash (a signal) names the file that caused it. ``done`` holds the outcome (``load_error``,
+``loaded``, or ``error`` with the exception type), the CPU seconds load took, whether calling the
+loaded program raised, and whether the canary file appeared.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+
+
+def _vm_bytes() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _inputs(spec, torch):
+    if not spec:
+        return None
+    seed, _, shapes = spec.partition(":")
+    g = torch.Generator().manual_seed(int(seed))
+    return [torch.randn(*[int(d) for d in s.split(",")], generator=g) for s in shapes.split(";")]
+
+
+def main(jobs_path: str, report_path: str) -> None:
+    import torch
+    import tracejit
+    import warnings
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(1)
+    spec = json.load(open(jobs_path))
+    # the address space may grow by mem_mb beyond what torch itself took; CPU time is capped too
+    limit = _vm_bytes() + spec.get("mem_mb", 1024) * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    cpu = spec.get("cpu_s", 120)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+    canary = spec["canary"]
+    with open(report_path, "w", buffering=1) as report:
+        for job in spec["jobs"]:
+            report.write(json.dumps({"start": job["name"]}) + "\n")
+            out = {"done": job["name"]}
+            t0 = time.process_time()
+            try:
+                obj = tracejit.load(job["path"], **job.get("kw", {}))
+                out["outcome"] = "loaded"
+            except tracejit.LoadError as e:
+                obj = None
+                out["outcome"] = "load_error"
+                out["message"] = str(e)[:300]
+            except BaseException as e:   # noqa: BLE001 - any other exception is what we report
+                obj = None
+                out["outcome"] = "error"
+                out["message"] = f"{type(e).__name__}: {str(e)[:300]}"
+            out["load_cpu_s"] = time.process_time() - t0
+            if obj is not None:
+                out["call"] = _call(obj, job, torch)
+                if job.get("truncate_after_load"):
+                    with open(job["path"], "r+b") as f:
+                        f.truncate(64)
+                    out["call_after_truncation"] = _call(obj, job, torch)
+            out["canary"] = os.path.exists(canary)
+            report.write(json.dumps(out) + "\n")
+
+
+def _call(obj, job, torch) -> str:
+    inputs = _inputs(job.get("inputs"), torch)
+    if inputs is None:
+        return "skipped"
+    try:
+        with torch.no_grad():
+            res = obj(*inputs)
+        if job.get("expect_sum") is not None:
+            got = sum(float(t.double().sum()) for t in (res if isinstance(res, (tuple, list)) else [res]))
+            return "same" if abs(got - job["expect_sum"]) <= 1e-4 * (1 + abs(got)) else f"differs: {got}"
+        return "ok"
+    except BaseException as e:   # noqa: BLE001 - calling a hostile program may fail; it must not crash or run code
+        return f"raised {type(e).__name__}"
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

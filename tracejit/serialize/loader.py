@@ -1,0 +1,246 @@
+"""tracejit.load, part 1: the container. Reads the file (into memory, or mapped with mmap=True),
+checks the safetensors header, the CRC and the limits, makes the tensors, and hands the program
+document to program_loader.py. See docs/FORMAT.md and docs/SECURITY.md.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import mmap
+import os
+import struct
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+from .. import __version__
+from ..errors import LoadError
+from . import limits
+from .archive import _CRC_PLACEHOLDER, _ST_DTYPES, FORMAT, MAX_HEADER, SCHEMA_VERSION
+from .crc import combine, crc32, crc_of
+from .program_loader import load_function, load_module
+from ..migrate.detect import raise_if_torch_file
+
+def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True, mmap: bool = False):
+    """Load a program saved by ``tracejit.save``; returns a TracedFunction or TracedModule.
+
+    ``map_location``: a device or string ("cpu", "cuda:0", "meta") to put the tensors on.
+    ``extra_files``: a dict whose keys name extra files to read back; their contents (bytes) are filled in.
+    ``mmap``: map the weights from the file (copy-on-write) instead of reading them into memory.
+    Faster for big files, but the file must then stay as it is while the program lives: if it is
+    truncated or rewritten in place, touching a weight can kill the process (SIGBUS).
+    Any problem with the file raises ``tracejit.LoadError`` saying what and where.
+    """
+    buf, data_crc = _read(f, mmap, check_integrity)
+    raise_if_torch_file(buf)   # a TorchScript / torch.save file: name it and the migration route
+    try:
+        return _load(buf, map_location, extra_files, check_integrity, data_crc)
+    except LoadError:
+        raise
+    except RecursionError:
+        raise LoadError("the program is nested too deeply") from None
+    except (MemoryError, OverflowError) as e:
+        raise LoadError(f"the file describes more data than it holds ({type(e).__name__})") from None
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, SyntaxError, StopIteration,
+            RuntimeError) as e:
+        # the checks above are meant to catch every malformed program first; this keeps a case they
+        # miss from surfacing as an internal error
+        raise LoadError(f"the program is malformed ({type(e).__name__}: {str(e)[:200]})") from None
+
+
+def _read(f, use_mmap: bool = False, want_crc: bool = True):
+    """(buffer, CRC-32 of its bytes after the header or None). Files are read into anonymous
+    memory of our own (not zero-filled up front, unlike bytearray), so a later truncation or
+    rewrite of the file cannot reach the weights; ``use_mmap`` maps the file instead."""
+    if isinstance(f, (str, os.PathLike)):
+        path = os.fspath(f)
+        try:
+            with open(path, "rb", buffering=0) as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size == 0:
+                    raise LoadError(f"{path}: the file is empty")
+                if use_mmap:
+                    return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY), None
+                buf = mmap.mmap(-1, size)
+                got, data_crc = _read_into(fh, buf, size, want_crc)
+                if got != size:
+                    raise LoadError(f"{path}: the file changed size while it was read ({got} of {size} bytes)")
+                return buf, data_crc
+        except FileNotFoundError:
+            raise LoadError(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise LoadError(f"{path}: is a directory, not a saved program") from None
+        except OSError as e:
+            raise LoadError(f"{path}: cannot read: {e}") from None
+    if hasattr(f, "read"):
+        data = f.read()
+        if not isinstance(data, (bytes, bytearray)):
+            raise LoadError("the file object must be opened in binary mode")
+        return bytearray(data), None
+    raise TypeError(f"tracejit.load expects a path or a binary file object; got {type(f).__name__}")
+
+
+_CHUNK = 16 * 1024 * 1024
+
+
+def _read_into(fh, buf, size: int, want_crc: bool):
+    """Read the file into ``buf`` in chunks; the CRC of the bytes after the header runs on a
+    second thread while the next chunk is read. Returns (bytes read, that CRC or None)."""
+    view = memoryview(buf)
+    n, data_start, crc, running = 0, None, 0, None
+    with ThreadPoolExecutor(1) as pool:
+        while n < size:
+            k = fh.readinto(view[n:min(size, n + _CHUNK)])
+            if not k:
+                break
+            if data_start is None and n + k >= 8:
+                data_start = 8 + struct.unpack("<Q", bytes(view[:8]))[0]
+            lo = max(n, data_start) if data_start is not None else n + k
+            if want_crc and lo < n + k:
+                if running is not None:
+                    crc = running.result()
+                running = pool.submit(crc_of, [view[lo:n + k]], crc)
+            n += k
+        if running is not None:
+            crc = running.result()
+    ok = want_crc and data_start is not None and data_start <= n
+    return n, (crc, data_start) if ok else None
+
+
+def _load(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
+    size = len(buf)
+    if size < 8:
+        raise LoadError(f"the file is {size} bytes long: too short to be a tracejit program")
+    header_len = struct.unpack("<Q", bytes(buf[:8]))[0]
+    if header_len > min(MAX_HEADER, size - 8):
+        raise LoadError(f"the header claims {header_len} bytes but the file has {size - 8} after its length "
+                        "field (truncated, or not a tracejit file)")
+    raw_header = bytes(buf[8:8 + header_len])
+    if raw_header.count(b'"data_offsets"') > limits.MAX_TENSORS:
+        raise LoadError(f"the file holds more than {limits.MAX_TENSORS} tensors")
+    limits.check_header_text(raw_header)
+    try:
+        header = json.loads(raw_header.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise LoadError(f"the file header is not valid JSON ({e}); not a tracejit file, or damaged") from None
+    if not isinstance(header, dict) or not isinstance(header.get("__metadata__"), dict) \
+            or not isinstance(header["__metadata__"].get("tracejit"), str):
+        raise LoadError("this is not a tracejit program: the safetensors metadata has no 'tracejit' entry")
+    limits.check_document_text(header["__metadata__"]["tracejit"])
+    try:
+        doc = json.loads(header["__metadata__"]["tracejit"], object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as e:
+        raise LoadError(f"the program document is not valid JSON: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise LoadError("this is not a tracejit program (wrong format marker)")
+    if isinstance(doc.get("program"), dict):
+        limits.check_program(doc["program"])   # counts first: before anything costs time per item
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise LoadError(f"bad schema version {version!r}")
+    if version > SCHEMA_VERSION:
+        raise LoadError(f"this file uses tracejit schema version {version}, newer than this tracejit "
+                        f"({__version__}) reads (version {SCHEMA_VERSION}); upgrade tracejit to load it")
+    if check_integrity:
+        _check_crc(buf, header_len, doc.get("crc32"), data_crc)
+    data_start = 8 + header_len
+    tensors = _tensors(header, buf, data_start, size, map_location)
+    program = doc.get("program")
+    if not isinstance(program, dict):
+        raise LoadError("the file holds no program")
+    budget = limits.max_elements(size)
+    if extra_files is not None:
+        stored = program.get("extra_files", {})
+        if not isinstance(stored, dict) or not all(isinstance(v, str) for v in stored.values()):
+            raise LoadError("the extra files table is malformed (expected name -> base64 text)")
+        for name in list(extra_files):
+            if name in stored:
+                try:
+                    extra_files[name] = base64.b64decode(stored[name], validate=True)   # bytes, as torch.jit's load does
+                except (ValueError, TypeError):
+                    raise LoadError(f"extra file {name!r} is damaged") from None
+    kind = program.get("kind")
+    if kind == "function":
+        return load_function(program, tensors, budget)
+    if kind == "module":
+        limits.check_visits(program)
+        return load_module(program, tensors, budget)
+    raise LoadError(f"unknown program kind {kind!r}")
+
+
+def _no_duplicates(pairs):
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise LoadError(f"the file names {k[:80]!r} twice")
+            seen.add(k)
+    return d
+
+
+def _check_crc(buf, header_len: int, stored, data_crc=None) -> None:
+    if not isinstance(stored, str) or len(stored) != 8:
+        raise LoadError("the file has no valid checksum")
+    marker = f'crc32\\":\\"{stored}'.encode()
+    header = bytes(buf[8:8 + header_len])
+    at = header.find(marker)
+    if at < 0:
+        raise LoadError("the checksum field could not be found in the header")
+    zeroed = header[:at + len(marker) - 8] + _CRC_PLACEHOLDER.encode() + header[at + len(marker):]
+    crc = zlib.crc32(bytes(buf[:8]))
+    crc = zlib.crc32(zeroed, crc)
+    if data_crc is not None and data_crc[1] == 8 + header_len:   # computed while reading
+        crc = combine(crc, data_crc[0], len(buf) - data_crc[1])
+    else:
+        crc = crc32(buf, 8 + header_len, value=crc)
+    if f"{crc:08x}" != stored:
+        raise LoadError(f"checksum mismatch: the file says {stored}, its contents give {crc:08x}; the file is "
+                        "damaged (a flipped byte, a truncation, or an edit)")
+
+
+def _tensors(header: dict, buf, data_start: int, size: int, map_location) -> dict:
+    device = torch.device(map_location) if map_location is not None else None
+    spans = []
+    out = {}
+    data_len = size - data_start
+    for key, info in header.items():
+        if key == "__metadata__":
+            continue
+        where = f"tensor {key[:80]!r}"
+        if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
+            raise LoadError(f"{where}: malformed entry")
+        dtype = _ST_DTYPES.get(info["dtype"]) if isinstance(info["dtype"], str) else None
+        if dtype is None:
+            raise LoadError(f"{where}: unsupported dtype {str(info['dtype'])[:20]!r}")
+        shape, offsets = info["shape"], info["data_offsets"]
+        if not (isinstance(shape, list) and len(shape) <= 64 and all(isinstance(s, int) and not isinstance(s, bool)
+                                                                      and s >= 0 for s in shape)):
+            raise LoadError(f"{where}: bad shape")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
+            raise LoadError(f"{where}: bad data offsets")
+        begin, end = offsets
+        numel = 1
+        for s in shape:
+            numel *= s
+        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        if not 0 <= begin <= end <= data_len or end - begin != nbytes:
+            raise LoadError(f"{where}: its data ({begin}..{end}) does not fit its shape {shape} and dtype, or lies "
+                            f"outside the file's {data_len} data bytes")
+        spans.append((begin, end, key))
+        if device is not None and device.type == "meta":
+            out[key] = torch.empty(shape, dtype=dtype, device="meta")
+            continue
+        if numel == 0:
+            t = torch.empty(shape, dtype=dtype)
+        elif (data_start + begin) % dtype.itemsize:   # misaligned in the file: copy to aligned memory
+            t = torch.frombuffer(bytearray(buf[data_start + begin:data_start + end]), dtype=dtype).view(shape)
+        else:
+            t = torch.frombuffer(buf, dtype=dtype, count=numel, offset=data_start + begin).view(shape)
+        out[key] = t.to(device) if device is not None else t
+    spans.sort()
+    for (b0, e0, k0), (b1, e1, k1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            raise LoadError(f"tensors {k0[:60]!r} and {k1[:60]!r} overlap in the file")
+    return out

@@ -1,0 +1,315 @@
+"""Type-check a loaded node's arguments against its ATen schema, and refuse unsafe ops.
+
+The loader binds a node's arguments to the op's schema the way Python's argument
+parser does (a trailing run of ints may stand for one ``int[]``), then checks every
+argument's value: a Tensor where a Tensor is expected, ints within int64 (dims within
+64, sizes within the file's allocation budget), floats where floats go (dropout's ``p``
+in [0, 1]), enums and strings from known sets, no generator, pinning or non-strided
+layout. Ops that touch files, raw storage or unchecked strides, or build sparse /
+nested / quantized tensors whose invariants C++ does not check, are refused by name.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import torch
+
+from ..errors import LoadError
+from ..ir import Value
+
+INT64 = 2 ** 63
+MAX_DIMS = 64
+MAX_LIST = 65536
+MAX_STR = 256
+# ATen ops a file may never name: files, raw storage and strides, unchecked invariants (sparse,
+# nested, quantized, mkldnn), memory pinning and the like
+DENIED_OP = re.compile(
+    r"unsafe|sparse|nested|mkldnn|quantiz|storage|from_file|strided|pin_memory|is_pinned|"
+    r"csr|csc|bsr|bsc|coo|record_stream|data_ptr|resize|^_?set_|^set$|_reshape_alias|share_memory|"
+    r"_copy_from|^_make_|_fw_primal|_efficientzerotensor|_foreach|^_fused|_nnpack|_cudnn|miopen|"
+    r"^_assert|^_print|^_debug|^_functional_assert|_propagate_xla|_to_cpu|^_has_|^_use_")
+DIM_NAMES = {"dim", "dim0", "dim1", "dim2", "dims", "start_dim", "end_dim", "source", "destination",
+             "dimension", "axis", "axis0", "axis1", "dimname"}
+# int arguments that size a tensor the op allocates
+SIZE_NAMES = {"size", "sizes", "repeats", "shape", "n", "m", "s", "steps", "num_samples", "minlength",
+              "num_classes", "bins", "length", "output_size", "window_length", "n_fft", "count", "split_size",
+              "split_sizes", "N", "M", "row", "col", "num_groups", "pad", "padding"}
+SIZE_OVERRIDES = {("tile", "dims")}          # (op, argument) that sizes although named like a dimension
+VIEW_OPS = {"view", "reshape", "unflatten"}  # same elements in and out: their sizes allocate nothing
+SCALE_NAMES = {"scale_factors", "scale_factor", "scales", "scales_h", "scales_w", "scales_d"}
+RANGE_OPS = {"arange", "range", "linspace", "logspace"}
+STRING_CHOICES = {"approximate": {"none", "tanh"}, "rounding_mode": {"trunc", "floor"},
+                  "padding": {"same", "valid"}, "indexing": {"ij", "xy"}}
+
+
+def check_op_name(name: str, at: str) -> None:
+    if DENIED_OP.search(name):
+        raise LoadError(f"{at}: aten::{name} is refused in files (it reaches raw storage, files, unchecked "
+                        "strides or a tensor layout whose invariants are not checked)")
+
+
+def bind(schema, args, kwargs) -> dict | None:
+    """{parameter name: value} as Python's argument parser would bind them, or None."""
+    params = list(schema.arguments)
+    out: dict = {}
+    i = 0
+    for p in (a for a in params if not a.kwarg_only):
+        if i >= len(args):
+            break
+        if str(p.type) == "List[int]" and len(args) - i > 1 and all(_is_int(x) for x in args[i:]):
+            out[p.name] = list(args[i:])
+            i = len(args)
+            break
+        out[p.name] = args[i]
+        i += 1
+    if i < len(args):
+        return None
+    by_name = {a.name: a for a in params}
+    for k, v in kwargs.items():
+        if k not in by_name or k in out:
+            return None
+        out[k] = v
+    for a in params:
+        if a.name not in out and not a.has_default_value() and not str(a.type).startswith("Optional["):
+            return None
+    return out
+
+
+# ops whose Python bindings take a number where the schema says Tensor (python_arg_parser's list);
+# Python operators and indexing (``x[i] = 5.0``) take numbers too
+NUMBER_OPS = {"add", "sub", "mul", "div", "divide", "true_divide", "floor_divide", "remainder", "fmod", "eq", "ne",
+              "lt", "le", "gt", "ge", "pow", "float_power", "atan2", "where", "xlogy", "copysign", "bitwise_and",
+              "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "logical_and", "logical_or",
+              "logical_xor", "__and__", "__or__", "__xor__", "__lshift__", "__rshift__", "rsub", "multiply",
+              "subtract", "greater", "greater_equal", "less", "less_equal", "not_equal", "hypot", "nextafter",
+              "special_xlog1py", "special_zeta", "special_xlogy", "isin", "maximum", "minimum", "fmax", "fmin",
+              "heaviside", "ldexp", "lerp", "masked_fill", "index_put", "index_fill", "fill"}
+
+
+def numbers_allowed(op_name: str, target: str) -> bool:
+    """Does the call take a Python number where the schema says Tensor?"""
+    return target.startswith(("op:", "index:")) or op_name.rstrip("_") in NUMBER_OPS
+
+
+def check_arguments(op_name: str, schema, node, at: str, max_elements: int) -> None:
+    """Raise LoadError unless every argument of ``node`` fits ``schema`` and the allocation budget."""
+    bound = bind(schema, node.args, node.kwargs)
+    numbers = numbers_allowed(op_name, node.target)
+    if bound is None:
+        raise LoadError(f"{at}: its arguments do not bind to the schema {_short(schema)}")
+    types = {a.name: str(a.real_type) for a in schema.arguments}
+    sizes: list = []
+    for name, value in bound.items():
+        rt = types[name]
+        if numbers and rt in ("Tensor", "Optional[Tensor]") and isinstance(value, (int, float, complex)):
+            rt = "number"   # a Python number the binding wraps into a tensor
+        if (op_name, name) in SIZE_OVERRIDES:
+            name = "sizes"
+        _check_value(value, rt, name, op_name, f"{at}, argument {name!r}", sizes)
+    if op_name in VIEW_OPS:
+        sizes = []
+    total = _input_factor(op_name, bound, sizes)
+    for s in sizes:
+        total *= max(abs(int(s)), 1)
+        if total > max_elements:
+            raise LoadError(f"{at}: sizes {sizes[:8]} ask for more than {max_elements} elements, more than this "
+                            "file may allocate (a fixed multiple of its own size)")
+    if op_name in RANGE_OPS:
+        _check_range(bound, at, max_elements)
+    if op_name in BATCH_NORMS:
+        _check_batch_norm(bound, at)
+    if op_name in VIEWS:
+        _check_view(bound, at)
+
+
+BATCH_NORMS = {"batch_norm", "native_batch_norm", "_native_batch_norm_legit", "instance_norm"}
+VIEWS = {"view", "reshape"}
+
+
+def _check_batch_norm(bound: dict, at: str) -> None:
+    """Normalizing with running statistics (training=False) needs them."""
+    training = bound.get("training", bound.get("use_input_stats"))
+    if training is False and (bound.get("running_mean") is None or bound.get("running_var") is None):
+        raise LoadError(f"{at}: batch normalization in eval mode without running_mean / running_var")
+
+
+def _check_view(bound: dict, at: str) -> None:
+    """view / reshape to constant sizes: the element count must match the traced input's."""
+    x, sizes = bound.get("self"), bound.get("size", bound.get("shape"))
+    if isinstance(sizes, int):
+        sizes = [sizes]
+    if not isinstance(sizes, (list, tuple)) or not isinstance(x, Value) or not hasattr(x.type, "shape"):
+        return
+    if sum(1 for s in sizes if s == -1) > 1 or any(isinstance(s, int) and s < -1 for s in sizes):
+        raise LoadError(f"{at}: impossible view sizes {list(sizes)[:8]} (at most one -1, no other negative size)")
+    if any(not isinstance(s, int) for s in sizes):
+        return   # sizes traced from the input: checked when the program runs
+    numel = math.prod(x.type.shape)
+    known = math.prod(s for s in sizes if s != -1)
+    fits = numel == known if -1 not in sizes else (known != 0 and numel % known == 0) or numel == 0
+    if not fits:
+        raise LoadError(f"{at}: cannot view a tensor of shape {list(x.type.shape)} ({numel} elements) as "
+                        f"{list(sizes)[:8]}")
+
+
+_READ_KINDS = {"dtype": "ScalarType", "device": "Device"}
+
+
+def _check_value(v, rt: str, name: str, op: str, at: str, sizes: list) -> None:
+    if rt.startswith("Optional["):
+        if v is None:
+            return
+        rt = rt[9:-1]
+    if isinstance(v, Value):
+        kind = getattr(v.type, "kind", None)
+        if kind in _READ_KINDS:   # a dtype / device read from a tensor at call time (trace/provenance.py)
+            if rt == _READ_KINDS[kind]:
+                return
+            raise LoadError(f"{at}: a traced {kind} where the schema expects {rt}")
+        if rt in ("Tensor", "int", "float", "number", "bool", "complex", "List[int]"):
+            return
+        raise LoadError(f"{at}: a traced value where the schema expects {rt}")
+    if rt == "Tensor":
+        raise LoadError(f"{at}: expected a Tensor, found the constant {_show(v)}")
+    if rt == "int":
+        _int(v, at)
+        if name in DIM_NAMES and not -MAX_DIMS <= v < MAX_DIMS:
+            raise LoadError(f"{at}: dimension {v} is out of range (tensors have at most {MAX_DIMS} dimensions)")
+        if name in SIZE_NAMES:
+            sizes.append(v)
+        return
+    if rt == "List[int]":
+        items = [v] if _is_int(v) else v
+        if not isinstance(items, (list, tuple)) or len(items) > MAX_LIST:
+            raise LoadError(f"{at}: expected a list of ints, found {_show(v)}")
+        for x in items:
+            if isinstance(x, Value):
+                continue
+            _int(x, at)
+            if name in DIM_NAMES and not -MAX_DIMS <= x < MAX_DIMS:
+                raise LoadError(f"{at}: dimension {x} is out of range")
+            if name in SIZE_NAMES and x != -1:
+                sizes.append(x)
+        return
+    if rt in ("float", "complex", "number"):
+        ok = (int, float) if rt == "float" else (int, float, complex, bool) if rt == "number" else (int, float, complex)
+        if not isinstance(v, ok) or (rt != "number" and isinstance(v, bool)):
+            raise LoadError(f"{at}: expected a {rt}, found {_show(v)}")
+        if isinstance(v, int) and not -INT64 <= v < INT64:
+            raise LoadError(f"{at}: {v} does not fit in 64 bits")
+        if name == "p" and "dropout" in op and not (0.0 <= v <= 1.0):
+            raise LoadError(f"{at}: a dropout probability must lie in [0, 1], found {v}")
+        if name in SCALE_NAMES and isinstance(v, (int, float)):
+            if not 0 <= v <= INT64:
+                raise LoadError(f"{at}: scale factor {v} is out of range")
+            sizes.append(math.ceil(v))
+        return
+    if rt == "bool":
+        if not isinstance(v, bool):
+            raise LoadError(f"{at}: expected a bool, found {_show(v)}")
+        if name == "pin_memory" and v:
+            raise LoadError(f"{at}: pinned memory is refused in files")
+        return
+    if rt == "str":
+        if not isinstance(v, str) or len(v) > MAX_STR or not v.isascii() or not v.isprintable():
+            raise LoadError(f"{at}: expected a short printable ASCII string, found {_show(v)}")
+        if name in STRING_CHOICES and v not in STRING_CHOICES[name]:
+            raise LoadError(f"{at}: {v!r} is not one of {sorted(STRING_CHOICES[name])}")
+        return
+    if rt == "ScalarType":
+        if not isinstance(v, torch.dtype):
+            raise LoadError(f"{at}: expected a dtype, found {_show(v)}")
+        return
+    if rt == "Layout":
+        if v is not torch.strided:
+            raise LoadError(f"{at}: only the strided layout is allowed in files, found {_show(v)}")
+        return
+    if rt == "MemoryFormat":
+        if not isinstance(v, torch.memory_format):
+            raise LoadError(f"{at}: expected a memory format, found {_show(v)}")
+        return
+    if rt == "Device":
+        if not isinstance(v, torch.device) and not (isinstance(v, str) and len(v) <= 32) \
+                and not (_is_int(v) and 0 <= v < 1024):
+            raise LoadError(f"{at}: expected a device, found {_show(v)}")
+        return
+    if rt in ("List[Tensor]", "List[Optional[Tensor]]"):
+        if not isinstance(v, (list, tuple)) or len(v) > MAX_LIST or not all(
+                (isinstance(x, Value) and hasattr(x.type, "shape")) or (x is None and "Optional" in rt) for x in v):
+            raise LoadError(f"{at}: expected a list of tensors, found {_show(v)}")
+        return
+    if rt in ("List[float]", "List[bool]", "List[complex]"):
+        elem = rt[5:-1]
+        if not isinstance(v, (list, tuple)) or len(v) > MAX_LIST:
+            raise LoadError(f"{at}: expected a list of {elem}, found {_show(v)}")
+        for x in v:
+            if not isinstance(x, Value):
+                _check_value(x, elem, name, op, at, sizes)
+        return
+    if rt in ("List[t]", "t"):   # aten::tensor's data: nested lists of numbers
+        if _count_numbers(v, 0, at) > MAX_LIST:
+            raise LoadError(f"{at}: more than {MAX_LIST} numbers of tensor data")
+        return
+    raise LoadError(f"{at}: arguments of type {rt} are not accepted in files (found {_show(v)})")
+
+
+def _count_numbers(v, depth: int, at: str) -> int:
+    """Numbers in nested lists of data, refusing anything else."""
+    if isinstance(v, (bool, int, float, complex)) and not (isinstance(v, int) and not -INT64 <= v < INT64):
+        return 1
+    if isinstance(v, (list, tuple)) and depth < MAX_DIMS:
+        return sum(_count_numbers(x, depth + 1, at) for x in v)
+    raise LoadError(f"{at}: tensor data holds {_show(v)}")
+
+
+AMPLIFIERS = {"repeat", "tile", "repeat_interleave"}   # output = input elements x their sizes
+
+
+def _input_factor(op_name: str, bound: dict, sizes: list) -> int:
+    """What the constant sizes multiply: the traced input's elements for ops that repeat or scale
+    their input, its batch x channels for an upsampling to an output size, else 1."""
+    x = bound.get("self", bound.get("input"))
+    shape = tuple(x.type.shape) if isinstance(x, Value) and hasattr(x.type, "shape") else ()
+    if op_name in AMPLIFIERS or (op_name.startswith("upsample") and bound.get("output_size") is None):
+        return math.prod(shape)
+    if op_name.startswith("upsample"):
+        return math.prod(shape[:2])
+    return 1
+
+
+def _check_range(bound: dict, at: str, max_elements: int) -> None:
+    """arange / range / linspace / logspace: the element count their constants ask for."""
+    if "steps" in bound:
+        return   # linspace / logspace: steps is a SIZE_NAME, checked above
+    start, end, step = bound.get("start", 0), bound.get("end"), bound.get("step", 1)
+    vals = [x for x in (start, end, step) if x is not None]
+    if any(isinstance(x, Value) for x in vals) or end is None:
+        return
+    try:
+        n = abs((end - start) / step) if step else math.inf
+    except (TypeError, ZeroDivisionError, OverflowError):
+        raise LoadError(f"{at}: bad range {start}..{end} step {step}") from None
+    if not n <= max_elements:
+        raise LoadError(f"{at}: the range {start}..{end} step {step} has more than {max_elements} elements, more "
+                        "than this file may allocate")
+
+
+def _is_int(x) -> bool:
+    return (isinstance(x, int) and not isinstance(x, bool)) or (
+        isinstance(x, Value) and getattr(x.type, "kind", None) == "int")
+
+
+def _int(v, at: str) -> None:
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise LoadError(f"{at}: expected an int, found {_show(v)}")
+    if not -INT64 <= v < INT64:
+        raise LoadError(f"{at}: {v} does not fit in 64 bits")
+
+
+def _show(v) -> str:
+    return f"{type(v).__name__} {str(v)[:40]!r}"
+
+
+def _short(schema) -> str:
+    return str(schema)[:200]

@@ -1,0 +1,175 @@
+"""A traced program -> the plain data the HTML viewer draws.
+
+One entry per (module, method) graph, keyed ``"path:method"`` (``":forward"`` for the root).
+Each graph lists its nodes: the inputs (with the input structure and the guards the
+generated code checks), the ops (ATen name, call target, output dtype and shape, source line,
+whether a ledger entry points at that line), parameter / buffer reads, submodule calls (which
+name the callee's graph, drawn as a collapsible group) and the outputs. Edges are given per
+node as the indices of the nodes producing its inputs.
+"""
+from __future__ import annotations
+
+from ..ir import GUARD, Graph, TensorType, Value, iter_values
+from ..ir.graph import _DTYPE_NAMES
+
+
+def type_text(t) -> str:
+    """``Float[2, 8, 32]``, ``int``; a dynamic value's sizes are the trace's example sizes."""
+    if isinstance(t, TensorType):
+        name = _DTYPE_NAMES.get(t.dtype, str(t.dtype).replace("torch.", ""))
+        return f"{name}[{', '.join(str(s) for s in t.shape)}]"
+    return str(t) if t is not None else ""
+
+
+def _const_text(c) -> str:
+    text = repr(c)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _source(node_or_entry) -> str:
+    s = node_or_entry.source
+    if s is None:
+        return ""
+    return f"{s.filename}:{s.lineno}" + (f" ({s.function})" if s.function else "")
+
+
+class _GraphDoc:
+    def __init__(self, program: "ProgramDoc", graph: Graph, key: str, module_path: str, module_type: str,
+                 is_root: bool):
+        self.program = program
+        self.graph = graph
+        self.nodes: list[dict] = []
+        self.producer: dict[int, list] = {}   # id(Value) -> [index of the node making it, output slot]
+        self.doc = {"key": key, "module": module_path, "type": module_type or graph.module_type,
+                    "method": graph.name, "nodes": self.nodes}
+        self.is_root = is_root
+
+    def add(self, kind: str, label: str, **fields) -> int:
+        fields.update(kind=kind, label=label)
+        fields.setdefault("inputs", [])
+        self.nodes.append(fields)
+        return len(self.nodes) - 1
+
+    def build(self) -> dict:
+        g = self.graph
+        leaves = iter(g.input_leaves)
+        names = iter(g.arg_names)
+        for pname, spec in zip(g.param_names, list(g.in_spec.children[0].children) +
+                               list(g.in_spec.children[1].children)):
+            mine = [(next(leaves), next(names)) for _ in range(spec.num_leaves)]
+            for leaf, name in mine:
+                if isinstance(leaf, Value):
+                    guard = ("checked: is a Tensor" if isinstance(leaf.type, TensorType) else "checked: is an int") \
+                        if self.is_root else ""
+                    self.producer[id(leaf)] = [self.add("input", name, type=type_text(leaf.type), arg=pname,
+                                                       structure=spec.describe(
+                                                           type_text(x.type) if isinstance(x, Value) else repr(x)
+                                                           for x, _ in mine) if spec.kind != "leaf" else "",
+                                                       guard=guard), 0]
+                else:
+                    self.add("input", name, type=_const_text(leaf), arg=pname, constant=True,
+                             guard="checked: must equal the traced constant" if self.is_root else "")
+        for v in g.inputs:
+            if v.hint == "__capture__" and id(v) not in self.producer:
+                self.producer[id(v)] = [self.add("input", "captured", type=type_text(v.type)), 0]
+        for node in g.nodes:
+            self.op(node)
+        for i, leaf in enumerate(g.outputs):
+            ins = [self.producer[id(leaf)]] if isinstance(leaf, Value) and id(leaf) in self.producer else []
+            self.add("output", f"output {i}", inputs=ins,
+                     type=type_text(leaf.type) if isinstance(leaf, Value) else _const_text(leaf),
+                     structure=g.out_spec.describe(type_text(x.type) if isinstance(x, Value) else repr(x)
+                                                   for x in g.outputs) if g.out_spec.kind != "leaf" else "")
+        return self.doc
+
+    def op(self, node) -> None:
+        seen = []
+        for v in node.input_values():
+            p = self.producer.get(id(v))
+            if p is not None and p not in seen:
+                seen.append(p)
+        ins = seen
+        types = [type_text(v.type) for v in node.outputs if v is not None]
+        src = _source(node)
+        common = dict(inputs=ins, type=", ".join(types), source=src,
+                      ledger=self.program.ledger_at(node.source))
+        if node.op == "tracejit::get_attr":
+            idx = self.add(node.attrs.get("kind", "parameter"), node.attrs["path"], op=node.op, **common)
+        elif node.op == GUARD:
+            a = node.attrs
+            self.program.guard_count[a.get("kind", "?")] = self.program.guard_count.get(a.get("kind", "?"), 0) + 1
+            idx = self.add("guard", f"guard {a.get('kind', '')}", op=node.op, inputs=ins, type="",
+                           source=src, ledger=False, guard=f"{a.get('what', '')}: expects {a.get('test')} "
+                                                             f"{'holds' if a.get('expected') is True else '== ' + repr(a.get('expected'))}")
+        elif node.op == "tracejit::constant":
+            idx = self.add("constant", "constant", op=node.op, **common)
+        elif node.op == "tracejit::call_module":
+            callee_key = self.program.add_module_call(self.doc["module"], node)
+            args = [self.producer.get(id(a), None) if isinstance(a, Value) else None for a in node.args]
+            idx = self.add("call", node.attrs["path"], op=f"{node.attrs['path']}.{node.attrs['method']}",
+                           call=callee_key, args=args, **common)
+        else:
+            consts = [_const_text(a) for a in node.args if not isinstance(a, Value) and not list(iter_values(a))]
+            idx = self.add("op", node.name, op=node.op, target=node.target, consts=consts[:6], **common)
+        for slot, v in enumerate(node.outputs):
+            if v is not None:
+                self.producer[id(v)] = [idx, slot]
+
+
+class ProgramDoc:
+    """Collects the graphs of a TracedModule / TracedFunction and its ledger."""
+
+    def __init__(self, obj):
+        self.obj = obj
+        self.graphs: dict[str, dict] = {}
+        self.ledger = list(getattr(obj, "ledger", ()))
+        self.guard_count: dict[str, int] = {}
+        self._ledger_lines = {(e.source.filename, e.source.lineno) for e in self.ledger if e.source is not None}
+
+    def ledger_at(self, source) -> bool:
+        return source is not None and (source.filename, source.lineno) in self._ledger_lines
+
+    def add_module_call(self, caller_path: str, node) -> str:
+        path = f"{caller_path}.{node.attrs['path']}" if caller_path else node.attrs["path"]
+        key = f"{path}:{node.attrs['method']}"
+        if key not in self.graphs:
+            callee = node.attrs.get("graph")
+            module = self._module(path)
+            if callee is None and module is not None:
+                callee = module._traced_methods[node.attrs["method"]].graph
+            self.graphs[key] = {}   # reserve (recursion guard)
+            self.graphs[key] = _GraphDoc(self, callee, key, path, getattr(module, "original_name", ""),
+                                         False).build()
+        return key
+
+    def _module(self, path: str):
+        m = self.obj
+        for part in path.split("."):
+            m = m._modules.get(part) if m is not None else None
+        return m
+
+    def build(self) -> dict:
+        from ..runtime.traced import TracedFunction
+        if isinstance(self.obj, TracedFunction):
+            name, roots = self.obj.__name__, [("forward", self.obj.graph)]
+        else:
+            name = self.obj.original_name
+            roots = [(m, fn.graph) for m, fn in self.obj._traced_methods.items()]
+        root_keys = []
+        for method, graph in roots:
+            key = f":{method}"
+            root_keys.append(key)
+            self.graphs[key] = _GraphDoc(self, graph, key, "", name, True).build()
+        guards = ["each input is checked for its type, a constant input for its value"]
+        guards += [f"{n} {kind} guard{'s' if n > 1 else ''} (orange nodes)" for kind, n in sorted(self.guard_count.items())]
+        return {"name": name, "kind": "function" if isinstance(self.obj, TracedFunction) else "module",
+                "guards": guards,
+                "roots": root_keys, "graphs": self.graphs,
+                "node_count": sum(len(g["nodes"]) for g in self.graphs.values()),
+                "ledger": [{"kind": e.kind, "message": e.message, "source": _source(e), "value": repr(e.value)[:80]}
+                           for e in self.ledger]}
+
+
+def program_document(obj) -> dict:
+    """The viewer's data for a TracedModule or TracedFunction."""
+    return ProgramDoc(obj).build()
