@@ -224,3 +224,19 @@ def test_frozen_and_optimized_programs_save_load_and_export():
     traced = trace(fn, example)
     for program in (tracejit.freeze(traced), tracejit.optimize_for_inference(traced)):
         assert_close(ort_run(tracejit.export_onnx(program), new_inputs[1]), eager(fn, new_inputs[1]))
+
+
+def test_dtype_device_and_finfo_read_from_traced_values():
+    def f(x, mask):
+        neg = torch.finfo(x.dtype).min
+        bias = torch.zeros(mask.shape, dtype=x.dtype, device=x.device).masked_fill(mask == 0, neg)
+        return (x + bias).softmax(-1), mask.to(x.dtype) * 2
+    example = (torch.randn(2, 5), torch.ones(2, 5, dtype=torch.long))
+    traced = trace(f, example)
+    ops = {n.op for n in traced.inlined_graph.nodes}
+    assert {"tracejit::dtype_of", "tracejit::finfo"} <= ops
+    proto = tracejit.export_onnx(traced)
+    mask = torch.ones(3, 7, dtype=torch.long)
+    mask[0, 4:] = 0
+    new = (torch.randn(3, 7), mask)
+    assert_close(ort_run(proto, new), as_tuple(f(*new)))

@@ -31,6 +31,7 @@ PROMOTING = {"add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", 
              "maximum", "minimum", "atan2", "where", "masked_fill", "clamp", "lerp", "addcmul", "addcdiv"}
 ACCUMULATING = {"cumsum", "cumprod", "sum", "prod", "mean"}
 COMPARING = {"eq", "ne", "lt", "le", "gt", "ge", "isclose"}
+CAPTURE_OPS = ("tracejit::dtype_of", "tracejit::device_of", "tracejit::finfo")
 # ops whose result shares memory with their first input
 VIEW_OPS = {"view", "reshape", "select", "slice", "transpose", "permute", "expand", "expand_as", "unsqueeze",
             "squeeze", "as_strided", "narrow", "t", "unflatten", "flatten", "diagonal", "alias", "detach", "chunk",
@@ -80,6 +81,7 @@ class Lowering:
             self.last_use[id(v)] = len(graph.nodes)
         self.env: dict[int, object] = {}
         self.tensors_of = tensors_of   # node -> torch.Tensor for get_attr / constant nodes
+        self.dtypes: dict[int, torch.dtype] = {}   # dtype_of outputs -> the torch dtype
 
     # ------------------------------------------------------------------ args
     def arg(self, a):
@@ -117,6 +119,8 @@ class Lowering:
         if node.op == "tracejit::getitem":
             container, index = node.args
             return [self.arg(container)[index]]
+        if node.op in CAPTURE_OPS:
+            return [self._capture(node)]
         if node.op == "tracejit::call_module":
             raise ExportError("submodule call left in the graph; export works on the inlined graph", node.op,
                               node.source)
@@ -159,6 +163,21 @@ class Lowering:
         else:
             return f"{ns}::{name[:-1]}{dot}{overload}" if name.endswith("_") else node.op
         raise ExportError(f"cannot export the in-place op {node.op}: {why}", node.op, node.source)
+
+    def _capture(self, node: Node):
+        """dtype / device / finfo read from a traced value: fixed in an ONNX model (its input dtypes are)."""
+        if node.op == "tracejit::device_of":
+            return "cpu"
+        if node.op == "tracejit::dtype_of":
+            dtype = node.args[0].type.dtype
+            self.dtypes[id(node.outputs[0])] = dtype
+            return int(onnx_dtype(dtype))
+        arg = node.args[0] if node.args else None
+        dtype = self.dtypes.get(id(arg)) if isinstance(arg, Value) else arg
+        if not isinstance(dtype, torch.dtype):
+            raise ExportError("torch.finfo of a dtype the exporter cannot resolve", node.op, node.source)
+        info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+        return getattr(info, node.attrs["attr"])
 
     def _initializer(self, node: Node):
         tensor = self.tensors_of(node).detach()
