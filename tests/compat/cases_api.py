@@ -7,18 +7,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd import Variable
 
-from harness import Case
+from harness import Case, Inputs
 
-_g = torch.Generator().manual_seed(99)
+_in = Inputs(99)
+R, I = _in.R, _in.I
 Pair = collections.namedtuple("Pair", "a b")
-
-
-def R(*shape):
-    return torch.randn(*shape, generator=_g)
-
-
-def I(high, *shape):
-    return torch.randint(0, high, shape, generator=_g)
 
 
 def two(shape_a, shape_b):

@@ -4,26 +4,10 @@ reductions, shapes and views, indexing, dtypes, tuples/lists/dicts in and out, i
 import torch
 import torch.nn.functional as F
 
-from harness import Case
+from harness import Case, Inputs
 
-_g = torch.Generator().manual_seed(1234)
-
-
-def R(*shape):
-    return torch.randn(*shape, generator=_g)
-
-
-def I(high, *shape):
-    return torch.randint(0, high, shape, generator=_g)
-
-
-def new2(*shapes_list):
-    """Two new inputs per shape set: same rank, other sizes and values."""
-    return [tuple(R(*s) for s in shapes) for shapes in shapes_list]
-
-
-def elementwise(name, fn, src="torch docs"):
-    return Case(name, fn, (R(3, 4),), new2([(5, 4)], [(2, 7)]), source=src, grad=True)
+_in = Inputs(1234)
+R, I, new2, elementwise = _in.R, _in.I, _in.new2, _in.elementwise
 
 
 def _topk_mask(x):

@@ -2,13 +2,10 @@
 import torch
 import torch.nn.functional as F
 
-from harness import Case
+from harness import Case, Inputs
 
-_g = torch.Generator().manual_seed(2024)
-
-
-def R(*shape):
-    return torch.randn(*shape, generator=_g)
+_in = Inputs(2024)
+R, _g = _in.R, _in.g
 
 
 def _eos_mask_setitem(features, features_len):

@@ -6,17 +6,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness import Case
+from harness import Case, Inputs
 
-_g = torch.Generator().manual_seed(4321)
-
-
-def R(*shape):
-    return torch.randn(*shape, generator=_g)
-
-
-def I(high, *shape):
-    return torch.randint(0, high, shape, generator=_g)
+_in = Inputs(4321)
+R, I = _in.R, _in.I
 
 
 def M(name, factory, example, new, **kw):

@@ -283,3 +283,26 @@ def eager_moves(case: Case) -> bool:
 def module_copy(module: nn.Module) -> Callable[[], nn.Module]:
     """A factory returning copies of ``module`` (for cases written around one instance)."""
     return lambda: copy.deepcopy(module)
+
+
+class Inputs:
+    """Seeded makers of example and new inputs, one per case file (same seed, same tensors)."""
+
+    def __init__(self, seed: int):
+        self.g = torch.Generator().manual_seed(seed)
+
+    def R(self, *shape):
+        return torch.randn(*shape, generator=self.g)
+
+    def P(self, *shape):
+        return torch.rand(*shape, generator=self.g) + 0.1
+
+    def I(self, high, *shape):
+        return torch.randint(0, high, shape, generator=self.g)
+
+    def new2(self, *shapes_list):
+        """Two new inputs per shape set: same rank, other sizes and values."""
+        return [tuple(self.R(*s) for s in shapes) for shapes in shapes_list]
+
+    def elementwise(self, name, fn, src="torch docs"):
+        return Case(name, fn, (self.R(3, 4),), self.new2([(5, 4)], [(2, 7)]), source=src, grad=True)

@@ -8,16 +8,16 @@ divergence it names the first diverging operation and its source line.
 from __future__ import annotations
 
 import difflib
-import warnings
 
 import torch
 
 from ..codegen.python import compile_function, generate
-from ..errors import TracerWarning, TracingCheckError
+from ..errors import TracingCheckError
 from ..ir import Graph, format_graph
 from ..passes.inline import inline_calls
 from ..pytree import flatten, unflatten
 from ..trace.patches import quiet_warnings
+from ..trace.source import warn_at
 from . import private_rng
 from .state import ModuleState as _State
 
@@ -44,11 +44,7 @@ def check_trace(traced_method, original, module, checks, tol: float, retrace) ->
         where = ", ".join(f"{n.op} at {n.source}" for n in nondet[:5])
         text = (f"Trace had nondeterministic nodes: {where}. Outputs of the traced program are not compared "
                 "with eager (did you forget to call .eval() on your model?)")
-        src = nondet[0].source
-        if src is not None:
-            warnings.warn_explicit(text, TracerWarning, src.filename, src.lineno, module="tracejit")
-        else:
-            warnings.warn(text, TracerWarning, stacklevel=4)
+        warn_at(text, nondet[0].source, stacklevel=4)
     for i, (args, kwargs) in enumerate(checks):
         rng = private_rng.for_graph(flat)   # never the global generator: other threads draw from it
         state = _State(module, rng)
@@ -97,11 +93,7 @@ def _warn_nondeterministic_mismatch(problem: str | None, src) -> None:
     """A trace with random ops is not failed for differing outputs; the difference is still reported."""
     if problem is None:
         return
-    text = f"{problem} (expected here: the trace has nondeterministic nodes)"
-    if src is not None:
-        warnings.warn_explicit(text, TracerWarning, src.filename, src.lineno, module="tracejit")
-    else:
-        warnings.warn(text, TracerWarning, stacklevel=4)
+    warn_at(f"{problem} (expected here: the trace has nondeterministic nodes)", src, stacklevel=4)
 
 
 def _without_retrace(traced_method):

@@ -11,10 +11,9 @@ program, or after ``drop_original()``) the GuardError is raised.
 from __future__ import annotations
 
 import threading
-import warnings
 
-from ..errors import GuardError, TracerWarning
-from ..trace.source import caller_stacklevel
+from ..errors import GuardError
+from ..trace.source import caller_stacklevel, warn_at
 
 LIMIT = 8
 
@@ -101,10 +100,7 @@ def _reason(error: GuardError) -> str:
 def _warn(entry: Specialization, n: int, limit: int) -> None:
     text = (f"a guard failed ({entry.reason}); traced again for these inputs (specialization {n} of at most "
             f"{limit} kept)")
-    if entry.source is not None:
-        warnings.warn_explicit(text, TracerWarning, entry.source.filename, entry.source.lineno, module="tracejit")
-    else:
-        warnings.warn(text, TracerWarning, stacklevel=caller_stacklevel())
+    warn_at(text, entry.source, stacklevel=caller_stacklevel())
 
 
 def on_guard_failure(owner, error: GuardError, run, args, kwargs):

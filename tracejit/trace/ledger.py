@@ -15,12 +15,11 @@ and what value was seen. Kinds:
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import TracerWarning
 from ..ir import SourceLoc
+from .source import warn_at
 
 
 INCORRECT = "might cause the trace to be incorrect"
@@ -86,10 +85,7 @@ class Ledger:
         if warn and self.emit_warnings and kind in self.WARN_KINDS:
             said = message if INCORRECT in message else f"{message}; this {INCORRECT}"
             text = f"{said}. The trace fixed the value {entry.value!r}; it may be wrong for other inputs."
-            if source is not None:
-                warnings.warn_explicit(text, TracerWarning, source.filename, source.lineno, module="tracejit")
-            else:
-                warnings.warn(text, TracerWarning, stacklevel=3)
+            warn_at(text, source, stacklevel=3)
 
 
 def _plain(value):

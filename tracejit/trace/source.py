@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 import torch
 
@@ -51,3 +52,13 @@ def caller_stacklevel() -> int:
         f = f.f_back
         level += 1
     return level
+
+
+def warn_at(text: str, source: SourceLoc | None, stacklevel: int) -> None:
+    """A TracerWarning at the user's source line when it is known, else ``stacklevel`` frames above
+    the caller of ``warn_at``."""
+    from ..errors import TracerWarning
+    if source is not None:
+        warnings.warn_explicit(text, TracerWarning, source.filename, source.lineno, module="tracejit")
+    else:
+        warnings.warn(text, TracerWarning, stacklevel=stacklevel + 1)
