@@ -9,6 +9,8 @@ import sys
 import unicodedata
 from collections import Counter
 
+from ..serialize.encode import dtype_name  # the one dtype-name table: serialize's
+
 PROG = "tracejit"
 
 
@@ -113,10 +115,6 @@ def op_histogram(obj) -> Counter:
 
 
 # ---- printing -------------------------------------------------------------------------------------
-def dtype_name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
-
-
 def shape_text(shape) -> str:
     return "[" + ", ".join(str(int(s)) for s in shape) + "]"
 

@@ -5,19 +5,13 @@ is materialized and the model never runs."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import struct
 
 from .common import (CLIError, check_file, escape, human, load, methods_of, op_histogram, plural, sha256_file,
                      shape_text, dtype_name, short_path, table, tensor_rows)
+from ..ir.graph import _DTYPE_NAMES as TORCHSCRIPT_TYPE_NAMES
 from .specs import DEBUG_HELP, FORMATTER, wrap
-
-# TorchScript-style type names for signatures: Float[2, 3, 32, 32]
-_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
-               "int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
-               "bool": "Bool", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
-
 
 def register(sub) -> None:
     ins = sub.add_parser(
@@ -39,26 +33,20 @@ def register(sub) -> None:
 
 
 def read_document(path: str) -> dict:
-    """The ``tracejit`` metadata document of a saved file, read from its safetensors header only."""
+    """The ``tracejit`` program document of a saved file, read from its header only (with the
+    loader's header reader: serialize/loader.py)."""
+    from ..errors import LoadError
+    from ..serialize.archive import MAX_HEADER
+    from ..serialize.loader import read_header
     with open(path, "rb") as f:
-        head = f.read(8)
         size = os.fstat(f.fileno()).st_size
-        if len(head) < 8:
-            raise CLIError(f"{path}: {size} bytes long: too short to be a tracejit program")
-        n = struct.unpack("<Q", head)[0]
-        if n > size - 8:
-            raise CLIError(f"{path}: the header claims {n} bytes but the file has {size - 8} after its length "
-                           "field (truncated, or not a tracejit file)")
-        raw = f.read(n)
+        head = f.read(8)
+        n = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+        data = head + f.read(min(n, MAX_HEADER))
     try:
-        header = json.loads(raw.decode("utf-8"))
-        doc = json.loads(header["__metadata__"]["tracejit"])
-    except (UnicodeDecodeError, ValueError, KeyError, TypeError):
-        raise CLIError(f"{path}: not a tracejit program (no 'tracejit' document in the safetensors "
-                       "metadata)") from None
-    if not isinstance(doc, dict):
-        raise CLIError(f"{path}: not a tracejit program (malformed document)")
-    return doc
+        return read_header(data, size)[2]
+    except LoadError as e:
+        raise CLIError(f"{path}: cannot load: {e}") from None
 
 
 def _leaf_type_text(leaf) -> str:
@@ -67,7 +55,7 @@ def _leaf_type_text(leaf) -> str:
         return repr(leaf)
     t = leaf.type
     if hasattr(t, "shape"):
-        name = _TYPE_NAMES.get(dtype_name(t.dtype), dtype_name(t.dtype))
+        name = TORCHSCRIPT_TYPE_NAMES.get(t.dtype, dtype_name(t.dtype))
         return f"{name}{shape_text(t.shape)}"
     return str(t)
 

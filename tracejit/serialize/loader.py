@@ -108,8 +108,12 @@ def _read_into(fh, buf, size: int, want_crc: bool):
     return n, (crc, data_start) if ok else None
 
 
-def _load(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
-    size = len(buf)
+def read_header(buf, size: int | None = None):
+    """``(header length, safetensors header, program document)`` of a tracejit file: ``buf`` holds its
+    bytes (the whole file, or its first 8 + header-length bytes, with ``size`` the file's size). Checks
+    the length field, the header's limits and JSON, the format marker and the schema version; raises
+    LoadError. The CLI's ``inspect`` reads the document through this too."""
+    size = len(buf) if size is None else size
     if size < 8:
         raise LoadError(f"the file is {size} bytes long: too short to be a tracejit program")
     header_len = struct.unpack("<Q", bytes(buf[:8]))[0]
@@ -142,6 +146,12 @@ def _load(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
     if version > SCHEMA_VERSION:
         raise LoadError(f"this file uses tracejit schema version {version}, newer than this tracejit "
                         f"({__version__}) reads (version {SCHEMA_VERSION}); upgrade tracejit to load it")
+    return header_len, header, doc
+
+
+def _load(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
+    size = len(buf)
+    header_len, header, doc = read_header(buf)
     if check_integrity:
         _check_crc(buf, header_len, doc.get("crc32"), data_crc)
     data_start = 8 + header_len
