@@ -8,6 +8,7 @@ import base64
 import json
 import mmap
 import os
+import re
 import struct
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -151,7 +152,12 @@ def read_header(buf, size: int | None = None):
 
 def _load(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
     size = len(buf)
-    header_len, header, doc = read_header(buf)
+    try:
+        header_len, header, doc = read_header(buf)
+    except LoadError as e:
+        if check_integrity:
+            _blame_checksum(buf, data_crc, e)
+        raise
     if check_integrity:
         _check_crc(buf, header_len, doc.get("crc32"), data_crc)
     data_start = 8 + header_len
@@ -188,6 +194,27 @@ def _no_duplicates(pairs):
                 raise LoadError(f"the file names {k[:80]!r} twice")
             seen.add(k)
     return d
+
+
+# the stored CRC as it shows in the raw header (the document is JSON inside a JSON string)
+_STORED_CRC = re.compile(rb'crc32\\":\\"([0-9a-f]{8})')
+
+
+def _blame_checksum(buf, data_crc, error: LoadError) -> None:
+    """The header does not read as a tracejit program: when the CRC stored in it still shows and the
+    file's bytes do not give it, the file is damaged (a flipped byte): raise that instead."""
+    if len(buf) < 8:
+        return
+    header_len = struct.unpack("<Q", bytes(buf[:8]))[0]
+    if header_len > min(MAX_HEADER, len(buf) - 8):
+        return
+    m = _STORED_CRC.search(bytes(buf[8:8 + header_len]))
+    if m is None:
+        return
+    try:
+        _check_crc(buf, header_len, m.group(1).decode(), data_crc)
+    except LoadError as crc_error:
+        raise LoadError(f"{crc_error}; the header does not read either ({error})") from None
 
 
 def _check_crc(buf, header_len: int, stored, data_crc=None) -> None:
