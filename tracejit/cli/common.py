@@ -53,10 +53,35 @@ def check_file(path: str) -> None:
         raise CLIError(f"{path}: is a directory, not a saved program")
 
 
+def check_not_torch_file(path: str) -> None:
+    """A TorchScript archive or torch.save file: say so and give the migration command for it."""
+    import mmap
+    import shlex
+
+    from ..migrate.detect import is_torch_file
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            kind = is_torch_file(buf)
+    if kind is None:
+        return
+    command = (f"tracejit migrate {shlex.quote(path)} -o {shlex.quote(os.path.splitext(path)[0] + '.tjit')} "
+               "--input DTYPE[SHAPE] ...")
+    if kind == "torchscript":
+        raise CLIError(f"{path}: this is a TorchScript archive, not a tracejit program; migrate it with "
+                       f"`{command}` (one --input per forward argument; only for files you trust: migrating "
+                       "runs the archive's TorchScript)")
+    raise CLIError(f"{path}: this is a torch.save file, not a tracejit program; if it holds a TorchScript module, "
+                   f"migrate it with `{command}`; if it holds weights, load them into the model and trace it "
+                   "with `tracejit trace`")
+
+
 def load(path: str, map_location=None):
     """``tracejit.load(path)``; a LoadError becomes a CLIError naming the file."""
     import tracejit
     check_file(path)
+    check_not_torch_file(path)
     try:
         return tracejit.load(path, map_location=map_location)
     except tracejit.LoadError as e:

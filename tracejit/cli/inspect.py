@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import struct
 
-from .common import (CLIError, check_file, escape, human, load, methods_of, op_histogram, plural, sha256_file,
-                     shape_text, dtype_name, short_path, table, tensor_rows)
+from .common import (CLIError, escape, human, load, methods_of, op_histogram, plural, sha256_file,
+                     dtype_name, short_path, table, tensor_rows)
 from ..ir.graph import _DTYPE_NAMES as TORCHSCRIPT_TYPE_NAMES
+from .symbolic import symbolic_dims
 from .specs import DEBUG_HELP, FORMATTER, wrap
 
 def register(sub) -> None:
@@ -19,8 +21,8 @@ def register(sub) -> None:
         description=wrap("Describe a saved tracejit program without running it: the traced methods of the root and "
                          "their input signatures; the parameters and buffers (name, shape, dtype, bytes) with totals "
                          "(a tensor shared by several names counted once); the ledger (what the trace froze: kind, "
-                         "source line, message); a histogram of the ops over all graphs; the file's SHA-256 (first 16 "
-                         "hex digits) and its stored CRC32. The program is loaded on the meta device: the file's "
+                         "source line, message); a histogram of the ops over all graphs; the file's SHA-256 and its "
+                         "stored CRC32. Sizes the graph keeps symbolic show as s0, s1, ... The program is loaded on the meta device: the file's "
                          "checksum and graphs are validated, no tensor is materialized and the model never runs."),
         epilog="example:\n  tracejit inspect model.tjit --graph --code")
     ins.add_argument("file", metavar="FILE", help="a program saved by tracejit.save or 'tracejit trace'")
@@ -49,28 +51,28 @@ def read_document(path: str) -> dict:
         raise CLIError(f"{path}: cannot load: {e}") from None
 
 
-def _leaf_type_text(leaf) -> str:
-    from ..ir import Value
-    if not isinstance(leaf, Value):
-        return repr(leaf)
-    t = leaf.type
-    if hasattr(t, "shape"):
-        name = TORCHSCRIPT_TYPE_NAMES.get(t.dtype, dtype_name(t.dtype))
-        return f"{name}{shape_text(t.shape)}"
-    return str(t)
-
-
 def signature(name: str, graph) -> str:
-    """``forward(x: Float[2, 3, 32, 32], flag=True)``: the traced dtypes and shapes of each argument."""
+    """``forward(x: Float[s0, 3, 32, 32], flag=True)``: each argument's traced dtype and sizes, the
+    sizes the graph keeps symbolic by name (see symbolic.py)."""
+    from ..ir import Value
     from ..runtime.traced import signature_text
-    return signature_text(name, graph, _leaf_type_text)
+    symbolic = symbolic_dims(graph)
+
+    def leaf_text(leaf) -> str:
+        if not isinstance(leaf, Value):
+            return repr(leaf)
+        t = leaf.type
+        if not hasattr(t, "shape"):
+            return str(t)
+        dims = [symbolic.get((id(leaf), d), str(int(s))) for d, s in enumerate(t.shape)]
+        return f"{TORCHSCRIPT_TYPE_NAMES.get(t.dtype, dtype_name(t.dtype))}[{', '.join(dims)}]"
+    return signature_text(name, graph, leaf_text)
 
 
 def cmd_inspect(args) -> int:
     path = args.file
-    check_file(path)
-    doc = read_document(path)
     obj = load(path, map_location="meta")   # validates checksum and graphs; reads no weights, runs nothing
+    doc = read_document(path)
     from ..runtime.traced import TracedFunction
     size = os.path.getsize(path)
     out = []
@@ -79,7 +81,7 @@ def cmd_inspect(args) -> int:
     mode = "" if is_fn else f" ({'train' if obj.training else 'eval'} mode)"
     out.append(f"{path}: tracejit {'function' if is_fn else 'module'} {name}{mode}")
     out.append(f"  size:    {size} bytes ({human(size)})")
-    out.append(f"  sha256:  {sha256_file(path)[:16]}")
+    out.append(f"  sha256:  {sha256_file(path)}")
     out.append(f"  crc32:   {doc.get('crc32')} (stored; verified)")
     out.append(f"  format:  {doc.get('format')} schema {doc.get('schema_version')}, "
                f"saved by tracejit {doc.get('tracejit_version')}")
@@ -87,9 +89,11 @@ def cmd_inspect(args) -> int:
     methods = methods_of(obj)
     out.append("")
     out.append("methods:")
-    for p, _, mname, fn in methods:
-        if p == "":
-            out.append(f"  {signature(mname, fn.graph)}")
+    sigs = [signature(mname, fn.graph) for p, _, mname, fn in methods if p == ""]
+    out += [f"  {s}" for s in sigs]
+    if any(re.search(r"[\[ ]s\d+[],]", s) for s in sigs):
+        out.append("  (s0, s1, ...: sizes the graph reads at run time and keeps symbolic; numbers: the sizes of the "
+                   "trace's example)")
     n_sub = sum(1 for p, *_ in methods if p)
     if n_sub:
         n_mods = len({p for p, *_ in methods if p})
