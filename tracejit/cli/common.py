@@ -59,11 +59,14 @@ def check_not_torch_file(path: str) -> None:
     import shlex
 
     from ..migrate.detect import is_torch_file
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-            kind = is_torch_file(buf)
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                kind = is_torch_file(buf)
+    except OSError:
+        return   # unreadable: tracejit.load says why
     if kind is None:
         return
     command = (f"tracejit migrate {shlex.quote(path)} -o {shlex.quote(os.path.splitext(path)[0] + '.tjit')} "

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import struct
 
 from .common import (CLIError, escape, human, load, methods_of, op_histogram, plural, sha256_file,
@@ -89,9 +88,9 @@ def cmd_inspect(args) -> int:
     methods = methods_of(obj)
     out.append("")
     out.append("methods:")
-    sigs = [signature(mname, fn.graph) for p, _, mname, fn in methods if p == ""]
-    out += [f"  {s}" for s in sigs]
-    if any(re.search(r"[\[ ]s\d+[],]", s) for s in sigs):
+    roots = [(mname, fn.graph) for p, _, mname, fn in methods if p == ""]
+    out += [f"  {signature(mname, graph)}" for mname, graph in roots]
+    if any(symbolic_dims(graph) for _, graph in roots):
         out.append("  (s0, s1, ...: sizes the graph reads at run time and keeps symbolic; numbers: the sizes of the "
                    "trace's example)")
     n_sub = sum(1 for p, *_ in methods if p)
