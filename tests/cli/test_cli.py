@@ -1,4 +1,4 @@
-"""The ``tracejit`` command line (tracejit/cli.py), run as ``python -m tracejit`` in a subprocess.
+"""The ``tracejit`` command line (tracejit/cli/), run as ``python -m tracejit`` in a subprocess.
 
 Starting a Python that imports torch costs seconds, so the subprocesses are few (five) and run
 concurrently: one fixture runs them all (trace and two error cases first, then inspect and run on
