@@ -1,4 +1,4 @@
-"""``python -m tracejit``: the same command line as the ``tracejit`` console script (see tracejit/cli.py)."""
+"""``python -m tracejit``: the same command line as the ``tracejit`` console script (see tracejit/cli/)."""
 import sys
 
 from .cli import main

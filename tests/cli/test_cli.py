@@ -1,4 +1,4 @@
-"""The ``tracejit`` command line (tracejit/cli.py), run as ``python -m tracejit`` in a subprocess.
+"""The ``tracejit`` command line (tracejit/cli/), run as ``python -m tracejit`` in a subprocess.
 
 Starting a Python that imports torch costs seconds, so the subprocesses are few (five) and run
 concurrently: one fixture runs them all (trace and two error cases first, then inspect and run on
@@ -132,7 +132,7 @@ def test_inspect_describes_the_file(runs):
     assert [int(c) for c, _ in hist] == sorted((int(c) for c, _ in hist), reverse=True)
     # the content hash and the stored checksum
     data = (d / "small.tjit").read_bytes()
-    assert re.search(r"sha256:\s+([0-9a-f]+)", out).group(1) == hashlib.sha256(data).hexdigest()[:16]
+    assert re.search(r"sha256:\s+([0-9a-f]+)", out).group(1) == hashlib.sha256(data).hexdigest()
     header = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])
     stored = json.loads(header["__metadata__"]["tracejit"])["crc32"]
     assert re.search(r"crc32:\s+([0-9a-f]{8})", out).group(1) == stored

@@ -8,6 +8,7 @@ import base64
 import json
 import mmap
 import os
+import re
 import struct
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -108,8 +109,12 @@ def _read_into(fh, buf, size: int, want_crc: bool):
     return n, (crc, data_start) if ok else None
 
 
-def _load(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
-    size = len(buf)
+def read_header(buf, size: int | None = None):
+    """``(header length, safetensors header, program document)`` of a tracejit file: ``buf`` holds its
+    bytes (the whole file, or its first 8 + header-length bytes, with ``size`` the file's size). Checks
+    the length field, the header's limits and JSON, the format marker and the schema version; raises
+    LoadError. The CLI's ``inspect`` reads the document through this too."""
+    size = len(buf) if size is None else size
     if size < 8:
         raise LoadError(f"the file is {size} bytes long: too short to be a tracejit program")
     header_len = struct.unpack("<Q", bytes(buf[:8]))[0]
@@ -142,6 +147,17 @@ def _load(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
     if version > SCHEMA_VERSION:
         raise LoadError(f"this file uses tracejit schema version {version}, newer than this tracejit "
                         f"({__version__}) reads (version {SCHEMA_VERSION}); upgrade tracejit to load it")
+    return header_len, header, doc
+
+
+def _load(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
+    size = len(buf)
+    try:
+        header_len, header, doc = read_header(buf)
+    except LoadError as e:
+        if check_integrity:
+            _blame_checksum(buf, data_crc, e)
+        raise
     if check_integrity:
         _check_crc(buf, header_len, doc.get("crc32"), data_crc)
     data_start = 8 + header_len
@@ -178,6 +194,27 @@ def _no_duplicates(pairs):
                 raise LoadError(f"the file names {k[:80]!r} twice")
             seen.add(k)
     return d
+
+
+# the stored CRC as it shows in the raw header (the document is JSON inside a JSON string)
+_STORED_CRC = re.compile(rb'crc32\\":\\"([0-9a-f]{8})')
+
+
+def _blame_checksum(buf, data_crc, error: LoadError) -> None:
+    """The header does not read as a tracejit program: when the CRC stored in it still shows and the
+    file's bytes do not give it, the file is damaged (a flipped byte): raise that instead."""
+    if len(buf) < 8:
+        return
+    header_len = struct.unpack("<Q", bytes(buf[:8]))[0]
+    if header_len > min(MAX_HEADER, len(buf) - 8):
+        return
+    m = _STORED_CRC.search(bytes(buf[8:8 + header_len]))
+    if m is None:
+        return
+    try:
+        _check_crc(buf, header_len, m.group(1).decode(), data_crc)
+    except LoadError as crc_error:
+        raise LoadError(f"{crc_error}; the header does not read either ({error})") from None
 
 
 def _check_crc(buf, header_len: int, stored, data_crc=None) -> None:

@@ -1,0 +1,51 @@
+"""The ``tracejit`` parser and entry point: the subcommands register themselves from their modules
+(inspect.py, trace.py, run.py, migrate.py, view.py); ``main`` turns every error into one line."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from . import inspect, migrate, run, trace, view
+from .common import PROG, CLIError, fail
+from .specs import DEBUG_HELP, FORMATTER, Parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+    p = Parser(prog=PROG, formatter_class=FORMATTER,
+               description="Inspect, trace and run tracejit programs (files saved by tracejit.save).",
+               epilog="examples:\n"
+                      "  tracejit trace models:small --input 'float32[2,16]' -o small.tjit\n"
+                      "  tracejit inspect small.tjit --graph\n"
+                      "  tracejit run small.tjit --input 'float32[8,16]' --repeat 50\n\n"
+                      "Run 'tracejit COMMAND --help' for a command's options.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    p.add_argument("--debug", action="store_true", help=DEBUG_HELP)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    sub.required = True
+    for command in (inspect, trace, run, migrate, view):
+        command.register(sub)
+    return p
+
+
+def main(argv=None) -> int:
+    """Entry point of the ``tracejit`` console script and ``python -m tracejit``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except CLIError as e:
+        if args.debug:
+            raise
+        fail(str(e), e.code)
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    except BrokenPipeError:   # `tracejit inspect big.tjit | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except Exception as e:  # a bug, or an error without a better message: still one line
+        if args.debug:
+            raise
+        fail(f"{type(e).__name__}: {e}", 1)
+    return 0

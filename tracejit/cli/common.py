@@ -1,0 +1,183 @@
+"""What the commands share: the one-line error (``CLIError``, ``fail``), escaping of text read from
+files, loading a program with the CLI's error wording, and the printing helpers (tables, sizes,
+shapes, the traced methods, parameters and ops of a program)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import unicodedata
+from collections import Counter
+
+from ..serialize.encode import dtype_name  # the one dtype-name table: serialize's
+
+PROG = "tracejit"
+
+
+class CLIError(Exception):
+    """A failure to report as one ``tracejit: error:`` line; ``code`` is the exit status."""
+
+    def __init__(self, message: str, code: int = 1):
+        super().__init__(message)
+        self.code = code
+
+
+def fail(message: str, code: int):
+    """Print ``tracejit: error: MESSAGE`` (one line, escaped) to stderr and exit with ``code``."""
+    line = escape(" ".join(str(message).split()))  # one line, whatever the message held
+    sys.stderr.write(f"{PROG}: error: {line}\n")
+    sys.exit(code)
+
+
+def escape(text: str, keep_newlines: bool = False) -> str:
+    """``text`` with every control or format character (terminal escapes, bidi overrides) shown
+    as a Python escape, so nothing read from a file can drive the terminal."""
+    out = []
+    for c in str(text):
+        if (c == "\n" and keep_newlines) or c.isprintable() and not _format_char(c):
+            out.append(c)
+        else:
+            out.append(ascii(c)[1:-1])
+    return "".join(out)
+
+
+def _format_char(c: str) -> bool:
+    return unicodedata.category(c) in ("Cf", "Zl", "Zp")
+
+
+# ---- files and programs ---------------------------------------------------------------------------
+def check_file(path: str) -> None:
+    if not os.path.exists(path):
+        raise CLIError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise CLIError(f"{path}: is a directory, not a saved program")
+
+
+def check_not_torch_file(path: str) -> None:
+    """A TorchScript archive or torch.save file: say so and give the migration command for it."""
+    import mmap
+    import shlex
+
+    from ..migrate.detect import is_torch_file
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                kind = is_torch_file(buf)
+    except OSError:
+        return   # unreadable: tracejit.load says why
+    if kind is None:
+        return
+    command = (f"tracejit migrate {shlex.quote(path)} -o {shlex.quote(os.path.splitext(path)[0] + '.tjit')} "
+               "--input DTYPE[SHAPE] ...")
+    if kind == "torchscript":
+        raise CLIError(f"{path}: this is a TorchScript archive, not a tracejit program; migrate it with "
+                       f"`{command}` (one --input per forward argument; only for files you trust: migrating "
+                       "runs the archive's TorchScript)")
+    raise CLIError(f"{path}: this is a torch.save file, not a tracejit program; if it holds a TorchScript module, "
+                   f"migrate it with `{command}`; if it holds weights, load them into the model and trace it "
+                   "with `tracejit trace`")
+
+
+def load(path: str, map_location=None):
+    """``tracejit.load(path)``; a LoadError becomes a CLIError naming the file."""
+    import tracejit
+    check_file(path)
+    check_not_torch_file(path)
+    try:
+        return tracejit.load(path, map_location=map_location)
+    except tracejit.LoadError as e:
+        msg = str(e)
+        raise CLIError(msg if msg.startswith(path) else f"{path}: cannot load: {msg}") from None
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def methods_of(obj):
+    """``[(path, module_type, method_name, fn)]`` for every traced method, root first; each module once."""
+    from ..runtime.traced import TracedFunction
+    if isinstance(obj, TracedFunction):
+        return [("", obj.__name__, obj.__name__, obj._fn)]
+    out, seen = [], set()
+    for path, m in obj.named_modules(remove_duplicate=False):
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        for name, fn in getattr(m, "_traced_methods", {}).items():
+            out.append((path, m.original_name, name, fn))
+    return out
+
+
+def tensor_rows(obj):
+    """One row per distinct tensor: (name, kind, shape, dtype, bytes, aliases). Shared tensors appear once."""
+    from ..runtime.traced import TracedFunction
+    if isinstance(obj, TracedFunction):
+        return []
+    rows, by_id = [], {}
+    named = []   # state_dict order: per module, its parameters then its buffers
+    for path, m in obj.named_modules(remove_duplicate=False):
+        prefix = f"{path}." if path else ""
+        named += [(prefix + n, "param", t) for n, t in m._parameters.items()]
+        named += [(prefix + n, "buffer", t) for n, t in m._buffers.items()]
+    for name, kind, t in named:
+        if t is None:
+            continue
+        if id(t) in by_id:
+            by_id[id(t)][5].append(name)
+            continue
+        row = [name, kind, shape_text(t.shape), dtype_name(t.dtype), t.numel() * t.element_size(), []]
+        by_id[id(t)] = row
+        rows.append(row)
+    return rows
+
+
+def op_histogram(obj) -> Counter:
+    return Counter(node.op for _, _, _, fn in methods_of(obj) for node in fn.graph.nodes)
+
+
+# ---- printing -------------------------------------------------------------------------------------
+def shape_text(shape) -> str:
+    return "[" + ", ".join(str(int(s)) for s in shape) + "]"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)  # pragma: no cover
+
+
+def short_path(filename: str) -> str:
+    if not filename:
+        return filename
+    cwd = os.getcwd() + os.sep
+    if filename.startswith(cwd):
+        return filename[len(cwd):]
+    at = filename.rfind("site-packages" + os.sep)
+    return filename[at + len("site-packages") + 1:] if at >= 0 else filename
+
+
+def table(rows, header, align) -> list:
+    """Lines of a left/right aligned (``align``: a ``<`` or ``>`` per column) text table."""
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+
+    def line(r):
+        cells = [str(c).rjust(w) if a == ">" else str(c).ljust(w) for c, w, a in zip(r, widths, align)]
+        return "  " + "  ".join(cells).rstrip()
+    return [line(header)] + [line(r) for r in rows]
+
+
+def ledger_source(entry) -> str:
+    return f"{short_path(entry.source.filename)}:{entry.source.lineno}" if entry.source else "-"

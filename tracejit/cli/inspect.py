@@ -1,0 +1,153 @@
+"""``tracejit inspect FILE [--graph] [--code]``: describe a saved program without running it.
+
+The program is loaded on the meta device: the file's checksum and graphs are validated, no tensor
+is materialized and the model never runs."""
+from __future__ import annotations
+
+import argparse
+import os
+import struct
+
+from .common import (CLIError, escape, human, load, methods_of, op_histogram, plural, sha256_file,
+                     dtype_name, short_path, table, tensor_rows)
+from ..ir.graph import _DTYPE_NAMES as TORCHSCRIPT_TYPE_NAMES
+from .symbolic import symbolic_dims
+from .specs import DEBUG_HELP, FORMATTER, wrap
+
+def register(sub) -> None:
+    ins = sub.add_parser(
+        "inspect", formatter_class=FORMATTER, help="describe a saved program without running it",
+        description=wrap("Describe a saved tracejit program without running it: the traced methods of the root and "
+                         "their input signatures; the parameters and buffers (name, shape, dtype, bytes) with totals "
+                         "(a tensor shared by several names counted once); the ledger (what the trace froze: kind, "
+                         "source line, message); a histogram of the ops over all graphs; the file's SHA-256 and its "
+                         "stored CRC32. Sizes the graph keeps symbolic show as s0, s1, ... The program is loaded on the meta device: the file's "
+                         "checksum and graphs are validated, no tensor is materialized and the model never runs."),
+        epilog="example:\n  tracejit inspect model.tjit --graph --code")
+    ins.add_argument("file", metavar="FILE", help="a program saved by tracejit.save or 'tracejit trace'")
+    ins.add_argument("--graph", action="store_true",
+                     help="also print the IR graph of every traced method (root and submodules)")
+    ins.add_argument("--code", action="store_true",
+                     help="also print the generated Python code of every traced method (root and submodules)")
+    ins.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+    ins.set_defaults(func=cmd_inspect)
+
+
+def read_document(path: str) -> dict:
+    """The ``tracejit`` program document of a saved file, read from its header only (with the
+    loader's header reader: serialize/loader.py)."""
+    from ..errors import LoadError
+    from ..serialize.archive import MAX_HEADER
+    from ..serialize.loader import read_header
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(8)
+        n = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+        data = head + f.read(min(n, MAX_HEADER))
+    try:
+        return read_header(data, size)[2]
+    except LoadError as e:
+        raise CLIError(f"{path}: cannot load: {e}") from None
+
+
+def signature(name: str, graph) -> str:
+    """``forward(x: Float[s0, 3, 32, 32], flag=True)``: each argument's traced dtype and sizes, the
+    sizes the graph keeps symbolic by name (see symbolic.py)."""
+    from ..ir import Value
+    from ..runtime.traced import signature_text
+    symbolic = symbolic_dims(graph)
+
+    def leaf_text(leaf) -> str:
+        if not isinstance(leaf, Value):
+            return repr(leaf)
+        t = leaf.type
+        if not hasattr(t, "shape"):
+            return str(t)
+        dims = [symbolic.get((id(leaf), d), str(int(s))) for d, s in enumerate(t.shape)]
+        return f"{TORCHSCRIPT_TYPE_NAMES.get(t.dtype, dtype_name(t.dtype))}[{', '.join(dims)}]"
+    return signature_text(name, graph, leaf_text)
+
+
+def cmd_inspect(args) -> int:
+    path = args.file
+    obj = load(path, map_location="meta")   # validates checksum and graphs; reads no weights, runs nothing
+    doc = read_document(path)
+    from ..runtime.traced import TracedFunction
+    size = os.path.getsize(path)
+    out = []
+    is_fn = isinstance(obj, TracedFunction)
+    name = obj.__name__ if is_fn else obj.original_name
+    mode = "" if is_fn else f" ({'train' if obj.training else 'eval'} mode)"
+    out.append(f"{path}: tracejit {'function' if is_fn else 'module'} {name}{mode}")
+    out.append(f"  size:    {size} bytes ({human(size)})")
+    out.append(f"  sha256:  {sha256_file(path)}")
+    out.append(f"  crc32:   {doc.get('crc32')} (stored; verified)")
+    out.append(f"  format:  {doc.get('format')} schema {doc.get('schema_version')}, "
+               f"saved by tracejit {doc.get('tracejit_version')}")
+
+    methods = methods_of(obj)
+    out.append("")
+    out.append("methods:")
+    roots = [(mname, fn.graph) for p, _, mname, fn in methods if p == ""]
+    out += [f"  {signature(mname, graph)}" for mname, graph in roots]
+    if any(symbolic_dims(graph) for _, graph in roots):
+        out.append("  (s0, s1, ...: sizes the graph reads at run time and keeps symbolic; numbers: the sizes of the "
+                   "trace's example)")
+    n_sub = sum(1 for p, *_ in methods if p)
+    if n_sub:
+        n_mods = len({p for p, *_ in methods if p})
+        out.append(f"  (and {n_sub} traced method(s) of {n_mods} submodule(s); see --graph)")
+
+    out += _tensor_lines(obj, methods)
+
+    ledger = tuple(getattr(obj, "ledger", ()))
+    out.append("")
+    out.append(f"ledger: {plural(len(ledger), 'entry', 'entries')}")
+    if ledger:
+        lrows = [[e.kind, f"{short_path(e.source.filename)}:{e.source.lineno}" if e.source else "-",
+                  " ".join(str(e.message).split())] for e in ledger]
+        out += table(lrows, ["kind", "source", "message"], "<<<")
+
+    from ..runtime.guard_table import guard_rows
+    grows = guard_rows(methods)
+    out += ["", f"guards: {len(grows)} (checked at every call; see docs/DESIGN.md, Guards)"]
+    out += table(grows, ["method", "kind", "source", "predicate", "expected"], "<<<<<") if grows else []
+
+    hist = op_histogram(obj)
+    out.append("")
+    out.append(f"ops: {sum(hist.values())} nodes in {len(methods)} graph(s)")
+    if hist:
+        hrows = [[c, op] for op, c in sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))]
+        out += table(hrows, ["count", "op"], "><")
+
+    for p, _, mname, fn in methods:
+        label = f"{p}.{mname}" if p else mname
+        if args.graph:
+            out.append("")
+            out.append(f"graph of {label}:")
+            out.append(str(fn.graph).rstrip("\n"))
+        if args.code:
+            out.append("")
+            out.append(f"code of {label}:")
+            out.append(fn.code.rstrip("\n"))
+    print(escape("\n".join(out), keep_newlines=True))
+    return 0
+
+
+def _tensor_lines(obj, methods) -> list:
+    rows = tensor_rows(obj)
+    out = ["", "parameters and buffers:"]
+    if rows:
+        shown = [[r[0] + (f" (= {', '.join(r[5])})" if r[5] else ""), r[1], r[2], r[3], r[4]] for r in rows]
+        out += table(shown, ["name", "kind", "shape", "dtype", "bytes"], "<<<<>")
+        total = sum(r[4] for r in rows)
+        n_params = sum(1 for r in rows if r[1] == "param")
+        out.append(f"  total: {plural(len(rows), 'tensor')} ({plural(n_params, 'parameter')}, "
+                   f"{plural(len(rows) - n_params, 'buffer')}), {total} bytes ({human(total)})")
+    else:
+        out.append("  (none)")
+    n_const = sum(len(fn.graph.constants) for _, _, _, fn in methods)
+    if n_const:
+        cbytes = sum(t.numel() * t.element_size() for _, _, _, fn in methods for t in fn.graph.constants)
+        out.append(f"  constants captured by the trace: {n_const} tensors, {cbytes} bytes")
+    return out

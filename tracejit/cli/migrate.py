@@ -1,0 +1,11 @@
+"""``tracejit migrate``: the subcommand lives with the migration code (tracejit/migrate/cli.py);
+this hook hands it the CLI's input-spec parser and error class."""
+from __future__ import annotations
+
+from .common import CLIError
+from .specs import parse_input_spec
+
+
+def register(sub) -> None:
+    from ..migrate import cli as migrate_cli
+    migrate_cli.register(sub, parse_input_spec, CLIError)
