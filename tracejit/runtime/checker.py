@@ -150,7 +150,7 @@ def graph_diff(a: Graph, b: Graph) -> str:
 
 
 def first_structural_difference(a: Graph, b: Graph) -> str | None:
-    from ..ir.printer import Namer, format_node
+    from ..ir.printer import Namer
     na, nb = Namer(a), Namer(b)
     ops = [n for n in a.nodes if n.op != "tracejit::guard"], [n for n in b.nodes if n.op != "tracejit::guard"]
     # name the first differing op; a guard only when the ops agree

@@ -2,9 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
-import types
-import warnings
 
 import torch
 from torch import nn
@@ -17,7 +14,6 @@ from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .guards import check_policy, training_guard
 from .recorder import Frame, Tracer
-from .source import user_location
 from . import capture, legacy, patches  # noqa: F401  (legacy registers the Variable(t) stand-in)
 from .symbolic import get_tracer, set_tracer
 
