@@ -119,12 +119,18 @@ def _sinusoidal(pos):
     args = pos[:, None].float() * freqs[None]
     return torch.cat([args.sin(), args.cos()], dim=-1)
 
+def _scale_by_head_dim(q):
+    return q / q.shape[-1] ** 0.5   # torch records the pow of the size; tracejit guards the size and retraces
+
+
 def _masked_mean(x, mask):
     m = mask.unsqueeze(-1).to(x.dtype)
     return (x * m).sum(1) / m.sum(1).clamp(min=1e-9)
 
 
 CASES = [
+    Case("size_in_float_math_other_size", _scale_by_head_dim, (R(2, 4),), [(R(2, 9),), (R(3, 16),)],
+         source="attention scaling by the head size", deliberate="warns-size-float-math"),
     elementwise("gelu_new_tanh", _gelu_new,
                                                                           "transformers activations.py"),
     elementwise("layer_norm_manual", _layer_norm_manual, "BERT LayerNorm (TF style)"),
