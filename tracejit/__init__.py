@@ -15,12 +15,13 @@ from .trace.api import is_tracing
 from .trace.ledger import LedgerEntry
 from .porting import load, save
 from .patch import patch_torch_jit, unpatch_torch_jit
+from .export import ExportError, export_onnx
+from .inference import freeze, optimize_for_inference
+from .migrate import migrate
+from .viewer import view
 
 __all__ = ["trace", "trace_module", "save", "load", "TracedFunction", "TracedModule", "is_tracing", "LedgerEntry",
            "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "LoadError", "SaveError", "patch_torch_jit",
            "unpatch_torch_jit", "ArgumentTypeError", "ArgumentValueError", "BackwardHookError",
-           "ProgramNotFoundError"]
-from .migrate import migrate  # noqa: E402  (TorchScript archives -> tracejit; tracejit/migrate)
-__all__.append("migrate")
-from .viewer import view  # noqa: E402  (the HTML graph viewer; tracejit/viewer)
-__all__.append("view")
+           "ProgramNotFoundError", "export_onnx", "ExportError", "freeze", "optimize_for_inference",
+           "migrate", "view"]

@@ -1,0 +1,90 @@
+"""What becomes of a traced program's guards (``tracejit::guard``) in an ONNX model.
+
+- ``training`` and ``rank`` guards always hold in the exported model: it is the traced mode's
+  program, and every input has the traced rank (ONNX checks ranks at the entry).
+- A ``size`` guard that pins an input dimension to a number (``x.size(1) == 3``, or
+  ``x.size(1) != 3`` being False) makes that dimension static: onnxruntime checks it at the entry.
+- Other size guards (``seq_len > 64``, sizes of intermediates) cannot be checked by ONNX: the
+  model keeps the traced branch; export warns (TracerWarning) and lists them in the model's
+  metadata (``tracejit.unchecked_guards``).
+- ``value`` guards (a tensor's values read in Python) make the export fail: the ONNX model
+  would silently compute the traced branch for other values.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+from ..errors import TracerWarning
+from ..ir import Graph, Value
+from .errors import ExportError
+
+GUARD_OP = "tracejit::guard"
+ALWAYS_HOLD = ("training", "rank")
+
+
+def plan_guards(graph: Graph) -> tuple[dict, list]:
+    """({(input index, dim): size} pinned by guards, [guard nodes ONNX cannot check])."""
+    index = {id(v): i for i, v in enumerate(graph.inputs)}
+    pinned: dict = {}
+    unchecked = []
+    for node in graph.nodes:
+        if node.op != GUARD_OP:
+            continue
+        kind = node.attrs.get("kind")
+        if kind in ALWAYS_HOLD:
+            continue
+        if kind == "value":
+            raise ExportError(f"the trace relied on tensor values ({node.attrs.get('what')}); ONNX has no way to "
+                              "check them, so the exported model could silently take the traced branch for other "
+                              "values. Export of value guards is not supported", GUARD_OP,
+                              node.source or node.attrs.get("line"))
+        if kind not in ("size", "length"):
+            raise ExportError(f"no ONNX form for a guard of kind {kind!r} ({node.attrs.get('what')})", GUARD_OP,
+                              node.source or node.attrs.get("line"))
+        pin = _pinned_input_dim(node, index)
+        if pin is not None:
+            pinned[pin[0]] = pin[1]
+        else:
+            unchecked.append(node)
+    return pinned, unchecked
+
+
+def _pinned_input_dim(node, index: dict):
+    test, expected = node.attrs.get("test"), node.attrs.get("expected")
+    if not ((test == "eq" and expected is True) or (test == "ne" and expected is False)) or len(node.args) != 2:
+        return None
+    size, const = node.args if isinstance(node.args[0], Value) else node.args[::-1]
+    if not isinstance(size, Value) or not isinstance(const, int) or isinstance(const, bool):
+        return None
+    producer = size.producer
+    if producer is None or not producer.op.startswith("aten::size.int") or len(producer.args) != 2:
+        return None
+    tensor, dim = producer.args
+    if not isinstance(tensor, Value) or id(tensor) not in index or not isinstance(dim, int):
+        return None
+    rank = len(tensor.type.shape)
+    return (index[id(tensor)], dim % rank if rank else 0), const
+
+
+def warn_unchecked(unchecked: list) -> str:
+    """Warn about guards the ONNX model does not check; returns the text kept in the model metadata."""
+    if not unchecked:
+        return ""
+    lines = [f"{n.attrs.get('what') or n.attrs.get('test')} ({n.source or n.attrs.get('line') or 'unknown line'})"
+             for n in unchecked]
+    shown = "; ".join(lines[:3]) + (f"; and {len(lines) - 3} more" if len(lines) > 3 else "")
+    warnings.warn(TracerWarning(f"export_onnx: {len(lines)} size guard(s) of the trace cannot be checked by the "
+                                f"ONNX model, which keeps the traced branch for any size: {shown}"),
+                  stacklevel=_user_stacklevel())
+    return "\n".join(lines)
+
+
+def _user_stacklevel() -> int:
+    """The stacklevel of the first caller outside the tracejit package (the user's line)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level - 1

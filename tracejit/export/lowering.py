@@ -1,0 +1,337 @@
+"""Lower one tracejit IR node to ONNX nodes, through onnxscript's torch_lib.
+
+For ``aten::name.overload`` the registry of torch_lib (onnxscript's ATen-to-ONNX function
+library) is asked for ``aten::name.overload`` and then ``aten::name``; tracejit's own table
+(special_ops.py) comes first for the few ops it records in another form. Arguments are put in
+the ATen schema's order, Python constants become constants of the right dtype, and tensor
+inputs of elementwise ops are cast to the dtype torch's type promotion gives.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from ..ir import Node, TensorType, Value, iter_values
+from ._deps import require
+from .dtypes import SCALAR_TO_ONNX, onnx_dtype
+from .errors import ExportError
+from .recorder import split_inputs_attributes
+from .schema_args import bind
+from .special_ops import HANDLERS
+
+ir = require("onnx_ir")
+from onnxscript.function_libs.torch_lib import ops as _torch_lib_ops  # noqa: E402,F401  (fills the registry)
+from onnxscript.function_libs.torch_lib.registration import default_registry  # noqa: E402
+from onnxscript.onnx_opset import opset18 as op  # noqa: E402
+from onnxscript._internal.values import TracedOnnxFunction  # noqa: E402
+
+# ops whose tensor operands torch promotes to one dtype (output dtype, or result_type for comparisons)
+PROMOTING = {"add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod", "pow",
+             "maximum", "minimum", "atan2", "where", "masked_fill", "clamp", "lerp", "addcmul", "addcdiv"}
+ACCUMULATING = {"cumsum", "cumprod", "sum", "prod", "mean"}
+COMPARING = {"eq", "ne", "lt", "le", "gt", "ge", "isclose"}
+CAPTURE_OPS = ("tracejit::dtype_of", "tracejit::device_of", "tracejit::finfo")
+# ops whose result shares memory with their first input
+VIEW_OPS = {"view", "reshape", "select", "slice", "transpose", "permute", "expand", "expand_as", "unsqueeze",
+            "squeeze", "as_strided", "narrow", "t", "unflatten", "flatten", "diagonal", "alias", "detach", "chunk",
+            "split", "unbind", "view_as", "unfold", "movedim", "swapaxes", "mT", "numpy_T", "real", "imag"}
+
+
+# Python operator dunders tracejit records under their own names -> the ATen op torch_lib lists
+ALIASES = {"__and__": "bitwise_and", "__or__": "bitwise_or", "__xor__": "bitwise_xor",
+           "__lshift__": "bitwise_left_shift", "__rshift__": "bitwise_right_shift", "true_divide": "div",
+           "floor_divide": "floor_divide", "positive": "positive"}
+
+
+# overloads whose meaning differs from the bare name's in torch_lib
+OVERLOAD_ALIASES = {"aten::min.other": "aten::minimum", "aten::max.other": "aten::maximum"}
+NO_OVERLOAD_FALLBACK = {"aten::min", "aten::max", "aten::sum", "aten::mean", "aten::std", "aten::var",
+                        "aten::prod", "aten::all", "aten::any", "aten::argmax", "aten::argmin", "aten::median"}
+
+
+def lookup(op_name: str):
+    """The torch_lib function for ``aten::name.overload``, or None."""
+    ns, _, rest = op_name.partition("::")
+    name, dot, overload = rest.partition(".")
+    op_name = f"{ns}::{ALIASES.get(name, name)}{dot}{overload}"
+    if op_name in OVERLOAD_ALIASES:
+        op_name = OVERLOAD_ALIASES[op_name]
+    keys = [op_name[:-len(".default")] if op_name.endswith(".default") else op_name]
+    if not op_name.endswith(".default") and op_name.rsplit(".", 1)[0] not in NO_OVERLOAD_FALLBACK:
+        # torch_lib lists many overloads under the bare name (aten::div for div.Tensor_mode ...)
+        keys.append(op_name.rsplit(".", 1)[0])
+    for key in keys:
+        if key in default_registry and default_registry[key].overloads:
+            return default_registry[key].overloads[0]
+    return None
+
+
+class Lowering:
+    """Converts IR nodes in order; ``env`` maps IR Values to ONNX values."""
+
+    def __init__(self, builder, tensors_of, graph):
+        self.builder = builder
+        self.position = {id(n): i for i, n in enumerate(graph.nodes)}
+        self.last_use: dict[int, int] = {}
+        for i, n in enumerate(graph.nodes):
+            for v in n.input_values():
+                self.last_use[id(v)] = i
+        for v in iter_values(graph.outputs):
+            self.last_use[id(v)] = len(graph.nodes)
+        self.env: dict[int, object] = {}
+        self.tensors_of = tensors_of   # node -> torch.Tensor for get_attr / constant nodes
+        self.dtypes: dict[int, torch.dtype] = {}   # dtype_of outputs -> the torch dtype
+
+    # ------------------------------------------------------------------ args
+    def arg(self, a):
+        if isinstance(a, Value):
+            try:
+                return self.env[id(a)]
+            except KeyError:
+                raise ExportError("a value is used before it is defined (malformed graph)") from None
+        if isinstance(a, (list, tuple)):
+            return [self.arg(x) for x in a]
+        if isinstance(a, torch.dtype):
+            return int(onnx_dtype(a))
+        if isinstance(a, (torch.device, torch.layout, torch.memory_format)):
+            return str(a)
+        return a
+
+    # ------------------------------------------------------------------ nodes
+    def lower(self, node: Node) -> None:
+        try:
+            results = self._lower(node)
+        except ExportError:
+            raise
+        except NotImplementedError as e:
+            raise ExportError(f"cannot export {node.op} to ONNX: {e}", node.op, node.source) from e
+        except Exception as e:  # noqa: BLE001  (torch_lib / onnx errors get the op and source line)
+            raise ExportError(f"converting {node.op} to ONNX failed: {type(e).__name__}: {e}", node.op,
+                              node.source) from e
+        self._bind_outputs(node, results)
+
+    def _lower(self, node: Node):
+        if node.op == "tracejit::guard":
+            return []   # checked at the entry or listed as unchecked (guards.py)
+        if node.op in ("tracejit::get_attr", "tracejit::constant"):
+            return [self._initializer(node)]
+        if node.op == "tracejit::getitem":
+            container, index = node.args
+            return [self.arg(container)[index]]
+        if node.op in CAPTURE_OPS:
+            return [self._capture(node)]
+        if node.op == "tracejit::call_module":
+            raise ExportError("submodule call left in the graph; export works on the inlined graph", node.op,
+                              node.source)
+        if node.op.startswith("tracejit::"):
+            raise ExportError(f"no ONNX conversion for tracejit op '{node.op}'", node.op, node.source)
+        op_name = self._functional(node)
+        if op_name.endswith(".Scalar") and any(isinstance(a, Value) and not isinstance(a.type, TensorType)
+                                               for a in node.args[1:]):
+            op_name = op_name[:-len("Scalar")] + "Tensor"   # a traced size as the scalar: a 0-d tensor
+        args, kwargs = bind(op_name, node.args, node.kwargs)
+        args = [self.arg(a) for a in args]
+        kwargs = {k: self.arg(v) for k, v in kwargs.items()}
+        args = self._promote(node, args)
+        handler = HANDLERS.get(op_name)
+        if handler is not None:
+            return handler(self, node, args, kwargs)
+        fn = lookup(op_name)
+        if fn is None:
+            raise ExportError(f"no ONNX conversion for ATen op '{node.op}': neither onnxscript's torch_lib nor "
+                              "tracejit's table (tracejit/export/special_ops.py) has one", node.op, node.source)
+        return self._call_torch_lib(fn, args, kwargs)
+
+    def _functional(self, node: Node) -> str:
+        """The op to convert: ``aten::add_.Tensor`` becomes ``aten::add.Tensor`` when nothing can see the
+        mutation (the written tensor is a fresh intermediate, not a view, and unused afterwards)."""
+        ns, _, rest = node.op.partition("::")
+        name, dot, overload = rest.partition(".")
+        if not (node.effectful or (name.endswith("_") and not name.startswith("_"))):
+            return node.op
+        target = node.args[0] if node.args else None
+        where = "the written tensor"
+        if not isinstance(target, Value) or target.producer is None:
+            why = f"{where} is an input of the traced program (the caller would see the change)"
+        elif target.producer.op in ("tracejit::get_attr", "tracejit::constant"):
+            why = f"{where} is a parameter, buffer or constant of the module"
+        elif target.producer.name in VIEW_OPS:
+            why = f"{where} is a view ({target.producer.op}) of another tensor"
+        elif self.last_use.get(id(target), -1) > self.position.get(id(node), -1):
+            why = f"{where} is used again after the in-place op"
+        else:
+            return f"{ns}::{name[:-1]}{dot}{overload}" if name.endswith("_") else node.op
+        raise ExportError(f"cannot export the in-place op {node.op}: {why}", node.op, node.source)
+
+    def _capture(self, node: Node):
+        """dtype / device / finfo read from a traced value: fixed in an ONNX model (its input dtypes are)."""
+        if node.op == "tracejit::device_of":
+            return "cpu"
+        if node.op == "tracejit::dtype_of":
+            dtype = node.args[0].type.dtype
+            self.dtypes[id(node.outputs[0])] = dtype
+            return int(onnx_dtype(dtype))
+        arg = node.args[0] if node.args else None
+        dtype = self.dtypes.get(id(arg)) if isinstance(arg, Value) else arg
+        if not isinstance(dtype, torch.dtype):
+            raise ExportError("torch.finfo of a dtype the exporter cannot resolve", node.op, node.source)
+        info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+        return getattr(info, node.attrs["attr"])
+
+    def _initializer(self, node: Node):
+        tensor = self.tensors_of(node).detach()
+        name = node.attrs.get("path") or f"constant_{node.attrs.get('index', 0)}"
+        return self.builder.initializer(ir.tensor(tensor.contiguous().numpy() if tensor.dtype != torch.bfloat16
+                                                  else tensor, name=name), name=name, qualify=False)
+
+    def _promote(self, node: Node, args: list) -> list:
+        """Cast tensor operands of an elementwise op to the dtype torch computes in."""
+        name = node.name
+        if name.endswith("_"):
+            name = name[:-1]
+        if name not in PROMOTING and name not in COMPARING and name not in ACCUMULATING:
+            return args
+        out_type = node.outputs[0].type if node.outputs and node.outputs[0] is not None else None
+        if not isinstance(out_type, TensorType):
+            return args
+        if name in COMPARING:
+            target = _result_type(node.args[:2])
+        else:
+            target = out_type.dtype
+        if target is None:
+            return args
+        want = onnx_dtype(target)
+        skip = {0} if name == "where" else {1} if name == "masked_fill" else set()
+        if name in ACCUMULATING:
+            skip = set(range(1, len(args)))   # only the accumulated tensor: bool / int sums give int64
+        return [op.Cast(a, to=want) if (i not in skip and isinstance(a, ir.Value) and a.dtype is not None
+                                        and a.dtype != want) else a
+                for i, a in enumerate(args)]
+
+    def _call_torch_lib(self, fn, args: list, kwargs: dict):
+        signature = fn.op_signature
+        inputs, attrs = _named(signature, args, kwargs)
+        traced = isinstance(fn, TracedOnnxFunction)
+        inputs = _constants_for_inputs(self.builder, signature, inputs, keep_lists=traced)
+        if traced:
+            return fn.func(**inputs, **attrs)
+        values, attrs2 = split_inputs_attributes(signature, list(inputs.values()), attrs)
+        return self.builder.call_inline(fn, *values, **attrs2)
+
+    def _bind_outputs(self, node: Node, results) -> None:
+        outs = [v for v in node.outputs]
+        if isinstance(results, ir.Value) or not isinstance(results, Sequence):
+            results = [results]
+        results = list(results)
+        if len(outs) > 1 and len(results) == 1 and isinstance(results[0], ir.Value):
+            seq = results[0]   # a sequence (SplitToSequence): take its items
+            results = [op.SequenceAt(seq, i) for i in range(len(outs))]
+        for i, v in enumerate(outs):
+            if v is None:
+                continue
+            if i >= len(results) or results[i] is None:
+                raise ExportError(f"the ONNX conversion of {node.op} gave {len(results)} output(s); the trace has "
+                                  f"{len(outs)}", node.op, node.source)
+            self.env[id(v)] = self._typed(results[i], v)
+
+    def _typed(self, value, v: Value):
+        """Make the ONNX value carry the traced dtype (a Cast where torch_lib chose another) and rank."""
+        if not isinstance(value, ir.Value):
+            return value
+        t = v.type
+        want = onnx_dtype(t.dtype) if isinstance(t, TensorType) else SCALAR_TO_ONNX.get(getattr(t, "kind", ""))
+        if want is None:
+            return value
+        if value.dtype is not None and value.dtype != want:
+            value = op.Cast(value, to=want)
+        if value.type is None:
+            value.type = ir.TensorType(want)
+        rank = len(t.shape) if isinstance(t, TensorType) else 0
+        if value.shape is None or len(value.shape) != rank:
+            value.shape = ir.Shape([None] * rank)
+        return value
+
+
+def _result_type(operands) -> torch.dtype | None:
+    """torch's promoted dtype of (tensor or scalar) operands, on meta tensors."""
+    metas = []
+    for a in operands:
+        if isinstance(a, Value) and isinstance(a.type, TensorType):
+            metas.append(torch.empty(a.type.shape, dtype=a.type.dtype, device="meta"))
+        elif isinstance(a, Value):
+            metas.append({"int": 1, "float": 1.0, "bool": True}.get(a.type.kind, 1))
+        elif isinstance(a, (bool, int, float)):
+            metas.append(a)
+    if len(metas) < 2 or not any(isinstance(m, torch.Tensor) for m in metas):
+        return None
+    if not isinstance(metas[0], torch.Tensor):
+        metas[0], metas[1] = metas[1], metas[0]
+    return torch.result_type(metas[0], metas[1])
+
+
+def _named(signature, args: list, kwargs: dict) -> tuple[dict, dict]:
+    """{input name: value}, {attribute name: value} for a torch_lib function (unknown kwargs dropped)."""
+    inputs, attrs = {}, {}
+    rest = list(args)
+    for param in signature.params:
+        if isinstance(param, ir.schemas.Parameter) and param.variadic and rest:
+            inputs[param.name] = list(rest)
+            rest = []
+            continue
+        if rest:
+            value, given = rest.pop(0), True
+        elif param.name in kwargs:
+            value, given = kwargs[param.name], True
+        else:
+            value, given = None, False
+        if isinstance(param, ir.schemas.AttributeParameter):
+            if given and value is not None:
+                attrs[param.name] = float(value) if param.type == ir.AttributeType.FLOAT and isinstance(value, int) \
+                    else value
+        elif given or not param.required:
+            if given or value is not None:
+                inputs[param.name] = value
+        else:
+            raise TypeError(f"missing required input '{param.name}'")
+    return inputs, attrs
+
+
+def _constants_for_inputs(builder, signature, inputs: dict, keep_lists: bool) -> dict:
+    """Python numbers / lists given for tensor inputs become ONNX constants (dtype from the other inputs
+    of the same type constraint); a list mixing traced sizes and numbers becomes a Concat."""
+    binding = {}
+    for name, value in inputs.items():
+        param = signature.params_map[name]
+        if isinstance(value, ir.Value) and value.dtype is not None:
+            binding.setdefault(param.type_constraint, value.dtype)
+    out = {}
+    for name, value in inputs.items():
+        param = signature.params_map[name]
+        sequence_param = all(isinstance(t, ir.SequenceType) for t in param.type_constraint.allowed_types)
+        if value is None or isinstance(value, ir.Value) or param.variadic or sequence_param:
+            out[name] = value
+            continue
+        dtype = binding.get(param.type_constraint)
+        allowed = param.type_constraint.allowed_types
+        if dtype is None and len(allowed) == 1:
+            dtype = next(iter(allowed)).dtype
+        if isinstance(value, (list, tuple)):
+            if any(isinstance(x, ir.Value) for x in value):
+                parts = [op.Reshape(x, [-1]) if isinstance(x, ir.Value)
+                         else builder._get_or_create_constant([x], dtype or ir.DataType.INT64) for x in value]
+                out[name] = op.Concat(*parts, axis=0)
+                continue
+            if keep_lists and value:
+                out[name] = list(value)   # trace-only functions read len(); onnxscript promotes it when used
+                continue
+            if dtype is None:
+                dtype = ir.DataType.FLOAT if any(isinstance(x, float) for x in value) else ir.DataType.INT64
+            out[name] = builder._get_or_create_constant(list(value), dtype) if value else \
+                builder.initializer(ir.tensor([], dtype=ir.DataType.INT64))
+            continue
+        if dtype is None:
+            dtype = ir.DataType.BOOL if isinstance(value, bool) else \
+                ir.DataType.FLOAT if isinstance(value, float) else ir.DataType.INT64
+        out[name] = builder._get_or_create_constant(value, dtype)
+    return out

@@ -1,0 +1,150 @@
+"""``tracejit.export_onnx``: a traced program as an ONNX model, from tracejit's own IR.
+
+The inlined graph of the traced method is lowered node by node (lowering.py) into an onnx-ir
+graph through onnxscript's torch_lib; every input dimension becomes a named dynamic axis
+(``<input>_dim<i>``), since the generated program itself accepts any size the ops accept (sizes
+the trace froze are in its ledger). The model is checked with ``onnx.checker`` (full check) and
+ONNX shape inference before it is returned or written.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import nn
+
+from ..ir import Graph, Value, iter_values
+from ._deps import require
+from .dtypes import onnx_dtype
+from .errors import ExportError
+from .guards import plan_guards, warn_unchecked
+
+DEFAULT_OPSET = 18   # torch_lib's functions are written against opset 18
+
+
+def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forward"):
+    """Write ``traced`` (a TracedModule or TracedFunction) as an ONNX model to ``f`` (a path or a
+    binary file object; None: only return it). Returns the ``onnx.ModelProto``.
+
+    >>> import torch, tracejit
+    >>> traced = tracejit.trace(lambda x: torch.relu(x) * 2, torch.randn(2, 3))
+    >>> proto = tracejit.export_onnx(traced)
+    >>> [d.dim_param for d in proto.graph.input[0].type.tensor_type.shape.dim]
+    ['x_dim0', 'x_dim1']
+    """
+    onnx = require("onnx")
+    proto = require("onnx_ir").serde.serialize_model(build_model(traced, opset, method=method))
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+        proto = onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
+    except Exception as e:  # noqa: BLE001
+        raise ExportError(f"the exported ONNX model does not pass onnx.checker / shape inference: {e}") from e
+    if f is not None:
+        if isinstance(f, (str, os.PathLike)):
+            onnx.save(proto, os.fspath(f))
+        else:
+            f.write(proto.SerializeToString())
+    return proto
+
+
+def traced_graph(traced, method: str = "forward") -> Graph:
+    """The inlined graph of ``traced``'s ``method`` (a new Graph: the user's is never changed)."""
+    from ..passes.inline import inline_calls
+    if isinstance(traced, nn.Module):
+        fns = getattr(traced, "_traced_methods", None)
+        if fns is None or method not in fns:
+            raise TypeError(f"export needs a traced module or function (tracejit.trace / trace_module); got "
+                            f"{type(traced).__name__} without a traced {method!r}")
+        return inline_calls(fns[method].graph)
+    graph = getattr(traced, "graph", None)
+    if not isinstance(graph, Graph):
+        raise TypeError(f"export needs a traced module or function (tracejit.trace / trace_module); got "
+                        f"{type(traced).__name__}")
+    return inline_calls(graph)
+
+
+def input_names(graph: Graph) -> list[str]:
+    """An ONNX input name per graph input: the traced callable's argument name for that leaf."""
+    names = {}
+    for leaf, arg_name in zip(graph.input_leaves, graph.arg_names or ()):
+        if isinstance(leaf, Value):
+            names[id(leaf)] = arg_name
+    out, used = [], set()
+    for i, v in enumerate(graph.inputs):
+        base = _identifier(names.get(id(v)) or v.hint or f"input_{i}")
+        name, k = base, 1
+        while name in used:
+            name, k = f"{base}_{k}", k + 1
+        used.add(name)
+        out.append(name)
+    return out
+
+
+def _identifier(text: str) -> str:
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in str(text))
+    return out if out and not out[0].isdigit() else "_" + out
+
+
+def build_model(traced, opset: int | None = None, *, method: str = "forward"):
+    """The onnx-ir Model of ``traced``'s ``method``."""
+    ir = require("onnx_ir")
+    from .lowering import Lowering
+    from .recorder import NamingGraphBuilder as GraphBuilder, Recorder
+
+    if opset is not None and not (isinstance(opset, int) and opset >= DEFAULT_OPSET):
+        raise ValueError(f"export_onnx: opset {opset!r} is not supported; use {DEFAULT_OPSET} or later "
+                         "(onnxscript's torch_lib writes opset 18)")
+    graph = traced_graph(traced, method)
+    pinned, unchecked = plan_guards(graph)
+    onnx_graph = ir.Graph([], [], nodes=[], opset_imports={"": DEFAULT_OPSET}, name=method)
+    builder = GraphBuilder(onnx_graph)
+    lowering = Lowering(builder, _tensor_source(traced, graph), graph)
+    for k, (v, name) in enumerate(zip(graph.inputs, input_names(graph))):
+        if not hasattr(v.type, "shape"):
+            raise ExportError(f"input '{name}' is a traced Python number ({v.type}); ONNX export needs tensor inputs")
+        dims = [pinned.get((k, i), ir.SymbolicDim(f"{name}_dim{i}")) for i in range(len(v.type.shape))]
+        lowering.env[id(v)] = builder.input(name, dtype=onnx_dtype(v.type.dtype), shape=ir.Shape(dims))
+    with Recorder(builder):
+        for node in graph.nodes:
+            lowering.lower(node)
+        _add_outputs(builder, lowering, graph)
+    model = ir.Model(onnx_graph, ir_version=10, producer_name="tracejit")
+    unchecked_text = warn_unchecked(unchecked)
+    if unchecked_text:
+        model.metadata_props["tracejit.unchecked_guards"] = unchecked_text
+    if opset is not None and opset != DEFAULT_OPSET:
+        from onnxscript import version_converter
+        version_converter.convert_version(model, opset)
+    return model
+
+
+def _add_outputs(builder, lowering, graph: Graph) -> None:
+    from onnxscript.onnx_opset import opset18 as op
+    seen = set()
+    index = 0
+    for leaf in graph.outputs:
+        for v in iter_values(leaf):
+            value = lowering.env[id(v)]
+            if not hasattr(v.type, "shape"):
+                raise ExportError("the traced program returns a Python number; ONNX outputs are tensors")
+            if id(value) in seen or value.is_graph_input() or value.is_initializer() or value.producer() is None:
+                value = op.Identity(value)
+            seen.add(id(value))
+            builder.add_output(value, f"output_{index}" if len(graph.outputs) > 1 or index else "output")
+            index += 1
+
+
+def _tensor_source(traced, graph: Graph):
+    """node -> the tensor a get_attr / constant node reads (the traced module's own tensors)."""
+    def tensor_of(node):
+        if node.op == "tracejit::constant":
+            return graph.constants[node.attrs["index"]]
+        if not isinstance(traced, nn.Module):
+            raise ExportError(f"get_attr {node.attrs.get('path')!r} in a traced function", node.op, node.source)
+        obj = traced
+        for part in node.attrs["path"].split("."):
+            obj = getattr(obj, part)
+        if not isinstance(obj, torch.Tensor):
+            raise ExportError(f"attribute {node.attrs['path']!r} is not a tensor", node.op, node.source)
+        return obj
+    return tensor_of

@@ -1,0 +1,126 @@
+"""Run a traced program in an onnxruntime InferenceSession, with the traced call signature.
+
+``OrtProgram(traced)`` exports the traced method to ONNX in memory (export_onnx) and opens a
+CPU session: all graph optimizations, ``intra_op_num_threads = torch.get_num_threads()``, idle
+workers do not spin (on a few cores a spinning pool slows whatever runs next). A call flattens
+the arguments like the traced program, hands each tensor to onnxruntime as a numpy view of its
+memory (no copy for contiguous CPU tensors) and wraps the numpy results with
+``torch.from_numpy`` (no copy), rebuilt into the traced output structure.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import pytree
+from ..ir import Value
+from ._deps import require
+from .onnx_export import export_onnx, input_names, traced_graph
+
+
+class OrtProgram:
+    """A traced program running in onnxruntime; call it like the traced program."""
+
+    def __init__(self, traced, *, threads: int | None = None, spinning: bool = False, optimized_model_path=None):
+        ort = require("onnxruntime")
+        if getattr(traced, "training", False) is True:
+            raise RuntimeError(f"optimize_for_inference: {getattr(traced, 'original_name', 'the module')} is in "
+                               "training mode; the onnxruntime backend is for inference. Call .eval() on it first.")
+        graph = traced_graph(traced)
+        self.graph = graph
+        self.proto = export_onnx(traced)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = threads or torch.get_num_threads()
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+        if optimized_model_path is not None:
+            options.optimized_model_filepath = str(optimized_model_path)
+        self.session = ort.InferenceSession(self.proto.SerializeToString(), options,
+                                            providers=["CPUExecutionProvider"])
+        # the session's C++ run (InferenceSession.run re-validates names on every call)
+        self._run = getattr(getattr(self.session, "_sess", None), "run", None) or self.session.run
+        self._names = input_names(graph)
+        self._output_names = [o.name for o in self.session.get_outputs()]
+        self._n_inputs = len(graph.inputs)
+        self._input_index = {id(v): i for i, v in enumerate(graph.inputs)}
+        self._in_spec = graph.in_spec
+        self._leaf_slots = [self._input_index.get(id(x)) if isinstance(x, Value) else None
+                            for x in graph.input_leaves]
+        args_spec, kwargs_spec = graph.in_spec.children
+        # fast path: positional tensors only, one graph input each, in order
+        self._flat = (kwargs_spec.num_leaves == 0 and all(c.kind == "leaf" for c in args_spec.children)
+                      and self._leaf_slots == list(range(self._n_inputs)))
+        self._kw_keys = kwargs_spec.keys
+        self._out_spec = graph.out_spec
+        self._out_leaves = list(graph.outputs)
+        self._plain_out = (len(self._out_leaves) == len(self._output_names)
+                           and all(isinstance(o, Value) for o in self._out_leaves))
+        self.signature = _signature(traced, graph)
+
+    def __call__(self, *args, **kwargs):
+        if self._flat and not kwargs and len(args) == self._n_inputs:
+            tensors = args
+        else:
+            tensors = self._flatten(args, kwargs)
+        try:
+            feed = {name: t.numpy() for name, t in zip(self._names, tensors)}
+        except (AttributeError, RuntimeError, TypeError):
+            feed = self._checked_feed(tensors)
+        try:
+            results = self._run(self._output_names, feed, None)
+        except Exception as e:  # noqa: BLE001  (onnxruntime's errors name ONNX nodes, not the user's call)
+            raise RuntimeError(f"{self.signature}: onnxruntime could not run this call with "
+                               f"{_describe(tensors)}: {e}") from None
+        outs = [torch.from_numpy(r) for r in results]
+        if self._plain_out:
+            return pytree.unflatten(self._out_spec, outs) if self._out_spec is not None else outs[0]
+        it = iter(outs)
+        leaves = [next(it) if isinstance(o, Value) else o for o in self._out_leaves]
+        return pytree.unflatten(self._out_spec, leaves)
+
+    def _checked_feed(self, tensors) -> dict:
+        feed = {}
+        for name, t in zip(self._names, tensors):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{self.signature}: argument '{name}' should be a Tensor; got {type(t).__name__}")
+            feed[name] = t.detach().cpu().numpy()
+        return feed
+
+    def _flatten(self, args, kwargs) -> list:
+        if set(kwargs) != set(self._kw_keys):
+            raise TypeError(f"{self.signature} was called with keyword arguments {sorted(kwargs)}; the trace had "
+                            f"{sorted(self._kw_keys)}")
+        leaves, spec = pytree.flatten((tuple(args), {k: kwargs[k] for k in self._kw_keys}))
+        if spec != self._in_spec:
+            raise TypeError(f"{self.signature} was called with arguments of another structure: "
+                            f"{spec.describe(_kind(x) for x in leaves)}")
+        tensors = [None] * self._n_inputs
+        for slot, leaf, traced_leaf in zip(self._leaf_slots, leaves, self.graph.input_leaves):
+            if slot is None:
+                if leaf != traced_leaf:
+                    raise ValueError(f"{self.signature}: an argument was traced as the constant {traced_leaf!r}; "
+                                     f"got {leaf!r}. Trace again to use another value.")
+            else:
+                tensors[slot] = leaf
+        return tensors
+
+    def __repr__(self) -> str:
+        return f"<OrtProgram {self.signature}>"
+
+
+def _signature(traced, graph) -> str:
+    sig = getattr(traced, "signature", None)
+    if sig is None:
+        fns = getattr(traced, "_traced_methods", {})
+        sig = getattr(fns.get("forward"), "signature", "forward(...)")
+    return sig
+
+
+def _kind(x) -> str:
+    return "Tensor" if isinstance(x, torch.Tensor) else type(x).__name__
+
+
+def _describe(tensors) -> str:
+    return ", ".join(f"Tensor(shape={tuple(t.shape)}, dtype={t.dtype})" if isinstance(t, torch.Tensor) else repr(t)
+                     for t in tensors)
+

@@ -1,0 +1,107 @@
+"""Run onnxscript's torch_lib functions so that they write ONNX nodes into an onnx-ir graph.
+
+torch_lib's functions are written against ``onnxscript.opset18``: each ``op.X(...)`` asks the
+current onnxscript evaluator to run X. ``Recorder`` is that evaluator: it hands every op to
+onnxscript's ``GraphBuilder`` (schema-aware input/attribute split, Python constants promoted to
+the right dtype, per-node shape inference), so the conversions themselves all come from torch_lib.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ._deps import require
+
+ir = require("onnx_ir")
+require("onnxscript")
+from onnxscript._internal.builder import GraphBuilder  # noqa: E402
+from onnxscript._internal import evaluator as _evaluator  # noqa: E402
+
+
+def output_count(op, kwargs: dict) -> int:
+    """How many outputs a node of ONNX op ``op`` gets (the schema's count, except where torch_lib
+    expects fewer: BatchNormalization in inference mode, Split with num_outputs)."""
+    schema = op.op_schema
+    if op.domain == "" and op.name == "BatchNormalization" and not kwargs.get("training_mode", 0):
+        return 1
+    if op.domain == "" and op.name == "Split" and isinstance(kwargs.get("num_outputs"), int):
+        return kwargs["num_outputs"]
+    return len(schema.outputs) if schema is not None else 1
+
+
+class NamingGraphBuilder(GraphBuilder):
+    """GraphBuilder whose initializers always have a (unique) name: torch_lib passes unnamed tensors."""
+
+    def initializer(self, tensor, name=None, *, qualify=True):
+        if name is None and not getattr(tensor, "name", None):
+            name, qualify = f"const_{len(self._root._graph.initializers)}", False
+            while name in self._root._graph.initializers:
+                name += "_"
+        return super().initializer(tensor, name, qualify=qualify)
+
+
+class Recorder:
+    """An onnxscript evaluator that records ops into ``builder``'s graph."""
+
+    def __init__(self, builder: GraphBuilder):
+        self.builder = builder
+
+    def eval_op(self, op, args: Sequence, kwargs: dict):
+        kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        args = [self._pack(a) for a in args]
+        return self.builder.call_op(op.name, list(args), kwargs, domain=op.domain, version=op.opset.version,
+                                    outputs=output_count(op, kwargs))
+
+    def _pack(self, arg):
+        """A Python list mixing traced sizes and numbers (``[n, 1]``) as one 1-D tensor: a Concat."""
+        if not isinstance(arg, (list, tuple)) or not any(isinstance(x, ir.Value) for x in arg):
+            return arg
+        dtype = next(x.dtype for x in arg if isinstance(x, ir.Value))
+        parts = []
+        for x in arg:
+            if isinstance(x, ir.Value):
+                parts.append(self.builder.call_op("Reshape", [x, [-1]], {}, version=18))
+            else:
+                parts.append(self.builder._get_or_create_constant([x], dtype))
+        return self.builder.call_op("Concat", parts, {"axis": 0}, version=18)
+
+    def eval_function(self, function, args: Sequence, kwargs: dict):
+        """A scripted (not trace-only) torch_lib function: inline its body."""
+        inputs, attrs = split_inputs_attributes(function.op_signature, list(args), dict(kwargs))
+        values = [self.builder._input_to_ir_value(v) if not isinstance(v, ir.Value) else v for v in inputs]
+        return self.builder.call_inline(function, *values, **attrs)
+
+    def __enter__(self):
+        self._cm = _evaluator.default_as(self)
+        self._cm.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)
+
+
+def split_inputs_attributes(signature, args: list, kwargs: dict) -> tuple[list, dict]:
+    """Inputs (in order) and attributes of a call of a function with ``signature``."""
+    inputs, attrs = [], {}
+    rest = list(args)
+    for param in signature.params:
+        if rest:
+            value = rest.pop(0)
+        elif param.name in kwargs:
+            value = kwargs[param.name]
+        else:
+            value = _default(param)
+        if isinstance(param, ir.schemas.AttributeParameter):
+            if value is not None:
+                attrs[param.name] = value.value if isinstance(value, ir.Attr) else value
+        else:
+            inputs.append(value)
+    while inputs and inputs[-1] is None:
+        inputs.pop()
+    return inputs, attrs
+
+
+def _default(param):
+    default = getattr(param, "default", None)
+    if default is None or isinstance(default, ir.schemas._Empty):
+        return None
+    return default

@@ -1,0 +1,69 @@
+"""Put a node's Python-call arguments in the order of its ATen schema.
+
+tracejit records the call as Python made it (``x.view(2, -1)``: sizes as varargs, ``x.sum(1)``);
+onnxscript's torch_lib functions take the ATen schema's parameters (``view(self, size)``).
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+
+@functools.lru_cache(maxsize=None)
+def aten_schema(op: str):
+    """The ``torch._C.FunctionSchema`` of ``aten::name.overload``, or None when torch has none."""
+    ns, _, rest = op.partition("::")
+    name, _, overload = rest.partition(".")
+    packet = getattr(getattr(torch.ops, ns, None), name, None)
+    if packet is None:
+        return None
+    overload_fn = getattr(packet, overload or "default", None)
+    return None if overload_fn is None else overload_fn._schema
+
+
+def bind(op: str, args: tuple, kwargs: dict) -> tuple[list, dict]:
+    """(positional args, keyword-only args) in schema order; varargs sizes packed into one list.
+
+    Without a schema the call is returned unchanged.
+    """
+    schema = aten_schema(op)
+    if schema is None:
+        return list(args), dict(kwargs)
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    args = list(args)
+    if len(args) > len(positional) and positional:
+        # varargs: x.view(2, -1), x.permute(0, 2, 1), x.new_zeros(n, 3) pack into the list parameter
+        for i, arg in enumerate(positional):
+            if _is_int_list(arg):
+                extra = len(args) - len(positional)
+                args = args[:i] + [list(args[i:i + extra + 1])] + args[i + extra + 1:]
+                break
+    out_args = []
+    out_kwargs = {}
+    for i, arg in enumerate(positional):
+        if i < len(args):
+            value = args[i]
+        elif arg.name in kwargs:
+            value = kwargs[arg.name]
+        elif arg.has_default_value():
+            value = arg.default_value
+        else:
+            break
+        if _is_int_list(arg) and not isinstance(value, (list, tuple)) and value is not None \
+                and not _is_tensor_value(value):
+            # x.view(-1), x.sum(1): one size for an int[] parameter; int[2] repeats it (kernel_size=3)
+            value = [value] * (arg.N or 1) if isinstance(arg.N, int) else [value]
+        out_args.append(value)
+    for arg in schema.arguments:
+        if arg.kwarg_only and arg.name in kwargs:
+            out_kwargs[arg.name] = kwargs[arg.name]
+    return out_args, out_kwargs
+
+
+def _is_int_list(arg) -> bool:
+    return "List[int]" in str(arg.type)
+
+
+def _is_tensor_value(value) -> bool:
+    return hasattr(value, "type") and hasattr(value.type, "shape")

@@ -1,0 +1,133 @@
+"""Conversions torch_lib does not have in the form tracejit records.
+
+tracejit records ops as Python called them, before torch's decompositions, so a few reach the
+exporter in a form torch_lib's registry does not list (``aten::batch_norm``, Python size
+arithmetic, ``x.float()`` as ``aten::to`` without its dtype). Each handler takes the lowering
+context, the node and its converted (schema-ordered) args and kwargs, and returns the ONNX values.
+"""
+from __future__ import annotations
+
+from ._deps import require
+from .dtypes import SCALAR_TO_ONNX, onnx_dtype
+
+ir = require("onnx_ir")
+from onnxscript.onnx_opset import opset18 as op  # noqa: E402
+
+HANDLERS: dict = {}
+
+
+def handles(*names):
+    def register(fn):
+        for name in names:
+            HANDLERS[name] = fn
+        return fn
+    return register
+
+
+def _rank(node, i=0) -> int:
+    return len(node.args[i].type.shape)
+
+
+@handles("aten::size.int", "aten::sym_size.int")
+def size_int(cx, node, args, kwargs):
+    dim = args[1]
+    if not isinstance(dim, int):
+        raise TypeError("size(dim) with a traced dim")
+    dim = dim % _rank(node) if _rank(node) else 0
+    return [op.Squeeze(op.Shape(args[0], start=dim, end=dim + 1), [0])]
+
+
+def _scalar_dtype(node):
+    return SCALAR_TO_ONNX[node.outputs[0].type.kind]
+
+
+def _scalars(cx, node, args):
+    """Both operands as 0-d tensors of the result's dtype."""
+    dtype = _scalar_dtype(node)
+    out = []
+    for a in args[:2]:
+        if isinstance(a, ir.Value):
+            out.append(a if a.dtype == dtype else op.Cast(a, to=dtype))
+        else:
+            out.append(cx.builder._get_or_create_constant(a, dtype))
+    return out
+
+
+@handles("aten::add.int", "aten::add.float", "aten::add.int_float", "aten::add.float_int")
+def add_scalar(cx, node, args, kwargs):
+    a, b = _scalars(cx, node, args)
+    return [op.Add(a, b)]
+
+
+@handles("aten::sub.int", "aten::sub.float")
+def sub_scalar(cx, node, args, kwargs):
+    a, b = _scalars(cx, node, args)
+    return [op.Sub(a, b)]
+
+
+@handles("aten::mul.int", "aten::mul.float", "aten::mul.int_float", "aten::mul.float_int")
+def mul_scalar(cx, node, args, kwargs):
+    a, b = _scalars(cx, node, args)
+    return [op.Mul(a, b)]
+
+
+@handles("aten::floordiv.int")
+def floordiv_int(cx, node, args, kwargs):
+    a, b = (op.Cast(v, to=ir.DataType.DOUBLE) for v in _scalars(cx, node, args))
+    return [op.Cast(op.Floor(op.Div(a, b)), to=ir.DataType.INT64)]
+
+
+@handles("aten::remainder.int", "aten::mod.int")
+def mod_int(cx, node, args, kwargs):
+    a, b = _scalars(cx, node, args)
+    return [op.Mod(a, b)]   # fmod=0: the sign of the divisor, as Python's %
+
+
+@handles("aten::to.dtype", "aten::to.dtype_layout", "aten::to.device", "aten::to.prim_Device", "aten::to.other", "aten::to.prim_dtype",
+         "aten::type_as.default", "aten::_to_copy.default", "aten::type.default")
+def cast_to_output(cx, node, args, kwargs):
+    """``x.to(...)``, ``x.float()``, ``x.type_as(y)``: a Cast to the dtype the trace saw."""
+    x = args[0]
+    want = onnx_dtype(node.outputs[0].type.dtype)
+    return [op.Identity(x) if x.dtype == want else op.Cast(x, to=want)]
+
+
+@handles("aten::batch_norm.default")
+def batch_norm(cx, node, args, kwargs):
+    x, weight, bias, mean, var, training, momentum, eps = args[:8]
+    if training:
+        raise NotImplementedError("batch_norm in training mode (call .eval() before tracing)")
+    if weight is None or bias is None or mean is None or var is None:
+        raise NotImplementedError("batch_norm without weight, bias or running statistics")
+    return [op.BatchNormalization(x, weight, bias, mean, var, epsilon=float(eps), momentum=1.0 - float(momentum))]
+
+
+@handles("aten::adaptive_avg_pool1d.default", "aten::adaptive_avg_pool2d.default",
+         "aten::adaptive_avg_pool3d.default")
+def adaptive_avg_pool(cx, node, args, kwargs):
+    size = args[1]
+    if not all(isinstance(s, int) and s == 1 for s in size):
+        raise NotImplementedError(f"adaptive average pooling to size {list(size)} (only an output size of 1 converts)")
+    return [op.GlobalAveragePool(args[0])]
+
+
+@handles("aten::softmax.int", "aten::log_softmax.int")
+def softmax(cx, node, args, kwargs):
+    x, dim = args[0], args[1]
+    dtype = args[2] if len(args) > 2 else None
+    if dtype is not None:
+        x = op.Cast(x, to=dtype)
+    fn = op.Softmax if node.op.startswith("aten::softmax") else op.LogSoftmax
+    return [fn(x, axis=dim)]
+
+
+@handles("aten::diff.default")
+def diff(cx, node, args, kwargs):
+    x, n, dim, prepend, append = (list(args) + [1, -1, None, None])[:5]
+    if n != 1:
+        raise NotImplementedError(f"diff with n={n} (only n=1 converts)")
+    parts = [p for p in (prepend, x, append) if p is not None]
+    if len(parts) > 1:
+        x = op.Concat(*parts, axis=dim)
+    big = 2 ** 62
+    return [op.Sub(op.Slice(x, [1], [big], [dim]), op.Slice(x, [0], [-1], [dim]))]

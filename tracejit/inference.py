@@ -1,0 +1,109 @@
+"""``tracejit.freeze`` and ``tracejit.optimize_for_inference``: torch.jit's names, on tracejit's IR.
+
+``freeze(traced)`` turns the parameters and buffers of an eval-mode traced module into constants
+of a new traced program; ``optimize_for_inference(traced)`` freezes (modules) and runs the
+inference passes (passes/pipeline.py), or with ``backend="onnxruntime"`` returns an
+``OrtProgram`` running the exported ONNX model. Every result keeps the traced call signature
+and output structure; the traced program given is never changed.
+"""
+from __future__ import annotations
+
+from torch import nn
+
+from .passes.freeze import freeze_attributes
+from .passes.graph_copy import copy_graph
+from .passes.pipeline import run_passes
+from .runtime.traced import TracedFunction, TracedModule, compile_method
+
+BACKENDS = ("torch", "onnxruntime")
+
+
+def freeze(traced, preserved_attrs=None):
+    """A new traced module whose parameters and buffers (except ``preserved_attrs``) are constants.
+
+    The module must be in eval mode (a frozen program has no training mode). A TracedFunction
+    has nothing to freeze and is returned as a new TracedFunction over a copy of its graph.
+    """
+    if isinstance(traced, TracedFunction):
+        return _function_from(traced, copy_graph(traced.graph))
+    if not isinstance(traced, TracedModule):
+        raise TypeError(f"freeze expects a traced module or function (tracejit.trace); got {type(traced).__name__}")
+    if traced.training:
+        raise RuntimeError(f"freeze: {traced.original_name} is in training mode; freezing is only for inference. "
+                           "Call .eval() on it first.")
+    preserved = tuple(preserved_attrs or ())
+    for path in preserved:
+        _lookup(traced, path)   # a clear error for a misspelt name
+    graph = traced._method("forward").graph
+    frozen = freeze_attributes(graph, lambda path: _lookup(traced, path), preserved)
+    frozen.training = False
+    return _module_from(traced, frozen, preserved)
+
+
+def optimize_for_inference(traced, backend: str = "torch", **backend_options):
+    """Freeze (modules in eval mode) and run the inference passes; ``backend="onnxruntime"`` runs
+    the program in an onnxruntime session instead (options go to ``OrtProgram``)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"optimize_for_inference: unknown backend {backend!r}; expected one of {BACKENDS}")
+    if backend == "onnxruntime":
+        from .export.ort_backend import OrtProgram
+        return OrtProgram(traced, **backend_options)
+    if backend_options:
+        raise TypeError(f"optimize_for_inference: the torch backend takes no options; got {sorted(backend_options)}")
+    if isinstance(traced, TracedModule):
+        frozen = freeze(traced) if not _is_frozen(traced) else traced
+        graph = run_passes(frozen._method("forward").graph)
+        return _module_from(frozen, graph, getattr(frozen, "_preserved_attrs", ()))
+    if isinstance(traced, TracedFunction):
+        return _function_from(traced, run_passes(traced.graph))
+    raise TypeError(f"optimize_for_inference expects a traced module or function; got {type(traced).__name__}")
+
+
+def _is_frozen(traced) -> bool:
+    return getattr(traced, "_frozen", False)
+
+
+def _lookup(module: nn.Module, path: str):
+    obj = module
+    for part in path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise AttributeError(f"{type(module).__name__} has no attribute {path!r}") from None
+    return obj
+
+
+def _module_from(traced: TracedModule, graph, preserved) -> TracedModule:
+    """A TracedModule running ``graph``; it holds only the preserved parameters / buffers."""
+    out = TracedModule(traced.original_name)
+    out.training = False
+    out.ledger = traced.ledger
+    out._frozen = True
+    out._preserved_attrs = tuple(preserved)
+    for path in preserved:
+        _attach(out, traced, path)
+    graph.training = False
+    out._install("forward", compile_method(graph, "forward", f"frozen.{traced.original_name}", guards=True))
+    return out
+
+
+def _attach(out: nn.Module, source: nn.Module, path: str) -> None:
+    *mods, last = path.split(".")
+    dst, src = out, source
+    for m in mods:
+        src = src._modules[m]
+        if m not in dst._modules:
+            dst._modules[m] = TracedModule(type(src).__name__ if not isinstance(src, TracedModule)
+                                           else src.original_name)
+            dst._modules[m].training = False
+        dst = dst._modules[m]
+    if last in src._parameters:
+        dst._parameters[last] = src._parameters[last]
+    elif last in src._buffers:
+        dst._buffers[last] = src._buffers[last]
+    else:
+        raise AttributeError(f"preserved attribute {path!r} is not a parameter or buffer")
+
+
+def _function_from(traced: TracedFunction, graph) -> TracedFunction:
+    return TracedFunction(traced.__name__, graph, traced.ledger)

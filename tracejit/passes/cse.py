@@ -1,0 +1,75 @@
+"""Common-subexpression elimination: a pure node equal to an earlier one reuses its outputs.
+
+Two nodes are equal when op, target, attributes and arguments match (Values by identity,
+constants by type and value). Nodes with effects, random ops and tracejit's own nodes other
+than get_attr are never merged, and an in-place op ends every match made before it (it may
+have changed what an earlier node read).
+"""
+from __future__ import annotations
+
+from ..ir import Graph, Value, verify
+from .graph_copy import copy_graph, replace_uses
+
+RANDOM = ("rand", "bernoulli", "dropout", "normal", "multinomial", "uniform", "poisson", "exponential",
+          "cauchy", "geometric", "log_normal", "random", "empty")
+
+
+def is_pure(node) -> bool:
+    if node.effectful or node.op == "tracejit::call_module":
+        return False
+    if node.op.startswith("tracejit::") and node.op != "tracejit::get_attr":
+        return False
+    name = node.name
+    return not any(r in name for r in RANDOM)
+
+
+def _key(obj):
+    if isinstance(obj, Value):
+        return ("v", id(obj))
+    if isinstance(obj, (list, tuple)):
+        return (type(obj).__name__,) + tuple(_key(x) for x in obj)
+    if isinstance(obj, dict):
+        return ("dict",) + tuple((k, _key(v)) for k, v in obj.items())
+    if isinstance(obj, slice):
+        return ("slice", _key(obj.start), _key(obj.stop), _key(obj.step))
+    try:
+        hash(obj)
+    except TypeError:
+        return ("id", id(obj))
+    return (type(obj).__name__, obj)
+
+
+def eliminate_common_subexpressions(graph: Graph) -> Graph:
+    out = copy_graph(graph)
+    seen: dict = {}
+    mapping: dict = {}
+    kept = []
+    for node in out.nodes:
+        if mapping:
+            replace_uses_in_node(node, mapping)
+        if node.effectful:
+            seen.clear()
+        if not is_pure(node):
+            kept.append(node)
+            continue
+        attrs = {k: v for k, v in node.attrs.items() if k not in ("inplace",)}
+        key = (node.op, node.target, _key(node.args), _key(node.kwargs), _key(attrs))
+        prev = seen.get(key)
+        if prev is None or len(prev.outputs) != len(node.outputs):
+            seen[key] = node
+            kept.append(node)
+            continue
+        for old, new in zip(node.outputs, prev.outputs):
+            if old is not None:
+                mapping[id(old)] = new
+    out.nodes = kept
+    replace_uses(out, mapping)
+    verify(out)
+    return out
+
+
+def replace_uses_in_node(node, mapping: dict) -> None:
+    from ..ir import map_values
+    sub = lambda v: mapping.get(id(v), v)  # noqa: E731
+    node.args = map_values(node.args, sub)
+    node.kwargs = map_values(node.kwargs, sub)

@@ -1,0 +1,34 @@
+"""Drop ops that return their input unchanged in inference: ``dropout(x, p, train=False)`` and
+``x.contiguous()`` / ``x.detach()`` / ``x.clone()`` of a value nothing writes to in place."""
+from __future__ import annotations
+
+from ..ir import Graph, Value, verify
+from .graph_copy import copy_graph, replace_uses
+
+DROPOUTS = {"aten::dropout.default", "aten::feature_dropout.default", "aten::alpha_dropout.default"}
+
+
+def drop_identities(graph: Graph) -> Graph:
+    out = copy_graph(graph)
+    if any(n.effectful and n.op != "tracejit::guard" for n in out.nodes):
+        return out   # an in-place op could write through an alias this pass would create
+    mapping: dict = {}
+    kept = []
+    for node in out.nodes:
+        x = node.args[0] if node.args else None
+        if isinstance(x, Value) and _is_identity(node):
+            mapping[id(node.outputs[0])] = mapping.get(id(x), x)
+            continue
+        kept.append(node)
+    out.nodes = kept
+    replace_uses(out, mapping)
+    verify(out)
+    return out
+
+
+def _is_identity(node) -> bool:
+    if node.op in DROPOUTS:
+        train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train", True)
+        p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 0.5)
+        return train is False or p == 0
+    return node.op == "aten::detach.default" and not node.kwargs

@@ -1,0 +1,98 @@
+"""Constant folding: pure nodes that read only constants are computed once, at optimization time.
+
+The foldable part of the graph is run through tracejit's own code generator (so each op is
+called exactly as the traced program would call it); every folded value still used by the
+rest of the program becomes a ``tracejit::constant`` (tensors) or a Python number (sizes).
+Ops whose result is larger than their constant inputs (expand, repeat, zeros of a traced size
+...) are left alone: folding them would only store more data.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import pytree
+from ..ir import Graph, Node, ScalarType, TensorType, Value, iter_values, verify
+from .cse import is_pure
+from .graph_copy import copy_graph, replace_uses
+
+GROWING = {"expand", "expand_as", "broadcast_to", "repeat", "repeat_interleave", "tile", "new_zeros",
+           "new_ones", "new_full", "new_empty", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like",
+           "arange", "eye", "linspace"}
+
+
+def fold_constants(graph: Graph) -> Graph:
+    out = copy_graph(graph)
+    const_values: set[int] = set()
+    folded: list[Node] = []
+    for node in out.nodes:
+        if node.op == "tracejit::constant":
+            const_values.update(id(v) for v in node.outputs if v is not None)
+            folded.append(node)
+            continue
+        inputs = list(node.input_values())
+        if not inputs or not is_pure(node) or node.op.startswith("tracejit::") or node.name in GROWING:
+            continue
+        if all(id(v) in const_values for v in inputs) and all(
+                v is None or isinstance(v.type, (TensorType, ScalarType)) for v in node.outputs):
+            const_values.update(id(v) for v in node.outputs if v is not None)
+            folded.append(node)
+    computed = [n for n in folded if n.op != "tracejit::constant"]
+    if not computed:
+        return out
+    folded_ids = {id(n) for n in folded}
+    live = _used_outside(out, folded_ids, const_values)
+    results = _evaluate(out, folded, live)
+    mapping: dict = {}
+    nodes = []
+    for node in out.nodes:
+        if id(node) not in folded_ids:
+            nodes.append(node)
+            continue
+        if node.op == "tracejit::constant":
+            nodes.append(node)
+            continue
+        for v in node.outputs:
+            if v is None or id(v) not in live:
+                continue
+            value = results[id(v)]
+            if isinstance(value, torch.Tensor):
+                const = Node("tracejit::constant", "", attrs={"index": len(out.constants), "folded_from": node.op},
+                             source=node.source, scope=node.scope)
+                out.constants.append(value)
+                out.add_node(const, [v.type])
+                out.nodes.pop()
+                nodes.append(const)
+                mapping[id(v)] = const.outputs[0]
+            else:
+                mapping[id(v)] = value
+    out.nodes = nodes
+    replace_uses(out, mapping)
+    from .dce import eliminate_dead_code
+    eliminate_dead_code(out)
+    verify(out)
+    return out
+
+
+def _used_outside(graph: Graph, folded_ids: set, const_values: set) -> set:
+    live = set()
+    for node in graph.nodes:
+        if id(node) in folded_ids:
+            continue
+        live.update(id(v) for v in node.input_values() if id(v) in const_values)
+    live.update(id(v) for v in iter_values(graph.outputs) if id(v) in const_values)
+    return live
+
+
+def _evaluate(graph: Graph, nodes: list, live: set) -> dict:
+    """Run ``nodes`` (constants first) with tracejit's codegen; {id(value): result} for live values."""
+    from ..codegen.python import compile_function, generate
+    wanted = [v for n in nodes for v in n.outputs if v is not None and id(v) in live]
+    sub = Graph(name="fold", nodes=list(nodes), outputs=list(wanted), constants=graph.constants)
+    sub.in_spec = pytree.flatten(((), {}))[1]
+    sub.out_spec = pytree.flatten(tuple(range(len(wanted))))[1]
+    src, globs = generate(sub, "fold")
+    fn = compile_function(src, "fold", globs, "fold_constants")
+    with torch.no_grad():
+        values = fn(None)
+    values = values if isinstance(values, tuple) else (values,)
+    return {id(v): x for v, x in zip(wanted, values)}
