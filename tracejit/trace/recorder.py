@@ -5,19 +5,22 @@ Ops are recorded where Python first enters PyTorch's C++ operator library
 inside torch (``F.interpolate``, ``F.relu``, ``Tensor.__rsub__``) are traced
 through: the mode stays active inside them, so the C++ ops they call are
 recorded instead. Submodule calls open a new Frame with a Graph of its own.
+
+This module is the mode itself: which Value a tensor is, the dispatch, and the
+recording of a call as a Node. Reads of sizes, properties and values are in
+reads.py, ``x[idx]`` / ``x[idx] = v`` in subscript.py.
 """
 from __future__ import annotations
 
 import types
-from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode, redispatch_function
 
 from ..errors import TraceError
-from ..ir import Graph, Node, TensorType, ScalarType, Value, iter_values
+from ..ir import Graph, Node, TensorType, Value, iter_values
 from ..pytree import flatten
-from . import grad_mode, indexing, ops, provenance
+from . import grad_mode, ops, provenance, reads, subscript
 from .guards import GuardMaker
 from .ledger import Ledger, torch_phrase
 from .source import in_torch, user_location
@@ -50,19 +53,6 @@ def internal(method):
     wrapper.__doc__ = method.__doc__
     return wrapper
 
-
-
-# how a traced size became a Python value -> the torch.jit warning phrase key for it
-_SIZE_READS = {"int()": "__int__", "float()": "__float__", "bool()": "__bool__",
-               "used as an index (range(), list slicing, ...)": "__index__"}
-_COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
-
-
-def _size_read_key(how: str) -> str:
-    """A comparison of sizes ends in a Python bool (torch: "a Python boolean")."""
-    if any(how.startswith(f"used in '{op}'") for op in _COMPARISONS):
-        return "__bool__"
-    return _SIZE_READS.get(how, how)
 
 class Frame:
     """One method call being recorded: its graph and the tensors it knows."""
@@ -195,65 +185,29 @@ class Tracer(TorchFunctionMode):
                 return inner
         return None
 
-    def new_int(self, value: int, node: Node) -> TracedInt:
-        ti = TracedInt(value)
-        self.frame.bind(ti, node.outputs[0])
-        return ti
-
-    # ---- symbolic ints ------------------------------------------------------------------------
-    @internal
-    def int_op(self, op: str, sym: str, value: int, operands) -> Any:
-        args = tuple(self.to_ir(o) for o in operands)
-        if not any(isinstance(a, Value) for a in args):
-            return value
-        node = Node(op, f"op:{sym}", args, source=user_location(2))
-        self.frame.graph.add_node(node, [ScalarType("int")], dynamic=True)
-        return self.new_int(value, node)
-
-    @internal
-    def specialize_size(self, ti: TracedInt, how: str, value, method=None, other=None, outcome=None) -> None:
-        if self._int_value(ti) is None:
-            return
-        loc = user_location(3)
-        # torch's own layers compare sizes to validate shapes; keep those in the ledger, warn for user code
-        self.ledger.add("size", f"{torch_phrase(_size_read_key(how))}: a traced size was {how}", loc, value,
-                        warn=loc is None or not in_torch(loc))
-        self.guards.size(ti, how, value, loc, method, other, outcome)
-
-    def sizes_of(self, t: torch.Tensor, dim=None):
-        v = self.value_of(t)
-        if not v.dynamic:
-            return t.size() if dim is None else t.size(dim)
-        if dim is not None:
-            return self._size(t, v, dim)
-        self.guards.rank(t, "the trace read the tensor's whole shape", user_location(3))
-        return torch.Size([self._size(t, v, d) for d in range(t.dim())])
-
-    def _size(self, t, v: Value, dim: int):
-        size = t.size(dim)
-        node = Node("aten::size.int", "method:size", (v, dim), source=user_location(3))
-        self.frame.graph.add_node(node, [ScalarType("int")], dynamic=True)
-        return self.new_int(size, node)
+    # ---- symbolic ints: called by TracedInt (symbolic.py), run undispatched --------------------
+    int_op = internal(reads.int_op)
+    specialize_size = internal(reads.specialize_size)
 
     # ---- the mode -----------------------------------------------------------------------------
     def __torch_function__(self, func, types_, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if name == "__get__":
-            return self._property(func, args)
+            return reads.property_read(self, func, args)
         if name in ("size", "numel", "nelement") and isinstance(func, types.MethodDescriptorType):
-            return self._size_call(name, args, kwargs)
+            return reads.size_call(self, name, args, kwargs)
         if name in _VALUE_READS:
-            return self._value_read(func, name, args, kwargs)
+            return reads.value_read(self, func, name, args, kwargs)
         if name in ("dim", "ndimension") and args and isinstance(args[0], torch.Tensor):
             self.guards.rank(args[0], f"the trace read the tensor's number of dimensions ({name}())",
                              user_location(2))
         if name in _PASSTHROUGH:
             return func(*args, **kwargs)
         if name == "__getitem__" and not isinstance(func, types.FunctionType):
-            return self._getitem(func, args)
+            return subscript.getitem(self, func, args)
         if name == "__setitem__" and not isinstance(func, types.FunctionType):
-            return self._setitem(func, args)
+            return subscript.setitem(self, func, args)
         if name in ("register_hook", "register_post_accumulate_grad_hook"):
             raise TraceError(f"Tensor.{name} was called while tracing at {user_location(2)}: tensor backward "
                              "hooks cannot be part of a traced program; register them on the traced module's "
@@ -265,7 +219,7 @@ class Tracer(TorchFunctionMode):
             if args[0].dim():
                 self.guards.length(args[0], args[0].shape[0], "len(tensor)", user_location(2))
         if name == "unbind" and _called_from_tensor_iter():
-            self._iteration(args[0])
+            reads.iteration(self, args[0])
             result = func(*args, **kwargs)
             self.record(func, args, kwargs, result, quiet_pieces=True)
             return result
@@ -323,138 +277,6 @@ class Tracer(TorchFunctionMode):
             node.attrs["nondeterministic"] = True
             self.ledger.add("nondeterministic", f"random op {op}", node.source, None)
         return node
-
-    def _property(self, func, args):
-        prop = getattr(func.__self__, "__name__", "")
-        t = args[0]
-        if prop == "shape":
-            return self.sizes_of(t)
-        if prop == "device":
-            dev = func(*args)
-            if not self.ledger.entries or self.ledger.entries[-1].kind != "device":
-                self.ledger.add("device", "a tensor's device was read", user_location(3), str(dev))
-            provenance.note_read(self, t, prop, dev)
-            return dev
-        if prop == "ndim":
-            self.guards.rank(t, "the trace read the tensor's number of dimensions (ndim)", user_location(3))
-        result = func(*args)
-        if prop == "dtype":
-            provenance.note_read(self, t, prop, result)
-        if prop in ops.TENSOR_PROPERTIES and isinstance(result, torch.Tensor):
-            aten = ops.TENSOR_PROPERTIES[prop]
-            self.record(func, args, {}, result, (ops.qualify(aten, args, {}), f"attr:{prop}"))
-        return result
-
-    def _size_call(self, name, args, kwargs):
-        t = args[0]
-        if name in ("numel", "nelement"):
-            v = self.value_of(t)
-            n = t.numel()
-            if not v.dynamic:
-                return n
-            node = Node("aten::numel.default", "method:numel", (v,), source=user_location(2))
-            self.frame.graph.add_node(node, [ScalarType("int")], dynamic=True)
-            return self.new_int(n, node)
-        dim = args[1] if len(args) > 1 else kwargs.get("dim")
-        return self.sizes_of(t, dim)
-
-    def _value_read(self, func, name, args, kwargs):
-        result = func(*args, **kwargs)
-        what = {"__bool__": "bool(tensor) / 'if tensor'", "__int__": "int(tensor)", "__float__": "float(tensor)",
-                "__index__": "a tensor used as an index", "item": "tensor.item()", "tolist": "tensor.tolist()",
-                "numpy": "tensor.numpy()"}.get(name, f"'{name}'")
-        loc = user_location(2)
-        self.ledger.add("value_read", f"{torch_phrase(name)}: {what} read a value out of a tensor, and the trace "
-                        "cannot record that", loc, result if not hasattr(result, "shape") else args[0])
-        self.guards.value(name, args, result, what, loc)
-        return result
-
-    def _iteration(self, t):
-        n = len(t) if t.dim() > 0 else 0
-        loc = user_location(3)
-        self.ledger.add("iteration", f"{torch_phrase('iteration')}: iterating over a tensor fixed the number of "
-                        f"items to {n}", loc, n)
-        self.guards.length(t, n, "iterating over a tensor", loc)
-
-    def _getitem(self, func, args):
-        t, idx = args
-        self._ellipsis_rank(t, idx)
-        steps = indexing.plan(t.dim(), idx)
-        if steps is None:
-            result = func(*args)
-            self.record(func, args, {}, result, ("tracejit::getitem", "index:getitem"))
-            return result
-        cur = t
-        for kind, dim, payload in steps:
-            cur = self._index_step(cur, kind, dim, payload)
-        if cur is t:   # x[:] / x[...] is a view of x, as in eager
-            cur = self._index_step(t, "alias", 0, None)
-        return cur
-
-    def _ellipsis_rank(self, t, idx) -> None:
-        """``x[..., 0]`` is recorded with the dims the ellipsis stood for: that depends on the rank."""
-        if idx is Ellipsis or (isinstance(idx, tuple) and any(i is Ellipsis for i in idx)):
-            self.guards.rank(t, "an index with '...' was recorded with this number of dimensions",
-                             user_location(3))
-
-    def _index_step(self, cur, kind, dim, payload):
-        with torch._C.DisableTorchFunction():
-            if kind == "unsqueeze":
-                out = cur.unsqueeze(dim)
-                spec = ("aten::unsqueeze.default", "method:unsqueeze", (cur, dim))
-            elif kind == "select":
-                out = cur.select(dim, int(payload))
-                spec = ("aten::select.int", "index:select", (cur, dim, payload))
-            elif kind == "slice":
-                out = cur[(slice(None),) * dim + (payload,)]
-                spec = ("aten::slice.Tensor", "index:slice", (cur, dim, payload.start, payload.stop,
-                                                               1 if payload.step is None else payload.step))
-            elif kind == "alias":
-                out = cur.view_as(cur)
-                spec = ("aten::view_as.default", "method:view_as", (cur, cur))
-            else:
-                indices = [None] * (max(d for d, _ in payload) + 1)
-                for d, ix in payload:
-                    indices[d] = ix
-                out = cur[tuple(slice(None) if i is None else i for i in indices)]
-                spec = ("aten::index.Tensor", "index:index", (cur, indices))
-        op, target, call_args = spec
-        self.record(None, call_args, {}, out, (op, target))
-        return out
-
-    def _setitem(self, func, args):
-        t, idx, value = args
-        self._ellipsis_rank(t, idx)
-        steps = indexing.plan(t.dim(), idx)
-        if steps is None or (steps and steps[-1][0] == "index" and
-                             any(k == "unsqueeze" for k, _, _ in steps)):
-            func(*args)
-            self.record(func, args, {}, None, ("tracejit::setitem", "index:setitem"))
-            return None
-        cur = t
-        advanced = None
-        for kind, dim, payload in steps:
-            if kind == "index":
-                advanced = payload
-            else:
-                cur = self._index_step(cur, kind, dim, payload)
-        with torch._C.DisableTorchFunction():
-            if advanced is not None:
-                indices = [None] * (max(d for d, _ in advanced) + 1)
-                for d, ix in advanced:
-                    indices[d] = ix
-                cur[tuple(slice(None) if i is None else i for i in indices)] = value
-                spec = ("aten::index_put_.default", "index:setitem_index", (cur, indices, value))
-            elif isinstance(value, torch.Tensor):
-                cur.copy_(value)
-                spec = ("aten::copy_.default", "method:copy_", (cur, value))
-            else:
-                cur.fill_(value)
-                spec = ("aten::fill_.Scalar", "method:fill_", (cur, value))
-        node = self.record(None, spec[2], {}, None, spec[:2])
-        if node is not None:
-            node.effectful = True
-        return None
 
     def _outplace(self, func, name, args, kwargs):
         """_force_outplace: record ``x.add_(y)`` as ``x = x.add(y)``; eager still mutates x."""
