@@ -102,7 +102,9 @@ def guard_container(gen, expr: str, spec: Spec, where: str) -> None:
     elif spec.kind == "list":
         cond = f"not isinstance({expr}, list) or len({expr}) != {n}"
     else:
-        cond = f"not isinstance({expr}, dict) or not {expr}.keys() >= {set(spec.keys)!r}"  # extra keys ignored
+        # the keys in spec order, so the text is the same every run ("set()" for none)
+        keys = "{" + ", ".join(repr(k) for k in spec.keys) + "}" if spec.keys else "set()"
+        cond = f"not isinstance({expr}, dict) or not {expr}.keys() >= {keys}"  # extra keys ignored
     gen.emit(f"if {cond}: _input_error({where!r}, {expr}, {_spec_text(spec)!r}, 'container')")
 
 
