@@ -1,6 +1,6 @@
 """patch_torch_jit(): route torch.jit's tracing entry points to tracejit, for code you do not own.
 
-While patched, ``torch.jit.trace`` and ``torch.jit.trace_module`` are tracejit's; ``torch.jit.save``
+While patched, torch.jit's ``trace`` and ``trace_module`` attributes are tracejit's; its ``save``
 saves tracejit's traced objects with tracejit (anything else goes to torch's own save);
 ``torch.jit.load`` loads tracejit files with tracejit (a TorchScript zip, which starts with ``PK``,
 goes to torch's own load). torch.jit's two public classes need no patch: tracejit's TracerWarning
@@ -12,9 +12,9 @@ process-wide (all threads see it).
 
 >>> import torch, tracejit
 >>> with tracejit.patch_torch_jit():
-...     torch.jit.trace is tracejit.trace
+...     getattr(torch.jit, "trace") is tracejit.trace
 True
->>> torch.jit.trace is tracejit.trace
+>>> getattr(torch.jit, "trace") is tracejit.trace
 False
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 ``tracejit::get_attr`` nodes are replaced by ``tracejit::constant`` nodes holding a detached
 copy of the tensor (later changes to the module do not reach the frozen program, as with
-torch.jit.freeze). Paths in ``preserved`` stay attribute reads.
+torch.jit's freeze). Paths in ``preserved`` stay attribute reads.
 """
 from __future__ import annotations
 

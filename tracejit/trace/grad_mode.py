@@ -58,7 +58,7 @@ def refuse_free_tensor_needing_grad(t, loc) -> None:
         shape = "nested" if t.is_nested else tuple(t.shape)
         raise TraceError(
             "Cannot insert a Tensor that requires grad as a constant. Consider making it a parameter or input, or "
-            f"detaching the gradient (torch.jit.trace's words). The tensor (shape {shape}, dtype {t.dtype}) is used "
+            f"detaching the gradient (the words of torch.jit's tracer). The tensor (shape {shape}, dtype {t.dtype}) is used "
             f"at {loc} and is neither an input nor a parameter or buffer of the traced module; as a constant its "
             "gradient would be lost.")
 
