@@ -80,6 +80,41 @@ def test_the_cache_is_bounded():
     assert traced._specializations.traces == before
 
 
+def test_the_first_trace_is_never_dropped_and_is_what_save_writes():
+    traced = quiet(tracejit.trace, range_loop, torch.randn(1, 3))
+    for n in range(2, 14):   # 12 other lengths through a cache of 8
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(quiet(traced, x), range_loop(x))
+    assert traced._specializations.first in traced._specializations.entries
+    ran_last = traced.code
+    loaded = roundtrip(traced)
+    assert traced.code == ran_last   # saving does not change what the object runs
+    one = torch.randn(1, 3)
+    torch.testing.assert_close(loaded(one), range_loop(one))   # the trace of the example (length 1)
+    with pytest.raises(tracejit.GuardError, match="value now: 13"):
+        loaded(torch.randn(13, 3))   # not the specialization that ran last
+
+
+def test_save_after_specializing_a_module_writes_every_method_as_first_traced():
+    class TwoMethods(nn.Module):
+        def forward(self, x):
+            return size_branch(x)
+
+        def other(self, x):
+            return size_branch(x) * 3
+
+    m = TwoMethods()
+    traced = quiet(tracejit.trace_module, m, {"forward": torch.randn(5, 2), "other": torch.randn(5, 2)})
+    small = torch.randn(2, 2)
+    assert torch.equal(quiet(traced, small), m(small)) and torch.equal(quiet(traced.other, small), m.other(small))
+    loaded = roundtrip(traced)
+    big = torch.randn(6, 2)
+    assert torch.equal(loaded(big), m(big)) and torch.equal(loaded.other(big), m.other(big))
+    with pytest.raises(tracejit.GuardError):
+        loaded.other(small)
+    assert torch.equal(quiet(traced.other, big), m.other(big))   # still specializes after the save
+
+
 def test_drop_original_then_guard_error():
     traced = quiet(tracejit.trace, size_branch, torch.randn(5, 2))
     traced.drop_original()

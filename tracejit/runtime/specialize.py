@@ -10,7 +10,10 @@ program, or after ``drop_original()``) the GuardError is raised.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
+
+from torch import nn
 
 from ..errors import GuardError
 from ..trace.source import caller_stacklevel, warn_at
@@ -46,7 +49,8 @@ class SpecializationCache:
     """``retrace(args, kwargs)`` -> payload; ``install(payload)`` makes it the one that runs."""
 
     def __init__(self, first, retrace, install, limit: int = LIMIT):
-        self.entries = [Specialization(first, "the first trace")]   # most recently used first
+        self.first = Specialization(first, "the first trace")   # what save writes; never dropped
+        self.entries = [self.first]   # most recently used first
         self.retrace = retrace
         self.install = install
         self.limit = limit
@@ -81,7 +85,8 @@ class SpecializationCache:
         self.traces += 1
         entry = Specialization(payload, _reason(error), error.source)
         self.entries.insert(0, entry)
-        del self.entries[self.limit:]
+        if len(self.entries) > self.limit:   # drop the least recently used; the first trace stays
+            self.entries.remove(next(e for e in reversed(self.entries) if e is not self.first))
         _warn(entry, len(self.entries), self.limit)
         self.install(payload)
         return run(args, kwargs)
@@ -101,6 +106,50 @@ def _warn(entry: Specialization, n: int, limit: int) -> None:
     text = (f"a guard failed ({entry.reason}); traced again for these inputs (specialization {n} of at most "
             f"{limit} kept)")
     warn_at(text, entry.source, stacklevel=caller_stacklevel())
+
+
+@contextlib.contextmanager
+def first_trace_installed(owner):
+    """While in the block, ``owner`` runs (and shows) the trace made from its example inputs, whatever
+    specialization later calls installed; the state before is put back after. ``save`` uses it, so a
+    file holds the same program however the traced object was called before."""
+    attrs = getattr(owner, "__dict__", {})   # anything else is refused by save itself
+    caches = [c for c in (attrs.get("_specializations"),) if isinstance(c, SpecializationCache)]
+    caches += [m.cache for m in attrs.values() if isinstance(m, GuardedMethod)]
+    if not caches:
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        for cache in caches:
+            stack.enter_context(cache.lock)
+        before = _snapshot(owner)
+        for cache in caches:
+            cache.install(cache.first.payload)
+        try:
+            yield
+        finally:
+            _restore(owner, before)
+
+
+def _snapshot(owner):
+    if isinstance(owner, nn.Module):
+        guarded = {k: v for k, v in vars(owner).items() if isinstance(v, GuardedMethod)}
+        return guarded, {path: dict(m._traced_methods) for path, m in owner.named_modules()
+                         if getattr(m, "_traced_methods", None)}
+    return owner._fn
+
+
+def _restore(owner, before) -> None:
+    if not isinstance(owner, nn.Module):
+        owner._fn = before
+        return
+    guarded, methods_by_path = before
+    for path, methods in methods_by_path.items():
+        target = owner.get_submodule(path) if path else owner
+        for name, fn in methods.items():
+            target._install(name, fn)
+    for name, method in guarded.items():   # the root's other methods stay behind their GuardedMethod
+        object.__setattr__(owner, name, method)
 
 
 def on_guard_failure(owner, error: GuardError, run, args, kwargs):
