@@ -124,9 +124,10 @@ def test_summary_names_a_pinned_dim_and_the_guards_onnx_cannot_check(tmp_path, c
     out = str(tmp_path / "g.onnx")
     code, stdout, stderr = run_cli(capsys, "export", path, "-o", out)
     assert code == 0, stderr
-    assert "  x: float32[x_dim0, 4, x_dim2]  (dynamic axes x_dim0, x_dim2; dim 1 static: a guard of the trace " \
-           "pins it)" in stdout
     line = guarded.__code__.co_firstlineno + 2
+    pin = f"{guarded.__code__.co_filename}:{guarded.__code__.co_firstlineno + 1}"
+    assert "  x: float32[x_dim0, 4, x_dim2]  (dynamic axes x_dim0, x_dim2; dim 1 static: pinned by the guard at " \
+           f"{os.path.relpath(pin) if pin.startswith(os.getcwd()) else pin})" in stdout
     assert "guards ONNX cannot check" in stdout
     assert f"a traced size was used in 'gt' with 1 (" in stdout and f"test_export_cli.py:{line})" in stdout
     assert "TracerWarning" not in stderr   # the warning is the summary's note, not a traceback-like line

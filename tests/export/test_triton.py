@@ -150,3 +150,11 @@ def test_names_follow_tritons_rules():
 def test_docstring_example():
     result = doctest.testmod(triton, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_an_output_whose_dim_0_is_another_input_dim_is_no_batch_axis(tmp_path):
+    def transpose(x):
+        return x.t() * 2
+    traced = trace(transpose, (torch.randn(3, 3),))   # a square example: the sizes alone cannot tell
+    assert triton.write_repository(traced, tmp_path, name="t").max_batch_size == 0
+    assert config_signature(read_config(tmp_path / "t").output) == [("output", "TYPE_FP32", [-1, -1])]

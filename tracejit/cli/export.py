@@ -11,7 +11,7 @@ import argparse
 import os
 import warnings
 
-from .common import CLIError, escape, load, plural
+from .common import CLIError, escape, load, plural, short_path
 from .specs import DEBUG_HELP, FORMATTER, wrap
 
 USAGE_ERROR = 2
@@ -57,7 +57,7 @@ def cmd_export(args) -> int:
     target = args.output or "(not written)"
     if args.output:
         _write(proto, args.output)
-    print_summary(proto, target, args, notes)
+    print_summary(proto, target, args, notes, pinning_guards(program, args.method))
     if args.triton:
         write_triton(program, proto, args)
     return 0
@@ -113,16 +113,33 @@ def value_signature(value) -> tuple:
     return value.name, f"{dtype}[{', '.join(dims)}]", dynamic, static
 
 
-def print_summary(proto, target: str, args, notes: list) -> None:
+def pinning_guards(program, method: str) -> dict:
+    """{(input index, dim): source line of the guard that pins it} (what export made a static dim)."""
+    from ..export.guards import GUARD_OP, _pinned_input_dim
+    from ..export.onnx_export import traced_graph
+    graph = traced_graph(program, method)
+    index = {id(v): i for i, v in enumerate(graph.inputs)}
+    out = {}
+    for node in graph.nodes:
+        if node.op == GUARD_OP and node.attrs.get("kind") in ("size", "length"):
+            pin = _pinned_input_dim(node, index)
+            if pin is not None:
+                out.setdefault(pin[0], node.source or node.attrs.get("line"))
+    return out
+
+
+def print_summary(proto, target: str, args, notes: list, pins: dict | None = None) -> None:
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     print(f"{escape(target)}: ONNX opset {opset}, {plural(len(proto.graph.node), 'node')}, "
           f"{plural(len(proto.graph.initializer), 'initializer')} (from {escape(args.file)}, method {args.method})")
     print("inputs:")
-    for value in proto.graph.input:
+    for k, value in enumerate(proto.graph.input):
         name, text, dynamic, static = value_signature(value)
         where = [f"dynamic axes {', '.join(dynamic)}"] if dynamic else []
-        if static:
-            where.append(f"dim {', '.join(map(str, static))} static: a guard of the trace pins it")
+        for i in static:
+            source = (pins or {}).get((k, i))
+            where.append(f"dim {i} static: pinned by the guard at {short_path(str(source))}" if source
+                         else f"dim {i} static: a guard of the trace pins it")
         print(f"  {escape(name)}: {text}" + (f"  ({'; '.join(where)})" if where else ""))
     print("outputs:")
     for value in proto.graph.output:

@@ -94,10 +94,15 @@ def batch_axis_shared(graph, proto) -> bool:
         if not shape:
             return False
         sizes.add(int(shape[0]))
+    batch_names, other_names = set(), set()
+    for v in proto.graph.input:
+        dims = v.type.tensor_type.shape.dim
+        batch_names.update(d.dim_param for d in dims[:1] if d.dim_param)
+        other_names.update(d.dim_param for d in dims[1:] if d.dim_param)
     for v in list(proto.graph.input) + list(proto.graph.output):
         dims = v.type.tensor_type.shape.dim
-        if not dims or dims[0].HasField("dim_value"):
-            return False
+        if not dims or dims[0].HasField("dim_value") or dims[0].dim_param in other_names - batch_names:
+            return False   # static, or ONNX knows it is another input dimension (``x.t()``)
     return len(sizes) == 1
 
 
