@@ -158,3 +158,16 @@ def test_an_output_whose_dim_0_is_another_input_dim_is_no_batch_axis(tmp_path):
     traced = trace(transpose, (torch.randn(3, 3),))   # a square example: the sizes alone cannot tell
     assert triton.write_repository(traced, tmp_path, name="t").max_batch_size == 0
     assert config_signature(read_config(tmp_path / "t").output) == [("output", "TYPE_FP32", [-1, -1])]
+
+
+def test_a_non_ascii_argument_name_is_renamed_in_both_config_and_model(tmp_path):
+    ns = {}
+    exec("def f(größe):\n    return größe * 3\n", ns)
+    traced = trace(ns["f"], (torch.randn(2, 3),))
+    triton.write_repository(traced, tmp_path, name="u")
+    config = read_config(tmp_path / "u")
+    proto = onnx.load(str(tmp_path / "u" / "1" / "model.onnx"))
+    assert [t.name for t in config.input] == [v.name for v in proto.graph.input] == ["gr__e"]
+    x = torch.randn(4, 3)
+    (got,) = ort_run(str(tmp_path / "u" / "1" / "model.onnx"), (x,))
+    torch.testing.assert_close(got, x * 3)

@@ -160,8 +160,9 @@ def print_summary(proto, target: str, args, notes: list, pins: dict | None = Non
 def write_triton(program, proto, args) -> None:
     import tracejit
     from ..export.onnx_export import traced_graph
-    from ..export.triton import MODEL_FILE, VERSION, model_config, repository_name, write_files
+    from ..export.triton import MODEL_FILE, VERSION, model_config, repository_name, with_triton_names, write_files
     name = repository_name(program, args.name)
+    proto = with_triton_names(proto)
     try:
         config = model_config(proto, traced_graph(program, args.method), name, args.max_batch_size)
     except tracejit.ExportError as e:

@@ -68,6 +68,27 @@ def tensor_name(text: str) -> str:
     return name if name and not name[0].isdigit() else "_" + name
 
 
+def with_triton_names(proto):
+    """``proto``, or a copy whose input and output names are renamed to ones Triton takes (ASCII
+    letters, digits, ``_``; a traced argument may be named ``größe``): config and model must agree."""
+    values = list(proto.graph.input) + list(proto.graph.output)
+    if all(tensor_name(v.name) == v.name for v in values):
+        return proto
+    ir = __import__("onnx_ir")
+    model = ir.serde.deserialize_model(proto)
+    taken = {v.name for v in list(model.graph.inputs) + list(model.graph.outputs)}
+    for v in list(model.graph.inputs) + list(model.graph.outputs):
+        name = tensor_name(v.name)
+        if name == v.name:
+            continue
+        base, k = name, 1
+        while name in taken:
+            name, k = f"{base}_{k}", k + 1
+        taken.add(name)
+        v.name = name   # onnx-ir renames every use of the value
+    return ir.serde.serialize_model(model)
+
+
 def _signature(values, where: str, ranks: list) -> list:
     """[(name, triton type, [dim, or None where dynamic])] of ONNX graph inputs or outputs; a value
     whose shape ONNX does not know takes its rank from the trace (``ranks``), every dim dynamic."""
@@ -166,7 +187,7 @@ def write_repository(traced, directory, name: str | None = None, *, max_batch_si
     """
     from .onnx_export import export_onnx, traced_graph
     name = repository_name(traced, name)
-    proto = export_onnx(traced, None, opset, method=method)
+    proto = with_triton_names(export_onnx(traced, None, opset, method=method))
     config = model_config(proto, traced_graph(traced, method), name, max_batch_size)
     write_files(proto, config, directory)
     return config
