@@ -51,7 +51,8 @@ def test_nodes_name_their_op_source_line_and_ledger_entries():
     assert size_nodes, "the nodes of the guarded line carry its source"
     assert any("ledger: [size]" in n.doc_string and "value seen: 3" in n.doc_string for n in size_nodes)
     gemm = [n for n in proto.graph.node if n.op_type == "Gemm"]
-    assert gemm and "module: proj" in gemm[0].doc_string
+    assert gemm and "module: proj" in gemm[0].doc_string   # its source is torch's Linear.forward; the call:
+    assert f"called from: {__file__}:{line_of('h = self.proj(x)')} (proj)" in gemm[0].doc_string
     assert all(n.doc_string for n in proto.graph.node if n.op_type != "Identity")
     assert "ledger (2 entries)" in proto.doc_string and f"{guard_line}: [size]" in proto.doc_string
 

@@ -26,11 +26,38 @@ def ledger_text(entry) -> str:
     return f"[{entry.kind}] {entry.message} (value seen: {entry.value!r}){guard}"
 
 
+def call_sites(graph: Graph, prefix: str = "", outer: tuple = ()) -> dict:
+    """{submodule path: ((path, source line of the call), ...) outermost first} of the submodule
+    calls in a traced (not inlined) graph: the user's lines behind a node that ran in torch's code."""
+    sites = {}
+    for node in graph.nodes:
+        if node.op != "tracejit::call_module":
+            continue
+        path = prefix + node.attrs["path"]
+        chain = outer + ((path, node.source),)
+        sites.setdefault(path, chain)
+        callee = node.attrs.get("graph")
+        if isinstance(callee, Graph):
+            for inner, inner_chain in call_sites(callee, path + ".", chain).items():
+                sites.setdefault(inner, inner_chain)
+    return sites
+
+
+def _method_graph(traced, method: str):
+    fns = getattr(traced, "_traced_methods", None)
+    if fns is not None and method in fns:
+        return fns[method].graph
+    graph = getattr(traced, "graph", None)
+    return graph if isinstance(graph, Graph) else None
+
+
 class SourceNotes:
     """Writes a doc string on the ONNX nodes each traced node lowers to."""
 
-    def __init__(self, onnx_graph, traced, graph: Graph):
+    def __init__(self, onnx_graph, traced, graph: Graph, method: str = "forward"):
         self.onnx_graph = onnx_graph
+        outer = _method_graph(traced, method)
+        self.sites = call_sites(outer) if outer is not None else {}
         self.by_line: dict[tuple, list[str]] = {}
         for entry in ledger_of(traced):
             key = _line_key(entry.source)
@@ -52,6 +79,9 @@ class SourceNotes:
             parts.append(f"source: {node.source}{function}")
         if node.scope:
             parts.append(f"module: {node.scope}")
+            chain = self.sites.get(node.scope, ())
+            if chain:
+                parts.append("called from: " + " > ".join(f"{src} ({path})" for path, src in chain))
         for line in self.by_line.get(_line_key(node.source), ()):
             parts.append(f"ledger: {line}")
         return "\n".join(parts)

@@ -102,7 +102,7 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
     onnx_graph = ir.Graph([], [], nodes=[], opset_imports={"": DEFAULT_OPSET}, name=method)
     builder = GraphBuilder(onnx_graph)
     lowering = Lowering(builder, _tensor_source(traced, graph), graph)
-    notes = SourceNotes(onnx_graph, traced, graph) if doc_strings else None
+    notes = SourceNotes(onnx_graph, traced, graph, method) if doc_strings else None
     for k, (v, name) in enumerate(zip(graph.inputs, input_names(graph))):
         if not hasattr(v.type, "shape"):
             raise ExportError(f"input '{name}' is a traced Python number ({v.type}); ONNX export needs tensor inputs")
