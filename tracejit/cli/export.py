@@ -54,7 +54,7 @@ def cmd_export(args) -> int:
     except CLIError as e:
         raise CLIError(str(e), USAGE_ERROR) from None
     proto, notes = export(program, args)
-    target = args.output or "(not written)"
+    target = args.output or "ONNX model for Triton"
     if args.output:
         _write(proto, args.output)
     print_summary(proto, target, args, notes, pinning_guards(program, args.method))
