@@ -207,3 +207,34 @@ def test_max_batch_size_on_a_program_without_a_batch_axis_exits_2(tmp_path, caps
     code, stdout, stderr = run_cli(capsys, "export", path, "--triton", str(tmp_path / "r"))
     assert code == 0, stderr
     assert "max_batch_size 0 (full shapes, no batching)" in stdout
+
+
+class TwoMethods(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(2)
+        self.lin = nn.Linear(5, 2)
+
+    def forward(self, x):
+        return self.lin(x)
+
+    def score(self, weight):
+        return (weight * self.lin.weight).sum(1)
+
+
+def test_method_option_exports_another_traced_method(tmp_path, capsys):
+    model = TwoMethods().eval()
+    with torch.no_grad():
+        traced = tracejit.trace_module(model, {"forward": torch.randn(3, 5), "score": torch.randn(2, 5)})
+    path = str(tmp_path / "two.tjit")
+    tracejit.save(traced, path)
+    out = str(tmp_path / "score.onnx")
+    code, stdout, stderr = run_cli(capsys, "export", path, "-o", out, "--method", "score")
+    assert code == 0, stderr
+    assert "  weight: float32[weight_dim0, weight_dim1]" in stdout and "method score" in stdout
+    w = torch.randn(2, 5)
+    (got,) = ort_run(out, w)
+    with torch.no_grad():
+        torch.testing.assert_close(got, model.score(w), rtol=1e-4, atol=1e-5)
+    code, _, stderr = run_cli(capsys, "export", path, "-o", out, "--method", "nope")
+    assert code == 2 and "without a traced 'nope'" in stderr
