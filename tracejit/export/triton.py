@@ -23,6 +23,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from ._deps import require
 from .errors import ExportError
 
 DEFAULT_MAX_BATCH_SIZE = 4   # what Triton's auto-complete picks for an ONNX model that can batch
@@ -74,7 +75,7 @@ def with_triton_names(proto):
     values = list(proto.graph.input) + list(proto.graph.output)
     if all(tensor_name(v.name) == v.name for v in values):
         return proto
-    ir = __import__("onnx_ir")
+    ir = require("onnx_ir")
     model = ir.serde.deserialize_model(proto)
     taken = {v.name for v in list(model.graph.inputs) + list(model.graph.outputs)}
     for v in list(model.graph.inputs) + list(model.graph.outputs):
@@ -195,7 +196,7 @@ def write_repository(traced, directory, name: str | None = None, *, max_batch_si
 
 def write_files(proto, config: ModelConfig, directory) -> str:
     """Write the repository entry of ``config`` with the ONNX model ``proto``; returns its directory."""
-    import onnx
+    onnx = require("onnx")
     model_dir = os.path.join(os.fspath(directory), config.name)
     os.makedirs(os.path.join(model_dir, VERSION), exist_ok=True)
     onnx.save(proto, os.path.join(model_dir, VERSION, MODEL_FILE))
