@@ -64,7 +64,9 @@ def node_expr(gen, node: Node) -> str | None:
         return call_module_expr(gen, node)
     if op in capture_emit.OPS:
         return capture_emit.node_expr(gen, node)
-    kind, _, what = target.partition(":")
+    if target is None:
+        raise NotImplementedError(f"codegen: no rule for {op} (it has no call target)")
+    kind, what = target.kind, target.name
     a = node.args
     if kind == "method":
         return f"{gen.expr(a[0])}.{what}({gen.call_args(node, 1)})"

@@ -67,10 +67,12 @@ def mark_inplace_reuse(graph: Graph) -> int:
 
 
 def _base_name(node) -> str | None:
-    kind, _, what = node.target.partition(":")
-    if kind == "op":
-        return _OPERATORS.get(what)
-    if kind in ("method", "fn"):
-        name = what.rsplit(".", 1)[-1]
+    target = node.target
+    if target is None:
+        return None
+    if target.kind == "op":
+        return _OPERATORS.get(target.name)
+    if target.kind in ("method", "fn"):
+        name = target.short_name
         return name if name in UNARY or name in SCALAR_BINARY or name in FRESH else None
     return None

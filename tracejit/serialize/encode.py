@@ -15,6 +15,7 @@ import torch
 
 from ..errors import LoadError, SaveError
 from ..ir import Graph, Node, ScalarType, SourceLoc, TensorType, Value
+from ..ir.target import CallTargetError, as_target, target_text
 from ..pytree import Spec
 from . import limits, schema_check, validate
 
@@ -226,7 +227,7 @@ def encode_graph(graph: Graph, where: str) -> dict:
         if node.op == "tracejit::guard":
             from .guards import encode_attrs
             attrs = encode_attrs(node, f"{where}, guard at {node.source}")
-        entry = {"op": node.op, "target": node.target, "args": args, "kwargs": kwargs,
+        entry = {"op": node.op, "target": target_text(node.target), "args": args, "kwargs": kwargs,
                  "outputs": [encode_type(v.type) if v is not None else None for v in node.outputs],
                  "dynamic": any(v is not None and v.dynamic for v in node.outputs)}
         if attrs:
@@ -309,7 +310,7 @@ def decode_graph(d: dict, where: str) -> Graph:
             if not isinstance(attrs, dict):
                 raise LoadError(f"{at}: malformed attributes")
             validate.check_attrs(nd.get("op"), attrs, at)
-            node = Node(_str(nd["op"], at), _str(nd.get("target", ""), at),
+            node = Node(_str(nd["op"], at), _target(nd.get("target", ""), at),
                         [arg(a) for a in _list(nd.get("args", []), at)],
                         {k: arg(v) for k, v in kwargs}, attrs=attrs, source=source,
                         effectful=bool(nd.get("effectful", False)))
@@ -351,3 +352,11 @@ def _str(x, where):
 
 def _str_or_none(x, where):
     return None if x is None else _str(x, where)
+
+
+def _target(x, where):
+    """A node's call target from its file text ("" for none)."""
+    try:
+        return as_target(_str(x, where))
+    except CallTargetError as e:
+        raise LoadError(f"{where}: {e}") from None

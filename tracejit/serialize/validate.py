@@ -13,7 +13,7 @@ import types
 import torch
 
 from ..errors import LoadError
-from ..ir import Graph, Value, iter_values, verify, VerificationError
+from ..ir import Graph, Value, iter_values, target_text, verify, VerificationError
 from ..trace import ops as opnames
 from . import capture_ops, schema_check
 from .guards import check_guard
@@ -157,7 +157,7 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
     if "unpack" in node.attrs and node.attrs["unpack"] != len(node.outputs):
         raise LoadError(f"{at}: unpacks {node.attrs['unpack']} values into {len(node.outputs)} outputs")
     if name not in opnames.aten_names_for_target(node.target):
-        raise LoadError(f"{at}: its call target {node.target[:60]!r} does not carry out aten::{name}")
+        raise LoadError(f"{at}: its call target {target_text(node.target)[:60]!r} does not carry out aten::{name}")
     _check_target(node, at, name)
 
 
@@ -188,7 +188,8 @@ def _check_outputs(node, at: str, schema) -> None:
 
 
 def _check_target(node, at: str, aten_name: str) -> None:
-    kind, _, what = node.target.partition(":")
+    target = node.target
+    kind, what = target.kind, target.name   # an aten node without a target failed the check above
     if kind == "op":
         if what not in OPERATORS:
             raise LoadError(f"{at}: unknown operator {what!r}")
@@ -223,14 +224,14 @@ def _check_target(node, at: str, aten_name: str) -> None:
             raise LoadError(f"{at}: a method call needs a tensor first argument")
         return
     if kind == "fn":
-        namespace, _, name = what.rpartition(".")
-        module = FUNCTION_NAMESPACES.get(namespace)
+        name = target.short_name
+        module = FUNCTION_NAMESPACES.get(target.namespace)
         identifier(name, at)
         fn = getattr(module, name, None) if module is not None else None
         if name in DENIED or not isinstance(fn, types.BuiltinFunctionType):
             raise LoadError(f"{at}: {what} is not an operator function tracejit may call")
         return
-    raise LoadError(f"{at}: unknown call target {node.target[:60]!r}")
+    raise LoadError(f"{at}: unknown call target {target_text(target)[:60]!r}")
 
 
 def _check_tracejit_node(node, at: str, graph: Graph, module_tree, methods_of) -> None:
