@@ -253,8 +253,13 @@ def encode_graph(graph: Graph, where: str) -> dict:
     }
 
 
-def decode_graph(d: dict, where: str) -> Graph:
-    """Rebuild a Graph from data (structure only; ops are validated by validate.py)."""
+def decode_graph(d: dict, where: str, callees: list | None = None) -> Graph:
+    """Rebuild a Graph from data (structure only; ops are validated by validate.py).
+
+    ``callees``: the Graph each ``tracejit::call_module`` node calls, in node order, linked as the
+    node's ``graph`` attribute when the node is made (the file names callees by module path).
+    """
+    links = iter(callees) if callees is not None else None
     try:
         g = Graph(name=limits.text(d["name"], f"{where}: graph name", 200),
                   module_type=limits.text(d.get("module_type", ""), f"{where}: module type", 200),
@@ -310,6 +315,8 @@ def decode_graph(d: dict, where: str) -> Graph:
             if not isinstance(attrs, dict):
                 raise LoadError(f"{at}: malformed attributes")
             validate.check_attrs(nd.get("op"), attrs, at)
+            if links is not None and nd.get("op") == "tracejit::call_module":
+                attrs = {**attrs, "graph": next(links)}
             node = Node(_str(nd["op"], at), _target(nd.get("target", ""), at),
                         [arg(a) for a in _list(nd.get("args", []), at)],
                         {k: arg(v) for k, v in kwargs}, attrs=attrs, source=source,
