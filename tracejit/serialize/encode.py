@@ -15,6 +15,7 @@ import torch
 
 from ..errors import LoadError, SaveError
 from ..ir import Graph, Node, ScalarType, SourceLoc, TensorType, Value
+from ..ir.ops import saved_attrs
 from ..ir.target import CallTargetError, as_target, target_text
 from ..pytree import Spec
 from . import limits, schema_check, validate
@@ -221,9 +222,8 @@ def encode_graph(graph: Graph, where: str) -> dict:
         for v in node.outputs:
             if v is not None:
                 index[id(v)] = len(index)
-        attrs = {k: v for k, v in node.attrs.items() if k in ("path", "method", "n_captures", "index", "kind",
-                                                               "unpack", "nondeterministic", "grad", "autocast", "attr", "name",
-                                                               "function_id", "in_function")}
+        keep = saved_attrs(node.op)
+        attrs = {k: v for k, v in node.attrs.items() if k in keep}
         if node.op == "tracejit::guard":
             from .guards import encode_attrs
             attrs = encode_attrs(node, f"{where}, guard at {node.source}")

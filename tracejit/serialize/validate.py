@@ -14,6 +14,7 @@ import torch
 
 from ..errors import LoadError
 from ..ir import Graph, Value, iter_values, target_text, verify, VerificationError
+from ..ir.ops import saved_attrs
 from ..trace import ops as opnames
 from . import capture_ops, schema_check
 from .guards import check_guard
@@ -36,20 +37,6 @@ _OP_NAME = re.compile(r"^([a-z_]+)::([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za
 
 _ASCII_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 DEFAULT_MAX_ELEMENTS = 2 ** 25
-# attributes a file may give each kind of node, with their types
-NODE_ATTRS = {"tracejit::get_attr": {"path": str, "kind": str},
-              "tracejit::constant": {"index": int},
-              "tracejit::call_module": {"path": str, "method": str, "n_captures": int},
-              # expected / seen are decoded constants whose shape serialize/guards.py checks
-              "tracejit::guard": {"kind": str, "test": str, "expected": object, "seen": object, "what": str,
-                                  "line": str},
-              "tracejit::dtype_of": {}, "tracejit::device_of": {},
-              "tracejit::finfo": {"attr": str},
-              "tracejit::autograd_function": {"name": str, "function_id": int, "unpack": int}}
-ATEN_ATTRS = {"unpack": int, "nondeterministic": bool}
-# what any node may carry: the grad mode / autocast state it ran under and the custom autograd Function
-# whose forward it belongs to (their values are checked by capture_ops.check_node_attrs)
-REGION_ATTRS = {"grad": str, "autocast": list, "in_function": int}
 
 
 def identifier(name, where: str) -> str:
@@ -71,10 +58,10 @@ def method_name(name, where: str) -> str:
 
 
 def check_attrs(op: str, attrs: dict, where: str) -> None:
-    """Node attributes are data of a fixed shape: known keys, each of its type."""
-    allowed = NODE_ATTRS.get(op, ATEN_ATTRS)
+    """Node attributes are data of a fixed shape: known keys, each of its type (ir/ops.py's table)."""
+    allowed = saved_attrs(op)
     for k, v in attrs.items():
-        want = allowed.get(k, REGION_ATTRS.get(k))
+        want = allowed.get(k)
         if want is None:
             raise LoadError(f"{where}: unknown node attribute {str(k)[:40]!r} for {str(op)[:60]}")
         if not isinstance(v, want) or (want is int and isinstance(v, bool)):
