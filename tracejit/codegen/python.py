@@ -39,7 +39,9 @@ class CodeGen:
         self.indent = ""         # inside a grad-mode region (capture_emit.enter_region)
         self.skipped: set = set()  # forward ops of custom autograd Functions called as themselves
         self.guard_emitter = GuardEmitter(self)
-        self.inplace = inplace_candidates(graph)   # {id(node): in-place method} usable under no_grad
+        # {id(node): in-place method} usable under no_grad; none when observing (a write in place would
+        # change a value already handed to _observe)
+        self.inplace = {} if observe else inplace_candidates(graph)
 
     # -- names and expressions --------------------------------------------------------------------
     def name(self, v: Value) -> str:
