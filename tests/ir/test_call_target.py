@@ -80,3 +80,14 @@ def test_node_takes_a_target_or_its_text_and_none_for_tracejit_ops():
     assert Node("tracejit::constant", None, attrs={"index": 0}).target is None
     with pytest.raises(CallTargetError, match="call target kind 'meth'"):
         Node("aten::neg.default", "meth:neg")
+
+
+def test_no_module_but_ir_target_splits_a_target():
+    """The "kind:name" text is parsed in one place: elsewhere a target is read through its fields."""
+    import pathlib
+    import re
+    root = pathlib.Path(tracejit.__file__).parent
+    splitting = re.compile(r"\btarget\w*\.(r?partition|r?split|startswith|endswith)\(")
+    offenders = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py") if p != root / "ir" / "target.py"
+                 for i, line in enumerate(p.read_text().splitlines(), 1) if splitting.search(line)]
+    assert offenders == []
