@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 import tracejit
-from filesurgery import CRC_MARKER, fix_crc, parse, split  # noqa: F401  (re-exported to the tests)
+from filesurgery import fix_crc, parse, split  # noqa: F401  (re-exported to the tests)
 
 # The test modules import these helpers as ``from serialize_testlib import ...``: pytest imports a
 # directory's conftest before the test modules in it, and this alias works with every import mode

@@ -77,6 +77,7 @@ def saved_attrs(op) -> dict:
     own = d.attrs if d is not None else ATEN_ATTRS
     return {k: a.type for k, a in {**own, **REGION_ATTRS}.items() if a.saved}
 
+
 # test -> (number of operands, Python expression template over the operands)
 GUARD_TESTS = {
     "eq": (2, "{0} == {1}"), "ne": (2, "{0} != {1}"), "lt": (2, "{0} < {1}"), "le": (2, "{0} <= {1}"),

@@ -13,7 +13,7 @@ import types
 import torch
 
 from ..errors import LoadError
-from ..ir import Graph, Value, iter_values, target_text, verify, VerificationError
+from ..ir import Graph, Value, target_text, verify, VerificationError
 from ..ir.ops import saved_attrs
 from ..trace import ops as opnames
 from . import capture_ops, schema_check
