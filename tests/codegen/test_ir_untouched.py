@@ -132,3 +132,29 @@ def test_saving_and_loading_leave_the_graphs_unchanged():
         torch.testing.assert_close(got[0], reference[0])
     with torch.no_grad():    # the in-place forms run and give the same numbers
         torch.testing.assert_close(loaded(x2)[1]["s"], expected[1]["s"])
+
+
+class Act(nn.Module):
+    def __init__(self, act):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.act = act
+
+    def forward(self, x):
+        return self.act(self.fc(x)) + x
+
+
+def test_a_stored_graph_shared_by_modules_with_other_callees_is_linked_per_module():
+    """Blocks 1 and 2 share one stored graph but call an Identity and a ReLU: each gets its own links."""
+    torch.manual_seed(0)
+    model = nn.Sequential(Act(nn.ReLU()), Act(nn.Identity()), Act(nn.ReLU())).eval()
+    traced = tracejit.trace(model, torch.randn(2, 4))
+    loaded = _save_load(traced)
+    blocks = [loaded.get_submodule(str(i)) for i in range(3)]
+    links = [next(n for n in b.graph.nodes if n.attrs.get("path") == "act").attrs["graph"] for b in blocks]
+    assert links == [blocks[i].get_submodule("act").graph for i in range(3)]
+    assert links[1] is not links[2] and str(blocks[1].graph) == str(blocks[2].graph)
+    assert str(loaded.inlined_graph).count("aten::relu") == 2
+    x = torch.randn(5, 4)
+    torch.testing.assert_close(loaded(x), model(x))
+    torch.testing.assert_close(loaded(x), torch.jit.trace(model, torch.randn(2, 4))(x))
