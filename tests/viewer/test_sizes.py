@@ -184,3 +184,28 @@ def test_a_custom_autograd_function_is_not_run_by_the_probe():
     calls.clear()
     types = _types(program_document(traced), ":forward")
     assert calls == [] and types[0] == "Float[s0, 3, 4]" and "Float[2, 12]" in types
+
+
+def test_sizes_read_inside_a_submodule_are_symbolic_for_inspect_and_the_viewer():
+    class Inner(nn.Module):
+        def forward(self, x):
+            n = x.size(0)                  # the batch, read inside the callee
+            if x.size(2) == 4:             # pinned inside the callee
+                x = x + 1
+            return x.view(n, -1)
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            return self.inner(x) * 2
+
+    model = Outer()
+    traced = _trace(model, torch.randn(2, 3, 4))
+    assert signature("forward", traced.graph) == "forward(x: Float[s0, 3, 4])"
+    doc = program_document(traced)
+    assert _types(doc, "inner:forward")[0] == "Float[s0, 3, 4]" and _types(doc, ":forward")[-1] == "Float[s0, 12]"
+    x = torch.randn(5, 3, 4)
+    torch.testing.assert_close(traced(x), model(x))
