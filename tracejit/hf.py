@@ -189,17 +189,19 @@ def load_pretrained(path: str, task: str | None = None, use_cache: bool = False)
     task = resolve_task(task, config)
     modality(config)   # fails early, with what is missing, for a model we cannot feed
     auto = getattr(transformers, TASKS[task])
+    config.return_dict = True
+    if hasattr(config, "use_cache"):   # before the model is built: submodules copy the config (T5's stacks)
+        config.use_cache = use_cache
     try:
-        model = auto.from_pretrained(path)
+        model = auto.from_pretrained(path, config=config)
     except ValueError as e:   # "Unrecognized configuration class ... for this kind of AutoModel"
         raise ValueError(f"{path}: a {type(config).__name__} cannot be loaded for task {task!r} "
                          f"({TASKS[task]}): {str(e).splitlines()[0]}") from None
     model.eval()
-    model.config.return_dict = True
-    if hasattr(model.config, "use_cache"):
-        model.config.use_cache = use_cache
-    if hasattr(model, "generation_config") and getattr(model.generation_config, "use_cache", None) is not None:
-        model.generation_config.use_cache = use_cache
+    for module in model.modules():   # configs copied into submodules, and the generation config
+        for cfg in (getattr(module, "config", None), getattr(module, "generation_config", None)):
+            if cfg is not None and getattr(cfg, "use_cache", None) is not None:
+                cfg.use_cache = use_cache
     return model, model.config, task
 
 

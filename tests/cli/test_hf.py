@@ -1,4 +1,4 @@
-"""``tracejit trace --hf DIR`` (tracejit/hf.py, tracejit/cli/hf.py): BERT, GPT-2, ViT and Whisper
+"""``tracejit trace --hf DIR`` (tracejit/hf.py, tracejit/cli/hf.py): BERT, GPT-2, ViT, Whisper and T5
 saved locally from the tiny configs of tests/models; the saved program equals eager transformers
 on new inputs (other values, batch sizes, lengths, padding). The network is never touched."""
 from __future__ import annotations
@@ -22,6 +22,7 @@ BUILDERS = {
     "gpt2": lambda: corpus.build_gpt2().model,
     "vit": lambda: corpus.build_vit(False)().model,
     "whisper": lambda: corpus.build_whisper().model,
+    "t5": lambda: corpus.build_t5().model,
 }
 
 
@@ -52,12 +53,13 @@ def _trace_cli(directory, output, capsys, *extra):
 
 def _new_inputs(name: str, g: torch.Generator) -> dict:
     """Inputs the trace never saw: batch 4, other lengths, padding on two rows, other values."""
-    if name in ("bert", "gpt2"):
+    if name in ("bert", "gpt2", "t5"):
         ids = torch.randint(0, 100, (4, 11), generator=g)
         mask = torch.ones_like(ids)
         mask[0, 7:] = 0
         mask[2, 4:] = 0
-        return {"input_ids": ids, "attention_mask": mask}
+        dec = {"decoder_input_ids": torch.randint(0, 100, (4, 6), generator=g)} if name == "t5" else {}
+        return {"input_ids": ids, "attention_mask": mask, **dec}
     if name == "vit":
         return {"pixel_values": torch.randn(4, 3, 32, 32, generator=g)}
     return {"input_features": torch.randn(4, corpus.WHISPER_MEL_BINS, corpus.WHISPER_FRAMES, generator=g),
@@ -77,6 +79,7 @@ def _assert_equal_outputs(loaded_out, eager_out):
     ("gpt2", "causal-lm", {"logits"}),
     ("vit", "feature-extraction", {"last_hidden_state", "pooler_output"}),
     ("whisper", "speech", {"logits", "encoder_last_hidden_state"}),
+    ("t5", "seq2seq", {"logits", "encoder_last_hidden_state"}),
 ])
 def test_trace_hf_saves_a_program_equal_to_eager(saved, tmp_path, capsys, name, task, outputs):
     directory, model = saved[name]
@@ -182,3 +185,34 @@ def test_bad_uses(saved, tmp_path, capsys):
     assert "MODULE:CALLABLE" in _fails(["trace", "-o", out], capsys, 2)
     assert "positive integer" in _fails(["trace", "--hf", saved["bert"][0], "--batch", "0", "-o", out], capsys, 2)
     assert not os.path.exists(out)
+
+
+@pytest.mark.slow
+def test_a_terminal_gets_the_progress_bar(saved, tmp_path):
+    """The command in a pseudo-terminal: the bar (tqdm, on stderr) is drawn, then the summary."""
+    import pty
+    import subprocess
+    pytest.importorskip("tqdm")
+    import fcntl
+    import struct
+    import termios
+    main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))   # a 100-column terminal
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, "-m", "tracejit", "trace", "--hf", saved["vit"][0], "-o",
+                             str(tmp_path / "t.tjit")], stdout=child, stderr=child, env=env)
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 4096)
+        except OSError:   # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(timeout=300) == 0
+    os.close(main)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    assert "\r" in text and "█" in text and "trace" in text.split("traced ")[0]
+    assert "checked:    equals eager transformers" in text

@@ -54,7 +54,10 @@ class Progress:
                 from tqdm import tqdm
             except ImportError:
                 return
-            self.bar = tqdm(total=len(self.STEPS), desc="load", unit="step", leave=False,
+            import shutil
+            size = shutil.get_terminal_size((80, 24))   # 80 x 24 where the terminal says 0 x 0 (tqdm: no bar)
+            self.bar = tqdm(total=len(self.STEPS), desc="load", unit="step", leave=False, ncols=min(80, size.columns),
+                            nrows=size.lines,
                             bar_format="{desc:<6} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
 
     def __call__(self, step: str) -> None:
