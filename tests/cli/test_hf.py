@@ -183,6 +183,8 @@ def test_bad_uses(saved, tmp_path, capsys):
     assert "--hf" in _fails(["trace", "--hf", str(tmp_path / "missing"), "-o", out], capsys)
     assert "no MODULE:CALLABLE" in _fails(["trace", "m:f", "--hf", saved["bert"][0], "-o", out], capsys, 2)
     assert "MODULE:CALLABLE" in _fails(["trace", "-o", out], capsys, 2)
+    assert "--task, --length, --no-check only go with --hf" in _fails(
+        ["trace", "m:f", "--task", "causal-lm", "--length", "4", "--no-check", "-o", out], capsys, 2)
     assert "positive integer" in _fails(["trace", "--hf", saved["bert"][0], "--batch", "0", "-o", out], capsys, 2)
     assert not os.path.exists(out)
 

@@ -21,14 +21,26 @@ def add_arguments(parser) -> None:
     g.add_argument("--task", metavar="TASK",
                    help=f"with --hf: one of {', '.join(TASKS)} (also {', '.join(ALIASES)}); default: from the "
                         "config's architectures")
-    g.add_argument("--batch", type=_positive, default=2, help="with --hf: the example batch size (default 2)")
-    g.add_argument("--length", type=_positive, default=8,
+    g.add_argument("--batch", type=_positive, help="with --hf: the example batch size (default 2)")
+    g.add_argument("--length", type=_positive,
                    help="with --hf: the example sequence length (default 8; capped by the model's positions)")
     g.add_argument("--use-cache", action="store_true",
                    help="with --hf: trace with the decoder's cache (transformers' DynamicCache is not "
                         "pytree-registered, so today this fails with that message)")
     g.add_argument("--no-check", dest="check", action="store_false",
                    help="with --hf: skip the comparison with eager transformers on other sizes")
+
+
+HF_ONLY = ("task", "batch", "length")
+
+
+def check_hf_only(args) -> None:
+    """The --hf options without --hf: a usage error (they would be ignored)."""
+    given = [f"--{name}" for name in HF_ONLY if getattr(args, name) is not None]
+    given += ["--use-cache"] if args.use_cache else []
+    given += ["--no-check"] if not args.check else []
+    if given:
+        raise CLIError(f"{', '.join(given)} only go with --hf PATH_OR_ID", 2)
 
 
 def _positive(text: str) -> int:
@@ -80,7 +92,7 @@ def cmd_trace_hf(args) -> int:
     progress = Progress(sys.stdout.isatty())
     try:
         try:
-            result = hf.trace_pretrained(args.hf, args.task, batch=args.batch, length=args.length,
+            result = hf.trace_pretrained(args.hf, args.task, batch=args.batch or 2, length=args.length or 8,
                                          use_cache=args.use_cache, check=args.check, seed=args.seed,
                                          progress=progress)
         except (ValueError, OSError) as e:   # a bad task or model; a missing directory or hub id

@@ -78,6 +78,7 @@ def cmd_trace(args) -> int:
             raise CLIError("--hf builds the model and its inputs itself: give no MODULE:CALLABLE and no --input "
                            "with it", 2)
         return hf.cmd_trace_hf(args)
+    hf.check_hf_only(args)
     if args.factory is None:
         raise CLIError("give a MODULE:CALLABLE that builds the model (or --hf PATH_OR_ID for a transformers model)",
                        2)
