@@ -41,11 +41,12 @@ def value_dims(obj, graph) -> dict:
     companions = _companions(graph, seeds, examples)
     # each companion under its own name, then moved with its symbol, then left alone
     own = {key: f"s{len(examples) + i}" for i, key in enumerate(companions)}
+    runner = _Runner(obj, graph)
     for plan in ({**seeds, **own}, {**seeds, **companions}, dict(seeds)):
         symbols = {name: inputs[vid].type.shape[dim] for (vid, dim), name in plan.items()}
         offsets = _offsets(symbols)
         try:   # a guard refused, or the meta device cannot run an op: try the next plan
-            runs = [_probe(obj, graph, {key: symbols[name] + offsets[name][run] for key, name in plan.items()})
+            runs = [runner.probe({key: symbols[name] + offsets[name][run] for key, name in plan.items()})
                     for run in (0, 1)]
         except Exception:
             continue
@@ -141,33 +142,38 @@ def _affine(name: str, p: int, q: int) -> str:
 
 
 # ---- running the program on the meta device ------------------------------------------------------
-def _probe(obj, graph, sizes: dict) -> dict:
-    """Run ``graph`` on meta inputs with ``sizes`` ({(id(input), dim): size}) moved: first under its
-    guards (raises when refused), then observed. ``{id(Value): (Value, shape)}`` of every graph's
-    first call."""
-    from ..pytree import unflatten
-    leaves = []
-    for leaf in graph.input_leaves:
-        if isinstance(leaf, Value):
-            if not isinstance(leaf.type, TensorType) or -1 in leaf.type.shape:
-                raise _Refused("a non-tensor or ragged input")
-            shape = [sizes.get((id(leaf), d), s) for d, s in enumerate(leaf.type.shape)]
-            leaves.append(torch.empty(shape, dtype=leaf.type.dtype, device="meta"))
-        else:
-            leaves.append(leaf)
-    args, kwargs = unflatten(graph.in_spec, leaves)
-    root = _root_module(obj)
-    seen: dict = {}
-    with torch.no_grad():
-        for guards, record in ((True, None), (False, seen)):
-            shadow = _Shadow(root, guards=guards, seen=record)
-            _method(shadow, graph, graph.name, guards, record)(*args, **kwargs)
-    return seen
+class _Runner:
+    """Runs one root graph on meta inputs, twice per probe: under its guards (raises when refused),
+    then observed. The shadows and their compiled methods are made once and reused by every probe."""
 
+    def __init__(self, obj, graph):
+        from ..runtime.traced import TracedFunction
+        self.graph = graph
+        self.seen: dict = {}   # the observed run's record: id(Value) -> (Value, shape)
+        root = None if isinstance(obj, TracedFunction) else obj
+        self.shadows = {guards: _Shadow(root, self, guards=guards) for guards in (True, False)}
+        self.roots = {guards: _method(self.shadows[guards], graph, graph.name, guards, self)
+                      for guards in (True, False)}
 
-def _root_module(obj):
-    from ..runtime.traced import TracedFunction
-    return None if isinstance(obj, TracedFunction) else obj
+    def probe(self, sizes: dict) -> dict:
+        """``{id(Value): (Value, shape)}`` of every graph's first call with ``sizes``
+        ({(id(input), dim): size}) moved."""
+        from ..pytree import unflatten
+        leaves = []
+        for leaf in self.graph.input_leaves:
+            if isinstance(leaf, Value):
+                if not isinstance(leaf.type, TensorType) or -1 in leaf.type.shape:
+                    raise _Refused("a non-tensor or ragged input")
+                shape = [sizes.get((id(leaf), d), s) for d, s in enumerate(leaf.type.shape)]
+                leaves.append(torch.empty(shape, dtype=leaf.type.dtype, device="meta"))
+            else:
+                leaves.append(leaf)
+        args, kwargs = unflatten(self.graph.in_spec, leaves)
+        self.seen = {}
+        with torch.no_grad():
+            self.roots[True](*args, **kwargs)
+            self.roots[False](*args, **kwargs)
+        return self.seen
 
 
 def _meta(t):
@@ -179,17 +185,18 @@ class _Shadow:
     """What generated code reads from ``self`` (``_modules``, ``_parameters``, ``_buffers``,
     ``training`` and the traced methods), as meta tensors and freshly compiled methods."""
 
-    def __init__(self, module, *, guards: bool, seen: dict | None, depth: int = 0):
+    def __init__(self, module, runner: _Runner, *, guards: bool, depth: int = 0):
         self.training = bool(getattr(module, "training", False))
         self._parameters = {n: _meta(p) for n, p in getattr(module, "_parameters", {}).items()}
         self._buffers = {n: _meta(b) for n, b in getattr(module, "_buffers", {}).items()}
-        self._modules = {n: _Shadow(m, guards=guards, seen=seen, depth=depth + 1)
+        self._modules = {n: _Shadow(m, runner, guards=guards, depth=depth + 1)
                          for n, m in getattr(module, "_modules", {}).items() if m is not None and depth < 64}
         for name, fn in getattr(module, "_traced_methods", {}).items():
-            setattr(self, name, _method(self, fn.graph, name, guards, seen))
+            setattr(self, name, _method(self, fn.graph, name, guards, runner))
 
 
-def _method(shadow, graph, name: str, guards: bool, seen: dict | None):
+def _method(shadow, graph, name: str, guards: bool, runner: _Runner):
+    """The shadow's method for ``graph``: compiled on first use, with guards or observed."""
     from ..codegen.compiler import compile_function
     from ..codegen.python import generate
     compiled = []
@@ -201,14 +208,13 @@ def _method(shadow, graph, name: str, guards: bool, seen: dict | None):
         if not compiled:
             if any(node.op == "tracejit::autograd_function" for node in graph.nodes):
                 raise _Refused("a custom autograd Function would run user code")
-            src, globs = generate(graph, name, guards=guards, input_error=refuse, observe=seen is not None)
+            src, globs = generate(graph, name, guards=guards, input_error=refuse, observe=not guards)
             globs = {k: (_meta(v) if isinstance(v, torch.Tensor) else v) for k, v in globs.items()}
             globs["_tj_guard"] = refuse
-            if seen is not None:
-                globs["_observe"] = lambda i, outs: _record(seen, graph.nodes[i], outs)
+            globs["_observe"] = lambda i, outs: _record(runner.seen, graph.nodes[i], outs)
             compiled.append(compile_function(src, name, globs, "viewer-sizes"))
-        if seen is not None:
-            _record_inputs(seen, graph, args, kwargs)
+        if not guards:
+            _record_inputs(runner.seen, graph, args, kwargs)
         return compiled[0](shadow, *args, **kwargs)
     return run
 
