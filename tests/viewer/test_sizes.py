@@ -209,3 +209,15 @@ def test_sizes_read_inside_a_submodule_are_symbolic_for_inspect_and_the_viewer()
     assert _types(doc, "inner:forward")[0] == "Float[s0, 3, 4]" and _types(doc, ":forward")[-1] == "Float[s0, 12]"
     x = torch.randn(5, 3, 4)
     torch.testing.assert_close(traced(x), model(x))
+
+
+def test_a_function_and_an_input_tied_to_a_symbolic_size():
+    def f(x, y):                           # y's length must equal x's batch: it moves with s0
+        return x.reshape(x.size(0) * x.size(1)) + y.repeat(x.size(1))
+
+    traced = _trace(f, torch.randn(2, 3), torch.randn(2))
+    types = _types(program_document(traced), ":forward")
+    assert types[:2] == ["Float[s0, s1]", "Float[s0]"] and types[-1] == "Float[s0*s1]"
+    x, y = torch.randn(4, 5), torch.randn(4)
+    torch.testing.assert_close(traced(x, y), f(x, y))
+    assert traced(x, y).shape == (4 * 5,)
