@@ -1,6 +1,7 @@
 """Trace a Hugging Face ``transformers`` model from a saved directory or a hub id.
 
-    >>> result = tracejit.hf.trace_pretrained("./my-bert")          # doctest: +SKIP
+    >>> from tracejit.hf import trace_pretrained
+    >>> result = trace_pretrained("./my-bert")                       # doctest: +SKIP
     >>> tracejit.save(result.traced, "bert.tjit")                    # doctest: +SKIP
     >>> loaded = tracejit.load("bert.tjit")                          # doctest: +SKIP
     >>> loaded(input_ids=ids, attention_mask=mask)["last_hidden_state"]   # doctest: +SKIP
