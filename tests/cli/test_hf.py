@@ -147,6 +147,14 @@ def test_no_terminal_no_progress_bar(saved, tmp_path, capsys):
         assert "\r" not in text and "█" not in text and "step" not in text and "Loading weights" not in text
 
 
+def test_a_terminal_without_tqdm_gets_plain_lines(saved, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setitem(sys.modules, "tqdm", None)   # import tqdm fails
+    out = _trace_cli(saved["vit"][0], tmp_path / "t.tjit", capsys)
+    assert out.err == "load ...\ntrace ...\ncheck ...\nsave ...\n"
+    assert "checked:    equals eager transformers" in out.out
+
+
 def test_progress_bar_on_a_terminal(capsys):
     from tracejit.cli.hf import Progress
     pytest.importorskip("tqdm")

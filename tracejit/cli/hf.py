@@ -1,8 +1,8 @@
 """``tracejit trace --hf PATH_OR_ID [--task TASK] -o FILE``: trace a transformers model (the
 library part is tracejit/hf.py), save it and print what was done.
 
-The long steps (load, trace, check, save) show a progress bar (tqdm, imported only then) when
-stdout is a terminal; otherwise, or without tqdm, nothing but the summary is printed."""
+The long steps (load, trace, check, save) show a progress bar (tqdm, imported only then; a plain
+line per step without it) when stdout is a terminal; otherwise only the summary is printed."""
 from __future__ import annotations
 
 import os
@@ -55,24 +55,30 @@ def _positive(text: str) -> int:
 
 
 class Progress:
-    """One progress bar over the steps, on stderr, only when stdout is a terminal and tqdm imports."""
+    """The steps on stderr, only when stdout is a terminal: one tqdm bar, or a plain line per step
+    where tqdm is not installed (it is optional: imported only here)."""
 
     STEPS = ("load", "trace", "check", "save")
 
     def __init__(self, enabled: bool):
         self.bar = None
-        if enabled:
-            try:
-                from tqdm import tqdm
-            except ImportError:
-                return
-            import shutil
-            size = shutil.get_terminal_size((80, 24))   # 80 x 24 where the terminal says 0 x 0 (tqdm: no bar)
-            self.bar = tqdm(total=len(self.STEPS), desc="load", unit="step", leave=False, ncols=min(80, size.columns),
-                            nrows=size.lines,
-                            bar_format="{desc:<6} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
+        self.lines = False
+        if not enabled:
+            return
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            self.lines = True
+            return
+        import shutil
+        size = shutil.get_terminal_size((80, 24))   # 80 x 24 where the terminal says 0 x 0 (tqdm: no bar)
+        self.bar = tqdm(total=len(self.STEPS), desc="load", unit="step", leave=False, ncols=min(80, size.columns),
+                        nrows=size.lines, bar_format="{desc:<6} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
 
     def __call__(self, step: str) -> None:
+        if self.lines:
+            sys.stderr.write(f"{step} ...\n")
+            sys.stderr.flush()
         if self.bar is None:
             return
         self.bar.update(self.STEPS.index(step) - self.bar.n)
