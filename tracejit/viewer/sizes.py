@@ -42,7 +42,8 @@ def value_dims(obj, graph) -> dict:
     # each companion under its own name, then moved with its symbol, then left alone
     own = {key: f"s{len(examples) + i}" for i, key in enumerate(companions)}
     runner = _Runner(obj, graph)
-    for plan in ({**seeds, **own}, {**seeds, **companions}, dict(seeds)):
+    plans = [{**seeds, **own}, {**seeds, **companions}, dict(seeds)]
+    for plan in [p for i, p in enumerate(plans) if p not in plans[:i]]:
         symbols = {name: inputs[vid].type.shape[dim] for (vid, dim), name in plan.items()}
         offsets = _offsets(symbols)
         try:   # a guard refused, or the meta device cannot run an op: try the next plan
