@@ -9,7 +9,7 @@ node as the indices of the nodes producing its inputs.
 """
 from __future__ import annotations
 
-from ..ir import GUARD, Graph, TensorType, Value, iter_values
+from ..ir import GUARD, Graph, TensorType, Value, iter_values, target_text
 from ..ir.graph import _DTYPE_NAMES
 from .sizes import value_dims
 
@@ -115,7 +115,7 @@ class _GraphDoc:
                            call=callee_key, args=args, **common)
         else:
             consts = [_const_text(a) for a in node.args if not isinstance(a, Value) and not list(iter_values(a))]
-            idx = self.add("op", node.name, op=node.op, target=node.target, consts=consts[:6], **common)
+            idx = self.add("op", node.name, op=node.op, target=target_text(node.target), consts=consts[:6], **common)
         for slot, v in enumerate(node.outputs):
             if v is not None:
                 self.producer[id(v)] = [idx, slot]
