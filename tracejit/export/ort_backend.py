@@ -5,7 +5,10 @@ CPU session: all graph optimizations, ``intra_op_num_threads = torch.get_num_thr
 workers do not spin (on a few cores a spinning pool slows whatever runs next). A call flattens
 the arguments like the traced program, hands each tensor to onnxruntime as a numpy view of its
 memory (no copy for contiguous CPU tensors) and wraps the numpy results with
-``torch.from_numpy`` (no copy), rebuilt into the traced output structure.
+``torch.from_numpy`` (no copy), rebuilt into the traced output structure; one tensor or a flat
+tuple of tensors in and out takes a closure that skips the pytree work (bench_ort_overhead.py
+measures what a call costs over a bare ``session.run``). ``quantize="int8"`` (opt-in, never the
+default) runs onnxruntime's dynamic int8 quantization of the model (ort_quantize.py).
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from .. import pytree
 from ..ir import Value
 from ._deps import require
 from .onnx_export import export_onnx, input_names, traced_graph
+from .ort_quantize import quantize_model
 
 _TENSOR_NUMPY = torch.Tensor.numpy   # unbound: a non-tensor argument raises TypeError
 
@@ -22,7 +26,8 @@ _TENSOR_NUMPY = torch.Tensor.numpy   # unbound: a non-tensor argument raises Typ
 class OrtProgram:
     """A traced program running in onnxruntime; call it like the traced program."""
 
-    def __init__(self, traced, *, threads: int | None = None, spinning: bool = False, optimized_model_path=None):
+    def __init__(self, traced, *, threads: int | None = None, spinning: bool = False, optimized_model_path=None,
+                 quantize: str | None = None):
         ort = require("onnxruntime")
         if getattr(traced, "training", False) is True:
             raise RuntimeError(f"optimize_for_inference: {getattr(traced, 'original_name', 'the module')} is in "
@@ -37,8 +42,10 @@ class OrtProgram:
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
         if optimized_model_path is not None:
             options.optimized_model_filepath = str(optimized_model_path)
-        self.session = ort.InferenceSession(self.proto.SerializeToString(), options,
-                                            providers=["CPUExecutionProvider"])
+        self.quantize = quantize
+        self.quantized_model = None if quantize is None else quantize_model(self.proto, quantize)
+        model = self.quantized_model or self.proto.SerializeToString()
+        self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         # the session's C++ run (InferenceSession.run re-validates names on every call)
         self._run = getattr(getattr(self.session, "_sess", None), "run", None) or self.session.run
         self._names = input_names(graph)
