@@ -17,16 +17,19 @@ medians (microseconds per call):
 - ``run_with_ort_values (dlpack)``: OrtValues from DLPack capsules in and out (zero-copy both ways);
 - ``run_with_iobinding``: inputs bound by data pointer, outputs bound to CPU, copied out.
 
-Two clocks per batch: wall time (``perf_counter``) and the calling thread's CPU time
-(``thread_time``). The wrapper's work is all on the calling thread, so the CPU-time difference
-measures its overhead even when other processes load the machine (wall-clock differences of a
-few microseconds drown in scheduling noise at a load above the core count).
+Many short batches (50 calls) per variant, interleaved; per variant the median and the MINIMUM
+wall time per call over the rounds, and the median of the calling thread's CPU time
+(``thread_time``). Differences of a few microseconds drown in scheduling noise when other
+processes load the machine; the minimum is what that noise disturbs least (it only ever adds).
 
-Usage: ``python bench/bench_ort_overhead.py [--rounds R] [--workloads mlp,elementwise,...]``.
+Usage: ``python bench/bench_ort_overhead.py [--rounds R] [--workloads mlp,elementwise,...]
+[--write-results]`` (the last: the report also goes into bench/RESULTS.md between the
+``bench_ort_overhead`` markers, the rest of the file kept).
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import statistics
 import sys
@@ -42,6 +45,7 @@ for _p in (_BENCH_DIR, os.path.dirname(_BENCH_DIR)):
 
 import onnxruntime as ort  # noqa: E402
 
+import peer_report  # noqa: E402
 import tracejit  # noqa: E402
 from bench_core import build_mlp, elementwise_chain  # noqa: E402
 
@@ -96,7 +100,10 @@ def variants(program, args):
     }
 
 
-def bench(name, rounds, target_s):
+BATCH = 50   # calls per timed batch: short batches, many rounds, so that the minimum is meaningful
+
+
+def bench(name, rounds):
     torch.manual_seed(0)
     fn, args = WORKLOADS[name]()
     with torch.no_grad():
@@ -110,39 +117,48 @@ def bench(name, rounds, target_s):
         torch.testing.assert_close(torch.as_tensor(out), expected, rtol=1e-4, atol=1e-4, msg=lambda m: f"{label}: {m}")
         for _ in range(200):
             call()
-    t0 = time.perf_counter()
-    n = 0
-    while time.perf_counter() - t0 < target_s:
-        calls["wrapper"]()
-        n += 1
     wall = {label: [] for label in calls}
     cpu = {label: [] for label in calls}
     for _ in range(rounds):
         for label, call in calls.items():
             c, t = time.thread_time(), time.perf_counter()
-            for _ in range(n):
+            for _ in range(BATCH):
                 call()
-            wall[label].append((time.perf_counter() - t) / n * 1e6)
-            cpu[label].append((time.thread_time() - c) / n * 1e6)
-    return {label: (statistics.median(wall[label]), statistics.median(cpu[label])) for label in calls}, n
+            wall[label].append((time.perf_counter() - t) / BATCH * 1e6)
+            cpu[label].append((time.thread_time() - c) / BATCH * 1e6)
+    return {label: (statistics.median(wall[label]), min(wall[label]), statistics.median(cpu[label]))
+            for label in calls}
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--write-results", action="store_true")
     ns = parser.parse_args(argv)
     torch.set_num_threads(2)
-    print(f"onnxruntime {ort.__version__}, torch {torch.__version__}, load avg {os.getloadavg()[0]:.2f}, "
-          f"{ns.rounds} interleaved rounds, medians (us per call)")
+    lines = ["## onnxruntime backend: per-call overhead (bench/bench_ort_overhead.py)", "",
+             f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; "
+             f"onnxruntime {ort.__version__}, torch {torch.__version__}; {ns.rounds} interleaved rounds, medians; "
+             f"load average at start {os.getloadavg()[0]:.2f}",
+             "- microseconds per call on one session; `diff`: minus `session.run(None, feed)` with the feed "
+             "prepared once; wall clock median and minimum over the rounds (the minimum is what other processes "
+             "on the machine disturb least), and the calling thread's CPU time", ""]
     for name in ns.workloads.split(","):
-        times, n = bench(name, ns.rounds, target_s=0.05)
-        floor_wall, floor_cpu = times["session.run, feed prepared"]
-        print(f"\n{name} ({n} calls per round): wall clock, calling thread's CPU time; each with its "
-              "difference to session.run(None, feed) with the feed prepared")
-        for label, (wall, cpu) in times.items():
-            print(f"  {label:34s} {wall:8.2f} {wall - floor_wall:+7.2f}   {cpu:8.2f} {cpu - floor_cpu:+7.2f}")
-    print(f"\nload avg at end {os.getloadavg()[0]:.2f}")
+        times = bench(name, ns.rounds)
+        floor = times["session.run, feed prepared"]
+        lines += [f"{name} ({ns.rounds} rounds of {BATCH} calls):", "",
+                  "| call | wall median | diff | wall min | diff | thread CPU median | diff |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += ["| " + label + " | " + " | ".join(f"{v:.2f} | {v - f:+.2f}" for v, f in zip(values, floor)) + " |"
+                  for label, values in times.items()]
+        lines.append("")
+    lines.append(f"- load average at end {os.getloadavg()[0]:.2f}")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if ns.write_results:
+        peer_report.write_results(os.path.join(_BENCH_DIR, "RESULTS.md"), text,
+                                  "<!-- bench_ort_overhead: begin -->", "<!-- bench_ort_overhead: end -->")
     return 0
 
 

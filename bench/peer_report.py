@@ -89,18 +89,21 @@ def tracing_table(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def write_results(path: str, section: str) -> None:
-    """Put ``section`` (without markers) between the bench_peers markers of ``path``; a file without
-    them (written by an older bench_peers.py) has its part before bench_engine's section replaced.
-    Everything else in the file (bench_engine's section, notes written by hand) is kept."""
+def write_results(path: str, section: str, begin: str = BEGIN, end: str = END) -> None:
+    """Put ``section`` between the ``begin`` / ``end`` markers of ``path``. Without them: the peers'
+    section (an older bench_peers.py wrote no markers) replaces what comes before bench_engine's
+    section; any other section is appended. The rest of the file (other scripts' sections, notes
+    written by hand) is kept."""
     text = open(path).read() if os.path.exists(path) else ""
-    block = f"{BEGIN}\n{section.rstrip()}\n{END}\n"
-    if BEGIN in text and END in text:
-        rest = text[text.index(END) + len(END):].lstrip("\n")
-        text = text[:text.index(BEGIN)] + block + ("\n" + rest if rest else "")
-    elif ENGINE_BEGIN in text:
+    block = f"{begin}\n{section.rstrip()}\n{end}\n"
+    if begin in text and end in text:
+        rest = text[text.index(end) + len(end):].lstrip("\n")
+        text = text[:text.index(begin)] + block + ("\n" + rest if rest else "")
+    elif begin == BEGIN and ENGINE_BEGIN in text:
         text = block + "\n" + text[text.index(ENGINE_BEGIN):]
-    else:
+    elif begin == BEGIN:
         text = block + ("\n" + text if text else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + block if text else block
     with open(path, "w") as f:
         f.write(text)
