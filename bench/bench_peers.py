@@ -335,7 +335,7 @@ def render(rows, tracing, header: list[str]) -> str:
             "Outputs are checked against eager first; WRONG means the check failed and the column was not "
             "timed. *fastest peer*: the fastest column that is not tracejit's; *tracejit's best*: tracejit's "
             "fastest fp32 engine (the int8 column is an opt-in and not counted).", ""]
-    out += peer_report.per_call_table(rows, PEERS, TRACEJIT_ENGINES + tuple(LOW_PRECISION_BUILDERS))
+    out += peer_report.per_call_table(rows, PEERS, TRACEJIT_ENGINES, tuple(LOW_PRECISION_BUILDERS))
     out += ["", "Largest absolute error / relative L2 error against eager (fp32 eager as the reference).", ""]
     out += peer_report.accuracy_table(rows, ERROR_COLUMNS)
     out += ["", "## Build time", "",

@@ -27,9 +27,10 @@ def _fastest(row: dict[str, Any], names) -> tuple[float, str] | None:
     return min(timed) if timed else None
 
 
-def per_call_table(rows: list[dict[str, Any]], peers, tracejit_engines) -> list[str]:
-    """One row per workload: every column's time and ratio, the fastest peer, tracejit's best engine."""
-    cols = [p for p in list(peers) + list(tracejit_engines) if p != "eager"]
+def per_call_table(rows: list[dict[str, Any]], peers, tracejit_engines, extra=()) -> list[str]:
+    """One row per workload: every column's time and ratio, the fastest peer, tracejit's best engine
+    (``extra`` columns, e.g. lower precision, are shown but not counted as either)."""
+    cols = [p for p in list(peers) + list(tracejit_engines) + list(extra) if p != "eager"]
     lines = [
         "| workload | eager (us) | " + " | ".join(f"{c} us (ratio)" for c in cols)
         + " | fastest peer | tracejit's best | beats fastest peer? |",
