@@ -1,6 +1,7 @@
 """The inference pipeline: IR -> IR passes, each verified, in the order they run.
 
-``freeze`` (in tracejit/inference.py) runs first for modules; then ``INFERENCE_PASSES``.
+``freeze`` (in tracejit/inference.py) runs first for modules; then ``INFERENCE_PASSES`` (their
+result is what a saved program holds); then ``IN_MEMORY_PASSES`` (what runs in this process).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from .drop_identities import drop_identities
 from .fold_constants import fold_constants
 from .fold_conv_bn import fold_conv_batch_norm
 from .graph_copy import copy_graph
+from .numpy_regions import fuse_numpy_regions
 
 
 def dead_code_elimination(graph: Graph) -> Graph:
@@ -24,6 +26,12 @@ INFERENCE_PASSES = (
     ("fold_constants", fold_constants),
     ("eliminate_common_subexpressions", eliminate_common_subexpressions),
     ("dead_code_elimination", dead_code_elimination),
+)
+
+# run after INFERENCE_PASSES on the graph that runs; what they emit lives in memory only, so a
+# saved program keeps the graph before them (tracejit/inference.py)
+IN_MEMORY_PASSES = (
+    ("fuse_numpy_regions", fuse_numpy_regions),
 )
 
 
