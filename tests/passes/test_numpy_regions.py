@@ -180,6 +180,9 @@ def test_pass_alone_is_verified_leaves_its_input_alone_and_skips_short_or_unsupp
     assert [n.op for n in traced.graph.nodes] == before
     assert [n.op for n in fused.nodes] == [OP]
 
+    large = tracejit.trace(mixed_chain, (torch.randn(5000), torch.randn(5000)))
+    assert not region_nodes(fuse_numpy_regions(large.graph))   # traced large: torch's kernels are kept
+
     def short(x):
         return torch.sin(x) + 1
 

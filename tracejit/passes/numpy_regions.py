@@ -10,7 +10,8 @@ The kernel is an in-memory object: this pass runs after the saved pipeline (pass
 ``IN_MEMORY_PASSES``) and a saved program keeps the graph before it.
 
 A run is a sequence of consecutive supported nodes (constant nodes in between do not break it)
-on CPU float32 values; it is fused when it holds at least ``MIN_WEIGHT`` ops' worth of work.
+on CPU float32 values; it is fused when it holds at least ``MIN_WEIGHT`` ops' worth of work and
+its tensors (constants aside) had at most ``MAX_ELEMENTS`` elements when traced.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import torch
 
 from ..codegen.capture_emit import region_of
 from ..ir import Graph, Node, TensorType, Value, iter_values, verify
-from ..runtime.numpy_kernel import UNARY, NumpyKernel
+from ..runtime.numpy_kernel import MAX_ELEMENTS, UNARY, NumpyKernel
 from .graph_copy import copy_graph, replace_uses
 
 OP = "tracejit::numpy_region"
@@ -48,7 +49,7 @@ def fuse_numpy_regions(graph: Graph) -> Graph:
     fused = 0
     for run in runs:
         ops = [n for n in run if n.op != CONSTANT]
-        if sum(3 if n.op.startswith("aten::linear") else 1 for n in ops) >= MIN_WEIGHT:
+        if sum(3 if n.op.startswith("aten::linear") else 1 for n in ops) >= MIN_WEIGHT and _small(ops):
             _fuse(out, run, uses)
             fused += 1
     if fused:
@@ -56,6 +57,18 @@ def fuse_numpy_regions(graph: Graph) -> Graph:
         eliminate_dead_code(out)
         verify(out)
     return out
+
+
+def _small(ops: list) -> bool:
+    """Were the run's tensors small enough at trace time for the fast path (else it would only add
+    its checks to every call)?"""
+    for node in ops:
+        for v in list(node.input_values()) + node.outputs:
+            shape = getattr(getattr(v, "type", None), "shape", ())
+            if v.producer is None or v.producer.op != CONSTANT:
+                if math.prod(s if isinstance(s, int) and s >= 0 else MAX_ELEMENTS for s in shape) > MAX_ELEMENTS:
+                    return False
+    return True
 
 
 def region_nodes(graph: Graph) -> list:
