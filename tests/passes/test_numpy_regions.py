@@ -56,7 +56,7 @@ def jit(fn, example):
 
 
 def region_ops(traced):
-    return [n.attrs["ops"] for n in region_nodes(traced.forward.run_graph if isinstance(traced, nn.Module)
+    return [n.attrs["ops"][len("numpy:"):] for n in region_nodes(traced.forward.run_graph if isinstance(traced, nn.Module)
                                                  else traced._fn.run_graph)]
 
 

@@ -64,7 +64,7 @@ def node_expr(gen, node: Node) -> str | None:
         return call_module_expr(gen, node)
     if op in capture_emit.OPS:
         return capture_emit.node_expr(gen, node)
-    if op == "tracejit::numpy_region":   # passes/numpy_regions.py: the kernel is a callable constant
+    if op == "tracejit::kernel":   # passes/numpy_regions.py, prepack_linear.py: a callable constant
         return f"{gen.const_global(node.attrs['kernel'])}({gen.call_args(node)})"
     kind, _, what = target.partition(":")
     a = node.args

@@ -1,4 +1,4 @@
-"""Fuse runs of small float32 elementwise / linear ops into one ``tracejit::numpy_region`` node.
+"""Fuse runs of small float32 elementwise / linear ops into one ``tracejit::kernel`` node.
 
 Each op of such a run costs a few microseconds in torch's dispatcher and well under one as a
 numpy ufunc on a zero-copy view (runtime/numpy_kernel.py); a linear layer with a constant
@@ -24,7 +24,7 @@ from ..ir import Graph, Node, TensorType, Value, iter_values, verify
 from ..runtime.numpy_kernel import MAX_ELEMENTS, UNARY, NumpyKernel
 from .graph_copy import copy_graph, replace_uses
 
-OP = "tracejit::numpy_region"
+OP = "tracejit::kernel"
 CONSTANT = "tracejit::constant"
 MIN_WEIGHT = 3                 # the kernel's entry and exit cost about as much as two torch ops
 MAX_WEIGHT_ELEMENTS = 1 << 18  # a linear weight larger than this runs in torch (its threads win)
@@ -73,7 +73,7 @@ def _small(ops: list) -> bool:
 
 def region_nodes(graph: Graph) -> list:
     """The numpy region nodes of ``graph`` (for tests and tools)."""
-    return [n for n in graph.nodes if n.op == OP]
+    return [n for n in graph.nodes if n.op == OP and n.attrs["ops"].startswith("numpy:")]
 
 
 def _count_uses(graph: Graph) -> dict:
@@ -193,7 +193,7 @@ def _fuse(graph: Graph, run: list, uses: dict) -> None:
     kernel = NumpyKernel(steps, len(inputs), [graph.constants[c.producer.attrs["index"]] for c in consts],
                          outputs, label=f"numpy_region_{len(steps)}ops")
     first = next(n for n in run if n.op != CONSTANT)
-    region = Node(OP, "", args=tuple(inputs + consts), attrs={"kernel": kernel, "ops": kernel.describe()},
+    region = Node(OP, "", args=tuple(inputs + consts), attrs={"kernel": kernel, "ops": "numpy:" + kernel.describe()},
                   source=first.source, scope=first.scope)
     if len(outputs) > 1:
         region.attrs["unpack"] = True

@@ -12,6 +12,7 @@ from .drop_identities import drop_identities
 from .fold_constants import fold_constants
 from .fold_conv_bn import fold_conv_batch_norm
 from .graph_copy import copy_graph
+from .linear_weight_layout import transpose_linear_weights
 from .numpy_regions import fuse_numpy_regions
 
 
@@ -26,6 +27,7 @@ INFERENCE_PASSES = (
     ("fold_constants", fold_constants),
     ("eliminate_common_subexpressions", eliminate_common_subexpressions),
     ("dead_code_elimination", dead_code_elimination),
+    ("transpose_linear_weights", transpose_linear_weights),
 )
 
 # run after INFERENCE_PASSES on the graph that runs; what they emit lives in memory only, so a
