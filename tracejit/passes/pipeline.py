@@ -11,6 +11,7 @@ from .dce import eliminate_dead_code
 from .drop_identities import drop_identities
 from .fold_constants import fold_constants
 from .fold_conv_bn import fold_conv_batch_norm
+from .conv_layout import conv_weights_channels_last
 from .graph_copy import copy_graph
 from .linear_weight_layout import transpose_linear_weights
 from .numpy_regions import fuse_numpy_regions
@@ -28,6 +29,7 @@ INFERENCE_PASSES = (
     ("eliminate_common_subexpressions", eliminate_common_subexpressions),
     ("dead_code_elimination", dead_code_elimination),
     ("transpose_linear_weights", transpose_linear_weights),
+    ("conv_weights_channels_last", conv_weights_channels_last),
 )
 
 # run after INFERENCE_PASSES on the graph that runs; what they emit lives in memory only, so a
