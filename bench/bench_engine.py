@@ -147,7 +147,10 @@ def render(rows, rounds: int, seconds: float) -> str:
              "`tracejit.optimize_for_inference(traced, backend=\"onnxruntime\")`: tracejit's own ONNX export "
              "(onnxscript torch_lib) in an InferenceSession behind the traced call signature.",
              "- wrapper overhead = tracejit OFI (onnxruntime) minus a bare `session.run(None, feed)` on the same "
-             "session with a prepared numpy feed.", "",
+             "session with a prepared numpy feed.",
+             "- tracejit OFI (torch) = freeze + the passes of tracejit/passes/pipeline.py: conv+BN folding, constant "
+             "folding, CSE, DCE, linear weights stored transposed, conv weights channels-last (where no op reads "
+             "strides), then in memory small float32 elementwise/linear runs as numpy kernels; a lean `__call__`.", "",
              "Microseconds per call, median, ratio to eager (lower is better).", ""]
     head = list(PEERS) + ["bare session.run (same session)"]
     lines.append("| workload | " + " | ".join(head) + " | wrapper overhead (us) |")
