@@ -172,6 +172,16 @@ def test_saved_program_holds_the_graph_before_the_pass_and_loads():
         torch.testing.assert_close(tracejit.optimize_for_inference(loaded)(x), model(x), rtol=1e-4, atol=1e-5)
 
 
+def test_a_size_numpy_cannot_combine_gives_torchs_error():
+    model = mlp()
+    traced = ofi(model, (torch.randn(1, 16),))
+    with pytest.raises(RuntimeError) as fast_err, torch.no_grad():
+        traced(torch.randn(2, 12))
+    with pytest.raises(RuntimeError) as eager_err, torch.no_grad():
+        model(torch.randn(2, 12))
+    assert str(fast_err.value) == str(eager_err.value)
+
+
 def test_pass_alone_is_verified_leaves_its_input_alone_and_skips_short_or_unsupported_runs():
     traced = tracejit.trace(mixed_chain, (torch.randn(8), torch.randn(8)))
     before = [n.op for n in traced.graph.nodes]

@@ -106,6 +106,11 @@ class NumpyKernel:
     def __call__(self, *args):
         return self._call(*args)
 
+    @property
+    def function(self):
+        """The compiled function (what generated code calls; ``.kernel`` leads back here)."""
+        return self._call
+
     def describe(self) -> str:
         return ",".join(step[0] for step in self.steps)
 
@@ -130,6 +135,8 @@ class NumpyKernel:
         lines.append("    _tok = _quiet()")
         lines.append("    try:")
         lines += ["        " + line for line in self._body(numpy=True)]
+        lines.append("    except ValueError:   # shapes numpy cannot combine: torch's own answer or error")
+        lines.append(f"        return _fallback({', '.join(ins + ks)})")
         lines.append("    finally:")
         lines.append("        _loud(_tok)")
         outs = [f"_from_numpy(v{j})" for j in self.outputs]
@@ -153,6 +160,7 @@ class NumpyKernel:
         globs.update({f"_C{i}T": k.detach().numpy().T for i, k in enumerate(self.constants)})
         fn = compile_function(source, self.label, globs, self.label)
         fn.source = source
+        fn.kernel = self
         return fn
 
     @property
