@@ -89,6 +89,22 @@ def test_mlp_linear_layers_run_in_the_region_on_new_batch_sizes_and_ranks():
             torch.testing.assert_close(traced(x), ref(x), rtol=1e-4, atol=1e-5)
 
 
+def test_chained_linears_fold_their_biases_into_the_products_and_stay_current():
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 8)).eval()
+    traced = ofi(model, (torch.randn(1, 16),))
+    fn = region_nodes(traced.forward.run_graph)[0].attrs["kernel"]
+    assert fn.source.count(".dot(_B") == 3 and fn.source.count("_np_add(") == 1   # one bias add for three layers
+    with torch.no_grad():
+        for x in (torch.randn(1, 16), torch.randn(6, 16), torch.randn(16)):
+            torch.testing.assert_close(traced(x), model(x), rtol=1e-5, atol=1e-6)
+        # a constant changed in place: the kernel's folded copies are stale, so it must not use them
+        fn.kernel.constants[3].add_(0.5)      # the second layer's bias
+        model[2].bias.add_(0.5)
+        x = torch.randn(3, 16)
+        torch.testing.assert_close(traced(x), model(x), rtol=1e-5, atol=1e-6)
+
+
 def test_two_outputs_unpack_and_no_output_aliases_the_input():
     x = torch.randn(6)
     traced = ofi(two_outputs, (x,))

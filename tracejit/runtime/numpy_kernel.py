@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..codegen.compiler import compile_function
+from .numpy_bias_fold import fold_biases
 
 MAX_ELEMENTS = 4096   # above this, torch's vectorized multi-threaded kernels win
 
@@ -101,6 +102,7 @@ class NumpyKernel:
         self.constants = list(constants)
         self.label = label
         self._scalars: dict = {}
+        self._variants = fold_biases(steps, outputs, self.constants)
         self._call = self._compile()
 
     def __call__(self, *args):
@@ -121,6 +123,8 @@ class NumpyKernel:
         checks = [f"type({x}) is _Tensor and {x}.dtype is _f32 and {x}.is_cpu and {x}.numel() <= {MAX_ELEMENTS}"
                   for x in ins]
         checks += [f"{k} is _K{i}" for i, k in enumerate(ks)]
+        copied = sorted({what for j in self._variants for kind, what in self.steps[j][1] if kind == "k"})
+        checks += [f"k{i}._version == {self.constants[i]._version}" for i in copied]   # copies stay current
         if any(k.requires_grad for k in self.constants):   # e.g. frozen parameters: autograd would track
             checks.append("not _grad_enabled()")
         lines.append(f"    if not ({' and '.join(checks) or 'True'}):")
@@ -154,6 +158,8 @@ class NumpyKernel:
         globs.update({name: np.array(value, dtype=np.float32) for value, name in self._scalars.items()})
         globs["_ZERO"] = np.array(0.0, dtype=np.float32)
         globs["_ONE"] = np.array(1.0, dtype=np.float32)
+        for _, arrays in self._variants.values():
+            globs.update(arrays)
         globs.update({f"_np_{name}": getattr(np, name) for name in set(_UFUNC.findall(raw))})
         # numpy views of the constants, made once (linear reads W^T as a view: no copy)
         globs.update({f"_C{i}": k.detach().numpy() for i, k in enumerate(self.constants)})
@@ -176,7 +182,8 @@ class NumpyKernel:
             fields["o"] = f"v{j}"
             fields["out"] = f", {names[0]}" if numpy and inplace else ""
             fields["outk"] = f", out={names[0]}" if numpy and inplace else ""
-            lines.append(table[op].format(**fields))
+            template = self._variants[j][0] if numpy and j in self._variants else table[op]
+            lines.append(template.format(**fields))
         return lines
 
     def _operand(self, operand, numpy: bool) -> str:
