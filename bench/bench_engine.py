@@ -37,6 +37,9 @@ BEGIN, END = "<!-- bench_engine: begin -->", "<!-- bench_engine: end -->"
 PEERS = ("eager", "jit.trace+freeze+OFI", "ONNX Runtime (torch.onnx)", "tracejit", "tracejit.freeze",
          "tracejit OFI (torch)", "tracejit OFI (onnxruntime)")
 LOOSE = {"ONNX Runtime (torch.onnx)", "tracejit OFI (onnxruntime)"}
+# conv+BN folding, channels-last convs and numpy kernels change float rounding: the passes' own
+# standard (rtol 1e-4), between bench_peers' TIGHT (1e-5) and LOOSE (1e-3)
+PASS_TOL = {"tracejit OFI (torch)": 1e-4}
 
 
 def _traced(fn, args):
@@ -115,7 +118,7 @@ def bench_workload(key: str, rounds: int) -> dict[str, Any]:
     with bp._Quiet(), torch.no_grad():
         ref = fn(*args)
         for name, (pfn, pargs) in list(peers.items())[1:]:
-            tol = bp.LOOSE_TOL if name in LOOSE else bp.TIGHT_TOL
+            tol = bp.LOOSE_TOL if name in LOOSE else PASS_TOL.get(name, bp.TIGHT_TOL)
             try:
                 out = bp._to_tensor(pfn(*pargs))
                 torch.testing.assert_close(out, ref, rtol=tol, atol=tol)
