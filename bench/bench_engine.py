@@ -37,6 +37,9 @@ BEGIN, END = "<!-- bench_engine: begin -->", "<!-- bench_engine: end -->"
 PEERS = ("eager", "jit.trace+freeze+OFI", "ONNX Runtime (torch.onnx)", "tracejit", "tracejit.freeze",
          "tracejit OFI (torch)", "tracejit OFI (onnxruntime)")
 LOOSE = {"ONNX Runtime (torch.onnx)", "tracejit OFI (onnxruntime)"}
+# conv+BN folding, channels-last convs and numpy kernels change float rounding: the passes' own
+# standard (rtol 1e-4), between bench_peers' TIGHT (1e-5) and LOOSE (1e-3)
+PASS_TOL = {"tracejit OFI (torch)": 1e-4}
 
 
 def _traced(fn, args):
@@ -68,6 +71,34 @@ BUILDERS: dict[str, Callable] = {
 }
 
 
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+CLOCK = {"name": "wall"}
+
+
+def time_interleaved(peers: dict, rounds: int, warmup: int, target_s: float):
+    """bench_peers.time_interleaved with the clock chosen by ``--clock``: ``cpu`` (process CPU time)
+    is what a loaded, shared machine cannot steal from a single-threaded call; ``wall`` is the default."""
+    if CLOCK["name"] == "wall":
+        return bp.time_interleaved(peers, rounds, warmup=warmup, target_s=target_s)
+    clock = CLOCKS[CLOCK["name"]]
+
+    def batch(fn, args, n):
+        t0 = clock()
+        for _ in range(n):
+            fn(*args)
+        return clock() - t0
+
+    for fn, args in peers.values():
+        for _ in range(warmup):
+            fn(*args)
+    n = bp.calibrate(*peers["eager"], target_s=target_s)
+    samples: dict[str, list[float]] = {name: [] for name in peers}
+    for _ in range(rounds):
+        for name, (fn, args) in peers.items():
+            samples[name].append(batch(fn, args, n) / n)
+    return {name: sorted(v)[len(v) // 2] for name, v in samples.items()}, n
+
+
 def bench_workload(key: str, rounds: int) -> dict[str, Any]:
     label, builder, large = bp.WORKLOADS[key]
     torch.manual_seed(0)
@@ -87,7 +118,7 @@ def bench_workload(key: str, rounds: int) -> dict[str, Any]:
     with bp._Quiet(), torch.no_grad():
         ref = fn(*args)
         for name, (pfn, pargs) in list(peers.items())[1:]:
-            tol = bp.LOOSE_TOL if name in LOOSE else bp.TIGHT_TOL
+            tol = bp.LOOSE_TOL if name in LOOSE else PASS_TOL.get(name, bp.TIGHT_TOL)
             try:
                 out = bp._to_tensor(pfn(*pargs))
                 torch.testing.assert_close(out, ref, rtol=tol, atol=tol)
@@ -101,7 +132,7 @@ def bench_workload(key: str, rounds: int) -> dict[str, Any]:
     bp.log(f"{key}: timing {len(peers)} peers")
     row["load"] = bp._loadavg()
     with torch.no_grad():
-        times, n = bp.time_interleaved(peers, rounds, warmup=3 if large else 20, target_s=0.5 if large else 0.1)
+        times, n = time_interleaved(peers, rounds, warmup=3 if large else 20, target_s=0.5 if large else 0.1)
     row["load"] += f" -> {bp._loadavg()}"
     row["times"] = times
     row["n"] = n
@@ -113,12 +144,16 @@ def render(rows, rounds: int, seconds: float) -> str:
     lines = [BEGIN, "", "## Inference engine (bench/bench_engine.py)", "",
              f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; {bp.cpu_model()}; "
              f"torch threads {bp.NUM_THREADS}; python {platform.python_version()}, torch {torch.__version__}",
-             f"- command: `python bench/bench_engine.py` ({rounds} interleaved rounds, medians); {seconds:.0f} s",
+             f"- command: `python bench/bench_engine.py --clock {CLOCK['name']}` ({rounds} interleaved rounds, "
+             f"medians, {CLOCK['name']} clock); {seconds:.0f} s",
              "- onnxruntime peers: CPU provider, 2 intra-op threads, spinning off. tracejit OFI (onnxruntime) = "
              "`tracejit.optimize_for_inference(traced, backend=\"onnxruntime\")`: tracejit's own ONNX export "
              "(onnxscript torch_lib) in an InferenceSession behind the traced call signature.",
              "- wrapper overhead = tracejit OFI (onnxruntime) minus a bare `session.run(None, feed)` on the same "
-             "session with a prepared numpy feed.", "",
+             "session with a prepared numpy feed.",
+             "- tracejit OFI (torch) = freeze + the passes of tracejit/passes/pipeline.py: conv+BN folding, constant "
+             "folding, CSE, DCE, linear weights stored transposed, conv weights channels-last (where no op reads "
+             "strides), then in memory small float32 elementwise/linear runs as numpy kernels; a lean `__call__`.", "",
              "Microseconds per call, median, ratio to eager (lower is better).", ""]
     head = list(PEERS) + ["bare session.run (same session)"]
     lines.append("| workload | " + " | ".join(head) + " | wrapper overhead (us) |")
@@ -162,7 +197,11 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--only", action="append", default=[])
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                        help="wall (default) or cpu: process CPU time, steadier on a loaded machine for "
+                             "single-threaded calls (it counts both threads' spinning for large models)")
     opts = parser.parse_args(argv)
+    CLOCK["name"] = opts.clock
     torch.set_num_threads(bp.NUM_THREADS)
     keys = [k for item in opts.only for k in item.split(",")] or list(bp.WORKLOADS)
     start = time.perf_counter()

@@ -12,8 +12,9 @@ from torch import nn
 
 from .passes.freeze import freeze_attributes
 from .passes.graph_copy import copy_graph
-from .passes.pipeline import run_passes
-from .runtime.traced import TracedFunction, TracedModule, compile_method
+from .passes.pipeline import IN_MEMORY_PASSES, run_passes
+from .runtime.fast_call import FastTracedFunction, FastTracedModule, compile_for_inference
+from .runtime.traced import TracedFunction, TracedModule
 
 BACKENDS = ("torch", "onnxruntime")
 
@@ -53,9 +54,9 @@ def optimize_for_inference(traced, backend: str = "torch", **backend_options):
     if isinstance(traced, TracedModule):
         frozen = freeze(traced) if not _is_frozen(traced) else traced
         graph = run_passes(frozen._method("forward").graph)
-        return _module_from(frozen, graph, getattr(frozen, "_preserved_attrs", ()))
+        return _module_from(frozen, graph, getattr(frozen, "_preserved_attrs", ()), optimize=True)
     if isinstance(traced, TracedFunction):
-        return _function_from(traced, run_passes(traced.graph))
+        return _function_from(traced, run_passes(traced.graph), optimize=True)
     raise TypeError(f"optimize_for_inference expects a traced module or function; got {type(traced).__name__}")
 
 
@@ -73,9 +74,10 @@ def _lookup(module: nn.Module, path: str):
     return obj
 
 
-def _module_from(traced: TracedModule, graph, preserved) -> TracedModule:
-    """A TracedModule running ``graph``; it holds only the preserved parameters / buffers."""
-    out = TracedModule(traced.original_name)
+def _module_from(traced: TracedModule, graph, preserved, optimize: bool = False) -> TracedModule:
+    """A TracedModule running ``graph`` (after ``IN_MEMORY_PASSES`` when ``optimize``); it holds
+    only the preserved parameters / buffers."""
+    out = FastTracedModule(traced.original_name)
     out.training = False
     out.ledger = traced.ledger
     out._frozen = True
@@ -83,7 +85,8 @@ def _module_from(traced: TracedModule, graph, preserved) -> TracedModule:
     for path in preserved:
         _attach(out, traced, path)
     graph.training = False
-    out._install("forward", compile_method(graph, "forward", f"frozen.{traced.original_name}", guards=True))
+    run_graph = run_passes(graph, IN_MEMORY_PASSES) if optimize else graph
+    out._install("forward", compile_for_inference(graph, run_graph, "forward", f"frozen.{traced.original_name}"))
     return out
 
 
@@ -105,5 +108,7 @@ def _attach(out: nn.Module, source: nn.Module, path: str) -> None:
         raise AttributeError(f"preserved attribute {path!r} is not a parameter or buffer")
 
 
-def _function_from(traced: TracedFunction, graph) -> TracedFunction:
-    return TracedFunction(traced.__name__, graph, traced.ledger)
+def _function_from(traced: TracedFunction, graph, optimize: bool = False) -> TracedFunction:
+    run_graph = run_passes(graph, IN_MEMORY_PASSES) if optimize else graph
+    fn = compile_for_inference(graph, run_graph, "forward", traced.__name__, display=traced.__name__)
+    return FastTracedFunction.from_compiled(traced.__name__, fn, traced.ledger)

@@ -194,7 +194,8 @@ def test_dead_code_elimination_on_a_copy():
 
 def test_pipeline_lists_every_pass():
     assert [name for name, _ in INFERENCE_PASSES] == ["drop_identities", "fold_conv_batch_norm", "fold_constants",
-                                                      "eliminate_common_subexpressions", "dead_code_elimination"]
+                                                      "eliminate_common_subexpressions", "dead_code_elimination",
+                                                      "transpose_linear_weights", "conv_weights_channels_last"]
 
 
 # ---------------------------------------------------------------------------------------- public API

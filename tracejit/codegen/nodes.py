@@ -64,6 +64,8 @@ def node_expr(gen, node: Node) -> str | None:
         return call_module_expr(gen, node)
     if op in capture_emit.OPS:
         return capture_emit.node_expr(gen, node)
+    if op == "tracejit::kernel":   # in memory only (passes/numpy_regions.py): a callable the pass built
+        return f"{gen.const_global(node.attrs['kernel'])}({gen.call_args(node)})"
     if target is None:
         raise NotImplementedError(f"codegen: no rule for {op} (it has no call target)")
     kind, what = target.kind, target.name

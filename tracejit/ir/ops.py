@@ -57,6 +57,8 @@ _DEFS = (
     OpDef("tracejit::autograd_function", {"name": Attr(str), "function_id": Attr(int), "unpack": _optional(int),
                                           "fn": _IN_MEMORY}, True, ("name",),
           "a custom autograd Function: args (apply_args, forward_outputs); in memory Cls.apply"),
+    OpDef("tracejit::kernel", {"kernel": Attr(object, saved=False), "ops": Attr(str, saved=False)}, True, ("ops",),
+          "in memory only: a callable an inference pass built (attrs.kernel; attrs.ops says what it runs)"),
     OpDef("tracejit::guard", {"kind": Attr(str), "test": Attr(str), "expected": Attr(object),
                               "seen": _optional(object), "what": _optional(str), "line": _optional(str)},
           False, ("kind", "test", "expected"),

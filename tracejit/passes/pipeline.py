@@ -5,7 +5,8 @@ the verifier checks the result, and after each pass too when ``VERIFY_EACH`` is 
 variable ``TRACEJIT_VERIFY_PASSES=1``; the test suite turns it on).
 
 ``INFERENCE_PASSES`` is optimize_for_inference's: ``freeze`` (in tracejit/inference.py) runs first
-for modules; then these, each on a copy, each verified.
+for modules; then these, each on a copy, each verified (their result is what a saved program
+holds); then ``IN_MEMORY_PASSES`` (what runs in this process).
 """
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .drop_identities import drop_identities
 from .fold_constants import fold_constants
+from .conv_layout import conv_weights_channels_last
 from .fold_conv_bn import fold_conv_batch_norm
 from .graph_copy import copy_graph
+from .linear_weight_layout import transpose_linear_weights
+from .numpy_regions import fuse_numpy_regions
 
 
 def add_training_guard(graph: Graph) -> Graph:
@@ -64,6 +68,14 @@ INFERENCE_PASSES = (
     ("fold_constants", fold_constants),
     ("eliminate_common_subexpressions", eliminate_common_subexpressions),
     ("dead_code_elimination", dead_code_elimination),
+    ("transpose_linear_weights", transpose_linear_weights),
+    ("conv_weights_channels_last", conv_weights_channels_last),
+)
+
+# run after INFERENCE_PASSES on the graph that runs; what they emit lives in memory only, so a
+# saved program keeps the graph before them (tracejit/inference.py)
+IN_MEMORY_PASSES = (
+    ("fuse_numpy_regions", fuse_numpy_regions),
 )
 
 

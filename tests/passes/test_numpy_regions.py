@@ -1,0 +1,226 @@
+"""passes/numpy_regions.py and runtime/numpy_kernel.py: small float32 elementwise / linear runs
+fused into one numpy kernel by optimize_for_inference; same numbers as eager and torch.jit.trace
+on new shapes, the fallback (other dtype, autograd, large, moved constants), save / load."""
+from __future__ import annotations
+
+import io
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import tracejit
+from tracejit.ir import verify
+from tracejit.passes.numpy_regions import OP, fuse_numpy_regions, region_nodes
+from tracejit.passes.pipeline import run_passes
+
+pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
+
+
+def mixed_chain(x, y):
+    """Every kind of step the pass takes: unary, scalar (both sides), tensor-tensor, clamp forms."""
+    a = 2 * x
+    b = 1 - a
+    c = b / 3
+    d = 2 / (c.abs() + 1)
+    e = (c ** 2) + 2 ** d.clamp(-3, 3)
+    h = x - y
+    i = torch.clamp(h, -1, 1)
+    j = torch.clamp(i, min=0.1)
+    k = torch.rsqrt(j.abs() + 1)
+    m = torch.sigmoid(torch.relu(k) * 3 - 1)
+    n = -m + torch.tanh(e) * torch.exp(-d) + torch.sin(y).clamp(max=0.5)
+    return n * torch.cos(x) + torch.log1p(torch.sqrt(e.abs())) - torch.floor(y * 4) / 4
+
+
+def two_outputs(x):
+    s = torch.sin(x * 1.5)
+    return s, torch.cos(s) * 2 + 1
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 8)).eval()
+
+
+def ofi(fn, example):
+    with torch.no_grad():
+        return tracejit.optimize_for_inference(tracejit.trace(fn, example))
+
+
+def jit(fn, example):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.jit.trace(fn, example)
+
+
+def region_ops(traced):
+    return [n.attrs["ops"][len("numpy:"):] for n in region_nodes(traced.forward.run_graph if isinstance(traced, nn.Module)
+                                                 else traced._fn.run_graph)]
+
+
+def test_elementwise_chain_is_one_region_and_matches_eager_and_jit_on_new_lengths():
+    torch.manual_seed(1)
+    example = (torch.randn(8), torch.randn(8))
+    traced = ofi(mixed_chain, example)
+    ref = jit(mixed_chain, example)
+    (ops,) = region_ops(traced)
+    assert ops.count(",") + 1 >= 30 and "sigmoid" in ops and "rsub" in ops and "rpow" in ops
+    assert "clamp_min" in ops and "clamp_max" in ops and "clamp" in ops.split(",")
+    outs = []
+    for n in (8, 3, 50, 1000):
+        x, y = torch.randn(n) * 2, torch.randn(n)
+        out = traced(x, y)
+        torch.testing.assert_close(out, mixed_chain(x, y), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(out, ref(x, y), rtol=1e-5, atol=1e-5)
+        outs.append(out)
+    assert not torch.allclose(outs[0], traced(torch.randn(8), torch.randn(8)))   # the inputs move the output
+
+
+def test_mlp_linear_layers_run_in_the_region_on_new_batch_sizes_and_ranks():
+    model = mlp()
+    traced = ofi(model, (torch.randn(1, 16),))
+    assert region_ops(traced) == ["linear,relu,linear,tanh,linear"]
+    ref = jit(model, (torch.randn(1, 16),))
+    with torch.no_grad():
+        for x in (torch.randn(1, 16), torch.randn(5, 16), torch.randn(2, 3, 16), torch.randn(16)):
+            torch.testing.assert_close(traced(x), model(x), rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(traced(x), ref(x), rtol=1e-4, atol=1e-5)
+
+
+def test_chained_linears_fold_their_biases_into_the_products_and_stay_current():
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 8)).eval()
+    traced = ofi(model, (torch.randn(1, 16),))
+    fn = region_nodes(traced.forward.run_graph)[0].attrs["kernel"]
+    assert fn.source.count(".dot(_B") == 3 and fn.source.count("_np_add(") == 1   # one bias add for three layers
+    with torch.no_grad():
+        for x in (torch.randn(1, 16), torch.randn(6, 16), torch.randn(16)):
+            torch.testing.assert_close(traced(x), model(x), rtol=1e-5, atol=1e-6)
+        # a constant changed in place: the kernel's folded copies are stale, so it must not use them
+        fn.kernel.constants[3].add_(0.5)      # the second layer's bias
+        model[2].bias.add_(0.5)
+        x = torch.randn(3, 16)
+        torch.testing.assert_close(traced(x), model(x), rtol=1e-5, atol=1e-6)
+
+
+def test_two_outputs_unpack_and_no_output_aliases_the_input():
+    x = torch.randn(6)
+    traced = ofi(two_outputs, (x,))
+    assert len(region_nodes(traced._fn.run_graph)[0].outputs) == 2
+    z = torch.randn(11)
+    keep = z.clone()
+    s, c = traced(z)
+    torch.testing.assert_close(s, torch.sin(z * 1.5))
+    torch.testing.assert_close(c, torch.cos(torch.sin(z * 1.5)) * 2 + 1)
+    assert torch.equal(z, keep) and s.data_ptr() != z.data_ptr() and c.data_ptr() != s.data_ptr()
+
+
+def test_non_contiguous_and_inference_mode_inputs():
+    traced = ofi(two_outputs, (torch.randn(4, 3),))
+    x = torch.randn(3, 4).t()
+    torch.testing.assert_close(traced(x)[1], two_outputs(x)[1])
+    with torch.inference_mode():
+        y = torch.randn(4, 3)
+        torch.testing.assert_close(traced(y)[1], two_outputs(y)[1])
+
+
+def test_fallback_for_other_dtypes_large_inputs_and_autograd():
+    model = mlp()
+    traced = ofi(mixed_chain, (torch.randn(8), torch.randn(8)))
+    x, y = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
+    out = traced(x, y)
+    assert out.dtype == torch.float64
+    torch.testing.assert_close(out, mixed_chain(x, y))
+    big = torch.randn(10000), torch.randn(10000)
+    torch.testing.assert_close(traced(*big), mixed_chain(*big), rtol=1e-5, atol=1e-5)
+    # a tracked input: the torch path, so the gradient is eager's
+    xg, yg = torch.randn(8, requires_grad=True), torch.randn(8)
+    traced(xg, yg).sum().backward()
+    xe = xg.detach().clone().requires_grad_()
+    mixed_chain(xe, yg).sum().backward()
+    torch.testing.assert_close(xg.grad, xe.grad)
+    # frozen constants are detached: with grad on, the output is untracked as in tracejit.freeze and
+    # torch.jit.freeze
+    fast = ofi(model, (torch.randn(2, 16),))
+    x = torch.randn(2, 16)
+    out = fast(x)
+    frozen = tracejit.freeze(tracejit.trace(model, (x,)))
+    assert out.requires_grad is False and frozen(x).requires_grad is False
+    torch.testing.assert_close(out, frozen(x), rtol=1e-4, atol=1e-5)
+
+
+def test_moved_program_runs_its_moved_constants():
+    model = mlp()
+    traced = ofi(model, (torch.randn(2, 16),))
+    traced.double()
+    x = torch.randn(3, 16, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(traced(x), model.double()(x))
+
+
+def test_overflow_gives_inf_without_numpy_warnings():
+    def f(x):
+        return torch.exp(x * 100.0) - 1.0, torch.sqrt(x - 2) + 1.0
+
+    traced = ofi(f, (torch.randn(4),))
+    assert region_ops(traced)
+    x = torch.tensor([1.0, 2.0, 3.0, -1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = traced(x)
+    torch.testing.assert_close(out, f(x), equal_nan=True)
+    assert torch.isinf(out[0]).any() and torch.isnan(out[1]).any()
+
+
+def test_saved_program_holds_the_graph_before_the_pass_and_loads():
+    model = mlp()
+    traced = ofi(model, (torch.randn(1, 16),))
+    assert not any(n.op == OP for n in traced.graph.nodes)
+    buf = io.BytesIO()
+    tracejit.save(traced, buf)
+    buf.seek(0)
+    loaded = tracejit.load(buf)
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), traced(x), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(tracejit.optimize_for_inference(loaded)(x), model(x), rtol=1e-4, atol=1e-5)
+
+
+def test_a_size_numpy_cannot_combine_gives_torchs_error():
+    model = mlp()
+    traced = ofi(model, (torch.randn(1, 16),))
+    with pytest.raises(RuntimeError) as fast_err, torch.no_grad():
+        traced(torch.randn(2, 12))
+    with pytest.raises(RuntimeError) as eager_err, torch.no_grad():
+        model(torch.randn(2, 12))
+    assert str(fast_err.value) == str(eager_err.value)
+
+
+def test_pass_alone_is_verified_leaves_its_input_alone_and_skips_short_or_unsupported_runs():
+    traced = tracejit.trace(mixed_chain, (torch.randn(8), torch.randn(8)))
+    before = [n.op for n in traced.graph.nodes]
+    fused = fuse_numpy_regions(run_passes(traced.graph))
+    verify(fused)
+    assert [n.op for n in traced.graph.nodes] == before
+    assert [n.op for n in fused.nodes] == [OP]
+
+    large = tracejit.trace(mixed_chain, (torch.randn(5000), torch.randn(5000)))
+    assert not region_nodes(fuse_numpy_regions(large.graph))   # traced large: torch's kernels are kept
+
+    def short(x):
+        return torch.sin(x) + 1
+
+    assert not region_nodes(fuse_numpy_regions(tracejit.trace(short, (torch.randn(3),)).graph))
+
+    def ints(x):
+        return (x * 2 + 1) * 3 - 1
+
+    assert not region_nodes(fuse_numpy_regions(tracejit.trace(ints, (torch.arange(4),)).graph))
+
+    def with_gelu(x):
+        return torch.nn.functional.gelu(torch.sin(x) * 2 + 1) * 3 - 1
+
+    ops = [n.op.split(".")[0] for n in fuse_numpy_regions(tracejit.trace(with_gelu, (torch.randn(3),)).graph).nodes]
+    assert ops == [OP, "aten::gelu", "aten::mul", "aten::sub"]   # gelu is not numpy's; two ops do not pay
