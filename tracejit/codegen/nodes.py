@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..ir import Node, Value
 from ..pytree import Spec
 from ..trace import indexing
-from . import capture_emit
+from . import capture_emit, sym_emit
 
 
 def emit_node(gen, node: Node) -> None:
@@ -64,6 +64,8 @@ def node_expr(gen, node: Node) -> str | None:
         return call_module_expr(gen, node)
     if op in capture_emit.OPS:
         return capture_emit.node_expr(gen, node)
+    if op in sym_emit.OPS:
+        return sym_emit.node_expr(gen, node)
     kind, _, what = target.partition(":")
     a = node.args
     if kind == "method":

@@ -38,6 +38,8 @@ _DEFS = (
     OpDef("tracejit::finfo", {"attr": True}, True, ("attr",), "torch.finfo(dtype).<attr> of a recorded dtype"),
     OpDef("tracejit::autograd_function", {"name": True, "function_id": True}, True, ("name",),
           "a custom autograd Function: args (apply_args, forward_outputs); in memory Cls.apply"),
+    OpDef("tracejit::sym_math", {"fn": True}, True, ("fn",),
+          "math.ceil / floor / trunc, round, max, min of traced sizes (attrs.fn; trace/symfloat.py)"),
     OpDef("tracejit::guard", {"kind": True, "test": True, "expected": True, "seen": False, "what": False,
                               "line": False}, False, ("kind", "test", "expected"),
           "fails the call unless GUARD_TESTS[test](*args) == expected"),

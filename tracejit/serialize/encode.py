@@ -223,6 +223,8 @@ def encode_graph(graph: Graph, where: str) -> dict:
         attrs = {k: v for k, v in node.attrs.items() if k in ("path", "method", "n_captures", "index", "kind",
                                                                "unpack", "nondeterministic", "grad", "autocast", "attr", "name",
                                                                "function_id", "in_function")}
+        if node.op == "tracejit::sym_math":
+            attrs["fn"] = node.attrs["fn"]
         if node.op == "tracejit::guard":
             from .guards import encode_attrs
             attrs = encode_attrs(node, f"{where}, guard at {node.source}")

@@ -11,6 +11,8 @@ from ..ir import GUARD_KINDS, GUARD_TESTS, Value
 from . import encode   # encode imports validate, which imports this module: names are read at call time
 
 _TENSOR_TESTS = {"truth", "item", "int", "float", "tolist", "dim", "len", "equal"}
+# tests that also read a traced Python number (``int(h * 0.5)``, trace/symfloat.py)
+_NUMBER_TESTS = {"truth", "int", "float"}
 _MAX_TEXT = 500
 
 
@@ -51,7 +53,8 @@ def check_guard(node, at: str) -> None:
         raise LoadError(f"{at}: guard test {test!r} takes {n} operand(s) and defines no values")
     for i, operand in enumerate(node.args):
         is_tensor = isinstance(operand, Value) and hasattr(operand.type, "shape")
-        if test in _TENSOR_TESTS and not is_tensor:
+        is_number = isinstance(operand, Value) and getattr(operand.type, "kind", None) in ("int", "float")
+        if test in _TENSOR_TESTS and not is_tensor and not (test in _NUMBER_TESTS and is_number):
             raise LoadError(f"{at}: guard test {test!r} needs a tensor operand")
         if test not in _TENSOR_TESTS and is_tensor:
             raise LoadError(f"{at}: guard test {test!r} compares sizes, not tensors")

@@ -15,7 +15,7 @@ import torch
 from ..errors import LoadError
 from ..ir import Graph, Value, iter_values, verify, VerificationError
 from ..trace import ops as opnames
-from . import capture_ops, schema_check
+from . import capture_ops, schema_check, sym_ops
 from .guards import check_guard
 
 NAMESPACES = ("aten",)
@@ -44,7 +44,7 @@ NODE_ATTRS = {"tracejit::get_attr": {"path": str, "kind": str},
               "tracejit::guard": {"kind": str, "test": str, "expected": object, "seen": object, "what": str,
                                   "line": str},
               "tracejit::dtype_of": {}, "tracejit::device_of": {},
-              "tracejit::finfo": {"attr": str},
+              "tracejit::finfo": {"attr": str}, "tracejit::sym_math": {"fn": str},
               "tracejit::autograd_function": {"name": str, "function_id": int, "unpack": int}}
 ATEN_ATTRS = {"unpack": int, "nondeterministic": bool}
 # what any node may carry: the grad mode / autocast state it ran under and the custom autograd Function
@@ -133,6 +133,8 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
         return
     if op == "tracejit::guard":
         return check_guard(node, at)
+    if op in sym_ops.OPS:
+        return sym_ops.check_node(node, at)
     if op in TRACEJIT_OPS:
         _check_tracejit_node(node, at, graph, module_tree, methods_of)
         return

@@ -156,3 +156,6 @@ def _guarded_math(original):
 for _name in _MATH_INT_READERS:
     if hasattr(math, _name):
         patches.register(math, _name, _guarded_math)
+
+
+from . import symfloat  # noqa: E402,F401  (float math on sizes: its max/min stand-ins register with patches)
