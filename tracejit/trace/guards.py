@@ -63,6 +63,8 @@ class GuardMaker:
         self.tracer = tracer
         self.policy = policy
         self.seen: dict[int, set] = {}
+        from .index_reads import IndexScanner
+        self.scanner = IndexScanner(tracer)
 
     def add(self, kind: str, test: str, operands: tuple, expected, seen, what: str, loc) -> Node | None:
         if not policy_allows(self.policy, kind):
@@ -158,4 +160,4 @@ for _name in _MATH_INT_READERS:
         patches.register(math, _name, _guarded_math)
 
 
-from . import symfloat  # noqa: E402,F401  (float math on sizes: its max/min stand-ins register with patches)
+from . import index_reads, symfloat  # noqa: E402,F401  (their stand-ins register with patches)

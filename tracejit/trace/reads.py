@@ -32,6 +32,7 @@ def _size_read_key(how: str) -> str:
 
 # ---- symbolic ints ----------------------------------------------------------------------------
 def new_int(tracer, value: int, node: Node) -> TracedInt:
+    tracer.guards.scanner.event()   # an earlier line may have used a traced size as a list index
     ti = TracedInt(value)
     tracer.frame.bind(ti, node.outputs[0])
     return ti

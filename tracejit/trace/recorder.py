@@ -243,6 +243,7 @@ class Tracer(TorchFunctionMode):
         return result
 
     def record(self, func, args, kwargs, result, op_target=None, quiet_pieces=False) -> Node | None:
+        self.guards.scanner.event()   # sizes used as list indices on the lines run since (index_reads.py)
         frame = self.frame
         leaves, _ = flatten(result) if isinstance(result, (tuple, list)) else ([result], None)
         if not any(isinstance(x, torch.Tensor) for x in leaves):
