@@ -20,7 +20,7 @@ from torch.overrides import TorchFunctionMode, redispatch_function
 from ..errors import TraceError
 from ..ir import Graph, Node, TensorType, Value, iter_values
 from ..pytree import flatten
-from . import grad_mode, ops, provenance, reads, subscript
+from . import dtype_reads, grad_mode, ops, provenance, reads, subscript
 from .guards import GuardMaker
 from .ledger import Ledger, torch_phrase
 from .source import in_torch, user_location
@@ -203,6 +203,8 @@ class Tracer(TorchFunctionMode):
             self.guards.rank(args[0], f"the trace read the tensor's number of dimensions ({name}())",
                              user_location(2))
         if name in _PASSTHROUGH:
+            if name in dtype_reads.DTYPE_METHODS or name in dtype_reads.DEVICE_METHODS:
+                dtype_reads.on_method(self, name, args)   # a Python answer that depends on the dtype / device
             return func(*args, **kwargs)
         if name == "__getitem__" and not isinstance(func, types.FunctionType):
             return subscript.getitem(self, func, args)
