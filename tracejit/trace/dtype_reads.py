@@ -209,8 +209,10 @@ def guard(tracer, t, prop: str, why: str, depth: int = 3) -> None:
     if frame is None:
         return
     loc = SourceLoc(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
-    if not tracer._known_outside(t, tracer.frame):
-        return   # a tensor made inside the trace from constants: its dtype / device is fixed anyway
+    if id(t) not in tracer.frame.env and (id(t) in tracer.param_names or not tracer._known_outside(t, tracer.frame)):
+        # a tensor made from constants has a fixed dtype / device; a parameter or buffer this frame has not
+        # used yet changes them only with the module (``.to()``), and looking it up here would bind it twice
+        return
     with torch._C.DisableTorchFunction():
         now = str(t.dtype if prop == "dtype" else t.device)
     what = f"the tensor's {prop} ({now}) was {why}"
