@@ -112,6 +112,12 @@ def int_of_half(x):
     return x[:n]
 
 
+def sqrt_of_half(x):
+    """math.sqrt reads a float subclass's value directly: the traced float is guarded there."""
+    s = math.sqrt(x.size(1) / 2)  # @sqrt_of_half
+    return x * s
+
+
 def aspect_branch(x):
     if x.size(-1) / x.size(-2) > 1.5:  # @aspect_branch
         return x.flip(-1)
@@ -132,5 +138,6 @@ CASES = [
     Case("min_of_sizes", min_of_sizes, (r(3, 2), r(5, 2)), [(r(6, 2), r(4, 2)), (r(2, 2), r(2, 2))],
          guard_fails=False),
     Case("int_of_half", int_of_half, (r(4, 2),), [(r(5, 2),), (r(6, 2),)]),
+    Case("sqrt_of_half", sqrt_of_half, (r(2, 8),), [(r(2, 18),), (r(3, 8),)]),
     Case("aspect_branch", aspect_branch, (r(1, 4, 8),), [(r(1, 4, 4),), (r(1, 8, 20),)]),
 ]

@@ -149,6 +149,8 @@ def _guarded_math(original):
         if get_tracer() is not None and any(isinstance(a, TracedInt) for a in args):
             args = tuple(a._specialize(f"passed to math.{original.__name__}()") if isinstance(a, TracedInt) else a
                          for a in args)
+        if get_tracer() is not None:
+            args = symfloat.plain_math_args(original.__name__, args)
         return original(*args, **kwargs)
     stand_in.__name__ = original.__name__
     stand_in.__doc__ = original.__doc__

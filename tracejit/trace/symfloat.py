@@ -147,9 +147,49 @@ def _install_float_methods() -> None:
     TracedFloat.__round__ = _rounding("round", round)
     TracedFloat.__int__ = lambda self: _guard_read(self, "int", "int()", int(float.__float__(self)))
     TracedFloat.__bool__ = lambda self: _guard_read(self, "truth", "bool()", bool(float.__float__(self)))
+    for name, fn in (("pow", operator.pow), ("mod", operator.mod), ("divmod", divmod)):
+        setattr(TracedFloat, f"__{name}__", _guarded_binary(name, fn, False))
+        setattr(TracedFloat, f"__r{name}__", _guarded_binary(name, fn, True))
+    TracedFloat.__abs__ = lambda self: sym_math("max", (self, -self), abs(float.__float__(self)))
     for name in ("floordiv",):
         setattr(TracedFloat, f"__{name}__", lambda self, other, n=name: _float_or_not(n, self, other, False))
         setattr(TracedFloat, f"__r{name}__", lambda self, other, n=name: _float_or_not(n, self, other, True))
+
+
+def _guarded_binary(name, fn, reflected):
+    """``**``, ``%``, ``divmod`` of a traced float: not recorded, so the float's value is guarded."""
+    def method(self, other):
+        if not isinstance(other, (int, float)) or isinstance(other, bool):
+            return NotImplemented
+        plain = _guard_read(self, "float", f"used in '{name}'", float.__float__(self))
+        other = _plain(other)
+        return fn(other, plain) if reflected else fn(plain, other)
+    method.__name__ = f"__{'r' if reflected else ''}{name}__"
+    return method
+
+
+# math functions read a float subclass's value without asking it: a traced float passed to one is guarded
+# (log, log2, log10 read ints too: their stand-in in guards.py handles both)
+_MATH_FLOAT_READERS = ("sqrt", "exp", "expm1", "log1p", "pow", "sin", "cos", "tan", "asin",
+                       "acos", "atan", "atan2", "sinh", "cosh", "tanh", "fabs", "hypot", "fmod", "copysign", "erf",
+                       "erfc", "gamma", "lgamma", "isfinite", "isinf", "isnan", "isclose", "modf", "frexp", "ldexp",
+                       "degrees", "radians", "remainder", "fsum", "prod", "dist", "cbrt", "exp2")
+
+
+def plain_math_args(name: str, args) -> tuple:
+    """A math function's arguments with each traced float guarded and made plain."""
+    return tuple(_guard_read(a, "float", f"passed to math.{name}()", float.__float__(a))
+                 if isinstance(a, TracedFloat) else a for a in args)
+
+
+def _math_stand_in(original):
+    def stand_in(*args, **kwargs):
+        if get_tracer() is not None and any(isinstance(a, TracedFloat) for a in args):
+            args = plain_math_args(original.__name__, args)
+        return original(*args, **kwargs)
+    stand_in.__name__ = original.__name__
+    stand_in.__doc__ = original.__doc__
+    return stand_in
 
 
 def _float_or_not(name, self, other, reflected):
@@ -177,5 +217,8 @@ def _make_extreme(original):
     return stand_in
 
 
+for _name in _MATH_FLOAT_READERS:
+    if hasattr(math, _name):
+        patches.register(math, _name, _math_stand_in)
 patches.register(builtins, "max", _make_extreme)
 patches.register(builtins, "min", _make_extreme)
