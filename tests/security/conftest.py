@@ -10,23 +10,21 @@ import copy
 import io
 import json
 import os
-import struct
 import subprocess
 import sys
 import warnings
-import zlib
 
 import pytest
 import torch
 from torch import nn
 
 import tracejit
+from filesurgery import fix_crc, parse, split  # noqa: F401  (re-exported to the tests)
 
 sys.modules.setdefault("security_testlib", sys.modules[__name__])
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-CRC_MARKER = b'crc32\\":\\"'
 
 
 # ------------------------------------------------------------------------------------------ programs
@@ -94,29 +92,6 @@ def bases():
 
 
 # ------------------------------------------------------------------------------------------ surgery
-def split(raw: bytes):
-    n = struct.unpack("<Q", raw[:8])[0]
-    return json.loads(raw[8:8 + n]), raw[8 + n:]
-
-
-def parse(raw: bytes):
-    """(program document, {name: tensor}) of a saved file."""
-    from safetensors.torch import load as st_load
-    header, _ = split(raw)
-    return json.loads(header["__metadata__"]["tracejit"]), dict(st_load(raw))
-
-
-def fix_crc(raw: bytes) -> bytes:
-    raw = bytearray(raw)
-    n = struct.unpack("<Q", raw[:8])[0]
-    at = raw.find(CRC_MARKER, 8, 8 + n)
-    assert at >= 0, "no crc32 field in the header"
-    start = at + len(CRC_MARKER)
-    raw[start:start + 8] = b"00000000"
-    raw[start:start + 8] = f"{zlib.crc32(raw):08x}".encode()
-    return bytes(raw)
-
-
 def assemble(doc, tensors, edit_text=None) -> bytes:
     from safetensors.torch import save as st_save
     doc = dict(doc)

@@ -1,10 +1,5 @@
-"""Shared helpers for the save/load tests: parse a saved file, rebuild it with edits and a
-correct checksum (so an edit reaches the validation layer, not the CRC check), and a few models.
-
-The format (tracejit/serialize/archive.py): a safetensors file whose metadata has one key,
-``tracejit``, a JSON document ``{"format", "schema_version", "tracejit_version", "crc32",
-"program"}``; ``crc32`` is the CRC32 of the whole file with its own 8 hex digits set to
-``00000000``.
+"""Shared helpers for the save/load tests: rebuild a saved file with edits and a correct checksum
+(the file surgery itself, split / parse / fix_crc, is tests/filesurgery.py), and a few models.
 """
 from __future__ import annotations
 
@@ -14,7 +9,6 @@ import io
 import json
 import struct
 import warnings
-import zlib
 
 import sys
 
@@ -23,13 +17,12 @@ import torch
 from torch import nn
 
 import tracejit
+from filesurgery import fix_crc, parse, split  # noqa: F401  (re-exported to the tests)
 
 # The test modules import these helpers as ``from serialize_testlib import ...``: pytest imports a
 # directory's conftest before the test modules in it, and this alias works with every import mode
 # and cannot collide with another directory's conftest or helper module.
 sys.modules.setdefault("serialize_testlib", sys.modules[__name__])
-
-CRC_MARKER = b'crc32\\":\\"'
 
 
 # ---------------------------------------------------------------------------------------------
@@ -44,33 +37,6 @@ def to_bytes(traced, **kw) -> bytes:
 
 def load_bytes(raw: bytes, **kw):
     return tracejit.load(io.BytesIO(raw), **kw)
-
-
-def split(raw: bytes):
-    """(header dict, data bytes) of a safetensors file."""
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    return header, raw[8 + n:]
-
-
-def parse(raw: bytes):
-    """(program document, {name: tensor}) of a saved file."""
-    from safetensors.torch import load as st_load
-    header, _ = split(raw)
-    doc = json.loads(header["__metadata__"]["tracejit"])
-    return doc, dict(st_load(raw))
-
-
-def fix_crc(raw: bytes) -> bytes:
-    """Set the checksum field the way the format says: CRC32 of the file with the field zeroed."""
-    raw = bytearray(raw)
-    n = struct.unpack("<Q", raw[:8])[0]
-    at = raw.find(CRC_MARKER, 8, 8 + n)
-    assert at >= 0, "no crc32 field in the header"
-    start = at + len(CRC_MARKER)
-    raw[start:start + 8] = b"00000000"
-    raw[start:start + 8] = f"{zlib.crc32(raw):08x}".encode()
-    return bytes(raw)
 
 
 def doc_text(doc) -> str:

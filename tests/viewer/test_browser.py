@@ -66,6 +66,9 @@ def test_bert_base_renders_every_node_and_search_reveals_hits(bert_base_page, tm
     assert re.search(r'id="hit-count">25 matches<', dom)
     assert len(re.findall(r'<li class="hit"', dom)) == 25
     assert re.search(r'class="node op  selected" data-id="[^"]+" data-op="aten::layer_norm', dom)
+    # symbolic sizes by name (batch s0, length s1; 12 heads of 4): drawn in the nodes, and the note says what they are
+    assert "Float[s0, s1, 48]" in dom and "Float[s0, 12, s1, 4]" in dom
+    assert "Long[s0, s1]" in dom and "sizes the graph reads at run time" in dom
 
 
 @pytest.mark.slow

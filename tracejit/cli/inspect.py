@@ -11,7 +11,7 @@ import struct
 from .common import (CLIError, escape, human, load, methods_of, op_histogram, plural, sha256_file,
                      dtype_name, short_path, table, tensor_rows)
 from ..ir.graph import _DTYPE_NAMES as TORCHSCRIPT_TYPE_NAMES
-from .symbolic import symbolic_dims
+from ..ir.symbolic_dims import symbolic_dims
 from .specs import DEBUG_HELP, FORMATTER, wrap
 
 def register(sub) -> None:

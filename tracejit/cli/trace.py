@@ -1,5 +1,6 @@
 """``tracejit trace MODULE:CALLABLE --input SPEC ... -o FILE``: build a module with a factory,
-trace it on random inputs (check_trace on), save it and print a summary."""
+trace it on random inputs (check_trace on), save it and print a summary. ``tracejit trace --hf
+PATH_OR_ID -o FILE`` traces a transformers model instead (hf.py)."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +9,7 @@ import os
 import sys
 import warnings
 
+from . import hf
 from .common import CLIError, human, ledger_source, methods_of, op_histogram, plural, tensor_rows
 from .specs import DEBUG_HELP, FORMATTER, INPUT_HELP, factory_ref, parse_input_spec, wrap
 
@@ -23,8 +25,10 @@ def register(sub) -> None:
         epilog="example:\n"
                "  # models.py defines: def small(): return nn.Sequential(nn.Linear(16, 4), nn.ReLU())\n"
                "  tracejit trace models:small --input 'float32[2,16]' -o small.tjit\n"
-               "  tracejit trace torchvision.models:resnet18 --input 'float32[1,3,224,224]' -o resnet18.tjit")
-    tr.add_argument("factory", metavar="MODULE:CALLABLE", type=factory_ref,
+               "  tracejit trace torchvision.models:resnet18 --input 'float32[1,3,224,224]' -o resnet18.tjit\n"
+               "  tracejit trace --hf ./my-bert -o bert.tjit            # a transformers model saved locally\n"
+               "  tracejit trace --hf ./my-gpt2 --task causal-lm --batch 1 --length 16 -o gpt2.tjit")
+    tr.add_argument("factory", metavar="MODULE:CALLABLE", type=factory_ref, nargs="?",
                     help="a function or class (dotted names allowed after ':') that returns an nn.Module when "
                          "called with no arguments")
     tr.add_argument("--input", "-i", dest="inputs", metavar="SPEC", action="append", type=parse_input_spec,
@@ -33,6 +37,7 @@ def register(sub) -> None:
                     help="where to save the traced program (written atomically)")
     tr.add_argument("--seed", type=int, default=0, help="random seed for the factory and the inputs (default 0)")
     tr.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+    hf.add_arguments(tr)
     tr.set_defaults(func=cmd_trace)
 
 
@@ -68,6 +73,15 @@ def cmd_trace(args) -> int:
     from torch import nn
     import tracejit
 
+    if args.hf is not None:
+        if args.factory is not None or args.inputs:
+            raise CLIError("--hf builds the model and its inputs itself: give no MODULE:CALLABLE and no --input "
+                           "with it", 2)
+        return hf.cmd_trace_hf(args)
+    hf.check_hf_only(args)
+    if args.factory is None:
+        raise CLIError("give a MODULE:CALLABLE that builds the model (or --hf PATH_OR_ID for a transformers model)",
+                       2)
     factory = import_factory(args.factory)
     torch.manual_seed(args.seed)
     try:
@@ -89,12 +103,12 @@ def cmd_trace(args) -> int:
         except Exception as e:
             first = (str(e).strip().splitlines() or [""])[0]
             raise CLIError(f"tracing {args.factory} failed: {type(e).__name__}: {first}") from None
-    _save(traced, args.output)
+    save_program(traced, args.output)
     _summary(args, traced)
     return 0
 
 
-def _save(traced, output: str) -> None:
+def save_program(traced, output: str) -> None:
     import tracejit
     try:
         tracejit.save(traced, output)

@@ -34,7 +34,7 @@ def emit_node(gen, node: Node) -> None:
     if v is None:
         gen.emit(rhs, node.source)
         return
-    inplace = node.attrs.get("inplace")
+    inplace = gen.inplace.get(id(node))
     if inplace and not capture_emit.builds_grad(node):
         gen.needs_grad_check = True
         rest = ", ".join(gen.expr(a) for a in node.args[1:])
@@ -43,7 +43,7 @@ def emit_node(gen, node: Node) -> None:
 
 
 def emit_call_module_outputs(gen, node: Node, rhs: str, names: list[str]) -> None:
-    spec: Spec = node.attrs["out_spec"]
+    spec: Spec = gen.callee_graph(node).out_spec
     if spec.kind == "leaf":
         gen.emit(f"{names[0]} = {rhs}", node.source)
         return
@@ -66,7 +66,9 @@ def node_expr(gen, node: Node) -> str | None:
         return capture_emit.node_expr(gen, node)
     if op in sym_emit.OPS:
         return sym_emit.node_expr(gen, node)
-    kind, _, what = target.partition(":")
+    if target is None:
+        raise NotImplementedError(f"codegen: no rule for {op} (it has no call target)")
+    kind, what = target.kind, target.name
     a = node.args
     if kind == "method":
         return f"{gen.expr(a[0])}.{what}({gen.call_args(node, 1)})"
@@ -117,7 +119,6 @@ def call_module_expr(gen, node: Node) -> str:
     parts += [f"{k}={gen.rebuild(c, _leaf_values(leaves, values))}"
               for k, c in zip(kwargs_spec.keys, kwargs_spec.children)]
     parts += [f"_capture_{i}={gen.expr(c)}" for i, c in enumerate(caps)]
-    node.attrs["out_spec"] = callee.out_spec
     return f"{_attr_path(node.attrs['path'])}.{node.attrs['method']}({', '.join(parts)})"
 
 

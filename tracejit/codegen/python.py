@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from ..ir import GUARD, Graph, Node, Value
+from ..passes.inplace import inplace_candidates
 from ..pytree import REGISTERED, Spec
 from . import capture_emit, nodes, signature
 from .compiler import compile_function  # noqa: F401  (imported from here by runtime/ and tests)
@@ -38,6 +39,9 @@ class CodeGen:
         self.indent = ""         # inside a grad-mode region (capture_emit.enter_region)
         self.skipped: set = set()  # forward ops of custom autograd Functions called as themselves
         self.guard_emitter = GuardEmitter(self)
+        # {id(node): in-place method} usable under no_grad; none when observing (a write in place would
+        # change a value already handed to _observe)
+        self.inplace = {} if observe else inplace_candidates(graph)
 
     # -- names and expressions --------------------------------------------------------------------
     def name(self, v: Value) -> str:

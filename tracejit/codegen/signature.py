@@ -25,11 +25,9 @@ def signature(gen) -> list[str]:
     tops = iter(g.param_names)
     args_spec, kwargs_spec = spec.children
     params = [bind_param(gen, c, leaves, names, next(tops)) for c in args_spec.children]
-    gen.call_forward = list(params)
     keyword = [bind_param(gen, c, leaves, names, next(tops)) for c in kwargs_spec.children]
     captures = [gen.namer.define(v, f"_capture_{i}")
                 for i, v in enumerate(v for v in g.inputs if v.hint == "__capture__")]
-    gen.call_forward += [f"{k}={k}" for k in keyword + captures]
     if keyword or captures:
         params += ["*"] + keyword + captures
     return params

@@ -1,5 +1,6 @@
 from .graph import Graph, Node, Value, TensorType, ScalarType, SourceLoc, iter_values, map_values
 from .printer import format_graph
+from .target import CallTarget, CallTargetError, target_text
 from .ops import OPS, GUARD, GUARD_TESTS, GUARD_KINDS, BOOL_TESTS, guard_expr
 from .verify import verify, VerificationError
 

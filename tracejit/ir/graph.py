@@ -9,9 +9,9 @@ Grammar (one method of one module, or one function)::
     Type    := TensorType(dtype, shape, device, requires_grad) | ScalarType(kind)
 
 Ops are named as PyTorch's dispatcher names them (``aten::conv2d``) with an
-overload (``aten::add.Tensor``). ``target`` says which Python entry point
-(``torch.conv2d``, ``Tensor.view``, ``operator.add``) ran it during tracing;
-codegen emits a call to it. tracejit's own ops live in the ``tracejit``
+overload (``aten::add.Tensor``). ``target`` (a ``CallTarget``, ir/target.py)
+says which Python entry point (``torch.conv2d``, ``Tensor.view``, ``+``) ran it
+during tracing; codegen emits a call to it. tracejit's own ops live in the ``tracejit``
 namespace; they are defined once, in ir/ops.py (``OPS``):
 
 {ops}
@@ -28,6 +28,7 @@ from typing import Any, Iterator
 import torch
 
 from .ops import grammar as _grammar
+from .target import as_target
 
 __doc__ = __doc__.replace("{ops}", _grammar())
 
@@ -98,8 +99,9 @@ class Node:
 
     Fields:
       op:      qualified op name with overload, e.g. ``aten::add.Tensor``
-      target:  the Python entry point codegen calls (``torch.add``, ``Tensor.view``,
-               ``operator.mul``); empty for tracejit ops handled by codegen itself
+      target:  the Python entry point codegen calls, a ``CallTarget`` (ir/target.py:
+               ``method:view``, ``fn:torch.add``, ``op:*``); None for tracejit ops handled by
+               codegen itself. The constructor also takes the target's text.
       args, kwargs: Values and constants (lists / tuples nest)
       outputs: the Values it defines (``None`` in the list for a non-tensor
                result slot that nothing uses)
@@ -112,7 +114,7 @@ class Node:
 
     def __init__(self, op, target, args=(), kwargs=None, attrs=None, source=None, effectful=False, scope=""):
         self.op = op
-        self.target = target
+        self.target = as_target(target)
         self.args = tuple(args)
         self.kwargs = dict(kwargs or {})
         self.outputs: list = []

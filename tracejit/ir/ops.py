@@ -1,9 +1,11 @@
 """tracejit's own ops, defined once.
 
-Each entry says what the op's attributes are, whether it is pure (dead-code
-elimination may drop it) and which attributes ``.graph`` prints. The grammar
-docstring of graph.py, the verifier, the printer, codegen and the loader all
-read this table.
+Each entry says what the op's attributes are (type, required, saved in files
+or in memory only), whether it is pure (dead-code elimination may drop it) and
+which attributes ``.graph`` prints. The grammar docstring of graph.py, the
+verifier, the printer, codegen, the saver (which attributes it writes) and the
+loader (which attributes a file may give, of which type) all read this table:
+adding an op or an attribute is one edit here.
 
 Guards (``tracejit::guard``) state a predicate the trace relied on, in terms
 of recorded values: ``test`` names the predicate (``GUARD_TESTS``), ``args``
@@ -16,36 +18,67 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class Attr:
+    """One attribute of an op: its type in a file, whether every node has it, whether files hold it."""
+    type: type             # what a saved value must be (``object``: its shape is checked by serialize/guards.py)
+    required: bool = True
+    saved: bool = True     # False: in memory only (a link to a Graph, a Python class), never in a file
+
+
+def _optional(t: type) -> Attr:
+    return Attr(t, required=False)
+
+
+_IN_MEMORY = Attr(object, required=False, saved=False)
+
+
+@dataclass(frozen=True)
 class OpDef:
     name: str
-    attrs: dict          # attribute name -> required?
+    attrs: dict          # attribute name -> Attr
     pure: bool
     shown: tuple         # attributes printed by the graph printer
     doc: str
 
 
 _DEFS = (
-    OpDef("tracejit::get_attr", {"path": True, "kind": True}, True, ("path",),
+    OpDef("tracejit::get_attr", {"path": Attr(str), "kind": Attr(str)}, True, ("path",),
           "a parameter or buffer of the module (attrs.path, attrs.kind)"),
-    OpDef("tracejit::constant", {"index": True}, True, ("index",),
+    OpDef("tracejit::constant", {"index": Attr(int)}, True, ("index",),
           "a tensor captured as a constant (attrs.index into graph.constants)"),
-    OpDef("tracejit::call_module", {"path": True, "method": True, "n_captures": True}, False, ("path", "method"),
-          "calls a submodule's traced method"),
+    OpDef("tracejit::call_module", {"path": Attr(str), "method": Attr(str), "n_captures": Attr(int),
+                                    "graph": _IN_MEMORY}, False, ("path", "method"),
+          "calls a submodule's traced method (attrs.graph: the callee Graph, linked in memory)"),
     OpDef("tracejit::getitem", {}, True, (), "Python indexing of a container: args (obj, idx)"),
     OpDef("tracejit::setitem", {}, False, (), "Python index assignment: args (obj, idx, value)"),
     OpDef("tracejit::dtype_of", {}, True, (), "x.dtype of a tensor value (dtype-relative capture, docs/CAPTURE.md)"),
     OpDef("tracejit::device_of", {}, True, (), "x.device of a tensor value (device-relative capture)"),
-    OpDef("tracejit::finfo", {"attr": True}, True, ("attr",), "torch.finfo(dtype).<attr> of a recorded dtype"),
-    OpDef("tracejit::autograd_function", {"name": True, "function_id": True}, True, ("name",),
+    OpDef("tracejit::finfo", {"attr": Attr(str)}, True, ("attr",), "torch.finfo(dtype).<attr> of a recorded dtype"),
+    OpDef("tracejit::autograd_function", {"name": Attr(str), "function_id": Attr(int), "unpack": _optional(int),
+                                          "fn": _IN_MEMORY}, True, ("name",),
           "a custom autograd Function: args (apply_args, forward_outputs); in memory Cls.apply"),
-    OpDef("tracejit::sym_math", {"fn": True}, True, ("fn",),
+    OpDef("tracejit::sym_math", {"fn": Attr(str)}, True, ("fn",),
           "math.ceil / floor / trunc, round, max, min of traced sizes (attrs.fn; trace/symfloat.py)"),
-    OpDef("tracejit::guard", {"kind": True, "test": True, "expected": True, "seen": False, "what": False,
-                              "line": False}, False, ("kind", "test", "expected"),
+    OpDef("tracejit::guard", {"kind": Attr(str), "test": Attr(str), "expected": Attr(object),
+                              "seen": _optional(object), "what": _optional(str), "line": _optional(str)},
+          False, ("kind", "test", "expected"),
           "fails the call unless GUARD_TESTS[test](*args) == expected"),
 )
 OPS = {d.name: d for d in _DEFS}
 GUARD = "tracejit::guard"
+# attributes of the other (ATen) nodes: a list result unpacked into n values, a random op
+ATEN_ATTRS = {"unpack": _optional(int), "nondeterministic": _optional(bool)}
+# what any node may carry: the grad mode / autocast state it ran under and the custom autograd Function
+# whose forward it belongs to (their values are checked by serialize/capture_ops.check_node_attrs)
+REGION_ATTRS = {"grad": _optional(str), "autocast": _optional(list), "in_function": _optional(int)}
+
+
+def saved_attrs(op) -> dict:
+    """Attribute name -> type, for every attribute a saved node of ``op`` may carry."""
+    d = OPS.get(op) if isinstance(op, str) else None
+    own = d.attrs if d is not None else ATEN_ATTRS
+    return {k: a.type for k, a in {**own, **REGION_ATTRS}.items() if a.saved}
+
 
 # test -> (number of operands, Python expression template over the operands)
 GUARD_TESTS = {
@@ -77,8 +110,8 @@ def check_tracejit_node(node) -> str | None:
     d = OPS.get(node.op)
     if d is None:
         return f"unknown tracejit op {node.op!r} (known: {', '.join(OPS)})"
-    for name, required in d.attrs.items():
-        if required and name not in node.attrs:
+    for name, attr in d.attrs.items():
+        if attr.required and name not in node.attrs:
             return f"{node.op} needs attribute {name!r}"
     if node.op == GUARD:
         test = node.attrs.get("test")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from ..ir import Value
+from ..ir.target import function, indexing, method as tensor_method
 
 _ENUMS = {"ScalarType": "dtype", "Layout": "layout", "MemoryFormat": "memory_format"}
 _LAYOUTS = {0: torch.strided, 1: torch.sparse_coo}
@@ -101,14 +102,14 @@ def candidates(name: str, pos, kw):
     first_is_tensor = pos and isinstance(pos[0][1], torch.Tensor)
     method = getattr(torch._C.TensorBase, name, None) if first_is_tensor else None
     for path, short, fn in fns:
-        target = f"fn:{path}.{short}"
+        target = function(f"{path}.{short}")
         out.append((target, ir_pos, ir_kw, fn, real_pos, real_kw))
         if pos:
             out.append((target, ir_pos[:1], ir_kw_all, fn, real_pos[:1], real_kw_all))
     if method is not None:
         bound = (lambda *a, _n=name, **k: getattr(a[0], _n)(*a[1:], **k))
-        out.append((f"method:{name}", ir_pos, ir_kw, bound, real_pos, real_kw))
-        out.append((f"method:{name}", ir_pos[:1], ir_kw_all, bound, real_pos[:1], real_kw_all))
+        out.append((tensor_method(name), ir_pos, ir_kw, bound, real_pos, real_kw))
+        out.append((tensor_method(name), ir_pos[:1], ir_kw_all, bound, real_pos[:1], real_kw_all))
     # some Python bindings hide the arguments a strided, unpinned tensor leaves at their neutral values
     # (Tensor.to takes no layout or pin_memory)
     for target, ia, ik, fn, ra, rk in list(out):
@@ -159,7 +160,7 @@ def index_candidates(name: str, ins):
         if len(rest) != 1:
             return []
         idx_ir, idx = rest[0]
-        return [("index:index", [x_ir, idx_ir], {}, lambda t, i: t[tuple(slice(None) if j is None else j for j in i)],
+        return [(indexing("index"), [x_ir, idx_ir], {}, lambda t, i: t[tuple(slice(None) if j is None else j for j in i)],
                  [x, idx], {})]
     dim_ir, dim = rest[0]
     if isinstance(dim_ir, Value) or not isinstance(dim, int):
@@ -168,7 +169,7 @@ def index_candidates(name: str, ins):
         dim += x.dim()
     if name == "select":
         (i_ir, i), = rest[1:]
-        return [("index:select", [x_ir, dim, i_ir], {}, lambda t, d, k: t[(slice(None),) * d + (k,)], [x, dim, i], {})]
+        return [(indexing("select"), [x_ir, dim, i_ir], {}, lambda t, d, k: t[(slice(None),) * d + (k,)], [x, dim, i], {})]
     (s_ir, s), (e_ir, e), (st_ir, st) = rest[1:]
-    return [("index:slice", [x_ir, dim, s_ir, e_ir, st_ir], {},
+    return [(indexing("slice"), [x_ir, dim, s_ir, e_ir, st_ir], {},
              lambda t, d, a, b, c: t[(slice(None),) * d + (slice(a, b, c),)], [x, dim, s, e, st], {})]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from ..ir import GUARD, Graph, Node, ScalarType, TensorType, Value, iter_values
+from ..ir import target as call_target
 from ..trace.guards import training_guard
 from ..pytree import Spec, flatten, unflatten
 from ..trace.ledger import LedgerEntry
@@ -197,7 +198,7 @@ class MethodConversion:
         tried = []
         forms = aten_call.candidates(name, pos, kw) + aten_call.index_candidates(name, ins)
         for target, ir_args, ir_kwargs, fn, real_args, real_kwargs in forms:
-            tried.append(target)
+            tried.append(str(target))
             try:
                 result = fn(*real_args, **real_kwargs)
             except (TypeError, RuntimeError):
@@ -234,9 +235,9 @@ class MethodConversion:
         if want is not None and _python_kind(real) is not want:
             cast = _CAST_METHOD[want]
             real = getattr(real, cast)()
-            (ir,) = self.add(Node("aten::to", f"method:{cast}", (ir,)), [real], n)
+            (ir,) = self.add(Node("aten::to", call_target.method(cast), (ir,)), [real], n)
         value = real.item()
-        (v,) = self.add(Node("aten::item", "method:item", (ir,)), [value], n)
+        (v,) = self.add(Node("aten::item", call_target.method("item"), (ir,)), [value], n)
         return v, value
 
     def scalar_op(self, n, schema, name: str, overload: str, ins) -> tuple:
@@ -250,7 +251,7 @@ class MethodConversion:
         if sym is None or len(ins) != (1 if sym.startswith("u") else 2):
             raise MigrationError(f"{self.at(n)}: a size computation with aten::{name} has no tracejit form")
         op = f"aten::{name}.{overload}" if overload else f"aten::{name}"
-        (v,) = self.add(Node(op, f"op:{sym}", tuple(ir for ir, _ in ins)), [value], n)
+        (v,) = self.add(Node(op, call_target.operator(sym), tuple(ir for ir, _ in ins)), [value], n)
         return v, value
 
     # ---- submodule calls -----------------------------------------------------------------------

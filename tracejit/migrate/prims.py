@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..ir import Node, Value
+from ..ir.target import function
 from .errors import MigrationError
 
 
@@ -27,7 +28,7 @@ def num_to_tensor(conv, n, ins) -> list:
     dtype = torch.int64 if isinstance(real, int) and not isinstance(real, bool) else \
         torch.bool if isinstance(real, bool) else torch.float64
     t = torch.scalar_tensor(real, dtype=dtype)
-    (v,) = conv.add(Node("aten::scalar_tensor", "fn:torch.scalar_tensor", (ir,), {"dtype": dtype}), [t], n)
+    (v,) = conv.add(Node("aten::scalar_tensor", function("torch.scalar_tensor"), (ir,), {"dtype": dtype}), [t], n)
     return [(v, t)]
 
 

@@ -52,8 +52,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
         if not is_pure(node):
             kept.append(node)
             continue
-        attrs = {k: v for k, v in node.attrs.items() if k not in ("inplace",)}
-        key = (node.op, node.target, _key(node.args), _key(node.kwargs), _key(attrs))
+        key = (node.op, node.target, _key(node.args), _key(node.kwargs), _key(node.attrs))
         prev = seen.get(key)
         if prev is None or len(prev.outputs) != len(node.outputs):
             seen[key] = node

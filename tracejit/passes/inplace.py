@@ -1,11 +1,14 @@
-"""Reuse dead intermediates in place when no gradient is recorded.
+"""Which dead intermediates a node may overwrite in place when no gradient is recorded.
 
 Under ``torch.no_grad()`` / ``torch.inference_mode()`` nothing keeps an
 intermediate alive for backward, so an elementwise op whose input is a fresh
 intermediate used nowhere else can write into that input (``x.sin_()`` for
-``x.sin()``), saving an allocation per op. This pass marks such nodes with
-``attrs["inplace"]`` (the in-place method); codegen emits both forms and picks
-one per call from ``torch.is_grad_enabled()``.
+``x.sin()``), saving an allocation per op. ``inplace_candidates`` finds such nodes;
+codegen emits both forms for them and picks one per call from
+``torch.is_grad_enabled()``. It is an analysis, not a pass: it reads the graph
+being compiled and writes nothing into it, so it always describes that graph
+(a mark stored on a node would outlive a later pass that gives its input a
+second use, e.g. common-subexpression elimination).
 
 The input must be produced in this graph by an op that always returns a new
 tensor, have no other use (so no view of it is alive), and have the output's
@@ -30,15 +33,15 @@ _OPERATORS = {"+": "add", "*": "mul", "-": "sub", "/": "div", "**": "pow", "r+":
               "%": "remainder"}
 
 
-def mark_inplace_reuse(graph: Graph) -> int:
-    """Annotate nodes that may run in place under no_grad; returns how many."""
+def inplace_candidates(graph: Graph) -> dict[int, str]:
+    """``{id(node): in-place method}`` for the nodes that may overwrite their first input under no_grad."""
     uses: dict[int, int] = {}
     for node in graph.nodes:
         for v in node.input_values():
             uses[id(v)] = uses.get(id(v), 0) + 1
     for v in iter_values(graph.outputs):
         uses[id(v)] = uses.get(id(v), 0) + 2
-    count = 0
+    found: dict[int, str] = {}
     for node in graph.nodes:
         name = _base_name(node)
         if name is None or not node.outputs or node.outputs[0] is None or node.kwargs:
@@ -61,16 +64,17 @@ def mark_inplace_reuse(graph: Graph) -> int:
             continue
         if not hasattr(torch.Tensor, name + "_"):
             continue
-        node.attrs["inplace"] = name + "_"
-        count += 1
-    return count
+        found[id(node)] = name + "_"
+    return found
 
 
 def _base_name(node) -> str | None:
-    kind, _, what = node.target.partition(":")
-    if kind == "op":
-        return _OPERATORS.get(what)
-    if kind in ("method", "fn"):
-        name = what.rsplit(".", 1)[-1]
+    target = node.target
+    if target is None:
+        return None
+    if target.kind == "op":
+        return _OPERATORS.get(target.name)
+    if target.kind in ("method", "fn"):
+        name = target.short_name
         return name if name in UNARY or name in SCALAR_BINARY or name in FRESH else None
     return None

@@ -1,8 +1,15 @@
-"""The inference pipeline: IR -> IR passes, each verified, in the order they run.
+"""The pass pipelines: named IR -> IR passes, in the order they run.
 
-``freeze`` (in tracejit/inference.py) runs first for modules; then ``INFERENCE_PASSES``.
+``TRACE_PIPELINE`` finishes every graph a trace records (trace/api.py runs it once per new graph);
+the verifier checks the result, and after each pass too when ``VERIFY_EACH`` is on (the environment
+variable ``TRACEJIT_VERIFY_PASSES=1``; the test suite turns it on).
+
+``INFERENCE_PASSES`` is optimize_for_inference's: ``freeze`` (in tracejit/inference.py) runs first
+for modules; then these, each on a copy, each verified.
 """
 from __future__ import annotations
+
+import os
 
 from ..ir import Graph, verify
 from .cse import eliminate_common_subexpressions
@@ -11,6 +18,39 @@ from .drop_identities import drop_identities
 from .fold_constants import fold_constants
 from .fold_conv_bn import fold_conv_batch_norm
 from .graph_copy import copy_graph
+
+
+def add_training_guard(graph: Graph) -> Graph:
+    """A root method of a module (``graph.training`` set) first checks the module's training flag."""
+    if graph.training is not None:
+        from ..trace.guards import training_guard
+        graph.nodes.insert(0, training_guard(graph.training))
+    return graph
+
+
+TRACE_PIPELINE = (
+    ("add_training_guard", add_training_guard),
+    ("eliminate_dead_code", eliminate_dead_code),
+)
+VERIFY_EACH = os.environ.get("TRACEJIT_VERIFY_PASSES", "0") not in ("", "0")
+
+
+def run_trace_pipeline(graph: Graph) -> Graph:
+    """Run ``TRACE_PIPELINE`` on a freshly recorded graph (the passes may work in place); verify the result."""
+    for name, fn in TRACE_PIPELINE:
+        graph = fn(graph)
+        if VERIFY_EACH:
+            _verify_after(graph, name, "trace")
+    if not VERIFY_EACH:
+        _verify_after(graph, " / ".join(name for name, _ in TRACE_PIPELINE) or "(none)", "trace")
+    return graph
+
+
+def _verify_after(graph: Graph, name: str, pipeline: str) -> None:
+    try:
+        verify(graph)
+    except Exception as e:
+        raise RuntimeError(f"{pipeline} pass {name} produced an invalid graph: {e}") from e
 
 
 def dead_code_elimination(graph: Graph) -> Graph:
@@ -31,10 +71,7 @@ def run_passes(graph: Graph, passes=INFERENCE_PASSES) -> Graph:
     """Run ``passes`` in order on copies of ``graph``; each result is verified."""
     for name, fn in passes:
         new = fn(graph)
-        try:
-            verify(new)
-        except Exception as e:
-            raise RuntimeError(f"inference pass {name} produced an invalid graph: {e}") from e
+        _verify_after(new, name, "inference")
         new.training = graph.training
         graph = new
     return graph

@@ -14,7 +14,6 @@ from ..codegen.python import compile_function, generate
 from ..errors import ArgumentTypeError, ArgumentValueError, GuardError
 from ..ir import Graph, Value
 from ..passes.inline import inline_calls
-from ..passes.inplace import mark_inplace_reuse
 from . import specialize
 from .constants import move_constants
 
@@ -76,7 +75,6 @@ def _rank_text(leaf) -> str:
 
 def compile_method(graph: Graph, name: str, label: str, guards: bool, display: str | None = None):
     sig = signature_text(display or name, graph)
-    mark_inplace_reuse(graph)
     src, globs = generate(graph, name, guards=guards, input_error=InputError(sig))
     fn = compile_function(src, name, globs, label)
     fn.graph = graph

@@ -15,6 +15,8 @@ import torch
 
 from ..errors import LoadError, SaveError
 from ..ir import Graph, Node, ScalarType, SourceLoc, TensorType, Value
+from ..ir.ops import saved_attrs
+from ..ir.target import CallTargetError, as_target, target_text
 from ..pytree import Spec
 from . import limits, schema_check, validate
 
@@ -220,15 +222,12 @@ def encode_graph(graph: Graph, where: str) -> dict:
         for v in node.outputs:
             if v is not None:
                 index[id(v)] = len(index)
-        attrs = {k: v for k, v in node.attrs.items() if k in ("path", "method", "n_captures", "index", "kind",
-                                                               "unpack", "nondeterministic", "grad", "autocast", "attr", "name",
-                                                               "function_id", "in_function")}
-        if node.op == "tracejit::sym_math":
-            attrs["fn"] = node.attrs["fn"]
+        keep = saved_attrs(node.op)
+        attrs = {k: v for k, v in node.attrs.items() if k in keep}
         if node.op == "tracejit::guard":
             from .guards import encode_attrs
             attrs = encode_attrs(node, f"{where}, guard at {node.source}")
-        entry = {"op": node.op, "target": node.target, "args": args, "kwargs": kwargs,
+        entry = {"op": node.op, "target": target_text(node.target), "args": args, "kwargs": kwargs,
                  "outputs": [encode_type(v.type) if v is not None else None for v in node.outputs],
                  "dynamic": any(v is not None and v.dynamic for v in node.outputs)}
         if attrs:
@@ -254,8 +253,13 @@ def encode_graph(graph: Graph, where: str) -> dict:
     }
 
 
-def decode_graph(d: dict, where: str) -> Graph:
-    """Rebuild a Graph from data (structure only; ops are validated by validate.py)."""
+def decode_graph(d: dict, where: str, callees: list | None = None) -> Graph:
+    """Rebuild a Graph from data (structure only; ops are validated by validate.py).
+
+    ``callees``: the Graph each ``tracejit::call_module`` node calls, in node order, linked as the
+    node's ``graph`` attribute when the node is made (the file names callees by module path).
+    """
+    links = iter(callees) if callees is not None else None
     try:
         g = Graph(name=limits.text(d["name"], f"{where}: graph name", 200),
                   module_type=limits.text(d.get("module_type", ""), f"{where}: module type", 200),
@@ -311,7 +315,9 @@ def decode_graph(d: dict, where: str) -> Graph:
             if not isinstance(attrs, dict):
                 raise LoadError(f"{at}: malformed attributes")
             validate.check_attrs(nd.get("op"), attrs, at)
-            node = Node(_str(nd["op"], at), _str(nd.get("target", ""), at),
+            if links is not None and nd.get("op") == "tracejit::call_module":
+                attrs = {**attrs, "graph": next(links)}
+            node = Node(_str(nd["op"], at), _target(nd.get("target", ""), at),
                         [arg(a) for a in _list(nd.get("args", []), at)],
                         {k: arg(v) for k, v in kwargs}, attrs=attrs, source=source,
                         effectful=bool(nd.get("effectful", False)))
@@ -353,3 +359,11 @@ def _str(x, where):
 
 def _str_or_none(x, where):
     return None if x is None else _str(x, where)
+
+
+def _target(x, where):
+    """A node's call target from its file text ("" for none)."""
+    try:
+        return as_target(_str(x, where))
+    except CallTargetError as e:
+        raise LoadError(f"{where}: {e}") from None

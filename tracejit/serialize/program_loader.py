@@ -18,10 +18,10 @@ def _tensor(tensors: dict, key, where: str):
     return tensors[key]
 
 
-def _decode_graph(d, where: str, tensors: dict):
+def _decode_graph(d, where: str, tensors: dict, callees=None):
     if not isinstance(d, dict):
         raise LoadError(f"{where}: malformed graph")
-    g = encode.decode_graph(d, where)
+    g = encode.decode_graph(d, where, callees)
     consts = d.get("constants", [])
     if not isinstance(consts, list):
         raise LoadError(f"{where}: malformed constants")
@@ -61,12 +61,13 @@ class _GraphTable:
         self.tensors = tensors
         self.decoded: dict[int, object] = {}
 
-    def get(self, idx, where: str, fresh: bool = False):
-        """The Graph at ``idx`` (decoded once); ``fresh`` decodes a private copy."""
+    def get(self, idx, where: str, callees: list | None = None):
+        """The Graph at ``idx`` (decoded once), for validation. With ``callees`` (the graph each
+        call_module node calls, in node order): a private copy whose calls link to them, to compile."""
         if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < len(self.raw):
             raise LoadError(f"{where}: graph index {idx!r} is not in the graph table")
-        if fresh:
-            return _decode_graph(self.raw[idx], f"{where} (graph {idx})", self.tensors)
+        if callees is not None:
+            return _decode_graph(self.raw[idx], f"{where} (graph {idx})", self.tensors, callees)
         if idx not in self.decoded:
             self.decoded[idx] = _decode_graph(self.raw[idx], f"{where} (graph {idx})", self.tensors)
         return self.decoded[idx]
@@ -109,7 +110,6 @@ def load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
     root = made[""]
     compiled: dict[tuple, object] = {}
     checked: set[int] = set()
-    linked: dict[int, tuple] = {}
     # deepest modules first, so a caller links to the graphs its submodules really run
     path_of = {id(m): p for p, m in made.items()}
     for path in sorted(methods, key=lambda p: -len(p.split(".")) if p else 0):
@@ -145,16 +145,12 @@ def load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
                     callee = _walk(owner, n.attrs["path"])._traced_methods[n.attrs["method"]].graph
                     _check_call(n, callee, f"{where}, node {i}")
                     callees.append(callee)
-            # a graph shared by several modules is compiled once when its callees are the same graphs
+            # a graph shared by several modules is compiled once when its callees are the same graphs;
+            # with other callees (a ReLU here, an Identity there) it is decoded again with its own links
             key = (idx, name, path == "", tuple(map(id, callees)))
             if key not in compiled:
-                if linked.setdefault(idx, key) != key:
-                    # same graph, other callees (a ReLU here, an Identity there): it needs its own links
-                    g = table.get(idx, where, fresh=True)
-                it = iter(callees)
-                for node in g.nodes:
-                    if node.op == "tracejit::call_module":
-                        node.attrs["graph"] = next(it)
+                if callees:
+                    g = table.get(idx, where, callees)
                 label = f"{root.original_name}.{path}" if path else root.original_name
                 compiled[key] = compile_method(g, name, label, guards=(path == ""))
             owner._install(name, compiled[key])

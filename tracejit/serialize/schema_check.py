@@ -87,9 +87,9 @@ NUMBER_OPS = {"add", "sub", "mul", "div", "divide", "true_divide", "floor_divide
               "heaviside", "ldexp", "lerp", "masked_fill", "index_put", "index_fill", "fill"}
 
 
-def numbers_allowed(op_name: str, target: str) -> bool:
-    """Does the call take a Python number where the schema says Tensor?"""
-    return target.startswith(("op:", "index:")) or op_name.rstrip("_") in NUMBER_OPS
+def numbers_allowed(op_name: str, target) -> bool:
+    """Does the call (``target``: a CallTarget or None) take a Python number where the schema says Tensor?"""
+    return (target is not None and target.kind in ("op", "index")) or op_name.rstrip("_") in NUMBER_OPS
 
 
 def check_arguments(op_name: str, schema, node, at: str, max_elements: int) -> None:

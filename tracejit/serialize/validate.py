@@ -13,7 +13,8 @@ import types
 import torch
 
 from ..errors import LoadError
-from ..ir import Graph, Value, iter_values, verify, VerificationError
+from ..ir import Graph, Value, target_text, verify, VerificationError
+from ..ir.ops import saved_attrs
 from ..trace import ops as opnames
 from . import capture_ops, schema_check, sym_ops
 from .guards import check_guard
@@ -36,20 +37,6 @@ _OP_NAME = re.compile(r"^([a-z_]+)::([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za
 
 _ASCII_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 DEFAULT_MAX_ELEMENTS = 2 ** 25
-# attributes a file may give each kind of node, with their types
-NODE_ATTRS = {"tracejit::get_attr": {"path": str, "kind": str},
-              "tracejit::constant": {"index": int},
-              "tracejit::call_module": {"path": str, "method": str, "n_captures": int},
-              # expected / seen are decoded constants whose shape serialize/guards.py checks
-              "tracejit::guard": {"kind": str, "test": str, "expected": object, "seen": object, "what": str,
-                                  "line": str},
-              "tracejit::dtype_of": {}, "tracejit::device_of": {},
-              "tracejit::finfo": {"attr": str}, "tracejit::sym_math": {"fn": str},
-              "tracejit::autograd_function": {"name": str, "function_id": int, "unpack": int}}
-ATEN_ATTRS = {"unpack": int, "nondeterministic": bool}
-# what any node may carry: the grad mode / autocast state it ran under and the custom autograd Function
-# whose forward it belongs to (their values are checked by capture_ops.check_node_attrs)
-REGION_ATTRS = {"grad": str, "autocast": list, "in_function": int}
 
 
 def identifier(name, where: str) -> str:
@@ -71,10 +58,10 @@ def method_name(name, where: str) -> str:
 
 
 def check_attrs(op: str, attrs: dict, where: str) -> None:
-    """Node attributes are data of a fixed shape: known keys, each of its type."""
-    allowed = NODE_ATTRS.get(op, ATEN_ATTRS)
+    """Node attributes are data of a fixed shape: known keys, each of its type (ir/ops.py's table)."""
+    allowed = saved_attrs(op)
     for k, v in attrs.items():
-        want = allowed.get(k, REGION_ATTRS.get(k))
+        want = allowed.get(k)
         if want is None:
             raise LoadError(f"{where}: unknown node attribute {str(k)[:40]!r} for {str(op)[:60]}")
         if not isinstance(v, want) or (want is int and isinstance(v, bool)):
@@ -159,7 +146,7 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
     if "unpack" in node.attrs and node.attrs["unpack"] != len(node.outputs):
         raise LoadError(f"{at}: unpacks {node.attrs['unpack']} values into {len(node.outputs)} outputs")
     if name not in opnames.aten_names_for_target(node.target):
-        raise LoadError(f"{at}: its call target {node.target[:60]!r} does not carry out aten::{name}")
+        raise LoadError(f"{at}: its call target {target_text(node.target)[:60]!r} does not carry out aten::{name}")
     _check_target(node, at, name)
 
 
@@ -190,7 +177,8 @@ def _check_outputs(node, at: str, schema) -> None:
 
 
 def _check_target(node, at: str, aten_name: str) -> None:
-    kind, _, what = node.target.partition(":")
+    target = node.target
+    kind, what = target.kind, target.name   # an aten node without a target failed the check above
     if kind == "op":
         if what not in OPERATORS:
             raise LoadError(f"{at}: unknown operator {what!r}")
@@ -225,14 +213,14 @@ def _check_target(node, at: str, aten_name: str) -> None:
             raise LoadError(f"{at}: a method call needs a tensor first argument")
         return
     if kind == "fn":
-        namespace, _, name = what.rpartition(".")
-        module = FUNCTION_NAMESPACES.get(namespace)
+        name = target.short_name
+        module = FUNCTION_NAMESPACES.get(target.namespace)
         identifier(name, at)
         fn = getattr(module, name, None) if module is not None else None
         if name in DENIED or not isinstance(fn, types.BuiltinFunctionType):
             raise LoadError(f"{at}: {what} is not an operator function tracejit may call")
         return
-    raise LoadError(f"{at}: unknown call target {node.target[:60]!r}")
+    raise LoadError(f"{at}: unknown call target {target_text(target)[:60]!r}")
 
 
 def _check_tracejit_node(node, at: str, graph: Graph, module_tree, methods_of) -> None:

@@ -7,12 +7,12 @@ import torch
 from torch import nn
 
 from ..errors import TraceError
-from ..ir import Graph, verify
-from ..passes.dce import eliminate_dead_code
+from ..ir import Graph
+from ..passes.pipeline import run_trace_pipeline
 from ..pytree import flatten, unflatten
 from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
-from .guards import check_policy, training_guard
+from .guards import check_policy
 from .recorder import Frame, Tracer
 from . import capture, legacy, patches  # noqa: F401  (legacy registers the Variable(t) stand-in)
 from .symbolic import get_tracer, set_tracer
@@ -85,6 +85,7 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
     ledger = Ledger(emit_warnings=warn)
     tracer = Tracer(module, ledger, force_outplace, registry)
     tracer.guards.policy = guards
+    known = {id(g) for methods in tracer.methods.values() for g in methods.values()}   # shared, already finished
     graph = Graph(name=name, module_type=type(module).__name__ if module is not None else "",
                   training=module.training if module is not None else None)
     frame = Frame(graph, module, "", None)
@@ -100,12 +101,7 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
         result = fn(*args, **kwargs)
         with torch._C.DisableTorchFunction():
             bind_outputs(tracer, frame, result)
-    for methods in tracer.methods.values():
-        for g in methods.values():
-            eliminate_dead_code(g)
-            verify(g)
-    if module is not None:
-        graph.nodes.insert(0, training_guard(module.training))
-    eliminate_dead_code(graph)
-    verify(graph)
+    recorded = [g for methods in tracer.methods.values() for g in methods.values() if id(g) not in known]
+    for g in recorded + [graph]:   # submodule graphs made by this recording, then the method's own
+        run_trace_pipeline(g)
     return Recording(graph, tracer.methods, ledger, result)

@@ -1,13 +1,13 @@
 """Name what a Python entry point into PyTorch runs: ATen op, overload, and how to call it again.
 
 ``describe(func, args, kwargs)`` returns ``(op, target)`` where ``op`` is the
-qualified ATen name with overload (``aten::add.Tensor``) and ``target`` tells
-codegen how to emit the call:
+qualified ATen name with overload (``aten::add.Tensor``) and ``target`` (a
+``CallTarget``, ir/target.py) tells codegen how to emit the call:
 
-    "method:view"            args[0].view(*args[1:], **kwargs)
-    "fn:torch.conv2d"        torch.conv2d(*args, **kwargs)
-    "op:+"                   args[0] + args[1]      (unary: -args[0])
-    "attr:T"                 args[0].T
+    method:view              args[0].view(*args[1:], **kwargs)
+    fn:torch.conv2d          torch.conv2d(*args, **kwargs)
+    op:+                     args[0] + args[1]      (unary: -args[0])
+    attr:T                   args[0].T
 """
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import functools
 import types
 
 import torch
+
+from ..ir.target import CallTarget, function, method, operator
 
 # Python operator dunders -> (aten name, operator symbol or None for a method)
 DUNDERS = {
@@ -56,20 +58,20 @@ for _attr, _path in (("_VariableFunctions", "torch"), ("_nn", "torch._C._nn"), (
         _NAMESPACES[id(_mod)] = _path
 
 
-def describe(func, args, kwargs) -> tuple[str, str]:
+def describe(func, args, kwargs) -> tuple[str, CallTarget]:
     name = func.__name__
     if name in DUNDERS:
         aten, sym = DUNDERS[name]
         if sym is None:
-            target = f"method:{name if name.startswith('__i') and aten.startswith('__') else aten}"
+            target = method(name if name.startswith('__i') and aten.startswith('__') else aten)
         else:
-            target = f"op:{sym}"
+            target = operator(sym)
         call_args = (args[1], args[0]) + tuple(args[2:]) if sym and sym.startswith("r") else args
         return qualify(aten, call_args, kwargs), target
     if isinstance(func, (types.MethodDescriptorType, types.WrapperDescriptorType)) or (
             getattr(func, "__qualname__", "").startswith("Tensor.")):
         aten = METHOD_ALIASES.get(name, name)
-        return qualify(aten, args, kwargs), f"method:{name}"
+        return qualify(aten, args, kwargs), method(name)
     owner = getattr(func, "__self__", None)
     path = _NAMESPACES.get(id(owner))
     if path is None:
@@ -84,7 +86,7 @@ def describe(func, args, kwargs) -> tuple[str, str]:
         aten = "special_" + name
     elif path == "torch._C._fft" and not name.startswith("fft_"):
         aten = "fft_" + name
-    return qualify(aten, args, kwargs), f"fn:{path}.{name}"
+    return qualify(aten, args, kwargs), function(f"{path}.{name}")
 
 
 def qualify(aten: str, args, kwargs) -> str:
@@ -247,21 +249,23 @@ _OPERATOR_ATEN = {"+": {"add"}, "r+": {"add"}, "-": {"sub", "rsub"}, "r-": {"rsu
 _INDEX_ATEN = {"select": {"select"}, "slice": {"slice"}, "index": {"index"}, "setitem_index": {"index_put_"}}
 
 
-def aten_names_for_target(target: str) -> set:
+def aten_names_for_target(target: CallTarget | None) -> set:
     """The ATen op names a call target may carry out (to check a node's target against its op)."""
-    kind, _, what = target.partition(":")
+    if target is None:
+        return set()
+    kind, what = target.kind, target.name
     if kind == "op":
         return _OPERATOR_ATEN.get(what, set())
     if kind == "index":
         return _INDEX_ATEN.get(what, set())
     if kind == "attr":
         return {TENSOR_PROPERTIES[what]} if what in TENSOR_PROPERTIES else set()
-    name = what.rsplit(".", 1)[-1]
+    name = target.short_name
     names = {name, METHOD_ALIASES.get(name, name)}
     if name in DUNDERS:
         names.add(DUNDERS[name][0])
     if kind == "fn":
-        namespace = what.rsplit(".", 1)[0]
+        namespace = target.namespace
         prefix = {"torch._C._linalg": "linalg_", "torch._C._special": "special_", "torch._C._fft": "fft_"}.get(namespace)
         if prefix and not name.startswith(prefix):
             names.add(prefix + name)

@@ -34,9 +34,6 @@ _PASSTHROUGH = {"__repr__", "__str__", "__format__", "__hash__", "__reduce_ex__"
                 "is_set_to", "has_names", "_version", "__dlpack__", "__dlpack_device__", "nbytes", "itemsize",
                 "__array_wrap__", "__array_priority__", "is_pinned", "is_shared", "__reversed__",
                 "__contains__", "dim", "ndimension"}
-_PROPERTY_PLAIN = {"dtype", "layout", "requires_grad", "is_leaf", "grad_fn", "names", "is_cuda", "is_cpu", "is_meta",
-                   "is_sparse", "is_quantized", "is_mkldnn", "is_nested", "ndim", "output_nr", "_base",
-                   "is_mps", "is_xpu", "_cdata", "itemsize", "nbytes", "_version", "retains_grad"}
 _PIECES = {"split", "unbind", "tensor_split", "unsafe_split", "hsplit", "vsplit", "dsplit"}
 _NONDETERMINISTIC = {"dropout", "dropout_", "feature_dropout", "alpha_dropout", "feature_alpha_dropout",
                      "native_dropout", "bernoulli", "bernoulli_", "rand", "randn", "randint", "randperm",

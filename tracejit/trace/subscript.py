@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from ..ir.target import indexing as index_form, method
 from . import indexing
 from .source import user_location
 
@@ -19,7 +20,7 @@ def getitem(tracer, func, args):
     steps = indexing.plan(t.dim(), idx)
     if steps is None:
         result = func(*args)
-        tracer.record(func, args, {}, result, ("tracejit::getitem", "index:getitem"))
+        tracer.record(func, args, {}, result, ("tracejit::getitem", index_form("getitem")))
         return result
     cur = t
     for kind, dim, payload in steps:
@@ -36,7 +37,7 @@ def setitem(tracer, func, args):
     if steps is None or (steps and steps[-1][0] == "index" and
                          any(k == "unsqueeze" for k, _, _ in steps)):
         func(*args)
-        tracer.record(func, args, {}, None, ("tracejit::setitem", "index:setitem"))
+        tracer.record(func, args, {}, None, ("tracejit::setitem", index_form("setitem")))
         return None
     cur = t
     advanced = None
@@ -51,13 +52,13 @@ def setitem(tracer, func, args):
             for d, ix in advanced:
                 indices[d] = ix
             cur[tuple(slice(None) if i is None else i for i in indices)] = value
-            spec = ("aten::index_put_.default", "index:setitem_index", (cur, indices, value))
+            spec = ("aten::index_put_.default", index_form("setitem_index"), (cur, indices, value))
         elif isinstance(value, torch.Tensor):
             cur.copy_(value)
-            spec = ("aten::copy_.default", "method:copy_", (cur, value))
+            spec = ("aten::copy_.default", method("copy_"), (cur, value))
         else:
             cur.fill_(value)
-            spec = ("aten::fill_.Scalar", "method:fill_", (cur, value))
+            spec = ("aten::fill_.Scalar", method("fill_"), (cur, value))
     node = tracer.record(None, spec[2], {}, None, spec[:2])
     if node is not None:
         node.effectful = True
@@ -75,23 +76,23 @@ def _index_step(tracer, cur, kind, dim, payload):
     with torch._C.DisableTorchFunction():
         if kind == "unsqueeze":
             out = cur.unsqueeze(dim)
-            spec = ("aten::unsqueeze.default", "method:unsqueeze", (cur, dim))
+            spec = ("aten::unsqueeze.default", method("unsqueeze"), (cur, dim))
         elif kind == "select":
             out = cur.select(dim, int(payload))
-            spec = ("aten::select.int", "index:select", (cur, dim, payload))
+            spec = ("aten::select.int", index_form("select"), (cur, dim, payload))
         elif kind == "slice":
             out = cur[(slice(None),) * dim + (payload,)]
-            spec = ("aten::slice.Tensor", "index:slice", (cur, dim, payload.start, payload.stop,
+            spec = ("aten::slice.Tensor", index_form("slice"), (cur, dim, payload.start, payload.stop,
                                                            1 if payload.step is None else payload.step))
         elif kind == "alias":
             out = cur.view_as(cur)
-            spec = ("aten::view_as.default", "method:view_as", (cur, cur))
+            spec = ("aten::view_as.default", method("view_as"), (cur, cur))
         else:
             indices = [None] * (max(d for d, _ in payload) + 1)
             for d, ix in payload:
                 indices[d] = ix
             out = cur[tuple(slice(None) if i is None else i for i in indices)]
-            spec = ("aten::index.Tensor", "index:index", (cur, indices))
+            spec = ("aten::index.Tensor", index_form("index"), (cur, indices))
     op, target, call_args = spec
     tracer.record(None, call_args, {}, out, (op, target))
     return out

@@ -9,15 +9,17 @@ node as the indices of the nodes producing its inputs.
 """
 from __future__ import annotations
 
-from ..ir import GUARD, Graph, TensorType, Value, iter_values
+from ..ir import GUARD, Graph, TensorType, Value, iter_values, target_text
 from ..ir.graph import _DTYPE_NAMES
+from .sizes import value_dims
 
 
-def type_text(t) -> str:
-    """``Float[2, 8, 32]``, ``int``; a dynamic value's sizes are the trace's example sizes."""
+def type_text(t, dims=None) -> str:
+    """``Float[2, 8, 32]``, ``int``; ``dims`` names the sizes (``("s0", "8", "32")``, sizes.py),
+    else they are the trace's example sizes."""
     if isinstance(t, TensorType):
         name = _DTYPE_NAMES.get(t.dtype, str(t.dtype).replace("torch.", ""))
-        return f"{name}[{', '.join(str(s) for s in t.shape)}]"
+        return f"{name}[{', '.join(str(s) for s in (dims or t.shape))}]"
     return str(t) if t is not None else ""
 
 
@@ -44,6 +46,9 @@ class _GraphDoc:
                     "method": graph.name, "nodes": self.nodes}
         self.is_root = is_root
 
+    def type_of(self, v: Value) -> str:
+        return type_text(v.type, self.program.dims.get(id(v)))
+
     def add(self, kind: str, label: str, **fields) -> int:
         fields.update(kind=kind, label=label)
         fields.setdefault("inputs", [])
@@ -61,9 +66,9 @@ class _GraphDoc:
                 if isinstance(leaf, Value):
                     guard = ("checked: is a Tensor" if isinstance(leaf.type, TensorType) else "checked: is an int") \
                         if self.is_root else ""
-                    self.producer[id(leaf)] = [self.add("input", name, type=type_text(leaf.type), arg=pname,
+                    self.producer[id(leaf)] = [self.add("input", name, type=self.type_of(leaf), arg=pname,
                                                        structure=spec.describe(
-                                                           type_text(x.type) if isinstance(x, Value) else repr(x)
+                                                           self.type_of(x) if isinstance(x, Value) else repr(x)
                                                            for x, _ in mine) if spec.kind != "leaf" else "",
                                                        guard=guard), 0]
                 else:
@@ -71,14 +76,14 @@ class _GraphDoc:
                              guard="checked: must equal the traced constant" if self.is_root else "")
         for v in g.inputs:
             if v.hint == "__capture__" and id(v) not in self.producer:
-                self.producer[id(v)] = [self.add("input", "captured", type=type_text(v.type)), 0]
+                self.producer[id(v)] = [self.add("input", "captured", type=self.type_of(v)), 0]
         for node in g.nodes:
             self.op(node)
         for i, leaf in enumerate(g.outputs):
             ins = [self.producer[id(leaf)]] if isinstance(leaf, Value) and id(leaf) in self.producer else []
             self.add("output", f"output {i}", inputs=ins,
-                     type=type_text(leaf.type) if isinstance(leaf, Value) else _const_text(leaf),
-                     structure=g.out_spec.describe(type_text(x.type) if isinstance(x, Value) else repr(x)
+                     type=self.type_of(leaf) if isinstance(leaf, Value) else _const_text(leaf),
+                     structure=g.out_spec.describe(self.type_of(x) if isinstance(x, Value) else repr(x)
                                                    for x in g.outputs) if g.out_spec.kind != "leaf" else "")
         return self.doc
 
@@ -89,7 +94,7 @@ class _GraphDoc:
             if p is not None and p not in seen:
                 seen.append(p)
         ins = seen
-        types = [type_text(v.type) for v in node.outputs if v is not None]
+        types = [self.type_of(v) for v in node.outputs if v is not None]
         src = _source(node)
         common = dict(inputs=ins, type=", ".join(types), source=src,
                       ledger=self.program.ledger_at(node.source))
@@ -110,10 +115,15 @@ class _GraphDoc:
                            call=callee_key, args=args, **common)
         else:
             consts = [_const_text(a) for a in node.args if not isinstance(a, Value) and not list(iter_values(a))]
-            idx = self.add("op", node.name, op=node.op, target=node.target, consts=consts[:6], **common)
+            idx = self.add("op", node.name, op=node.op, target=target_text(node.target), consts=consts[:6], **common)
         for slot, v in enumerate(node.outputs):
             if v is not None:
                 self.producer[id(v)] = [idx, slot]
+
+
+SIZES_NOTE = ("s0, s1, ...: sizes the graph reads at run time and keeps symbolic (as tracejit inspect shows "
+              "them); a value's sizes are named after the ones they follow (s0*s1, 2*s0+1, ?: some other "
+              "formula); numbers: the trace's example sizes")
 
 
 class ProgramDoc:
@@ -124,6 +134,7 @@ class ProgramDoc:
         self.graphs: dict[str, dict] = {}
         self.ledger = list(getattr(obj, "ledger", ()))
         self.guard_count: dict[str, int] = {}
+        self.dims: dict[int, tuple] = {}   # id(Value) -> its sizes by name, where some are symbolic
         self._ledger_lines = {(e.source.filename, e.source.lineno) for e in self.ledger if e.source is not None}
 
     def ledger_at(self, source) -> bool:
@@ -156,6 +167,8 @@ class ProgramDoc:
             name = self.obj.original_name
             roots = [(m, fn.graph) for m, fn in self.obj._traced_methods.items()]
         root_keys = []
+        for _, graph in roots:
+            self.dims.update(value_dims(self.obj, graph))
         for method, graph in roots:
             key = f":{method}"
             root_keys.append(key)
@@ -166,6 +179,7 @@ class ProgramDoc:
                 "guards": guards,
                 "roots": root_keys, "graphs": self.graphs,
                 "node_count": sum(len(g["nodes"]) for g in self.graphs.values()),
+                "sizes": SIZES_NOTE if self.dims else "",
                 "ledger": [{"kind": e.kind, "message": e.message, "source": _source(e), "value": repr(e.value)[:80]}
                            for e in self.ledger]}
 

@@ -233,6 +233,7 @@
     DOC.guards.forEach((text) => {
       const li = document.createElement("li"); li.textContent = text; $("guards").appendChild(li);
     });
+    $("sizes").textContent = DOC.sizes || "";
     const lg = $("ledger");
     DOC.ledger.forEach((e) => {
       const li = document.createElement("li");

@@ -1,0 +1,223 @@
+"""Symbolic sizes by name in the viewer (tracejit/viewer/sizes.py): the inputs carry inspect's names
+(the same shared rule, ir/symbolic_dims.py; input sizes that move with them are named too), every
+value inside the graphs is named after the sizes it follows, and what the names claim holds when
+the program runs on other sizes."""
+from __future__ import annotations
+
+import importlib.util
+import re
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import tracejit
+from tracejit.cli.inspect import signature
+from tracejit.viewer import program_document, render_html
+from tracejit.viewer.sizes import name_dim
+
+
+class Flatten(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 5)
+
+    def forward(self, x):              # x: (batch, time, 8)
+        b, t = x.size(0), x.size(1)
+        rows = x.reshape(b * t, 8)     # (s0*s1, 8)
+        out = self.lin(rows)           # a submodule: its input and output are named too
+        pos = torch.arange(t + 1)      # (s1+1,)
+        half = x[:, : t // 2]          # (s0, s1//2, 8)
+        return out.view(b, t, 5), pos, half
+
+
+def _trace(model, *inputs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tracejit.TracerWarning)
+        return tracejit.trace(model, inputs)
+
+
+def _types(doc, key):
+    return [n["type"] for n in doc["graphs"][key]["nodes"]]
+
+
+def _evaluate(dim: str, env: dict) -> int:
+    """A name like ``s0*s1`` or ``s1//2+1`` evaluated for the symbols' sizes in ``env``."""
+    assert re.fullmatch(r"[s0-9*/+\- ]+", dim), dim
+    return eval(re.sub(r"s(\d+)", lambda m: str(env[f"s{m.group(1)}"]), dim))  # noqa: S307 - checked above
+
+
+def test_values_are_named_after_the_sizes_they_follow():
+    model = Flatten()
+    traced = _trace(model, torch.randn(2, 6, 8))
+    doc = program_document(traced)
+    root = doc["graphs"][":forward"]["nodes"]
+    assert root[0]["type"] == "Float[s0, s1, 8]"
+    outputs = [n["type"] for n in root if n["kind"] == "output"]
+    assert outputs == ["Float[s0, s1, 5]", "Long[s1+1]", "Float[s0, s1//2, 8]"]
+    assert "Float[s0*s1, 8]" in _types(doc, ":forward")
+    lin = _types(doc, "lin:forward")
+    assert lin[0] == "Float[s0*s1, 8]" and "Float[s0*s1, 5]" in lin and "Float[5, 8]" in lin   # the weight: fixed
+    assert doc["sizes"].startswith("s0, s1, ...: sizes the graph reads at run time")
+    # the input names are exactly inspect's
+    assert signature("forward", traced.graph) == "forward(x: Float[s0, s1, 8])"
+    # what the names say holds on other sizes: the traced program's and eager's outputs have those shapes
+    for b, t in ((3, 9), (1, 4), (5, 13)):
+        x = torch.randn(b, t, 8)
+        got, expected = traced(x), model(x)
+        for out, want, text in zip(got, expected, outputs):
+            dims = text[text.index("[") + 1:-1].split(", ")
+            assert list(out.shape) == list(want.shape) == [_evaluate(d, {"s0": b, "s1": t}) for d in dims]
+            torch.testing.assert_close(out, want)
+
+
+def test_pinned_and_unread_sizes_stay_numbers():
+    class Pinned(nn.Module):
+        def forward(self, x, y):
+            n = x.size(0)                  # x's batch is read; y's sizes never are
+            if x.size(1) == 4:             # a guard pins x's second size
+                x = x * 2
+            return x.sum(1).repeat(n), y + 1
+
+    doc = program_document(_trace(Pinned(), torch.randn(3, 4), torch.randn(5, 7)))
+    types = _types(doc, ":forward")
+    assert types[:2] == ["Float[s0, 4]", "Float[5, 7]"]
+    assert "Float[s0*s0]" in types and types[-1] == "Float[5, 7]"
+    # an input size equal to a symbolic one in the example is probed too: y's batch, which nothing ties
+    # to x's, gets a name of its own
+    doc = program_document(_trace(Pinned(), torch.randn(3, 4), torch.randn(3, 7)))
+    assert _types(doc, ":forward")[:2] == ["Float[s0, 4]", "Float[s1, 7]"]
+    assert _types(doc, ":forward")[-1] == "Float[s1, 7]"
+
+
+def test_no_symbolic_size_no_names_no_note():
+    doc = program_document(_trace(nn.Linear(4, 2), torch.randn(3, 4)))
+    assert _types(doc, ":forward")[0] == "Float[3, 4]" and "Float[3, 2]" in _types(doc, ":forward")
+    assert doc["sizes"] == ""
+
+
+def test_a_probe_the_meta_device_cannot_run_keeps_inspects_input_names():
+    class ValueGuard(nn.Module):
+        def forward(self, x):
+            n = x.size(0)
+            if x.sum() > -1e9:             # a value guard: reading data, which the meta device has not
+                return x.reshape(n, -1) * 2
+            return x
+
+    doc = program_document(_trace(ValueGuard(), torch.randn(2, 3, 4)))
+    types = _types(doc, ":forward")
+    assert types[0] == "Float[s0, 3, 4]" and "Float[2, 12]" in types
+
+
+def test_the_traced_object_is_neither_called_nor_changed():
+    model = Flatten()
+    traced = _trace(model, torch.randn(2, 6, 8))
+    calls = []
+    model.register_forward_hook(lambda *a: calls.append(a))
+    before = {k: v.clone() for k, v in traced.state_dict().items()}
+    code = traced.code
+    program_document(traced)
+    assert calls == [] and traced.code == code
+    assert all(torch.equal(before[k], v) and v.device.type == "cpu" for k, v in traced.state_dict().items())
+    # and a program loaded on the meta device gets the same names
+    import io
+    buf = io.BytesIO()
+    tracejit.save(traced, buf)
+    buf.seek(0)
+    assert _types(program_document(tracejit.load(buf, map_location="meta")), ":forward") == \
+        _types(program_document(traced), ":forward")
+
+
+def test_the_page_carries_the_names():
+    html = render_html(program_document(_trace(Flatten(), torch.randn(2, 6, 8))))
+    assert "Float[s0*s1, 8]" in html and 'id="sizes"' in html
+
+
+@pytest.mark.parametrize("triple,name", [
+    ((8, 9, 11), "s1"), ((2, 3, 4), "s0"), ((16, 27, 44), "s0*s1"), ((17, 19, 23), "2*s1+1"),
+    ((4, 4, 5), "s1//2"), ((5, 5, 5), "5"), ((3, 50, 7), "?"), ((6, 4, 2), "-2*s0+10"),
+])
+def test_name_dim(triple, name):
+    symbols = [("s0", 2, 3, 4), ("s1", 8, 9, 11)]
+    assert name_dim(triple, symbols) == name
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="needs transformers (test extras)")
+def test_bert_sizes_by_name():
+    import transformers
+    cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                  intermediate_size=64, max_position_embeddings=64)
+    torch.manual_seed(0)
+    ids = torch.randint(0, 100, (2, 8))
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        traced = tracejit.trace(transformers.BertModel(cfg).eval(),
+                                example_kwarg_inputs={"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+                                strict=False)
+    doc = program_document(traced)
+    assert _types(doc, ":forward")[:2] == ["Long[s0, s1]", "Long[s0, s1]"]   # the mask moves with the ids
+    assert _types(doc, "embeddings.word_embeddings:forward")[:3] == ["Long[s0, s1]", "Float[100, 32]",
+                                                                     "Float[s0, s1, 32]"]
+    attention = " ".join(t for k in doc["graphs"] if "attention" in k for t in _types(doc, k))
+    assert "Float[s0, 4, s1, 8]" in attention   # (batch, heads, seq, head size)
+
+
+def test_a_custom_autograd_function_is_not_run_by_the_probe():
+    calls = []
+
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            calls.append(x.device.type)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    class UsesFunction(nn.Module):
+        def forward(self, x):
+            return Double.apply(x).reshape(x.size(0), -1)
+
+    traced = _trace(UsesFunction(), torch.randn(2, 3, 4))
+    calls.clear()
+    types = _types(program_document(traced), ":forward")
+    assert calls == [] and types[0] == "Float[s0, 3, 4]" and "Float[2, 12]" in types
+
+
+def test_sizes_read_inside_a_submodule_are_symbolic_for_inspect_and_the_viewer():
+    class Inner(nn.Module):
+        def forward(self, x):
+            n = x.size(0)                  # the batch, read inside the callee
+            if x.size(2) == 4:             # pinned inside the callee
+                x = x + 1
+            return x.view(n, -1)
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            return self.inner(x) * 2
+
+    model = Outer()
+    traced = _trace(model, torch.randn(2, 3, 4))
+    assert signature("forward", traced.graph) == "forward(x: Float[s0, 3, 4])"
+    doc = program_document(traced)
+    assert _types(doc, "inner:forward")[0] == "Float[s0, 3, 4]" and _types(doc, ":forward")[-1] == "Float[s0, 12]"
+    x = torch.randn(5, 3, 4)
+    torch.testing.assert_close(traced(x), model(x))
+
+
+def test_a_function_and_an_input_tied_to_a_symbolic_size():
+    def f(x, y):                           # y's length must equal x's batch: it moves with s0
+        return x.reshape(x.size(0) * x.size(1)) + y.repeat(x.size(1))
+
+    traced = _trace(f, torch.randn(2, 3), torch.randn(2))
+    types = _types(program_document(traced), ":forward")
+    assert types[:2] == ["Float[s0, s1]", "Float[s0]"] and types[-1] == "Float[s0*s1]"
+    x, y = torch.randn(4, 5), torch.randn(4)
+    torch.testing.assert_close(traced(x, y), f(x, y))
+    assert traced(x, y).shape == (4 * 5,)

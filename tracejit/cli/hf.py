@@ -1,0 +1,145 @@
+"""``tracejit trace --hf PATH_OR_ID [--task TASK] -o FILE``: trace a transformers model (the
+library part is tracejit/hf.py), save it and print what was done.
+
+The long steps (load, trace, check, save) show a progress bar (tqdm, imported only then; a plain
+line per step without it) when stdout is a terminal; otherwise only the summary is printed."""
+from __future__ import annotations
+
+import os
+import sys
+
+from .common import CLIError, human, ledger_source, plural
+
+
+def add_arguments(parser) -> None:
+    """The ``--hf`` options of ``tracejit trace``."""
+    from ..hf import ALIASES, TASKS
+    g = parser.add_argument_group("Hugging Face models (--hf)")
+    g.add_argument("--hf", metavar="PATH_OR_ID",
+                   help="trace a transformers model: a directory saved with save_pretrained, or a hub id (needs the "
+                        "network unless cached); example inputs are built from its config")
+    g.add_argument("--task", metavar="TASK",
+                   help=f"with --hf: one of {', '.join(TASKS)} (also {', '.join(ALIASES)}); default: from the "
+                        "config's architectures")
+    g.add_argument("--batch", type=_positive, help="with --hf: the example batch size (default 2)")
+    g.add_argument("--length", type=_positive,
+                   help="with --hf: the example sequence length (default 8; capped by the model's positions)")
+    g.add_argument("--use-cache", action="store_true",
+                   help="with --hf: trace with the decoder's cache (transformers' DynamicCache is not "
+                        "pytree-registered, so today this fails with that message)")
+    g.add_argument("--no-check", dest="check", action="store_false",
+                   help="with --hf: skip the comparison with eager transformers on other sizes")
+
+
+HF_ONLY = ("task", "batch", "length")
+
+
+def check_hf_only(args) -> None:
+    """The --hf options without --hf: a usage error (they would be ignored)."""
+    given = [f"--{name}" for name in HF_ONLY if getattr(args, name) is not None]
+    given += ["--use-cache"] if args.use_cache else []
+    given += ["--no-check"] if not args.check else []
+    if given:
+        raise CLIError(f"{', '.join(given)} only go with --hf PATH_OR_ID", 2)
+
+
+def _positive(text: str) -> int:
+    import argparse
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer; got {n}")
+    return n
+
+
+class Progress:
+    """The steps on stderr, only when stdout is a terminal: one tqdm bar, or a plain line per step
+    where tqdm is not installed (it is optional: imported only here)."""
+
+    STEPS = ("load", "trace", "check", "save")
+
+    def __init__(self, enabled: bool):
+        self.bar = None
+        self.lines = False
+        if not enabled:
+            return
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            self.lines = True
+            return
+        import shutil
+        size = shutil.get_terminal_size((80, 24))   # 80 x 24 where the terminal says 0 x 0 (tqdm: no bar)
+        self.bar = tqdm(total=len(self.STEPS), desc="load", unit="step", leave=False, ncols=min(80, size.columns),
+                        nrows=size.lines, bar_format="{desc:<6} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
+
+    def __call__(self, step: str) -> None:
+        if self.lines:
+            sys.stderr.write(f"{step} ...\n")
+            sys.stderr.flush()
+        if self.bar is None:
+            return
+        self.bar.update(self.STEPS.index(step) - self.bar.n)
+        self.bar.set_description_str(step)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.update(len(self.STEPS) - self.bar.n)
+            self.bar.close()
+
+
+def cmd_trace_hf(args) -> int:
+    import tracejit
+    from .. import hf
+    from .trace import save_program
+
+    progress = Progress(sys.stdout.isatty())
+    try:
+        try:
+            result = hf.trace_pretrained(args.hf, args.task, batch=args.batch or 2, length=args.length or 8,
+                                         use_cache=args.use_cache, check=args.check, seed=args.seed,
+                                         progress=progress)
+        except (ValueError, OSError) as e:   # a bad task or model; a missing directory or hub id
+            raise CLIError(f"--hf {args.hf}: {_first_line(e)}") from None
+        except hf.PretrainedCheckError as e:
+            raise CLIError(f"--hf {args.hf}: the traced program differs from eager transformers: {e}") from None
+        except tracejit.TraceError as e:
+            raise CLIError(f"--hf {args.hf}: tracing failed: {_first_line(e)}") from None
+        except Exception as e:
+            raise CLIError(f"--hf {args.hf}: {type(e).__name__}: {_first_line(e)}") from None
+        progress("save")
+        save_program(result.traced, args.output)
+    finally:
+        progress.close()
+    _summary(args, result)
+    return 0
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def _summary(args, result) -> None:
+    from ..hf import describe_inputs
+    traced = result.traced
+    size = os.path.getsize(args.output)
+    numel = sum(t.numel() for t in {id(t): t for t in traced.parameters()}.values())
+    ledger = traced.ledger
+    print(f"traced {args.hf} ({result.model_class}, task {result.task}) in eval mode, return_dict=True, "
+          f"use_cache={args.use_cache}, strict=False")
+    print(f"  example:    {describe_inputs(result.example)}")
+    if result.checked:
+        print(f"  checked:    equals eager transformers on {describe_inputs(result.checked)} "
+              f"(max abs diff {result.max_abs_diff:.2g}; outputs {', '.join(result.outputs)})")
+        if result.check_note:
+            print(f"              ({result.check_note})")
+    else:
+        print("  checked:    no (--no-check)")
+    print(f"  file:       {args.output} ({size} bytes, {human(size)})")
+    print(f"  parameters: {numel}")
+    print(f"  ledger:     {plural(len(ledger), 'entry', 'entries')}")
+    for e in ledger:
+        print(f"    {e.kind:<12} {ledger_source(e)}  {' '.join(str(e.message).split())}")
+    print(f"  call it as: tracejit.load({args.output!r})({', '.join(f'{k}=...' for k in result.example)})")

@@ -1,0 +1,239 @@
+"""Symbolic sizes by name for every value the viewer shows (``Float[s0, s1, 32]``).
+
+Which input dimensions are symbolic is ``inspect``'s rule (ir/symbolic_dims.py): the sizes the
+graph reads at run time and no guard pins. To name the sizes of the values inside the graph,
+the program is run twice on the meta device (shapes only: no data, no kernels) with each
+symbolic size moved to other values, under its guards first (a run the guards refuse names
+nothing), then with every node's outputs observed (the checker's observed code,
+codegen/python.py). A dimension that stays put is the example's number; one that moves is named
+from the symbols it follows: ``s0``, ``s0*s1``, ``2*s0+1``, ``s1//2``, or ``?`` when no simple
+formula fits. An input dimension with the same example size as a symbolic one is moved too, under
+a name of its own when the program accepts that (a ``y`` whose batch nothing ties to ``x``'s),
+else with that symbol (``attention_mask`` next to ``input_ids``), else not at all; inspect, which
+runs nothing, shows its number.
+
+The probe runs on a shadow of the module tree (its own dicts of meta tensors and compiled
+methods), so the traced object is never touched, called or retraced. Anything the meta device
+cannot run (a value guard reading a tensor's data, ``.item()``), and a custom autograd Function
+(user code), leave the shapes inside as numbers.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..ir import TensorType, Value
+from ..ir.symbolic_dims import symbolic_dims
+
+
+class _Refused(Exception):
+    """A guard or input check refused the probe's sizes."""
+
+
+def value_dims(obj, graph) -> dict:
+    """``{id(Value): ("s0", "8", ...)}`` for the values of ``graph`` (a root method of ``obj``) and
+    of the submodule graphs it calls (each graph's first call), where a size is symbolic; only the
+    inputs' names when the probe cannot run; ``{}`` when nothing is symbolic."""
+    seeds = symbolic_dims(graph)
+    if not seeds:
+        return {}
+    inputs = {id(v): v for v in graph.inputs}
+    examples = {name: inputs[vid].type.shape[dim] for (vid, dim), name in seeds.items()}
+    companions = _companions(graph, seeds, examples)
+    # each companion under its own name, then moved with its symbol, then left alone
+    own = {key: f"s{len(examples) + i}" for i, key in enumerate(companions)}
+    runner = _Runner(obj, graph)
+    plans = [{**seeds, **own}, {**seeds, **companions}, dict(seeds)]
+    for plan in [p for i, p in enumerate(plans) if p not in plans[:i]]:
+        symbols = {name: inputs[vid].type.shape[dim] for (vid, dim), name in plan.items()}
+        offsets = _offsets(symbols)
+        try:   # a guard refused, or the meta device cannot run an op: try the next plan
+            runs = [runner.probe({key: symbols[name] + offsets[name][run] for key, name in plan.items()})
+                    for run in (0, 1)]
+        except Exception:
+            continue
+        return _named(runs, symbols, offsets, inputs, plan)
+    return _inputs_only(inputs, seeds)
+
+
+def _named(runs: list, symbols: dict, offsets: dict, inputs: dict, plan: dict) -> dict:
+    sym = [(name, e, e + offsets[name][0], e + offsets[name][1]) for name, e in symbols.items()]
+    out = {}
+    for vid, (value, first) in runs[0].items():
+        second = runs[1].get(vid, (None, None))[1]
+        if second is None or not len(first) == len(second) == len(value.type.shape):
+            continue
+        dims = tuple(name_dim((int(a), int(b), int(c)), sym) for a, b, c in zip(value.type.shape, first, second))
+        if any(not d.isdigit() for d in dims):
+            out[vid] = dims
+    out.update(_inputs_only(inputs, plan, out))
+    return out
+
+
+def _inputs_only(inputs: dict, seeds: dict, named: dict | None = None) -> dict:
+    """The graph inputs' sizes with the names ``seeds`` gives them (over what the probe named)."""
+    out = {}
+    for (vid, dim), name in seeds.items():
+        dims = list(out.get(vid) or (named or {}).get(vid) or [str(int(s)) for s in inputs[vid].type.shape])
+        dims[dim] = name
+        out[vid] = tuple(dims)
+    return out
+
+
+def _offsets(symbols: dict) -> dict:
+    """Per symbol, how far each of the two runs moves it: ``(d, d * (d + 1))`` with a different
+    ``d`` per symbol (so no two symbols move in proportion, and ``2*s0+3`` cannot pass for
+    ``s1+1``) and distinct moved sizes in each run."""
+    out, used = {}, (set(), set())
+    d = 1
+    for name in symbols:
+        while True:
+            moved = (symbols[name] + d, symbols[name] + d * (d + 1))
+            if moved[0] not in used[0] and moved[1] not in used[1]:
+                break
+            d += 1
+        used[0].add(moved[0])
+        used[1].add(moved[1])
+        out[name] = (d, d * (d + 1))
+        d += 1
+    return out
+
+
+def _companions(graph, seeds: dict, symbols: dict) -> dict:
+    """Input dimensions not symbolic themselves whose example size equals exactly one symbol's."""
+    by_size = {}
+    for name, size in symbols.items():
+        by_size.setdefault(size, []).append(name)
+    out = {}
+    for v in graph.inputs:
+        if not isinstance(v.type, TensorType) or -1 in v.type.shape:
+            continue
+        for d, s in enumerate(v.type.shape):
+            if (id(v), d) not in seeds and len(by_size.get(s, ())) == 1:
+                out[(id(v), d)] = by_size[s][0]
+    return out
+
+
+def name_dim(triple: tuple, symbols: list) -> str:
+    """A dimension's sizes (example, run 1, run 2) named after the symbols' (name, example, run 1, run 2)."""
+    a, b, c = triple
+    if a == b == c:
+        return str(a)
+    for name, e, x, y in symbols:
+        if (e, x, y) == triple:
+            return name
+    for i, (n1, e1, x1, y1) in enumerate(symbols):
+        for n2, e2, x2, y2 in symbols[i:]:
+            if (e1 * e2, x1 * x2, y1 * y2) == triple:
+                return f"{n1}*{n2}"
+    for name, e, x, y in symbols:
+        if (b - a) % (x - e) == 0:
+            p = (b - a) // (x - e)
+            q = a - p * e
+            if p != 0 and p * y + q == c:
+                return _affine(name, p, q)
+        for m in range(2, 65):
+            if (e // m, x // m, y // m) == triple:
+                return f"{name}//{m}"
+    return "?"
+
+
+def _affine(name: str, p: int, q: int) -> str:
+    text = name if p == 1 else f"-{name}" if p == -1 else f"{p}*{name}"
+    return text if q == 0 else f"{text}{'+' if q > 0 else '-'}{abs(q)}"
+
+
+# ---- running the program on the meta device ------------------------------------------------------
+class _Runner:
+    """Runs one root graph on meta inputs, twice per probe: under its guards (raises when refused),
+    then observed. The shadows and their compiled methods are made once and reused by every probe."""
+
+    def __init__(self, obj, graph):
+        from ..runtime.traced import TracedFunction
+        self.graph = graph
+        self.seen: dict = {}   # the observed run's record: id(Value) -> (Value, shape)
+        root = None if isinstance(obj, TracedFunction) else obj
+        self.shadows = {guards: _Shadow(root, self, guards=guards) for guards in (True, False)}
+        self.roots = {guards: _method(self.shadows[guards], graph, graph.name, guards, self)
+                      for guards in (True, False)}
+
+    def probe(self, sizes: dict) -> dict:
+        """``{id(Value): (Value, shape)}`` of every graph's first call with ``sizes``
+        ({(id(input), dim): size}) moved."""
+        from ..pytree import unflatten
+        leaves = []
+        for leaf in self.graph.input_leaves:
+            if isinstance(leaf, Value):
+                if not isinstance(leaf.type, TensorType) or -1 in leaf.type.shape:
+                    raise _Refused("a non-tensor or ragged input")
+                shape = [sizes.get((id(leaf), d), s) for d, s in enumerate(leaf.type.shape)]
+                leaves.append(torch.empty(shape, dtype=leaf.type.dtype, device="meta"))
+            else:
+                leaves.append(leaf)
+        args, kwargs = unflatten(self.graph.in_spec, leaves)
+        self.seen = {}
+        with torch.no_grad():
+            self.roots[True](*args, **kwargs)
+            self.roots[False](*args, **kwargs)
+        return self.seen
+
+
+def _meta(t):
+    return None if t is None else torch.empty(t.shape, dtype=t.dtype, device="meta") \
+        if isinstance(t, torch.Tensor) else t
+
+
+class _Shadow:
+    """What generated code reads from ``self`` (``_modules``, ``_parameters``, ``_buffers``,
+    ``training`` and the traced methods), as meta tensors and freshly compiled methods."""
+
+    def __init__(self, module, runner: _Runner, *, guards: bool, depth: int = 0):
+        self.training = bool(getattr(module, "training", False))
+        self._parameters = {n: _meta(p) for n, p in getattr(module, "_parameters", {}).items()}
+        self._buffers = {n: _meta(b) for n, b in getattr(module, "_buffers", {}).items()}
+        self._modules = {n: _Shadow(m, runner, guards=guards, depth=depth + 1)
+                         for n, m in getattr(module, "_modules", {}).items() if m is not None and depth < 64}
+        for name, fn in getattr(module, "_traced_methods", {}).items():
+            setattr(self, name, _method(self, fn.graph, name, guards, runner))
+
+
+def _method(shadow, graph, name: str, guards: bool, runner: _Runner):
+    """The shadow's method for ``graph``: compiled on first use, with guards or observed."""
+    from ..codegen.compiler import compile_function
+    from ..codegen.python import generate
+    compiled = []
+
+    def refuse(*_args, **_kwargs):
+        raise _Refused(name)
+
+    def run(*args, **kwargs):
+        if not compiled:
+            if any(node.op == "tracejit::autograd_function" for node in graph.nodes):
+                raise _Refused("a custom autograd Function would run user code")
+            src, globs = generate(graph, name, guards=guards, input_error=refuse, observe=not guards)
+            globs = {k: (_meta(v) if isinstance(v, torch.Tensor) else v) for k, v in globs.items()}
+            globs["_tj_guard"] = refuse
+            globs["_observe"] = lambda i, outs: _record(runner.seen, graph.nodes[i], outs)
+            compiled.append(compile_function(src, name, globs, "viewer-sizes"))
+        if not guards:
+            _record_inputs(runner.seen, graph, args, kwargs)
+        return compiled[0](shadow, *args, **kwargs)
+    return run
+
+
+def _record_inputs(seen: dict, graph, args, kwargs) -> None:
+    from ..pytree import flatten
+    plain = {k: v for k, v in kwargs.items() if not k.startswith("_capture_")}
+    captures = [kwargs[k] for k in sorted((k for k in kwargs if k.startswith("_capture_")),
+                                          key=lambda k: int(k.rsplit("_", 1)[1]))]
+    leaves, _ = flatten((tuple(args), plain))
+    pairs = list(zip(graph.input_leaves, leaves))
+    pairs += zip([v for v in graph.inputs if v.hint == "__capture__"], captures)
+    for v, o in pairs:
+        if isinstance(v, Value) and isinstance(o, torch.Tensor) and isinstance(v.type, TensorType):
+            seen.setdefault(id(v), (v, tuple(o.shape)))
+
+
+def _record(seen: dict, node, outs) -> None:
+    for v, o in zip(node.outputs, outs):
+        if v is not None and isinstance(o, torch.Tensor) and isinstance(v.type, TensorType):
+            seen.setdefault(id(v), (v, tuple(o.shape)))   # a graph called twice: its first call
