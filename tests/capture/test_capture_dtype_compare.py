@@ -161,3 +161,41 @@ def test_tampered_dtype_guard_names_are_load_errors():
     raw = tampered(quiet_trace(half_branch, (torch.randn(2, 5),)), edit)
     with pytest.raises(tracejit.LoadError, match="dtype guard compares with a dtype name"):
         tracejit.load(io.BytesIO(raw))
+
+
+def _mask_sdpa(n, device="cpu", **kwargs):          # takes device, swallows dtype in **kwargs it never reads
+    return torch.zeros(n, device=device)
+
+
+def _mask_eager(n, dtype=torch.float32, device="cpu", **kwargs):
+    if dtype == torch.float16:
+        return torch.ones(n, device=device)
+    return torch.zeros(n, dtype=dtype, device=device)
+
+
+MASKS = {"sdpa": _mask_sdpa, "eager": _mask_eager}
+
+
+def _dispatch(x, impl):                            # transformers' mask_interface = ALL_MASK_ATTENTION_FUNCTIONS[...]
+    dtype, device = x.dtype, x.device  # @dispatch
+    mask_interface = MASKS[impl]
+    return x + mask_interface(x.shape[-1], dtype=dtype, device=device)
+
+
+@pytest.mark.parametrize("impl, guarded", [("sdpa", set()), ("eager", {"dtype"})])
+def test_a_dispatch_table_callee_is_followed(impl, guarded):
+    """The callee is found through the table it is assigned from after the read; a dtype swallowed by a
+    **kwargs it never reads is unguarded, one it compares is guarded at the read's line."""
+    def fn(x):
+        return _dispatch(x, impl)
+    traced = quiet_trace(fn, (torch.randn(2, 5),))
+    guards = [n for n in traced.graph.nodes if n.op == "tracejit::guard" and n.attrs["kind"] in ("dtype", "device")]
+    assert {n.attrs["kind"] for n in guards} == guarded
+    assert all(n.source.lineno == line_of("dispatch") for n in guards)
+    loaded = round_trip(traced)
+    for x in (torch.randn(3, 5, dtype=torch.float64), torch.randn(2, 5, device="meta")):
+        if guarded and x.dtype != torch.float32:   # (the device only reaches torch calls: not guarded)
+            with pytest.raises(tracejit.GuardError):
+                loaded(x)
+        else:
+            assert_same(loaded(x), fn(x))

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import ast
 import inspect
+from collections.abc import Mapping
 import linecache
 import sys
 
 import torch
 
+from .index_reads import AST_LOCK
 from .source import _TORCH_DIR, _skipped
 from ..ir import SourceLoc
 
@@ -43,7 +45,8 @@ _functions: dict[tuple, tuple | None] = {}
 def _tree(filename: str):
     if filename not in _files:
         try:
-            _files[filename] = ast.parse("".join(linecache.getlines(filename)) or "\n")
+            with AST_LOCK:
+                _files[filename] = ast.parse("".join(linecache.getlines(filename)) or "\n")
         except (SyntaxError, ValueError):
             _files[filename] = None
     return _files[filename]
@@ -139,6 +142,8 @@ def _call_use(call, position, keyword, fn_node, parents, globals_, locals_, dept
                                                                                                      globals_, locals_):
         return None   # a Tensor method (x.to, x.new_zeros, ...)
     target = _resolve(func, globals_, locals_)
+    if target is _UNKNOWN and isinstance(func, ast.Name):   # assigned later in the function (a dispatch table)
+        target = _assigned_later(func.id, fn_node, globals_, locals_)
     module = getattr(target, "__module__", None) or ""
     if module.startswith(("torch", "tracejit")) or target in (torch.finfo, torch.iinfo):
         return None
@@ -153,6 +158,10 @@ def _call_use(call, position, keyword, fn_node, parents, globals_, locals_, dept
     if hasattr(target, "__self__") and params:
         params = params[1:]   # a bound method: self is not in the call
     name = keyword if keyword is not None else (params[position] if position < len(params) else None)
+    rest = fn[0].args.kwarg
+    if keyword is not None and name not in params and rest is not None and not any(
+            isinstance(n, ast.Name) and n.id == rest.arg for n in ast.walk(fn[0])):
+        return None   # swallowed by a **kwargs the callee never reads
     if name is None or name not in params:
         return f"passed to `{_text(func)}` as an argument tracejit cannot follow"
     callee_globals = getattr(inner, "__globals__", {})
@@ -163,6 +172,27 @@ def _call_use(call, position, keyword, fn_node, parents, globals_, locals_, dept
     return None
 
 
+def _assigned_later(name: str, fn_node, globals_, locals_):
+    """The one object every ``name = <table>[<key>]`` / ``name = <a.b>`` of the function gives now."""
+    found = _UNKNOWN
+    for node in ast.walk(fn_node):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            value = node.value
+            if isinstance(value, ast.Subscript):
+                table = _resolve(value.value, globals_, locals_)
+                key = _resolve(value.slice, globals_, locals_, plain_getattr=True)   # (a config's property)
+                try:
+                    obj = table[key] if isinstance(table, Mapping) and key is not _UNKNOWN else _UNKNOWN
+                except (KeyError, TypeError):
+                    obj = _UNKNOWN
+            else:
+                obj = _resolve(value, globals_, locals_)
+            if obj is _UNKNOWN or (found is not _UNKNOWN and obj is not found):
+                return _UNKNOWN
+            found = obj
+    return found
+
+
 def _is_tensor_or_unknown(expr, globals_, locals_) -> bool:
     obj = _resolve(expr, globals_, locals_)
     return obj is _UNKNOWN or isinstance(obj, torch.Tensor)
@@ -171,8 +201,10 @@ def _is_tensor_or_unknown(expr, globals_, locals_) -> bool:
 _UNKNOWN = object()
 
 
-def _resolve(expr, globals_, locals_):
+def _resolve(expr, globals_, locals_, plain_getattr: bool = False):
     """The object a Name / attribute chain names in the frame (no calls), or _UNKNOWN."""
+    if isinstance(expr, ast.Constant):
+        return expr.value
     parts = []
     while isinstance(expr, ast.Attribute):
         parts.append(expr.attr)
@@ -185,7 +217,8 @@ def _resolve(expr, globals_, locals_):
         if obj is _UNKNOWN:
             return obj
         try:
-            obj = inspect.getattr_static(obj, attr) if not isinstance(obj, torch.nn.Module) else getattr(obj, attr)
+            static = not plain_getattr and not isinstance(obj, torch.nn.Module)
+            obj = inspect.getattr_static(obj, attr) if static else getattr(obj, attr)
         except AttributeError:
             return _UNKNOWN
         if isinstance(obj, (staticmethod, classmethod)):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import linecache
 import sys
+import threading
 
 import torch
 from torch import nn
@@ -34,6 +35,9 @@ _SAFE_CALLS = {"size", "dim", "numel", "len"}
 _SAFE_NODES = (ast.Name, ast.Attribute, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Slice, ast.Tuple,
                ast.Load, ast.operator, ast.unaryop, ast.Call)
 _trees: dict[str, dict[int, list[ast.Subscript]] | None] = {}
+# CPython 3.11's AST conversion keeps its recursion depth per interpreter, not per thread: two threads
+# parsing or compiling at once fail with "AST constructor recursion depth mismatch"
+AST_LOCK = threading.Lock()
 
 
 def _subscripts_by_line(filename: str):
@@ -42,7 +46,8 @@ def _subscripts_by_line(filename: str):
         lines = linecache.getlines(filename)
         table: dict[int, list[ast.Subscript]] | None = None
         try:
-            tree = ast.parse("".join(lines)) if lines else None
+            with AST_LOCK:
+                tree = ast.parse("".join(lines)) if lines else None
         except (SyntaxError, ValueError):
             tree = None
         if tree is not None:
@@ -73,7 +78,8 @@ def _container_expr(expr: ast.AST) -> bool:
 
 
 def _eval(expr: ast.AST, frame):
-    code = compile(ast.Expression(body=expr), "<tracejit index read>", "eval")
+    with AST_LOCK:
+        code = compile(ast.Expression(body=expr), "<tracejit index read>", "eval")
     return eval(code, frame.f_globals, dict(frame.f_locals))   # noqa: S307  (whitelisted syntax, see _safe)
 
 
