@@ -1,78 +1,71 @@
-"""Peer benchmark: tracejit.trace against the other ways to run a PyTorch model on CPU.
+"""Peer benchmark: every engine tracejit offers against the other ways to run a PyTorch model on CPU.
 
 Methodology
 -----------
-* Environment: ``torch.set_num_threads(2)``, everything under ``torch.no_grad()``,
-  torch seeded so inputs/weights are reproducible.  Random weights, no downloads.
-* Peers per workload, all built once and timed in the same process:
+* Environment: ``torch.set_num_threads(2)``, everything under ``torch.no_grad()``, torch seeded so
+  inputs/weights are reproducible. Random weights, no downloads.
+* Columns, all built once per workload and timed in the same process (builders: peer_builders.py):
 
-  - ``eager``: the module/function itself;
-  - ``torch.jit.trace`` (deprecation warning silenced);
-  - ``jit.trace+freeze+OFI``: ``torch.jit.trace`` then ``torch.jit.freeze`` then
-    ``torch.jit.optimize_for_inference`` (a plain function is wrapped in a module
-    first, since freezing needs a module);
-  - ``torch.compile`` (default backend, i.e. inductor), compiled and warmed up
-    before timing; the compile time is reported separately;
-  - ``ONNX Runtime``: ``torch.onnx.export`` of the model, with the legacy
-    TorchScript-based exporter (``dynamo=False``) first and the default
-    (dynamo/onnxscript) exporter if that fails; run by ``onnxruntime``'s CPU
-    execution provider with ``intra_op_num_threads=2``; the timed call is
-    ``session.run(None, feed)`` with the numpy feed prepared once.  Thread
-    spinning is turned off (``session.intra_op.allow_spinning=0``): ORT's idle
-    workers would otherwise busy-wait after each run and, on 2 cores, slow the
-    peer timed right after it;
-  - ``tracejit``: ``tracejit.trace`` (defaults).
+  - peers: ``eager``; ``torch.jit.trace``; ``jit.trace+freeze+OFI`` (``torch.jit.trace`` then
+    ``torch.jit.freeze`` then ``torch.jit.optimize_for_inference``; a plain function is wrapped in
+    a module first); ``torch.compile`` (inductor; compiled and warmed up before timing);
+    ``ORT (torch.onnx)``: ``torch.onnx.export`` (legacy exporter, the dynamo one if that fails) in
+    an onnxruntime CPU session, timed as ``session.run(None, feed)`` with the numpy feed prepared
+    once; ``OpenVINO (tracejit ONNX)``: OpenVINO's CPU plugin on the file ``tracejit.export_onnx``
+    writes (``PERFORMANCE_HINT=LATENCY``, 2 threads), timed as ``infer(feed)`` with shared
+    input/output memory and the feed prepared once;
+  - tracejit's engines: ``tracejit`` (``tracejit.trace``), ``tracejit.freeze``,
+    ``tracejit OFI (torch)`` (``optimize_for_inference``), ``tracejit OFI (onnxruntime)``
+    (``backend="onnxruntime"``: torch tensors in and out, the traced call signature);
+  - opt-in lower precision, not counted as an fp32 engine: ``tracejit OFI (onnxruntime, int8)``
+    (``quantize="int8"``, onnxruntime's dynamic int8 quantization of the exported model).
 
-  A peer that cannot be built or called is reported as ``error: <message>``
-  and the rest of the benchmark still runs.
-* Outputs are checked first: each peer's output is compared to eager's with
-  ``torch.testing.assert_close`` -- ``rtol=atol=1e-3`` for ``torch.compile`` and
-  ONNX Runtime (they reorder/fuse floating-point arithmetic), ``rtol=atol=1e-5``
-  for the others.  A peer whose output differs is reported as ``WRONG`` (with the
-  largest absolute error) and is not timed.
-* Per-call time: after a warm-up (20 calls per peer, 3 for the large models), the
-  number N of calls per batch is calibrated once on eager so that a batch takes
-  about 0.1 s (0.5 s for ResNet-50 and BERT-base).  Then for R rounds each peer
-  in turn runs a batch of N calls timed with ``time.perf_counter``; rounds are
-  *interleaved* (A, B, C, A, B, C, ...) so slow drift of the machine affects all
-  peers alike.  Reported: the MEDIAN per-call time over the rounds, in
-  microseconds, and its ratio to eager (lower is better).
-* Tracing time (ResNet-50, BERT-base): ``torch.jit.trace`` and
-  ``tracejit.trace``, both with their defaults (``check_trace=True``),
+  Every onnxruntime session: ORT_ENABLE_ALL, intra-op threads 2, inter-op 1, spinning off (idle
+  workers busy-waiting after a run slow the next peer on 2 cores; ORT itself was not faster with
+  spinning on here). A column that cannot be built or called says ``error: <message>``.
+* Outputs are checked first against eager with ``torch.testing.assert_close``: ``rtol=atol=1e-5``
+  for torch.jit.trace, tracejit and tracejit.freeze (same kernels), 1e-3 for the others (they
+  fold, fuse or reorder arithmetic); the int8 column must be within 10% relative L2 error. A
+  column that fails is ``WRONG`` (largest absolute error) and is not timed. The largest absolute
+  and the relative L2 error of the onnxruntime / OpenVINO / int8 columns are tabulated.
+* Per-call time: warm-up (20 calls per column, 3 for the large models), then the number N of calls
+  per batch is calibrated on eager (a batch takes about 0.1 s, 0.5 s for ResNet-50 and BERT-base);
+  for R rounds each column in turn runs a batch of N calls (``time.perf_counter``), rounds
+  *interleaved* so drift of the machine affects all alike. Reported: the MEDIAN per-call time in
+  microseconds and its ratio to eager; the fastest peer, tracejit's fastest fp32 engine, and
+  whether it beats that peer.
+* Build time per column, and export + session creation: ``torch.onnx.export`` + session against
+  ``tracejit`` export + session (``optimize_for_inference(backend="onnxruntime")`` on a traced
+  program) and tracejit export + OpenVINO compile.
+* Tracing time (ResNet-50, BERT-base): ``torch.jit.trace`` and ``tracejit.trace`` (defaults),
   interleaved, 3 rounds each; medians in seconds.
 
-Workloads: ``mlp`` (3x Linear(64), batch 1), ``elementwise`` (60 chained
-elementwise ops on 16 elements, the function from ``bench_core.py``),
-``transformer`` (``nn.TransformerEncoder``, d_model 256, 4 heads, 4 layers,
-ff 1024, batch_first, seq 64, batch 1), ``resnet50`` (``transformers``
-``ResNetModel(ResNetConfig())``, 224x224, batch 1, pooler output) and ``bert``
-(``transformers`` ``BertConfig()`` defaults, seq 128, batch 1, with attention
-mask, first output).
+Workloads: ``mlp`` (3x Linear(64), batch 1), ``elementwise`` (60 chained elementwise ops on 16
+elements, from ``bench_core.py``), ``transformer`` (``nn.TransformerEncoder``, d_model 256, 4 heads,
+4 layers, ff 1024, batch_first, seq 64, batch 1), ``resnet50`` (``transformers``
+``ResNetModel(ResNetConfig())``, 224x224, batch 1, pooled output), ``bert`` (``BertConfig()``
+defaults, seq 128, batch 1, attention mask, first output).
 
 Usage::
 
-    python bench/bench_peers.py [--rounds R] [--quick] [--only WORKLOAD]
+    python bench/bench_peers.py [--rounds R] [--quick] [--workloads mlp,bert,...] [--write-results]
 
-``--quick``: 2 rounds, skips ResNet-50 and BERT-base (and so the tracing-time
-table).  ``--only`` (repeatable, or comma separated) runs only the named
-workloads.  The table is printed and written, with the machine description, to
-``bench/RESULTS.md`` (overwritten).
+``--quick``: only MLP, elementwise chain and TransformerEncoder (3 rounds unless ``--rounds``).
+``--workloads`` (or ``--only``) picks workloads by name. The report is printed; with
+``--write-results`` it also goes into bench/RESULTS.md between the ``bench_peers`` markers (the
+rest of the file, bench_engine.py's section and notes, is kept).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import gc
-import io
-import logging
 import os
 import platform
 import statistics
 import sys
 import time
-import warnings
 from typing import Any, Callable
 
 import torch
@@ -80,205 +73,64 @@ from torch import nn
 
 _BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 _REPO_ROOT = os.path.dirname(_BENCH_DIR)
-for _p in (_BENCH_DIR, _REPO_ROOT):  # bench_core, and the in-repo package
+for _p in (_BENCH_DIR, _REPO_ROOT):  # bench_core, the builders, and the in-repo package
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
 import bench_core  # noqa: E402
-from bench_core import (  # noqa: E402  (shared workloads and helpers)
-    ELEMENTWISE_OPS,
-    build_bert,
-    build_mlp,
-    cpu_model,
-    elementwise_chain,
+import peer_report  # noqa: E402
+from bench_core import ELEMENTWISE_OPS, build_bert, build_mlp, cpu_model, elementwise_chain  # noqa: E402,F401
+from peer_builders import (  # noqa: E402,F401  (bench_engine.py reads these through this module)
+    BUILD_NOTES,
+    NUM_THREADS,
+    ORT_IMPORT_EXC,
+    TRACEJIT_IMPORT_EXC,
+    FnModule,
+    _as_module,
+    _Quiet,
+    _short,
+    _to_tensor,
+    log,
+    make_compile,
+    make_jit_frozen,
+    make_jit_trace,
+    make_openvino,
+    make_ort,
+    make_tracejit,
+    make_tracejit_freeze,
+    make_tracejit_ofi,
+    make_tracejit_ort,
+    make_tracejit_ort_int8,
 )
 
-try:  # tolerate a broken package: its column then says why
-    import tracejit  # type: ignore
-
-    TRACEJIT_IMPORT_EXC: BaseException | None = None
-except Exception as exc:  # noqa: BLE001
-    tracejit = None  # type: ignore
-    TRACEJIT_IMPORT_EXC = exc
-
-try:
-    import onnxruntime as ort  # type: ignore
-
-    ORT_IMPORT_EXC: BaseException | None = None
-except Exception as exc:  # noqa: BLE001
-    ort = None  # type: ignore
-    ORT_IMPORT_EXC = exc
-
 RESULTS_PATH = os.path.join(_BENCH_DIR, "RESULTS.md")
-NUM_THREADS = 2
 TIGHT_TOL = 1e-5  # traced TorchScript/tracejit programs run the same kernels as eager
-LOOSE_TOL = 1e-3  # torch.compile / ONNX Runtime reorder and fuse arithmetic
+LOOSE_TOL = 1e-3  # compiled / frozen / ONNX engines fold, fuse and reorder arithmetic
+INT8_MAX_REL_ERR = 0.1   # garbage guard only: the accuracy table gives the real figures
 TRACING_ROUNDS = 3
 
-PEERS = ("eager", "torch.jit.trace", "jit.trace+freeze+OFI", "torch.compile", "ONNX Runtime", "tracejit")
-LOOSE_PEERS = {"torch.compile", "ONNX Runtime"}
-
-
-# --------------------------------------------------------------------------- #
-# helpers
-# --------------------------------------------------------------------------- #
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def _short(exc: BaseException, limit: int = 90) -> str:
-    msg = f"{type(exc).__name__}: {exc}".replace("\n", " ").replace("|", "/").replace("`", "'")
-    msg = " ".join(msg.split())
-    return msg if len(msg) <= limit else msg[: limit - 3] + "..."
-
-
-class _Quiet:
-    """Silence Python warnings (jit deprecation, tracer warnings, nested tensor...)."""
-
-    def __enter__(self) -> None:
-        self._cm = warnings.catch_warnings()
-        self._cm.__enter__()
-        warnings.simplefilter("ignore")
-
-    def __exit__(self, *exc: Any) -> None:
-        self._cm.__exit__(*exc)
-
-
-class FnModule(nn.Module):
-    """A plain function as a module (for freezing and ONNX export)."""
-
-    def __init__(self, fn: Callable):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: Any) -> Any:
-        return self.fn(*args)
-
-
-def _as_module(fn: Any) -> nn.Module:
-    return fn if isinstance(fn, nn.Module) else FnModule(fn).eval()
-
-
-def _to_tensor(out: Any) -> Any:
-    """ORT returns a list of numpy arrays; every workload has a single output."""
-    if isinstance(out, list) and len(out) == 1:
-        out = out[0]
-    if type(out).__module__ == "numpy":
-        return torch.from_numpy(out)
-    return out
-
-
-def _max_err(out: Any, ref: Any) -> str:
-    try:
-        return f"{(out.double() - ref.double()).abs().max().item():.1e}"
-    except Exception:  # noqa: BLE001
-        return "?"
-
-
-# --------------------------------------------------------------------------- #
-# peer builders: each returns (callable, args) so the timed loop is fn(*args)
-# --------------------------------------------------------------------------- #
-def make_jit_trace(fn: Any, args: tuple) -> tuple[Callable, tuple]:
-    with _Quiet():
-        return torch.jit.trace(fn, args), args
-
-
-def make_jit_frozen(fn: Any, args: tuple) -> tuple[Callable, tuple]:
-    with _Quiet():
-        traced = torch.jit.trace(_as_module(fn).eval(), args)
-        frozen = torch.jit.freeze(traced.eval())
-        return torch.jit.optimize_for_inference(frozen), args
-
-
-def make_compile(fn: Any, args: tuple) -> tuple[Callable, tuple]:
-    compiled = torch.compile(fn)
-    with _Quiet():
-        for _ in range(3):  # compile + warm-up; raises here if inductor fails
-            compiled(*args)
-    return compiled, args
-
-
-@contextlib.contextmanager
-def _native_output_silenced() -> Any:
-    """Discard what native code writes to file descriptors 1 and 2."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(1), os.dup(2)]
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in saved + [devnull]:
-            os.close(fd)
-
-
-def _onnx_bytes(fn: Any, args: tuple) -> tuple[bytes, str]:
-    module = _as_module(fn).eval()
-    names = [f"input_{i}" for i in range(len(args))]
-    errors = []
-    onnx_logger = logging.getLogger("torch.onnx")
-    level = onnx_logger.level
-    onnx_logger.setLevel(logging.ERROR)  # "torchvision is not installed" etc.
-    try:
-        # redirect_stdout: the dynamo exporter's progress chatter
-        with _Quiet(), contextlib.redirect_stdout(io.StringIO()):
-            try:
-                buf = io.BytesIO()
-                with _native_output_silenced():  # on failure the C++ side dumps the whole TorchScript graph
-                    torch.onnx.export(module, args, buf, input_names=names, dynamo=False)
-                return buf.getvalue(), "legacy exporter"
-            except Exception as exc:  # noqa: BLE001
-                errors.append(f"legacy: {_short(exc, 70)}")
-                log(f"  legacy ONNX export failed ({_short(exc, 200)}); trying dynamo=True")
-            try:
-                program = torch.onnx.export(module, args, input_names=names, dynamo=True)
-                how = "dynamo exporter (legacy failed: " + errors[0].split(": ", 1)[1][:60] + ")"
-                return program.model_proto.SerializeToString(), how
-            except Exception as exc:  # noqa: BLE001
-                errors.append(f"dynamo: {_short(exc, 70)}")
-    finally:
-        onnx_logger.setLevel(level)
-    raise RuntimeError("; ".join(errors))
-
-
-def make_ort(fn: Any, args: tuple) -> tuple[Callable, tuple]:
-    if ort is None:
-        raise ORT_IMPORT_EXC  # type: ignore[misc]
-    model_bytes, how = _onnx_bytes(fn, args)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = NUM_THREADS
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    # ORT's idle worker threads otherwise busy-wait after each run; on a 2-core
-    # machine that steals a core from whichever peer is timed next (measured:
-    # the peer after ORT ran 2-4x slower on the TransformerEncoder), while
-    # ORT's own per-call time was not measurably better with spinning on.
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
-    arrays = {f"input_{i}": a.numpy() for i, a in enumerate(args)}
-    feed = {i.name: arrays[i.name] for i in session.get_inputs()}
-    make_ort.last_how = how  # type: ignore[attr-defined]
-    return session.run, (None, feed)
-
-
-def make_tracejit(fn: Any, args: tuple) -> tuple[Callable, tuple]:
-    if tracejit is None:
-        raise TRACEJIT_IMPORT_EXC  # type: ignore[misc]
-    with _Quiet():
-        return tracejit.trace(fn, args), args
-
-
-BUILDERS: dict[str, Callable[[Any, tuple], tuple[Callable, tuple]]] = {
+PEER_BUILDERS: dict[str, Callable[[Any, tuple], tuple[Callable, tuple]]] = {
     "torch.jit.trace": make_jit_trace,
     "jit.trace+freeze+OFI": make_jit_frozen,
     "torch.compile": make_compile,
-    "ONNX Runtime": make_ort,
-    "tracejit": make_tracejit,
+    "ORT (torch.onnx)": make_ort,
+    "OpenVINO (tracejit ONNX)": make_openvino,
 }
+TRACEJIT_BUILDERS: dict[str, Callable[[Any, tuple], tuple[Callable, tuple]]] = {
+    "tracejit": make_tracejit,
+    "tracejit.freeze": make_tracejit_freeze,
+    "tracejit OFI (torch)": make_tracejit_ofi,
+    "tracejit OFI (onnxruntime)": make_tracejit_ort,
+}
+LOW_PRECISION_BUILDERS = {"tracejit OFI (onnxruntime, int8)": make_tracejit_ort_int8}
+BUILDERS = {**PEER_BUILDERS, **TRACEJIT_BUILDERS, **LOW_PRECISION_BUILDERS}
+PEERS = ("eager",) + tuple(PEER_BUILDERS)
+TRACEJIT_ENGINES = tuple(TRACEJIT_BUILDERS)
+TIGHT = {"torch.jit.trace", "tracejit", "tracejit.freeze"}
+ERROR_COLUMNS = ("ORT (torch.onnx)", "OpenVINO (tracejit ONNX)", "tracejit OFI (onnxruntime)",
+                 "tracejit OFI (onnxruntime, int8)")
+BUILD_NOTE_NAMES = ("torch.onnx.export + session", "tracejit export + session",
+                    "tracejit export + session (int8)", "tracejit export + OpenVINO compile")
 
 
 # --------------------------------------------------------------------------- #
@@ -326,6 +178,7 @@ WORKLOADS: dict[str, tuple[str, Callable[[], tuple[Any, tuple]], bool]] = {
 TRACING_WORKLOADS = ("resnet50", "bert")
 
 
+
 # --------------------------------------------------------------------------- #
 # timing
 # --------------------------------------------------------------------------- #
@@ -367,17 +220,55 @@ def time_interleaved(
     return {name: statistics.median(v) for name, v in samples.items()}, n
 
 
+
 # --------------------------------------------------------------------------- #
-# benchmarks
+# one workload
 # --------------------------------------------------------------------------- #
+def _errors(out: Any, ref: Any) -> tuple[float, float]:
+    """(largest absolute error, relative L2 error) of ``out`` against ``ref``."""
+    diff = (out.double() - ref.double())
+    return diff.abs().max().item(), (diff.norm() / ref.double().norm().clamp_min(1e-30)).item()
+
+
+def check_outputs(peers: dict[str, tuple[Callable, tuple]], ref: Any, status: dict[str, str],
+                  errors: dict[str, tuple[float, float]]) -> None:
+    """Drop (into ``status``) every column whose output is not eager's; record the errors of some."""
+    for name, (pfn, pargs) in list(peers.items()):
+        if name == "eager":
+            continue
+        try:
+            with _Quiet():
+                out = _to_tensor(pfn(*pargs))
+            abs_err, rel_err = _errors(out, ref)
+        except Exception as exc:  # noqa: BLE001
+            status[name] = f"error: {_short(exc)}"
+            del peers[name]
+            continue
+        if name in ERROR_COLUMNS:
+            errors[name] = (abs_err, rel_err)
+        if name in LOW_PRECISION_BUILDERS:
+            ok = out.shape == ref.shape and rel_err <= INT8_MAX_REL_ERR
+        else:
+            tol = TIGHT_TOL if name in TIGHT else LOOSE_TOL
+            try:
+                torch.testing.assert_close(out, ref, rtol=tol, atol=tol)
+                ok = True
+            except Exception:  # noqa: BLE001
+                ok = False
+        if not ok:
+            status[name] = f"WRONG (max abs err {abs_err:.1e}, rel {rel_err:.1e})"
+            del peers[name]
+
+
 def bench_workload(key: str, rounds: int) -> dict[str, Any]:
     label, builder, large = WORKLOADS[key]
     log(f"{key}: building model")
     torch.manual_seed(0)
     fn, args = builder()
-    row: dict[str, Any] = {"workload": label, "build_s": {}, "notes": []}
+    row: dict[str, Any] = {"workload": label, "build_s": {}, "notes": [], "errors": {}}
     status: dict[str, str] = {}
     peers: dict[str, tuple[Callable, tuple]] = {"eager": (fn, args)}
+    BUILD_NOTES.clear()
     for name, make in BUILDERS.items():
         log(f"{key}: building {name}")
         t0 = time.perf_counter()
@@ -388,39 +279,23 @@ def bench_workload(key: str, rounds: int) -> dict[str, Any]:
             log(f"{key}: {name} failed: {_short(exc, 400)}")
             continue
         row["build_s"][name] = time.perf_counter() - t0
-        if name == "ONNX Runtime":
+        if name == "ORT (torch.onnx)":
             row["notes"].append(f"ONNX via {make_ort.last_how}")  # type: ignore[attr-defined]
+    row["build_notes"] = dict(BUILD_NOTES)
 
     log(f"{key}: checking outputs")
     with _Quiet():
         ref = fn(*args)
-    for name, (pfn, pargs) in list(peers.items()):
-        if name == "eager":
-            continue
-        tol = LOOSE_TOL if name in LOOSE_PEERS else TIGHT_TOL
-        try:
-            with _Quiet():
-                out = _to_tensor(pfn(*pargs))
-        except Exception as exc:  # noqa: BLE001
-            status[name] = f"error: {_short(exc)}"
-            del peers[name]
-            continue
-        try:
-            torch.testing.assert_close(out, ref, rtol=tol, atol=tol)
-        except Exception:  # noqa: BLE001
-            status[name] = f"WRONG (max abs err {_max_err(out, ref)})"
-            del peers[name]
+    check_outputs(peers, ref, status, row["errors"])
 
     log(f"{key}: timing {', '.join(peers)}")
     load_before = _loadavg()
-    times, n = time_interleaved(
-        peers, rounds, warmup=3 if large else 20, target_s=0.5 if large else 0.1
-    )
+    times, n = time_interleaved(peers, rounds, warmup=3 if large else 20, target_s=0.5 if large else 0.1)
     row["calls_per_round"] = n
     row["notes"].insert(0, f"load avg {load_before} -> {_loadavg()} while timing")
-    for peer in PEERS:
-        row[peer] = times[peer] * 1e6 if peer in times else status.get(peer, "n/a")
-    log(f"{key}: done ({', '.join(f'{k}={v:.1f}us' for k, v in ((k, times[k] * 1e6) for k in times))})")
+    for name in ("eager",) + tuple(BUILDERS):
+        row[name] = times[name] * 1e6 if name in times else status.get(name, "n/a")
+    log(f"{key}: done ({', '.join(f'{k}={v * 1e6:.1f}us' for k, v in times.items())})")
     del peers, fn, args, ref
     gc.collect()
     return row
@@ -436,70 +311,8 @@ def bench_tracing_time(key: str, rounds: int = TRACING_ROUNDS) -> dict[str, Any]
 
 
 # --------------------------------------------------------------------------- #
-# reporting
+# report
 # --------------------------------------------------------------------------- #
-def _cell(v: Any, eager: Any) -> str:
-    if isinstance(v, float):
-        if isinstance(eager, float) and eager > 0:
-            return f"{v:.1f} ({v / eager:.2f}x)"
-        return f"{v:.1f}"
-    return str(v)
-
-
-def _ratio(a: Any, b: Any) -> str:
-    if isinstance(a, float) and isinstance(b, float) and b > 0:
-        return f"{a / b:.2f}x"
-    return "-"
-
-
-def per_call_table(rows: list[dict[str, Any]]) -> list[str]:
-    cols = [p for p in PEERS if p != "eager"]
-    lines = [
-        "| workload | eager (us) | " + " | ".join(f"{c} us (ratio)" for c in cols)
-        + " | tracejit/eager | fastest other peer |",
-        "|---" * (len(cols) + 4) + "|",
-    ]
-    for r in rows:
-        e = r["eager"]
-        others = [(r[p], p) for p in cols if p != "tracejit" and isinstance(r[p], float)]
-        best = min(others) if others else None
-        best_s = f"{best[1]} {_ratio(best[0], e)}" if best else "-"
-        lines.append(
-            f"| {r['workload']} | {_cell(e, None)} | "
-            + " | ".join(_cell(r[c], e) for c in cols)
-            + f" | **{_ratio(r['tracejit'], e)}** | {best_s} |"
-        )
-    return lines
-
-
-def build_time_table(rows: list[dict[str, Any]]) -> list[str]:
-    cols = list(BUILDERS)
-    lines = [
-        "| workload | calls/round | " + " | ".join(f"{c} (s)" for c in cols) + " | notes |",
-        "|---" * (len(cols) + 3) + "|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['workload']} | {r['calls_per_round']} | "
-            + " | ".join(f"{r['build_s'][c]:.2f}" if c in r["build_s"] else "-" for c in cols)
-            + f" | {'; '.join(r['notes'])} |"
-        )
-    return lines
-
-
-def tracing_table(results: list[dict[str, Any]]) -> list[str]:
-    lines = [
-        "| model | torch.jit.trace (s) | tracejit (s) | tracejit/jit |",
-        "|---|---|---|---|",
-    ]
-    for r in results:
-        j, t = r["torch.jit.trace"], r["tracejit"]
-        fj = f"{j:.2f}" if isinstance(j, float) else j
-        ft = f"{t:.2f}" if isinstance(t, float) else t
-        lines.append(f"| {r['model']} | {fj} | {ft} | {_ratio(t, j)} |")
-    return lines
-
-
 def _version(mod_name: str) -> str:
     try:
         mod = __import__(mod_name)
@@ -515,19 +328,40 @@ def _loadavg() -> str:
         return "n/a"
 
 
-def main(argv: list[str] | None = None) -> int:
+def render(rows, tracing, header: list[str]) -> str:
+    out = ["# tracejit peer benchmark", ""] + header + [""]
+    out += ["## Per-call time", "",
+            "Microseconds per call, median over interleaved rounds, and ratio to eager (lower is better). "
+            "Outputs are checked against eager first; WRONG means the check failed and the column was not "
+            "timed. *fastest peer*: the fastest column that is not tracejit's; *tracejit's best*: tracejit's "
+            "fastest fp32 engine (the int8 column is an opt-in and not counted).", ""]
+    out += peer_report.per_call_table(rows, PEERS, TRACEJIT_ENGINES, tuple(LOW_PRECISION_BUILDERS))
+    out += ["", "Largest absolute error / relative L2 error against eager (fp32 eager as the reference).", ""]
+    out += peer_report.accuracy_table(rows, ERROR_COLUMNS)
+    out += ["", "## Build time", "",
+            "Seconds to build each column once (torch.compile: compile + 3 warm-up calls; ORT (torch.onnx): "
+            "export + session; tracejit engines after tracejit: from the shared trace), then export + "
+            "session creation alone: torch.onnx.export + session against tracejit's export + session.", ""]
+    out += peer_report.build_time_table(rows, BUILDERS, BUILD_NOTE_NAMES)
+    if tracing:
+        out += ["", "## Tracing time", "",
+                f"Seconds to trace, defaults (check_trace=True), median of {TRACING_ROUNDS} interleaved rounds.", ""]
+        out += peer_report.tracing_table(tracing)
+    return "\n".join(out) + "\n"
+
+
+def _parse(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 7, 2 with --quick)")
-    parser.add_argument("--quick", action="store_true", help="2 rounds, skip ResNet-50 and BERT-base")
-    parser.add_argument(
-        "--only", action="append", default=None, metavar="WORKLOAD",
-        help=f"run only this workload (repeatable or comma separated): {', '.join(WORKLOADS)}",
-    )
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 7, 3 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="only mlp, elementwise and transformer")
+    parser.add_argument("--workloads", "--only", action="append", default=None, metavar="NAME,...",
+                        help=f"run only these workloads (comma separated, repeatable): {', '.join(WORKLOADS)}")
+    parser.add_argument("--write-results", action="store_true",
+                        help="also write the report into bench/RESULTS.md (between the bench_peers markers)")
     ns = parser.parse_args(argv)
-    rounds = ns.rounds if ns.rounds is not None else (2 if ns.quick else 7)
     keys = list(WORKLOADS)
-    if ns.only:
-        wanted = [k.strip() for item in ns.only for k in item.split(",") if k.strip()]
+    if ns.workloads:
+        wanted = [k.strip() for item in ns.workloads for k in item.split(",") if k.strip()]
         unknown = [k for k in wanted if k not in WORKLOADS]
         if unknown:
             parser.error(f"unknown workload(s) {unknown}; choose from {list(WORKLOADS)}")
@@ -536,28 +370,30 @@ def main(argv: list[str] | None = None) -> int:
         keys = [k for k in keys if not WORKLOADS[k][2]]
     if not keys:
         parser.error("nothing to run (--quick skips resnet50 and bert)")
+    return ns, keys, ns.rounds if ns.rounds is not None else (3 if ns.quick else 7)
 
+
+def main(argv: list[str] | None = None) -> int:
+    ns, keys, rounds = _parse(argv)
     torch.set_num_threads(NUM_THREADS)
     torch.manual_seed(0)
     t_start = time.perf_counter()
-
+    load_start = _loadavg()
+    command = " ".join(sys.argv[1:] if argv is None else argv)
     header = [
-        f"- date: {datetime.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}",
+        f"- date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- CPU: {cpu_model()}; {os.cpu_count()} logical cores; torch threads: {torch.get_num_threads()}",
         f"- python {platform.python_version()}, torch {torch.__version__}, onnxruntime {_version('onnxruntime')}, "
-        f"onnx {_version('onnx')}, onnxscript {_version('onnxscript')}, transformers {_version('transformers')}",
-        f"- command: `python bench/bench_peers.py {' '.join(sys.argv[1:] if argv is None else argv)}".rstrip() + "`"
-        f" ({rounds} interleaved rounds, medians)",
+        f"openvino {_version('openvino')}, onnx {_version('onnx')}, onnxscript {_version('onnxscript')}, "
+        f"transformers {_version('transformers')}",
+        f"- command: `{('python bench/bench_peers.py ' + command).rstrip()}` ({rounds} interleaved rounds, medians)",
+        f"- onnxruntime sessions: CPUExecutionProvider, ORT_ENABLE_ALL, intra_op_num_threads={NUM_THREADS}, "
+        "inter_op 1, session.intra_op.allow_spinning=0; OpenVINO: CPU, PERFORMANCE_HINT=LATENCY, "
+        f"INFERENCE_NUM_THREADS={NUM_THREADS}",
     ]
-    header.append(
-        f"- ONNX Runtime: CPUExecutionProvider, intra_op_num_threads={NUM_THREADS}, "
-        "session.intra_op.allow_spinning=0"
-    )
-    load_start = _loadavg()
-    if TRACEJIT_IMPORT_EXC is not None:
-        header.append(f"- note: import tracejit failed: {_short(TRACEJIT_IMPORT_EXC, 200)}")
-    if ORT_IMPORT_EXC is not None:
-        header.append(f"- note: import onnxruntime failed: {_short(ORT_IMPORT_EXC, 200)}")
+    for what, exc in (("tracejit", TRACEJIT_IMPORT_EXC), ("onnxruntime", ORT_IMPORT_EXC)):
+        if exc is not None:
+            header.append(f"- note: import {what} failed: {_short(exc, 200)}")
 
     rows: list[dict[str, Any]] = []
     tracing: list[dict[str, Any]] = []
@@ -567,34 +403,14 @@ def main(argv: list[str] | None = None) -> int:
         for key in keys:
             if key in TRACING_WORKLOADS:
                 tracing.append(bench_tracing_time(key))
-    elapsed = time.perf_counter() - t_start
-
-    out: list[str] = ["# tracejit peer benchmark", ""] + header + [
-        f"- total run time: {elapsed:.0f} s; load average (1 min) at start {load_start}, at end {_loadavg()} "
-        "(other processes on the machine distort the timings when it exceeds the core count)",
-        "",
-    ]
-    out += [
-        "## Per-call time",
-        "",
-        "Microseconds per call, median over interleaved rounds, and ratio to eager (lower is better). "
-        "Outputs are checked against eager first (rtol=atol=1e-3 for torch.compile and ONNX Runtime, "
-        "1e-5 for the others); WRONG means the check failed and the peer was not timed.",
-        "",
-    ]
-    out += per_call_table(rows)
-    out += ["", "## Build time", "", "Seconds to build each peer once (torch.compile: compile + 3 warm-up calls; "
-            "ONNX Runtime: export + session creation).", ""]
-    out += build_time_table(rows)
-    if tracing:
-        out += ["", "## Tracing time", "",
-                f"Seconds to trace, defaults (check_trace=True), median of {TRACING_ROUNDS} interleaved rounds.", ""]
-        out += tracing_table(tracing)
-    text = "\n".join(out) + "\n"
+    header.append(f"- total run time: {time.perf_counter() - t_start:.0f} s; load average (1 min) at start "
+                  f"{load_start}, at end {_loadavg()} (other processes distort the timings when it exceeds "
+                  "the core count)")
+    text = render(rows, tracing, header)
     print(text)
-    with open(RESULTS_PATH, "w") as f:
-        f.write(text)
-    log(f"wrote {RESULTS_PATH}")
+    if ns.write_results:
+        peer_report.write_results(RESULTS_PATH, text)
+        log(f"wrote {RESULTS_PATH}")
     return 0
 
 

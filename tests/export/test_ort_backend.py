@@ -35,6 +35,8 @@ def test_session_uses_torch_threads_and_all_graph_optimizations():
     options = program.session.get_session_options()
     assert options.intra_op_num_threads == torch.get_num_threads()
     assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    assert options.inter_op_num_threads == 1
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert program.session.get_providers() == ["CPUExecutionProvider"]
 
 

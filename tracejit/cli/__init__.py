@@ -3,8 +3,9 @@
     tracejit inspect FILE [--graph] [--code]
     tracejit trace MODULE:CALLABLE --input 'float32[1,3,224,224]' [--input ...] -o FILE
     tracejit run FILE [--input ...] [--repeat N]
+    tracejit export FILE -o FILE.onnx [--opset N] [--triton DIR]   (cli/export.py)
     tracejit migrate OLD.pt -o NEW.tjit --input ...      (tracejit/migrate/cli.py)
-    tracejit view FILE -o FILE.html                      (tracejit/viewer/cli.py)
+    tracejit view FILE -o FILE.html | --netron           (tracejit/viewer/cli.py, cli/netron.py)
 
 Also available as ``python -m tracejit``. One module per command; specs.py parses arguments,
 common.py holds the shared error and printing helpers, app.py the parser and ``main``.

@@ -1,12 +1,12 @@
 """The ``tracejit`` parser and entry point: the subcommands register themselves from their modules
-(inspect.py, trace.py, run.py, migrate.py, view.py); ``main`` turns every error into one line."""
+(inspect.py, trace.py, run.py, export.py, migrate.py, view.py); ``main`` turns every error into one line."""
 from __future__ import annotations
 
 import argparse
 import os
 import sys
 
-from . import inspect, migrate, run, trace, view
+from . import export, inspect, migrate, run, trace, view
 from .common import PROG, CLIError, fail
 from .specs import DEBUG_HELP, FORMATTER, Parser
 
@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     sub.required = True
-    for command in (inspect, trace, run, migrate, view):
+    for command in (inspect, trace, run, export, migrate, view):
         command.register(sub)
     return p
 

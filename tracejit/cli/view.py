@@ -1,5 +1,5 @@
 """``tracejit view``: the subcommand lives with the viewer (tracejit/viewer/cli.py); this hook hands
-it the CLI's error class."""
+it the CLI's error class and adds ``--netron`` (cli/netron.py)."""
 from __future__ import annotations
 
 from .common import CLIError
@@ -8,3 +8,5 @@ from .common import CLIError
 def register(sub) -> None:
     from ..viewer import cli as viewer_cli
     viewer_cli.register(sub, CLIError)
+    from .netron import add_to
+    add_to(sub.choices["view"])

@@ -22,9 +22,10 @@ from .guards import plan_guards, warn_unchecked
 DEFAULT_OPSET = 18   # torch_lib's functions are written against opset 18
 
 
-def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forward"):
+def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False):
     """Write ``traced`` (a TracedModule or TracedFunction) as an ONNX model to ``f`` (a path or a
-    binary file object; None: only return it). Returns the ``onnx.ModelProto``.
+    binary file object; None: only return it). Returns the ``onnx.ModelProto``. ``doc_strings``:
+    each node's doc string names its ATen op, source line and ledger entries (annotate.py).
 
     >>> import torch, tracejit
     >>> traced = tracejit.trace(lambda x: torch.relu(x) * 2, torch.randn(2, 3))
@@ -33,7 +34,8 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
     ['x_dim0', 'x_dim1']
     """
     onnx = require("onnx")
-    proto = require("onnx_ir").serde.serialize_model(build_model(traced, opset, method=method))
+    proto = require("onnx_ir").serde.serialize_model(build_model(traced, opset, method=method,
+                                                                      doc_strings=doc_strings))
     try:
         onnx.checker.check_model(proto, full_check=True)
         proto = onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
@@ -85,9 +87,10 @@ def _identifier(text: str) -> str:
     return out if out and not out[0].isdigit() else "_" + out
 
 
-def build_model(traced, opset: int | None = None, *, method: str = "forward"):
+def build_model(traced, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False):
     """The onnx-ir Model of ``traced``'s ``method``."""
     ir = require("onnx_ir")
+    from .annotate import SourceNotes
     from .lowering import Lowering
     from .recorder import NamingGraphBuilder as GraphBuilder, Recorder
 
@@ -99,6 +102,7 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward"):
     onnx_graph = ir.Graph([], [], nodes=[], opset_imports={"": DEFAULT_OPSET}, name=method)
     builder = GraphBuilder(onnx_graph)
     lowering = Lowering(builder, _tensor_source(traced, graph), graph)
+    notes = SourceNotes(onnx_graph, traced, graph, method) if doc_strings else None
     for k, (v, name) in enumerate(zip(graph.inputs, input_names(graph))):
         if not hasattr(v.type, "shape"):
             raise ExportError(f"input '{name}' is a traced Python number ({v.type}); ONNX export needs tensor inputs")
@@ -107,8 +111,12 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward"):
     with Recorder(builder):
         for node in graph.nodes:
             lowering.lower(node)
+            if notes is not None:
+                notes.after(node)
         _add_outputs(builder, lowering, graph)
     model = ir.Model(onnx_graph, ir_version=10, producer_name="tracejit")
+    if notes is not None:
+        model.doc_string = notes.model_doc(traced)
     unchecked_text = warn_unchecked(unchecked)
     if unchecked_text:
         model.metadata_props["tracejit.unchecked_guards"] = unchecked_text

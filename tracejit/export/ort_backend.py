@@ -5,7 +5,10 @@ CPU session: all graph optimizations, ``intra_op_num_threads = torch.get_num_thr
 workers do not spin (on a few cores a spinning pool slows whatever runs next). A call flattens
 the arguments like the traced program, hands each tensor to onnxruntime as a numpy view of its
 memory (no copy for contiguous CPU tensors) and wraps the numpy results with
-``torch.from_numpy`` (no copy), rebuilt into the traced output structure.
+``torch.from_numpy`` (no copy), rebuilt into the traced output structure; one tensor or a flat
+tuple of tensors in and out takes a closure that skips the pytree work (bench_ort_overhead.py
+measures what a call costs over a bare ``session.run``). ``quantize="int8"`` (opt-in, never the
+default) runs onnxruntime's dynamic int8 quantization of the model (ort_quantize.py).
 """
 from __future__ import annotations
 
@@ -15,19 +18,28 @@ from .. import pytree
 from ..ir import Value
 from ._deps import require
 from .onnx_export import export_onnx, input_names, traced_graph
+from .ort_quantize import quantize_model
+
+_TENSOR_NUMPY = torch.Tensor.numpy   # unbound: a non-tensor argument raises TypeError
 
 
 class OrtProgram:
     """A traced program running in onnxruntime; call it like the traced program."""
 
-    def __init__(self, traced, *, threads: int | None = None, spinning: bool = False, optimized_model_path=None):
+    def __init__(self, traced, *, threads: int | None = None, spinning: bool = False, optimized_model_path=None,
+                 quantize: str | None = None):
         ort = require("onnxruntime")
         if getattr(traced, "training", False) is True:
             raise RuntimeError(f"optimize_for_inference: {getattr(traced, 'original_name', 'the module')} is in "
                                "training mode; the onnxruntime backend is for inference. Call .eval() on it first.")
-        graph = traced_graph(traced)
+        # tracejit's own inference passes first (freezing, constant and conv + batch-norm folding, ...):
+        # onnxruntime fuses a Conv with a BatchNormalization only when the norm's parameters are plain
+        # initializers, which the exported norm's are not (ResNet-50 ran ~1.3x slower unfolded)
+        from ..inference import optimize_for_inference
+        prepared = optimize_for_inference(traced)
+        graph = traced_graph(prepared)
         self.graph = graph
-        self.proto = export_onnx(traced)
+        self.proto = export_onnx(prepared)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads or torch.get_num_threads()
@@ -35,8 +47,10 @@ class OrtProgram:
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
         if optimized_model_path is not None:
             options.optimized_model_filepath = str(optimized_model_path)
-        self.session = ort.InferenceSession(self.proto.SerializeToString(), options,
-                                            providers=["CPUExecutionProvider"])
+        self.quantize = quantize
+        self.quantized_model = None if quantize is None else quantize_model(self.proto, quantize)
+        model = self.quantized_model or self.proto.SerializeToString()
+        self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         # the session's C++ run (InferenceSession.run re-validates names on every call)
         self._run = getattr(getattr(self.session, "_sess", None), "run", None) or self.session.run
         self._names = input_names(graph)
@@ -56,8 +70,58 @@ class OrtProgram:
         self._plain_out = (len(self._out_leaves) == len(self._output_names)
                            and all(isinstance(o, Value) for o in self._out_leaves))
         self.signature = _signature(traced, graph)
+        self._call = self._fast_call()
 
     def __call__(self, *args, **kwargs):
+        return self._call(*args, **kwargs)
+
+    def _fast_call(self):
+        """The per-call function: a closure over the session's run for the common signatures (one
+        tensor or a flat tuple of tensors in; one tensor or a flat tuple / list of tensors out),
+        the general path otherwise. Both hand onnxruntime numpy views and wrap its numpy results."""
+        run, out_names, names, n = self._run, self._output_names, self._names, self._n_inputs
+        from_numpy, general, checked_feed, run_error = torch.from_numpy, self._call_general, self._checked_feed, \
+            self._run_error
+        out_kind = self._out_spec.kind if self._out_spec is not None else "leaf"
+        flat_out = self._plain_out and (out_kind == "leaf" or (
+            out_kind in ("tuple", "list") and all(c.kind == "leaf" for c in self._out_spec.children)))
+        if not (self._flat and flat_out):
+            return general
+        as_list = out_kind == "list"
+        if n == 1 and out_kind == "leaf":
+            name = names[0]
+
+            def call_one(*args, **kwargs):
+                if kwargs or len(args) != 1:
+                    return general(*args, **kwargs)
+                try:
+                    feed = {name: args[0].numpy()}
+                except (AttributeError, RuntimeError, TypeError):
+                    feed = checked_feed(args)
+                try:
+                    return from_numpy(run(out_names, feed, None)[0])
+                except Exception as e:  # noqa: BLE001
+                    raise run_error(args, e) from None
+            return call_one
+
+        def call_flat(*args, **kwargs):
+            if kwargs or len(args) != n:
+                return general(*args, **kwargs)
+            try:
+                feed = dict(zip(names, map(_TENSOR_NUMPY, args)))
+            except (AttributeError, RuntimeError, TypeError):
+                feed = checked_feed(args)
+            try:
+                results = run(out_names, feed, None)
+            except Exception as e:  # noqa: BLE001
+                raise run_error(args, e) from None
+            if out_kind == "leaf":
+                return from_numpy(results[0])
+            outs = list(map(from_numpy, results))
+            return outs if as_list else tuple(outs)
+        return call_flat
+
+    def _call_general(self, *args, **kwargs):
         if self._flat and not kwargs and len(args) == self._n_inputs:
             tensors = args
         else:
@@ -68,15 +132,18 @@ class OrtProgram:
             feed = self._checked_feed(tensors)
         try:
             results = self._run(self._output_names, feed, None)
-        except Exception as e:  # noqa: BLE001  (onnxruntime's errors name ONNX nodes, not the user's call)
-            raise RuntimeError(f"{self.signature}: onnxruntime could not run this call with "
-                               f"{_describe(tensors)}: {e}") from None
+        except Exception as e:  # noqa: BLE001
+            raise self._run_error(tensors, e) from None
         outs = [torch.from_numpy(r) for r in results]
         if self._plain_out:
             return pytree.unflatten(self._out_spec, outs) if self._out_spec is not None else outs[0]
         it = iter(outs)
         leaves = [next(it) if isinstance(o, Value) else o for o in self._out_leaves]
         return pytree.unflatten(self._out_spec, leaves)
+
+    def _run_error(self, tensors, e: Exception) -> RuntimeError:
+        """onnxruntime's errors name ONNX nodes, not the user's call: say which call failed."""
+        return RuntimeError(f"{self.signature}: onnxruntime could not run this call with {_describe(tensors)}: {e}")
 
     def _checked_feed(self, tensors) -> dict:
         feed = {}

@@ -1,0 +1,260 @@
+"""Peer builders for bench_peers.py: each ``make_*(fn, args)`` returns ``(callable, call_args)`` so the
+timed loop is ``callable(*call_args)``; a builder raises if its engine cannot take the workload.
+
+Peers: torch.jit.trace, jit.trace + freeze + optimize_for_inference, torch.compile, onnxruntime on
+a torch.onnx export, OpenVINO on tracejit's ONNX file; tracejit's engines: tracejit.trace,
+tracejit.freeze, optimize_for_inference (torch path, onnxruntime backend, onnxruntime int8).
+Build times of the parts that matter (export + session) are left in ``BUILD_NOTES``.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import sys
+import tempfile
+import time
+import warnings
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+NUM_THREADS = 2
+BUILD_NOTES: dict[str, float] = {}   # "what" -> seconds, for the build table (reset per workload)
+
+try:  # tolerate a broken package: its column then says why
+    import tracejit  # type: ignore
+
+    TRACEJIT_IMPORT_EXC: BaseException | None = None
+except Exception as exc:  # noqa: BLE001
+    tracejit = None  # type: ignore
+    TRACEJIT_IMPORT_EXC = exc
+
+try:
+    import onnxruntime as ort  # type: ignore
+
+    ORT_IMPORT_EXC: BaseException | None = None
+except Exception as exc:  # noqa: BLE001
+    ort = None  # type: ignore
+    ORT_IMPORT_EXC = exc
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _short(exc: BaseException, limit: int = 90) -> str:
+    msg = f"{type(exc).__name__}: {exc}".replace("\n", " ").replace("|", "/").replace("`", "'")
+    msg = " ".join(msg.split())
+    return msg if len(msg) <= limit else msg[: limit - 3] + "..."
+
+
+class _Quiet:
+    """Silence Python warnings (jit deprecation, tracer warnings, nested tensor...)."""
+
+    def __enter__(self) -> None:
+        self._cm = warnings.catch_warnings()
+        self._cm.__enter__()
+        warnings.simplefilter("ignore")
+
+    def __exit__(self, *exc: Any) -> None:
+        self._cm.__exit__(*exc)
+
+
+class FnModule(nn.Module):
+    """A plain function as a module (for freezing and ONNX export)."""
+
+    def __init__(self, fn: Callable):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+
+def _as_module(fn: Any) -> nn.Module:
+    return fn if isinstance(fn, nn.Module) else FnModule(fn).eval()
+
+
+def _to_tensor(out: Any) -> Any:
+    """onnxruntime returns a list of numpy arrays, OpenVINO a dict of them; every workload has one output."""
+    if type(out).__name__ == "OVDict":
+        out = list(out.values())
+    if isinstance(out, list) and len(out) == 1:
+        out = out[0]
+    if type(out).__module__ == "numpy":
+        return torch.from_numpy(out)
+    return out
+
+
+@contextlib.contextmanager
+def _native_output_silenced() -> Any:
+    """Discard what native code writes to file descriptors 1 and 2."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved + [devnull]:
+            os.close(fd)
+
+
+# --------------------------------------------------------------------------- #
+# torch peers
+# --------------------------------------------------------------------------- #
+def make_jit_trace(fn: Any, args: tuple) -> tuple[Callable, tuple]:
+    with _Quiet():
+        return torch.jit.trace(fn, args), args
+
+
+def make_jit_frozen(fn: Any, args: tuple) -> tuple[Callable, tuple]:
+    with _Quiet():
+        traced = torch.jit.trace(_as_module(fn).eval(), args)
+        frozen = torch.jit.freeze(traced.eval())
+        return torch.jit.optimize_for_inference(frozen), args
+
+
+def make_compile(fn: Any, args: tuple) -> tuple[Callable, tuple]:
+    compiled = torch.compile(fn)
+    with _Quiet():
+        for _ in range(3):  # compile + warm-up; raises here if inductor fails
+            compiled(*args)
+    return compiled, args
+
+
+# --------------------------------------------------------------------------- #
+# onnxruntime / OpenVINO peers
+# --------------------------------------------------------------------------- #
+def _onnx_bytes(fn: Any, args: tuple) -> tuple[bytes, str]:
+    module = _as_module(fn).eval()
+    names = [f"input_{i}" for i in range(len(args))]
+    errors = []
+    onnx_logger = logging.getLogger("torch.onnx")
+    level = onnx_logger.level
+    onnx_logger.setLevel(logging.ERROR)  # "torchvision is not installed" etc.
+    try:
+        # redirect_stdout: the dynamo exporter's progress chatter
+        with _Quiet(), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                buf = io.BytesIO()
+                with _native_output_silenced():  # on failure the C++ side dumps the whole TorchScript graph
+                    torch.onnx.export(module, args, buf, input_names=names, dynamo=False)
+                return buf.getvalue(), "legacy exporter"
+            except Exception as exc:  # noqa: BLE001
+                errors.append(f"legacy: {_short(exc, 70)}")
+                log(f"  legacy ONNX export failed ({_short(exc, 200)}); trying dynamo=True")
+            try:
+                program = torch.onnx.export(module, args, input_names=names, dynamo=True)
+                how = "dynamo exporter (legacy failed: " + errors[0].split(": ", 1)[1][:60] + ")"
+                return program.model_proto.SerializeToString(), how
+            except Exception as exc:  # noqa: BLE001
+                errors.append(f"dynamo: {_short(exc, 70)}")
+    finally:
+        onnx_logger.setLevel(level)
+    raise RuntimeError("; ".join(errors))
+
+
+def ort_session_options():
+    """The session settings of every onnxruntime column (peer and tracejit backend alike)."""
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.intra_op_num_threads = NUM_THREADS
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    # idle workers would busy-wait after each run; on 2 cores that steals a core from whatever
+    # runs next (the peer after ORT ran 2-4x slower on the TransformerEncoder), and ORT's own
+    # per-call time was not better with spinning on (bench_ort_overhead.py --spinning)
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return opts
+
+
+def make_ort(fn: Any, args: tuple) -> tuple[Callable, tuple]:
+    if ort is None:
+        raise ORT_IMPORT_EXC  # type: ignore[misc]
+    t0 = time.perf_counter()
+    model_bytes, how = _onnx_bytes(fn, args)
+    session = ort.InferenceSession(model_bytes, ort_session_options(), providers=["CPUExecutionProvider"])
+    BUILD_NOTES["torch.onnx.export + session"] = time.perf_counter() - t0
+    arrays = {f"input_{i}": a.numpy() for i, a in enumerate(args)}
+    feed = {i.name: arrays[i.name] for i in session.get_inputs()}
+    make_ort.last_how = how  # type: ignore[attr-defined]
+    return session.run, (None, feed)
+
+
+def make_openvino(fn: Any, args: tuple) -> tuple[Callable, tuple]:
+    """OpenVINO's CPU plugin on the file tracejit.export_onnx writes (latency hint, 2 threads)."""
+    import openvino as ov
+
+    traced = _traced(fn, args)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.onnx")
+        t0 = time.perf_counter()
+        with _Quiet():
+            tracejit.export_onnx(traced, path)
+        compiled = ov.Core().compile_model(path, "CPU", {"PERFORMANCE_HINT": "LATENCY",
+                                                         "INFERENCE_NUM_THREADS": NUM_THREADS})
+        BUILD_NOTES["tracejit export + OpenVINO compile"] = time.perf_counter() - t0
+    request = compiled.create_infer_request()
+    feed = [a.numpy() for a in args]
+    return lambda: request.infer(feed, share_inputs=True, share_outputs=True), ()
+
+
+# --------------------------------------------------------------------------- #
+# tracejit engines (one trace per workload, shared by them)
+# --------------------------------------------------------------------------- #
+_TRACED: dict[int, tuple[Any, tuple, Any]] = {}
+
+
+def _traced(fn: Any, args: tuple) -> Any:
+    hit = _TRACED.get(id(fn))
+    if hit is not None and hit[0] is fn and hit[1] is args:
+        return hit[2]
+    if tracejit is None:
+        raise TRACEJIT_IMPORT_EXC  # type: ignore[misc]
+    with _Quiet(), torch.no_grad():
+        traced = tracejit.trace(fn, args)
+    _TRACED.clear()
+    _TRACED[id(fn)] = (fn, args, traced)
+    return traced
+
+
+def make_tracejit(fn: Any, args: tuple) -> tuple[Callable, tuple]:
+    _TRACED.pop(id(fn), None)      # timed from scratch: this column's build time is the trace
+    return _traced(fn, args), args
+
+
+def make_tracejit_freeze(fn: Any, args: tuple) -> tuple[Callable, tuple]:
+    traced = _traced(fn, args)
+    with _Quiet():
+        return (tracejit.freeze(traced) if isinstance(traced, nn.Module) else traced), args
+
+
+def make_tracejit_ofi(fn: Any, args: tuple) -> tuple[Callable, tuple]:
+    with _Quiet():
+        return tracejit.optimize_for_inference(_traced(fn, args)), args
+
+
+def make_tracejit_ort(fn: Any, args: tuple, **options: Any) -> tuple[Callable, tuple]:
+    traced = _traced(fn, args)
+    t0 = time.perf_counter()
+    with _Quiet():
+        program = tracejit.optimize_for_inference(traced, backend="onnxruntime", threads=NUM_THREADS, **options)
+    BUILD_NOTES["tracejit export + session" + (" (int8)" if options else "")] = time.perf_counter() - t0
+    return program, args
+
+
+def make_tracejit_ort_int8(fn: Any, args: tuple) -> tuple[Callable, tuple]:
+    return make_tracejit_ort(fn, args, quantize="int8")
+
+
+def make_tracejit_openvino(fn: Any, args: tuple) -> tuple[Callable, tuple]:
+    with _Quiet():
+        return tracejit.optimize_for_inference(_traced(fn, args), backend="openvino", threads=NUM_THREADS), args
