@@ -226,6 +226,11 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
             state = ModuleState(mod)
             now = _swap_hooks(hooks)
             mod.train(mode)
+            if current is not None and mode == current.training:   # a guard retrace: each submodule keeps
+                for path, m in mod.named_modules():                 # the mode its traced copy is in
+                    copy = _submodule_or_none(current, path)
+                    if copy is not None:
+                        m.training = copy.training
             try:
                 with torch.no_grad(), PrivateRandomness():   # draws nothing from the global generator
                     recs = record_all(inputs if inputs is not None else
@@ -387,3 +392,10 @@ def _container_kinds(spec) -> set:
     for c in spec.children:
         out |= _container_kinds(c)
     return out
+
+
+def _submodule_or_none(module, path: str):
+    try:
+        return module.get_submodule(path) if path else module
+    except AttributeError:
+        return None

@@ -269,7 +269,8 @@ CASES = [
     Case("data_slice", data_slice, (r(6, 2), ids(1, 1, 0, 1)), [(r(6, 2), ids(1, 1, 1, 1)), (r(6, 2), ids(1, 0, 0, 1))]),
     Case("range_loop", range_loop, (r(3, 4),), [(r(5, 4),), (r(3, 4),), (r(2, 4),)]),
     Case("item_scale", item_scale, (r(4),), [(r(4),), (r(6),)]),
-    Case("tf_same_padding", TFSamePadConv, (r(1, 2, 32, 32),), [(r(1, 2, 33, 33),), (r(2, 2, 32, 32),), (r(1, 2, 35, 34),)]),
+    Case("tf_same_padding", TFSamePadConv, (r(1, 2, 32, 32),), [(r(1, 2, 33, 33),), (r(2, 2, 32, 32),), (r(1, 2, 35, 34),)],
+         guard_fails=False),   # the padding math is recorded (trace/symfloat.py)
     Case("causal_decode", causal_decode_step, (r(1, 2, 1, 8), r(1, 2, 5, 8), r(1, 2, 5, 8)),
          [(r(1, 2, 3, 8), r(1, 2, 3, 8), r(1, 2, 3, 8)), (r(1, 2, 1, 8), r(1, 2, 9, 8), r(1, 2, 9, 8))]),
     Case("rank_reduce", rank_reduce, (r(3, 4),), [(r(2, 3, 4),), (r(5, 6),)]),

@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import inspect
 import io
 import warnings
 
@@ -16,11 +17,19 @@ import pytest
 import torch
 
 import tracejit
-from patterns import CASES, Case
+import size_math_patterns
+from patterns import CASES as BASE_CASES, Case
 from trace_testlib import marker_lines
 
-line_of = marker_lines(__import__("patterns").__file__)
-PATTERNS_FILE = __import__("patterns").__file__
+CASES = BASE_CASES + size_math_patterns.CASES
+
+
+def file_of(case: Case) -> str:
+    return inspect.getsourcefile(case.fn)
+
+
+def line_of(case: Case) -> int:
+    return marker_lines(file_of(case))(case.name)
 
 
 def build(case: Case):
@@ -71,9 +80,9 @@ def test_loaded_gives_eager_answer_or_guard_error_at_the_line(case):
         except tracejit.GuardError as e:
             failures += 1
             assert isinstance(e, RuntimeError)
-            assert e.source is not None and e.source.filename == PATTERNS_FILE, str(e)
-            assert e.source.lineno == line_of(case.name), str(e)
-            assert f"patterns.py:{line_of(case.name)}" in str(e)
+            assert e.source is not None and e.source.filename == file_of(case), str(e)
+            assert e.source.lineno == line_of(case), str(e)
+            assert f"patterns.py:{line_of(case)}" in str(e)
             assert "value at trace time" in str(e) and "value now" in str(e)
             continue
         assert same(got, expected, case.tol), (case.name, [tuple(i.shape) for i in inputs])

@@ -1,7 +1,8 @@
 """Third-party architecture styles whose Python reads sizes: traced at one size, called at others.
 
 - a MobileNet / EfficientNet-style conv net ported from TF: 'SAME' padding computed in Python
-  from H and W (torch.jit.trace returns wrong numbers: the example's padding);
+  from H and W (torch.jit.trace returns wrong numbers: the example's padding; tracejit records
+  the padding math, so it runs at every size without a retrace or a GuardError);
 - a Swin-style window-attention stack that pads H, W to a multiple of its window
   (torch.jit.trace fails deep inside a view);
 - a sequence model that branches on the length (full attention for short inputs, local
@@ -112,6 +113,10 @@ ARCHITECTURES = {
 }
 
 
+# architectures whose size math is recorded (trace/symfloat.py): no guard fails, nothing retraces
+RECORDED = {"tf_ported_convnet"}
+
+
 def marker_line(marker: str) -> int:
     with open(__file__, encoding="utf-8") as fh:
         return next(i + 1 for i, line in enumerate(fh) if line.rstrip().endswith("# @" + marker))
@@ -144,7 +149,10 @@ def test_traced_in_memory_equals_eager_on_alt_inputs(arch):
     m, x, alts, traced, *_ = arch
     for a in alts:
         torch.testing.assert_close(quiet(traced, a), m(a), rtol=1e-4, atol=1e-5)
-    assert len(traced.specializations) >= 2
+    if type(m).__name__ in {ARCHITECTURES[k][0].__name__ for k in RECORDED}:
+        assert len(traced.specializations) == 1   # no retrace
+    else:
+        assert len(traced.specializations) >= 2
 
 
 @torch.no_grad()
@@ -163,7 +171,8 @@ def test_loaded_gives_eager_answer_or_guard_error_at_the_model_line(arch):
             assert e.source.filename == __file__ and e.source.lineno == marker_line(marker), str(e)
             continue
         torch.testing.assert_close(got, m(a), rtol=1e-4, atol=1e-5)
-    assert failed >= 1
+    recorded = type(m).__name__ in {ARCHITECTURES[k][0].__name__ for k in RECORDED}
+    assert failed == 0 if recorded else failed >= 1
 
 
 @torch.no_grad()

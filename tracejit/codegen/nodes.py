@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..ir import Node, Value
 from ..pytree import Spec
 from ..trace import indexing
-from . import capture_emit
+from . import capture_emit, sym_emit
 
 
 def emit_node(gen, node: Node) -> None:
@@ -66,6 +66,8 @@ def node_expr(gen, node: Node) -> str | None:
         return capture_emit.node_expr(gen, node)
     if op == "tracejit::kernel":   # in memory only (passes/numpy_regions.py): a callable the pass built
         return f"{gen.const_global(node.attrs['kernel'])}({gen.call_args(node)})"
+    if op in sym_emit.OPS:
+        return sym_emit.node_expr(gen, node)
     if target is None:
         raise NotImplementedError(f"codegen: no rule for {op} (it has no call target)")
     kind, what = target.kind, target.name

@@ -21,7 +21,7 @@ from ..ir import Graph, Value
 from .errors import ExportError
 
 GUARD_OP = "tracejit::guard"
-ALWAYS_HOLD = ("training", "rank")
+ALWAYS_HOLD = ("training", "rank", "dtype", "device")   # an ONNX model's input dtypes are fixed
 
 
 def plan_guards(graph: Graph) -> tuple[dict, list]:

@@ -19,6 +19,7 @@ from .errors import ExportError
 from .recorder import split_inputs_attributes
 from .schema_args import bind
 from .special_ops import HANDLERS
+from . import sym_lowering  # noqa: E402,F401  (registers float size math)
 
 ir = require("onnx_ir")
 from onnxscript.function_libs.torch_lib import ops as _torch_lib_ops  # noqa: E402,F401  (fills the registry)
@@ -124,6 +125,8 @@ class Lowering:
         if node.op == "tracejit::call_module":
             raise ExportError("submodule call left in the graph; export works on the inlined graph", node.op,
                               node.source)
+        if node.op == "tracejit::sym_math":   # float math on sizes (export/sym_lowering.py)
+            return HANDLERS[node.op](self, node, [self.arg(a) for a in node.args], {})
         if node.op.startswith("tracejit::"):
             raise ExportError(f"no ONNX conversion for tracejit op '{node.op}'", node.op, node.source)
         op_name = self._functional(node)

@@ -59,6 +59,8 @@ _DEFS = (
           "a custom autograd Function: args (apply_args, forward_outputs); in memory Cls.apply"),
     OpDef("tracejit::kernel", {"kernel": Attr(object, saved=False), "ops": Attr(str, saved=False)}, True, ("ops",),
           "in memory only: a callable an inference pass built (attrs.kernel; attrs.ops says what it runs)"),
+    OpDef("tracejit::sym_math", {"fn": Attr(str)}, True, ("fn",),
+          "math.ceil / floor / trunc, round, max, min of traced sizes (attrs.fn; trace/symfloat.py)"),
     OpDef("tracejit::guard", {"kind": Attr(str), "test": Attr(str), "expected": Attr(object),
                               "seen": _optional(object), "what": _optional(str), "line": _optional(str)},
           False, ("kind", "test", "expected"),
@@ -87,9 +89,11 @@ GUARD_TESTS = {
     "truth": (1, "bool({0})"), "item": (1, "{0}.item()"), "int": (1, "int({0})"), "float": (1, "float({0})"),
     "tolist": (1, "{0}.tolist()"), "equal": (2, "torch.equal({0}, {1})"),
     "dim": (1, "{0}.dim()"), "len": (1, "len({0})"), "training": (0, "self.training"),
+    "dtype": (1, "str({0}.dtype)"), "device": (1, "str({0}.device)"),
 }
 # which guards need no device sync: kept by guards="shapes"
-GUARD_KINDS = {"size": "free", "rank": "free", "length": "free", "training": "free", "value": "sync"}
+GUARD_KINDS = {"size": "free", "rank": "free", "length": "free", "training": "free", "value": "sync",
+               "dtype": "free", "device": "free"}
 BOOL_TESTS = {"eq", "ne", "lt", "le", "gt", "ge", "truth", "equal", "training"}
 
 

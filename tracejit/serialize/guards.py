@@ -6,11 +6,17 @@ messages. Everything else about a guard is in the op table (ir/ops.py).
 """
 from __future__ import annotations
 
+import re
+
+import torch
+
 from ..errors import LoadError
 from ..ir import GUARD_KINDS, GUARD_TESTS, Value
 from . import encode   # encode imports validate, which imports this module: names are read at call time
 
-_TENSOR_TESTS = {"truth", "item", "int", "float", "tolist", "dim", "len", "equal"}
+_TENSOR_TESTS = {"truth", "item", "int", "float", "tolist", "dim", "len", "equal", "dtype", "device"}
+# tests that also read a traced Python number (``int(h * 0.5)``, trace/symfloat.py)
+_NUMBER_TESTS = {"truth", "int", "float"}
 _MAX_TEXT = 500
 
 
@@ -51,14 +57,31 @@ def check_guard(node, at: str) -> None:
         raise LoadError(f"{at}: guard test {test!r} takes {n} operand(s) and defines no values")
     for i, operand in enumerate(node.args):
         is_tensor = isinstance(operand, Value) and hasattr(operand.type, "shape")
-        if test in _TENSOR_TESTS and not is_tensor:
+        is_number = isinstance(operand, Value) and getattr(operand.type, "kind", None) in ("int", "float")
+        if test in _TENSOR_TESTS and not is_tensor and not (test in _NUMBER_TESTS and is_number):
             raise LoadError(f"{at}: guard test {test!r} needs a tensor operand")
         if test not in _TENSOR_TESTS and is_tensor:
             raise LoadError(f"{at}: guard test {test!r} compares sizes, not tensors")
         if not isinstance(operand, (Value, bool, int, float)):
             raise LoadError(f"{at}: a guard operand must be a value or a number")
-    a["expected"] = _plain_value(encode.decode_const(a["expected"], at), at)
-    a["seen"] = _plain_value(encode.decode_const(a.get("seen"), at), at)
+    if test in ("dtype", "device"):
+        a["expected"] = _name_of(test, encode.decode_const(a["expected"], at), at)
+        a["seen"] = _name_of(test, encode.decode_const(a.get("seen"), at), at)
+    else:
+        a["expected"] = _plain_value(encode.decode_const(a["expected"], at), at)
+        a["seen"] = _plain_value(encode.decode_const(a.get("seen"), at), at)
     for key in ("what", "line"):
         if key in a and (not isinstance(a[key], str) or len(a[key]) > _MAX_TEXT):
             raise LoadError(f"{at}: guard {key} must be a text of at most {_MAX_TEXT} characters")
+
+
+_DTYPE_NAMES = {str(getattr(torch, n)) for n in dir(torch) if isinstance(getattr(torch, n, None), torch.dtype)}
+_DEVICE_NAME = re.compile(r"[a-z_]{1,20}(:[0-9]{1,4})?")
+
+
+def _name_of(test: str, v, at: str):
+    """A dtype guard compares with a dtype's name (``torch.float32``), a device guard with a device's (``cuda:0``)."""
+    ok = v is None or (isinstance(v, str) and (v in _DTYPE_NAMES if test == "dtype" else bool(_DEVICE_NAME.fullmatch(v))))
+    if not ok:
+        raise LoadError(f"{at}: a {test} guard compares with a {test} name; found {str(v)[:40]!r}")
+    return v

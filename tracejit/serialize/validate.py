@@ -16,7 +16,7 @@ from ..errors import LoadError
 from ..ir import Graph, Value, target_text, verify, VerificationError
 from ..ir.ops import saved_attrs
 from ..trace import ops as opnames
-from . import capture_ops, schema_check
+from . import capture_ops, schema_check, sym_ops
 from .guards import check_guard
 
 NAMESPACES = ("aten",)
@@ -120,6 +120,8 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
         return
     if op == "tracejit::guard":
         return check_guard(node, at)
+    if op in sym_ops.OPS:
+        return sym_ops.check_node(node, at)
     if op in TRACEJIT_OPS:
         _check_tracejit_node(node, at, graph, module_tree, methods_of)
         return

@@ -63,6 +63,8 @@ class GuardMaker:
         self.tracer = tracer
         self.policy = policy
         self.seen: dict[int, set] = {}
+        from .index_reads import IndexScanner
+        self.scanner = IndexScanner(tracer)
 
     def add(self, kind: str, test: str, operands: tuple, expected, seen, what: str, loc) -> Node | None:
         if not policy_allows(self.policy, kind):
@@ -147,6 +149,8 @@ def _guarded_math(original):
         if get_tracer() is not None and any(isinstance(a, TracedInt) for a in args):
             args = tuple(a._specialize(f"passed to math.{original.__name__}()") if isinstance(a, TracedInt) else a
                          for a in args)
+        if get_tracer() is not None:
+            args = symfloat.plain_math_args(original.__name__, args)
         return original(*args, **kwargs)
     stand_in.__name__ = original.__name__
     stand_in.__doc__ = original.__doc__
@@ -156,3 +160,6 @@ def _guarded_math(original):
 for _name in _MATH_INT_READERS:
     if hasattr(math, _name):
         patches.register(math, _name, _guarded_math)
+
+
+from . import index_reads, symfloat  # noqa: E402,F401  (their stand-ins register with patches)

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from ..ir import Node, ScalarType, Value
-from . import ops, provenance
+from . import dtype_reads, ops, provenance
 from .ledger import torch_phrase
 from .source import in_torch, user_location
 from .symbolic import TracedInt
@@ -32,6 +32,7 @@ def _size_read_key(how: str) -> str:
 
 # ---- symbolic ints ----------------------------------------------------------------------------
 def new_int(tracer, value: int, node: Node) -> TracedInt:
+    tracer.guards.scanner.event()   # an earlier line may have used a traced size as a list index
     ti = TracedInt(value)
     tracer.frame.bind(ti, node.outputs[0])
     return ti
@@ -98,6 +99,10 @@ def property_read(tracer, func, args):
     t = args[0]
     if prop == "shape":
         return sizes_of(tracer, t)
+    if prop in ("dtype", "device"):
+        dtype_reads.on_property(tracer, t, prop)
+    elif prop in dtype_reads.DEVICE_PROPERTIES or prop == "itemsize":
+        dtype_reads.on_method(tracer, prop, args)
     if prop == "device":
         dev = func(*args)
         if not tracer.ledger.entries or tracer.ledger.entries[-1].kind != "device":

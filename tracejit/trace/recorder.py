@@ -20,7 +20,7 @@ from torch.overrides import TorchFunctionMode, redispatch_function
 from ..errors import TraceError
 from ..ir import Graph, Node, TensorType, Value, iter_values
 from ..pytree import flatten
-from . import grad_mode, ops, provenance, reads, subscript
+from . import dtype_reads, grad_mode, ops, provenance, reads, subscript
 from .guards import GuardMaker
 from .ledger import Ledger, torch_phrase
 from .source import in_torch, user_location
@@ -200,6 +200,8 @@ class Tracer(TorchFunctionMode):
             self.guards.rank(args[0], f"the trace read the tensor's number of dimensions ({name}())",
                              user_location(2))
         if name in _PASSTHROUGH:
+            if name in dtype_reads.DTYPE_METHODS or name in dtype_reads.DEVICE_METHODS:
+                dtype_reads.on_method(self, name, args)   # a Python answer that depends on the dtype / device
             return func(*args, **kwargs)
         if name == "__getitem__" and not isinstance(func, types.FunctionType):
             return subscript.getitem(self, func, args)
@@ -240,6 +242,7 @@ class Tracer(TorchFunctionMode):
         return result
 
     def record(self, func, args, kwargs, result, op_target=None, quiet_pieces=False) -> Node | None:
+        self.guards.scanner.event()   # sizes used as list indices on the lines run since (index_reads.py)
         frame = self.frame
         leaves, _ = flatten(result) if isinstance(result, (tuple, list)) else ([result], None)
         if not any(isinstance(x, torch.Tensor) for x in leaves):

@@ -4,9 +4,10 @@ While tracing, ``x.size(0)`` of a tensor whose shape depends on the inputs
 returns a ``TracedInt``: a real ``int`` (so every Python and PyTorch API takes
 it) that also names the graph Value it came from. Arithmetic on it
 (``+ - * // % neg``) is recorded, so ``x.view(x.size(0), -1)`` replays on any
-batch size. Using it where the result cannot be recorded (a comparison,
-``int()``, ``range()``, float math) returns a plain Python value and writes a
-``size`` entry to the ledger, with a TracerWarning.
+batch size; ``/`` and float operands give a recorded float (trace/symfloat.py).
+Using it where the result cannot be recorded (a comparison, ``int()``,
+``range()``, ``**``) returns a plain Python value, writes a ``size`` entry to
+the ledger, with a TracerWarning, and guards it.
 """
 from __future__ import annotations
 
@@ -46,8 +47,7 @@ _ARITH = {
 
 _SPECIALIZE = {
     "__eq__": operator.eq, "__ne__": operator.ne, "__lt__": operator.lt, "__le__": operator.le,
-    "__gt__": operator.gt, "__ge__": operator.ge, "__truediv__": operator.truediv,
-    "__rtruediv__": lambda a, b: b / a, "__pow__": operator.pow, "__rpow__": lambda a, b: b ** a,
+    "__gt__": operator.gt, "__ge__": operator.ge, "__pow__": operator.pow, "__rpow__": lambda a, b: b ** a,
     "__and__": operator.and_, "__or__": operator.or_, "__xor__": operator.xor,
     "__lshift__": operator.lshift, "__rshift__": operator.rshift, "__divmod__": divmod,
 }
@@ -91,17 +91,19 @@ class TracedInt(int):
     def __bool__(self):
         return bool(self._specialize("bool()"))
 
-    def __ceil__(self):
-        return self._specialize("math.ceil()")
+    def __ceil__(self):   # an int rounds to itself: nothing to guard
+        return self
 
-    def __floor__(self):
-        return self._specialize("math.floor()")
-
-    def __trunc__(self):
-        return self._specialize("math.trunc()")
+    __floor__ = __trunc__ = __ceil__
 
     def __round__(self, ndigits=None):
-        return round(self._specialize("round()"), ndigits) if ndigits is not None else self._specialize("round()")
+        return self if ndigits is None or ndigits >= 0 else round(self._specialize("round()"), ndigits)
+
+    def __truediv__(self, other):
+        return _float_math("div", self, other, False)
+
+    def __rtruediv__(self, other):
+        return _float_math("div", self, other, True)
 
     def __format__(self, spec):
         return format(self._plain(), spec)
@@ -155,12 +157,25 @@ for _n, _m in _SPECIALIZE_METHODS.items():
     setattr(TracedInt, _n, _m)
 
 
+def _float_math(name, self, other, reflected):
+    """``h / 2``, ``h * 0.5``: recorded as float math (trace/symfloat.py)."""
+    if isinstance(other, bool) or not isinstance(other, (int, float)):
+        return NotImplemented
+    from .symfloat import float_op
+    return float_op(name, *((other, self) if reflected else (self, other)), depth=4)
+
+
+_FLOAT_NAMES = {"aten::add.int": "add", "aten::sub.int": "sub", "aten::mul.int": "mul", "aten::floordiv.int": "floordiv"}
+
+
 def _make_arith_or_float(name, fn, op, sym, reflected):
     arith = _make_arith(name, fn, op, sym, reflected)
     special = _make_special(name, (lambda a, b: fn(b, a)) if reflected else fn)
 
     def method(self, other):
         if isinstance(other, float):
+            if op in _FLOAT_NAMES:
+                return _float_math(_FLOAT_NAMES[op], self, other, reflected)
             return special(self, other)
         return arith(self, other)
     method.__name__ = name

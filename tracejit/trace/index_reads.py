@@ -1,0 +1,201 @@
+"""A traced size used as a list / tuple / dict index: ``table[x.shape[-1] - 1]``, ``tuple_[n]``.
+
+CPython reads an int subclass's digits without asking it when it indexes a list, a tuple,
+a str or a range (``__index__`` is never called), so the index cannot be intercepted where
+it is used. Two rules make such a read a guard ``index == value`` at the user's line:
+
+- ``nn.ModuleList`` / ``nn.Sequential`` / ``nn.ParameterList`` indexing (``self.layers[n]``)
+  goes through a Python helper of torch's, which a stand-in watches;
+- every other subscript is found in the source: at each event the trace records (an op, a
+  size read), the lines of the innermost user frame run since its previous event are looked
+  up in the file's syntax tree; a subscript of a non-tensor container whose index expression
+  is side-effect free (names, attributes, numbers, arithmetic, ``.size()``, ``.shape[...]``,
+  ``len()``) is evaluated again in that frame, and each traced size it gives is guarded.
+
+Known limits: a subscript after the last recorded event of its function is not seen, and a
+name reassigned between the subscript and the next event is read with its new value (the
+guard is then one the trace did not rely on: too strict, never wrong).
+"""
+from __future__ import annotations
+
+import ast
+import linecache
+import sys
+import threading
+
+import torch
+from torch import nn
+
+from ..ir import SourceLoc
+from . import patches
+from .source import _TORCH_DIR, _skipped
+from .symbolic import TracedInt, get_tracer
+
+_SAFE_CALLS = {"size", "dim", "numel", "len"}
+_SAFE_NODES = (ast.Name, ast.Attribute, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Slice, ast.Tuple,
+               ast.Load, ast.operator, ast.unaryop, ast.Call)
+_trees: dict[str, dict[int, list[ast.Subscript]] | None] = {}
+# CPython 3.11's AST conversion keeps its recursion depth per interpreter, not per thread: two threads
+# parsing or compiling at once fail with "AST constructor recursion depth mismatch"
+AST_LOCK = threading.Lock()
+
+
+def _subscripts_by_line(filename: str):
+    """line -> subscripts that start on it, for a source file (None: no source)."""
+    if filename not in _trees:
+        lines = linecache.getlines(filename)
+        table: dict[int, list[ast.Subscript]] | None = None
+        try:
+            with AST_LOCK:
+                tree = ast.parse("".join(lines)) if lines else None
+        except (SyntaxError, ValueError):
+            tree = None
+        if tree is not None:
+            table = {}
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+                    table.setdefault(node.lineno, []).append(node)
+        _trees[filename] = table
+    return _trees[filename]
+
+
+def _safe(expr: ast.AST) -> bool:
+    for node in ast.walk(expr):
+        if not isinstance(node, _SAFE_NODES):
+            return False
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if name not in _SAFE_CALLS or node.keywords:
+                return False
+    return True
+
+
+def _container_expr(expr: ast.AST) -> bool:
+    """Only names and attribute chains are looked up again (no calls, no indexing)."""
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return isinstance(expr, ast.Name)
+
+
+def _eval(expr: ast.AST, frame):
+    with AST_LOCK:
+        code = compile(ast.Expression(body=expr), "<tracejit index read>", "eval")
+    return eval(code, frame.f_globals, dict(frame.f_locals))   # noqa: S307  (whitelisted syntax, see _safe)
+
+
+def _traced_ints(obj):
+    if isinstance(obj, TracedInt):
+        yield obj
+    elif isinstance(obj, slice):
+        for part in (obj.start, obj.stop, obj.step):
+            yield from _traced_ints(part)
+    elif isinstance(obj, tuple):
+        for part in obj:
+            yield from _traced_ints(part)
+
+
+class IndexScanner:
+    """Per trace: which line of each live user frame was scanned last."""
+
+    def __init__(self, tracer):
+        self.tracer = tracer
+        self.last: dict[int, tuple] = {}   # id(frame) -> (frame, last line scanned)
+        self.done: set = set()               # (frame, subscript, index value) already guarded
+        self.busy = False
+
+    def event(self) -> None:
+        """Called when the trace records something: scan the innermost user frame's new lines."""
+        if self.busy:
+            return
+        frame = _innermost_user_frame()
+        if frame is None:
+            return
+        table = _subscripts_by_line(frame.f_code.co_filename)
+        line = frame.f_lineno
+        seen = self.last.get(id(frame))
+        if seen is not None and seen[0] is frame and seen[1] == line:
+            return
+        start = frame.f_code.co_firstlineno if seen is None or seen[0] is not frame else seen[1] + 1
+        if start > line:   # a loop went back: this line again
+            start = line
+        self.last[id(frame)] = (frame, line)
+        if not table:
+            return
+        self.busy = True
+        try:
+            for lineno in range(start, line + 1):
+                for sub in table.get(lineno, ()):
+                    self._check(frame, sub)
+        finally:
+            self.busy = False
+
+    def _check(self, frame, sub: ast.Subscript) -> None:
+        if not _container_expr(sub.value) or not _safe(sub.slice) or not any(
+                isinstance(n, (ast.Name, ast.Call)) for n in ast.walk(sub.slice)):
+            return   # (an index made of numbers only holds no traced size)
+        try:
+            container = _eval(sub.value, frame)
+            if isinstance(container, (torch.Tensor, type)) or not hasattr(type(container), "__getitem__"):
+                return   # recorded by the tracer, a type annotation, or a line that did not run (None[...])
+            tracer = self.tracer
+            if tracer in torch.overrides._get_current_function_mode_stack():
+                index = _eval(sub.slice, frame)
+            else:   # inside the mode's handler: record the index expression again under it
+                with tracer:
+                    index = _eval(sub.slice, frame)
+        except Exception:  # noqa: BLE001  (a name not bound yet, a comprehension variable: not this read)
+            return
+        loc = SourceLoc(frame.f_code.co_filename, sub.lineno, frame.f_code.co_name)
+        for ti in _traced_ints(index):
+            key = (id(frame), id(sub), int.__int__(ti))
+            if key in self.done:
+                continue
+            self.done.add(key)
+            guard_index(self.tracer, ti, f"used as an index of a {type(container).__name__}", loc)
+
+
+def guard_index(tracer, ti: TracedInt, how: str, loc) -> None:
+    """Guard ``ti == its value`` at ``loc``, with a ledger entry."""
+    if tracer._int_value(ti) is None:
+        return
+    value = int.__int__(ti)
+    tracer.ledger.add("size", f"a traced size was {how}: the trace fixes it to {value}", loc, value)
+    tracer.guards.size(ti, how, value, loc)
+
+
+def _innermost_user_frame():
+    f = sys._getframe(2)
+    while f is not None:
+        if not _skipped(f.f_code.co_filename):
+            return None if f.f_code.co_filename.startswith(_TORCH_DIR) else f
+        f = f.f_back
+    return None
+
+
+def _outside_torch_location():
+    f = sys._getframe(2)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not _skipped(name) and not name.startswith(_TORCH_DIR):
+            return SourceLoc(name, f.f_lineno, f.f_code.co_name)
+        f = f.f_back
+    return None
+
+
+def _module_index_stand_in(original):
+    """``ModuleList._get_abs_string_index`` & co.: a traced index is guarded at the user's line."""
+    def stand_in(self, *args):
+        tracer = get_tracer()
+        idx = args[-1]
+        if tracer is not None and tracer.frames and isinstance(idx, TracedInt):
+            guard_index(tracer, idx, f"used as an index of a {type(self).__name__}", _outside_torch_location())
+        return original(self, *args)
+    stand_in.__name__ = original.__name__
+    stand_in.__doc__ = original.__doc__
+    return stand_in
+
+
+for _owner, _name in ((nn.ModuleList, "_get_abs_string_index"), (nn.Sequential, "_get_item_by_idx"),
+                      (nn.ParameterList, "_get_abs_string_index")):
+    if _name in vars(_owner):
+        patches.register(_owner, _name, _module_index_stand_in)
