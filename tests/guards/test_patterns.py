@@ -10,8 +10,6 @@
 from __future__ import annotations
 
 import inspect
-import io
-import warnings
 
 import pytest
 import torch
@@ -19,7 +17,7 @@ import torch
 import tracejit
 import size_math_patterns
 from patterns import CASES as BASE_CASES, Case
-from trace_testlib import marker_lines
+from trace_testlib import marker_lines, quiet, roundtrip
 
 CASES = BASE_CASES + size_math_patterns.CASES
 
@@ -39,21 +37,8 @@ def build(case: Case):
     return case.fn
 
 
-def quiet(fn, *args, **kwargs):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return fn(*args, **kwargs)
-
-
 def same(a, b, tol) -> bool:
     return a.shape == b.shape and torch.allclose(a, b, rtol=tol, atol=tol)
-
-
-def roundtrip(traced):
-    buf = io.BytesIO()
-    tracejit.save(traced, buf)
-    buf.seek(0)
-    return tracejit.load(buf)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)

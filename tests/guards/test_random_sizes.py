@@ -2,20 +2,14 @@
 from __future__ import annotations
 
 import io
-import warnings
 
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tracejit
+from trace_testlib import quiet
 from patterns import TFSamePadConv, WindowPad, chunked_loop, odd_channels
-
-
-def quiet(fn, *args, **kwargs):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return fn(*args, **kwargs)
 
 
 def _traced_and_loaded(fn, example):

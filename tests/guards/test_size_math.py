@@ -5,29 +5,15 @@ from __future__ import annotations
 import io
 import os
 import sys
-import warnings
 
 import pytest
 import torch
 
 import tracejit
 from size_math_patterns import BY_LENGTH, TFSamePad224, dict_lookup, pad_to_multiple, rounded_third
-from trace_testlib import marker_lines
+from trace_testlib import marker_lines, quiet, roundtrip
 
 line_of = marker_lines(__import__("size_math_patterns").__file__)
-
-
-def quiet(fn, *args, **kwargs):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return fn(*args, **kwargs)
-
-
-def roundtrip(traced):
-    buf = io.BytesIO()
-    tracejit.save(traced, buf)
-    buf.seek(0)
-    return tracejit.load(buf)
 
 
 def test_tf_same_padding_traced_at_224_runs_at_other_sizes_without_retrace():

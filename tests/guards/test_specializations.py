@@ -1,7 +1,6 @@
 """The specialization cache, GuardError, guards=False / "shapes", the training guard, guards in .graph/.code."""
 from __future__ import annotations
 
-import io
 import warnings
 
 import pytest
@@ -10,24 +9,11 @@ from torch import nn
 
 import tracejit
 from patterns import TrainingBranch, item_scale, range_loop, size_branch, value_branch
-from trace_testlib import marker_lines
+from trace_testlib import marker_lines, quiet, roundtrip
 
 import patterns
 
 line_of = marker_lines(patterns.__file__)
-
-
-def quiet(fn, *args, **kwargs):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return fn(*args, **kwargs)
-
-
-def roundtrip(traced):
-    buf = io.BytesIO()
-    tracejit.save(traced, buf)
-    buf.seek(0)
-    return tracejit.load(buf)
 
 
 def test_guard_error_is_a_runtime_error():

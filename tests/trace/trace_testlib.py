@@ -1,5 +1,9 @@
-"""Helpers shared by the tests in tests/trace: source-line markers and the global-state check."""
+"""Helpers shared by the tests in tests/trace and tests/guards: source-line markers, the global-state
+check, tracing without warnings, and a save/load round trip."""
 from __future__ import annotations
+
+import io
+import warnings
 
 import torch
 
@@ -37,3 +41,18 @@ def assert_state_clean(before):
     assert len(torch.overrides._get_current_function_mode_stack()) == 0
     assert torch.is_grad_enabled() == before["grad"]
     assert torch.equal(torch.get_rng_state(), before["rng"])
+
+
+def quiet(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` with every warning silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+def roundtrip(traced):
+    """``traced`` saved to memory and loaded back."""
+    buf = io.BytesIO()
+    tracejit.save(traced, buf)
+    buf.seek(0)
+    return tracejit.load(buf)
