@@ -18,6 +18,7 @@ from ._deps import require
 from .dtypes import onnx_dtype
 from .errors import ExportError
 from .guards import plan_guards, warn_unchecked
+from .tidy import drop_unused_pool_indices
 
 DEFAULT_OPSET = 18   # torch_lib's functions are written against opset 18
 
@@ -114,6 +115,7 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
             if notes is not None:
                 notes.after(node)
         _add_outputs(builder, lowering, graph)
+    drop_unused_pool_indices(onnx_graph)
     model = ir.Model(onnx_graph, ir_version=10, producer_name="tracejit")
     if notes is not None:
         model.doc_string = notes.model_doc(traced)

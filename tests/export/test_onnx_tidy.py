@@ -1,0 +1,84 @@
+"""A MaxPool whose indices nobody reads is exported with one output, so onnxruntime's NCHWc
+layout keeps a conv net blocked across it (ResNet's stem: conv -> max_pool -> conv)."""
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import tracejit
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+
+class Stem(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 7, 2, 3)
+        self.pool = nn.MaxPool2d(3, 2, 1)
+        self.conv2 = nn.Conv2d(16, 16, 3, 1, 1)
+
+    def forward(self, x):
+        return torch.relu(self.conv2(self.pool(torch.relu(self.conv1(x)))))
+
+
+def _trace(m, x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return tracejit.trace(m, x)
+
+
+def _ops(proto):
+    return [(n.op_type, len(n.output)) for n in proto.graph.node]
+
+
+def test_unused_indices_are_dropped_and_values_stay_eager():
+    torch.manual_seed(0)
+    m = Stem().eval()
+    proto = tracejit.export_onnx(_trace(m, torch.randn(1, 3, 32, 32)))
+    assert ("MaxPool", 1) in _ops(proto) and ("MaxPool", 2) not in _ops(proto)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    for shape in [(2, 3, 45, 37), (1, 3, 64, 64)]:
+        x = torch.randn(shape)
+        got = torch.from_numpy(sess.run(None, {proto.graph.input[0].name: x.numpy()})[0])
+        torch.testing.assert_close(got, m(x).detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_pool_output_returned_directly_keeps_its_name():
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.MaxPool2d(2)).eval()
+    proto = tracejit.export_onnx(_trace(m, torch.randn(1, 3, 16, 16)))
+    assert _ops(proto)[-1] == ("MaxPool", 1)
+    assert proto.graph.node[-1].output[0] == proto.graph.output[0].name
+    x = torch.randn(3, 3, 21, 17)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    torch.testing.assert_close(torch.from_numpy(sess.run(None, {proto.graph.input[0].name: x.numpy()})[0]),
+                               m(x).detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_read_indices_are_kept():
+    m = nn.MaxPool2d(2, return_indices=True)
+    proto = tracejit.export_onnx(_trace(m, torch.randn(1, 3, 8, 8)))
+    assert ("MaxPool", 2) in _ops(proto)
+    x = torch.randn(2, 3, 10, 6)
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    values, indices = sess.run(None, {proto.graph.input[0].name: x.numpy()})
+    ev, ei = m(x)
+    torch.testing.assert_close(torch.from_numpy(values), ev)
+    assert torch.equal(torch.from_numpy(indices), ei)
+
+
+def test_onnxruntime_keeps_the_blocked_layout_across_the_pool(tmp_path):
+    m = Stem().eval()
+    optimized = tmp_path / "opt.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = tracejit.optimize_for_inference(_trace(m, torch.randn(1, 3, 64, 64)), backend="onnxruntime",
+                                                  optimized_model_path=optimized)
+    x = torch.randn(1, 3, 64, 64)
+    torch.testing.assert_close(program(x), m(x).detach(), rtol=1e-4, atol=1e-5)
+    ops = [n.op_type for n in onnx.load(str(optimized)).graph.node]
+    if "ReorderOutput" not in ops:
+        pytest.skip("this onnxruntime build does not use the NCHWc layout (no AVX2/AVX-512)")
+    assert "ReorderInput" not in ops[1:], ops   # reordered once at the entry (fused into the first conv)
+    assert ops.count("ReorderOutput") == 1, ops
