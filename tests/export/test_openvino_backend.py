@@ -160,3 +160,15 @@ def test_corpus_model_gives_eager_answers_on_alt_inputs(model):
         program = tracejit.optimize_for_inference(case.traced, backend="openvino")
     for alt in case.spec.alts:
         assert_outputs_equal(run(program, case.inputs[alt]), case.eager(alt), f"{model}/{alt} openvino backend")
+
+
+def test_scalar_integer_and_bool_tensors_keep_their_dtypes():
+    def f(x, s, i):
+        return x * s > 0.5, (i + 1) * 2, s * 3
+    program = tracejit.optimize_for_inference(trace(f, (torch.randn(3, 4), torch.tensor(2.0), torch.arange(5))),
+                                              backend="openvino")
+    new = (torch.randn(6, 4), torch.tensor(0.3), torch.arange(9))
+    got, want = program(*new), f(*new)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        torch.testing.assert_close(g, w, rtol=1e-6, atol=0)
