@@ -12,11 +12,13 @@ Methodology
     ``ORT (torch.onnx)``: ``torch.onnx.export`` (legacy exporter, the dynamo one if that fails) in
     an onnxruntime CPU session, timed as ``session.run(None, feed)`` with the numpy feed prepared
     once; ``OpenVINO (tracejit ONNX)``: OpenVINO's CPU plugin on the file ``tracejit.export_onnx``
-    writes (``PERFORMANCE_HINT=LATENCY``, 2 threads), timed as ``infer(feed)`` with shared
+    writes (``PERFORMANCE_HINT=LATENCY``, ``INFERENCE_PRECISION_HINT=f32`` (the CPU plugin's
+    default is bf16 where the CPU has it), 2 threads), timed as ``infer(feed)`` with shared
     input/output memory and the feed prepared once;
   - tracejit's engines: ``tracejit`` (``tracejit.trace``), ``tracejit.freeze``,
     ``tracejit OFI (torch)`` (``optimize_for_inference``), ``tracejit OFI (onnxruntime)``
-    (``backend="onnxruntime"``: torch tensors in and out, the traced call signature);
+    (``backend="onnxruntime"``: torch tensors in and out, the traced call signature),
+    ``tracejit OFI (openvino)`` (``backend="openvino"``: the same, OpenVINO's CPU plugin, fp32);
   - opt-in lower precision, not counted as an fp32 engine: ``tracejit OFI (onnxruntime, int8)``
     (``quantize="int8"``, onnxruntime's dynamic int8 quantization of the exported model).
 
@@ -99,6 +101,7 @@ from peer_builders import (  # noqa: E402,F401  (bench_engine.py reads these thr
     make_tracejit,
     make_tracejit_freeze,
     make_tracejit_ofi,
+    make_tracejit_openvino,
     make_tracejit_ort,
     make_tracejit_ort_int8,
 )
@@ -121,6 +124,7 @@ TRACEJIT_BUILDERS: dict[str, Callable[[Any, tuple], tuple[Callable, tuple]]] = {
     "tracejit.freeze": make_tracejit_freeze,
     "tracejit OFI (torch)": make_tracejit_ofi,
     "tracejit OFI (onnxruntime)": make_tracejit_ort,
+    "tracejit OFI (openvino)": make_tracejit_openvino,
 }
 LOW_PRECISION_BUILDERS = {"tracejit OFI (onnxruntime, int8)": make_tracejit_ort_int8}
 BUILDERS = {**PEER_BUILDERS, **TRACEJIT_BUILDERS, **LOW_PRECISION_BUILDERS}
@@ -128,7 +132,7 @@ PEERS = ("eager",) + tuple(PEER_BUILDERS)
 TRACEJIT_ENGINES = tuple(TRACEJIT_BUILDERS)
 TIGHT = {"torch.jit.trace", "tracejit", "tracejit.freeze"}
 ERROR_COLUMNS = ("ORT (torch.onnx)", "OpenVINO (tracejit ONNX)", "tracejit OFI (onnxruntime)",
-                 "tracejit OFI (onnxruntime, int8)")
+                 "tracejit OFI (openvino)", "tracejit OFI (onnxruntime, int8)")
 BUILD_NOTE_NAMES = ("torch.onnx.export + session", "tracejit export + session",
                     "tracejit export + session (int8)", "tracejit export + OpenVINO compile")
 
@@ -389,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         f"- command: `{('python bench/bench_peers.py ' + command).rstrip()}` ({rounds} interleaved rounds, medians)",
         f"- onnxruntime sessions: CPUExecutionProvider, ORT_ENABLE_ALL, intra_op_num_threads={NUM_THREADS}, "
         "inter_op 1, session.intra_op.allow_spinning=0; OpenVINO: CPU, PERFORMANCE_HINT=LATENCY, "
-        f"INFERENCE_NUM_THREADS={NUM_THREADS}",
+        f"INFERENCE_PRECISION_HINT=f32, INFERENCE_NUM_THREADS={NUM_THREADS}",
     ]
     for what, exc in (("tracejit", TRACEJIT_IMPORT_EXC), ("onnxruntime", ORT_IMPORT_EXC)):
         if exc is not None:

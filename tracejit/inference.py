@@ -2,8 +2,9 @@
 
 ``freeze(traced)`` turns the parameters and buffers of an eval-mode traced module into constants
 of a new traced program; ``optimize_for_inference(traced)`` freezes (modules) and runs the
-inference passes (passes/pipeline.py), or with ``backend="onnxruntime"`` returns an
-``OrtProgram`` running the exported ONNX model. Every result keeps the traced call signature
+inference passes (passes/pipeline.py), or with ``backend="onnxruntime"`` / ``"openvino"``
+returns an ``OrtProgram`` / ``OpenVinoProgram`` running the exported ONNX model. Every result
+keeps the traced call signature
 and output structure; the traced program given is never changed.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .passes.pipeline import IN_MEMORY_PASSES, run_passes
 from .runtime.fast_call import FastTracedFunction, FastTracedModule, compile_for_inference
 from .runtime.traced import TracedFunction, TracedModule
 
-BACKENDS = ("torch", "onnxruntime")
+BACKENDS = ("torch", "onnxruntime", "openvino")
 
 
 def freeze(traced, preserved_attrs=None):
@@ -43,12 +44,16 @@ def freeze(traced, preserved_attrs=None):
 
 def optimize_for_inference(traced, backend: str = "torch", **backend_options):
     """Freeze (modules in eval mode) and run the inference passes; ``backend="onnxruntime"`` runs
-    the program in an onnxruntime session instead (options go to ``OrtProgram``)."""
+    the program in an onnxruntime session instead (options go to ``OrtProgram``), ``"openvino"``
+    compiles it with OpenVINO for CPU (options go to ``OpenVinoProgram``)."""
     if backend not in BACKENDS:
         raise ValueError(f"optimize_for_inference: unknown backend {backend!r}; expected one of {BACKENDS}")
     if backend == "onnxruntime":
         from .export.ort_backend import OrtProgram
         return OrtProgram(traced, **backend_options)
+    if backend == "openvino":
+        from .export.openvino_backend import OpenVinoProgram
+        return OpenVinoProgram(traced, **backend_options)
     if backend_options:
         raise TypeError(f"optimize_for_inference: the torch backend takes no options; got {sorted(backend_options)}")
     if isinstance(traced, TracedModule):

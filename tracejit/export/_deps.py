@@ -6,10 +6,10 @@ import importlib
 _EXTRA_HINT = "pip install 'tracejit[onnx]' (it installs onnx, onnx-ir, onnxscript and onnxruntime)"
 
 
-def require(module: str):
-    """Import ``module`` or raise an ImportError that names the ``onnx`` extra."""
+def require(module: str, needed_by: str = "ONNX export and onnxruntime backend", hint: str = _EXTRA_HINT):
+    """Import ``module`` or raise an ImportError that names the ``onnx`` extra (or ``hint``)."""
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise ImportError(f"tracejit's ONNX export and onnxruntime backend need the package '{module.split('.')[0]}' "
-                          f"which is not installed: {_EXTRA_HINT}") from e
+        raise ImportError(f"tracejit's {needed_by} need the package '{module.split('.')[0]}' "
+                          f"which is not installed: {hint}") from e

@@ -14,32 +14,24 @@ from __future__ import annotations
 
 import torch
 
-from .. import pytree
 from ..ir import Value
 from ._deps import require
-from .onnx_export import export_onnx, input_names, traced_graph
 from .ort_quantize import quantize_model
+from .traced_call import TracedCall, prepare
 
 _TENSOR_NUMPY = torch.Tensor.numpy   # unbound: a non-tensor argument raises TypeError
 
 
-class OrtProgram:
+class OrtProgram(TracedCall):
     """A traced program running in onnxruntime; call it like the traced program."""
+
+    backend = "onnxruntime"
 
     def __init__(self, traced, *, threads: int | None = None, spinning: bool = False, optimized_model_path=None,
                  quantize: str | None = None):
         ort = require("onnxruntime")
-        if getattr(traced, "training", False) is True:
-            raise RuntimeError(f"optimize_for_inference: {getattr(traced, 'original_name', 'the module')} is in "
-                               "training mode; the onnxruntime backend is for inference. Call .eval() on it first.")
-        # tracejit's own inference passes first (freezing, constant and conv + batch-norm folding, ...):
-        # onnxruntime fuses a Conv with a BatchNormalization only when the norm's parameters are plain
-        # initializers, which the exported norm's are not (ResNet-50 ran ~1.3x slower unfolded)
-        from ..inference import optimize_for_inference
-        prepared = optimize_for_inference(traced)
-        graph = traced_graph(prepared)
-        self.graph = graph
-        self.proto = export_onnx(prepared)
+        graph, self.proto = prepare(traced, self.backend)
+        self._init_call(traced, graph)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads or torch.get_num_threads()
@@ -53,23 +45,9 @@ class OrtProgram:
         self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         # the session's C++ run (InferenceSession.run re-validates names on every call)
         self._run = getattr(getattr(self.session, "_sess", None), "run", None) or self.session.run
-        self._names = input_names(graph)
         self._output_names = [o.name for o in self.session.get_outputs()]
-        self._n_inputs = len(graph.inputs)
-        self._input_index = {id(v): i for i, v in enumerate(graph.inputs)}
-        self._in_spec = graph.in_spec
-        self._leaf_slots = [self._input_index.get(id(x)) if isinstance(x, Value) else None
-                            for x in graph.input_leaves]
-        args_spec, kwargs_spec = graph.in_spec.children
-        # fast path: positional tensors only, one graph input each, in order
-        self._flat = (kwargs_spec.num_leaves == 0 and all(c.kind == "leaf" for c in args_spec.children)
-                      and self._leaf_slots == list(range(self._n_inputs)))
-        self._kw_keys = kwargs_spec.keys
-        self._out_spec = graph.out_spec
-        self._out_leaves = list(graph.outputs)
         self._plain_out = (len(self._out_leaves) == len(self._output_names)
                            and all(isinstance(o, Value) for o in self._out_leaves))
-        self.signature = _signature(traced, graph)
         self._call = self._fast_call()
 
     def __call__(self, *args, **kwargs):
@@ -122,10 +100,7 @@ class OrtProgram:
         return call_flat
 
     def _call_general(self, *args, **kwargs):
-        if self._flat and not kwargs and len(args) == self._n_inputs:
-            tensors = args
-        else:
-            tensors = self._flatten(args, kwargs)
+        tensors = self._tensors(args, kwargs)
         try:
             feed = {name: t.numpy() for name, t in zip(self._names, tensors)}
         except (AttributeError, RuntimeError, TypeError):
@@ -134,60 +109,8 @@ class OrtProgram:
             results = self._run(self._output_names, feed, None)
         except Exception as e:  # noqa: BLE001
             raise self._run_error(tensors, e) from None
-        outs = [torch.from_numpy(r) for r in results]
-        if self._plain_out:
-            return pytree.unflatten(self._out_spec, outs) if self._out_spec is not None else outs[0]
-        it = iter(outs)
-        leaves = [next(it) if isinstance(o, Value) else o for o in self._out_leaves]
-        return pytree.unflatten(self._out_spec, leaves)
-
-    def _run_error(self, tensors, e: Exception) -> RuntimeError:
-        """onnxruntime's errors name ONNX nodes, not the user's call: say which call failed."""
-        return RuntimeError(f"{self.signature}: onnxruntime could not run this call with {_describe(tensors)}: {e}")
-
-    def _checked_feed(self, tensors) -> dict:
-        feed = {}
-        for name, t in zip(self._names, tensors):
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(f"{self.signature}: argument '{name}' should be a Tensor; got {type(t).__name__}")
-            feed[name] = t.detach().cpu().numpy()
-        return feed
-
-    def _flatten(self, args, kwargs) -> list:
-        if set(kwargs) != set(self._kw_keys):
-            raise TypeError(f"{self.signature} was called with keyword arguments {sorted(kwargs)}; the trace had "
-                            f"{sorted(self._kw_keys)}")
-        leaves, spec = pytree.flatten((tuple(args), {k: kwargs[k] for k in self._kw_keys}))
-        if spec != self._in_spec:
-            raise TypeError(f"{self.signature} was called with arguments of another structure: "
-                            f"{spec.describe(_kind(x) for x in leaves)}")
-        tensors = [None] * self._n_inputs
-        for slot, leaf, traced_leaf in zip(self._leaf_slots, leaves, self.graph.input_leaves):
-            if slot is None:
-                if leaf != traced_leaf:
-                    raise ValueError(f"{self.signature}: an argument was traced as the constant {traced_leaf!r}; "
-                                     f"got {leaf!r}. Trace again to use another value.")
-            else:
-                tensors[slot] = leaf
-        return tensors
+        return self._outputs([torch.from_numpy(r) for r in results], self._plain_out)
 
     def __repr__(self) -> str:
         return f"<OrtProgram {self.signature}>"
-
-
-def _signature(traced, graph) -> str:
-    sig = getattr(traced, "signature", None)
-    if sig is None:
-        fns = getattr(traced, "_traced_methods", {})
-        sig = getattr(fns.get("forward"), "signature", "forward(...)")
-    return sig
-
-
-def _kind(x) -> str:
-    return "Tensor" if isinstance(x, torch.Tensor) else type(x).__name__
-
-
-def _describe(tensors) -> str:
-    return ", ".join(f"Tensor(shape={tuple(t.shape)}, dtype={t.dtype})" if isinstance(t, torch.Tensor) else repr(t)
-                     for t in tensors)
 

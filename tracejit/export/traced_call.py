@@ -1,0 +1,110 @@
+"""What the ONNX-runtime backends share: preparing a traced program for export and calling the
+exported model with the traced signature (flatten the arguments like the traced program, check
+them with clear errors, rebuild the traced output structure).
+
+``prepare(traced, backend)`` refuses a training-mode module, runs tracejit's inference passes and
+exports the ONNX model; ``TracedCall`` is the mixin OrtProgram and OpenVinoProgram call through.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import pytree
+from ..ir import Value
+from .onnx_export import export_onnx, input_names, traced_graph
+
+
+def prepare(traced, backend: str):
+    """(graph, ONNX proto) of ``traced`` after tracejit's own inference passes (freezing, constant
+    and conv + batch-norm folding, ...): runtimes fuse a Conv with a BatchNormalization only when
+    the norm's parameters are plain initializers, which the exported norm's are not."""
+    if getattr(traced, "training", False) is True:
+        raise RuntimeError(f"optimize_for_inference: {getattr(traced, 'original_name', 'the module')} is in "
+                           f"training mode; the {backend} backend is for inference. Call .eval() on it first.")
+    from ..inference import optimize_for_inference
+    prepared = optimize_for_inference(traced)
+    return traced_graph(prepared), export_onnx(prepared)
+
+
+class TracedCall:
+    """The traced call signature of an exported program; ``_init_call`` fills it in."""
+
+    backend = "onnx"
+
+    def _init_call(self, traced, graph) -> None:
+        self.graph = graph
+        self._names = input_names(graph)
+        self._n_inputs = len(graph.inputs)
+        self._input_index = {id(v): i for i, v in enumerate(graph.inputs)}
+        self._in_spec = graph.in_spec
+        self._leaf_slots = [self._input_index.get(id(x)) if isinstance(x, Value) else None
+                            for x in graph.input_leaves]
+        args_spec, kwargs_spec = graph.in_spec.children
+        # fast path: positional tensors only, one graph input each, in order
+        self._flat = (kwargs_spec.num_leaves == 0 and all(c.kind == "leaf" for c in args_spec.children)
+                      and self._leaf_slots == list(range(self._n_inputs)))
+        self._kw_keys = kwargs_spec.keys
+        self._out_spec = graph.out_spec
+        self._out_leaves = list(graph.outputs)
+        self.signature = signature(traced, graph)
+
+    def _tensors(self, args, kwargs):
+        """The graph's input tensors, in order, from a call's arguments."""
+        if self._flat and not kwargs and len(args) == self._n_inputs:
+            return args
+        return self._flatten(args, kwargs)
+
+    def _outputs(self, outs, plain: bool):
+        """The traced output structure around the runtime's output tensors ``outs``."""
+        if plain:
+            return pytree.unflatten(self._out_spec, outs) if self._out_spec is not None else outs[0]
+        it = iter(outs)
+        leaves = [next(it) if isinstance(o, Value) else o for o in self._out_leaves]
+        return pytree.unflatten(self._out_spec, leaves)
+
+    def _run_error(self, tensors, e: Exception) -> RuntimeError:
+        """The runtime's errors name ONNX nodes, not the user's call: say which call failed."""
+        return RuntimeError(f"{self.signature}: {self.backend} could not run this call with {describe(tensors)}: {e}")
+
+    def _checked_feed(self, tensors) -> dict:
+        feed = {}
+        for name, t in zip(self._names, tensors):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{self.signature}: argument '{name}' should be a Tensor; got {type(t).__name__}")
+            feed[name] = t.detach().cpu().numpy()
+        return feed
+
+    def _flatten(self, args, kwargs) -> list:
+        if set(kwargs) != set(self._kw_keys):
+            raise TypeError(f"{self.signature} was called with keyword arguments {sorted(kwargs)}; the trace had "
+                            f"{sorted(self._kw_keys)}")
+        leaves, spec = pytree.flatten((tuple(args), {k: kwargs[k] for k in self._kw_keys}))
+        if spec != self._in_spec:
+            raise TypeError(f"{self.signature} was called with arguments of another structure: "
+                            f"{spec.describe(_kind(x) for x in leaves)}")
+        tensors = [None] * self._n_inputs
+        for slot, leaf, traced_leaf in zip(self._leaf_slots, leaves, self.graph.input_leaves):
+            if slot is None:
+                if leaf != traced_leaf:
+                    raise ValueError(f"{self.signature}: an argument was traced as the constant {traced_leaf!r}; "
+                                     f"got {leaf!r}. Trace again to use another value.")
+            else:
+                tensors[slot] = leaf
+        return tensors
+
+
+def signature(traced, graph) -> str:
+    sig = getattr(traced, "signature", None)
+    if sig is None:
+        fns = getattr(traced, "_traced_methods", {})
+        sig = getattr(fns.get("forward"), "signature", "forward(...)")
+    return sig
+
+
+def _kind(x) -> str:
+    return "Tensor" if isinstance(x, torch.Tensor) else type(x).__name__
+
+
+def describe(tensors) -> str:
+    return ", ".join(f"Tensor(shape={tuple(t.shape)}, dtype={t.dtype})" if isinstance(t, torch.Tensor) else repr(t)
+                     for t in tensors)
