@@ -133,7 +133,7 @@ def test_missing_openvino_gives_an_install_hint(monkeypatch):
     fn, example, _ = WORKLOADS["mlp"]()
     traced = trace(fn, example)
     monkeypatch.setitem(sys.modules, "openvino", None)   # import openvino raises ImportError
-    with pytest.raises(ImportError, match=r"'openvino' which is not installed: pip install openvino"):
+    with pytest.raises(ImportError, match=r"'openvino' which is not installed: pip install 'tracejit\[openvino\]'"):
         tracejit.optimize_for_inference(traced, backend="openvino")
 
 

@@ -28,7 +28,7 @@ class OpenVinoProgram(TracedCall):
     backend = "openvino"
 
     def __init__(self, traced, *, threads: int | None = None, config: dict | None = None):
-        ov = require("openvino", "openvino backend and its ONNX export", "pip install openvino (and 'tracejit[onnx]')")
+        ov = require("openvino", "openvino backend and its ONNX export", "pip install 'tracejit[openvino]'")
         graph, self.proto = prepare(traced, self.backend)
         self._init_call(traced, graph)
         self._ov_tensor = ov.Tensor
