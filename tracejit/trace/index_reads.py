@@ -19,6 +19,7 @@ guard is then one the trace did not rely on: too strict, never wrong).
 from __future__ import annotations
 
 import ast
+import inspect
 import linecache
 import sys
 import threading
@@ -34,6 +35,7 @@ from .symbolic import TracedInt, get_tracer
 _SAFE_CALLS = {"size", "dim", "numel", "len"}
 _SAFE_NODES = (ast.Name, ast.Attribute, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Slice, ast.Tuple,
                ast.Load, ast.operator, ast.unaryop, ast.Call)
+_SUSPENDS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _trees: dict[str, dict[int, list[ast.Subscript]] | None] = {}
 # CPython 3.11's AST conversion keeps its recursion depth per interpreter, not per thread: two threads
 # parsing or compiling at once fail with "AST constructor recursion depth mismatch"
@@ -108,8 +110,25 @@ class IndexScanner:
         if self.busy:
             return
         frame = _innermost_user_frame()
-        if frame is None:
+        if frame is not None:
+            self._scan(frame)
+
+    def returning(self, frame) -> None:
+        """A user frame returns (frame_returns.py): scan its lines after its last event."""
+        if self.busy:
             return
+        self._scan(frame)
+        if not frame.f_code.co_flags & _SUSPENDS:   # a generator's frame comes back after a yield
+            self.last.pop(id(frame), None)
+
+    def _scan(self, frame) -> None:
+        self.busy = True   # (parsing runs Python code, whose returns must not come back here)
+        try:
+            self._scan_lines(frame)
+        finally:
+            self.busy = False
+
+    def _scan_lines(self, frame) -> None:
         table = _subscripts_by_line(frame.f_code.co_filename)
         line = frame.f_lineno
         seen = self.last.get(id(frame))
@@ -121,13 +140,9 @@ class IndexScanner:
         self.last[id(frame)] = (frame, line)
         if not table:
             return
-        self.busy = True
-        try:
-            for lineno in range(start, line + 1):
-                for sub in table.get(lineno, ()):
-                    self._check(frame, sub)
-        finally:
-            self.busy = False
+        for lineno in range(start, line + 1):
+            for sub in table.get(lineno, ()):
+                self._check(frame, sub)
 
     def _check(self, frame, sub: ast.Subscript) -> None:
         if not _container_expr(sub.value) or not _safe(sub.slice) or not any(
