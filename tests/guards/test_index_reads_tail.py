@@ -204,3 +204,28 @@ def test_user_profiler_is_kept_and_called():
 
 def test_source_of_markers():
     assert inspect.getsourcefile(pick) == __file__
+
+
+def test_profile_hook_removed_when_the_trace_fails():
+    import sys
+
+    def broken(x):
+        n = x.size(0)
+        raise ValueError(SCALES[n])
+    with pytest.raises(ValueError):
+        quiet(tracejit.trace, broken, torch.randn(2, 3), check_trace=False)
+    assert sys.getprofile() is None
+    assert not tracejit.is_tracing()
+
+
+def test_index_in_a_generator_helper():
+    def gen(n):
+        yield SCALES[n]
+        yield SCALES[n + 1]
+
+    def f(x):
+        a, b = gen(x.size(0))
+        return x * a + b
+    traced = quiet(tracejit.trace, f, torch.randn(2, 3), check_trace=False)
+    x = torch.randn(4, 3)
+    assert same(quiet(traced, x), f(x))

@@ -7,6 +7,10 @@ looks at a frame's lines when an event happens in it. A per-thread profile hook
 (not tracejit's, torch's or the standard library's) returns. A profiler already installed as a Python callable is
 called through and restored after; a C-level one (``cProfile``) is left alone, and the tail
 scan is then off for that trace.
+
+Cost: the hook runs for every call while tracing (CPython 3.11 has no per-event monitoring);
+tracing BERT-base took +20% to +35% longer on a shared 2-core machine
+(bench/bench_trace_returns.py); the scans themselves are ~3% of that trace.
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ _SITE = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["purel
 def _is_user(filename: str) -> bool:
     r = _user_files.get(filename)
     if r is None:
-        r = not _skipped(filename) and not filename.startswith(_TORCH_DIR) and (
+        r = not filename.startswith("<") and not _skipped(filename) and not filename.startswith(_TORCH_DIR) and (
             not filename.startswith(_STDLIB) or filename.startswith(_SITE))   # not the standard library
         _user_files[filename] = r
     return r

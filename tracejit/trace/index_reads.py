@@ -12,9 +12,15 @@ it is used. Two rules make such a read a guard ``index == value`` at the user's 
   is side-effect free (names, attributes, numbers, arithmetic, ``.size()``, ``.shape[...]``,
   ``len()``) is evaluated again in that frame, and each traced size it gives is guarded.
 
-Known limits: a subscript after the last recorded event of its function is not seen, and a
-name reassigned between the subscript and the next event is read with its new value (the
-guard is then one the trace did not rely on: too strict, never wrong).
+When a user frame returns (frame_returns.py, a profile hook while tracing), the lines it ran
+since its last event are scanned too: ``SCALES[n]`` in a helper that records no op, or a
+subscript on the last lines of ``forward``, is guarded.
+
+Known limits: at a return, only frames whose locals hold a traced size (or a short tuple /
+list of them) are scanned, so an index read only through an attribute or a global
+(``self.n``) after the frame's last event is not seen; under a C-level profiler (cProfile)
+the return scan is off; a name reassigned between the subscript and the next event is read
+with its new value (the guard is then one the trace did not rely on: too strict, never wrong).
 """
 from __future__ import annotations
 
@@ -72,6 +78,19 @@ def _safe(expr: ast.AST) -> bool:
     return True
 
 
+_candidates: dict[int, tuple] = {}
+
+
+def _candidate(sub: ast.Subscript) -> bool:
+    """A subscript worth evaluating again (an index made of numbers only holds no traced size)."""
+    hit = _candidates.get(id(sub))
+    if hit is None or hit[0] is not sub:
+        ok = _container_expr(sub.value) and _safe(sub.slice) and any(
+            isinstance(n, (ast.Name, ast.Call)) for n in ast.walk(sub.slice))
+        hit = _candidates[id(sub)] = (sub, ok)
+    return hit[1]
+
+
 def _container_expr(expr: ast.AST) -> bool:
     """Only names and attribute chains are looked up again (no calls, no indexing)."""
     while isinstance(expr, ast.Attribute):
@@ -79,10 +98,24 @@ def _container_expr(expr: ast.AST) -> bool:
     return isinstance(expr, ast.Name)
 
 
+_compiled: dict[int, tuple] = {}   # id(expr) -> (expr, code): the trees in _trees stay alive
+
+
 def _eval(expr: ast.AST, frame):
-    with AST_LOCK:
-        code = compile(ast.Expression(body=expr), "<tracejit index read>", "eval")
+    hit = _compiled.get(id(expr))
+    if hit is None or hit[0] is not expr:
+        with AST_LOCK:
+            hit = _compiled[id(expr)] = (expr, compile(ast.Expression(body=expr), "<tracejit index read>", "eval"))
+    code = hit[1]
     return eval(code, frame.f_globals, dict(frame.f_locals))   # noqa: S307  (whitelisted syntax, see _safe)
+
+
+def _holds_traced_int(values) -> bool:
+    for v in values:
+        if isinstance(v, TracedInt) or isinstance(v, (tuple, list)) and len(v) < 16 and any(
+                isinstance(i, TracedInt) for i in v):
+            return True
+    return False
 
 
 def _traced_ints(obj):
@@ -117,7 +150,8 @@ class IndexScanner:
         """A user frame returns (frame_returns.py): scan its lines after its last event."""
         if self.busy:
             return
-        self._scan(frame)
+        if _holds_traced_int(frame.f_locals.values()):   # a size read on these lines would be an event
+            self._scan(frame)
         if not frame.f_code.co_flags & _SUSPENDS:   # a generator's frame comes back after a yield
             self.last.pop(id(frame), None)
 
@@ -145,9 +179,8 @@ class IndexScanner:
                 self._check(frame, sub)
 
     def _check(self, frame, sub: ast.Subscript) -> None:
-        if not _container_expr(sub.value) or not _safe(sub.slice) or not any(
-                isinstance(n, (ast.Name, ast.Call)) for n in ast.walk(sub.slice)):
-            return   # (an index made of numbers only holds no traced size)
+        if not _candidate(sub):
+            return
         try:
             container = _eval(sub.value, frame)
             if isinstance(container, (torch.Tensor, type)) or not hasattr(type(container), "__getitem__"):
