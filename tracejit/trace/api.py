@@ -14,7 +14,7 @@ from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
-from . import capture, legacy, patches  # noqa: F401  (legacy registers the Variable(t) stand-in)
+from . import capture, frame_returns, legacy, patches  # noqa: F401  (legacy registers the Variable(t) stand-in)
 from .symbolic import get_tracer, set_tracer
 
 
@@ -98,7 +98,8 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
             check_backward_hooks(m, path)
         ledger.add("training", "the module's training flag", None, module.training)
     with _tracing_state(tracer):
-        result = fn(*args, **kwargs)
+        with frame_returns.watching(tracer.guards.scanner):   # subscripts after a frame's last event
+            result = fn(*args, **kwargs)
         with torch._C.DisableTorchFunction():
             bind_outputs(tracer, frame, result)
     recorded = [g for methods in tracer.methods.values() for g in methods.values() if id(g) not in known]

@@ -12,13 +12,20 @@ it is used. Two rules make such a read a guard ``index == value`` at the user's 
   is side-effect free (names, attributes, numbers, arithmetic, ``.size()``, ``.shape[...]``,
   ``len()``) is evaluated again in that frame, and each traced size it gives is guarded.
 
-Known limits: a subscript after the last recorded event of its function is not seen, and a
-name reassigned between the subscript and the next event is read with its new value (the
-guard is then one the trace did not rely on: too strict, never wrong).
+When a user frame returns (frame_returns.py, a profile hook while tracing), the lines it ran
+since its last event are scanned too: ``SCALES[n]`` in a helper that records no op, or a
+subscript on the last lines of ``forward``, is guarded.
+
+Known limits: at a return, only frames whose locals hold a traced size (or a short tuple /
+list of them) are scanned, so an index read only through an attribute or a global
+(``self.n``) after the frame's last event is not seen; under a C-level profiler (cProfile)
+the return scan is off; a name reassigned between the subscript and the next event is read
+with its new value (the guard is then one the trace did not rely on: too strict, never wrong).
 """
 from __future__ import annotations
 
 import ast
+import inspect
 import linecache
 import sys
 import threading
@@ -34,6 +41,7 @@ from .symbolic import TracedInt, get_tracer
 _SAFE_CALLS = {"size", "dim", "numel", "len"}
 _SAFE_NODES = (ast.Name, ast.Attribute, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Slice, ast.Tuple,
                ast.Load, ast.operator, ast.unaryop, ast.Call)
+_SUSPENDS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _trees: dict[str, dict[int, list[ast.Subscript]] | None] = {}
 # CPython 3.11's AST conversion keeps its recursion depth per interpreter, not per thread: two threads
 # parsing or compiling at once fail with "AST constructor recursion depth mismatch"
@@ -70,6 +78,19 @@ def _safe(expr: ast.AST) -> bool:
     return True
 
 
+_candidates: dict[int, tuple] = {}
+
+
+def _candidate(sub: ast.Subscript) -> bool:
+    """A subscript worth evaluating again (an index made of numbers only holds no traced size)."""
+    hit = _candidates.get(id(sub))
+    if hit is None or hit[0] is not sub:
+        ok = _container_expr(sub.value) and _safe(sub.slice) and any(
+            isinstance(n, (ast.Name, ast.Call)) for n in ast.walk(sub.slice))
+        hit = _candidates[id(sub)] = (sub, ok)
+    return hit[1]
+
+
 def _container_expr(expr: ast.AST) -> bool:
     """Only names and attribute chains are looked up again (no calls, no indexing)."""
     while isinstance(expr, ast.Attribute):
@@ -77,10 +98,24 @@ def _container_expr(expr: ast.AST) -> bool:
     return isinstance(expr, ast.Name)
 
 
+_compiled: dict[int, tuple] = {}   # id(expr) -> (expr, code): the trees in _trees stay alive
+
+
 def _eval(expr: ast.AST, frame):
-    with AST_LOCK:
-        code = compile(ast.Expression(body=expr), "<tracejit index read>", "eval")
+    hit = _compiled.get(id(expr))
+    if hit is None or hit[0] is not expr:
+        with AST_LOCK:
+            hit = _compiled[id(expr)] = (expr, compile(ast.Expression(body=expr), "<tracejit index read>", "eval"))
+    code = hit[1]
     return eval(code, frame.f_globals, dict(frame.f_locals))   # noqa: S307  (whitelisted syntax, see _safe)
+
+
+def _holds_traced_int(values) -> bool:
+    for v in values:
+        if isinstance(v, TracedInt) or isinstance(v, (tuple, list)) and len(v) < 16 and any(
+                isinstance(i, TracedInt) for i in v):
+            return True
+    return False
 
 
 def _traced_ints(obj):
@@ -108,8 +143,26 @@ class IndexScanner:
         if self.busy:
             return
         frame = _innermost_user_frame()
-        if frame is None:
+        if frame is not None:
+            self._scan(frame)
+
+    def returning(self, frame) -> None:
+        """A user frame returns (frame_returns.py): scan its lines after its last event."""
+        if self.busy:
             return
+        if _holds_traced_int(frame.f_locals.values()):   # a size read on these lines would be an event
+            self._scan(frame)
+        if not frame.f_code.co_flags & _SUSPENDS:   # a generator's frame comes back after a yield
+            self.last.pop(id(frame), None)
+
+    def _scan(self, frame) -> None:
+        self.busy = True   # (parsing runs Python code, whose returns must not come back here)
+        try:
+            self._scan_lines(frame)
+        finally:
+            self.busy = False
+
+    def _scan_lines(self, frame) -> None:
         table = _subscripts_by_line(frame.f_code.co_filename)
         line = frame.f_lineno
         seen = self.last.get(id(frame))
@@ -121,18 +174,13 @@ class IndexScanner:
         self.last[id(frame)] = (frame, line)
         if not table:
             return
-        self.busy = True
-        try:
-            for lineno in range(start, line + 1):
-                for sub in table.get(lineno, ()):
-                    self._check(frame, sub)
-        finally:
-            self.busy = False
+        for lineno in range(start, line + 1):
+            for sub in table.get(lineno, ()):
+                self._check(frame, sub)
 
     def _check(self, frame, sub: ast.Subscript) -> None:
-        if not _container_expr(sub.value) or not _safe(sub.slice) or not any(
-                isinstance(n, (ast.Name, ast.Call)) for n in ast.walk(sub.slice)):
-            return   # (an index made of numbers only holds no traced size)
+        if not _candidate(sub):
+            return
         try:
             container = _eval(sub.value, frame)
             if isinstance(container, (torch.Tensor, type)) or not hasattr(type(container), "__getitem__"):
