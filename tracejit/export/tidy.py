@@ -4,7 +4,7 @@ torch_lib lowers ``aten::max_pool2d`` to a ``MaxPool`` with both outputs (values
 even where nothing reads the indices. onnxruntime's NCHWc layout transformer leaves such a node
 in plain NCHW, so the conv net around it is reordered out of and back into the blocked layout
 (ResNet-50: a ReorderOutput + ReorderInput pair after its stem, about 20% slower than the
-single-output MaxPool torch.onnx writes). ``drop_unused_pool_indices`` rewrites each such
+single-output MaxPool that torch's own ONNX exporter writes). ``drop_unused_pool_indices`` rewrites each such
 MaxPool with its values output only.
 """
 from __future__ import annotations
