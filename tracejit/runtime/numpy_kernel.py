@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..codegen.compiler import compile_function
+from .numexpr_groups import plan
 from .numpy_bias_fold import fold_biases
 
 MAX_ELEMENTS = 4096   # above this, torch's vectorized multi-threaded kernels win
@@ -103,6 +104,7 @@ class NumpyKernel:
         self.label = label
         self._scalars: dict = {}
         self._variants = fold_biases(steps, outputs, self.constants)
+        self._items = plan(steps, outputs, set(self._variants))
         self._call = self._compile()
 
     def __call__(self, *args):
@@ -136,13 +138,16 @@ class NumpyKernel:
         if ins:
             lines.append(f"    if {' or '.join(f'a{i}.ndim == 0' for i in range(len(ins)))}:")
             lines.append(f"        return _fallback({', '.join(ins + ks)})")
-        lines.append("    _tok = _quiet()")
+        ufuncs = any(item[0] == "step" for item in self._items)   # numexpr programs never warn
+        if ufuncs:
+            lines.append("    _tok = _quiet()")
         lines.append("    try:")
         lines += ["        " + line for line in self._body(numpy=True)]
-        lines.append("    except ValueError:   # shapes numpy cannot combine: torch's own answer or error")
+        lines.append("    except (ValueError, RuntimeError):   # shapes numpy cannot combine: torch's answer or error")
         lines.append(f"        return _fallback({', '.join(ins + ks)})")
-        lines.append("    finally:")
-        lines.append("        _loud(_tok)")
+        if ufuncs:
+            lines.append("    finally:")
+            lines.append("        _loud(_tok)")
         outs = [f"_from_numpy(v{j})" for j in self.outputs]
         lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
         lines.append(f"def _fallback({', '.join(ins + ks)}):")
@@ -160,6 +165,7 @@ class NumpyKernel:
         globs["_ONE"] = np.array(1.0, dtype=np.float32)
         for _, arrays in self._variants.values():
             globs.update(arrays)
+        globs.update({f"_NE{item[1]}": item[2] for item in self._items if item[0] == "expr"})
         globs.update({f"_np_{name}": getattr(np, name) for name in set(_UFUNC.findall(raw))})
         # numpy views of the constants, made once (linear reads W^T as a view: no copy)
         globs.update({f"_C{i}": k.detach().numpy() for i, k in enumerate(self.constants)})
@@ -176,7 +182,13 @@ class NumpyKernel:
     def _body(self, numpy: bool) -> list[str]:
         table = NUMPY if numpy else TORCH
         lines = []
-        for j, (op, operands, inplace) in enumerate(self.steps):
+        items = self._items if numpy else [("step", j) for j in range(len(self.steps))]
+        for item in items:
+            j = item[1]
+            if item[0] == "expr":   # one numexpr program for a tree of steps (runtime/numexpr_groups.py)
+                lines.append(f"v{j} = _NE{j}({', '.join(self._operand(o, True) for o in item[3])})")
+                continue
+            op, operands, inplace = self.steps[j]
             names = [self._operand(o, numpy) for o in operands]
             fields = dict(zip("abc", names))
             fields["o"] = f"v{j}"

@@ -1,0 +1,163 @@
+"""Trees of elementwise steps in a numpy kernel, evaluated as one numexpr program each.
+
+A numpy ufunc call on a small array costs about 0.35 µs whatever it computes, so a chain of 60
+elementwise ops pays that 60 times. numexpr, the field's library for fused elementwise
+expressions, compiles an expression tree into one program for its virtual machine: one call,
+one pass over the data. The trees are built from numexpr's expression nodes (never from text,
+so nothing is ``eval``-ed) with float32 leaves and float32 constants, so every intermediate is
+float32 as in torch; the optimizer is off (``x / 3`` stays a division, as in torch).
+
+``plan(steps, outputs, excluded)`` splits a kernel's steps into items, in step order:
+
+- ``("step", j)``: step j runs as its ufunc statement (runtime/numpy_kernel.py);
+- ``("expr", j, program, leaves)``: step j's value is ``program(*leaves)``; the program computes
+  step j and every step of its tree, which are not emitted on their own.
+
+A step is inside a tree when its value is read exactly once, by an elementwise step numexpr
+can run, and is not a kernel output; every other value is materialized. So each tree is a
+proper tree (nothing is computed twice) and its leaves are kernel inputs, constants,
+materialized steps (computed earlier) and scalars. A tree becomes a program only when it
+replaces at least ``MIN_CALLS`` ufunc calls (a program call costs about three).
+
+``relu`` and ``clamp*`` are written with ``where`` (numexpr computes maximum and minimum in float64,
+which would make the whole tree float64); they read their operand more than once, which numexpr
+folds into one computation, and a tree that would grow past ``MAX_NODES`` nodes before that
+folding is cut into several programs. Not in trees: ``trunc`` (float64 in numexpr) and ``linear``.
+Without numexpr installed every item is a ``("step", j)``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+MIN_CALLS = 4
+
+try:   # a dependency of tracejit; the ufunc path stands in if it cannot be imported
+    import numexpr
+    from numexpr import expressions as _ne
+except ImportError:   # pragma: no cover - exercised by monkeypatching HAVE_NUMEXPR
+    numexpr = None
+HAVE_NUMEXPR = numexpr is not None
+
+
+def _fn(name):
+    return lambda a: _ne.functions[name](a)
+
+
+def _two():
+    return _ne.ConstantNode(np.float32(2.0))
+
+
+def _one():
+    return _ne.ConstantNode(np.float32(1.0))
+
+
+# op -> (builder over operand nodes, ufunc calls the step costs on the ufunc path)
+EXPR = {
+    **{op: (_fn(op), 1) for op in ("sin", "cos", "tan", "tanh", "sinh", "cosh", "exp", "expm1", "log",
+                                   "log2", "log10", "log1p", "sqrt", "abs", "floor", "ceil")},
+    "asin": (_fn("arcsin"), 1), "acos": (_fn("arccos"), 1), "atan": (_fn("arctan"), 1),
+    "exp2": (lambda a: _two() ** a, 1),
+    "neg": (lambda a: -a, 1),
+    "reciprocal": (lambda a: _one() / a, 1),
+    "square": (lambda a: a ** _two(), 1),
+    "rsqrt": (lambda a: _one() / _ne.functions["sqrt"](a), 2),
+    "sigmoid": (lambda a: _one() / (_one() + _ne.functions["exp"](-a)), 4),
+    "add": (lambda a, b: a + b, 1), "sub": (lambda a, b: a - b, 1),
+    "mul": (lambda a, b: a * b, 1), "div": (lambda a, b: a / b, 1),
+    "pow": (lambda a, b: a ** b, 1),
+    "rsub": (lambda a, b: b - a, 1), "rpow": (lambda a, b: b ** a, 1),
+    # these read their first operand more than once (numexpr folds the repeated subtree into one)
+    "relu": (lambda a: _where(a < _zero(), _zero(), a), 1),
+    "clamp_min": (lambda a, lo: _where(a < lo, lo, a), 1),
+    "clamp_max": (lambda a, hi: _where(a > hi, hi, a), 1),
+    "clamp": (lambda a, lo, hi: _where(_where(a < lo, lo, a) > hi, hi, _where(a < lo, lo, a)), 2),
+}
+COPIES = {"relu": 2, "clamp_min": 2, "clamp_max": 2, "clamp": 4}   # how often the first operand is built
+MAX_NODES = 1000   # a tree that would build more nodes than this (before numexpr folds repeats) is cut
+
+
+def _where(cond, a, b):
+    return _ne.functions["where"](cond, a, b)
+
+
+def _zero():
+    return _ne.ConstantNode(np.float32(0.0))
+
+
+def plan(steps: list, outputs: list, excluded: set) -> list:
+    """The kernel's items (see the module docstring); ``excluded`` steps always stay ufunc steps."""
+    if not HAVE_NUMEXPR:
+        return [("step", j) for j in range(len(steps))]
+    eligible = [op in EXPR and j not in excluded and all(k != "v" or w not in excluded for k, w in operands)
+                for j, (op, operands, _) in enumerate(steps)]
+    readers: dict[int, list] = {}
+    for j, (_, operands, _) in enumerate(steps):
+        for kind, what in operands:
+            if kind == "v":
+                readers.setdefault(what, []).append(j)
+    inner = {j for j in range(len(steps)) if eligible[j] and j not in outputs
+             and len(readers.get(j, ())) == 1 and eligible[readers[j][0]]}
+    size: dict[int, int] = {}
+    for j, (op, operands, _) in enumerate(steps):
+        parts = [(size[w] * (COPIES.get(op, 1) if i == 0 else 1), w)
+                 for i, (k, w) in enumerate(operands) if k == "v" and w in inner]
+        size[j] = 1 + sum(n for n, _ in parts)
+        if size[j] > MAX_NODES:   # materialize the operands instead
+            inner.difference_update(w for _, w in parts)
+            size[j] = 1
+    items, inside = [], set()
+    for j in reversed(range(len(steps))):
+        if j in inside:
+            continue
+        tree = _tree(steps, j, inner) if eligible[j] else [j]
+        program = None
+        if len(tree) > 1 and sum(EXPR[steps[t][0]][1] for t in tree) >= MIN_CALLS:
+            program = _program(steps, j, inner)
+        if program is None:
+            items.append(("step", j))
+        else:
+            inside.update(tree)
+            items.append(("expr", j) + program)
+    items.reverse()
+    return items
+
+
+def _tree(steps: list, root: int, inner: set) -> list:
+    """The root and every inner step its value is built from."""
+    out, todo = [], [root]
+    while todo:
+        j = todo.pop()
+        out.append(j)
+        todo += [what for kind, what in steps[j][1] if kind == "v" and what in inner]
+    return out
+
+
+def _program(steps: list, root: int, inner: set) -> tuple:
+    """(compiled numexpr program, its leaf operands in argument order), or None when numexpr would
+    not compute the tree in float32."""
+    leaves: list = []
+
+    def leaf(operand):
+        if operand not in leaves:
+            leaves.append(operand)
+        return _ne.VariableNode(f"x{leaves.index(operand)}", "float")
+
+    def node(j):
+        op, operands, _ = steps[j]
+        args = []
+        for operand in operands:
+            kind, what = operand
+            if kind == "v" and what in inner:
+                args.append(node(what))
+            elif kind == "s":
+                args.append(_ne.ConstantNode(np.float32(what)))
+            else:
+                args.append(leaf(operand))
+        return EXPR[op][0](*args)
+
+    expression = node(root)
+    if expression.astKind != "float":
+        return None
+    signature = [(f"x{i}", float) for i in range(len(leaves))]
+    program = numexpr.NumExpr(expression, signature, optimization="none")
+    return program, leaves
