@@ -224,3 +224,19 @@ def test_pass_alone_is_verified_leaves_its_input_alone_and_skips_short_or_unsupp
 
     ops = [n.op.split(".")[0] for n in fuse_numpy_regions(tracejit.trace(with_gelu, (torch.randn(3),)).graph).nodes]
     assert ops == [OP, "aten::gelu", "aten::mul", "aten::sub"]   # gelu is not numpy's; two ops do not pay
+
+
+def test_a_lone_linear_adds_its_bias_through_a_rank_matched_view_that_stays_current():
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(16, 8), nn.Tanh(), nn.Sigmoid()).eval()
+    traced = ofi(model, (torch.randn(1, 16),))
+    fn = region_nodes(traced.forward.run_graph)[0].attrs["kernel"]
+    (bias_index,) = [i for i, k in enumerate(fn.kernel.constants) if k.dim() == 1]
+    assert f"_C{bias_index}R if" in fn.source
+    with torch.no_grad():
+        for x in (torch.randn(1, 16), torch.randn(4, 16), torch.randn(16), torch.randn(2, 3, 16)):
+            torch.testing.assert_close(traced(x), model(x), rtol=1e-5, atol=1e-6)
+        fn.kernel.constants[bias_index].add_(0.5)   # the (1, n) view sees the change
+        model[0].bias.add_(0.5)
+        for x in (torch.randn(1, 16), torch.randn(16)):
+            torch.testing.assert_close(traced(x), model(x), rtol=1e-5, atol=1e-6)

@@ -56,7 +56,9 @@ def fold_biases(steps: list, outputs: list, constants: list) -> dict:
             variants[j] = ("{o} = {a}.dot(_B%d)" % j, {f"_B{j}": m})
         else:                                           # first of a chain: the bias add sets the ones
             bias = np.concatenate([b, np.ones(1, dtype=np.float32)])
-            variants[j] = ("{o} = {a}.dot(_B%d); _np.add({o}, _Bb%d, {o})" % (j, j), {f"_B{j}": m, f"_Bb{j}": bias})
+            # a 2-D product gets a (1, n) bias: numpy adds arrays of equal rank in half the time
+            variants[j] = ("{o} = {a}.dot(_B%d); _np.add({o}, _Bb%dR if {o}.ndim == 2 else _Bb%d, {o})" % (j, j, j),
+                           {f"_B{j}": m, f"_Bb{j}": bias, f"_Bb{j}R": bias.reshape(1, -1)})
     return variants
 
 
