@@ -240,3 +240,27 @@ def test_a_lone_linear_adds_its_bias_through_a_rank_matched_view_that_stays_curr
         model[0].bias.add_(0.5)
         for x in (torch.randn(1, 16), torch.randn(16)):
             torch.testing.assert_close(traced(x), model(x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_moved_program_swaps_in_a_kernel_over_its_moved_constants_and_back():
+    model = mlp()
+    traced = ofi(model, (torch.randn(1, 16),))
+
+    def kernel():
+        return region_nodes(traced.forward.run_graph)[0].attrs["kernel"]   # the node keeps the first build
+    before = kernel()
+    traced.double()
+    x = torch.randn(3, 16, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(traced(x), model.double()(x))
+        traced.float()
+        model.float()
+        y = torch.randn(3, 16)
+        torch.testing.assert_close(traced(y), model(y), rtol=1e-5, atol=1e-6)
+        globs = traced.forward.__func__.__globals__ if hasattr(traced.forward, "__func__") else traced.forward.__globals__
+        current = [v for k, v in globs.items() if k.startswith("_tj_k") and hasattr(v, "kernel")]
+        assert len(current) == 1 and current[0] is not before and ".numpy()" in current[0].source
+        assert current[0].kernel.constants[0].dtype == torch.float32
+        traced.to("meta")
+        out = traced(torch.randn(2, 16, device="meta"))
+        assert out.device.type == "meta" and out.shape == (2, 8)

@@ -193,7 +193,7 @@ def _fuse(graph: Graph, run: list, uses: dict) -> None:
     kernel = NumpyKernel(steps, len(inputs), [graph.constants[c.producer.attrs["index"]] for c in consts],
                          outputs, label=f"numpy_region_{len(steps)}ops")
     first = next(n for n in run if n.op != CONSTANT)
-    region = Node(OP, "", args=tuple(inputs + consts), attrs={"kernel": kernel.function, "ops": "numpy:" + kernel.describe()},
+    region = Node(OP, "", args=tuple(inputs), attrs={"kernel": kernel.function, "ops": "numpy:" + kernel.describe()},
                   source=first.source, scope=first.scope)
     if len(outputs) > 1:
         region.attrs["unpack"] = True

@@ -18,11 +18,12 @@ class FastTracedModule(TracedModule):
     """A TracedModule whose ``__call__`` calls the generated ``forward`` directly."""
 
     def __call__(self, *args, **kwargs):
-        if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks \
-                or self.__dict__.get("_slow_call", True):
+        d = self.__dict__   # nn.Module keeps these in the instance dict: a key lookup each, not an attribute walk
+        if d["_forward_hooks"] or d["_forward_pre_hooks"] or d["_backward_hooks"] or d["_backward_pre_hooks"] \
+                or d.get("_slow_call", True):
             return TracedModule.__call__(self, *args, **kwargs)
         try:
-            return self.forward(*args, **kwargs)
+            return d["forward"](*args, **kwargs)
         except GuardError as e:
             return specialize.on_guard_failure(self, e, self._run, args, kwargs)
         except TypeError as e:

@@ -94,9 +94,9 @@ class NumpyKernel:
     """Runs ``steps`` on ``n_inputs`` tensors and ``len(constants)`` constant tensors; returns the
     results of the steps listed in ``outputs`` (one tensor, or a tuple when there are several).
 
-    Called as ``kernel(*inputs, *constants)``: the constants come from the program's constant
-    globals each call, so a program moved with ``.to()`` / ``.double()`` takes the fallback with
-    its moved constants instead of running on stale copies.
+    Called as ``kernel(*inputs)``; the kernel holds its constants. ``traced.to()`` / ``.double()``
+    replace the kernel with ``moved(fn)`` (runtime/constants.py), whose constants are the moved
+    tensors and which runs the torch steps when they no longer fit the fast path.
     """
 
     def __init__(self, steps: list, n_inputs: int, constants: list, outputs: list, label: str = "numpy_region"):
@@ -104,12 +104,22 @@ class NumpyKernel:
         self.constants = list(constants)
         self.label = label
         self._scalars: dict = {}
-        self._variants = fold_biases(steps, outputs, self.constants)
-        self._items = plan(steps, outputs, set(self._variants))
+        fits = self._fits()
+        self._variants = fold_biases(steps, outputs, self.constants) if fits else {}
+        self._items = plan(steps, outputs, set(self._variants)) if fits else []
         self._call = self._compile()
 
     def __call__(self, *args):
         return self._call(*args)
+
+    def moved(self, fn) -> "NumpyKernel":
+        """The same kernel over ``fn`` applied to each constant (a ``Module._apply`` conversion)."""
+        return NumpyKernel(self.steps, self.n_inputs, [fn(k) for k in self.constants], self.outputs, self.label)
+
+    def _fits(self) -> bool:
+        """Do the constants fit the numpy path (plain CPU float32 tensors)?"""
+        return all(type(k) in (torch.Tensor, torch.nn.Parameter) and k.dtype is torch.float32 and k.is_cpu
+                   and k.layout is torch.strided and not k.is_conj() and not k.is_neg() for k in self.constants)
 
     @property
     def function(self):
@@ -121,46 +131,47 @@ class NumpyKernel:
 
     def _compile(self):
         ins = [f"x{i}" for i in range(self.n_inputs)]
-        ks = [f"k{i}" for i in range(len(self.constants))]
-        lines = [f"def {self.label}({', '.join(ins + ks)}):"]
+        head = f"def {self.label}({', '.join(ins)}):"
+        fallback = [f"def _fallback({', '.join(ins)}):"] + ["    " + line for line in self._body(numpy=False)]
+        outs = [f"v{j}" for j in self.outputs]
+        fallback.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
+        globs = {"_np": np, "torch": torch, "_Tensor": torch.Tensor, "_f32": torch.float32,
+                 "_from_numpy": torch.from_numpy, "_grad_enabled": torch.is_grad_enabled,
+                 "_quiet": _QUIET, "_loud": _LOUD, "_tj_def_name": self.label}
+        globs.update({f"_K{i}": k for i, k in enumerate(self.constants)})
+        if not self._fits():   # e.g. moved to float64 or another device: torch's steps only
+            source = "\n".join([head, f"    return _fallback({', '.join(ins)})"] + fallback) + "\n"
+            return self._finish(source, globs)
+        lines = [head]
         checks = [f"type({x}) is _Tensor and {x}.dtype is _f32 and {x}.is_cpu and {x}.numel() <= {MAX_ELEMENTS}"
                   for x in ins]
-        checks += [f"{k} is _K{i}" for i, k in enumerate(ks)]
         copied = sorted({what for j in self._variants for kind, what in self.steps[j][1] if kind == "k"})
-        checks += [f"k{i}._version == {self.constants[i]._version}" for i in copied]   # copies stay current
+        checks += [f"_K{i}._version == {self.constants[i]._version}" for i in copied]   # copies stay current
         if any(k.requires_grad for k in self.constants):   # e.g. frozen parameters: autograd would track
             checks.append("not _grad_enabled()")
         lines.append(f"    if not ({' and '.join(checks) or 'True'}):")
-        lines.append(f"        return _fallback({', '.join(ins + ks)})")
+        lines.append(f"        return _fallback({', '.join(ins)})")
         lines.append("    try:")
         lines += [f"        a{i} = {x}.numpy()" for i, x in enumerate(ins)]
         lines.append("    except (RuntimeError, TypeError):   # needs grad, sparse, nested, ...")
-        lines.append(f"        return _fallback({', '.join(ins + ks)})")
+        lines.append(f"        return _fallback({', '.join(ins)})")
         if ins:
             lines.append(f"    if {' or '.join(f'a{i}.ndim == 0' for i in range(len(ins)))}:")
-            lines.append(f"        return _fallback({', '.join(ins + ks)})")
+            lines.append(f"        return _fallback({', '.join(ins)})")
         ufuncs = any(item[0] == "step" for item in self._items)   # numexpr programs never warn
         if ufuncs:
             lines.append("    _tok = _quiet()")
         lines.append("    try:")
         lines += ["        " + line for line in self._body(numpy=True)]
         lines.append("    except (ValueError, RuntimeError):   # shapes numpy cannot combine: torch's answer or error")
-        lines.append(f"        return _fallback({', '.join(ins + ks)})")
+        lines.append(f"        return _fallback({', '.join(ins)})")
         if ufuncs:
             lines.append("    finally:")
             lines.append("        _loud(_tok)")
         outs = [f"_from_numpy(v{j})" for j in self.outputs]
         lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
-        lines.append(f"def _fallback({', '.join(ins + ks)}):")
-        lines += ["    " + line for line in self._body(numpy=False)]
-        outs = [f"v{j}" for j in self.outputs]
-        lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
-        raw = "\n".join(lines) + "\n"
+        raw = "\n".join(lines + fallback) + "\n"
         source = _UFUNC.sub(r"_np_\1(", raw)   # a global per ufunc: no attribute lookup per call
-        globs = {"_np": np, "torch": torch, "_Tensor": torch.Tensor, "_f32": torch.float32,
-                 "_from_numpy": torch.from_numpy,
-                 "_grad_enabled": torch.is_grad_enabled, "_quiet": _QUIET, "_loud": _LOUD, "_tj_def_name": self.label}
-        globs.update({f"_K{i}": k for i, k in enumerate(self.constants)})
         globs.update({name: np.array(value, dtype=np.float32) for value, name in self._scalars.items()})
         globs["_ZERO"] = np.array(0.0, dtype=np.float32)
         globs["_ONE"] = np.array(1.0, dtype=np.float32)
@@ -173,6 +184,9 @@ class NumpyKernel:
         globs.update({f"_C{i}T": k.detach().numpy().T for i, k in enumerate(self.constants)})
         globs.update({f"_C{i}R": k.detach().numpy().reshape(1, -1) for i, k in enumerate(self.constants)
                       if k.dim() == 1})
+        return self._finish(source, globs)
+
+    def _finish(self, source: str, globs: dict):
         fn = compile_function(source, self.label, globs, self.label)
         fn.source = source
         fn.kernel = self
@@ -208,7 +222,7 @@ class NumpyKernel:
         if kind == "v":
             return f"v{what}"
         if kind == "k":
-            return f"_C{what}" if numpy else f"k{what}"
+            return f"_C{what}" if numpy else f"_K{what}"
         if numpy:   # a 0-d float32 array: a Python number costs numpy a conversion per call
             return self._scalars.setdefault(float(what), f"_S{len(self._scalars)}")
         return repr(float(what)) if isinstance(what, float) else repr(int(what))
