@@ -82,6 +82,7 @@ class Lowering:
             self.last_use[id(v)] = len(graph.nodes)
         self.env: dict[int, object] = {}
         self.tensors_of = tensors_of   # node -> torch.Tensor for get_attr / constant nodes
+        self._initializers: dict = {}  # name -> the initializer's value (one per tensor)
         self.dtypes: dict[int, torch.dtype] = {}   # dtype_of outputs -> the torch dtype
 
     # ------------------------------------------------------------------ args
@@ -183,8 +184,14 @@ class Lowering:
         return getattr(info, node.attrs["attr"])
 
     def _initializer(self, node: Node):
-        tensor = self.tensors_of(node).detach()
+        """One initializer per tensor: nodes reading the same constant (tied weights) share it."""
         name = node.attrs.get("path") or f"constant_{node.attrs.get('index', 0)}"
+        if name not in self._initializers:
+            self._initializers[name] = self._new_initializer(node, name)
+        return self._initializers[name]
+
+    def _new_initializer(self, node: Node, name: str):
+        tensor = self.tensors_of(node).detach()
         return self.builder.initializer(ir.tensor(tensor.contiguous().numpy() if tensor.dtype != torch.bfloat16
                                                   else tensor, name=name), name=name, qualify=False)
 

@@ -1,12 +1,18 @@
 """Freezing: the parameters and buffers a graph reads become constants of the program.
 
 ``tracejit::get_attr`` nodes are replaced by ``tracejit::constant`` nodes holding a detached
-copy of the tensor (later changes to the module do not reach the frozen program, as with
-torch.jit's freeze). Paths in ``preserved`` stay attribute reads.
+copy of the tensor: later in-place changes to the module do not reach the frozen program. That
+differs on purpose from torch.jit's freeze, which keeps the module's tensors (docs/COMPAT.md):
+folded and re-laid-out weights could not follow such a change, so every path is a snapshot. Paths in ``preserved`` stay attribute reads. Paths that name one tensor
+(tied weights, such as a language model's embedding and output layer) share one copy.
+A frozen constant does not require grad, so neither does a value computed only from such
+constants and other values that do not: the types say so.
 """
 from __future__ import annotations
 
-from ..ir import Graph, Node, verify
+from dataclasses import replace
+
+from ..ir import Graph, Node, TensorType, verify
 from .graph_copy import copy_graph
 
 
@@ -17,23 +23,43 @@ def freeze_attributes(graph: Graph, tensor_of, preserved=()) -> Graph:
     """
     out = copy_graph(graph)
     keep = set(preserved)
+    copies: dict[int, int] = {}   # id(module tensor) -> index of its frozen copy
     nodes = []
     for node in out.nodes:
         path = node.attrs.get("path")
         if node.op != "tracejit::get_attr" or path in keep or _under(path, keep):
             nodes.append(node)
             continue
-        const = Node("tracejit::constant", "", attrs={"index": len(out.constants), "frozen_from": path},
+        tensor = tensor_of(path)
+        if id(tensor) not in copies:
+            copies[id(tensor)] = len(out.constants)
+            out.constants.append(tensor.detach().clone())
+        const = Node("tracejit::constant", "", attrs={"index": copies[id(tensor)], "frozen_from": path},
                      source=node.source, scope=node.scope)
-        out.constants.append(tensor_of(path).detach().clone())
         const.outputs = node.outputs
         for v in const.outputs:
             if v is not None:
                 v.producer = const
         nodes.append(const)
     out.nodes = nodes
+    _clear_requires_grad(out)
     verify(out)
     return out
+
+
+def _clear_requires_grad(graph: Graph) -> None:
+    """A node whose tensor inputs no longer require grad makes outputs that do not either."""
+    def clear(node):
+        for v in node.outputs:
+            if v is not None and isinstance(v.type, TensorType) and v.type.requires_grad:
+                v.type = replace(v.type, requires_grad=False)
+    for node in graph.nodes:
+        if node.op == "tracejit::constant":
+            clear(node)
+            continue
+        ins = [v for v in node.input_values() if isinstance(v.type, TensorType)]
+        if ins and not any(v.type.requires_grad for v in ins):
+            clear(node)
 
 
 def _under(path: str, prefixes) -> bool:

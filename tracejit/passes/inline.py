@@ -42,10 +42,19 @@ def _copy_nodes(src: Graph, out: Graph, env: dict, prefix: str) -> None:
         if node.op == "tracejit::get_attr":
             new.attrs["path"] = prefix + node.attrs["path"]
         if node.op == "tracejit::constant":
-            new.attrs["index"] = len(out.constants)
-            out.constants.append(src.constants[node.attrs["index"]])
+            new.attrs["index"] = _constant_index(out, src.constants[node.attrs["index"]])
         out.add_node(new, [None if v is None else v.type for v in node.outputs],
                      dynamic=any(v is not None and v.dynamic for v in node.outputs))
         for v, nv in zip(node.outputs, new.outputs):
             if v is not None:
                 env[id(v)] = nv
+
+
+def _constant_index(graph: Graph, value) -> int:
+    """The index of ``value`` in ``graph.constants``, appended once: a tensor that two callees read
+    (tied weights) stays one constant, so no later pass gives each use its own copy."""
+    for i, c in enumerate(graph.constants):
+        if c is value:
+            return i
+    graph.constants.append(value)
+    return len(graph.constants) - 1
