@@ -20,6 +20,7 @@ from . import capture_emit, nodes, signature
 from .compiler import compile_function  # noqa: F401  (imported from here by runtime/ and tests)
 from .guards import GuardEmitter
 from .names import RESERVED, PyNamer, safe_identifier  # noqa: F401  (RESERVED: tests/security)
+from .release import release_plan
 
 
 class CodeGen:
@@ -92,16 +93,21 @@ class CodeGen:
         if not self.observe:
             self.guard_emitter.emit_missing_training_guard()
         self.skipped = capture_emit.skipped_nodes(g)
+        # large intermediates dropped after their last use (release.py); not when observing or when
+        # custom autograd Functions re-emit their inner nodes elsewhere
+        releases = {} if self.observe or self.skipped else release_plan(g)
         for i, node in enumerate(g.nodes):
             if node.op == GUARD:   # a guard runs in whatever grad-mode region is open
                 if not self.observe:
                     self.guard_emitter.emit(node)
-                continue
-            capture_emit.enter_region(self, node)
-            nodes.emit_node(self, node)
-            if self.observe and id(node) not in self.skipped:
+            else:
+                capture_emit.enter_region(self, node)
+                nodes.emit_node(self, node)
+            if self.observe and id(node) not in self.skipped and node.op != GUARD:
                 outs = ", ".join(self.name(v) if v is not None else "None" for v in node.outputs)
                 self.emit(f"_observe({i}, ({outs}{',' if len(node.outputs) == 1 else ''}))")
+            if i in releases:
+                self.emit(" = ".join(self.name(v) for v in releases[i]) + " = None")
         capture_emit.enter_region(self, None)
         self.emit("return " + self.rebuild(g.out_spec, iter(g.outputs)))
         if self.needs_grad_check:

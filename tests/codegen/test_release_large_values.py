@@ -1,0 +1,97 @@
+"""codegen/release.py: a generated function drops each large intermediate after its last use, so an
+inlined, frozen network holds a few activations at a time as eager does, not all of them."""
+from __future__ import annotations
+
+import weakref
+
+import pytest
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import tracejit
+from tracejit.codegen.release import MIN_ELEMENTS
+
+pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
+
+
+class Tower(nn.Module):
+    """Twelve conv + relu blocks; each activation (16x64x64 floats) is above the release size."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.ReLU()) for _ in range(12))
+
+    def forward(self, x):
+        x = self.stem(x)
+        for block in self.blocks:
+            x = block(x) + x * 0.5
+        return x.mean(dim=(2, 3))
+
+
+class MostAlive(TorchDispatchMode):
+    """The largest number of large op results alive at once."""
+
+    def __init__(self):
+        super().__init__()
+        self.refs, self.most = [], 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if isinstance(out, torch.Tensor) and out.numel() >= MIN_ELEMENTS:
+            self.refs.append(weakref.ref(out))
+        self.most = max(self.most, sum(r() is not None for r in self.refs))
+        return out
+
+
+def most_alive(fn, x) -> int:
+    with torch.no_grad(), MostAlive() as mode:
+        fn(x)
+    return mode.most
+
+
+@pytest.mark.parametrize("make", [tracejit.freeze, tracejit.optimize_for_inference])
+def test_a_frozen_network_holds_few_activations_at_once_like_eager(make):
+    model = Tower().eval()
+    x = torch.randn(1, 3, 64, 64)
+    program = make(tracejit.trace(model, (x,)))
+    assert " = None" in program.forward.code
+    eager, ours = most_alive(model, x), most_alive(program, x)
+    assert ours <= eager + 1, (ours, eager)
+    assert ours < 12      # without the releases every block's activations stay alive (about 37)
+    with torch.no_grad():
+        ref = torch.jit.trace(model, (x,), check_trace=False)
+        for new in (torch.randn(2, 3, 64, 64), torch.randn(1, 3, 40, 72)):
+            torch.testing.assert_close(program(new), model(new), rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(program(new), ref(new), rtol=1e-4, atol=1e-5)
+
+
+def test_small_programs_get_no_release_statements():
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2)).eval()
+    program = tracejit.freeze(tracejit.trace(model, (torch.randn(2, 8),)))
+    assert " = None" not in program.forward.code
+
+
+def test_a_value_read_by_a_later_guard_is_released_only_after_it():
+    def f(x):
+        y = torch.relu(x) * 2
+        n = y.shape[0]          # a size read: guarded (or recorded) after y is made
+        return (y + 1).sum() * n
+    x = torch.randn(300, 300)
+    traced = tracejit.trace(f, (x,))
+    assert " = None" in traced.code
+    for new in (torch.randn(300, 300), torch.randn(500, 300)):
+        torch.testing.assert_close(traced(new), f(new))
+
+
+def test_grad_flows_through_a_released_program():
+    model = Tower()
+    x = torch.randn(1, 3, 32, 64, requires_grad=True)   # 16x32x64: large enough to release
+    traced = tracejit.trace(model, (x,))
+    traced(x).sum().backward()
+    x2 = x.detach().clone().requires_grad_()
+    model.zero_grad()
+    model(x2).sum().backward()
+    torch.testing.assert_close(x.grad, x2.grad, rtol=1e-4, atol=1e-5)
