@@ -151,15 +151,8 @@ def test_calls_from_several_threads_get_their_own_answers():
 
 @pytest.mark.parametrize("model", ["bert", "gpt2", "llama", "t5", "whisper", "vit_interpolate", "resnet"])
 def test_corpus_model_gives_eager_answers_on_alt_inputs(model):
-    import warnings
-
-    from model_corpus import assert_outputs_equal, run, traced_case
-    case = traced_case(model)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", tracejit.TracerWarning)   # unchecked size guards: tested in test_onnx_export
-        program = tracejit.optimize_for_inference(case.traced, backend="openvino")
-    for alt in case.spec.alts:
-        assert_outputs_equal(run(program, case.inputs[alt]), case.eager(alt), f"{model}/{alt} openvino backend")
+    from model_corpus import assert_backend_gives_eager_answers
+    assert_backend_gives_eager_answers(model, "openvino")
 
 
 def test_scalar_integer_and_bool_tensors_keep_their_dtypes():

@@ -383,6 +383,16 @@ def traced_case(name: str) -> Case:
     return case
 
 
+def assert_backend_gives_eager_answers(name: str, backend: str) -> None:
+    """optimize_for_inference(backend=...) on the traced corpus model matches eager on every alt input."""
+    case = traced_case(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tracejit.TracerWarning)   # unchecked size guards: tested in test_onnx_export
+        program = tracejit.optimize_for_inference(case.traced, backend=backend)
+    for alt in case.spec.alts:
+        assert_outputs_equal(run(program, case.inputs[alt]), case.eager(alt), f"{name}/{alt} {backend} backend")
+
+
 def source_line(module_name: str, text: str) -> tuple[str, int]:
     """(real path, 1-based line) of the single line of a module's source containing ``text``."""
     module = sys.modules.get(module_name) or __import__(module_name, fromlist=["_"])

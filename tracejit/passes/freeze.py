@@ -23,7 +23,7 @@ def freeze_attributes(graph: Graph, tensor_of, preserved=()) -> Graph:
     """
     out = copy_graph(graph)
     keep = set(preserved)
-    copies: dict[int, int] = {}   # id(module tensor) -> index of its frozen copy
+    copies: dict[int, tuple] = {}   # id(module tensor) -> (index of its frozen copy, the tensor: kept alive)
     nodes = []
     for node in out.nodes:
         path = node.attrs.get("path")
@@ -32,9 +32,9 @@ def freeze_attributes(graph: Graph, tensor_of, preserved=()) -> Graph:
             continue
         tensor = tensor_of(path)
         if id(tensor) not in copies:
-            copies[id(tensor)] = len(out.constants)
+            copies[id(tensor)] = (len(out.constants), tensor)
             out.constants.append(tensor.detach().clone())
-        const = Node("tracejit::constant", "", attrs={"index": copies[id(tensor)], "frozen_from": path},
+        const = Node("tracejit::constant", "", attrs={"index": copies[id(tensor)][0], "frozen_from": path},
                      source=node.source, scope=node.scope)
         const.outputs = node.outputs
         for v in const.outputs:
