@@ -3,7 +3,7 @@
 Generated code is one straight-line function, so each intermediate stays referenced by its local
 name until the function returns. A module's own forward frees an activation as soon as its
 submodule returns; an inlined, frozen ResNet-50 kept all of them, and the allocator handed out
-fresh pages every call (first-touch page faults): freeze ran at 1.9x eager. Like torch.fx's
+fresh pages every call (first-touch page faults): freeze ran at 1.9x eager. Like torch's FX
 codegen, which deletes values after their last use, the function rebinds the name of a large
 tensor to ``None`` right after the last node that reads it. Only tensors with at least
 ``MIN_ELEMENTS`` elements when traced are released, so small programs run no extra statements.
