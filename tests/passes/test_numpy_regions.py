@@ -264,3 +264,21 @@ def test_a_moved_program_swaps_in_a_kernel_over_its_moved_constants_and_back():
         traced.to("meta")
         out = traced(torch.randn(2, 16, device="meta"))
         assert out.device.type == "meta" and out.shape == (2, 8)
+
+
+def test_a_moved_optimized_program_saves_its_moved_constants():
+    """The kernel holds its constants; moving the program must still move what save writes."""
+    model = mlp()
+    traced = ofi(model, (torch.randn(1, 16),))
+    traced.double()
+    model.double()
+    buf = io.BytesIO()
+    tracejit.save(traced, buf)
+    loaded = tracejit.load(io.BytesIO(buf.getvalue()))
+    x = torch.randn(4, 16, dtype=torch.float64)
+    with torch.no_grad():
+        want = model(x)
+        torch.testing.assert_close(traced(x), want)
+        torch.testing.assert_close(loaded(x), want)
+    saved = [c for c in loaded.forward.graph.constants if isinstance(c, torch.Tensor)]
+    assert saved and all(c.dtype == torch.float64 for c in saved)

@@ -6,34 +6,55 @@ kernel (runtime/numpy_kernel.py) holds its constants: it is replaced by its move
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
+
+from ..ir import TensorType
 
 
 def move_constants(module, fn) -> None:
-    """Apply ``fn`` (a Module._apply conversion) to the tensor constants of ``module``'s compiled methods."""
+    """Apply ``fn`` (a Module._apply conversion) to the tensor constants of ``module``'s compiled methods,
+    their numpy kernels' constants and the saved graphs' constant lists; each tensor is moved once."""
     fns = list(module._traced_methods.values())
     for variant in getattr(module, "_variants", {}).values():
         fns.extend(f for methods in variant.values() for f in methods.values())
+    moved: dict[int, tuple] = {}     # id(original) -> (moved, original: kept alive so ids stay unique)
+    kernels: dict[int, object] = {}  # id(kernel function) -> its moved replacement
+
+    def move(t):
+        if id(t) not in moved:
+            moved[id(t)] = (fn(t), t)
+        return moved[id(t)][0]
+
     seen: set[int] = set()
-    kernels: dict[int, object] = {}   # id(kernel function) -> its moved replacement
     for compiled in fns:
         if id(compiled) in seen:
             continue
         seen.add(id(compiled))
         ns = compiled.__globals__
-        graph = getattr(compiled, "graph", None)
-        constants = getattr(graph, "constants", None)
         for name, value in list(ns.items()):
-            kernel = getattr(value, "kernel", None) if name.startswith("_tj_k") and callable(value) else None
+            if not name.startswith("_tj_k"):
+                continue
+            kernel = getattr(value, "kernel", None) if callable(value) else None
             if kernel is not None and hasattr(kernel, "moved"):   # a numpy kernel holds its own constants
                 if id(value) not in kernels:
-                    kernels[id(value)] = kernel.moved(fn).function
+                    kernels[id(value)] = kernel.moved(move).function
                 ns[name] = kernels[id(value)]
-                continue
-            if name.startswith("_tj_k") and isinstance(value, torch.Tensor):
-                moved = fn(value)
-                ns[name] = moved
-                if constants is not None:
-                    for i, c in enumerate(constants):
-                        if c is value:
-                            constants[i] = moved
+            elif isinstance(value, torch.Tensor):
+                ns[name] = move(value)
+        graph = getattr(compiled, "graph", None)
+        constants = getattr(graph, "constants", None)
+        for i, c in enumerate(constants or ()):
+            if id(c) in moved and moved[id(c)][1] is c:   # what save writes follows the program
+                constants[i] = moved[id(c)][0]
+                _retype_constant(graph, i, constants[i])
+
+
+def _retype_constant(graph, index: int, tensor) -> None:
+    """The constant nodes reading ``graph.constants[index]`` state its new dtype and device."""
+    for node in graph.nodes:
+        if node.op == "tracejit::constant" and node.attrs.get("index") == index:
+            for v in node.outputs:
+                if v is not None and isinstance(v.type, TensorType):
+                    v.type = replace(v.type, dtype=tensor.dtype, device=str(tensor.device))

@@ -104,9 +104,9 @@ class NumpyKernel:
         self.constants = list(constants)
         self.label = label
         self._scalars: dict = {}
-        fits = self._fits()
-        self._variants = fold_biases(steps, outputs, self.constants) if fits else {}
-        self._items = plan(steps, outputs, set(self._variants)) if fits else []
+        self._fast = self._fits()   # else (e.g. moved to float64 or another device) torch's steps only
+        self._variants = fold_biases(steps, outputs, self.constants) if self._fast else {}
+        self._items = plan(steps, outputs, set(self._variants)) if self._fast else []
         self._call = self._compile()
 
     def __call__(self, *args):
@@ -139,7 +139,7 @@ class NumpyKernel:
                  "_from_numpy": torch.from_numpy, "_grad_enabled": torch.is_grad_enabled,
                  "_quiet": _QUIET, "_loud": _LOUD, "_tj_def_name": self.label}
         globs.update({f"_K{i}": k for i, k in enumerate(self.constants)})
-        if not self._fits():   # e.g. moved to float64 or another device: torch's steps only
+        if not self._fast:
             source = "\n".join([head, f"    return _fallback({', '.join(ins)})"] + fallback) + "\n"
             return self._finish(source, globs)
         lines = [head]
