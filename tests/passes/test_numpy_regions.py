@@ -282,3 +282,19 @@ def test_a_moved_optimized_program_saves_its_moved_constants():
         torch.testing.assert_close(loaded(x), want)
     saved = [c for c in loaded.forward.graph.constants if isinstance(c, torch.Tensor)]
     assert saved and all(c.dtype == torch.float64 for c in saved)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(4, 3, dtype=torch.float64), lambda: torch.randn(4, 3, dtype=torch.bfloat16),
+    lambda: torch.randn(4, 3, dtype=torch.float16), lambda: torch.randn(4, 3, device="meta"),
+    lambda: torch.randn(3, 4).t(), lambda: torch.randn(4, 3, requires_grad=True),
+    lambda: torch.randn(80, 80), lambda: torch._neg_view(torch.randn(4, 3)),
+], ids=["float64", "bfloat16", "float16", "meta", "transposed", "requires_grad", "large", "neg_view"])
+def test_inputs_off_the_fast_path_get_eagers_answer(make):
+    traced = ofi(two_outputs, (torch.randn(4, 3),))
+    x = make()
+    got, want = traced(x), two_outputs(x)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.device == w.device and g.shape == w.shape
+        if x.device.type != "meta":
+            torch.testing.assert_close(g, w)

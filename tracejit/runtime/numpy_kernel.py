@@ -135,7 +135,7 @@ class NumpyKernel:
         fallback = [f"def _fallback({', '.join(ins)}):"] + ["    " + line for line in self._body(numpy=False)]
         outs = [f"v{j}" for j in self.outputs]
         fallback.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
-        globs = {"_np": np, "torch": torch, "_Tensor": torch.Tensor, "_f32": torch.float32,
+        globs = {"_np": np, "torch": torch, "_Tensor": torch.Tensor, "_NP_F32": np.dtype(np.float32),
                  "_from_numpy": torch.from_numpy, "_grad_enabled": torch.is_grad_enabled,
                  "_quiet": _QUIET, "_loud": _LOUD, "_tj_def_name": self.label}
         globs.update({f"_K{i}": k for i, k in enumerate(self.constants)})
@@ -143,8 +143,9 @@ class NumpyKernel:
             source = "\n".join([head, f"    return _fallback({', '.join(ins)})"] + fallback) + "\n"
             return self._finish(source, globs)
         lines = [head]
-        checks = [f"type({x}) is _Tensor and {x}.dtype is _f32 and {x}.is_cpu and {x}.numel() <= {MAX_ELEMENTS}"
-                  for x in ins]
+        # dtype, device and size are read from the numpy view below (cheaper than asking the tensor);
+        # numpy() itself refuses other devices, layouts, tracked and neg-bit tensors
+        checks = [f"type({x}) is _Tensor" for x in ins]
         copied = sorted({what for j in self._variants for kind, what in self.steps[j][1] if kind == "k"})
         checks += [f"_K{i}._version == {self.constants[i]._version}" for i in copied]   # copies stay current
         if any(k.requires_grad for k in self.constants):   # e.g. frozen parameters: autograd would track
@@ -156,7 +157,9 @@ class NumpyKernel:
         lines.append("    except (RuntimeError, TypeError):   # needs grad, sparse, nested, ...")
         lines.append(f"        return _fallback({', '.join(ins)})")
         if ins:
-            lines.append(f"    if {' or '.join(f'a{i}.ndim == 0' for i in range(len(ins)))}:")
+            fits = " or ".join(f"a{i}.dtype is not _NP_F32 or a{i}.size > {MAX_ELEMENTS} or a{i}.ndim == 0"
+                               for i in range(len(ins)))
+            lines.append(f"    if {fits}:")
             lines.append(f"        return _fallback({', '.join(ins)})")
         ufuncs = any(item[0] == "step" for item in self._items)   # numexpr programs never warn
         if ufuncs:
