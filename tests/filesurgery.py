@@ -10,6 +10,7 @@ tests/conftest.py puts tests/ on sys.path, so test code imports this as ``filesu
 """
 from __future__ import annotations
 
+import copy
 import json
 import struct
 import zlib
@@ -42,3 +43,32 @@ def fix_crc(raw: bytes) -> bytes:
     raw[start:start + 8] = b"00000000"
     raw[start:start + 8] = f"{zlib.crc32(raw):08x}".encode()
     return bytes(raw)
+
+
+def doc_text(doc, ensure_ascii: bool = True) -> str:
+    """The document as save writes it (sorted keys, no spaces), with the checksum field zeroed."""
+    doc = dict(doc)
+    doc["crc32"] = "00000000"
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=ensure_ascii)
+
+
+def assemble(doc_or_text, tensors, edit_text=None, ensure_ascii: bool = True) -> bytes:
+    """A safetensors file holding ``tensors`` and the document (``edit_text`` may change its text last),
+    with a correct crc."""
+    from safetensors.torch import save as st_save
+    text = doc_or_text if isinstance(doc_or_text, str) else doc_text(doc_or_text, ensure_ascii)
+    if edit_text is not None:
+        text = edit_text(text)
+    return fix_crc(st_save(tensors, metadata={"tracejit": text}))
+
+
+def rewrite(raw: bytes, edit_doc=None, edit_tensors=None, edit_text=None, ensure_ascii: bool = True) -> bytes:
+    """Parse a saved file, apply edits (functions that change the document / the dict of tensors in
+    place; what they return is ignored), re-serialize with safetensors and fix the crc."""
+    doc, tensors = parse(raw)
+    doc = copy.deepcopy(doc)
+    if edit_doc is not None:
+        edit_doc(doc)
+    if edit_tensors is not None:
+        edit_tensors(tensors)
+    return assemble(doc, tensors, edit_text, ensure_ascii)

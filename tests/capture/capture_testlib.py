@@ -116,25 +116,10 @@ def round_trip(traced):
 
 # ---- file surgery (as tests/serialize does): edit the program document, keep the checksum right ------
 def tampered(traced, edit_doc) -> bytes:
-    import copy
-    import json
-    import struct
-    import zlib
-
-    from safetensors.torch import load as st_load, save as st_save
+    from filesurgery import rewrite
     buf = io.BytesIO()
     tracejit.save(traced, buf)
-    raw = buf.getvalue()
-    n = struct.unpack("<Q", raw[:8])[0]
-    doc = copy.deepcopy(json.loads(json.loads(raw[8:8 + n])["__metadata__"]["tracejit"]))
-    edit_doc(doc)
-    doc["crc32"] = "00000000"
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
-    out = bytearray(st_save(dict(st_load(raw)), metadata={"tracejit": text}))
-    marker = b'crc32\\":\\"'
-    at = out.find(marker) + len(marker)
-    out[at:at + 8] = f"{zlib.crc32(out):08x}".encode()
-    return bytes(out)
+    return rewrite(buf.getvalue(), edit_doc)
 
 
 def nodes_of(doc):

@@ -6,7 +6,6 @@ The test modules import these as ``from security_testlib import ...``.
 """
 from __future__ import annotations
 
-import copy
 import io
 import json
 import os
@@ -19,6 +18,7 @@ import torch
 from torch import nn
 
 import tracejit
+import filesurgery
 from filesurgery import fix_crc, parse, split  # noqa: F401  (re-exported to the tests)
 
 sys.modules.setdefault("security_testlib", sys.modules[__name__])
@@ -93,24 +93,13 @@ def bases():
 
 # ------------------------------------------------------------------------------------------ surgery
 def assemble(doc, tensors, edit_text=None) -> bytes:
-    from safetensors.torch import save as st_save
-    doc = dict(doc)
-    doc["crc32"] = "00000000"
-    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    if edit_text is not None:
-        text = edit_text(text)
-    return fix_crc(st_save(tensors, metadata={"tracejit": text}))
+    """filesurgery.assemble, keeping non-ASCII text as UTF-8 (hostile names are written raw)."""
+    return filesurgery.assemble(doc, tensors, edit_text, ensure_ascii=False)
 
 
 def rewrite(raw: bytes, edit_doc=None, edit_tensors=None, edit_text=None) -> bytes:
     """The file with ``edit_doc(doc)`` / ``edit_tensors(tensors)`` applied in place and the CRC fixed."""
-    doc, tensors = parse(raw)
-    doc = copy.deepcopy(doc)
-    if edit_doc is not None:
-        edit_doc(doc)
-    if edit_tensors is not None:
-        edit_tensors(tensors)
-    return assemble(doc, tensors, edit_text)
+    return filesurgery.rewrite(raw, edit_doc, edit_tensors, edit_text, ensure_ascii=False)
 
 
 def graphs(doc):

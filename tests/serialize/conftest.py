@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import collections
-import copy
 import io
 import json
 import struct
@@ -17,7 +16,7 @@ import torch
 from torch import nn
 
 import tracejit
-from filesurgery import fix_crc, parse, split  # noqa: F401  (re-exported to the tests)
+from filesurgery import assemble, doc_text, fix_crc, parse, rewrite, split  # noqa: F401  (re-exported to the tests)
 
 # The test modules import these helpers as ``from serialize_testlib import ...``: pytest imports a
 # directory's conftest before the test modules in it, and this alias works with every import mode
@@ -37,31 +36,6 @@ def to_bytes(traced, **kw) -> bytes:
 
 def load_bytes(raw: bytes, **kw):
     return tracejit.load(io.BytesIO(raw), **kw)
-
-
-def doc_text(doc) -> str:
-    doc = dict(doc)
-    doc["crc32"] = "00000000"
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
-
-
-def assemble(doc_or_text, tensors) -> bytes:
-    """A safetensors file holding ``tensors`` and the document, with a correct crc."""
-    from safetensors.torch import save as st_save
-    text = doc_or_text if isinstance(doc_or_text, str) else doc_text(doc_or_text)
-    return fix_crc(st_save(tensors, metadata={"tracejit": text}))
-
-
-def rewrite(raw: bytes, edit_doc=None, edit_tensors=None) -> bytes:
-    """Parse a saved file, apply edits (functions that change the document / the dict of tensors
-    in place; what they return is ignored), re-serialize with safetensors and fix the crc."""
-    doc, tensors = parse(raw)
-    doc = copy.deepcopy(doc)
-    if edit_doc is not None:
-        edit_doc(doc)
-    if edit_tensors is not None:
-        edit_tensors(tensors)
-    return assemble(doc, tensors)
 
 
 def raw_file(header: dict, data: bytes, crc: bool = True) -> bytes:
