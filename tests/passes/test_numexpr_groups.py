@@ -217,3 +217,14 @@ def test_clamp_with_min_above_max_gives_max_as_torch_does():
     for x in (torch.randn(8), torch.randn(3, 4), SPECIAL):
         torch.testing.assert_close(traced(x), inverted_clamp(x), equal_nan=True)
         torch.testing.assert_close(traced(x), ref(x), equal_nan=True)
+
+
+def test_programs_called_from_several_threads_give_each_its_own_answer():
+    from concurrent.futures import ThreadPoolExecutor
+    traced = ofi(chain, (torch.randn(16),))
+    assert programs(traced)
+    inputs = [torch.randn(n) for n in (16, 5, 300, 4096, 1, 77, 64, 2000)] * 8
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(traced, inputs))
+    for x, got in zip(inputs, outs):
+        torch.testing.assert_close(got, chain(x), rtol=1e-5, atol=1e-6)

@@ -16,6 +16,7 @@ operand (a dead intermediate of this kernel).
 from __future__ import annotations
 
 import re
+import threading
 
 import numpy as np
 import torch
@@ -180,7 +181,9 @@ class NumpyKernel:
         globs["_ONE"] = np.array(1.0, dtype=np.float32)
         for _, arrays in self._variants.values():
             globs.update(arrays)
-        globs.update({f"_NE{item[1]}": item[2] for item in self._items if item[0] == "expr"})
+        for item in self._items:
+            if item[0] == "expr":
+                globs[f"_NE{item[1]}"], globs[f"_NE{item[1]}_LOCK"] = item[2], threading.Lock()
         globs.update({f"_np_{name}": getattr(np, name) for name in set(_UFUNC.findall(raw))})
         # numpy views of the constants, made once (linear reads W^T as a view: no copy)
         globs.update({f"_C{i}": k.detach().numpy() for i, k in enumerate(self.constants)})
@@ -206,7 +209,9 @@ class NumpyKernel:
         for item in items:
             j = item[1]
             if item[0] == "expr":   # one numexpr program for a tree of steps (runtime/numexpr_groups.py)
-                lines.append(f"v{j} = _NE{j}({', '.join(self._operand(o, True) for o in item[3])})")
+                # a compiled numexpr program keeps its buffers on the object: one thread at a time
+                # (pydata/numexpr#569: concurrent calls corrupt the heap)
+                lines.append(f"with _NE{j}_LOCK: v{j} = _NE{j}({', '.join(self._operand(o, True) for o in item[3])})")
                 continue
             op, operands, inplace = self.steps[j]
             names = [self._operand(o, numpy) for o in operands]
