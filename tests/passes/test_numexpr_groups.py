@@ -35,7 +35,7 @@ def kernel_of(traced):
 
 
 def programs(traced) -> list:
-    return [v for name, v in kernel_of(traced).__globals__.items() if name.startswith("_NE")]
+    return [v for name, v in kernel_of(traced).__globals__.items() if name.startswith("_NE") and "LOCK" not in name]
 
 
 def chain(x):
@@ -228,3 +228,31 @@ def test_programs_called_from_several_threads_give_each_its_own_answer():
         outs = list(pool.map(traced, inputs))
     for x, got in zip(inputs, outs):
         torch.testing.assert_close(got, chain(x), rtol=1e-5, atol=1e-6)
+
+
+def wide(*xs):
+    acc = torch.sin(xs[0])
+    for x in xs[1:]:
+        acc = acc + torch.sin(x) * 0.5
+    return acc
+
+
+def test_a_tree_numexpr_cannot_compile_runs_as_ufunc_steps():
+    """260 leaves need more than the 255 registers of numexpr's VM: optimize_for_inference still works."""
+    xs = tuple(torch.randn(8) for _ in range(260))
+    traced = ofi(wide, xs)
+    ys = tuple(torch.randn(5) for _ in range(260))
+    torch.testing.assert_close(traced(*ys), wide(*ys), rtol=1e-5, atol=1e-5)
+
+
+def deep(x):
+    for _ in range(450):
+        x = torch.sin(x) * 0.9 + 0.05
+    return x
+
+
+def test_a_very_deep_tree_still_optimizes_and_matches_eager():
+    traced = ofi(deep, (torch.randn(8),))
+    assert len(programs(traced)) >= 3   # 1350 ops cut by depth into several programs
+    for x in (torch.randn(8), torch.randn(3, 5)):
+        torch.testing.assert_close(traced(x), deep(x), rtol=1e-5, atol=1e-6)

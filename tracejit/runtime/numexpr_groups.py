@@ -22,7 +22,8 @@ replaces at least ``MIN_CALLS`` ufunc calls (a program call costs about three).
 ``relu`` and ``clamp*`` are written with ``where`` (numexpr computes maximum and minimum in float64,
 which would make the whole tree float64); they read their operand more than once, which numexpr
 folds into one computation, and a tree that would grow past ``MAX_NODES`` nodes before that
-folding is cut into several programs. Not in trees: ``trunc`` (float64 in numexpr) and ``linear``.
+folding, nest deeper than ``MAX_DEPTH`` or read more than ``MAX_LEAVES`` arrays is cut into
+several programs. Not in trees: ``trunc`` (float64 in numexpr) and ``linear``.
 Without numexpr installed every item is a ``("step", j)``.
 """
 from __future__ import annotations
@@ -74,6 +75,8 @@ EXPR = {
 }
 COPIES = {"relu": 2, "clamp_min": 2, "clamp_max": 2, "clamp": 4}   # how often the first operand is built
 MAX_NODES = 1000   # a tree that would build more nodes than this (before numexpr folds repeats) is cut
+MAX_DEPTH = 150    # ... or nest deeper (numexpr's compiler recurses a few frames per level)
+MAX_LEAVES = 100   # ... or read more arrays (its VM has 255 registers for inputs, constants and temporaries)
 
 
 def _where(cond, a, b):
@@ -97,14 +100,7 @@ def plan(steps: list, outputs: list, excluded: set) -> list:
                 readers.setdefault(what, []).append(j)
     inner = {j for j in range(len(steps)) if eligible[j] and j not in outputs
              and len(readers.get(j, ())) == 1 and eligible[readers[j][0]]}
-    size: dict[int, int] = {}
-    for j, (op, operands, _) in enumerate(steps):
-        parts = [(size[w] * (COPIES.get(op, 1) if i == 0 else 1), w)
-                 for i, (k, w) in enumerate(operands) if k == "v" and w in inner]
-        size[j] = 1 + sum(n for n, _ in parts)
-        if size[j] > MAX_NODES:   # materialize the operands instead
-            inner.difference_update(w for _, w in parts)
-            size[j] = 1
+    _bound_trees(steps, inner)
     items, inside = [], set()
     for j in reversed(range(len(steps))):
         if j in inside:
@@ -122,6 +118,25 @@ def plan(steps: list, outputs: list, excluded: set) -> list:
     return items
 
 
+def _bound_trees(steps: list, inner: set) -> None:
+    """Materialize the operands of a step whose tree would pass a bound (nodes built before numexpr
+    folds repeats, depth: its compiler recurses, leaves: its VM has 255 registers)."""
+    size: dict[int, tuple] = {}   # step -> (nodes, depth, leaves)
+    for j, (op, operands, _) in enumerate(steps):
+        nodes, depth, leaves = 1, 1, 0
+        for i, (kind, what) in enumerate(operands):
+            if kind == "v" and what in inner:
+                n, d, lv = size[what]
+                copies = COPIES.get(op, 1) if i == 0 else 1
+                nodes, depth, leaves = nodes + n * copies, max(depth, d + 1), leaves + lv * copies
+            elif kind != "s":
+                leaves += 1
+        if nodes > MAX_NODES or depth > MAX_DEPTH or leaves > MAX_LEAVES:
+            inner.difference_update(w for k, w in operands if k == "v")
+            nodes, depth, leaves = 1, 1, sum(1 for k, _ in operands if k != "s")
+        size[j] = (nodes, depth, leaves)
+
+
 def _tree(steps: list, root: int, inner: set) -> list:
     """The root and every inner step its value is built from."""
     out, todo = [], [root]
@@ -134,7 +149,7 @@ def _tree(steps: list, root: int, inner: set) -> list:
 
 def _program(steps: list, root: int, inner: set) -> tuple:
     """(compiled numexpr program, its leaf operands in argument order), or None when numexpr would
-    not compute the tree in float32."""
+    not compute the tree in float32 or cannot compile it (its VM has 255 registers)."""
     leaves: list = []
 
     def leaf(operand):
@@ -155,9 +170,12 @@ def _program(steps: list, root: int, inner: set) -> tuple:
                 args.append(leaf(operand))
         return EXPR[op][0](*args)
 
-    expression = node(root)
-    if expression.astKind != "float":
+    try:   # numexpr's compiler (and node above) recurse; its VM has 255 registers and a buffer limit
+        expression = node(root)
+        if expression.astKind != "float":
+            return None
+        signature = [(f"x{i}", float) for i in range(len(leaves))]
+        program = numexpr.NumExpr(expression, signature, optimization="none")
+    except (ValueError, TypeError, KeyError, NotImplementedError, RuntimeError):   # RecursionError too
         return None
-    signature = [(f"x{i}", float) for i in range(len(leaves))]
-    program = numexpr.NumExpr(expression, signature, optimization="none")
     return program, leaves
