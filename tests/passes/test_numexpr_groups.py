@@ -3,13 +3,13 @@ program; same numbers as eager and torch.jit.trace on new shapes and special val
 throughout, torch's errors and gradients, and the ufunc path when numexpr is absent."""
 from __future__ import annotations
 
-import warnings
 
 import numexpr
 import pytest
 import torch
 
 import tracejit
+from region_testlib import jit, ofi, run_graph
 from tracejit.passes.numpy_regions import region_nodes
 from tracejit.runtime import numexpr_groups
 from tracejit.runtime.numexpr_groups import EXPR, MIN_CALLS, plan
@@ -17,20 +17,8 @@ from tracejit.runtime.numexpr_groups import EXPR, MIN_CALLS, plan
 pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
 
 
-def ofi(fn, example):
-    with torch.no_grad():
-        return tracejit.optimize_for_inference(tracejit.trace(fn, example))
-
-
-def jit(fn, example):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return torch.jit.trace(fn, example)
-
-
 def kernel_of(traced):
-    graph = traced.forward.run_graph if isinstance(traced, torch.nn.Module) else traced._fn.run_graph
-    (node,) = region_nodes(graph)
+    (node,) = region_nodes(run_graph(traced))
     return node.attrs["kernel"]
 
 

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 import tracejit
+from region_testlib import jit, ofi, run_graph
 from tracejit.ir import verify
 from tracejit.passes.numpy_regions import OP, fuse_numpy_regions, region_nodes
 from tracejit.passes.pipeline import run_passes
@@ -44,20 +45,8 @@ def mlp():
     return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 8)).eval()
 
 
-def ofi(fn, example):
-    with torch.no_grad():
-        return tracejit.optimize_for_inference(tracejit.trace(fn, example))
-
-
-def jit(fn, example):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return torch.jit.trace(fn, example)
-
-
 def region_ops(traced):
-    return [n.attrs["ops"][len("numpy:"):] for n in region_nodes(traced.forward.run_graph if isinstance(traced, nn.Module)
-                                                 else traced._fn.run_graph)]
+    return [n.attrs["ops"][len("numpy:"):] for n in region_nodes(run_graph(traced))]
 
 
 def test_elementwise_chain_is_one_region_and_matches_eager_and_jit_on_new_lengths():

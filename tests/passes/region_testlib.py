@@ -1,0 +1,25 @@
+"""Helpers of the numpy-region tests (test_numpy_regions.py, test_numexpr_groups.py): build the
+optimized program and torch.jit's trace of the same function, and find the graph that runs."""
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+import tracejit
+
+
+def ofi(fn, example):
+    with torch.no_grad():
+        return tracejit.optimize_for_inference(tracejit.trace(fn, example))
+
+
+def jit(fn, example):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.jit.trace(fn, example)
+
+
+def run_graph(traced):
+    """The graph an optimized program runs (with its in-memory kernel nodes)."""
+    return traced.forward.run_graph if isinstance(traced, torch.nn.Module) else traced._fn.run_graph
