@@ -19,6 +19,8 @@ Methodology
     ``tracejit OFI (torch)`` (``optimize_for_inference``), ``tracejit OFI (onnxruntime)``
     (``backend="onnxruntime"``: torch tensors in and out, the traced call signature),
     ``tracejit OFI (openvino)`` (``backend="openvino"``: the same, OpenVINO's CPU plugin, fp32);
+    ``tracejit OFI (openvino, static shapes)`` (the same with ``static_shapes=True``, an opt-in:
+    compiled for the call's shapes at the first call with them; fp32, counted in tracejit's best);
   - opt-in lower precision, not counted as an fp32 engine: ``tracejit OFI (onnxruntime, int8)``
     (``quantize="int8"``, onnxruntime's dynamic int8 quantization of the exported model).
 
@@ -102,6 +104,7 @@ from peer_builders import (  # noqa: E402,F401  (bench_engine.py reads these thr
     make_tracejit_freeze,
     make_tracejit_ofi,
     make_tracejit_openvino,
+    make_tracejit_openvino_static,
     make_tracejit_ort,
     make_tracejit_ort_int8,
 )
@@ -125,6 +128,7 @@ TRACEJIT_BUILDERS: dict[str, Callable[[Any, tuple], tuple[Callable, tuple]]] = {
     "tracejit OFI (torch)": make_tracejit_ofi,
     "tracejit OFI (onnxruntime)": make_tracejit_ort,
     "tracejit OFI (openvino)": make_tracejit_openvino,
+    "tracejit OFI (openvino, static shapes)": make_tracejit_openvino_static,
 }
 LOW_PRECISION_BUILDERS = {"tracejit OFI (onnxruntime, int8)": make_tracejit_ort_int8}
 BUILDERS = {**PEER_BUILDERS, **TRACEJIT_BUILDERS, **LOW_PRECISION_BUILDERS}
@@ -132,7 +136,8 @@ PEERS = ("eager",) + tuple(PEER_BUILDERS)
 TRACEJIT_ENGINES = tuple(TRACEJIT_BUILDERS)
 TIGHT = {"torch.jit.trace", "tracejit", "tracejit.freeze"}
 ERROR_COLUMNS = ("ORT (torch.onnx)", "OpenVINO (tracejit ONNX)", "tracejit OFI (onnxruntime)",
-                 "tracejit OFI (openvino)", "tracejit OFI (onnxruntime, int8)")
+                 "tracejit OFI (openvino)", "tracejit OFI (openvino, static shapes)",
+                 "tracejit OFI (onnxruntime, int8)")
 BUILD_NOTE_NAMES = ("torch.onnx.export + session", "tracejit export + session",
                     "tracejit export + session (int8)", "tracejit export + OpenVINO compile")
 

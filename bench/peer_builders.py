@@ -260,3 +260,12 @@ def make_tracejit_ort_int8(fn: Any, args: tuple) -> tuple[Callable, tuple]:
 def make_tracejit_openvino(fn: Any, args: tuple) -> tuple[Callable, tuple]:
     with _Quiet():
         return tracejit.optimize_for_inference(_traced(fn, args), backend="openvino", threads=NUM_THREADS), args
+
+
+def make_tracejit_openvino_static(fn: Any, args: tuple) -> tuple[Callable, tuple]:
+    """The openvino backend with static_shapes=True: compiled for the benchmark's shapes at the first call."""
+    with _Quiet():
+        program = tracejit.optimize_for_inference(_traced(fn, args), backend="openvino", threads=NUM_THREADS,
+                                                  static_shapes=True)
+        program(*args)   # the static compile belongs to the build, not to the first timed call
+        return program, args

@@ -165,3 +165,46 @@ def test_scalar_integer_and_bool_tensors_keep_their_dtypes():
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
         torch.testing.assert_close(g, w, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("name,atol", [("mlp", 1e-5), ("transformer_encoder", 3e-5), ("bert_tiny", 3e-5)])
+def test_static_shapes_compile_per_shape_and_give_eager_and_jit_answers(name, atol):
+    from tracejit.export.openvino_backend import MAX_STATIC
+    fn, example, new_inputs = WORKLOADS[name]()
+    program = tracejit.optimize_for_inference(trace(fn, example), backend="openvino", static_shapes=True)
+    with torch.no_grad():
+        reference = torch.jit.trace(fn, example, check_trace=False)
+        for inputs in [example] + list(new_inputs) + [example]:
+            got = program(*inputs)
+            assert_close(got, fn(*inputs), f"{name} static shapes vs eager", atol)
+            assert_close(got, reference(*inputs), f"{name} static shapes vs torch.jit's trace", atol)
+    shapes = {tuple(tuple(t.shape) for t in inputs) for inputs in [example] + list(new_inputs)}
+    compiled = [k for k, v in program._static.items() if v is not None]
+    assert len(compiled) == min(len(shapes), MAX_STATIC) and len(program._static) <= MAX_STATIC
+
+
+def test_static_shapes_past_the_cache_run_dynamic_and_bad_shapes_keep_the_clear_error():
+    from tracejit.export.openvino_backend import MAX_STATIC
+    fn, example, _ = WORKLOADS["mlp"]()
+    program = tracejit.optimize_for_inference(trace(fn, example), backend="openvino", static_shapes=True)
+    with torch.no_grad():
+        for n in range(1, MAX_STATIC + 4):   # more batch sizes than the cache keeps
+            x = torch.randn(n, 16)
+            assert_close(program(x), fn(x), f"batch {n}")
+    assert len(program._static) == MAX_STATIC
+    fresh = tracejit.optimize_for_inference(trace(fn, example), backend="openvino", static_shapes=True)
+    with pytest.raises(RuntimeError, match=r"openvino could not run this call with Tensor\(shape=\(3, 5\)"):
+        fresh(torch.randn(3, 5))
+    assert fresh._static[((3, 5),)] is None   # refused once, remembered, the dynamic model reported it
+
+
+def test_static_shapes_from_several_threads():
+    from concurrent.futures import ThreadPoolExecutor
+    fn, example, _ = WORKLOADS["mlp"]()
+    program = tracejit.optimize_for_inference(trace(fn, example), backend="openvino", static_shapes=True)
+    inputs = [torch.randn(n, 16) for n in (1, 3, 1, 3, 2, 1)] * 6
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(program, inputs))
+    with torch.no_grad():
+        for x, got in zip(inputs, outs):
+            assert_close(got, fn(x), "threaded static call")

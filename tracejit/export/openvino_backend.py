@@ -9,7 +9,12 @@ get_output_tensor (InferRequest.infer's Python wrapper doubled a small model's c
 inputs share the tensors' memory (no copy when contiguous), outputs are copied out of the
 request's buffers (which the next call overwrites), so two calls' results never alias; calls from
 several threads take turns.
-OpenVINO is optional (``pip install openvino``).
+
+``static_shapes=True`` (opt-in) also compiles the model for each new set of input shapes, up to
+``MAX_STATIC`` of them (later shapes run on the dynamic model): OpenVINO picks better kernels for
+fixed shapes (TransformerEncoder d256 s64 2.9 -> 2.4 ms, BERT-base s128 67 -> 64 ms here), at the
+price of a compile on the first call with each shape (0.3-1 s) and one more compiled copy of the
+weights per shape. OpenVINO is optional (``pip install openvino``).
 """
 from __future__ import annotations
 
@@ -21,13 +26,16 @@ from ..ir import Value
 from ._deps import require
 from .traced_call import TracedCall, prepare
 
+MAX_STATIC = 4   # static_shapes=True: compiled shape sets kept; later shapes use the dynamic model
+
 
 class OpenVinoProgram(TracedCall):
     """A traced program compiled by OpenVINO for CPU; call it like the traced program."""
 
     backend = "openvino"
 
-    def __init__(self, traced, *, threads: int | None = None, config: dict | None = None):
+    def __init__(self, traced, *, threads: int | None = None, config: dict | None = None,
+                 static_shapes: bool = False):
         ov = require("openvino", "openvino backend and its ONNX export", "pip install 'tracejit[openvino]'")
         graph, self.proto = prepare(traced, self.backend)
         self._init_call(traced, graph)
@@ -45,6 +53,9 @@ class OpenVinoProgram(TracedCall):
         self._plain_out = (len(self._out_leaves) == self._n_outputs
                            and all(isinstance(o, Value) for o in self._out_leaves))
         self._single = self._plain_out and self._out_spec is None
+        self._ov = ov
+        self._static = {} if static_shapes else None   # input shapes -> (request, lock), or None: refused
+        self._static_lock = threading.Lock()
 
     def __call__(self, *args, **kwargs):
         tensors = self._tensors(args, kwargs)
@@ -52,10 +63,13 @@ class OpenVinoProgram(TracedCall):
             feed = [t.numpy() for t in tensors]
         except (AttributeError, RuntimeError, TypeError):
             feed = list(self._checked_feed(tensors).values())
-        request, make_tensor = self.request, self._ov_tensor
+        request, lock = self.request, self._lock
+        if self._static is not None:
+            request, lock = self._static_request(tuple(a.shape for a in feed)) or (request, lock)
+        make_tensor = self._ov_tensor
         try:
             # the request's own calls: half the per-call cost of InferRequest.infer's Python wrapper
-            with self._lock:
+            with lock:
                 for i, array in enumerate(feed):
                     request.set_input_tensor(i, make_tensor(array if array.flags.c_contiguous
                                                             else array.copy(), shared_memory=True))
@@ -67,6 +81,26 @@ class OpenVinoProgram(TracedCall):
         if self._single:
             return torch.from_numpy(results[0])
         return self._outputs([torch.from_numpy(r) for r in results], self._plain_out)
+
+    def _static_request(self, shapes: tuple):
+        """(request, lock) of the model compiled for these input shapes (compiled on first use), or
+        None when the cache is full or OpenVINO refuses the shapes (the dynamic model runs)."""
+        hit = self._static.get(shapes, False)
+        if hit is not False:
+            return hit
+        with self._static_lock:
+            if shapes in self._static or len(self._static) >= MAX_STATIC:
+                return self._static.get(shapes)
+            try:
+                model = self.core.read_model(self.proto.SerializeToString(), b"")
+                model.reshape({port.get_any_name(): self._ov.PartialShape(list(shape))
+                               for port, shape in zip(model.inputs, shapes)})
+                compiled = self.core.compile_model(model, "CPU", self.config)
+                hit = (compiled.create_infer_request(), threading.Lock())
+            except Exception:  # noqa: BLE001  (shapes the model cannot take: the dynamic model reports it)
+                hit = None
+            self._static[shapes] = hit
+            return hit
 
     def __repr__(self) -> str:
         return f"<OpenVinoProgram {self.signature}>"
