@@ -171,11 +171,20 @@ def test_a_tree_that_would_grow_too_large_is_cut_into_several_programs():
 
 
 def test_without_numexpr_the_ufunc_path_gives_the_same_numbers(monkeypatch):
-    monkeypatch.setattr(numexpr_groups, "HAVE_NUMEXPR", False)
+    monkeypatch.setattr(numexpr_groups, "available", lambda: False)
     traced = ofi(chain, (torch.randn(16),))
     assert not programs(traced) and "_np_sin(" in kernel_of(traced).source
     x = torch.randn(9)
     torch.testing.assert_close(traced(x), chain(x), rtol=1e-5, atol=1e-6)
+
+
+def test_importing_tracejit_starts_no_numexpr_threads():
+    import subprocess
+    import sys
+    code = ("import sys, tracejit; print('numexpr' in sys.modules); import torch; "
+            "from tracejit.runtime import numexpr_groups; print(numexpr_groups.available())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True"]
 
 
 def test_plan_keeps_small_trees_as_ufunc_steps_and_never_computes_a_step_twice():

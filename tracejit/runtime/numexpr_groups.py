@@ -32,12 +32,20 @@ import numpy as np
 
 MIN_CALLS = 4
 
-try:   # a dependency of tracejit; the ufunc path stands in if it cannot be imported
-    import numexpr
-    from numexpr import expressions as _ne
-except ImportError:   # pragma: no cover - exercised by monkeypatching HAVE_NUMEXPR
-    numexpr = None
-HAVE_NUMEXPR = numexpr is not None
+numexpr = _ne = None   # imported on first use: importing numexpr starts its thread pool
+
+
+def available() -> bool:
+    """Is numexpr importable (a dependency of tracejit; the ufunc path stands in if not)?"""
+    global numexpr, _ne
+    if numexpr is None:
+        try:
+            import numexpr as module
+            from numexpr import expressions
+        except ImportError:
+            return False
+        numexpr, _ne = module, expressions
+    return True
 
 
 def _fn(name):
@@ -89,7 +97,7 @@ def _zero():
 
 def plan(steps: list, outputs: list, excluded: set) -> list:
     """The kernel's items (see the module docstring); ``excluded`` steps always stay ufunc steps."""
-    if not HAVE_NUMEXPR:
+    if not available():
         return [("step", j) for j in range(len(steps))]
     eligible = [op in EXPR and j not in excluded and all(k != "v" or w not in excluded for k, w in operands)
                 for j, (op, operands, _) in enumerate(steps)]
