@@ -45,16 +45,21 @@ def move_constants(module, fn) -> None:
                 ns[name] = move(value)
         graph = getattr(compiled, "graph", None)
         constants = getattr(graph, "constants", None)
+        changed = set()
         for i, c in enumerate(constants or ()):
             if id(c) in moved and moved[id(c)][1] is c:   # what save writes follows the program
                 constants[i] = moved[id(c)][0]
-                _retype_constant(graph, i, constants[i])
+                changed.add(i)
+        if changed:
+            _retype_constants(graph, changed)
 
 
-def _retype_constant(graph, index: int, tensor) -> None:
-    """The constant nodes reading ``graph.constants[index]`` state its new dtype and device."""
+def _retype_constants(graph, indices: set) -> None:
+    """The constant nodes reading ``graph.constants[i]`` (i in ``indices``) state its new dtype and
+    device; one pass over the nodes."""
     for node in graph.nodes:
-        if node.op == "tracejit::constant" and node.attrs.get("index") == index:
+        if node.op == "tracejit::constant" and node.attrs.get("index") in indices:
+            tensor = graph.constants[node.attrs["index"]]
             for v in node.outputs:
                 if v is not None and isinstance(v.type, TensorType):
                     v.type = replace(v.type, dtype=tensor.dtype, device=str(tensor.device))
