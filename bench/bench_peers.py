@@ -22,16 +22,17 @@ Methodology
     ``tracejit OFI (openvino, static shapes)`` (the same with ``static_shapes=True``, an opt-in:
     compiled for the call's shapes at the first call with them; fp32, counted in tracejit's best);
   - opt-in lower precision, not counted as an fp32 engine: ``tracejit OFI (onnxruntime, int8)``
-    (``quantize="int8"``, onnxruntime's dynamic int8 quantization of the exported model).
+    (``quantize="int8"``, onnxruntime's dynamic int8 quantization of the exported model) and
+    ``tracejit OFI (openvino, bf16)`` (``precision="bf16"``, where the CPU has native bf16).
 
   Every onnxruntime session: ORT_ENABLE_ALL, intra-op threads 2, inter-op 1, spinning off (idle
   workers busy-waiting after a run slow the next peer on 2 cores; ORT itself was not faster with
   spinning on here). A column that cannot be built or called says ``error: <message>``.
 * Outputs are checked first against eager with ``torch.testing.assert_close``: ``rtol=atol=1e-5``
   for torch.jit.trace, tracejit and tracejit.freeze (same kernels), 1e-3 for the others (they
-  fold, fuse or reorder arithmetic); the int8 column must be within 10% relative L2 error. A
+  fold, fuse or reorder arithmetic); the int8 and bf16 columns must be within 10% relative L2 error. A
   column that fails is ``WRONG`` (largest absolute error) and is not timed. The largest absolute
-  and the relative L2 error of the onnxruntime / OpenVINO / int8 columns are tabulated.
+  and the relative L2 error of the onnxruntime / OpenVINO / int8 / bf16 columns are tabulated.
 * Per-call time: warm-up (20 calls per column, 3 for the large models), then the number N of calls
   per batch is calibrated on eager (a batch takes about 0.1 s, 0.5 s for ResNet-50 and BERT-base);
   for R rounds each column in turn runs a batch of N calls (``time.perf_counter``), rounds
@@ -107,12 +108,13 @@ from peer_builders import (  # noqa: E402,F401  (bench_engine.py reads these thr
     make_tracejit_openvino_static,
     make_tracejit_ort,
     make_tracejit_ort_int8,
+    make_tracejit_openvino_bf16,
 )
 
 RESULTS_PATH = os.path.join(_BENCH_DIR, "RESULTS.md")
 TIGHT_TOL = 1e-5  # traced TorchScript/tracejit programs run the same kernels as eager
 LOOSE_TOL = 1e-3  # compiled / frozen / ONNX engines fold, fuse and reorder arithmetic
-INT8_MAX_REL_ERR = 0.1   # garbage guard only: the accuracy table gives the real figures
+LOW_PRECISION_MAX_REL_ERR = 0.1   # garbage guard only: the accuracy table gives the real figures
 TRACING_ROUNDS = 3
 
 PEER_BUILDERS: dict[str, Callable[[Any, tuple], tuple[Callable, tuple]]] = {
@@ -130,14 +132,15 @@ TRACEJIT_BUILDERS: dict[str, Callable[[Any, tuple], tuple[Callable, tuple]]] = {
     "tracejit OFI (openvino)": make_tracejit_openvino,
     "tracejit OFI (openvino, static shapes)": make_tracejit_openvino_static,
 }
-LOW_PRECISION_BUILDERS = {"tracejit OFI (onnxruntime, int8)": make_tracejit_ort_int8}
+LOW_PRECISION_BUILDERS = {"tracejit OFI (onnxruntime, int8)": make_tracejit_ort_int8,
+                          "tracejit OFI (openvino, bf16)": make_tracejit_openvino_bf16}
 BUILDERS = {**PEER_BUILDERS, **TRACEJIT_BUILDERS, **LOW_PRECISION_BUILDERS}
 PEERS = ("eager",) + tuple(PEER_BUILDERS)
 TRACEJIT_ENGINES = tuple(TRACEJIT_BUILDERS)
 TIGHT = {"torch.jit.trace", "tracejit", "tracejit.freeze"}
 ERROR_COLUMNS = ("ORT (torch.onnx)", "OpenVINO (tracejit ONNX)", "tracejit OFI (onnxruntime)",
                  "tracejit OFI (openvino)", "tracejit OFI (openvino, static shapes)",
-                 "tracejit OFI (onnxruntime, int8)")
+                 "tracejit OFI (onnxruntime, int8)", "tracejit OFI (openvino, bf16)")
 BUILD_NOTE_NAMES = ("torch.onnx.export + session", "tracejit export + session",
                     "tracejit export + session (int8)", "tracejit export + OpenVINO compile")
 
@@ -256,7 +259,7 @@ def check_outputs(peers: dict[str, tuple[Callable, tuple]], ref: Any, status: di
         if name in ERROR_COLUMNS:
             errors[name] = (abs_err, rel_err)
         if name in LOW_PRECISION_BUILDERS:
-            ok = out.shape == ref.shape and rel_err <= INT8_MAX_REL_ERR
+            ok = out.shape == ref.shape and rel_err <= LOW_PRECISION_MAX_REL_ERR
         else:
             tol = TIGHT_TOL if name in TIGHT else LOOSE_TOL
             try:
@@ -343,7 +346,7 @@ def render(rows, tracing, header: list[str]) -> str:
             "Microseconds per call, median over interleaved rounds, and ratio to eager (lower is better). "
             "Outputs are checked against eager first; WRONG means the check failed and the column was not "
             "timed. *fastest peer*: the fastest column that is not tracejit's; *tracejit's best*: tracejit's "
-            "fastest fp32 engine (the int8 column is an opt-in and not counted).", ""]
+            "fastest fp32 engine (the int8 and bf16 columns are opt-ins and not counted).", ""]
     out += peer_report.per_call_table(rows, PEERS, TRACEJIT_ENGINES, tuple(LOW_PRECISION_BUILDERS))
     out += ["", "Largest absolute error / relative L2 error against eager (fp32 eager as the reference).", ""]
     out += peer_report.accuracy_table(rows, ERROR_COLUMNS)

@@ -3,7 +3,8 @@ timed loop is ``callable(*call_args)``; a builder raises if its engine cannot ta
 
 Peers: torch.jit.trace, jit.trace + freeze + optimize_for_inference, torch.compile, onnxruntime on
 a torch.onnx export, OpenVINO on tracejit's ONNX file; tracejit's engines: tracejit.trace,
-tracejit.freeze, optimize_for_inference (torch path, onnxruntime backend, onnxruntime int8).
+tracejit.freeze, optimize_for_inference (torch path, onnxruntime backend, onnxruntime int8,
+openvino backend fp32 / static shapes / bf16).
 Build times of the parts that matter (export + session) are left in ``BUILD_NOTES``.
 """
 from __future__ import annotations
@@ -255,6 +256,13 @@ def make_tracejit_ort(fn: Any, args: tuple, **options: Any) -> tuple[Callable, t
 
 def make_tracejit_ort_int8(fn: Any, args: tuple) -> tuple[Callable, tuple]:
     return make_tracejit_ort(fn, args, quantize="int8")
+
+
+def make_tracejit_openvino_bf16(fn: Any, args: tuple) -> tuple[Callable, tuple]:
+    """The openvino backend with precision="bf16" (an opt-in; refused on CPUs without native bf16)."""
+    with _Quiet():
+        return tracejit.optimize_for_inference(_traced(fn, args), backend="openvino", threads=NUM_THREADS,
+                                               precision="bf16"), args
 
 
 def make_tracejit_openvino(fn: Any, args: tuple) -> tuple[Callable, tuple]:

@@ -208,3 +208,71 @@ def test_static_shapes_from_several_threads():
     with torch.no_grad():
         for x, got in zip(inputs, outs):
             assert_close(got, fn(x), "threaded static call")
+
+
+def _native_bf16() -> bool:
+    import openvino as ov
+    return "BF16" in [str(c).upper() for c in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")]
+
+
+def _relative_l2(actual, expected) -> float:
+    return max(float((a.float() - e.float()).norm() / e.float().norm().clamp_min(1e-12))
+               for a, e in zip(as_tuple(actual), as_tuple(expected)))
+
+
+@pytest.mark.skipif(not _native_bf16(), reason="this CPU has no native bf16 (OpenVINO's BF16 capability)")
+@pytest.mark.parametrize("name", ["mlp", "transformer_encoder", "resnet_bottleneck", "bert_tiny"])
+def test_bf16_is_an_opt_in_within_bf16_error_of_eager_on_new_shapes(name):
+    fn, example, new_inputs = WORKLOADS[name]()
+    traced = trace(fn, example)
+    low = tracejit.optimize_for_inference(traced, backend="openvino", precision="bf16")
+    full = tracejit.optimize_for_inference(traced, backend="openvino")
+    assert "bfloat16" in str(low.compiled.get_property("INFERENCE_PRECISION_HINT"))
+    assert "float32" in str(full.compiled.get_property("INFERENCE_PRECISION_HINT"))
+    assert "bf16" in repr(low) and "bf16" not in repr(full)
+    with torch.no_grad():
+        reference = torch.jit.trace(fn, example, check_trace=False)
+        errors = []
+        for inputs in new_inputs:
+            want = fn(*inputs)
+            got = low(*inputs)
+            assert [g.dtype for g in as_tuple(got)] == [w.dtype for w in as_tuple(want)]   # fp32 out, as traced
+            assert [g.shape for g in as_tuple(got)] == [w.shape for w in as_tuple(want)]
+            errors.append(_relative_l2(got, want))
+            assert errors[-1] < 3e-2, f"{name}: bf16 relative L2 error {errors[-1]:.1e} vs eager"
+            assert _relative_l2(got, reference(*inputs)) < 3e-2
+            assert _relative_l2(full(*inputs), want) < 1e-5
+    # the opt-in really computes in bf16: its error is far above fp32's (1e-7)
+    assert max(errors) > 1e-5, f"{name}: bf16 errors {errors} look like fp32"
+
+
+def test_bf16_with_static_shapes_keeps_the_precision():
+    if not _native_bf16():
+        pytest.skip("this CPU has no native bf16")
+    fn, example, new_inputs = WORKLOADS["bert_tiny"]()
+    program = tracejit.optimize_for_inference(trace(fn, example), backend="openvino", precision="bf16",
+                                              static_shapes=True)
+    with torch.no_grad():
+        for inputs in new_inputs:
+            assert _relative_l2(program(*inputs), fn(*inputs)) < 3e-2
+    compiled = [v for v in program._static.values() if v is not None]
+    assert compiled and program.config["INFERENCE_PRECISION_HINT"] == "bf16"
+
+
+def test_unknown_precision_and_a_cpu_without_bf16_are_refused_clearly():
+    from tracejit.export import openvino_backend
+    fn, example, _ = WORKLOADS["mlp"]()
+    traced = trace(fn, example)
+    with pytest.raises(ValueError, match=r"precision='int4' is not supported; expected one of \['bf16', 'f32'\]"):
+        tracejit.optimize_for_inference(traced, backend="openvino", precision="int4")
+
+    class CoreWithoutBf16:
+        def get_property(self, device, name):
+            assert (device, name) == ("CPU", "OPTIMIZATION_CAPABILITIES")
+            return ["FP32", "INT8", "BIN"]
+
+    with pytest.raises(ValueError, match=r"this CPU has no native bf16 \(OpenVINO's CPU capabilities: FP32, INT8, "
+                                         r"BIN\); use precision='f32'"):
+        openvino_backend._require_native(CoreWithoutBf16(), "bf16")
+    with pytest.raises(TypeError, match="takes no options"):
+        tracejit.optimize_for_inference(traced, precision="bf16")   # the torch backend has no such option
