@@ -33,7 +33,7 @@ TRACEJIT_LAYOUT_FREE = {"tracejit::guard", "tracejit::kernel", "tracejit::consta
 
 def conv_weights_channels_last(graph: Graph) -> Graph:
     out = copy_graph(graph)
-    if not _layout_free(out):
+    if not layout_free(out):
         return out
     weights: set[int] = set()
     other: set[int] = set()
@@ -51,7 +51,8 @@ def conv_weights_channels_last(graph: Graph) -> Graph:
     return out
 
 
-def _layout_free(graph: Graph) -> bool:
+def layout_free(graph: Graph) -> bool:
+    """May every 4-d value of ``graph`` be channels-last (its readers ignore strides; no such output)?"""
     for node in graph.nodes:
         if node.op in TRACEJIT_LAYOUT_FREE:
             continue

@@ -17,6 +17,7 @@ from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .drop_identities import drop_identities
 from .fold_constants import fold_constants
+from .conv_kernels import fuse_conv_kernels
 from .conv_layout import conv_weights_channels_last
 from .fold_conv_bn import fold_conv_batch_norm
 from .graph_copy import copy_graph
@@ -75,6 +76,7 @@ INFERENCE_PASSES = (
 # run after INFERENCE_PASSES on the graph that runs; what they emit lives in memory only, so a
 # saved program keeps the graph before them (tracejit/inference.py)
 IN_MEMORY_PASSES = (
+    ("fuse_conv_kernels", fuse_conv_kernels),
     ("fuse_numpy_regions", fuse_numpy_regions),
 )
 

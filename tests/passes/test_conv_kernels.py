@@ -1,0 +1,259 @@
+"""passes/conv_kernels.py + runtime/onednn_conv.py: constant-weight conv2d chains (conv, residual
+add_, relu) run as one oneDNN call with a prepacked weight; eager's and torch.jit's answers on
+new shapes, torch's ops whenever a call does not fit, guards kept, saved programs unchanged."""
+from __future__ import annotations
+
+import io
+import threading
+
+import pytest
+import torch
+from torch import nn
+
+import tracejit
+from tracejit.passes.conv_kernels import conv_kernel_nodes
+from tracejit.runtime.onednn_conv import OneDnnConv, available
+
+from region_testlib import jit, ofi, run_graph
+
+pytestmark = [pytest.mark.filterwarnings("ignore::tracejit.TracerWarning"),
+              pytest.mark.skipif(not available(), reason="this torch build has no oneDNN convolution op")]
+
+
+class Bottleneck(nn.Module):
+    """torchvision's bottleneck: 1x1 / 3x3 (stride, groups, dilation) / 1x1 convs with batch norm,
+    a projection shortcut, ``out += identity`` and an in-place relu."""
+
+    def __init__(self, cin=8, mid=4, cout=16, stride=2, groups=2, dilation=1):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid)
+        self.c2 = nn.Conv2d(mid, mid, 3, stride, padding=dilation, dilation=dilation, groups=groups, bias=False)
+        self.b2 = nn.BatchNorm2d(mid)
+        self.c3, self.b3 = nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout)
+        self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+        self.relu = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        out = self.relu(self.b1(self.c1(x)))
+        out = self.relu(self.b2(self.c2(out)))
+        out = self.b3(self.c3(out))
+        out += self.down(x)
+        return self.relu(out)
+
+
+class Net(nn.Module):
+    def __init__(self, **block):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+        self.block = Bottleneck(**block)
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, x):
+        return self.head(nn.functional.adaptive_avg_pool2d(self.block(self.stem(x)), 1).flatten(1))
+
+
+def net(**block):
+    torch.manual_seed(0)
+    model = Net(**block).eval()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-1, 1)
+                m.running_var.uniform_(0.5, 2)
+                m.weight.uniform_(0.5, 1.5)
+    return model
+
+
+def kernel_ops(traced) -> list[str]:
+    return sorted(n.attrs["ops"] for n in conv_kernel_nodes(run_graph(traced)))
+
+
+def close(a, b):
+    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("block", [{}, {"stride": 1, "groups": 4, "dilation": 2}, {"groups": 1}])
+def test_chains_fuse_and_give_eager_and_jit_answers_on_new_shapes(block):
+    model = net(**block)
+    example = torch.randn(1, 3, 16, 16)
+    traced, ref = ofi(model, (example,)), jit(model, (example,))
+    assert kernel_ops(traced) == ["onednn:conv2d", "onednn:conv2d+add+relu", "onednn:conv2d+relu",
+                                  "onednn:conv2d+relu", "onednn:conv2d+relu"]
+    assert "torch.conv2d" not in traced.code and "add_" not in traced.code
+    outs = []
+    with torch.no_grad():
+        for shape in [(1, 3, 16, 16), (3, 3, 16, 16), (2, 3, 23, 17), (1, 3, 9, 30)]:
+            x = torch.randn(shape)
+            got = traced(x)
+            close(got, model(x))
+            close(got, ref(x))
+            outs.append(got)
+    assert not torch.allclose(outs[0], traced(torch.randn(1, 3, 16, 16)))   # the input moves the output
+
+
+def test_calls_that_do_not_fit_run_torchs_ops_with_eagers_answers_and_gradients():
+    model = net()
+    traced = ofi(model, (torch.randn(1, 3, 16, 16),))
+    with torch.no_grad():
+        x = torch.randn(2, 3, 16, 16).permute(0, 1, 3, 2)   # non-contiguous input
+        close(traced(x), model(x))
+        e = torch.randn(0, 3, 16, 16)                       # empty batch
+        assert traced(e).shape == model(e).shape == (0, 5)
+    x = torch.randn(2, 3, 12, 12, requires_grad=True)       # autograd: torch's ops, gradients flow
+    got = traced(x)
+    assert got.requires_grad
+    (g,) = torch.autograd.grad(got.square().sum(), x)
+    x2 = x.detach().clone().requires_grad_()
+    (want,) = torch.autograd.grad(model(x2).square().sum(), x2)
+    close(g, want)
+    with torch.no_grad():
+        xd = torch.randn(2, 3, 12, 12, dtype=torch.float64)
+        with pytest.raises(RuntimeError) as ours:
+            traced(xd)
+        with pytest.raises(RuntimeError) as eager:
+            model(xd)
+        assert type(ours.value) is type(eager.value)
+
+
+def test_moved_to_float64_and_back_and_meta_inputs():
+    model = net()
+    traced = ofi(model, (torch.randn(1, 3, 16, 16),))
+    kernel = conv_kernel_nodes(run_graph(traced))[0].attrs["kernel"]
+    assert isinstance(kernel, OneDnnConv) and kernel._packed is not None
+    with torch.no_grad():
+        x = torch.randn(2, 3, 14, 14)
+        traced.double()
+        close(traced(x.double()), model.double()(x.double()))
+        traced.float()
+        model.float()
+        close(traced(x), model(x))
+        ours = _error_type(lambda: traced(torch.randn(2, 3, 14, 14, device="meta")))
+        plain = tracejit.trace(model, (torch.randn(1, 3, 16, 16),))
+        assert ours is _error_type(lambda: plain(torch.randn(2, 3, 14, 14, device="meta")))
+
+
+def _error_type(call):
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001
+        return type(e)
+    return None
+
+
+class ResidualInput(nn.Module):
+    """The residual is the caller's tensor: it must not be written, and may broadcast."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.conv = nn.Conv2d(4, 6, 3, padding=1)
+
+    def forward(self, x, r):
+        out = self.conv(x)
+        out += r
+        return torch.relu(out).mean((2, 3))
+
+
+def test_residual_from_the_caller_is_not_written_and_broadcasts_through_torch():
+    model = ResidualInput().eval()
+    example = (torch.randn(1, 4, 8, 8), torch.randn(1, 6, 8, 8))
+    traced, ref = ofi(model, example), jit(model, example)
+    assert kernel_ops(traced) == ["onednn:conv2d+add+relu"]
+    with torch.no_grad():
+        for r_shape in [(2, 6, 10, 10), (1, 6, 1, 1), (6, 1, 1)]:   # same shape: fused; else torch broadcasts
+            x, r = torch.randn(2, 4, 10, 10), torch.randn(r_shape)
+            kept = r.clone()
+            got = traced(x, r)
+            close(got, model(x, r))
+            close(got, ref(x, r))
+            assert torch.equal(r, kept)
+        with pytest.raises(RuntimeError):   # a residual the in-place add cannot take: torch's error
+            traced(torch.randn(1, 4, 8, 8), torch.randn(2, 6, 8, 8))
+
+
+def test_rank_guard_still_raises_on_an_unbatched_input(monkeypatch):
+    model = net()
+    traced = ofi(model, (torch.randn(1, 3, 16, 16),))
+    from tracejit import inference
+    monkeypatch.setattr(inference, "IN_MEMORY_PASSES",
+                        tuple(p for p in inference.IN_MEMORY_PASSES if p[0] != "fuse_conv_kernels"))
+    unfused = ofi(model, (torch.randn(1, 3, 16, 16),))
+    assert kernel_ops(unfused) == [] and len(kernel_ops(traced)) == 5
+    x = torch.randn(3, 16, 16)   # batch norm's rank check (a guard once folded into the conv)
+    with torch.no_grad():
+        with pytest.raises(tracejit.GuardError) as ours:
+            traced(x)
+        with pytest.raises(tracejit.GuardError) as before:
+            unfused(x)
+    assert "`if input.dim() != 4:`" in str(ours.value) and "value now: 3" in str(ours.value)
+    assert str(before.value).split("The trace relied")[0] == str(ours.value).split("The trace relied")[0]
+
+
+def test_a_graph_returning_a_feature_map_is_not_fused():
+    class Map(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x):
+            return torch.relu(self.conv(x))   # a 4-d output: channels-last would leak to the caller
+
+    model = Map().eval()
+    traced = ofi(model, (torch.randn(1, 3, 8, 8),))
+    assert kernel_ops(traced) == []
+    with torch.no_grad():
+        x = torch.randn(2, 3, 9, 9)
+        got = traced(x)
+        assert got.is_contiguous() and got.stride() == model(x).stride()
+        close(got, model(x))
+
+
+def test_saved_program_keeps_the_plain_graph_and_loads_with_the_same_answers():
+    model = net()
+    traced = ofi(model, (torch.randn(1, 3, 16, 16),))
+    assert not conv_kernel_nodes(traced.forward.graph)   # what save writes has no in-memory kernels
+    buf = io.BytesIO()
+    tracejit.save(traced, buf)
+    buf.seek(0)
+    loaded = tracejit.load(buf)
+    with torch.no_grad():
+        x = torch.randn(2, 3, 20, 20)
+        close(loaded(x), model(x))
+        close(loaded(x), traced(x))
+
+
+def test_calls_from_several_threads():
+    model = net()
+    traced = ofi(model, (torch.randn(1, 3, 16, 16),))
+    inputs = [torch.randn(n, 3, 16, 16) for n in (1, 2, 3, 1)] * 4
+    results: dict[int, torch.Tensor] = {}
+
+    def work(i):
+        with torch.no_grad():
+            results[i] = traced(inputs[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    with torch.no_grad():
+        for i, x in enumerate(inputs):
+            close(results[i], model(x))
+
+
+def test_kernel_alone_matches_torch_and_falls_back_for_what_does_not_fit():
+    torch.manual_seed(3)
+    w, b = torch.randn(8, 2, 3, 3), torch.randn(8)   # 2 groups of 2 input channels
+    conv = OneDnnConv(w, b, (2, 1), (1, 0), (1, 2), 2, residual=True, relu=True, example_shape=(1, 4, 9, 9))
+    assert conv._packed is not None and conv.describe() == "conv2d+add+relu"
+    x = torch.randn(2, 4, 11, 13)
+    want_conv = torch.conv2d(x, w, b, (2, 1), (1, 0), (1, 2), 2)
+    r = torch.randn(want_conv.shape)
+    close(conv(x, r), torch.relu(want_conv + r))
+    close(conv(x, r[:1]), torch.relu(want_conv + r[:1]))              # broadcast: torch's ops
+    with torch.enable_grad():
+        xg = x.clone().requires_grad_()
+        assert conv(xg, r).requires_grad                              # autograd: torch's ops
+    assert OneDnnConv(w.double(), b.double(), 1, 1, 1, 2, residual=False, relu=False)._packed is None
+    assert OneDnnConv(w.requires_grad_(), b, 1, 1, 1, 2, residual=False, relu=False)._packed is None
