@@ -8,7 +8,8 @@ change, so the graph is unchanged and saves as before (a saved tensor is written
 ``optimize_for_inference`` on the loaded program lays it out again).
 
 Applies to a constant 2-d floating-point tensor whose every use is the weight of an
-``aten::linear``.
+``aten::linear`` that oneDNN will not run (passes/linear_kernels.py: oneDNN is about 11% faster
+with the plain layout, and a copy in each layout would double the weights' memory).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import torch
 
 from ..ir import Graph, Value
 from .graph_copy import copy_graph
+from .linear_kernels import runs_in_onednn
 
 LINEAR = "aten::linear.default"
 CONSTANT = "tracejit::constant"
@@ -29,7 +31,7 @@ def transpose_linear_weights(graph: Graph) -> Graph:
         for i, a in enumerate(node.args):
             if isinstance(a, Value) and a.producer is not None and a.producer.op == CONSTANT:
                 key = a.producer.attrs["index"]
-                if node.op == LINEAR and i == 1 and not node.kwargs:
+                if node.op == LINEAR and i == 1 and not node.kwargs and not runs_in_onednn(node, out.constants[key]):
                     as_weight[key] = as_weight.get(key, 0) + 1
                 else:
                     other.add(key)

@@ -21,6 +21,7 @@ from .conv_kernels import fuse_conv_kernels
 from .conv_layout import conv_weights_channels_last
 from .fold_conv_bn import fold_conv_batch_norm
 from .graph_copy import copy_graph
+from .linear_kernels import fuse_linear_kernels
 from .linear_weight_layout import transpose_linear_weights
 from .numpy_regions import fuse_numpy_regions
 
@@ -78,6 +79,7 @@ INFERENCE_PASSES = (
 IN_MEMORY_PASSES = (
     ("fuse_conv_kernels", fuse_conv_kernels),
     ("fuse_numpy_regions", fuse_numpy_regions),
+    ("fuse_linear_kernels", fuse_linear_kernels),
 )
 
 

@@ -76,7 +76,7 @@ class OneDnnConv:
     def _pack(self):
         """The weight in oneDNN's layout, or None when the constants do not fit the fused op."""
         if not available() or self.weight.dim() != 4 \
-                or not all(_plain(k) and not k.requires_grad for k in self.constants):   # no autograd through it
+                or not all(plain_f32(k) and not k.requires_grad for k in self.constants):   # no autograd through it
             return None
         shape = list(self.example_shape or ())
         if len(shape) != 4 or not all(isinstance(s, int) and s > 0 for s in shape):
@@ -89,13 +89,13 @@ class OneDnnConv:
 
     def __call__(self, x, residual=None):
         packed = self._packed
-        if packed is not None and _plain(x) and x.dim() == 4 and not (x.requires_grad and torch.is_grad_enabled()):
+        if packed is not None and plain_f32(x) and x.dim() == 4 and not (x.requires_grad and torch.is_grad_enabled()):
             try:
                 if not self.residual:
                     return torch.ops.mkldnn._convolution_pointwise(
                         x, packed, self.bias, self.padding, self.stride, self.dilation, self.groups,
                         self._unary, [], "")
-                if _plain(residual) and not (residual.requires_grad and torch.is_grad_enabled()) \
+                if plain_f32(residual) and not (residual.requires_grad and torch.is_grad_enabled()) \
                         and residual.shape == self._output_shape(x):
                     return torch.ops.mkldnn._convolution_pointwise.binary(
                         x, residual, packed, self.bias, self.padding, self.stride, self.dilation, self.groups,
@@ -120,6 +120,6 @@ class OneDnnConv:
         return f"<OneDnnConv {self.describe()} {tuple(self.weight.shape)}>"
 
 
-def _plain(t) -> bool:
+def plain_f32(t) -> bool:
     """A plain CPU float32 strided tensor (not a subclass, not meta / CUDA / sparse / mkldnn)."""
     return type(t) in (torch.Tensor, torch.nn.Parameter) and t.dtype is _F32 and t.is_cpu and t.layout is _STRIDED

@@ -1,0 +1,89 @@
+"""Shared by the passes that replace a chain of nodes with one in-memory ``tracejit::kernel`` node
+(passes/conv_kernels.py, passes/linear_kernels.py): who reads a value, and the replacement.
+
+A chain is a producer followed by nodes that each read the previous result as its only reader.
+Rank guards (``dim()`` reads) may also read the chain's values: every op these passes fuse keeps
+the rank, so those guards move after the fused node and read its result.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..ir import Graph, Node, Value, iter_values
+
+KERNEL = "tracejit::kernel"
+GUARD = "tracejit::guard"
+CONSTANT = "tracejit::constant"
+
+
+def readers_of(graph: Graph) -> dict:
+    """id(Value) -> the nodes reading it (a graph output counts as a reader: None)."""
+    readers: dict[int, list] = {}
+    for node in graph.nodes:
+        for v in node.input_values():
+            readers.setdefault(id(v), []).append(node)
+    for v in iter_values(graph.outputs):
+        readers.setdefault(id(v), []).append(None)
+    return readers
+
+
+def sole_reader(value: Value, readers: dict):
+    """The one node other than rank guards reading ``value`` (not a graph output), or None."""
+    others = [n for n in readers.get(id(value), []) if n is None or not _rank_guard(n)]
+    return others[0] if len(others) == 1 and others[0] is not None else None
+
+
+def next_in_chain(value: Value, readers: dict, ops) -> Node | None:
+    """The sole reader of ``value`` when it is one of ``ops`` reading ``value`` as its first and
+    only tensor argument, without keyword arguments other than those it accepts; else None."""
+    node = sole_reader(value, readers)
+    if node is None or node.op not in ops or not node.args or node.args[0] is not value:
+        return None
+    return node
+
+
+def _rank_guard(node: Node) -> bool:
+    return node.op == GUARD and node.attrs.get("kind") == "rank" and len(node.args) == 1
+
+
+def constant_f32(graph: Graph, v) -> torch.Tensor | None:
+    """The frozen CPU float32 tensor ``v`` reads (a constant node), or None."""
+    if isinstance(v, Value) and v.producer is not None and v.producer.op == CONSTANT:
+        c = graph.constants[v.producer.attrs["index"]]
+        if type(c) in (torch.Tensor, torch.nn.Parameter) and c.dtype == torch.float32 and c.device.type == "cpu" \
+                and c.layout == torch.strided and not c.requires_grad:
+            return c
+    return None
+
+
+def replace_chain(graph: Graph, chain: list, kernel, inputs: tuple, ops: str, readers: dict) -> Node:
+    """Replace the nodes of ``chain`` with one kernel node calling ``kernel(*inputs)``, placed where
+    the chain's last node was; rank guards on the chain's values follow it. ``readers`` is updated."""
+    from .graph_copy import replace_uses
+
+    first, last = chain[0], chain[-1]
+    node = Node(KERNEL, "", args=inputs, attrs={"kernel": kernel, "ops": ops}, source=first.source, scope=first.scope)
+    result = last.outputs[0]
+    node.outputs = [Value(result.type, node, 0, result.hint, result.dynamic)]
+    values = {id(n.outputs[0]) for n in chain}
+    gone = {id(n) for n in chain}
+    moved = [n for n in graph.nodes if n.op == GUARD and id(n) not in gone
+             and any(id(v) in values for v in n.input_values())]
+    gone |= {id(n) for n in moved}
+    nodes = []
+    for n in graph.nodes:
+        if n is last:
+            nodes += [node] + moved
+        elif id(n) not in gone:
+            nodes.append(n)
+    graph.nodes = nodes
+    replace_uses(graph, {id(n.outputs[0]): node.outputs[0] for n in chain})
+    for v in inputs:   # the kernel node now reads them instead of the chain's nodes
+        readers[id(v)] = [node if r is not None and id(r) in gone else r for r in readers.get(id(v), [])]
+    readers[id(node.outputs[0])] = readers.pop(id(result), [])
+    return node
+
+
+def kernel_nodes(graph: Graph, prefix: str) -> list:
+    """The kernel nodes of ``graph`` whose ``ops`` start with ``prefix`` (for tests and tools)."""
+    return [n for n in graph.nodes if n.op == KERNEL and n.attrs["ops"].startswith(prefix)]

@@ -1,0 +1,101 @@
+"""Each large constant-weight linear, with the relu / gelu after it, becomes one oneDNN call.
+
+A chain is ``y = linear(x, W, b)`` with W (and b) frozen constants and at least ``MIN_MACS``
+multiply-adds when traced, then, when ``y`` has no other reader, ``relu`` / ``relu_`` /
+``gelu`` (exact or tanh). It becomes a ``tracejit::kernel`` node calling a ``OneDnnLinear``
+(runtime/onednn_linear.py); calls that do not fit run the recorded ops. Smaller linears stay
+torch's (or a numpy region's, passes/numpy_regions.py, which runs first). The kernel is an
+in-memory object (``IN_MEMORY_PASSES``): a saved program keeps the graph before this pass.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..ir import Graph, Node, TensorType, Value, verify
+from ..runtime.onednn_linear import MIN_MACS, OneDnnLinear, available
+from .graph_copy import copy_graph
+from .kernel_chains import constant_f32, kernel_nodes, next_in_chain, readers_of, replace_chain
+
+LINEAR = "aten::linear.default"
+RELU = ("aten::relu.default", "aten::relu_.default")
+GELU = ("aten::gelu.default",)
+
+
+def fuse_linear_kernels(graph: Graph) -> Graph:
+    """A copy of ``graph`` where each large constant-weight linear chain is one fused kernel node."""
+    out = copy_graph(graph)
+    if not available() or not any(n.op == LINEAR for n in out.nodes):
+        return out
+    readers = readers_of(out)
+    changed = False
+    for linear in [n for n in out.nodes if n.op == LINEAR]:
+        spec = _linear_spec(out, linear)
+        if spec is None:
+            continue
+        chain, activation = [linear], "none"
+        after = next_in_chain(linear.outputs[0], readers, RELU + GELU)
+        if after is not None:
+            activation = _activation(after)
+            if activation is not None:
+                chain.append(after)
+            else:
+                activation = "none"
+        kernel = OneDnnLinear(*spec, activation)
+        if not kernel._fast:
+            continue
+        replace_chain(out, chain, kernel, (linear.args[0],), "onednn:" + kernel.describe(), readers)
+        changed = True
+    if changed:
+        from .dce import eliminate_dead_code
+        eliminate_dead_code(out)   # the weights' constant nodes: the kernels hold the tensors
+        verify(out)
+    return out
+
+
+def _linear_spec(graph: Graph, linear: Node):
+    """(weight, bias) of a linear the kernel should run, else None."""
+    if linear.kwargs or len(linear.args) not in (2, 3):
+        return None
+    x = linear.args[0]
+    t = getattr(x, "type", None) if isinstance(x, Value) else None
+    if not isinstance(t, TensorType) or t.dtype != torch.float32 or t.device != "cpu" or not t.shape:
+        return None
+    weight = constant_f32(graph, linear.args[1])
+    if weight is None or weight.dim() != 2:
+        return None
+    bias = None
+    if len(linear.args) == 3 and linear.args[2] is not None:
+        bias = constant_f32(graph, linear.args[2])
+        if bias is None or bias.dim() != 1:
+            return None
+    if not runs_in_onednn(linear, weight):
+        return None
+    return weight, bias
+
+
+def runs_in_onednn(linear: Node, weight) -> bool:
+    """Will this pass hand ``linear`` (weight ``weight``) to oneDNN: is oneDNN there and the product
+    large when traced (below ``MIN_MACS`` torch's linear costs less than oneDNN's call)?"""
+    x = linear.args[0] if linear.args else None
+    shape = getattr(getattr(x, "type", None), "shape", None)
+    if not available() or not isinstance(weight, torch.Tensor) or weight.dim() != 2 or not shape \
+            or any(not isinstance(s, int) or s < 0 for s in shape):
+        return False
+    return math.prod(shape) * weight.shape[0] >= MIN_MACS
+
+
+def _activation(node: Node) -> str | None:
+    """The kernel's name for the activation ``node`` computes, or None when it cannot fuse it."""
+    if node.op in RELU:
+        return "relu" if len(node.args) == 1 and not node.kwargs else None
+    approximate = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
+    if len(node.args) > 2 or set(node.kwargs) - {"approximate"} or approximate not in ("none", "tanh"):
+        return None
+    return "gelu" if approximate == "none" else "gelu_tanh"
+
+
+def linear_kernel_nodes(graph: Graph) -> list:
+    """The fused linear nodes of ``graph`` (for tests and tools)."""
+    return kernel_nodes(graph, "onednn:linear")
