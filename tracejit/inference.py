@@ -9,6 +9,7 @@ and output structure; the traced program given is never changed.
 """
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from .passes.freeze import freeze_attributes
@@ -58,11 +59,30 @@ def optimize_for_inference(traced, backend: str = "torch", **backend_options):
         raise TypeError(f"optimize_for_inference: the torch backend takes no options; got {sorted(backend_options)}")
     if isinstance(traced, TracedModule):
         frozen = freeze(traced) if not _is_frozen(traced) else traced
-        graph = run_passes(frozen._method("forward").graph)
-        return _module_from(frozen, graph, getattr(frozen, "_preserved_attrs", ()), optimize=True)
+        source = frozen._method("forward").graph
+        out = _module_from(frozen, run_passes(source), getattr(frozen, "_preserved_attrs", ()), optimize=True,
+                           captured=captured_tensors(source))
+        out.__dict__["_unoptimized"] = frozen
+        return out
     if isinstance(traced, TracedFunction):
-        return _function_from(traced, run_passes(traced.graph), optimize=True)
+        out = _function_from(traced, run_passes(traced.graph), optimize=True)
+        out._captured = captured_tensors(traced.graph)
+        out._unoptimized = traced
+        return out
     raise TypeError(f"optimize_for_inference expects a traced module or function; got {type(traced).__name__}")
+
+
+def captured_tensors(graph) -> tuple:
+    """(tensor, version, source line) of each tensor ``graph`` reads as a constant that freeze did not
+    copy: the caller's own (a global, a plain tensor attribute), which passes may have copied."""
+    seen, out = set(), []
+    for node in graph.nodes:
+        if node.op == "tracejit::constant" and "frozen_from" not in node.attrs:
+            t = graph.constants[node.attrs["index"]]
+            if isinstance(t, torch.Tensor) and id(t) not in seen:
+                seen.add(id(t))
+                out.append((t, t._version, node.source or "an unknown line"))
+    return tuple(out)
 
 
 def _is_frozen(traced) -> bool:
@@ -79,7 +99,7 @@ def _lookup(module: nn.Module, path: str):
     return obj
 
 
-def _module_from(traced: TracedModule, graph, preserved, optimize: bool = False) -> TracedModule:
+def _module_from(traced: TracedModule, graph, preserved, optimize: bool = False, captured=()) -> TracedModule:
     """A TracedModule running ``graph`` (after ``IN_MEMORY_PASSES`` when ``optimize``); it holds
     only the preserved parameters / buffers."""
     out = FastTracedModule(traced.original_name)
@@ -87,6 +107,7 @@ def _module_from(traced: TracedModule, graph, preserved, optimize: bool = False)
     out.ledger = traced.ledger
     out._frozen = True
     out._preserved_attrs = tuple(preserved)
+    out.__dict__["_captured"] = captured
     for path in preserved:
         _attach(out, traced, path)
     graph.training = False

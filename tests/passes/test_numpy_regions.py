@@ -84,14 +84,57 @@ def test_chained_linears_fold_their_biases_into_the_products_and_stay_current():
     traced = ofi(model, (torch.randn(1, 16),))
     fn = region_nodes(traced.forward.run_graph)[0].attrs["kernel"]
     assert fn.source.count(".dot(_B") == 3 and fn.source.count("_np_add(") == 1   # one bias add for three layers
+    # frozen copies only this program holds: no per-call version checks (a frozen program is a snapshot)
+    assert "_version" not in fn.source and fn.kernel.private == set(range(6))
     with torch.no_grad():
         for x in (torch.randn(1, 16), torch.randn(6, 16), torch.randn(16)):
             torch.testing.assert_close(traced(x), model(x), rtol=1e-5, atol=1e-6)
-        # a constant changed in place: the kernel's folded copies are stale, so it must not use them
-        fn.kernel.constants[3].add_(0.5)      # the second layer's bias
-        model[2].bias.add_(0.5)
         x = torch.randn(3, 16)
-        torch.testing.assert_close(traced(x), model(x), rtol=1e-5, atol=1e-6)
+        before = traced(x)
+        model[2].bias.add_(0.5)   # the module changes; the frozen program does not (docs/COMPAT.md freeze-snapshot)
+        torch.testing.assert_close(traced(x), before)
+
+    # captured tensors (not frozen copies) are the caller's: a change in place must reach the folded copies
+    w1, b1, w2, b2 = torch.randn(32, 16), torch.randn(32), torch.randn(8, 32), torch.randn(8)
+
+    def chain(x):
+        return nn.functional.linear(torch.relu(nn.functional.linear(x, w1, b1)), w2, b2)
+
+    traced_fn = ofi(chain, (torch.randn(2, 16),))
+    kernel = region_nodes(run_graph(traced_fn))[0].attrs["kernel"]
+    assert "_version" in kernel.source and not kernel.kernel.private
+    with torch.no_grad():
+        x = torch.randn(3, 16)
+        torch.testing.assert_close(traced_fn(x), chain(x), rtol=1e-5, atol=1e-6)
+        b1.add_(0.5)   # the first layer's bias, folded into the next product
+        w2.mul_(2.0)
+        torch.testing.assert_close(traced_fn(x), chain(x), rtol=1e-5, atol=1e-6)
+
+
+class CountingMLP(nn.Module):
+    """Writes one of its buffers in place each call: frozen constants are no longer constant."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.a, self.b = nn.Linear(8, 16), nn.Linear(16, 4)
+        self.register_buffer("shift", torch.zeros(16))
+
+    def forward(self, x):
+        out = self.b(torch.relu(self.a(x)) + self.shift)
+        self.shift.add_(0.25)
+        return out
+
+
+def test_a_program_that_writes_in_place_keeps_the_version_checks():
+    model = CountingMLP().eval()
+    traced = ofi(model, (torch.randn(2, 8),))
+    kernels = [n.attrs["kernel"] for n in region_nodes(traced.forward.run_graph)]
+    assert kernels and all(not k.kernel.private for k in kernels)
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(2, 8)
+            torch.testing.assert_close(traced(x), model(x), rtol=1e-5, atol=1e-6)
 
 
 def test_two_outputs_unpack_and_no_output_aliases_the_input():

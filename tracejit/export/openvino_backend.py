@@ -27,7 +27,7 @@ import torch
 
 from ..ir import Value
 from ._deps import require
-from .traced_call import TracedCall, prepare
+from .traced_call import TracedCall, prepare, with_captured_check
 
 MAX_STATIC = 4   # static_shapes=True: compiled shape sets kept; later shapes use the dynamic model
 PRECISIONS = {"f32": "f32", "bf16": "bf16"}   # precision= -> OpenVINO's INFERENCE_PRECISION_HINT
@@ -66,8 +66,12 @@ class OpenVinoProgram(TracedCall):
         self._ov = ov
         self._static = {} if static_shapes else None   # input shapes -> (request, lock), or None: refused
         self._static_lock = threading.Lock()
+        self._call = with_captured_check(self, traced, self._run_call)
 
     def __call__(self, *args, **kwargs):
+        return self._call(*args, **kwargs)
+
+    def _run_call(self, *args, **kwargs):
         tensors = self._tensors(args, kwargs)
         try:
             feed = [t.numpy() for t in tensors]

@@ -17,7 +17,7 @@ import torch
 from ..ir import Value
 from ._deps import require
 from .ort_quantize import quantize_model
-from .traced_call import TracedCall, prepare
+from .traced_call import TracedCall, prepare, with_captured_check
 
 _TENSOR_NUMPY = torch.Tensor.numpy   # unbound: a non-tensor argument raises TypeError
 
@@ -48,7 +48,7 @@ class OrtProgram(TracedCall):
         self._output_names = [o.name for o in self.session.get_outputs()]
         self._plain_out = (len(self._out_leaves) == len(self._output_names)
                            and all(isinstance(o, Value) for o in self._out_leaves))
-        self._call = self._fast_call()
+        self._call = with_captured_check(self, traced, self._fast_call())
 
     def __call__(self, *args, **kwargs):
         return self._call(*args, **kwargs)

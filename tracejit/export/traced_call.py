@@ -26,6 +26,25 @@ def prepare(traced, backend: str):
     return traced_graph(prepared), export_onnx(prepared)
 
 
+def with_captured_check(program, traced, call):
+    """``call``, or when the trace captured tensors of the caller's (a global, a plain tensor attribute:
+    the exported model holds copies), a call that first checks they did not change in place and
+    otherwise runs ``traced`` itself, with a TracerWarning (runtime/fast_call.py)."""
+    from ..inference import captured_tensors
+    from ..runtime.fast_call import captured_changed
+
+    graph = getattr(traced, "graph", None) if not hasattr(traced, "_method") else traced._method("forward").graph
+    program._captured = captured_tensors(graph) if graph is not None else ()
+    if not program._captured:
+        return call
+
+    def checked(*args, **kwargs):
+        if captured_changed(program):
+            return traced(*args, **kwargs)
+        return call(*args, **kwargs)
+    return checked
+
+
 class TracedCall:
     """The traced call signature of an exported program; ``_init_call`` fills it in."""
 

@@ -47,10 +47,12 @@ def fuse_numpy_regions(graph: Graph) -> Graph:
             run = []
     runs.append(run)
     fused = 0
+    # a frozen constant is a copy only this program holds; unless some node writes in place, it never changes
+    writes = any(n.effectful and n.op != "tracejit::guard" for n in out.nodes)
     for run in runs:
         ops = [n for n in run if n.op != CONSTANT]
         if sum(3 if n.op.startswith("aten::linear") else 1 for n in ops) >= MIN_WEIGHT and _small(ops):
-            _fuse(out, run, uses)
+            _fuse(out, run, uses, frozen_private=not writes)
             fused += 1
     if fused:
         from .dce import eliminate_dead_code
@@ -165,7 +167,7 @@ def _classify(graph: Graph, name: str, overload: str, args: list):
     return None
 
 
-def _fuse(graph: Graph, run: list, uses: dict) -> None:
+def _fuse(graph: Graph, run: list, uses: dict, frozen_private: bool) -> None:
     in_run = {id(n) for n in run}
     produced: dict[int, int] = {}     # id(Value) -> step index
     inputs: list = []
@@ -190,8 +192,9 @@ def _fuse(graph: Graph, run: list, uses: dict) -> None:
             if id(v) in inside:
                 inside[id(v)] += 1
     outputs = [j for j, v in enumerate(step_values) if uses.get(id(v), 0) > inside[id(v)]]
+    private = [i for i, c in enumerate(consts) if frozen_private and "frozen_from" in c.producer.attrs]
     kernel = NumpyKernel(steps, len(inputs), [graph.constants[c.producer.attrs["index"]] for c in consts],
-                         outputs, label=f"numpy_region_{len(steps)}ops")
+                         outputs, label=f"numpy_region_{len(steps)}ops", private=private)
     first = next(n for n in run if n.op != CONSTANT)
     region = Node(OP, "", args=tuple(inputs), attrs={"kernel": kernel.function, "ops": "numpy:" + kernel.describe()},
                   source=first.source, scope=first.scope)

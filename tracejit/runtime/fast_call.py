@@ -6,10 +6,18 @@ generated function directly and fall back to the full path only when it is neede
 registered (checked per call, so a hook added later runs), the method takes keyword-traced
 arguments by position, or the call itself failed (then the full path gives the same clear
 error, having run nothing). Guard failures are handled exactly as the base classes do.
+
+Captured tensors: a tensor the trace read that is not a parameter or buffer (a global, a plain
+tensor attribute) stays the caller's object. The inference passes copy some of them (re-laid-out
+or folded weights), so an optimized program checks their versions on each call (``_captured``,
+the full path) and, once one changed in place, runs the unoptimized program (``_unoptimized``),
+which reads them as they are now, with a TracerWarning: eager's answer, never a stale one.
 """
 from __future__ import annotations
 
-from ..errors import GuardError
+import warnings
+
+from ..errors import GuardError, TracerWarning
 from . import specialize
 from .traced import TracedFunction, TracedModule, compile_method
 
@@ -21,6 +29,8 @@ class FastTracedModule(TracedModule):
         d = self.__dict__   # nn.Module keeps these in the instance dict: a key lookup each, not an attribute walk
         if d["_forward_hooks"] or d["_forward_pre_hooks"] or d["_backward_hooks"] or d["_backward_pre_hooks"] \
                 or d.get("_slow_call", True):
+            if captured_changed(self):
+                return self._unoptimized(*args, **kwargs)
             return TracedModule.__call__(self, *args, **kwargs)
         try:
             return d["forward"](*args, **kwargs)
@@ -31,10 +41,17 @@ class FastTracedModule(TracedModule):
                 return TracedModule.__call__(self, *args, **kwargs)
             raise
 
+    def _apply(self, fn, *args, **kwargs):
+        result = super()._apply(fn, *args, **kwargs)
+        if self.__dict__.get("_captured"):   # it now runs moved copies of them: a snapshot, as a moved trace
+            self.__dict__["_captured"] = ()
+            self.__dict__["_slow_call"] = bool(getattr(self.__dict__.get("forward"), "by_position", False))
+        return result
+
     def _install(self, name: str, fn) -> None:
         super()._install(name, fn)
         if name == "forward":
-            self.__dict__["_slow_call"] = bool(getattr(fn, "by_position", False))
+            self.__dict__["_slow_call"] = bool(getattr(fn, "by_position", False) or self.__dict__.get("_captured"))
 
 
 class FastTracedFunction(TracedFunction):
@@ -47,11 +64,14 @@ class FastTracedFunction(TracedFunction):
         out.__name__ = name
         out._fn = fn
         out.ledger = tuple(ledger)
+        out._captured = ()
         return out
 
     def __call__(self, *args, **kwargs):
         fn = self._fn
-        if fn.by_position:
+        if fn.by_position or self._captured:
+            if captured_changed(self):
+                return self._unoptimized(*args, **kwargs)
             return TracedFunction.__call__(self, *args, **kwargs)
         try:
             return fn(self, *args, **kwargs)
@@ -61,6 +81,24 @@ class FastTracedFunction(TracedFunction):
             if e.__traceback__.tb_next is None:
                 return TracedFunction.__call__(self, *args, **kwargs)
             raise
+
+
+def captured_changed(program) -> bool:
+    """Has a tensor the optimized ``program`` captured (``_captured``: (tensor, version, source)
+    triples) changed in place since? Warns once when it first has."""
+    captured = program.__dict__.get("_captured")
+    if not captured:
+        return False
+    for tensor, version, source in captured:
+        if tensor._version != version:
+            if not program.__dict__.get("_captured_warned"):
+                program.__dict__["_captured_warned"] = True
+                warnings.warn(f"optimize_for_inference: a tensor the trace captured (read at {source}; not a "
+                              "parameter or buffer) changed in place after the program was optimized; running "
+                              "the unoptimized program, which reads it as it is now. Call optimize_for_inference "
+                              "again for the fast path.", TracerWarning, stacklevel=3)
+            return True
+    return False
 
 
 def compile_for_inference(saved_graph, run_graph, name: str, label: str, display: str | None = None):

@@ -100,9 +100,13 @@ class NumpyKernel:
     tensors and which runs the torch steps when they no longer fit the fast path.
     """
 
-    def __init__(self, steps: list, n_inputs: int, constants: list, outputs: list, label: str = "numpy_region"):
+    def __init__(self, steps: list, n_inputs: int, constants: list, outputs: list, label: str = "numpy_region",
+                 private=()):
         self.steps, self.n_inputs, self.outputs = steps, n_inputs, outputs
         self.constants = list(constants)
+        # indices of constants only this program holds and nothing in it writes (frozen copies):
+        # their folded copies need no per-call version check
+        self.private = frozenset(private)
         self.label = label
         self._scalars: dict = {}
         self._fast = self._fits()   # else (e.g. moved to float64 or another device) torch's steps only
@@ -115,7 +119,8 @@ class NumpyKernel:
 
     def moved(self, fn) -> "NumpyKernel":
         """The same kernel over ``fn`` applied to each constant (a ``Module._apply`` conversion)."""
-        return NumpyKernel(self.steps, self.n_inputs, [fn(k) for k in self.constants], self.outputs, self.label)
+        return NumpyKernel(self.steps, self.n_inputs, [fn(k) for k in self.constants], self.outputs, self.label,
+                           self.private)
 
     def _fits(self) -> bool:
         """Do the constants fit the numpy path (plain CPU float32 tensors)?"""
@@ -147,7 +152,8 @@ class NumpyKernel:
         # dtype, device and size are read from the numpy view below (cheaper than asking the tensor);
         # numpy() itself refuses other devices, layouts, tracked and neg-bit tensors
         checks = [f"type({x}) is _Tensor" for x in ins]
-        copied = sorted({what for j in self._variants for kind, what in self.steps[j][1] if kind == "k"})
+        copied = sorted({what for j in self._variants for kind, what in self.steps[j][1] if kind == "k"}
+                        - self.private)
         checks += [f"_K{i}._version == {self.constants[i]._version}" for i in copied]   # copies stay current
         if any(k.requires_grad for k in self.constants):   # e.g. frozen parameters: autograd would track
             checks.append("not _grad_enabled()")
