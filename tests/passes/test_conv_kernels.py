@@ -257,3 +257,31 @@ def test_kernel_alone_matches_torch_and_falls_back_for_what_does_not_fit():
         assert conv(xg, r).requires_grad                              # autograd: torch's ops
     assert OneDnnConv(w.double(), b.double(), 1, 1, 1, 2, residual=False, relu=False)._packed is None
     assert OneDnnConv(w.requires_grad_(), b, 1, 1, 1, 2, residual=False, relu=False)._packed is None
+
+
+class WritesBetween(nn.Module):
+    """An in-place write between a conv and its add_: the conv must read its input before it."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(6)
+        self.c1, self.c2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        h = torch.relu(self.c1(x))
+        c = self.c2(h)
+        h.mul_(2.0)   # after c2 read h
+        c.add_(h)
+        return torch.relu(c).mean((2, 3))
+
+
+def test_a_write_in_place_between_the_chain_nodes_stops_the_chain():
+    model = WritesBetween().eval()
+    example = torch.randn(1, 3, 8, 8)
+    traced, ref = ofi(model, (example,)), jit(model, (example,))
+    assert kernel_ops(traced) == ["onednn:conv2d", "onednn:conv2d+relu"]   # c2 alone; add_ and relu stay
+    with torch.no_grad():
+        for shape in [(1, 3, 8, 8), (2, 3, 11, 7)]:
+            x = torch.randn(shape)
+            close(traced(x), model(x))
+            close(traced(x), ref(x))

@@ -205,3 +205,30 @@ def test_kernel_alone_uses_onednn_only_for_large_products():
     assert calls == [big.shape]
     assert not OneDnnLinear(w.double(), b.double())._fast
     assert not OneDnnLinear(w.clone().requires_grad_(), b)._fast
+
+
+class WritesBetween(nn.Module):
+    """An in-place write to the linear's input between the linear and its activation."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(7)
+        self.inner, self.up = nn.Linear(128, 128), nn.Linear(128, 512)
+
+    def forward(self, x):
+        h = self.inner(x)
+        y = self.up(h)
+        h.mul_(-1.0)   # after up read h
+        return torch.relu(y).sum(-1) + h.sum(-1)
+
+
+def test_a_write_in_place_between_the_linear_and_its_activation_keeps_them_apart():
+    model = WritesBetween().eval()
+    example = torch.randn(2, 16, 128)
+    traced, ref = ofi(model, (example,)), jit(model, (example,))
+    assert kernel_ops(traced) == ["onednn:linear"]   # up alone: its relu is not fused across the write
+    with torch.no_grad():
+        for shape in [(2, 16, 128), (3, 33, 128)]:
+            x = torch.randn(shape)
+            close(traced(x), model(x))
+            close(traced(x), ref(x))

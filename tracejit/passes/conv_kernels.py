@@ -20,7 +20,8 @@ from ..ir import Graph, Node, TensorType, Value, verify
 from ..runtime.onednn_conv import OneDnnConv, available
 from .conv_layout import layout_free
 from .graph_copy import copy_graph
-from .kernel_chains import constant_f32, kernel_nodes, next_in_chain, readers_of, replace_chain
+from .kernel_chains import (constant_f32, kernel_nodes, next_in_chain, readers_of, replace_chain, write_order,
+                            writes_between)
 
 CONV = "aten::conv2d.default"
 ADD_INPLACE = ("aten::add_.Tensor",)
@@ -33,7 +34,7 @@ def fuse_conv_kernels(graph: Graph) -> Graph:
     out = copy_graph(graph)
     if not available() or not any(n.op == CONV for n in out.nodes) or not layout_free(out):
         return out
-    readers = readers_of(out)
+    readers, order = readers_of(out), write_order(out)
     changed = False
     for conv in [n for n in out.nodes if n.op == CONV]:
         spec = _conv_spec(out, conv)
@@ -42,11 +43,11 @@ def fuse_conv_kernels(graph: Graph) -> Graph:
         chain, residual = [conv], None
         add = next_in_chain(conv.outputs[0], readers, ADD_INPLACE)
         if add is not None and len(add.args) == 2 and not add.kwargs and _f32_4d(add.args[1]) \
-                and add.args[1] is not conv.outputs[0]:
+                and add.args[1] is not conv.outputs[0] and not writes_between(order, conv, add):
             chain.append(add)
             residual = add.args[1]
         relu = next_in_chain(chain[-1].outputs[0], readers, RELU)
-        if relu is not None and len(relu.args) == 1 and not relu.kwargs:
+        if relu is not None and len(relu.args) == 1 and not relu.kwargs and not writes_between(order, chain[-1], relu):
             chain.append(relu)
         kernel = OneDnnConv(*spec, residual=residual is not None, relu=chain[-1].op in RELU,
                             example_shape=conv.args[0].type.shape)

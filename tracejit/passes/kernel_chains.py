@@ -7,6 +7,8 @@ the rank, so those guards move after the fused node and read its result.
 """
 from __future__ import annotations
 
+import bisect
+
 import torch
 
 from ..ir import Graph, Node, Value, iter_values
@@ -40,6 +42,23 @@ def next_in_chain(value: Value, readers: dict, ops) -> Node | None:
     if node is None or node.op not in ops or not node.args or node.args[0] is not value:
         return None
     return node
+
+
+def write_order(graph: Graph) -> tuple:
+    """(position of each node, sorted positions of the nodes that write in place; guards aside): taken
+    before any replacement, for ``writes_between``."""
+    positions = {id(n): i for i, n in enumerate(graph.nodes)}
+    writes = [i for i, n in enumerate(graph.nodes) if n.effectful and n.op != GUARD]
+    return positions, writes
+
+
+def writes_between(order: tuple, first: Node, second: Node) -> bool:
+    """Does a node that writes in place run between ``first`` and ``second``? Then they cannot fuse:
+    the fused node runs where ``second`` was, and ``first``'s inputs may have changed by then."""
+    positions, writes = order
+    lo, hi = positions[id(first)], positions[id(second)]
+    k = bisect.bisect_right(writes, lo)
+    return k < len(writes) and writes[k] < hi
 
 
 def _rank_guard(node: Node) -> bool:

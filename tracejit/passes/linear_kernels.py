@@ -16,7 +16,8 @@ import torch
 from ..ir import Graph, Node, TensorType, Value, verify
 from ..runtime.onednn_linear import MIN_MACS, OneDnnLinear, available
 from .graph_copy import copy_graph
-from .kernel_chains import constant_f32, kernel_nodes, next_in_chain, readers_of, replace_chain
+from .kernel_chains import (constant_f32, kernel_nodes, next_in_chain, readers_of, replace_chain, write_order,
+                            writes_between)
 
 LINEAR = "aten::linear.default"
 RELU = ("aten::relu.default", "aten::relu_.default")
@@ -28,7 +29,7 @@ def fuse_linear_kernels(graph: Graph) -> Graph:
     out = copy_graph(graph)
     if not available() or not any(n.op == LINEAR for n in out.nodes):
         return out
-    readers = readers_of(out)
+    readers, order = readers_of(out), write_order(out)
     changed = False
     for linear in [n for n in out.nodes if n.op == LINEAR]:
         spec = _linear_spec(out, linear)
@@ -36,7 +37,7 @@ def fuse_linear_kernels(graph: Graph) -> Graph:
             continue
         chain, activation = [linear], "none"
         after = next_in_chain(linear.outputs[0], readers, RELU + GELU)
-        if after is not None:
+        if after is not None and not writes_between(order, linear, after):
             activation = _activation(after)
             if activation is not None:
                 chain.append(after)
