@@ -4,7 +4,8 @@ import importlib
 
 import pytest
 
-MODULES = ["tracejit", "tracejit.api", "tracejit.pytree", "tracejit.runtime.traced", "tracejit.patch", "tracejit.porting"]
+MODULES = ["tracejit", "tracejit.api", "tracejit.pytree", "tracejit.runtime.traced", "tracejit.patch", "tracejit.porting",
+           "tracejit.runtime.onednn_conv", "tracejit.runtime.onednn_linear"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -245,7 +245,7 @@ def test_calls_from_several_threads():
 def test_kernel_alone_matches_torch_and_falls_back_for_what_does_not_fit():
     torch.manual_seed(3)
     w, b = torch.randn(8, 2, 3, 3), torch.randn(8)   # 2 groups of 2 input channels
-    conv = OneDnnConv(w, b, (2, 1), (1, 0), (1, 2), 2, residual=True, relu=True, example_shape=(1, 4, 9, 9))
+    conv = OneDnnConv(w, b, (2, 1), (1, 0), (1, 2), 2, residual=True, activation="relu", example_shape=(1, 4, 9, 9))
     assert conv._packed is not None and conv.describe() == "conv2d+add+relu"
     x = torch.randn(2, 4, 11, 13)
     want_conv = torch.conv2d(x, w, b, (2, 1), (1, 0), (1, 2), 2)
@@ -255,8 +255,8 @@ def test_kernel_alone_matches_torch_and_falls_back_for_what_does_not_fit():
     with torch.enable_grad():
         xg = x.clone().requires_grad_()
         assert conv(xg, r).requires_grad                              # autograd: torch's ops
-    assert OneDnnConv(w.double(), b.double(), 1, 1, 1, 2, residual=False, relu=False)._packed is None
-    assert OneDnnConv(w.requires_grad_(), b, 1, 1, 1, 2, residual=False, relu=False)._packed is None
+    assert OneDnnConv(w.double(), b.double(), 1, 1, 1, 2, residual=False)._packed is None
+    assert OneDnnConv(w.requires_grad_(), b, 1, 1, 1, 2, residual=False)._packed is None
 
 
 class WritesBetween(nn.Module):
@@ -283,5 +283,35 @@ def test_a_write_in_place_between_the_chain_nodes_stops_the_chain():
     with torch.no_grad():
         for shape in [(1, 3, 8, 8), (2, 3, 11, 7)]:
             x = torch.randn(shape)
+            close(traced(x), model(x))
+            close(traced(x), ref(x))
+
+
+class ActivationNet(nn.Module):
+    """MobileNet / EfficientNet / YOLO style conv + activation stacks."""
+
+    def __init__(self, act: nn.Module):
+        super().__init__()
+        torch.manual_seed(8)
+        self.c1, self.b1, self.act = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), act
+        self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+
+    def forward(self, x):
+        return self.act(self.dw(self.act(self.b1(self.c1(x))))).mean((2, 3))
+
+
+@pytest.mark.parametrize("act,label", [(nn.ReLU6(inplace=True), "hardtanh"), (nn.SiLU(), "silu"),
+                                       (nn.Hardswish(), "hardswish"), (nn.LeakyReLU(0.1), "leaky_relu"),
+                                       (nn.Sigmoid(), "sigmoid"), (nn.GELU(), "gelu")])
+def test_other_activations_fuse_into_the_conv_with_eager_and_jit_answers(act, label):
+    model = ActivationNet(act).eval()
+    with torch.no_grad():
+        model.b1.running_var.uniform_(0.5, 2)
+    example = torch.randn(1, 3, 10, 10) * 4   # values beyond ReLU6's and hardswish's bends
+    traced, ref = ofi(model, (example,)), jit(model, (example,))
+    assert kernel_ops(traced) == [f"onednn:conv2d+{label}"] * 2
+    with torch.no_grad():
+        for shape in [(1, 3, 10, 10), (2, 3, 13, 9)]:
+            x = torch.randn(shape) * 4
             close(traced(x), model(x))
             close(traced(x), ref(x))

@@ -42,7 +42,11 @@ def close(a, b):
 
 
 @pytest.mark.parametrize("act,fused", [(nn.GELU(), "onednn:linear+gelu"), (nn.GELU("tanh"), "onednn:linear+gelu_tanh"),
-                                       (nn.ReLU(), "onednn:linear+relu"), (nn.Tanh(), "onednn:linear")])
+                                       (nn.ReLU(), "onednn:linear+relu"), (nn.Tanh(), "onednn:linear+tanh"),
+                                       (nn.SiLU(), "onednn:linear+silu"), (nn.ReLU6(), "onednn:linear+hardtanh"),
+                                       (nn.LeakyReLU(0.2), "onednn:linear+leaky_relu"),
+                                       (nn.Hardswish(), "onednn:linear+hardswish"),
+                                       (nn.Softplus(), "onednn:linear")])   # softplus: not fused
 def test_feed_forward_fuses_and_gives_eager_and_jit_answers_on_new_shapes(act, fused):
     model = FeedForward(act).eval()
     example = torch.randn(2, 16, 128)   # 2*16*128 inputs x 512 outputs: 2M multiply-adds

@@ -2,7 +2,8 @@
 
 A chain is ``c = conv2d(x, W, b, ...)`` with W (and b) frozen constants, then, when ``c`` has no
 other reader, ``c.add_(r)`` (in place, so the sum has c's shape: a ResNet block's residual) and
-then, when the sum has no other reader, ``relu`` / ``relu_``. Rank guards (``dim()`` reads, e.g.
+then, when the result has no other reader, an activation oneDNN applies in the same call (relu,
+silu, hardtanh / relu6, hardswish, ...: kernel_chains.activation_of; after a residual, relu only). Rank guards (``dim()`` reads, e.g.
 batch norm's input check, left after it was folded into the conv) may read the chain's values;
 they move after the fused node (passes/kernel_chains.py).
 
@@ -20,12 +21,11 @@ from ..ir import Graph, Node, TensorType, Value, verify
 from ..runtime.onednn_conv import OneDnnConv, available
 from .conv_layout import layout_free
 from .graph_copy import copy_graph
-from .kernel_chains import (constant_f32, kernel_nodes, next_in_chain, readers_of, replace_chain, write_order,
-                            writes_between)
+from .kernel_chains import (activation_of, constant_f32, kernel_nodes, next_in_chain, readers_of, replace_chain,
+                            sole_reader, write_order, writes_between)
 
 CONV = "aten::conv2d.default"
 ADD_INPLACE = ("aten::add_.Tensor",)
-RELU = ("aten::relu.default", "aten::relu_.default")
 _DEFAULTS = (None, 1, 0, 1, 1)   # conv2d's bias, stride, padding, dilation, groups
 
 
@@ -46,10 +46,14 @@ def fuse_conv_kernels(graph: Graph) -> Graph:
                 and add.args[1] is not conv.outputs[0] and not writes_between(order, conv, add):
             chain.append(add)
             residual = add.args[1]
-        relu = next_in_chain(chain[-1].outputs[0], readers, RELU)
-        if relu is not None and len(relu.args) == 1 and not relu.kwargs and not writes_between(order, chain[-1], relu):
-            chain.append(relu)
-        kernel = OneDnnConv(*spec, residual=residual is not None, relu=chain[-1].op in RELU,
+        activation = ("none", ())
+        after = sole_reader(chain[-1].outputs[0], readers)
+        if after is not None and after.args and after.args[0] is chain[-1].outputs[0] \
+                and not writes_between(order, chain[-1], after) and activation_of(after) is not None \
+                and (residual is None or activation_of(after)[0] == "relu"):   # oneDNN: add, then relu only
+            chain.append(after)
+            activation = activation_of(after)
+        kernel = OneDnnConv(*spec, residual=residual is not None, activation=activation[0], scalars=activation[1],
                             example_shape=conv.args[0].type.shape)
         if kernel._packed is None:   # the constants do not fit oneDNN's op: keep torch's
             continue

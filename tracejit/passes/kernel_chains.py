@@ -61,6 +61,34 @@ def writes_between(order: tuple, first: Node, second: Node) -> bool:
     return k < len(writes) and writes[k] < hi
 
 
+_PLAIN_ACTIVATIONS = {"relu": "relu", "silu": "silu", "hardswish": "hardswish", "hardsigmoid": "hardsigmoid",
+                      "sigmoid": "sigmoid", "tanh": "tanh"}
+_DEFAULT_SCALARS = {"hardtanh": (-1.0, 1.0), "leaky_relu": (0.01,)}
+
+
+def activation_of(node: Node):
+    """(activation name of runtime/onednn_activation.py, its scalars) for an aten activation node
+    (in place or not) a kernel can apply after its product, or None."""
+    if not node.op.startswith("aten::") or not node.op.endswith(".default") or not node.args:
+        return None
+    name = node.name[:-1] if node.name.endswith("_") else node.name
+    extra, kwargs = list(node.args[1:]), node.kwargs
+    if name in _PLAIN_ACTIVATIONS:
+        return (_PLAIN_ACTIVATIONS[name], ()) if not extra and not kwargs else None
+    if name == "gelu":
+        approximate = kwargs.get("approximate", extra[0] if extra else "none")
+        if len(extra) > 1 or set(kwargs) - {"approximate"} or approximate not in ("none", "tanh"):
+            return None
+        return ("gelu" if approximate == "none" else "gelu_tanh"), ()
+    if name == "relu6":
+        return ("hardtanh", (0.0, 6.0)) if not extra and not kwargs else None
+    if name in _DEFAULT_SCALARS and not kwargs and len(extra) <= len(_DEFAULT_SCALARS[name]):
+        scalars = tuple(extra) + _DEFAULT_SCALARS[name][len(extra):]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in scalars):
+            return name, tuple(float(v) for v in scalars)
+    return None
+
+
 def _rank_guard(node: Node) -> bool:
     return node.op == GUARD and node.attrs.get("kind") == "rank" and len(node.args) == 1
 

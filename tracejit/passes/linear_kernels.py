@@ -1,8 +1,8 @@
 """Each large constant-weight linear, with the relu / gelu after it, becomes one oneDNN call.
 
 A chain is ``y = linear(x, W, b)`` with W (and b) frozen constants and at least ``MIN_MACS``
-multiply-adds when traced, then, when ``y`` has no other reader, ``relu`` / ``relu_`` /
-``gelu`` (exact or tanh). It becomes a ``tracejit::kernel`` node calling a ``OneDnnLinear``
+multiply-adds when traced, then, when ``y`` has no other reader, an activation oneDNN applies in the same call
+(relu, gelu, silu, hardtanh / relu6, hardswish, sigmoid, tanh, ...: kernel_chains.activation_of). It becomes a ``tracejit::kernel`` node calling a ``OneDnnLinear``
 (runtime/onednn_linear.py); calls that do not fit run the recorded ops. Smaller linears stay
 torch's (or a numpy region's, passes/numpy_regions.py, which runs first). The kernel is an
 in-memory object (``IN_MEMORY_PASSES``): a saved program keeps the graph before this pass.
@@ -16,12 +16,10 @@ import torch
 from ..ir import Graph, Node, TensorType, Value, verify
 from ..runtime.onednn_linear import MIN_MACS, OneDnnLinear, available
 from .graph_copy import copy_graph
-from .kernel_chains import (constant_f32, kernel_nodes, next_in_chain, readers_of, replace_chain, write_order,
-                            writes_between)
+from .kernel_chains import (activation_of, constant_f32, kernel_nodes, readers_of, replace_chain, sole_reader,
+                            write_order, writes_between)
 
 LINEAR = "aten::linear.default"
-RELU = ("aten::relu.default", "aten::relu_.default")
-GELU = ("aten::gelu.default",)
 
 
 def fuse_linear_kernels(graph: Graph) -> Graph:
@@ -35,15 +33,13 @@ def fuse_linear_kernels(graph: Graph) -> Graph:
         spec = _linear_spec(out, linear)
         if spec is None:
             continue
-        chain, activation = [linear], "none"
-        after = next_in_chain(linear.outputs[0], readers, RELU + GELU)
-        if after is not None and not writes_between(order, linear, after):
-            activation = _activation(after)
-            if activation is not None:
-                chain.append(after)
-            else:
-                activation = "none"
-        kernel = OneDnnLinear(*spec, activation)
+        chain, activation = [linear], ("none", ())
+        after = sole_reader(linear.outputs[0], readers)
+        if after is not None and after.args and after.args[0] is linear.outputs[0] \
+                and not writes_between(order, linear, after) and activation_of(after) is not None:
+            chain.append(after)
+            activation = activation_of(after)
+        kernel = OneDnnLinear(*spec, *activation)
         if not kernel._fast:
             continue
         replace_chain(out, chain, kernel, (linear.args[0],), "onednn:" + kernel.describe(), readers)
@@ -85,16 +81,6 @@ def runs_in_onednn(linear: Node, weight) -> bool:
             or any(not isinstance(s, int) or s < 0 for s in shape):
         return False
     return math.prod(shape) * weight.shape[0] >= MIN_MACS
-
-
-def _activation(node: Node) -> str | None:
-    """The kernel's name for the activation ``node`` computes, or None when it cannot fuse it."""
-    if node.op in RELU:
-        return "relu" if len(node.args) == 1 and not node.kwargs else None
-    approximate = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
-    if len(node.args) > 2 or set(node.kwargs) - {"approximate"} or approximate not in ("none", "tanh"):
-        return None
-    return "gelu" if approximate == "none" else "gelu_tanh"
 
 
 def linear_kernel_nodes(graph: Graph) -> list:

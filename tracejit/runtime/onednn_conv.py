@@ -18,7 +18,7 @@ Example:
     >>> import torch
     >>> from tracejit.runtime.onednn_conv import OneDnnConv
     >>> w, b = torch.randn(8, 3, 3, 3), torch.randn(8)
-    >>> conv = OneDnnConv(w, b, (1, 1), (1, 1), (1, 1), 1, residual=False, relu=True)
+    >>> conv = OneDnnConv(w, b, (1, 1), (1, 1), (1, 1), 1, residual=False, activation="relu")
     >>> x = torch.randn(2, 3, 10, 10)
     >>> torch.allclose(conv(x), torch.relu(torch.conv2d(x, w, b, 1, 1)), atol=1e-5)
     True
@@ -26,6 +26,8 @@ Example:
 from __future__ import annotations
 
 import torch
+
+from .onednn_activation import ACTIVATIONS, label, recorded
 
 _F32 = torch.float32
 _STRIDED = torch.strided
@@ -41,18 +43,22 @@ def _pair(v) -> list[int]:
 
 
 class OneDnnConv:
-    """``relu?(conv2d(x, weight, bias, ...) [+ residual])``, called as ``conv(x)`` or ``conv(x, residual)``."""
+    """``activation(conv2d(x, weight, bias, ...) [+ residual], *scalars)``, called as ``conv(x)`` or
+    ``conv(x, residual)``; ``activation`` is a key of runtime/onednn_activation.py's ``ACTIVATIONS``
+    (with a residual: "none" or "relu")."""
 
-    def __init__(self, weight, bias, stride, padding, dilation, groups: int, *, residual: bool, relu: bool,
-                 example_shape=None):
+    def __init__(self, weight, bias, stride, padding, dilation, groups: int, *, residual: bool,
+                 activation: str = "none", scalars: tuple = (), example_shape=None):
         self.weight, self.bias = weight, bias
         self.stride, self.padding, self.dilation = _pair(stride), _pair(padding), _pair(dilation)
         self.groups = int(groups)
-        self.residual, self.relu = residual, relu
+        self.residual, self.activation, self.scalars = residual, activation, tuple(scalars)
+        if residual and activation not in ("none", "relu"):
+            raise ValueError(f"OneDnnConv: a residual add takes activation 'none' or 'relu'; got {activation!r}")
         self.example_shape = example_shape
         self.constants = [weight] + ([bias] if bias is not None else [])
         self.kernel = self   # the protocol runtime/constants.py moves kernels by (``.kernel.moved(fn).function``)
-        self._unary = "relu" if relu else "none"
+        self._unary, self._algorithm, _ = ACTIVATIONS[activation]
         self._packed = self._pack()
         if self._packed is not None:
             kh, kw = weight.shape[2:]
@@ -65,13 +71,13 @@ class OneDnnConv:
         return self
 
     def describe(self) -> str:
-        return "conv2d" + ("+add" if self.residual else "") + ("+relu" if self.relu else "")
+        return "conv2d" + ("+add" if self.residual else "") + label(self.activation)
 
     def moved(self, fn) -> "OneDnnConv":
         """The same kernel over ``fn`` applied to its constants (a ``Module._apply`` conversion)."""
         return OneDnnConv(fn(self.weight), None if self.bias is None else fn(self.bias), self.stride,
-                          self.padding, self.dilation, self.groups, residual=self.residual, relu=self.relu,
-                          example_shape=self.example_shape)
+                          self.padding, self.dilation, self.groups, residual=self.residual,
+                          activation=self.activation, scalars=self.scalars, example_shape=self.example_shape)
 
     def _pack(self):
         """The weight in oneDNN's layout, or None when the constants do not fit the fused op."""
@@ -94,12 +100,12 @@ class OneDnnConv:
                 if not self.residual:
                     return torch.ops.mkldnn._convolution_pointwise(
                         x, packed, self.bias, self.padding, self.stride, self.dilation, self.groups,
-                        self._unary, [], "")
+                        self._unary, list(self.scalars), self._algorithm)
                 if plain_f32(residual) and not (residual.requires_grad and torch.is_grad_enabled()) \
                         and residual.shape == self._output_shape(x):
                     return torch.ops.mkldnn._convolution_pointwise.binary(
                         x, residual, packed, self.bias, self.padding, self.stride, self.dilation, self.groups,
-                        "add", 1.0, "relu" if self.relu else None, [], "")
+                        "add", 1.0, None if self.activation == "none" else self._unary, [], "")
             except RuntimeError:   # e.g. an empty batch: torch's ops give their answer or error
                 pass
         return self._fallback(x, residual)
@@ -114,7 +120,7 @@ class OneDnnConv:
         y = torch.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
         if self.residual:
             y = y.add_(residual)
-        return torch.relu(y) if self.relu else y
+        return recorded(self.activation, y, self.scalars)
 
     def __repr__(self) -> str:
         return f"<OneDnnConv {self.describe()} {tuple(self.weight.shape)}>"

@@ -23,16 +23,10 @@ from __future__ import annotations
 
 import torch
 
+from .onednn_activation import ACTIVATIONS, label, recorded
 from .onednn_conv import plain_f32
 
 MIN_MACS = 1 << 20   # below about a million multiply-adds torch's linear is faster (oneDNN's call overhead)
-# activation -> (oneDNN's attr, its algorithm, the recorded op)
-ACTIVATIONS = {
-    "none": ("none", "", None),
-    "relu": ("relu", "", torch.relu),
-    "gelu": ("gelu", "none", torch.nn.functional.gelu),
-    "gelu_tanh": ("gelu", "tanh", lambda y: torch.nn.functional.gelu(y, approximate="tanh")),
-}
 
 
 def available() -> bool:
@@ -41,13 +35,14 @@ def available() -> bool:
 
 
 class OneDnnLinear:
-    """``activation(linear(x, weight, bias))``, called as ``linear(x)``."""
+    """``activation(linear(x, weight, bias), *scalars)``, called as ``linear(x)``; ``activation`` is a
+    key of runtime/onednn_activation.py's ``ACTIVATIONS``."""
 
-    def __init__(self, weight, bias, activation: str = "none"):
-        self.weight, self.bias, self.activation = weight, bias, activation
+    def __init__(self, weight, bias, activation: str = "none", scalars: tuple = ()):
+        self.weight, self.bias, self.activation, self.scalars = weight, bias, activation, tuple(scalars)
         self.constants = [weight] + ([bias] if bias is not None else [])
         self.kernel = self   # the protocol runtime/constants.py moves kernels by (``.kernel.moved(fn).function``)
-        self._attr, self._algorithm, self._recorded = ACTIVATIONS[activation]
+        self._attr, self._algorithm, _ = ACTIVATIONS[activation]
         self._fast = available() and weight.dim() == 2 and all(plain_f32(k) and not k.requires_grad
                                                                for k in self.constants)
         self._min_elements = -(-MIN_MACS // max(1, weight.shape[0])) if weight.dim() == 2 else 0
@@ -57,21 +52,22 @@ class OneDnnLinear:
         return self
 
     def describe(self) -> str:
-        return "linear" + ("" if self.activation == "none" else "+" + self.activation)
+        return "linear" + label(self.activation)
 
     def moved(self, fn) -> "OneDnnLinear":
         """The same kernel over ``fn`` applied to its constants (a ``Module._apply`` conversion)."""
-        return OneDnnLinear(fn(self.weight), None if self.bias is None else fn(self.bias), self.activation)
+        return OneDnnLinear(fn(self.weight), None if self.bias is None else fn(self.bias), self.activation,
+                            self.scalars)
 
     def __call__(self, x):
         if self._fast and plain_f32(x) and x.numel() >= self._min_elements \
                 and not (x.requires_grad and torch.is_grad_enabled()):
             try:
-                return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, self._attr, [], self._algorithm)
+                return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, self._attr, list(self.scalars),
+                                                          self._algorithm)
             except RuntimeError:   # e.g. the wrong feature size: torch's ops give their answer or error
                 pass
-        y = torch._C._nn.linear(x, self.weight, self.bias)
-        return y if self._recorded is None else self._recorded(y)
+        return recorded(self.activation, torch._C._nn.linear(x, self.weight, self.bias), self.scalars)
 
     def __repr__(self) -> str:
         return f"<OneDnnLinear {self.describe()} {tuple(self.weight.shape)}>"
