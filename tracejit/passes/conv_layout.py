@@ -7,9 +7,11 @@ the same up to float rounding of a different summation order (rtol 1e-5 on ResNe
 
 A channels-last tensor has other strides: ``view`` may refuse it where eager's contiguous
 tensor is accepted. So the pass applies only when every op reading a 4-d value is one that
-does not care about strides (``LAYOUT_FREE``) and no output is a 4-d tensor with more than one
-spatial element (those would come back channels-last). It changes constants only: the graph
-saves as before (the archive writes tensors contiguous).
+does not care about strides (``LAYOUT_FREE``). A 4-d output with more than one spatial element
+(a feature map) would come back channels-last: when an elementwise / conv / pooling op made it
+(eager's result is contiguous there), the pass adds ``.contiguous()`` before it is returned, one
+copy per output; any other such output (a view, an input) leaves the graph as it was. Besides
+those nodes it changes constants only (the archive writes tensors contiguous).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import math
 
 import torch
 
-from ..ir import Graph, Value, iter_values
+from ..ir import Graph, Node, Value, iter_values, map_values
 from .graph_copy import copy_graph
 
 CONV = "aten::conv2d.default"
@@ -29,11 +31,14 @@ LAYOUT_FREE = {
     "flatten", "reshape", "contiguous", "dropout", "hardswish", "hardswish_", "hardsigmoid", "tanh",
 }
 TRACEJIT_LAYOUT_FREE = {"tracejit::guard", "tracejit::kernel", "tracejit::constant"}
+CONTIGUOUS = "aten::contiguous.default"
+# ops whose eager result is contiguous for contiguous inputs: an output they make may be made contiguous
+_VIEWS = {"size", "flatten", "reshape", "contiguous", "dropout"}
 
 
 def conv_weights_channels_last(graph: Graph) -> Graph:
     out = copy_graph(graph)
-    if not layout_free(out):
+    if not layout_free(out, fixable_outputs=True):
         return out
     weights: set[int] = set()
     other: set[int] = set()
@@ -44,15 +49,38 @@ def conv_weights_channels_last(graph: Graph) -> Graph:
         for a in iter_values(tuple(node.kwargs.values())):
             if a.producer is not None and a.producer.op == CONSTANT:
                 other.add(a.producer.attrs["index"])
+    changed = False
     for index in weights - other:
         w = out.constants[index]
         if isinstance(w, torch.Tensor) and w.dim() == 4 and w.is_floating_point() and w.device.type == "cpu":
             out.constants[index] = w.contiguous(memory_format=torch.channels_last)
+            changed = True
+    if changed:
+        _contiguous_outputs(out)
     return out
 
 
-def layout_free(graph: Graph) -> bool:
-    """May every 4-d value of ``graph`` be channels-last (its readers ignore strides; no such output)?"""
+def _contiguous_outputs(graph: Graph) -> None:
+    """Feature-map outputs made by layout-free ops are returned through ``.contiguous()``, as eager's are."""
+    made: dict[int, Value] = {}
+
+    def fix(v):
+        if not _spatial(v) or v.producer is None or v.producer.op == CONTIGUOUS:
+            return v
+        if id(v) not in made:
+            node = Node(CONTIGUOUS, "method:contiguous", args=(v,), source=v.producer.source, scope=v.producer.scope)
+            node.outputs = [Value(v.type, node, 0, v.hint, v.dynamic)]
+            graph.nodes.append(node)
+            made[id(v)] = node.outputs[0]
+        return made[id(v)]
+
+    graph.outputs = [map_values(o, fix) for o in graph.outputs]
+
+
+def layout_free(graph: Graph, fixable_outputs: bool = False) -> bool:
+    """May every 4-d value of ``graph`` be channels-last: its readers ignore strides, and each
+    feature-map output is made contiguous (by a ``contiguous`` node, or, with ``fixable_outputs``,
+    by one ``_contiguous_outputs`` can add: its producer is a layout-free op, not a view or input)?"""
     for node in graph.nodes:
         if node.op in TRACEJIT_LAYOUT_FREE:
             continue
@@ -60,7 +88,18 @@ def layout_free(graph: Graph) -> bool:
             name = node.op.split("::", 1)[-1].split(".", 1)[0]
             if not node.op.startswith("aten::") or name not in LAYOUT_FREE:
                 return False
-    return not any(_spatial(v) for v in iter_values(graph.outputs))
+    for v in iter_values(graph.outputs):
+        if not _spatial(v) or (v.producer is not None and v.producer.op == CONTIGUOUS):
+            continue
+        if not fixable_outputs or v.producer is None or not _fixable(v.producer):
+            return False
+    return True
+
+
+def _fixable(node) -> bool:
+    name = node.op.split("::", 1)[-1].split(".", 1)[0]
+    # not a view, and not in place (its result is its input, maybe the caller's tensor)
+    return node.op.startswith("aten::") and name in LAYOUT_FREE and name not in _VIEWS and not name.endswith("_")
 
 
 def _spatial(v) -> bool:
