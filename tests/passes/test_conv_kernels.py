@@ -317,3 +317,37 @@ def test_other_activations_fuse_into_the_conv_with_eager_and_jit_answers(act, la
             x = torch.randn(shape) * 4
             close(traced(x), model(x))
             close(traced(x), ref(x))
+
+
+class SamePadding(nn.Module):
+    """EfficientNet's convs: padding="same" / "valid" (aten::conv2d.padding), batch norm, SiLU; a 2x2
+    "same" conv pads one side more (oneDNN's op takes symmetric padding: torch's conv2d runs it)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(9)
+        self.c1, self.b1 = nn.Conv2d(3, 8, 3, padding="same", bias=False), nn.BatchNorm2d(8)
+        self.c2 = nn.Conv2d(8, 8, 5, padding="same", dilation=2, groups=8)
+        self.c3 = nn.Conv2d(8, 8, 2, padding="same")
+        self.c4 = nn.Conv2d(8, 4, 1, padding="valid")
+
+    def forward(self, x):
+        h = nn.functional.silu(self.b1(self.c1(x)))
+        return self.c4(self.c3(nn.functional.silu(self.c2(h)))).mean((2, 3))
+
+
+def test_same_and_valid_padding_fold_and_fuse():
+    model = SamePadding().eval()
+    with torch.no_grad():
+        model.b1.running_var.uniform_(0.5, 2)
+        model.b1.running_mean.uniform_(-1, 1)
+    example = torch.randn(1, 3, 12, 12)
+    traced, ref = ofi(model, (example,)), jit(model, (example,))
+    assert not any(n.op == "aten::batch_norm.default" for n in traced.forward.graph.nodes)   # folded
+    assert kernel_ops(traced) == ["onednn:conv2d", "onednn:conv2d+silu", "onednn:conv2d+silu"]
+    assert [n.op for n in run_graph(traced).nodes].count("aten::conv2d.padding") == 1   # the 2x2 "same"
+    with torch.no_grad():
+        for shape in [(1, 3, 12, 12), (2, 3, 15, 10)]:
+            x = torch.randn(shape)
+            close(traced(x), model(x))
+            close(traced(x), ref(x))

@@ -24,7 +24,7 @@ from .graph_copy import copy_graph
 from .kernel_chains import (activation_of, constant_f32, kernel_nodes, next_in_chain, readers_of, replace_chain,
                             sole_reader, write_order, writes_between)
 
-CONV = "aten::conv2d.default"
+CONVS = ("aten::conv2d.default", "aten::conv2d.padding")   # padding: an int list, or "same" / "valid"
 ADD_INPLACE = ("aten::add_.Tensor",)
 _DEFAULTS = (None, 1, 0, 1, 1)   # conv2d's bias, stride, padding, dilation, groups
 
@@ -32,11 +32,11 @@ _DEFAULTS = (None, 1, 0, 1, 1)   # conv2d's bias, stride, padding, dilation, gro
 def fuse_conv_kernels(graph: Graph) -> Graph:
     """A copy of ``graph`` where each constant-weight conv2d chain is one fused kernel node."""
     out = copy_graph(graph)
-    if not available() or not any(n.op == CONV for n in out.nodes) or not layout_free(out):
+    if not available() or not any(n.op in CONVS for n in out.nodes) or not layout_free(out):
         return out
     readers, order = readers_of(out), write_order(out)
     changed = False
-    for conv in [n for n in out.nodes if n.op == CONV]:
+    for conv in [n for n in out.nodes if n.op in CONVS]:
         spec = _conv_spec(out, conv)
         if spec is None:
             continue
@@ -79,9 +79,23 @@ def _conv_spec(graph: Graph, conv: Node):
         bias = constant_f32(graph, args[2])
         if bias is None or bias.dim() != 1:
             return None
+    if isinstance(args[4], str):
+        args[4] = _explicit_padding(args[4], weight, args[5])
     if not all(_ints(a) for a in args[3:6]) or not isinstance(args[6], int) or isinstance(args[6], bool):
         return None
     return weight, bias, args[3], args[4], args[5], args[6]
+
+
+def _explicit_padding(mode: str, weight, dilation):
+    """conv2d's "valid" / "same" as the symmetric padding oneDNN takes, or None ("same" with an even
+    extent pads one side more: torch's conv2d runs it)."""
+    if mode == "valid":
+        return (0, 0)
+    if mode != "same" or not _ints(dilation):
+        return None
+    dilation = (dilation, dilation) if isinstance(dilation, int) else dilation
+    total = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:])]
+    return tuple(t // 2 for t in total) if all(t % 2 == 0 for t in total) else None
 
 
 def _f32_4d(v) -> bool:

@@ -22,13 +22,14 @@ import torch
 from ..ir import Graph, Node, Value, iter_values, map_values
 from .graph_copy import copy_graph
 
-CONV = "aten::conv2d.default"
+CONVS = ("aten::conv2d.default", "aten::conv2d.padding")   # padding: "same" / "valid"
 CONSTANT = "tracejit::constant"
 LAYOUT_FREE = {
     "conv2d", "relu", "relu_", "add", "add_", "sub", "mul", "mul_", "div", "max_pool2d", "avg_pool2d",
     "adaptive_avg_pool2d", "adaptive_max_pool2d", "batch_norm", "hardtanh", "hardtanh_", "silu", "silu_",
     "sigmoid", "sigmoid_", "gelu", "clamp", "clamp_", "leaky_relu", "leaky_relu_", "size", "mean", "sum",
     "flatten", "reshape", "contiguous", "dropout", "hardswish", "hardswish_", "hardsigmoid", "tanh",
+    "pad", "constant_pad_nd", "reflection_pad2d", "replication_pad2d",
 }
 TRACEJIT_LAYOUT_FREE = {"tracejit::guard", "tracejit::kernel", "tracejit::constant"}
 CONTIGUOUS = "aten::contiguous.default"
@@ -45,7 +46,7 @@ def conv_weights_channels_last(graph: Graph) -> Graph:
     for node in out.nodes:
         for i, a in enumerate(node.args):
             if isinstance(a, Value) and a.producer is not None and a.producer.op == CONSTANT:
-                (weights if node.op == CONV and i == 1 else other).add(a.producer.attrs["index"])
+                (weights if node.op in CONVS and i == 1 else other).add(a.producer.attrs["index"])
         for a in iter_values(tuple(node.kwargs.values())):
             if a.producer is not None and a.producer.op == CONSTANT:
                 other.add(a.producer.attrs["index"])

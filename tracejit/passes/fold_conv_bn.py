@@ -11,7 +11,7 @@ import torch
 from ..ir import Graph, Node, Value, verify
 from .graph_copy import copy_graph, replace_uses
 
-CONVS = {"aten::conv1d.default", "aten::conv2d.default", "aten::conv3d.default"}
+CONVS = {f"aten::conv{d}d.{overload}" for d in (1, 2, 3) for overload in ("default", "padding")}   # padding: "same"
 BATCH_NORM = "aten::batch_norm.default"
 SHAPE_GUARDS = ("rank", "size", "length")
 
