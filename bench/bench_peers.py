@@ -36,7 +36,8 @@ Methodology
 * Per-call time: warm-up (20 calls per column, 3 for the large models), then the number N of calls
   per batch is calibrated on eager (a batch takes about 0.1 s, 0.5 s for ResNet-50 and BERT-base);
   for R rounds each column in turn runs a batch of N calls (``time.perf_counter``), rounds
-  *interleaved* so drift of the machine affects all alike. Reported: the MEDIAN per-call time in
+  *interleaved* so drift of the machine affects all alike, each round starting one column later
+  (no column always runs right after the same one). Reported: the MEDIAN per-call time in
   microseconds and its ratio to eager; the fastest peer, tracejit's fastest fp32 engine, and
   whether it beats that peer.
 * Build time per column, and export + session creation: ``torch.onnx.export`` + session against
@@ -226,8 +227,13 @@ def time_interleaved(
             fn(*args)
     n = calibrate(*peers["eager"], target_s=target_s)
     samples: dict[str, list[float]] = {name: [] for name in peers}
-    for _ in range(rounds):
-        for name, (fn, args) in peers.items():
+    names = list(peers)
+    for r in range(rounds):
+        # each round starts one column later: no column always runs right after the same one (another
+        # engine's threads, caches and allocations), which the ResNet-50 columns were sensitive to
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            fn, args = peers[name]
             samples[name].append(_run_batch(fn, args, n) / n)
     return {name: statistics.median(v) for name, v in samples.items()}, n
 
