@@ -23,3 +23,12 @@ def jit(fn, example):
 def run_graph(traced):
     """The graph an optimized program runs (with its in-memory kernel nodes)."""
     return traced.forward.run_graph if isinstance(traced, torch.nn.Module) else traced._fn.run_graph
+
+
+def error_type(call):
+    """The class of the exception ``call()`` raises, or None."""
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001
+        return type(e)
+    return None

@@ -14,7 +14,7 @@ import tracejit
 from tracejit.passes.conv_kernels import conv_kernel_nodes
 from tracejit.runtime.onednn_conv import OneDnnConv, available
 
-from region_testlib import jit, ofi, run_graph
+from region_testlib import error_type, jit, ofi, run_graph
 
 pytestmark = [pytest.mark.filterwarnings("ignore::tracejit.TracerWarning"),
               pytest.mark.skipif(not available(), reason="this torch build has no oneDNN convolution op")]
@@ -127,17 +127,9 @@ def test_moved_to_float64_and_back_and_meta_inputs():
         traced.float()
         model.float()
         close(traced(x), model(x))
-        ours = _error_type(lambda: traced(torch.randn(2, 3, 14, 14, device="meta")))
+        ours = error_type(lambda: traced(torch.randn(2, 3, 14, 14, device="meta")))
         plain = tracejit.trace(model, (torch.randn(1, 3, 16, 16),))
-        assert ours is _error_type(lambda: plain(torch.randn(2, 3, 14, 14, device="meta")))
-
-
-def _error_type(call):
-    try:
-        call()
-    except Exception as e:  # noqa: BLE001
-        return type(e)
-    return None
+        assert ours is error_type(lambda: plain(torch.randn(2, 3, 14, 14, device="meta")))
 
 
 class ResidualInput(nn.Module):

@@ -14,7 +14,7 @@ from tracejit.passes.linear_kernels import linear_kernel_nodes
 from tracejit.passes.linear_weight_layout import transposed_weights
 from tracejit.runtime.onednn_linear import MIN_MACS, OneDnnLinear, available
 
-from region_testlib import jit, ofi, run_graph
+from region_testlib import error_type, jit, ofi, run_graph
 
 pytestmark = [pytest.mark.filterwarnings("ignore::tracejit.TracerWarning"),
               pytest.mark.skipif(not available(), reason="this torch build has no oneDNN linear op")]
@@ -100,15 +100,7 @@ def test_calls_that_do_not_fit_run_torchs_ops_with_eagers_answers_gradients_and_
         assert kernel._fast   # back on float32: oneDNN again
         meta = torch.randn(2, 16, 128, device="meta")
         plain = tracejit.trace(model, (torch.randn(2, 16, 128),))
-        assert _error_type(lambda: traced(meta)) is _error_type(lambda: plain(meta))
-
-
-def _error_type(call):
-    try:
-        call()
-    except Exception as e:  # noqa: BLE001
-        return type(e)
-    return None
+        assert error_type(lambda: traced(meta)) is error_type(lambda: plain(meta))
 
 
 class TwoReaders(nn.Module):

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import torch
 
-from ..ir import Graph, Node, TensorType, Value, verify
+from ..ir import Graph, Node, TensorType, Value
 from ..runtime.onednn_conv import OneDnnConv, available
 from .conv_layout import layout_free
 from .graph_copy import copy_graph
-from .kernel_chains import (activation_of, constant_f32, kernel_nodes, next_in_chain, readers_of, replace_chain,
-                            sole_reader, write_order, writes_between)
+from .kernel_chains import (activation_after, constant_f32, finish, kernel_nodes, next_in_chain, readers_of,
+                            replace_chain, write_order, writes_between)
 
 CONVS = ("aten::conv2d.default", "aten::conv2d.padding")   # padding: an int list, or "same" / "valid"
 ADD_INPLACE = ("aten::add_.Tensor",)
@@ -47,12 +47,10 @@ def fuse_conv_kernels(graph: Graph) -> Graph:
             chain.append(add)
             residual = add.args[1]
         activation = ("none", ())
-        after = sole_reader(chain[-1].outputs[0], readers)
-        if after is not None and after.args and after.args[0] is chain[-1].outputs[0] \
-                and not writes_between(order, chain[-1], after) and activation_of(after) is not None \
-                and (residual is None or activation_of(after)[0] == "relu"):   # oneDNN: add, then relu only
-            chain.append(after)
-            activation = activation_of(after)
+        found = activation_after(chain[-1], readers, order)
+        if found is not None and (residual is None or found[1][0] == "relu"):   # oneDNN: add, then relu only
+            chain.append(found[0])
+            activation = found[1]
         kernel = OneDnnConv(*spec, residual=residual is not None, activation=activation[0], scalars=activation[1],
                             example_shape=conv.args[0].type.shape)
         if kernel._packed is None:   # the constants do not fit oneDNN's op: keep torch's
@@ -60,11 +58,7 @@ def fuse_conv_kernels(graph: Graph) -> Graph:
         inputs = (conv.args[0],) if residual is None else (conv.args[0], residual)
         replace_chain(out, chain, kernel, inputs, "onednn:" + kernel.describe(), readers)
         changed = True
-    if changed:
-        from .dce import eliminate_dead_code
-        eliminate_dead_code(out)   # the weights' constant nodes: the kernels hold the tensors
-        verify(out)
-    return out
+    return finish(out, changed)
 
 
 def _conv_spec(graph: Graph, conv: Node):

@@ -89,6 +89,28 @@ def activation_of(node: Node):
     return None
 
 
+def activation_after(node: Node, readers: dict, order: tuple):
+    """(activation node, (name, scalars)) when the sole reader of ``node``'s result is an activation a
+    kernel can apply in the same call, with no write in place between them; else None."""
+    value = node.outputs[0]
+    after = sole_reader(value, readers)
+    if after is None or not after.args or after.args[0] is not value or writes_between(order, node, after):
+        return None
+    activation = activation_of(after)
+    return None if activation is None else (after, activation)
+
+
+def finish(graph: Graph, changed: bool) -> Graph:
+    """After kernels replaced chains: drop what they made dead (the weights' constant nodes: the kernels
+    hold the tensors) and verify."""
+    if changed:
+        from ..ir import verify
+        from .dce import eliminate_dead_code
+        eliminate_dead_code(graph)
+        verify(graph)
+    return graph
+
+
 def _rank_guard(node: Node) -> bool:
     return node.op == GUARD and node.attrs.get("kind") == "rank" and len(node.args) == 1
 

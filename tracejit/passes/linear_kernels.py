@@ -13,11 +13,10 @@ import math
 
 import torch
 
-from ..ir import Graph, Node, TensorType, Value, verify
+from ..ir import Graph, Node, TensorType, Value
 from ..runtime.onednn_linear import MIN_MACS, OneDnnLinear, available
 from .graph_copy import copy_graph
-from .kernel_chains import (activation_of, constant_f32, kernel_nodes, readers_of, replace_chain, sole_reader,
-                            write_order, writes_between)
+from .kernel_chains import activation_after, constant_f32, finish, kernel_nodes, readers_of, replace_chain, write_order
 
 LINEAR = "aten::linear.default"
 
@@ -34,21 +33,16 @@ def fuse_linear_kernels(graph: Graph) -> Graph:
         if spec is None:
             continue
         chain, activation = [linear], ("none", ())
-        after = sole_reader(linear.outputs[0], readers)
-        if after is not None and after.args and after.args[0] is linear.outputs[0] \
-                and not writes_between(order, linear, after) and activation_of(after) is not None:
-            chain.append(after)
-            activation = activation_of(after)
+        found = activation_after(linear, readers, order)
+        if found is not None:
+            chain.append(found[0])
+            activation = found[1]
         kernel = OneDnnLinear(*spec, *activation)
         if not kernel._fast:
             continue
         replace_chain(out, chain, kernel, (linear.args[0],), "onednn:" + kernel.describe(), readers)
         changed = True
-    if changed:
-        from .dce import eliminate_dead_code
-        eliminate_dead_code(out)   # the weights' constant nodes: the kernels hold the tensors
-        verify(out)
-    return out
+    return finish(out, changed)
 
 
 def _linear_spec(graph: Graph, linear: Node):
