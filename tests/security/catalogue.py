@@ -122,7 +122,13 @@ def code_cases(b, canary):
             ("aten::_sparse_coo_tensor_unsafe.default", "fn:torch._sparse_coo_tensor_unsafe",
              [{"v": 0}, {"v": 1}, [10 ** 6]]),
             ("aten::sparse_coo_tensor.indices_size", "fn:torch.sparse_coo_tensor", [{"v": 0}, {"v": 1}, [4]]),
-            ("aten::to_sparse.default", "method:to_sparse", [{"v": 0}])):
+            ("aten::to_sparse.default", "method:to_sparse", [{"v": 0}]),
+            # what optimize_for_inference builds in memory only: never read from a file
+            ("tracejit::kernel", "", [{"v": 0}]),
+            ("mkldnn::_convolution_pointwise", "fn:torch.ops.mkldnn._convolution_pointwise",
+             [{"v": 0}, {"v": 1}, None, [0, 0], [1, 1], [1, 1], 1, "none", [], ""]),
+            ("mkldnn::_linear_pointwise", "fn:torch.ops.mkldnn._linear_pointwise",
+             [{"v": 0}, {"v": 1}, None, "none", [], ""])):
         cases.append((f"refused_op_{op}", _edit(fn, lambda d, o=op, t=target, a=args: _replace_node(
             d, "aten::add", o, t, a)), "reject"))
     return cases
