@@ -343,3 +343,40 @@ def test_same_and_valid_padding_fold_and_fuse():
             x = torch.randn(shape)
             close(traced(x), model(x))
             close(traced(x), ref(x))
+
+
+class OutOfPlaceResidual(nn.Module):
+    """timm / EfficientNet style: ``x + conv(h)`` and ``conv(h) + r`` (aten::add.Tensor, not in place)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(10)
+        self.c1, self.c2, self.c3 = (nn.Conv2d(6, 6, 3, padding=1) for _ in range(3))
+
+    def forward(self, x, r):
+        h = x + self.c1(x)                   # the conv result second
+        h = torch.relu(self.c2(h) + h)       # first, then relu
+        return torch.relu(self.c3(h) + r)    # r: the caller's, may broadcast at a call
+
+
+def test_out_of_place_residual_adds_fuse_and_a_broadcasting_one_runs_torchs_add():
+    model = OutOfPlaceResidual().eval()
+    example = (torch.randn(1, 6, 8, 8), torch.randn(1, 6, 8, 8))
+    traced, ref = ofi(model, example), jit(model, example)
+    assert kernel_ops(traced) == ["onednn:conv2d+add", "onednn:conv2d+add+relu", "onednn:conv2d+add+relu"]
+    with torch.no_grad():
+        for x_shape, r_shape in [((2, 6, 9, 7), (2, 6, 9, 7)), ((2, 6, 9, 7), (1, 6, 1, 1)),
+                                 ((1, 6, 4, 4), (6, 1, 1))]:
+            x, r = torch.randn(x_shape), torch.randn(r_shape)
+            kept = r.clone()
+            got, want = traced(x, r), model(x, r)
+            assert got.shape == want.shape
+            close(got, want)
+            close(got, ref(x, r))
+            assert torch.equal(r, kept)
+    broadcast_when_traced = (torch.randn(1, 6, 8, 8), torch.randn(1, 6, 1, 1))
+    traced = ofi(model, broadcast_when_traced)   # r's traced shape is not the conv's: that add stays torch's
+    assert kernel_ops(traced) == ["onednn:conv2d", "onednn:conv2d+add", "onednn:conv2d+add+relu"]
+    with torch.no_grad():
+        x, r = torch.randn(2, 6, 5, 5), torch.randn(1, 6, 1, 1)
+        close(traced(x, r), model(x, r))

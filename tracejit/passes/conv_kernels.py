@@ -1,7 +1,8 @@
 """Each constant-weight conv2d, with the ``add_`` and ``relu`` after it, becomes one oneDNN call.
 
 A chain is ``c = conv2d(x, W, b, ...)`` with W (and b) frozen constants, then, when ``c`` has no
-other reader, ``c.add_(r)`` (in place, so the sum has c's shape: a ResNet block's residual) and
+other reader, ``c.add_(r)`` (in place, so the sum has c's shape: a ResNet block's residual) or
+``c + r`` / ``r + c`` (r traced with c's shape) and
 then, when the result has no other reader, an activation oneDNN applies in the same call (relu,
 silu, hardtanh / relu6, hardswish, ...: kernel_chains.activation_of; after a residual, relu only). Rank guards (``dim()`` reads, e.g.
 batch norm's input check, left after it was folded into the conv) may read the chain's values;
@@ -21,11 +22,12 @@ from ..ir import Graph, Node, TensorType, Value
 from ..runtime.onednn_conv import OneDnnConv, available
 from .conv_layout import layout_free
 from .graph_copy import copy_graph
-from .kernel_chains import (activation_after, constant_f32, finish, kernel_nodes, next_in_chain, readers_of,
-                            replace_chain, write_order, writes_between)
+from .kernel_chains import (activation_after, constant_f32, finish, kernel_nodes, readers_of, replace_chain,
+                            sole_reader, write_order, writes_between)
 
 CONVS = ("aten::conv2d.default", "aten::conv2d.padding")   # padding: an int list, or "same" / "valid"
-ADD_INPLACE = ("aten::add_.Tensor",)
+ADD_INPLACE = "aten::add_.Tensor"
+ADD = "aten::add.Tensor"
 _DEFAULTS = (None, 1, 0, 1, 1)   # conv2d's bias, stride, padding, dilation, groups
 
 
@@ -41,24 +43,40 @@ def fuse_conv_kernels(graph: Graph) -> Graph:
         if spec is None:
             continue
         chain, residual = [conv], None
-        add = next_in_chain(conv.outputs[0], readers, ADD_INPLACE)
-        if add is not None and len(add.args) == 2 and not add.kwargs and _f32_4d(add.args[1]) \
-                and add.args[1] is not conv.outputs[0] and not writes_between(order, conv, add):
+        add = sole_reader(conv.outputs[0], readers)
+        other = _residual(add, conv.outputs[0]) if add is not None else None
+        if other is not None and not writes_between(order, conv, add):
             chain.append(add)
-            residual = add.args[1]
+            residual = other
         activation = ("none", ())
         found = activation_after(chain[-1], readers, order)
         if found is not None and (residual is None or found[1][0] == "relu"):   # oneDNN: add, then relu only
             chain.append(found[0])
             activation = found[1]
         kernel = OneDnnConv(*spec, residual=residual is not None, activation=activation[0], scalars=activation[1],
-                            example_shape=conv.args[0].type.shape)
+                            example_shape=conv.args[0].type.shape, inplace_add=chain[1].op == ADD_INPLACE
+                            if residual is not None else True)
         if kernel._packed is None:   # the constants do not fit oneDNN's op: keep torch's
             continue
         inputs = (conv.args[0],) if residual is None else (conv.args[0], residual)
         replace_chain(out, chain, kernel, inputs, "onednn:" + kernel.describe(), readers)
         changed = True
     return finish(out, changed)
+
+
+def _residual(add: Node, c: Value):
+    """The other operand when ``add`` adds it to the conv result ``c``: ``c.add_(r)`` (the sum has c's
+    shape), or ``c + r`` / ``r + c`` when r was traced with c's shape (a different shape at a call
+    runs torch's add); else None. No alpha, no keywords."""
+    if add.op not in (ADD_INPLACE, ADD) or len(add.args) != 2 or add.kwargs:
+        return None
+    a, b = add.args
+    other = b if a is c else (a if add.op == ADD and b is c else None)
+    if other is None or other is c or not _f32_4d(other):
+        return None
+    if add.op == ADD and tuple(other.type.shape) != tuple(c.type.shape):
+        return None
+    return other
 
 
 def _conv_spec(graph: Graph, conv: Node):

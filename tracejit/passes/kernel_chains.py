@@ -56,7 +56,9 @@ def writes_between(order: tuple, first: Node, second: Node) -> bool:
     """Does a node that writes in place run between ``first`` and ``second``? Then they cannot fuse:
     the fused node runs where ``second`` was, and ``first``'s inputs may have changed by then."""
     positions, writes = order
-    lo, hi = positions[id(first)], positions[id(second)]
+    lo, hi = positions.get(id(first)), positions.get(id(second))
+    if lo is None or hi is None:   # a node made after the order was taken (a kernel): do not fuse across it
+        return True
     k = bisect.bisect_right(writes, lo)
     return k < len(writes) and writes[k] < hi
 
@@ -94,10 +96,10 @@ def activation_after(node: Node, readers: dict, order: tuple):
     kernel can apply in the same call, with no write in place between them; else None."""
     value = node.outputs[0]
     after = sole_reader(value, readers)
-    if after is None or not after.args or after.args[0] is not value or writes_between(order, node, after):
+    if after is None or not after.args or after.args[0] is not value:
         return None
     activation = activation_of(after)
-    return None if activation is None else (after, activation)
+    return None if activation is None or writes_between(order, node, after) else (after, activation)
 
 
 def finish(graph: Graph, changed: bool) -> Graph:

@@ -48,11 +48,12 @@ class OneDnnConv:
     (with a residual: "none" or "relu")."""
 
     def __init__(self, weight, bias, stride, padding, dilation, groups: int, *, residual: bool,
-                 activation: str = "none", scalars: tuple = (), example_shape=None):
+                 activation: str = "none", scalars: tuple = (), example_shape=None, inplace_add: bool = True):
         self.weight, self.bias = weight, bias
         self.stride, self.padding, self.dilation = _pair(stride), _pair(padding), _pair(dilation)
         self.groups = int(groups)
         self.residual, self.activation, self.scalars = residual, activation, tuple(scalars)
+        self.inplace_add = inplace_add   # the recorded add: c.add_(r), or c + r (which may broadcast c)
         if residual and activation not in ("none", "relu"):
             raise ValueError(f"OneDnnConv: a residual add takes activation 'none' or 'relu'; got {activation!r}")
         self.example_shape = example_shape
@@ -77,7 +78,8 @@ class OneDnnConv:
         """The same kernel over ``fn`` applied to its constants (a ``Module._apply`` conversion)."""
         return OneDnnConv(fn(self.weight), None if self.bias is None else fn(self.bias), self.stride,
                           self.padding, self.dilation, self.groups, residual=self.residual,
-                          activation=self.activation, scalars=self.scalars, example_shape=self.example_shape)
+                          activation=self.activation, scalars=self.scalars, example_shape=self.example_shape,
+                          inplace_add=self.inplace_add)
 
     def _pack(self):
         """The weight in oneDNN's layout, or None when the constants do not fit the fused op."""
@@ -119,7 +121,7 @@ class OneDnnConv:
         """The ops the trace recorded."""
         y = torch.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
         if self.residual:
-            y = y.add_(residual)
+            y = y.add_(residual) if self.inplace_add else torch.add(y, residual)
         return recorded(self.activation, y, self.scalars)
 
     def __repr__(self) -> str:
