@@ -57,15 +57,21 @@ def optimize_for_inference(traced, backend: str = "torch", **backend_options):
         return OpenVinoProgram(traced, **backend_options)
     if backend_options:
         raise TypeError(f"optimize_for_inference: the torch backend takes no options; got {sorted(backend_options)}")
+    return optimized(traced)
+
+
+def optimized(traced, in_memory: bool = True):
+    """The torch backend's program; ``in_memory=False`` skips ``IN_MEMORY_PASSES`` (numpy and oneDNN
+    kernels), for the ONNX backends, which export the saved graph only."""
     if isinstance(traced, TracedModule):
         frozen = freeze(traced) if not _is_frozen(traced) else traced
         source = frozen._method("forward").graph
-        out = _module_from(frozen, run_passes(source), getattr(frozen, "_preserved_attrs", ()), optimize=True,
+        out = _module_from(frozen, run_passes(source), getattr(frozen, "_preserved_attrs", ()), optimize=in_memory,
                            captured=captured_tensors(source))
         out.__dict__["_unoptimized"] = frozen
         return out
     if isinstance(traced, TracedFunction):
-        out = _function_from(traced, run_passes(traced.graph), optimize=True)
+        out = _function_from(traced, run_passes(traced.graph), optimize=in_memory)
         out._captured = captured_tensors(traced.graph)
         out._unoptimized = traced
         return out

@@ -21,8 +21,8 @@ def prepare(traced, backend: str):
     if getattr(traced, "training", False) is True:
         raise RuntimeError(f"optimize_for_inference: {getattr(traced, 'original_name', 'the module')} is in "
                            f"training mode; the {backend} backend is for inference. Call .eval() on it first.")
-    from ..inference import optimize_for_inference
-    prepared = optimize_for_inference(traced)
+    from ..inference import optimized
+    prepared = optimized(traced, in_memory=False)   # the export reads the saved graph: no in-memory kernels
     return traced_graph(prepared), export_onnx(prepared)
 
 

@@ -35,15 +35,6 @@ def sole_reader(value: Value, readers: dict):
     return others[0] if len(others) == 1 and others[0] is not None else None
 
 
-def next_in_chain(value: Value, readers: dict, ops) -> Node | None:
-    """The sole reader of ``value`` when it is one of ``ops`` reading ``value`` as its first and
-    only tensor argument, without keyword arguments other than those it accepts; else None."""
-    node = sole_reader(value, readers)
-    if node is None or node.op not in ops or not node.args or node.args[0] is not value:
-        return None
-    return node
-
-
 def write_order(graph: Graph) -> tuple:
     """(position of each node, sorted positions of the nodes that write in place; guards aside): taken
     before any replacement, for ``writes_between``."""
