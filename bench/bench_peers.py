@@ -14,7 +14,8 @@ Methodology
     once; ``OpenVINO (tracejit ONNX)``: OpenVINO's CPU plugin on the file ``tracejit.export_onnx``
     writes (``PERFORMANCE_HINT=LATENCY``, ``INFERENCE_PRECISION_HINT=f32`` (the CPU plugin's
     default is bf16 where the CPU has it), 2 threads), timed as ``infer(feed)`` with shared
-    input/output memory and the feed prepared once;
+    input/output memory and the feed prepared once; ``OpenVINO (torch.onnx)``: the same on the ORT
+    peer's torch.onnx file (one export per workload), what a user without tracejit runs;
   - tracejit's engines: ``tracejit`` (``tracejit.trace``), ``tracejit.freeze``,
     ``tracejit OFI (torch)`` (``optimize_for_inference``), ``tracejit OFI (onnxruntime)``
     (``backend="onnxruntime"``: torch tensors in and out, the traced call signature),
@@ -101,6 +102,7 @@ from peer_builders import (  # noqa: E402,F401  (bench_engine.py reads these thr
     make_jit_frozen,
     make_jit_trace,
     make_openvino,
+    make_openvino_torch_onnx,
     make_ort,
     make_tracejit,
     make_tracejit_freeze,
@@ -124,6 +126,7 @@ PEER_BUILDERS: dict[str, Callable[[Any, tuple], tuple[Callable, tuple]]] = {
     "torch.compile": make_compile,
     "ORT (torch.onnx)": make_ort,
     "OpenVINO (tracejit ONNX)": make_openvino,
+    "OpenVINO (torch.onnx)": make_openvino_torch_onnx,
 }
 TRACEJIT_BUILDERS: dict[str, Callable[[Any, tuple], tuple[Callable, tuple]]] = {
     "tracejit": make_tracejit,
@@ -139,7 +142,7 @@ BUILDERS = {**PEER_BUILDERS, **TRACEJIT_BUILDERS, **LOW_PRECISION_BUILDERS}
 PEERS = ("eager",) + tuple(PEER_BUILDERS)
 TRACEJIT_ENGINES = tuple(TRACEJIT_BUILDERS)
 TIGHT = {"torch.jit.trace", "tracejit", "tracejit.freeze"}
-ERROR_COLUMNS = ("ORT (torch.onnx)", "OpenVINO (tracejit ONNX)", "tracejit OFI (onnxruntime)",
+ERROR_COLUMNS = ("ORT (torch.onnx)", "OpenVINO (tracejit ONNX)", "OpenVINO (torch.onnx)", "tracejit OFI (onnxruntime)",
                  "tracejit OFI (openvino)", "tracejit OFI (openvino, static shapes)",
                  "tracejit OFI (onnxruntime, int8)", "tracejit OFI (openvino, bf16)")
 BUILD_NOTE_NAMES = ("torch.onnx.export + session", "tracejit export + session",
