@@ -32,3 +32,14 @@ def error_type(call):
     except Exception as e:  # noqa: BLE001
         return type(e)
     return None
+
+
+def assert_eager_and_jit_answers(traced, model, ref, shapes, *, rtol, atol, scale=1.0):
+    """``traced`` gives ``model``'s (eager) and ``ref``'s (torch.jit's trace) answers on a new input of
+    each shape (``torch.randn(shape) * scale``), without autograd."""
+    with torch.no_grad():
+        for shape in shapes:
+            x = torch.randn(shape) * scale
+            got = traced(x)
+            torch.testing.assert_close(got, model(x), rtol=rtol, atol=atol)
+            torch.testing.assert_close(got, ref(x), rtol=rtol, atol=atol)

@@ -14,7 +14,7 @@ import tracejit
 from tracejit.passes.conv_kernels import conv_kernel_nodes
 from tracejit.runtime.onednn_conv import OneDnnConv, available
 
-from region_testlib import error_type, jit, ofi, run_graph
+from region_testlib import assert_eager_and_jit_answers, error_type, jit, ofi, run_graph
 
 pytestmark = [pytest.mark.filterwarnings("ignore::tracejit.TracerWarning"),
               pytest.mark.skipif(not available(), reason="this torch build has no oneDNN convolution op")]
@@ -70,6 +70,10 @@ def kernel_ops(traced) -> list[str]:
 
 def close(a, b):
     torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def check(traced, model, ref, shapes, scale=1.0):
+    assert_eager_and_jit_answers(traced, model, ref, shapes, rtol=1e-4, atol=1e-5, scale=scale)
 
 
 @pytest.mark.parametrize("block", [{}, {"stride": 1, "groups": 4, "dilation": 2}, {"groups": 1}])
@@ -274,11 +278,7 @@ def test_a_write_in_place_between_the_chain_nodes_stops_the_chain():
     example = torch.randn(1, 3, 8, 8)
     traced, ref = ofi(model, (example,)), jit(model, (example,))
     assert kernel_ops(traced) == ["onednn:conv2d", "onednn:conv2d+relu"]   # c2 alone; add_ and relu stay
-    with torch.no_grad():
-        for shape in [(1, 3, 8, 8), (2, 3, 11, 7)]:
-            x = torch.randn(shape)
-            close(traced(x), model(x))
-            close(traced(x), ref(x))
+    check(traced, model, ref, [(1, 3, 8, 8), (2, 3, 11, 7)])
 
 
 class ActivationNet(nn.Module):
@@ -304,11 +304,7 @@ def test_other_activations_fuse_into_the_conv_with_eager_and_jit_answers(act, la
     example = torch.randn(1, 3, 10, 10) * 4   # values beyond ReLU6's and hardswish's bends
     traced, ref = ofi(model, (example,)), jit(model, (example,))
     assert kernel_ops(traced) == [f"onednn:conv2d+{label}"] * 2
-    with torch.no_grad():
-        for shape in [(1, 3, 10, 10), (2, 3, 13, 9)]:
-            x = torch.randn(shape) * 4
-            close(traced(x), model(x))
-            close(traced(x), ref(x))
+    check(traced, model, ref, [(1, 3, 10, 10), (2, 3, 13, 9)], scale=4.0)
 
 
 class SamePadding(nn.Module):
@@ -338,11 +334,7 @@ def test_same_and_valid_padding_fold_and_fuse():
     assert not any(n.op == "aten::batch_norm.default" for n in traced.forward.graph.nodes)   # folded
     assert kernel_ops(traced) == ["onednn:conv2d", "onednn:conv2d+silu", "onednn:conv2d+silu"]
     assert [n.op for n in run_graph(traced).nodes].count("aten::conv2d.padding") == 1   # the 2x2 "same"
-    with torch.no_grad():
-        for shape in [(1, 3, 12, 12), (2, 3, 15, 10)]:
-            x = torch.randn(shape)
-            close(traced(x), model(x))
-            close(traced(x), ref(x))
+    check(traced, model, ref, [(1, 3, 12, 12), (2, 3, 15, 10)])
 
 
 class OutOfPlaceResidual(nn.Module):
