@@ -97,7 +97,7 @@ def test_calls_that_do_not_fit_run_torchs_ops_with_eagers_answers_gradients_and_
         model.float()
         close(traced(x.detach()), model(x.detach()))
         kernel = linear_kernel_nodes(run_graph(traced))[0].attrs["kernel"]
-        assert kernel._fast   # back on float32: oneDNN again
+        assert kernel._packed is not None   # back on float32: oneDNN again
         meta = torch.randn(2, 16, 128, device="meta")
         plain = tracejit.trace(model, (torch.randn(2, 16, 128),))
         assert error_type(lambda: traced(meta)) is error_type(lambda: plain(meta))
@@ -199,8 +199,8 @@ def test_kernel_alone_uses_onednn_only_for_large_products():
     finally:
         torch.ops.mkldnn._linear_pointwise = real
     assert calls == [big.shape]
-    assert not OneDnnLinear(w.double(), b.double())._fast
-    assert not OneDnnLinear(w.clone().requires_grad_(), b)._fast
+    assert OneDnnLinear(w.double(), b.double())._packed is None
+    assert OneDnnLinear(w.clone().requires_grad_(), b)._packed is None
 
 
 class WritesBetween(nn.Module):

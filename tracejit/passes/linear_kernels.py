@@ -38,7 +38,7 @@ def fuse_linear_kernels(graph: Graph) -> Graph:
             chain.append(found[0])
             activation = found[1]
         kernel = OneDnnLinear(*spec, *activation)
-        if not kernel._fast:
+        if kernel._packed is None:
             continue
         replace_chain(out, chain, kernel, (linear.args[0],), "onednn:" + kernel.describe(), readers)
         changed = True

@@ -83,8 +83,7 @@ class OneDnnConv:
 
     def _pack(self):
         """The weight in oneDNN's layout, or None when the constants do not fit the fused op."""
-        if not available() or self.weight.dim() != 4 \
-                or not all(plain_f32(k) and not k.requires_grad for k in self.constants):   # no autograd through it
+        if not (available() and packable(self.weight, 4, self.constants)):
             return None
         shape = list(self.example_shape or ())
         if len(shape) != 4 or not all(isinstance(s, int) and s > 0 for s in shape):
@@ -126,6 +125,12 @@ class OneDnnConv:
 
     def __repr__(self) -> str:
         return f"<OneDnnConv {self.describe()} {tuple(self.weight.shape)}>"
+
+
+def packable(weight, dim: int, constants) -> bool:
+    """Can oneDNN own a reordered copy of ``weight``: a ``dim``-d weight and plain float32 constants,
+    none tracked by autograd (the fused ops have no backward)."""
+    return weight.dim() == dim and all(plain_f32(k) and not k.requires_grad for k in constants)
 
 
 def plain_f32(t) -> bool:
