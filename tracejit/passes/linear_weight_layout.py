@@ -8,8 +8,8 @@ change, so the graph is unchanged and saves as before (a saved tensor is written
 ``optimize_for_inference`` on the loaded program lays it out again).
 
 Applies to a constant 2-d floating-point tensor whose every use is the weight of an
-``aten::linear`` that oneDNN will not run (passes/linear_kernels.py: oneDNN is about 11% faster
-with the plain layout, and a copy in each layout would double the weights' memory).
+``aten::linear`` that oneDNN will not run (passes/linear_kernels.py: that kernel runs a copy in
+oneDNN's blocked layout, and the plain weight only serves its fallback).
 """
 from __future__ import annotations
 
