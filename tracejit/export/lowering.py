@@ -19,7 +19,7 @@ from .errors import ExportError
 from .recorder import split_inputs_attributes
 from .schema_args import bind
 from .special_ops import HANDLERS
-from . import attention, sym_lowering  # noqa: E402,F401  (register attention and float size math)
+from . import attention, edge_values, sym_lowering  # noqa: E402,F401  (register attention, edge-value fixes, size math)
 
 ir = require("onnx_ir")
 from onnxscript.function_libs.torch_lib import ops as _torch_lib_ops  # noqa: E402,F401  (fills the registry)

@@ -1,0 +1,72 @@
+"""Ops whose torch_lib conversion gave another answer than eager on edge values (export/edge_values.py):
+the exported program must give eager's and torch.jit.trace's answers in onnxruntime and OpenVINO, on the
+edge inputs and on new shapes.
+
+Not covered: OpenVINO's CPU Max / Min / Clip / Relu turn NaN into a number (a limit of that runtime, not of
+the conversion), so the clamp cases carry infinities but no NaN.
+"""
+from __future__ import annotations
+
+import importlib.util
+
+import onnx
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tracejit
+
+pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
+
+BACKENDS = ["onnxruntime"] + (["openvino"] if importlib.util.find_spec("openvino") else [])
+INF, NAN = float("inf"), float("nan")
+
+
+def _t(*values):
+    return torch.tensor(values, dtype=torch.float32)
+
+
+def _randn(*shape, seed=0, scale=1.0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale
+
+
+def _check(fn, example, new_inputs, what):
+    """The ONNX backends against eager and torch.jit's trace (NaN where eager has NaN), on all inputs."""
+    with torch.no_grad():
+        traced = tracejit.trace(fn, example)
+        onnx.checker.check_model(tracejit.export_onnx(traced), full_check=True)
+        reference = torch.jit.trace(fn, example, check_trace=False)
+        for backend in BACKENDS:
+            program = tracejit.optimize_for_inference(traced, backend=backend)
+            for inputs in [example, *new_inputs]:
+                got = program(*inputs)
+                for name, want in (("eager", fn(*inputs)), ("torch.jit.trace", reference(*inputs))):
+                    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, equal_nan=True,
+                                               msg=lambda m: f"{what} {backend} vs {name}: {m}")
+
+
+EDGE = _t(INF, -INF, -0.0, 0.0, 0.25, 0.5, 1.5, -2.5, 3e38, -3e38)
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.clamp(min=0.5), lambda x: torch.clamp_min(x, 0.5),
+                                lambda x: x.clamp(max=0.5), lambda x: torch.clamp_max(x, -1),
+                                lambda x: torch.clip(x, min=-1.0)],
+                         ids=["clamp-min", "clamp_min", "clamp-max", "clamp_max", "clip-min"])
+def test_clamp_with_one_bound_keeps_infinities(fn):
+    """torch_lib's Clip without its other bound clamped inf to 3.4e38 in both runtimes."""
+    assert fn(EDGE).isinf().sum() == 1   # the case is real: one infinity survives in eager
+    _check(fn, (EDGE,), [(_randn(13, scale=1e3),), (EDGE.flip(0)[:3],)], "clamp one bound")
+
+
+def test_clamp_with_a_tensor_bound_keeps_infinities_and_takes_each_bound():
+    """A bound per element: onnxruntime refused torch_lib's Clip (not a scalar); OpenVINO clamped inf."""
+    def f(x, lo):
+        return torch.clamp(x, min=lo)
+
+    def g(x, lo, hi):
+        return torch.clamp(x, lo, hi)
+    lo = _t(0, 0, 0, 0, 1, -1, INF, -INF, 0, 0)
+    assert f(EDGE, lo)[6] == INF and f(EDGE, lo)[0] == INF
+    _check(f, (EDGE, lo), [(_randn(7), _randn(7, seed=1))], "clamp tensor min")
+    hi = lo + 0.5
+    _check(g, (EDGE, lo, hi), [(_randn(7), _randn(7, seed=1), _randn(7, seed=2))], "clamp tensor min max")
