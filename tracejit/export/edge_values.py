@@ -6,6 +6,9 @@ Each was found by running the exported model in onnxruntime and OpenVINO beside 
   the other bound missing, and both runtimes then clamp ``inf`` to the dtype's largest finite value
   (eager: ``inf.clamp(min=0) == inf``); onnxruntime's ``Clip`` also refuses a bound that is not a
   scalar. One bound is a ``Max`` / ``Min`` here, which keep infinities (and, in onnxruntime, NaN).
+- ``log_sigmoid``: torch_lib's ``Log(Sigmoid(x))`` underflows, onnxruntime's approximate sigmoid
+  already at x = -15 (-14.84 for eager's -15, -inf from x = -20), both runtimes at x = -88. Here it is
+  ``min(x, 0) - log(1 + exp(-|x|))``, eager's own formula, exact for every x.
 """
 from __future__ import annotations
 
@@ -48,3 +51,10 @@ def clamp_max(cx, node, args, kwargs):
 
 def _scalar(v) -> bool:
     return v.shape is not None and len(v.shape) == 0
+
+
+@handles("aten::log_sigmoid.default")
+def log_sigmoid(cx, node, args, kwargs):
+    x = args[0]
+    zero, one = (cx.builder._get_or_create_constant(c, x.dtype) for c in (0.0, 1.0))
+    return [op.Sub(op.Min(x, zero), op.Log(op.Add(one, op.Exp(op.Neg(op.Abs(x))))))]
