@@ -79,3 +79,10 @@ def test_log_sigmoid_of_large_negative_inputs():
     eager = F.logsigmoid(x)
     assert eager[0] == -100 and eager[4] == -15   # the case is real: finite, close to x
     _check(F.logsigmoid, (x,), [(_randn(15, scale=60),), (_t(NAN, -50),)], "log_sigmoid")
+
+
+def test_sign_of_nan_is_zero_as_in_eager():
+    x = _t(NAN, -2, -0.0, 0, 3, INF, -INF)
+    assert torch.sign(x)[0] == 0   # eager's answer for NaN, where ONNX's Sign gives NaN
+    _check(torch.sign, (x,), [(_t(NAN, NAN),), (_randn(6),)], "sign")
+    _check(torch.sign, (torch.tensor([-3, 0, 5]),), [(torch.tensor([7, -1]),)], "sign int")

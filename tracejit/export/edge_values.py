@@ -9,6 +9,7 @@ Each was found by running the exported model in onnxruntime and OpenVINO beside 
 - ``log_sigmoid``: torch_lib's ``Log(Sigmoid(x))`` underflows, onnxruntime's approximate sigmoid
   already at x = -15 (-14.84 for eager's -15, -inf from x = -20), both runtimes at x = -88. Here it is
   ``min(x, 0) - log(1 + exp(-|x|))``, eager's own formula, exact for every x.
+- ``sign`` of NaN: eager gives 0, ONNX's ``Sign`` NaN.
 """
 from __future__ import annotations
 
@@ -58,3 +59,11 @@ def log_sigmoid(cx, node, args, kwargs):
     x = args[0]
     zero, one = (cx.builder._get_or_create_constant(c, x.dtype) for c in (0.0, 1.0))
     return [op.Sub(op.Min(x, zero), op.Log(op.Add(one, op.Exp(op.Neg(op.Abs(x))))))]
+
+
+@handles("aten::sign.default")
+def sign(cx, node, args, kwargs):
+    x = args[0]
+    if x.dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16):
+        return [op.Sign(x)]
+    return [op.Where(op.IsNaN(x), cx.builder._get_or_create_constant(0.0, x.dtype), op.Sign(x))]
