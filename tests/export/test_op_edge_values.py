@@ -86,3 +86,33 @@ def test_sign_of_nan_is_zero_as_in_eager():
     assert torch.sign(x)[0] == 0   # eager's answer for NaN, where ONNX's Sign gives NaN
     _check(torch.sign, (x,), [(_t(NAN, NAN),), (_randn(6),)], "sign")
     _check(torch.sign, (torch.tensor([-3, 0, 5]),), [(torch.tensor([7, -1]),)], "sign int")
+
+
+@pytest.mark.parametrize("fn", [lambda x: x.mean(dim=1), lambda x: x.mean(), lambda x: x.mean(-1, keepdim=True),
+                                lambda x: torch.mean(x, (0, 1))],
+                         ids=["dim", "all", "keepdim", "dims"])
+def test_mean_over_an_axis_that_is_empty_in_a_call(fn):
+    """A dynamic axis of size 0: eager's mean is NaN (0 / 0), ReduceMean gave 0 (and onnxruntime dropped
+    the kept axis)."""
+    empty = torch.zeros(3, 0)
+    assert fn(empty).numel() > 0 and fn(empty).isnan().all()   # the case is real
+    _check(fn, (_randn(2, 5),), [(empty,), (torch.zeros(0, 4),), (_randn(4, 3, seed=1),)], "mean")
+
+
+def test_mean_keeps_reduce_mean_over_a_known_size_and_gives_nan_over_an_empty_axis():
+    """Where the graph knows the reduced size (RMSNorm after a Linear) the export keeps ReduceMean, the form
+    runtimes fuse; the mean over the input's dynamic axis is a sum over a count, NaN when the axis is empty."""
+    class RMSNorm(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 6)
+
+        def forward(self, x):
+            h = self.proj(x)
+            return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6), x.mean(1)
+    model = RMSNorm().eval()
+    traced = tracejit.trace(model, (_randn(2, 3, 4),))
+    kinds = [n.op_type for n in tracejit.export_onnx(traced).graph.node]
+    assert kinds.count("ReduceMean") == 1 and kinds.count("ReduceSum") == 1
+    assert model(torch.zeros(2, 0, 4))[1].isnan().all()
+    _check(model, (_randn(2, 3, 4),), [(_randn(1, 5, 4, seed=1),), (torch.zeros(2, 0, 4),)], "RMSNorm")

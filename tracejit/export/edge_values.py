@@ -10,6 +10,9 @@ Each was found by running the exported model in onnxruntime and OpenVINO beside 
   already at x = -15 (-14.84 for eager's -15, -inf from x = -20), both runtimes at x = -88. Here it is
   ``min(x, 0) - log(1 + exp(-|x|))``, eager's own formula, exact for every x.
 - ``sign`` of NaN: eager gives 0, ONNX's ``Sign`` NaN.
+- ``mean`` over an empty dimension (a dynamic axis that is 0 in a call): eager gives NaN (0 / 0), ONNX's
+  ``ReduceMean`` 0, and onnxruntime drops the kept dimension of ``keepdim=True``. Where the graph does
+  not know the reduced sizes, the mean is ``ReduceSum / count``; known non-zero sizes keep ``ReduceMean``.
 """
 from __future__ import annotations
 
@@ -67,3 +70,29 @@ def sign(cx, node, args, kwargs):
     if x.dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16):
         return [op.Sign(x)]
     return [op.Where(op.IsNaN(x), cx.builder._get_or_create_constant(0.0, x.dtype), op.Sign(x))]
+
+
+@handles("aten::mean.default", "aten::mean.dim")
+def mean(cx, node, args, kwargs):
+    x = args[0]
+    rank = len(node.args[0].type.shape)
+    if node.op.endswith(".dim"):
+        dims, keepdim = (list(args) + [None, False])[1:3]
+        dtype = kwargs.get("dtype", args[3] if len(args) > 3 else None)
+    else:
+        dims, keepdim, dtype = None, False, kwargs.get("dtype", args[1] if len(args) > 1 else None)
+    if dtype is not None and dtype != -1:
+        x = op.Cast(x, to=dtype)
+    if rank == 0:
+        return [op.Identity(x)]
+    dims = list(range(rank)) if dims is None or dims == [] else [dims] if isinstance(dims, int) else list(dims)
+    if not all(isinstance(d, int) for d in dims):
+        raise NotImplementedError("mean over dimensions given by traced values")
+    dims = sorted(d % rank for d in dims)
+    axes = op.Constant(value_ints=dims)
+    keep = 1 if keepdim else 0
+    shape = x.shape
+    if shape is not None and len(shape) == rank and all(isinstance(shape[d], int) and shape[d] > 0 for d in dims):
+        return [op.ReduceMean(x, axes, keepdims=keep)]   # sizes known and non-zero: no empty case
+    count = op.ReduceProd(op.Gather(op.Shape(x), axes), keepdims=0)
+    return [op.Div(op.ReduceSum(x, axes, keepdims=keep), op.CastLike(count, x))]
