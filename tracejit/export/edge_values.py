@@ -13,6 +13,7 @@ Each was found by running the exported model in onnxruntime and OpenVINO beside 
 - ``mean`` over an empty dimension (a dynamic axis that is 0 in a call): eager gives NaN (0 / 0), ONNX's
   ``ReduceMean`` 0, and onnxruntime drops the kept dimension of ``keepdim=True``. Where the graph does
   not know the reduced sizes, the mean is ``ReduceSum / count``; known non-zero sizes keep ``ReduceMean``.
+- ``atan2``: torch_lib's maps every NaN (also inf / inf) to 0 and treats -0.0 as +0.0.
 """
 from __future__ import annotations
 
@@ -96,3 +97,21 @@ def mean(cx, node, args, kwargs):
         return [op.ReduceMean(x, axes, keepdims=keep)]   # sizes known and non-zero: no empty case
     count = op.ReduceProd(op.Gather(op.Shape(x), axes), keepdims=0)
     return [op.Div(op.ReduceSum(x, axes, keepdims=keep), op.CastLike(count, x))]
+
+
+@handles("aten::atan2.default")
+def atan2(cx, node, args, kwargs):
+    """``atan2(y, x)`` exact on signed zeros, infinities and NaN (torch_lib's maps every NaN to 0 and
+    reads -0.0 as +0.0): the angle of ``(|x|, |y|)`` in the first quadrant, reflected for a negative
+    x (``x < 0`` or ``1 / x < 0``: -0.0 too), signed as y."""
+    y, x = args[0], args[1]
+    c = lambda v: cx.builder._get_or_create_constant(v, y.dtype)   # noqa: E731
+    ay, ax = op.Abs(y), op.Abs(x)
+    angle = op.Atan(op.Div(ay, ax))
+    angle = op.Where(op.And(op.Equal(ay, c(0.0)), op.Equal(ax, c(0.0))), c(0.0), angle)   # 0 / 0
+    both_inf = op.And(op.IsInf(ay), op.IsInf(ax))
+    angle = op.Where(both_inf, c(0.7853981633974483), angle)   # inf / inf: pi / 4
+    negative = lambda v: op.Or(op.Less(v, c(0.0)), op.Less(op.Div(c(1.0), v), c(0.0)))   # noqa: E731
+    angle = op.Where(negative(x), op.Sub(c(3.141592653589793), angle), angle)
+    # the sign as a factor: onnxruntime's Where drops the sign of a -0.0 it selects
+    return [op.Mul(angle, op.Where(negative(y), c(-1.0), c(1.0)))]

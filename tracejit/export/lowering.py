@@ -8,6 +8,9 @@ inputs of elementwise ops are cast to the dtype torch's type promotion gives.
 """
 from __future__ import annotations
 
+import functools
+import types
+import typing
 from collections.abc import Sequence
 
 import torch
@@ -16,7 +19,7 @@ from ..ir import Node, TensorType, Value, iter_values
 from ._deps import require
 from .dtypes import SCALAR_TO_ONNX, onnx_dtype
 from .errors import ExportError
-from .recorder import split_inputs_attributes
+from .recorder import inline, split_inputs_attributes
 from .schema_args import bind
 from .special_ops import HANDLERS
 from . import attention, edge_values, sym_lowering  # noqa: E402,F401  (register attention, edge-value fixes, size math)
@@ -223,11 +226,14 @@ class Lowering:
         signature = fn.op_signature
         inputs, attrs = _named(signature, args, kwargs)
         traced = isinstance(fn, TracedOnnxFunction)
-        inputs = _constants_for_inputs(self.builder, signature, inputs, keep_lists=traced)
+        python = _python_params(fn) if traced else frozenset()
+        inputs = {**_constants_for_inputs(self.builder, signature, {k: v for k, v in inputs.items() if k not in python},
+                                          keep_lists=traced),
+                  **{k: v for k, v in inputs.items() if k in python}}
         if traced:
             return fn.func(**inputs, **attrs)
         values, attrs2 = split_inputs_attributes(signature, list(inputs.values()), attrs)
-        return self.builder.call_inline(fn, *values, **attrs2)
+        return inline(self.builder, fn, values, attrs2)
 
     def _bind_outputs(self, node: Node, results) -> None:
         outs = [v for v in node.outputs]
@@ -305,6 +311,28 @@ def _named(signature, args: list, kwargs: dict) -> tuple[dict, dict]:
         else:
             raise TypeError(f"missing required input '{param.name}'")
     return inputs, attrs
+
+
+_PYTHON_TYPES = (int, float, bool, str)
+
+
+@functools.lru_cache(maxsize=None)
+def _python_params(fn) -> frozenset:
+    """Parameters a trace-only torch_lib function annotates as Python values (``dim: Optional[int]``,
+    ``rounding_mode: Optional[str]``): it reads them in Python, so they are passed as they are, not
+    as ONNX constants (which it would put where an attribute belongs)."""
+    try:
+        hints = typing.get_type_hints(fn.func)
+    except Exception:  # noqa: BLE001  (an annotation that does not resolve: keep the constants)
+        return frozenset()
+
+    def python(t) -> bool:
+        if t in _PYTHON_TYPES:
+            return True
+        args = [a for a in typing.get_args(t) if a is not type(None)]
+        return typing.get_origin(t) in (typing.Union, types.UnionType, list, tuple, Sequence) \
+            and bool(args) and all(python(a) or a is Ellipsis for a in args)
+    return frozenset(name for name, t in hints.items() if name != "return" and python(t))
 
 
 def _constants_for_inputs(builder, signature, inputs: dict, keep_lists: bool) -> dict:

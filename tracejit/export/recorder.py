@@ -68,15 +68,48 @@ class Recorder:
         """A scripted (not trace-only) torch_lib function: inline its body."""
         inputs, attrs = split_inputs_attributes(function.op_signature, list(args), dict(kwargs))
         values = [self.builder._input_to_ir_value(v) if not isinstance(v, ir.Value) else v for v in inputs]
-        return self.builder.call_inline(function, *values, **attrs)
+        return inline(self.builder, function, values, attrs)
+
+    # ``a + b``, ``-a`` ... on values inside trace-only torch_lib functions (aten_trunc, aten_atan2)
+    def Add(self, lhs, rhs):  # noqa: N802  (onnx_ir's handler protocol names)
+        return self._binary("Add", lhs, rhs)
+
+    def Sub(self, lhs, rhs):  # noqa: N802
+        return self._binary("Sub", lhs, rhs)
+
+    def Mul(self, lhs, rhs):  # noqa: N802
+        return self._binary("Mul", lhs, rhs)
+
+    def Div(self, lhs, rhs):  # noqa: N802
+        return self._binary("Div", lhs, rhs)
+
+    def Neg(self, operand):  # noqa: N802
+        return self.builder.call_op("Neg", [operand], {}, version=18)
+
+    def _binary(self, name: str, lhs, rhs):
+        like = lhs if isinstance(lhs, ir.Value) else rhs
+        lhs, rhs = (x if isinstance(x, ir.Value) else self.builder._get_or_create_constant(x, like.dtype)
+                    for x in (lhs, rhs))
+        return self.builder.call_op(name, [lhs, rhs], {}, version=18)
 
     def __enter__(self):
         self._cm = _evaluator.default_as(self)
         self._cm.__enter__()
+        self._old_handler = ir.set_value_magic_handler(self)
         return self
 
     def __exit__(self, *exc):
+        ir.set_value_magic_handler(self._old_handler)
         return self._cm.__exit__(*exc)
+
+
+def inline(builder, function, values: list, attrs: dict):
+    """``function``'s body inlined with ``values`` as inputs; its attribute references resolved from
+    ``attrs`` (the inliner reads ``ir.Attr`` objects, typed by the function's signature)."""
+    params = function.op_signature.params_map
+    typed = {name: ir.convenience.convert_attribute(name, value, attr_type=params[name].type)
+             if name in params and not isinstance(value, ir.Attr) else value for name, value in attrs.items()}
+    return builder.call_inline(function, *values, **typed)
 
 
 def split_inputs_attributes(signature, args: list, kwargs: dict) -> tuple[list, dict]:
