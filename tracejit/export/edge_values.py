@@ -65,7 +65,7 @@ def log_sigmoid(cx, node, args, kwargs):
     return [op.Sub(op.Min(x, zero), op.Log(op.Add(one, op.Exp(op.Neg(op.Abs(x))))))]
 
 
-@handles("aten::sign.default")
+@handles("aten::sign.default", "aten::sgn.default")
 def sign(cx, node, args, kwargs):
     x = args[0]
     if x.dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16):

@@ -22,7 +22,7 @@ from .errors import ExportError
 from .recorder import inline, split_inputs_attributes
 from .schema_args import bind
 from .special_ops import HANDLERS
-from . import attention, edge_values, sym_lowering  # noqa: E402,F401  (register attention, edge-value fixes, size math)
+from . import attention, edge_values, sym_lowering, unlisted_ops  # noqa: E402,F401  (register their handlers)
 
 ir = require("onnx_ir")
 from onnxscript.function_libs.torch_lib import ops as _torch_lib_ops  # noqa: E402,F401  (fills the registry)
@@ -56,6 +56,8 @@ NO_OVERLOAD_FALLBACK = {"aten::min", "aten::max", "aten::sum", "aten::mean", "at
 
 def lookup(op_name: str):
     """The torch_lib function for ``aten::name.overload``, or None."""
+    if op_name in default_registry and default_registry[op_name].overloads:
+        return default_registry[op_name].overloads[0]   # listed as recorded (aten::__rshift__.Scalar)
     ns, _, rest = op_name.partition("::")
     name, dot, overload = rest.partition(".")
     op_name = f"{ns}::{ALIASES.get(name, name)}{dot}{overload}"

@@ -1,0 +1,134 @@
+"""ONNX for common ATen ops torch_lib does not list in the form tracejit records them.
+
+torch's own exporter decomposes these before it looks them up, so torch_lib has no entry; a trace
+records them as Python called them (``1 - x`` is ``aten::rsub.Scalar``, ``x.var(1)`` is
+``aten::var.dim``). Each handler gives eager's answer, edge values included:
+
+- ``rsub`` (``1 - x``, ``torch.rsub``): ``other - alpha * self`` in the result's dtype.
+- ``var`` / ``std`` / ``var_mean`` / ``std_mean`` (``dim`` / ``correction`` / default overloads):
+  ``sum((x - mean)^2) / max(N - correction, 0)``, so too few elements give NaN / inf as in eager.
+- ``fmax`` / ``fmin``: the other operand where one is NaN (ONNX's Max / Min propagate it).
+- ``nan_to_num``: NaN, +inf and -inf replaced (defaults: 0 and the dtype's largest / lowest value).
+- ``x >> k`` (listed, but its conversion is wrong in OpenVINO for negative values): a floor division.
+"""
+from __future__ import annotations
+
+import torch
+
+from ._deps import require
+from .dtypes import onnx_dtype
+from .special_ops import handles
+
+ir = require("onnx_ir")
+from onnxscript.onnx_opset import opset18 as op  # noqa: E402
+
+_FLOATS = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
+
+
+def _const(cx, value, like):
+    return cx.builder._get_or_create_constant(value, like.dtype)
+
+
+def _operand(cx, value, dtype):
+    """A tensor operand cast to ``dtype``, or a Python number as a constant of it."""
+    if isinstance(value, ir.Value):
+        return value if value.dtype == dtype else op.Cast(value, to=dtype)
+    return cx.builder._get_or_create_constant(value, dtype)
+
+
+@handles("aten::rsub.Scalar", "aten::rsub.Tensor")
+def rsub(cx, node, args, kwargs):
+    dtype = node.outputs[0].type.dtype
+    want = onnx_dtype(dtype)
+    x, other = _operand(cx, args[0], want), _operand(cx, args[1], want)
+    alpha = kwargs.get("alpha", args[2] if len(args) > 2 else 1)
+    if not (isinstance(alpha, (int, float)) and alpha == 1):
+        x = op.Mul(x, _operand(cx, alpha, want))
+    return [op.Sub(other, x)]
+
+
+def _moments(cx, node, args, kwargs):
+    """(x, axes, keepdim, correction, rank) of a var / std / var_mean / std_mean node."""
+    x, rank = args[0], len(node.args[0].type.shape)
+    overload = node.op.rsplit(".", 1)[-1]
+    if overload == "correction":
+        dims = args[1] if len(args) > 1 else None
+        correction = kwargs.get("correction", None)
+        correction = 1 if correction is None else correction
+        keepdim = kwargs.get("keepdim", False)
+    elif overload == "dim":
+        dims, unbiased, keepdim = (list(args) + [None, True, False])[1:4]
+        correction = 1 if unbiased else 0
+    else:   # var(x, unbiased=True): every dimension
+        dims, correction, keepdim = None, 1 if (args[1] if len(args) > 1 else True) else 0, False
+    dims = list(range(rank)) if dims is None or list(dims) == [] else [dims] if isinstance(dims, int) else list(dims)
+    if not all(isinstance(d, int) for d in dims):
+        raise NotImplementedError("var / std over dimensions given by traced values")
+    return x, sorted(d % rank for d in dims) if rank else [], bool(keepdim), correction, rank
+
+
+def _variance(cx, x, axes: list, keepdim: bool, correction):
+    """(variance, mean): ``sum((x - mean)^2) / max(N - correction, 0)``."""
+    if not axes:   # a 0-d tensor: eager's variance of one element
+        count = _const(cx, 1.0, x)
+        mean = op.Identity(x)
+        squares = op.Mul(op.Sub(x, mean), op.Sub(x, mean))
+    else:
+        axes_value = op.Constant(value_ints=axes)
+        count = op.CastLike(op.ReduceProd(op.Gather(op.Shape(x), axes_value), keepdims=0), x)
+        mean = op.Div(op.ReduceSum(x, axes_value, keepdims=1), count)
+        centered = op.Sub(x, mean)
+        squares = op.ReduceSum(op.Mul(centered, centered), axes_value, keepdims=1 if keepdim else 0)
+        if not keepdim:
+            mean = op.Squeeze(mean, axes_value)
+    dof = op.Max(op.Sub(count, _const(cx, float(correction), x)), _const(cx, 0.0, x))
+    return op.Div(squares, dof), mean
+
+
+@handles("aten::var.dim", "aten::var.correction", "aten::var.default", "aten::std.dim", "aten::std.correction",
+         "aten::std.default", "aten::var_mean.dim", "aten::var_mean.correction", "aten::var_mean.default",
+         "aten::std_mean.dim", "aten::std_mean.correction", "aten::std_mean.default")
+def variance(cx, node, args, kwargs):
+    x, axes, keepdim, correction, _ = _moments(cx, node, args, kwargs)
+    if x.dtype not in _FLOATS:
+        raise NotImplementedError(f"{node.op} of a {x.dtype} tensor (eager refuses it too)")
+    var, mean = _variance(cx, x, axes, keepdim, correction)
+    name = node.op.split("::", 1)[1].split(".", 1)[0]
+    out = op.Sqrt(var) if name.startswith("std") else var
+    return [out, mean] if name.endswith("_mean") else [out]
+
+
+@handles("aten::fmax.default", "aten::fmin.default")
+def fmax_fmin(cx, node, args, kwargs):
+    want = onnx_dtype(node.outputs[0].type.dtype)
+    a, b = _operand(cx, args[0], want), _operand(cx, args[1], want)
+    both = (op.Max if node.op.startswith("aten::fmax") else op.Min)(a, b)
+    if want not in _FLOATS:
+        return [both]
+    return [op.Where(op.IsNaN(a), b, op.Where(op.IsNaN(b), a, both))]
+
+
+@handles("aten::nan_to_num.default")
+def nan_to_num(cx, node, args, kwargs):
+    x = args[0]
+    nan, posinf, neginf = (list(args) + [None, None, None])[1:4]
+    if x.dtype not in _FLOATS:
+        return [op.Identity(x)]
+    info = torch.finfo(node.args[0].type.dtype)
+    x = op.Where(op.IsNaN(x), _const(cx, 0.0 if nan is None else float(nan), x), x)
+    x = op.Where(op.IsInf(x, detect_negative=0), _const(cx, info.max if posinf is None else float(posinf), x), x)
+    return [op.Where(op.IsInf(x, detect_positive=0), _const(cx, info.min if neginf is None else float(neginf), x), x)]
+
+
+@handles("aten::__rshift__.Scalar", "aten::bitwise_right_shift.Tensor_Scalar")
+def right_shift_by_number(cx, node, args, kwargs):
+    """``x >> k`` of a signed integer tensor by a number: floor division by 2**k, written as
+    ``(x - x mod 2**k) / 2**k`` (torch_lib's detour through unsigned types gives OpenVINO -70 for
+    eager's ``-283 >> 2 == -71``)."""
+    x, shift = args[0], args[1]
+    if not isinstance(shift, int) or not 0 <= shift < 63 or x.dtype not in (
+            ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64):
+        from .lowering import lookup
+        return cx._call_torch_lib(lookup("aten::bitwise_right_shift.Tensor_Scalar"), args, kwargs)
+    divisor = _const(cx, 1 << shift, x)
+    return [op.Div(op.Sub(x, op.Mod(x, divisor)), divisor)]   # Mod (fmod=0) takes the divisor's sign
