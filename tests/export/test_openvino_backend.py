@@ -276,3 +276,18 @@ def test_unknown_precision_and_a_cpu_without_bf16_are_refused_clearly():
         openvino_backend._require_native(CoreWithoutBf16(), "bf16")
     with pytest.raises(TypeError, match="takes no options"):
         tracejit.optimize_for_inference(traced, precision="bf16")   # the torch backend has no such option
+
+
+def test_a_float64_program_is_refused_rather_than_computed_in_float32():
+    """OpenVINO's CPU plugin computes float64 as float32: 1e300 * 2 came back as 3.4e38."""
+    def f(x):
+        return x.double() * 1e300   # the line the error names
+    traced = trace(f, (torch.randn(3),))
+    assert torch.isfinite(f(torch.ones(3))).all() and f(torch.ones(3)).dtype == torch.float64
+    with pytest.raises(ValueError, match=r"computes in float64 \(made at .*test_openvino_backend.py:\d+\).*backend='onnxruntime'"):
+        tracejit.optimize_for_inference(traced, backend="openvino")
+    program = tracejit.optimize_for_inference(traced, backend="onnxruntime")   # onnxruntime keeps float64
+    torch.testing.assert_close(program(torch.ones(3)), f(torch.ones(3)))
+    model = nn.Linear(3, 2).double().eval()
+    with pytest.raises(ValueError, match="float64"):
+        tracejit.optimize_for_inference(trace(model, (torch.randn(2, 3, dtype=torch.float64),)), backend="openvino")

@@ -46,6 +46,7 @@ class OpenVinoProgram(TracedCall):
         ov = require("openvino", "openvino backend and its ONNX export", "pip install 'tracejit[openvino]'")
         graph, self.proto = prepare(traced, self.backend)
         self._init_call(traced, graph)
+        _refuse_double(graph, self.signature)
         self._ov_tensor = ov.Tensor
         self.core = ov.Core()
         if precision != "f32":
@@ -118,6 +119,17 @@ class OpenVinoProgram(TracedCall):
 
     def __repr__(self) -> str:
         return f"<OpenVinoProgram {self.signature}{'' if self.precision == 'f32' else ' ' + self.precision}>"
+
+
+def _refuse_double(graph, signature: str) -> None:
+    """OpenVINO's CPU plugin computes float64 in float32 (1e300 comes back as 3.4e38): a program that
+    computes in float64 would get another answer than eager, without an error."""
+    for v in [*graph.inputs, *(o for n in graph.nodes for o in n.outputs)]:
+        if isinstance(v, Value) and getattr(v.type, "dtype", None) is torch.float64:
+            where = f" (made at {v.producer.source})" if v.producer is not None and v.producer.source else ""
+            raise ValueError(f"optimize_for_inference(backend='openvino'): {signature} computes in float64{where}; "
+                             "OpenVINO's CPU plugin computes float64 as float32, which would change the answers. "
+                             "Use backend='onnxruntime' or the default torch backend for float64 programs")
 
 
 def _require_native(core, precision: str) -> None:
