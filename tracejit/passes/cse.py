@@ -1,11 +1,18 @@
 """Common-subexpression elimination: a pure node equal to an earlier one reuses its outputs.
 
 Two nodes are equal when op, target, attributes and arguments match (Values by identity,
-constants by type and value). Nodes with effects, random ops and tracejit's own nodes other
+constants by type and value; a float's sign too, so ``x * 0.0`` and ``x * -0.0`` stay apart). Nodes
+with effects, random ops (by name, by the recorder's ``nondeterministic`` mark, or by ATen's
+``nondeterministic_seeded`` tag: binomial, _standard_gamma, rrelu ...) and tracejit's own nodes other
 than get_attr are never merged, and an in-place op ends every match made before it (it may
 have changed what an earlier node read).
 """
 from __future__ import annotations
+
+import functools
+import math
+
+import torch
 
 from ..ir import Graph, Value, verify
 from .graph_copy import copy_graph, replace_uses
@@ -20,10 +27,27 @@ def is_pure(node) -> bool:
     if node.op.startswith("tracejit::") and node.op != "tracejit::get_attr":
         return False
     name = node.name
-    return not any(r in name for r in RANDOM)
+    if node.attrs.get("nondeterministic") or any(r in name for r in RANDOM):
+        return False
+    return not _seeded(node.op)
+
+
+@functools.lru_cache(maxsize=None)
+def _seeded(op: str) -> bool:
+    """Does ATen tag ``op`` ("aten::binomial.default") as drawing random numbers?"""
+    ns, _, rest = op.partition("::")
+    name, _, overload = rest.partition(".")
+    try:
+        packet = getattr(getattr(torch.ops, ns), name)
+        overloads = [overload or "default"] if (overload or "default") in packet.overloads() else packet.overloads()
+        return any(torch.Tag.nondeterministic_seeded in getattr(packet, o).tags for o in overloads)
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def _key(obj):
+    if isinstance(obj, float):   # 0.0 == -0.0, but x * -0.0 is not x * 0.0
+        return ("float", obj, math.copysign(1.0, obj))
     if isinstance(obj, Value):
         return ("v", id(obj))
     if isinstance(obj, (list, tuple)):

@@ -23,10 +23,13 @@ replaces at least ``MIN_CALLS`` ufunc calls (a program call costs about three).
 which would make the whole tree float64); they read their operand more than once, which numexpr
 folds into one computation, and a tree that would grow past ``MAX_NODES`` nodes before that
 folding, nest deeper than ``MAX_DEPTH`` or read more than ``MAX_LEAVES`` arrays is cut into
-several programs. Not in trees: ``trunc`` (float64 in numexpr) and ``linear``.
+several programs. Not in trees: ``trunc`` (float64 in numexpr) and ``linear``; a tree with a ``-0.0`` scalar stays
+ufunc steps (numexpr shares one register between constants that compare equal, and 0.0 == -0.0).
 Without numexpr installed every item is a ``("step", j)``.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -173,6 +176,10 @@ def _program(steps: list, root: int, inner: set) -> tuple:
             if kind == "v" and what in inner:
                 args.append(node(what))
             elif kind == "s":
+                if what == 0 and math.copysign(1.0, what) < 0:
+                    # numexpr keeps one register per constant value, and 0.0 == -0.0: x * -0.0 would
+                    # read 0.0 where the tree also holds a 0.0 (1 / it: inf for -inf)
+                    raise ValueError("-0.0 in a numexpr tree")
                 args.append(_ne.ConstantNode(np.float32(what)))
             else:
                 args.append(leaf(operand))

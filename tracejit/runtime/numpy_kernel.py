@@ -15,6 +15,7 @@ operand (a dead intermediate of this kernel).
 """
 from __future__ import annotations
 
+import math
 import re
 import threading
 
@@ -182,7 +183,7 @@ class NumpyKernel:
         lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
         raw = "\n".join(lines + fallback) + "\n"
         source = _UFUNC.sub(r"_np_\1(", raw)   # a global per ufunc: no attribute lookup per call
-        globs.update({name: np.array(value, dtype=np.float32) for value, name in self._scalars.items()})
+        globs.update({name: np.array(value[0], dtype=np.float32) for value, name in self._scalars.items()})
         globs["_ZERO"] = np.array(0.0, dtype=np.float32)
         globs["_ONE"] = np.array(1.0, dtype=np.float32)
         for _, arrays in self._variants.values():
@@ -238,5 +239,6 @@ class NumpyKernel:
         if kind == "k":
             return f"_C{what}" if numpy else f"_K{what}"
         if numpy:   # a 0-d float32 array: a Python number costs numpy a conversion per call
-            return self._scalars.setdefault(float(what), f"_S{len(self._scalars)}")
+            key = (float(what), math.copysign(1.0, what))   # 0.0 == -0.0, yet x * -0.0 is not x * 0.0
+            return self._scalars.setdefault(key, f"_S{len(self._scalars)}")
         return repr(float(what)) if isinstance(what, float) else repr(int(what))

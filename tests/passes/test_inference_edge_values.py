@@ -1,0 +1,89 @@
+"""Edge values against the inference passes: each optimized program gives eager's answer (and
+torch.jit's, where torch.jit gets it right) on new inputs, for patterns a pass once got wrong."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tracejit  # noqa: F401  (its TracerWarning is named below)
+from tracejit.passes.numpy_regions import region_nodes
+
+from region_testlib import jit, ofi, run_graph
+
+pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
+
+INF = float("inf")
+
+
+def _zero_signs(x):
+    return 1 / (x * 0.0), 1 / (x * -0.0)
+
+
+def test_cse_keeps_times_zero_and_times_minus_zero_apart():
+    # 0.0 == -0.0 made the two products one node: 1 / (x * -0.0) gave +inf instead of -inf
+    traced, ref = ofi(_zero_signs, (torch.randn(4),)), jit(_zero_signs, (torch.randn(4),))
+    x = torch.ones(4)
+    want = _zero_signs(x)
+    assert torch.equal(want[1], torch.full((4,), -INF))   # the edge is real
+    torch.testing.assert_close(traced(x), want)
+    # torch.jit's trace pools its constants the same way and answers +inf: eager is the reference
+    torch.testing.assert_close(ref(x)[0], want[0])
+
+
+def _reciprocals(x):
+    return torch.reciprocal(x * 0.0), torch.reciprocal(x * -0.0)
+
+
+def test_numpy_kernel_scalars_keep_the_sign_of_zero():
+    # the kernel's 0-d scalar arrays were keyed by value: x * -0.0 read the 0.0 array (+inf, not -inf)
+    traced, ref = ofi(_reciprocals, (torch.randn(4, 4),)), jit(_reciprocals, (torch.randn(4, 4),))
+    assert region_nodes(run_graph(traced))
+    x = torch.rand(3, 4) + 0.5
+    want = _reciprocals(x)
+    assert torch.equal(want[1], torch.full((3, 4), -INF))
+    torch.testing.assert_close(traced(x), want)
+    torch.testing.assert_close(traced(x)[0], ref(x)[0])   # (torch.jit's [1] is +inf: it pools -0.0 with 0.0)
+
+
+def _tree(x):
+    return torch.reciprocal(torch.sin(x) * -0.0) + torch.reciprocal(torch.cos(x) * 0.0) * 0.5 + 1
+
+
+def test_numexpr_tree_keeps_minus_zero():
+    # numexpr shares one register between equal constants (0.0 == -0.0): -inf + inf (nan) came back -inf
+    traced, ref = ofi(_tree, (torch.randn(4, 4),)), jit(_tree, (torch.randn(4, 4),))
+    assert region_nodes(run_graph(traced))
+    x = torch.full((2, 4), 0.5)
+    want = _tree(x)
+    assert torch.isnan(want).all()
+    torch.testing.assert_close(traced(x), want, equal_nan=True)
+    # torch.jit's trace pools -0.0 with 0.0 too: its answer here is -inf, so eager is the only reference
+    assert not torch.isnan(ref(x)).any()
+
+
+def _two_gamma_draws(x):
+    return torch._standard_gamma(x), torch._standard_gamma(x)
+
+
+def _two_rrelu_draws(x):
+    return torch.rrelu(x, training=True), torch.rrelu(x, training=True)
+
+
+@pytest.mark.parametrize("fn", [_two_gamma_draws, _two_rrelu_draws], ids=["standard_gamma", "rrelu"])
+def test_two_random_draws_stay_two(fn):
+    # ops that draw random numbers without "rand"/"normal"/... in their name were merged by CSE:
+    # both calls returned the same draw
+    example = (torch.rand(64) + 1.0) * (-1 if fn is _two_rrelu_draws else 1)
+    traced, ref = ofi(fn, (example,)), jit(fn, (example,))
+    x = (torch.rand(200) + 1.0) * (-1 if fn is _two_rrelu_draws else 1)
+    for program in (fn, ref, traced):
+        a, b = program(x)
+        assert a.shape == b.shape == x.shape
+        assert not torch.equal(a, b), program
+
+
+def test_fold_constants_ignores_random_ops_on_constants():
+    w = torch.rand(300) + 1.0
+    traced = ofi(lambda x: x + torch._standard_gamma(w), (torch.zeros(300),))
+    x = torch.zeros(300)
+    assert not torch.equal(traced(x), traced(x))   # a fresh draw each call, as in eager
