@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import tracejit  # noqa: F401  (its TracerWarning is named below)
+import tracejit
 from tracejit.passes.numpy_regions import region_nodes
 
 from region_testlib import jit, ofi, run_graph
@@ -87,3 +87,21 @@ def test_fold_constants_ignores_random_ops_on_constants():
     traced = ofi(lambda x: x + torch._standard_gamma(w), (torch.zeros(300),))
     x = torch.zeros(300)
     assert not torch.equal(traced(x), traced(x))   # a fresh draw each call, as in eager
+
+
+def _detached(x):
+    return x.detach() * 2 + x
+
+
+def test_detach_survives_for_gradients():
+    # drop_identities replaced x.detach() by x: the gradient came back 3 instead of 1
+    traced = tracejit.optimize_for_inference(tracejit.trace(_detached, (torch.randn(3),)))
+    ref = jit(_detached, (torch.randn(3),))
+    grads = []
+    for program in (_detached, ref, traced):
+        x = torch.randn(5, requires_grad=True)
+        program(x).sum().backward()
+        grads.append(x.grad)
+    assert torch.equal(grads[0], torch.ones(5))
+    torch.testing.assert_close(grads[2], grads[0])
+    torch.testing.assert_close(grads[2], grads[1])

@@ -1,5 +1,8 @@
 """Drop ops that return their input unchanged in inference: ``dropout(x, p, train=False)`` and
-``x.contiguous()`` / ``x.detach()`` / ``x.clone()`` of a value nothing writes to in place."""
+``x.detach()`` of a constant, in a graph that writes nothing in place.
+
+A ``detach`` of any other value stays: a caller may run the program with autograd on, and then
+``x.detach() * 2 + x`` has gradient 1, not 3."""
 from __future__ import annotations
 
 from ..ir import Graph, Value, verify
@@ -31,4 +34,7 @@ def _is_identity(node) -> bool:
         train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train", True)
         p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 0.5)
         return train is False or p == 0
-    return node.op == "aten::detach.default" and not node.kwargs
+    if node.op != "aten::detach.default" or node.kwargs:
+        return False
+    x = node.args[0]
+    return x.producer is not None and x.producer.op == "tracejit::constant"   # frozen copies need no grad
