@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch import nn
 
 import tracejit
 from tracejit.passes.numpy_regions import region_nodes
@@ -105,3 +106,28 @@ def test_detach_survives_for_gradients():
     assert torch.equal(grads[0], torch.ones(5))
     torch.testing.assert_close(grads[2], grads[0])
     torch.testing.assert_close(grads[2], grads[1])
+
+
+class _ReturnsScaledBuffer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.arange(4.0))
+
+    def forward(self, x):
+        return x + 1, self.w * 2, self.w[1:]
+
+
+def test_folded_output_is_fresh_each_call():
+    # fold_constants returned the folded self.w * 2 itself: a caller writing into the result changed
+    # every later call's answer (torch.jit's optimize_for_inference does the same)
+    model = _ReturnsScaledBuffer().eval()
+    with torch.no_grad():
+        traced = tracejit.optimize_for_inference(tracejit.trace(model, (torch.randn(4),)))
+        first = traced(torch.zeros(4))
+        first[1].add_(100)
+        second = traced(torch.zeros(4))
+        eager = model(torch.zeros(4))
+        eager[1].add_(100)
+        eager = model(torch.zeros(4))
+    assert torch.equal(eager[1], torch.tensor([0.0, 2.0, 4.0, 6.0]))
+    torch.testing.assert_close(second, eager)

@@ -4,14 +4,16 @@ The foldable part of the graph is run through tracejit's own code generator (so 
 called exactly as the traced program would call it); every folded value still used by the
 rest of the program becomes a ``tracejit::constant`` (tensors) or a Python number (sizes).
 Ops whose result is larger than their constant inputs (expand, repeat, zeros of a traced size
-...) are left alone: folding them would only store more data.
+...) are left alone: folding them would only store more data. A folded value the program returns
+that is not a view of a constant (``self.w * 2``, where eager makes a new tensor every call) is
+returned through ``clone()``, so a caller writing into the result does not change later calls.
 """
 from __future__ import annotations
 
 import torch
 
 from .. import pytree
-from ..ir import Graph, Node, ScalarType, TensorType, Value, iter_values, verify
+from ..ir import Graph, Node, ScalarType, TensorType, Value, iter_values, map_values, verify
 from .cse import is_pure
 from .graph_copy import copy_graph, replace_uses
 
@@ -43,6 +45,10 @@ def fold_constants(graph: Graph) -> Graph:
     live = _used_outside(out, folded_ids, const_values)
     results = _evaluate(out, folded, live)
     mapping: dict = {}
+    fresh: list = []   # ids of folded output values eager computes anew each call (not views of a constant)
+    outputs = {id(v) for v in iter_values(out.outputs)}
+    storages = {c.untyped_storage().data_ptr() for c in out.constants if isinstance(c, torch.Tensor)
+                and c.layout == torch.strided and c.device.type != "meta"}
     nodes = []
     for node in out.nodes:
         if id(node) not in folded_ids:
@@ -63,14 +69,43 @@ def fold_constants(graph: Graph) -> Graph:
                 out.nodes.pop()
                 nodes.append(const)
                 mapping[id(v)] = const.outputs[0]
+                if id(v) in outputs and not _aliases(value, storages):
+                    fresh.append(id(v))
             else:
                 mapping[id(v)] = value
     out.nodes = nodes
     replace_uses(out, mapping)
+    _fresh_outputs(out, {id(mapping[k]) for k in fresh})
     from .dce import eliminate_dead_code
     eliminate_dead_code(out)
     verify(out)
     return out
+
+
+def _aliases(value: torch.Tensor, storages: set) -> bool:
+    try:
+        return value.untyped_storage().data_ptr() in storages
+    except (RuntimeError, NotImplementedError):   # no storage (sparse, ...): treat as a view, keep it
+        return True
+
+
+def _fresh_outputs(graph: Graph, fresh: set) -> None:
+    """A returned folded constant that eager computes anew each call (``self.w * 2``) is returned
+    through ``clone()``: the caller may write into it, and the next call must not see that."""
+    made: dict = {}
+
+    def fix(v):
+        if id(v) not in fresh:
+            return v
+        if id(v) not in made:
+            node = Node("aten::clone.default", "method:clone", args=(v,), source=v.producer.source,
+                        scope=v.producer.scope)
+            node.outputs = [Value(v.type, node, 0, v.hint, v.dynamic)]
+            graph.nodes.append(node)
+            made[id(v)] = node.outputs[0]
+        return made[id(v)]
+
+    graph.outputs = [map_values(o, fix) for o in graph.outputs]
 
 
 def _used_outside(graph: Graph, folded_ids: set, const_values: set) -> set:
