@@ -131,3 +131,34 @@ def test_folded_output_is_fresh_each_call():
         eager = model(torch.zeros(4))
     assert torch.equal(eager[1], torch.tensor([0.0, 2.0, 4.0, 6.0]))
     torch.testing.assert_close(second, eager)
+
+
+class _ConvThen(nn.Module):
+    def __init__(self, post):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.post = post
+
+    def forward(self, x):
+        return self.post(self.conv(x))
+
+
+@pytest.mark.parametrize("post", [
+    lambda y: y.flatten(2).view(y.shape[0], -1),    # eager's flatten(2) is contiguous: view works
+    lambda y: y.reshape(y.shape[0], 8, -1) * 2,     # the output's strides are eager's (contiguous)
+    lambda y: y.flatten(2).transpose(1, 2),
+], ids=["flatten_view", "reshape_mul", "flatten_transpose"])
+def test_channels_last_weights_never_show_through_a_flattened_feature_map(post):
+    # with channels-last conv weights, flatten(2) of the conv result was a non-contiguous view:
+    # .view raised where eager works, and returned values had other strides than eager's
+    model = _ConvThen(post).eval()
+    with torch.no_grad():
+        traced = tracejit.optimize_for_inference(tracejit.trace(model, (torch.randn(2, 3, 6, 6),)))
+        ref = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(model, (torch.randn(2, 3, 6, 6),))))
+        for shape in ((2, 3, 6, 6), (1, 3, 5, 7)):
+            x = torch.randn(shape)
+            want = model(x)
+            got = traced(x)
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(got, ref(x), rtol=1e-4, atol=1e-5)
+            assert got.stride() == want.stride()

@@ -10,7 +10,9 @@ tensor is accepted. So the pass applies only when every op reading a 4-d value i
 does not care about strides (``LAYOUT_FREE``). A 4-d output with more than one spatial element
 (a feature map) would come back channels-last: when an elementwise / conv / pooling op made it
 (eager's result is contiguous there), the pass adds ``.contiguous()`` before it is returned, one
-copy per output; any other such output (a view, an input) leaves the graph as it was. Besides
+copy per output; any other such output (a view, an input) leaves the graph as it was. The same
+holds for a ``flatten`` / ``reshape`` of a feature map that would be a non-contiguous view (and
+for what elementwise ops make from it): ``flatten(2).view(...)`` works in eager only. Besides
 those nodes it changes constants only (the archive writes tensors contiguous).
 """
 from __future__ import annotations
@@ -65,8 +67,10 @@ def _contiguous_outputs(graph: Graph) -> None:
     """Feature-map outputs made by layout-free ops are returned through ``.contiguous()``, as eager's are."""
     made: dict[int, Value] = {}
 
+    odd = _odd_values(graph)
+
     def fix(v):
-        if not _spatial(v) or v.producer is None or v.producer.op == CONTIGUOUS:
+        if not (_spatial(v) or id(v) in odd) or v.producer is None or v.producer.op == CONTIGUOUS:
             return v
         if id(v) not in made:
             node = Node(CONTIGUOUS, "method:contiguous", args=(v,), source=v.producer.source, scope=v.producer.scope)
@@ -82,19 +86,57 @@ def layout_free(graph: Graph, fixable_outputs: bool = False) -> bool:
     """May every 4-d value of ``graph`` be channels-last: its readers ignore strides, and each
     feature-map output is made contiguous (by a ``contiguous`` node, or, with ``fixable_outputs``,
     by one ``_contiguous_outputs`` can add: its producer is a layout-free op, not a view or input)?"""
+    odd = _odd_values(graph)
     for node in graph.nodes:
         if node.op in TRACEJIT_LAYOUT_FREE:
             continue
-        if any(_spatial(v) for v in node.input_values()):
+        if any(_spatial(v) or id(v) in odd for v in node.input_values()):
             name = node.op.split("::", 1)[-1].split(".", 1)[0]
             if not node.op.startswith("aten::") or name not in LAYOUT_FREE:
                 return False
     for v in iter_values(graph.outputs):
-        if not _spatial(v) or (v.producer is not None and v.producer.op == CONTIGUOUS):
+        if not (_spatial(v) or id(v) in odd) or (v.producer is not None and v.producer.op == CONTIGUOUS):
             continue
         if not fixable_outputs or v.producer is None or not _fixable(v.producer):
             return False
     return True
+
+
+def _odd_values(graph: Graph) -> set:
+    """Ids of the values that are not feature maps but may still carry channels-last strides: a
+    ``flatten`` / ``reshape`` of a channels-last feature map that is a view ((N, C, H*W) from
+    ``flatten(2)``: strides (HWC, 1, C), where eager's is contiguous; ``.view`` refuses it), and
+    what elementwise ops and kernels make from such values (their results follow the strides)."""
+    odd: set[int] = set()
+    for node in graph.nodes:
+        ins = list(node.input_values())
+        name = node.op.split("::", 1)[-1].split(".", 1)[0]
+        if name == "contiguous" or not any(_spatial(v) or id(v) in odd for v in ins):
+            continue
+        for v in node.outputs:
+            if v is None or _spatial(v) or len(getattr(getattr(v, "type", None), "shape", ())) < 2:
+                continue
+            if name in ("flatten", "reshape") and _spatial(ins[0]) and not any(id(x) in odd for x in ins):
+                if _view_of_channels_last(node, ins[0]):
+                    odd.add(id(v))
+            elif name not in ("mean", "sum", "size") and any(id(x) in odd for x in ins):
+                odd.add(id(v))   # (a reduction of a feature map comes out contiguous)
+    return odd
+
+
+def _view_of_channels_last(node, x) -> bool:
+    """Would ``node`` (flatten / reshape of the 4-d ``x``) return a non-contiguous view of a
+    channels-last tensor (tried on a meta tensor of the traced shape; True when unsure)?"""
+    shape = getattr(x.type, "shape", ())
+    rest = list(node.args[1:]) + list(node.kwargs.values())
+    if not all(isinstance(d, int) for d in shape) or any(isinstance(a, Value) for a in iter_values(rest)):
+        return True
+    try:
+        meta = torch.empty(shape, device="meta").contiguous(memory_format=torch.channels_last)
+        fn = torch.flatten if node.op.startswith("aten::flatten") else torch.reshape
+        return not fn(meta, *node.args[1:], **node.kwargs).is_contiguous()
+    except (RuntimeError, TypeError, ValueError):
+        return True
 
 
 def _fixable(node) -> bool:
