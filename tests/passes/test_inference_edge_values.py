@@ -162,3 +162,49 @@ def test_channels_last_weights_never_show_through_a_flattened_feature_map(post):
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
             torch.testing.assert_close(got, ref(x), rtol=1e-4, atol=1e-5)
             assert got.stride() == want.stride()
+
+
+def _clone_twice_write_one(x):
+    a = x.clone()
+    b = x.clone()
+    a.add_(1)
+    return a, b
+
+
+def _zeros_twice_fill_one(x):
+    a = torch.zeros_like(x)
+    b = torch.zeros_like(x)
+    a[0] = 5
+    return a + x, b
+
+
+def _product_twice_write_one(x):
+    a = x.to(torch.float64)
+    b = x.to(torch.float64)
+    a.mul_(0)
+    return a, b
+
+
+@pytest.mark.parametrize("fn", [_clone_twice_write_one, _zeros_twice_fill_one, _product_twice_write_one],
+                         ids=["clone", "zeros_like", "to"])
+def test_cse_never_merges_a_tensor_written_in_place(fn):
+    # CSE merged the two equal pure nodes, so the write into a reached b (b came back as a)
+    traced, ref = ofi(fn, (torch.randn(4),)), jit(fn, (torch.randn(4),))
+    x = torch.randn(5)
+    want = fn(x.clone())
+    assert not torch.equal(want[0], want[1])
+    torch.testing.assert_close(traced(x.clone()), want)
+    torch.testing.assert_close(traced(x.clone()), ref(x.clone()))
+
+
+def _twice(x):
+    return x * 2, x * 2
+
+
+def test_cse_keeps_two_returned_tensors_apart():
+    # both outputs were one tensor: a caller writing into the first changed the second
+    traced, ref = ofi(_twice, (torch.randn(3),)), jit(_twice, (torch.randn(3),))
+    for program in (_twice, ref, traced):
+        a, b = program(torch.ones(3))
+        a.add_(100)
+        torch.testing.assert_close(b, torch.full((3,), 2.0))

@@ -5,7 +5,9 @@ constants by type and value; a float's sign too, so ``x * 0.0`` and ``x * -0.0``
 with effects, random ops (by name, by the recorder's ``nondeterministic`` mark, or by ATen's
 ``nondeterministic_seeded`` tag: binomial, _standard_gamma, rrelu ...) and tracejit's own nodes other
 than get_attr are never merged, and an in-place op ends every match made before it (it may
-have changed what an earlier node read).
+have changed what an earlier node read). A node whose result the program writes into is never
+merged (``a = x.clone(); b = x.clone(); a.add_(1)``), nor are two nodes whose results are both
+returned (the caller may write into one): passes/written.py.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import torch
 
 from ..ir import Graph, Value, verify
 from .graph_copy import copy_graph, replace_uses
+from .written import written_values
 
 RANDOM = ("rand", "bernoulli", "dropout", "normal", "multinomial", "uniform", "poisson", "exponential",
           "cauchy", "geometric", "log_normal", "random", "empty")
@@ -65,6 +68,8 @@ def _key(obj):
 
 def eliminate_common_subexpressions(graph: Graph) -> Graph:
     out = copy_graph(graph)
+    written = written_values(out, outputs=False)
+    returned = written_values(out, writes=False)
     seen: dict = {}
     mapping: dict = {}
     kept = []
@@ -73,11 +78,13 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
             replace_uses_in_node(node, mapping)
         if node.effectful:
             seen.clear()
-        if not is_pure(node):
-            kept.append(node)
+        if not is_pure(node) or any(v is not None and id(v) in written for v in node.outputs):
+            kept.append(node)   # (a tensor the program writes into is its own: a.add_(1) must not reach b)
             continue
         key = (node.op, node.target, _key(node.args), _key(node.kwargs), _key(node.attrs))
         prev = seen.get(key)
+        if prev is not None and _escapes(prev, returned) and _escapes(node, returned):
+            prev = None   # two tensors eager returns apart must not come back as one
         if prev is None or len(prev.outputs) != len(node.outputs):
             seen[key] = node
             kept.append(node)
@@ -89,6 +96,10 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
     replace_uses(out, mapping)
     verify(out)
     return out
+
+
+def _escapes(node, returned: set) -> bool:
+    return any(v is not None and id(v) in returned for v in node.outputs)
 
 
 def replace_uses_in_node(node, mapping: dict) -> None:
