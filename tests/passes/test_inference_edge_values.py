@@ -208,3 +208,29 @@ def test_cse_keeps_two_returned_tensors_apart():
         a, b = program(torch.ones(3))
         a.add_(100)
         torch.testing.assert_close(b, torch.full((3,), 2.0))
+
+
+class _WritesScaledBuffer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.arange(3.0))
+
+    def forward(self, x):
+        c = self.w * 2
+        c.add_(x)
+        return c * 1
+
+
+def test_fold_constants_leaves_a_tensor_written_in_place():
+    # self.w * 2 was folded into one constant that c.add_(x) then wrote into: every call added x
+    # again ([1, 3, 5], [2, 4, 6], [3, 5, 7], ...)
+    model = _WritesScaledBuffer().eval()
+    with torch.no_grad():
+        traced = tracejit.optimize_for_inference(tracejit.trace(model, (torch.randn(3),)))
+        ref = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(model, (torch.randn(3),))))
+        x = torch.ones(3)
+        want = model(x)
+        assert torch.equal(want, torch.tensor([1.0, 3.0, 5.0]))
+        for _ in range(3):
+            torch.testing.assert_close(traced(x), want)
+            torch.testing.assert_close(traced(x), ref(x))

@@ -6,7 +6,8 @@ rest of the program becomes a ``tracejit::constant`` (tensors) or a Python numbe
 Ops whose result is larger than their constant inputs (expand, repeat, zeros of a traced size
 ...) are left alone: folding them would only store more data. A folded value the program returns
 that is not a view of a constant (``self.w * 2``, where eager makes a new tensor every call) is
-returned through ``clone()``, so a caller writing into the result does not change later calls.
+returned through ``clone()``, so a caller writing into the result does not change later calls; a
+value the program itself writes into (``c = self.w * 2; c.add_(x)``) is computed every call.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from .. import pytree
 from ..ir import Graph, Node, ScalarType, TensorType, Value, iter_values, map_values, verify
 from .cse import is_pure
 from .graph_copy import copy_graph, replace_uses
+from .written import written_values
 
 GROWING = {"expand", "expand_as", "broadcast_to", "repeat", "repeat_interleave", "tile", "new_zeros",
            "new_ones", "new_full", "new_empty", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like",
@@ -24,6 +26,7 @@ GROWING = {"expand", "expand_as", "broadcast_to", "repeat", "repeat_interleave",
 
 def fold_constants(graph: Graph) -> Graph:
     out = copy_graph(graph)
+    written = written_values(out, outputs=False)   # computed once, such a tensor would carry writes over
     const_values: set[int] = set()
     folded: list[Node] = []
     for node in out.nodes:
@@ -35,7 +38,8 @@ def fold_constants(graph: Graph) -> Graph:
         if not inputs or not is_pure(node) or node.op.startswith("tracejit::") or node.name in GROWING:
             continue
         if all(id(v) in const_values for v in inputs) and all(
-                v is None or isinstance(v.type, (TensorType, ScalarType)) for v in node.outputs):
+                v is None or (isinstance(v.type, (TensorType, ScalarType)) and id(v) not in written)
+                for v in node.outputs):
             const_values.update(id(v) for v in node.outputs if v is not None)
             folded.append(node)
     computed = [n for n in folded if n.op != "tracejit::constant"]
