@@ -234,3 +234,18 @@ def test_fold_constants_leaves_a_tensor_written_in_place():
         for _ in range(3):
             torch.testing.assert_close(traced(x), want)
             torch.testing.assert_close(traced(x), ref(x))
+
+
+def test_conv_batch_norm_with_zero_variance_is_not_folded():
+    # running_var + eps == 0 made s infinite: the folded conv summed +-inf weights into nan where
+    # eager's batch norm gives -inf in places (conv * inf + shift per element)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4, eps=0.0)).eval()
+    model[1].running_var.zero_()
+    model[1].running_var[0] = 1.0
+    model[1].running_mean.fill_(0.5)
+    with torch.no_grad():
+        traced = tracejit.optimize_for_inference(tracejit.trace(model, (torch.randn(1, 3, 6, 6),)))
+        x = torch.randn(2, 3, 6, 6)
+        want = model(x)
+        assert torch.isinf(want[:, 1:]).any() and torch.isfinite(want[:, 0]).all()
+        torch.testing.assert_close(traced(x), want, equal_nan=True)

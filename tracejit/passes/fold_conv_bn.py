@@ -2,7 +2,8 @@
 
 With s = gamma / sqrt(running_var + eps): W' = W * s (per output channel) and
 b' = (b - running_mean) * s + beta. Applies when the conv's weight and bias and all batch-norm
-tensors are constants (run ``freeze`` first) and the conv result is used only by the batch norm.
+tensors are constants (run ``freeze`` first), the conv result is used only by the batch norm and
+every scale s is finite (a zero ``running_var + eps`` stays a batch norm).
 """
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ def fold_conv_batch_norm(graph: Graph) -> Graph:
             continue
         weight, gamma_t, beta_t, mean_t, var_t = tensors
         scale = gamma_t / torch.sqrt(var_t + eps)
+        if not torch.isfinite(scale).all():
+            continue   # var + eps == 0: eager's (x - mean) * inf is +-inf or nan per element, not W * inf summed
         new_w = weight * scale.reshape(-1, *([1] * (weight.dim() - 1)))
         new_b = ((bias_t if bias_t is not None else torch.zeros_like(mean_t)) - mean_t) * scale + beta_t
         w_val = _add_constant(out, new_w, conv)
