@@ -23,6 +23,10 @@ ACTIVATIONS = {
     "leaky_relu": ("leaky_relu", "", F.leaky_relu),         # scalars: negative slope
 }
 
+# oneDNN computes these as max / clip: a NaN comes out as a number (relu(NaN) == 0, measured), where
+# torch's op keeps it. Programs with such kernels check their inputs are finite (runtime/fast_call.py).
+NAN_TO_NUMBER = frozenset({"relu", "hardtanh", "hardsigmoid"})
+
 
 def recorded(name: str, y, scalars: tuple):
     """The torch op the activation ``name`` stands for, applied to ``y``."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from .onednn_activation import ACTIVATIONS, label, recorded
+from .onednn_activation import ACTIVATIONS, NAN_TO_NUMBER, label, recorded
 
 _F32 = torch.float32
 _STRIDED = torch.strided
@@ -60,6 +60,7 @@ class OneDnnConv:
         self.constants = [weight] + ([bias] if bias is not None else [])
         self.kernel = self   # the protocol runtime/constants.py moves kernels by (``.kernel.moved(fn).function``)
         self._unary, self._algorithm, _ = ACTIVATIONS[activation]
+        self.drops_nan = activation in NAN_TO_NUMBER   # see runtime/fast_call.py's finite-input check
         self._packed = self._pack()
         if self._packed is not None:
             kh, kw = weight.shape[2:]
