@@ -3,9 +3,6 @@ trace's answers on new shapes in onnxruntime and OpenVINO, including rows a mask
 (eager gives zeros; torch_lib's conversion gave the mean of the values, or NaN)."""
 from __future__ import annotations
 
-import importlib.util
-
-import onnx
 import pytest
 import torch
 import torch.nn.functional as F
@@ -14,10 +11,9 @@ import transformers
 import tracejit
 from tracejit.export import ExportError
 
+from backend_check import assert_backends_match
+
 pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
-
-BACKENDS = ["onnxruntime"] + (["openvino"] if importlib.util.find_spec("openvino") else [])
-
 
 def _qkv(batch=2, heads=4, length=6, source=7, head=8, kv_heads=None, seed=0):
     g = torch.Generator().manual_seed(seed)
@@ -39,23 +35,6 @@ def _float_mask(batch, length, source, fill=float("-inf"), seed=0):
     return bias + torch.randn(bias.shape, generator=torch.Generator().manual_seed(seed)) * 0.1
 
 
-def _check(fn, example, new_inputs, what):
-    """The ONNX backends against eager and torch.jit's trace, on the example and new inputs."""
-    with torch.no_grad():
-        traced = tracejit.trace(fn, example)
-        onnx.checker.check_model(tracejit.export_onnx(traced), full_check=True)
-        reference = torch.jit.trace(fn, example, check_trace=False)
-        for backend in BACKENDS:
-            program = tracejit.optimize_for_inference(traced, backend=backend)
-            for inputs in [example, *new_inputs]:
-                want = fn(*inputs)
-                assert not want.isnan().any(), "the case must have an eager answer"
-                got = program(*inputs)
-                torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=lambda m: f"{what} {backend}: {m}")
-                torch.testing.assert_close(got, reference(*inputs), rtol=1e-4, atol=1e-5,
-                                           msg=lambda m: f"{what} {backend} vs torch.jit: {m}")
-
-
 def test_a_bool_mask_hiding_a_whole_row_gives_zeros_there_as_eager():
     def f(q, k, v, mask):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
@@ -64,7 +43,7 @@ def test_a_bool_mask_hiding_a_whole_row_gives_zeros_there_as_eager():
     assert eager[0, :, 1].abs().max() == 0 and eager[1, :, 1].abs().max() > 0   # the case is real
     new = [(*_qkv(3, 4, 9, 11, seed=1), _bool_mask(3, 9, 11, hidden_row=8, seed=1)),
            (*_qkv(1, 4, 2, 3, seed=2), _bool_mask(1, 2, 3, hidden_row=0, seed=2))]
-    _check(f, (q, k, v, _bool_mask(2, 6, 7)), new, "bool mask")
+    assert_backends_match(f, (q, k, v, _bool_mask(2, 6, 7)), new, "bool mask")
 
 
 @pytest.mark.parametrize("fill", [float("-inf"), torch.finfo(torch.float32).min], ids=["-inf", "finfo.min"])
@@ -74,13 +53,13 @@ def test_a_float_mask_gives_eager_answers_for_hidden_rows(fill):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
     q, k, v = _qkv()
     new = [(*_qkv(3, 4, 9, 11, seed=1), _float_mask(3, 9, 11, fill, seed=1))]
-    _check(f, (q, k, v, _float_mask(2, 6, 7, fill)), new, f"float mask {fill}")
+    assert_backends_match(f, (q, k, v, _float_mask(2, 6, 7, fill)), new, f"float mask {fill}")
 
 
 def test_no_mask_with_an_explicit_scale_and_new_lengths():
     def f(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, scale=0.3)
-    _check(f, _qkv(), [_qkv(1, 4, 11, 3, seed=1), _qkv(3, 4, 1, 20, seed=2)], "scale=0.3")
+    assert_backends_match(f, _qkv(), [_qkv(1, 4, 11, 3, seed=1), _qkv(3, 4, 1, 20, seed=2)], "scale=0.3")
 
 
 def test_three_dimensional_inputs_and_a_shared_two_dimensional_mask():
@@ -90,19 +69,19 @@ def test_three_dimensional_inputs_and_a_shared_two_dimensional_mask():
     def case(b, n, s, seed):
         q, k, v = (t[:, 0] for t in _qkv(b, 1, n, s, seed=seed))
         return q, k, v, _bool_mask(1, n, s, hidden_row=n - 1, seed=seed)[0, 0]
-    _check(f, case(2, 5, 6, 0), [case(3, 8, 4, 1)], "rank 3")
+    assert_backends_match(f, case(2, 5, 6, 0), [case(3, 8, 4, 1)], "rank 3")
 
 
 def test_is_causal_on_new_lengths():
     def f(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    _check(f, _qkv(length=6, source=6), [_qkv(1, 4, 9, 9, seed=1), _qkv(2, 4, 5, 8, seed=2)], "is_causal")
+    assert_backends_match(f, _qkv(length=6, source=6), [_qkv(1, 4, 9, 9, seed=1), _qkv(2, 4, 5, 8, seed=2)], "is_causal")
 
 
 def test_grouped_query_attention():
     def f(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-    _check(f, _qkv(kv_heads=2), [_qkv(3, 4, 9, 5, kv_heads=2, seed=1)], "enable_gqa")
+    assert_backends_match(f, _qkv(kv_heads=2), [_qkv(3, 4, 9, 5, kv_heads=2, seed=1)], "enable_gqa")
 
 
 def test_dropout_is_refused_with_the_op_and_line():
@@ -136,4 +115,4 @@ def test_bert_with_a_sequence_of_padding_only():
         mask[0] = 0
         mask[-1, n // 2:] = 0
         return torch.randint(1, 60, (b, n), generator=g), mask
-    _check(f, batch(2, 8, 0), [batch(3, 13, 1)], "BERT with an all-padding row")
+    assert_backends_match(f, batch(2, 8, 0), [batch(3, 13, 1)], "BERT with an all-padding row")

@@ -3,17 +3,14 @@ and their _mean forms, fmax / fmin, nan_to_num, sgn, ``x >> 1``. Each used to fa
 gives eager's and torch.jit's trace's answers in onnxruntime and OpenVINO on new shapes and edges."""
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import torch
 
 import tracejit
 
+from backend_check import BACKENDS, assert_backends_match
+
 pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
-
-BACKENDS = ["onnxruntime"] + (["openvino"] if importlib.util.find_spec("openvino") else [])
-
 
 def _x(*shape, seed=0, edges=False):
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * 3
@@ -46,28 +43,12 @@ CASES = {   # name -> (fn, edges in the inputs?, backends)
 }
 
 
-def _as_tuple(out):
-    return out if isinstance(out, tuple) else (out,)
-
-
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_gives_eager_and_jit_answers_on_new_shapes(name):
     fn, edges = CASES[name]
     example = (_x(3, 5, edges=edges),)
     new = [(_x(4, 9, seed=1, edges=edges),), (_x(2, 7, seed=2),)]
-    with torch.no_grad():
-        traced = tracejit.trace(fn, example)
-        reference = torch.jit.trace(fn, example, check_trace=False)
-        for backend in BACKENDS:
-            program = tracejit.optimize_for_inference(traced, backend=backend)
-            for inputs in [example, *new]:
-                want, got, old = (_as_tuple(f(*inputs)) for f in (fn, program, reference))
-                for w, g, o in zip(want, got, old):
-                    assert g.dtype == w.dtype and g.shape == w.shape, f"{name} {backend}"
-                    torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5, equal_nan=True,
-                                               msg=lambda m: f"{name} {backend}: {m}")
-                    torch.testing.assert_close(g, o, rtol=1e-5, atol=1e-5, equal_nan=True,
-                                               msg=lambda m: f"{name} {backend} vs torch.jit: {m}")
+    assert_backends_match(fn, example, new, name, rtol=1e-5, atol=1e-5, equal_nan=True)
 
 
 def test_variance_of_too_few_elements_is_nan_or_inf_as_eager():
