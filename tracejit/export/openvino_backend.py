@@ -27,7 +27,7 @@ import torch
 
 from ..ir import Value
 from ._deps import require
-from .traced_call import TracedCall, prepare, with_captured_check
+from .traced_call import TracedCall, prepare, with_captured_check, with_finite_check
 
 MAX_STATIC = 4   # static_shapes=True: compiled shape sets kept; later shapes use the dynamic model
 PRECISIONS = {"f32": "f32", "bf16": "bf16"}   # precision= -> OpenVINO's INFERENCE_PRECISION_HINT
@@ -67,7 +67,7 @@ class OpenVinoProgram(TracedCall):
         self._ov = ov
         self._static = {} if static_shapes else None   # input shapes -> (request, lock), or None: refused
         self._static_lock = threading.Lock()
-        self._call = with_captured_check(self, traced, self._run_call)
+        self._call = with_captured_check(self, traced, with_finite_check(self, traced, graph, self._run_call))
 
     def __call__(self, *args, **kwargs):
         return self._call(*args, **kwargs)

@@ -17,7 +17,7 @@ import torch
 from ..ir import Value
 from ._deps import require
 from .ort_quantize import quantize_model
-from .traced_call import TracedCall, prepare, with_captured_check
+from .traced_call import TracedCall, prepare, with_captured_check, with_finite_check
 
 _TENSOR_NUMPY = torch.Tensor.numpy   # unbound: a non-tensor argument raises TypeError
 
@@ -48,7 +48,7 @@ class OrtProgram(TracedCall):
         self._output_names = [o.name for o in self.session.get_outputs()]
         self._plain_out = (len(self._out_leaves) == len(self._output_names)
                            and all(isinstance(o, Value) for o in self._out_leaves))
-        self._call = with_captured_check(self, traced, self._fast_call())
+        self._call = with_captured_check(self, traced, with_finite_check(self, traced, graph, self._fast_call()))
 
     def __call__(self, *args, **kwargs):
         return self._call(*args, **kwargs)

@@ -7,6 +7,8 @@ exports the ONNX model; ``TracedCall`` is the mixin OrtProgram and OpenVinoProgr
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .. import pytree
@@ -24,6 +26,33 @@ def prepare(traced, backend: str):
     from ..inference import optimized
     prepared = optimized(traced, in_memory=False)   # the export reads the saved graph: no in-memory kernels
     return traced_graph(prepared), export_onnx(prepared)
+
+
+# ops whose runtime result differs from eager's when NaN / inf reach them (found by running edge
+# values through both runtimes; docs/DEPLOY.md): a program holding one runs the traced program for a
+# call with a non-finite float input. OpenVINO's list is every op (its relu, clamp, max, exp, ...
+# turn NaN into numbers), so an OpenVINO program always checks.
+NONFINITE_DIFFERS = {"onnxruntime": frozenset({
+    "max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices", "adaptive_max_pool2d", "sort", "topk",
+    "argsort", "msort", "gelu", "pow", "floor_divide", "remainder", "fmod"})}
+
+
+def with_finite_check(program, traced, graph, call):
+    """``call``, or, when ``graph`` holds an op the backend computes differently on NaN / inf, a call
+    that first checks its floating-point tensor arguments are finite (their sum is: one pass, an
+    overflow just takes the exact path) and otherwise runs ``traced``, which gives eager's answer."""
+    ops = NONFINITE_DIFFERS.get(program.backend)
+    if ops is not None and not any(n.name.rstrip("_") in ops for n in graph.nodes if n.op.startswith("aten::")):
+        return call
+
+    def checked(*args, **kwargs):
+        for arg in (*args, *kwargs.values()):
+            for t in arg if isinstance(arg, (list, tuple)) else (arg,):
+                if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() \
+                        and not math.isfinite(float(t.sum())):
+                    return traced(*args, **kwargs)
+        return call(*args, **kwargs)
+    return checked
 
 
 def with_captured_check(program, traced, call):
