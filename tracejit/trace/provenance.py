@@ -131,22 +131,6 @@ def derived(tracer, obj, loc):
     return _relative(tracer, reads, obj, _line(loc), loc)
 
 
-_CONVERSIONS = {"to", "type", "type_as", "float", "double", "half", "bfloat16", "int", "long", "short", "char",
-                "byte", "bool", "cpu", "cuda"}
-
-
-def distinct_conversion(name: str, args, result):
-    """``x.float()`` / ``x.to(x.device)`` that return x itself at trace time return a view of it instead.
-
-    For other inputs the conversion makes a new tensor, so the trace must keep x and its converted
-    form apart (a later ``x.dtype`` or ``x + y`` must still mean the unconverted x).
-    """
-    if name in _CONVERSIONS and args and result is args[0] and isinstance(result, torch.Tensor):
-        with torch._C.DisableTorchFunction():
-            return result.view_as(result)
-    return result
-
-
 def _map(obj, fn):
     if isinstance(obj, (torch.dtype, torch.device)):
         return fn(obj)

@@ -20,7 +20,7 @@ from torch.overrides import TorchFunctionMode, redispatch_function
 from ..errors import TraceError
 from ..ir import Graph, Node, TensorType, Value, iter_values
 from ..pytree import flatten
-from . import dtype_reads, grad_mode, ops, provenance, reads, subscript
+from . import dtype_reads, grad_mode, ops, provenance, reads, self_results, subscript
 from .guards import GuardMaker
 from .ledger import Ledger, torch_phrase
 from .source import in_torch, user_location
@@ -237,7 +237,7 @@ class Tracer(TorchFunctionMode):
         if self.force_outplace and _is_inplace(name):
             return self._outplace(func, name, args, kwargs)
         result = func(*args, **kwargs)
-        result = provenance.distinct_conversion(name, args, result)
+        result = self_results.distinct_result(name, args, kwargs, result)
         self.record(func, args, kwargs, result)
         return result
 
