@@ -86,17 +86,28 @@ def mean(cx, node, args, kwargs):
         x = op.Cast(x, to=dtype)
     if rank == 0:
         return [op.Identity(x)]
-    dims = list(range(rank)) if dims is None or dims == [] else [dims] if isinstance(dims, int) else list(dims)
-    if not all(isinstance(d, int) for d in dims):
-        raise NotImplementedError("mean over dimensions given by traced values")
-    dims = sorted(d % rank for d in dims)
+    dims = reduced_dims(dims, rank, "mean")
     axes = op.Constant(value_ints=dims)
     keep = 1 if keepdim else 0
     shape = x.shape
     if shape is not None and len(shape) == rank and all(isinstance(shape[d], int) and shape[d] > 0 for d in dims):
         return [op.ReduceMean(x, axes, keepdims=keep)]   # sizes known and non-zero: no empty case
-    count = op.ReduceProd(op.Gather(op.Shape(x), axes), keepdims=0)
-    return [op.Div(op.ReduceSum(x, axes, keepdims=keep), op.CastLike(count, x))]
+    return [op.Div(op.ReduceSum(x, axes, keepdims=keep), element_count(x, axes))]
+
+
+def reduced_dims(dims, rank: int, what: str) -> list:
+    """The sorted non-negative dims a reduction over ``dims`` (an int, a list, or None / [] for all)
+    covers in a tensor of ``rank``."""
+    dims = [dims] if isinstance(dims, int) else list(range(rank)) if dims is None or list(dims) == [] else list(dims)
+    if not all(isinstance(d, int) for d in dims):
+        raise NotImplementedError(f"{what} over dimensions given by traced values")
+    return sorted(d % rank for d in dims) if rank else []
+
+
+def element_count(x, axes):
+    """How many elements of ``x`` a reduction over ``axes`` (an ONNX int64 tensor) covers, as x's dtype,
+    read from the shape at run time (a dynamic axis may be 0)."""
+    return op.CastLike(op.ReduceProd(op.Gather(op.Shape(x), axes), keepdims=0), x)
 
 
 @handles("aten::atan2.default")

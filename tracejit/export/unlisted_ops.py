@@ -17,6 +17,7 @@ import torch
 
 from ._deps import require
 from .dtypes import onnx_dtype
+from .edge_values import element_count, reduced_dims
 from .special_ops import handles
 
 ir = require("onnx_ir")
@@ -61,10 +62,7 @@ def _moments(cx, node, args, kwargs):
         correction = 1 if unbiased else 0
     else:   # var(x, unbiased=True): every dimension
         dims, correction, keepdim = None, 1 if (args[1] if len(args) > 1 else True) else 0, False
-    dims = list(range(rank)) if dims is None or list(dims) == [] else [dims] if isinstance(dims, int) else list(dims)
-    if not all(isinstance(d, int) for d in dims):
-        raise NotImplementedError("var / std over dimensions given by traced values")
-    return x, sorted(d % rank for d in dims) if rank else [], bool(keepdim), correction, rank
+    return x, reduced_dims(dims, rank, "var / std"), bool(keepdim), correction, rank
 
 
 def _variance(cx, x, axes: list, keepdim: bool, correction):
@@ -75,7 +73,7 @@ def _variance(cx, x, axes: list, keepdim: bool, correction):
         squares = op.Mul(op.Sub(x, mean), op.Sub(x, mean))
     else:
         axes_value = op.Constant(value_ints=axes)
-        count = op.CastLike(op.ReduceProd(op.Gather(op.Shape(x), axes_value), keepdims=0), x)
+        count = element_count(x, axes_value)
         mean = op.Div(op.ReduceSum(x, axes_value, keepdims=1), count)
         centered = op.Sub(x, mean)
         squares = op.ReduceSum(op.Mul(centered, centered), axes_value, keepdims=1 if keepdim else 0)
