@@ -7,8 +7,6 @@ exports the ONNX model; ``TracedCall`` is the mixin OrtProgram and OpenVinoProgr
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
 from .. import pytree
@@ -45,12 +43,11 @@ def with_finite_check(program, traced, graph, call):
     if ops is not None and not any(n.name.rstrip("_") in ops for n in graph.nodes if n.op.startswith("aten::")):
         return call
 
+    from ..runtime.fast_call import nonfinite_argument
+
     def checked(*args, **kwargs):
-        for arg in (*args, *kwargs.values()):
-            for t in arg if isinstance(arg, (list, tuple)) else (arg,):
-                if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() \
-                        and not math.isfinite(float(t.sum())):
-                    return traced(*args, **kwargs)
+        if nonfinite_argument(args, kwargs):
+            return traced(*args, **kwargs)
         return call(*args, **kwargs)
     return checked
 
