@@ -40,6 +40,10 @@ CASES = {   # name -> (fn, edges in the inputs?, backends)
     "sgn": (lambda x: x.sgn(), True),
     "rshift": (lambda x: (x * 100).long() >> 2, False),
     "rshift_int32": (lambda x: (x * 100).int() >> 3, False),
+    "broadcast_tensors": (lambda x: torch.broadcast_tensors(x[:, :1], x[:1])[0] * 2 + torch.broadcast_tensors(x[:1], x)[0], False),
+    "adaptive_max_pool_values": (lambda x: torch.nn.functional.adaptive_max_pool2d(x[None], 1), False),
+    "adaptive_max_pool_indices": (lambda x: torch.nn.functional.adaptive_max_pool2d(x[None, None], 1, return_indices=True), False),
+    "median": (lambda x: x.median(), False),
 }
 
 

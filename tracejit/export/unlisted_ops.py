@@ -10,6 +10,7 @@ records them as Python called them (``1 - x`` is ``aten::rsub.Scalar``, ``x.var(
 - ``fmax`` / ``fmin``: the other operand where one is NaN (ONNX's Max / Min propagate it).
 - ``nan_to_num``: NaN, +inf and -inf replaced (defaults: 0 and the dtype's largest / lowest value).
 - ``x >> k`` (listed, but its conversion is wrong in OpenVINO for negative values): a floor division.
+- ``broadcast_tensors``, ``adaptive_max_pool2d`` to size 1 (values and indices), ``median()``.
 """
 from __future__ import annotations
 
@@ -130,3 +131,39 @@ def right_shift_by_number(cx, node, args, kwargs):
         return cx._call_torch_lib(lookup("aten::bitwise_right_shift.Tensor_Scalar"), args, kwargs)
     divisor = _const(cx, 1 << shift, x)
     return [op.Div(op.Sub(x, op.Mod(x, divisor)), divisor)]   # Mod (fmod=0) takes the divisor's sign
+
+
+@handles("aten::broadcast_tensors.default")
+def broadcast_tensors(cx, node, args, kwargs):
+    """Every tensor expanded to the shape they broadcast to (ONNX's Expand broadcasts both ways)."""
+    tensors = list(args[0])
+    target = op.Shape(tensors[0])
+    for t in tensors[1:]:
+        target = op.Shape(op.Expand(t, target))
+    return [op.Expand(t, target) for t in tensors]
+
+
+@handles("aten::adaptive_max_pool2d.default")
+def adaptive_max_pool2d(cx, node, args, kwargs):
+    """Output size 1 only: the maximum of each plane (batched or not) and its index in the flattened
+    plane (the first one, as eager's)."""
+    x, size = args[0], args[1]
+    if not all(isinstance(s, int) and s == 1 for s in size):
+        raise NotImplementedError(f"adaptive max pooling to size {list(size)} (only an output size of 1 converts)")
+    rank = len(node.args[0].type.shape)
+    outer = op.Shape(x, end=rank - 2)
+    flat = op.Reshape(x, op.Concat(outer, op.Constant(value_ints=[-1]), axis=0))
+    index = op.ArgMax(flat, axis=-1, keepdims=1, select_last_index=0)
+    ones = op.Constant(value_ints=[1, 1])
+    return [op.ReduceMax(x, op.Constant(value_ints=[-2, -1]), keepdims=1), op.Reshape(index, op.Concat(outer, ones, axis=0))]
+
+
+@handles("aten::median.default")
+def median(cx, node, args, kwargs):
+    """The lower median of all elements (eager's ``x.median()``): the ((n - 1) // 2)-th smallest."""
+    x = op.Reshape(args[0], op.Constant(value_ints=[-1]))
+    n = op.Shape(x)
+    k = op.Add(op.Div(op.Sub(n, op.Constant(value_ints=[1])), op.Constant(value_ints=[2])),
+               op.Constant(value_ints=[1]))
+    smallest, _ = op.TopK(x, k, axis=0, largest=0, sorted=1)
+    return [op.Reshape(op.Gather(smallest, op.Sub(k, op.Constant(value_ints=[1]))), op.Constant(value_ints=[]))]
