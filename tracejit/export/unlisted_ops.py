@@ -166,4 +166,4 @@ def median(cx, node, args, kwargs):
     k = op.Add(op.Div(op.Sub(n, op.Constant(value_ints=[1])), op.Constant(value_ints=[2])),
                op.Constant(value_ints=[1]))
     smallest, _ = op.TopK(x, k, axis=0, largest=0, sorted=1)
-    return [op.Reshape(op.Gather(smallest, op.Sub(k, op.Constant(value_ints=[1]))), op.Constant(value_ints=[]))]
+    return [op.Squeeze(op.Gather(smallest, op.Sub(k, op.Constant(value_ints=[1]))), op.Constant(value_ints=[0]))]
