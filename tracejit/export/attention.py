@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from ._deps import require
-from .special_ops import handles
+from .special_ops import constant_like, handles
 
 ir = require("onnx_ir")
 from onnxscript.onnx_opset import opset18 as op  # noqa: E402
@@ -33,19 +33,15 @@ def _static(dim) -> int | None:
     return dim if isinstance(dim, int) else None
 
 
-def _const(cx, value: float, like):
-    return cx.builder._get_or_create_constant(float(value), like.dtype)
-
-
 def _scaled(cx, node, q, scale):
     """``sqrt(scale)`` to multiply q and k^T by (torch's math kernel scales both, for fp16's range).
     Without ``scale``: ``size(-1) ** -0.25``, a constant when the ONNX graph knows the head size
     (BERT's is fixed by a reshape), read from the shape when it is an input's dynamic axis."""
     if scale is not None:
-        return _const(cx, math.sqrt(float(scale)), q)
+        return constant_like(cx, math.sqrt(float(scale)), q)
     head = _static(q.shape[-1]) if q.shape is not None and len(q.shape) else None
     if head is not None:
-        return _const(cx, head ** -0.25, q)
+        return constant_like(cx, head ** -0.25, q)
     size = op.CastLike(op.Shape(q, start=-1), q)
     return op.Reciprocal(op.Sqrt(op.Sqrt(size)))
 
@@ -77,10 +73,10 @@ def _bias_and_visible(cx, mask, q):
     NaN check inside the attention chain keeps OpenVINO from fusing it, and its ``Where`` after the
     chain fails to compile)."""
     if mask.dtype == ir.DataType.BOOL:
-        keep, bias = mask, op.Where(mask, _const(cx, 0.0, q), _const(cx, MASKED, q))
+        keep, bias = mask, op.Where(mask, constant_like(cx, 0.0, q), constant_like(cx, MASKED, q))
     else:
         mask = mask if mask.dtype == q.dtype else op.CastLike(mask, q)
-        keep, bias = op.Not(op.Equal(mask, _const(cx, float("-inf"), q))), op.Max(mask, _const(cx, MASKED, q))
+        keep, bias = op.Not(op.Equal(mask, constant_like(cx, float("-inf"), q))), op.Max(mask, constant_like(cx, MASKED, q))
     # max over 0 / 1, not over the mask: OpenVINO's ReduceMax of a row of -inf gives the lowest float
     return bias, op.ReduceMax(op.Cast(keep, to=q.dtype), op.Constant(value_ints=[-1]), keepdims=1)
 

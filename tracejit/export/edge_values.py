@@ -18,7 +18,7 @@ Each was found by running the exported model in onnxruntime and OpenVINO beside 
 from __future__ import annotations
 
 from ._deps import require
-from .special_ops import handles
+from .special_ops import constant_like, handles
 
 ir = require("onnx_ir")
 from onnxscript.onnx_opset import opset18 as op  # noqa: E402
@@ -28,7 +28,7 @@ def _like(cx, bound, x):
     """A clamp bound as a value of x's dtype (a Python number becomes a constant)."""
     if bound is None or isinstance(bound, ir.Value):
         return bound if bound is None or bound.dtype == x.dtype else op.CastLike(bound, x)
-    return cx.builder._get_or_create_constant(bound, x.dtype)
+    return constant_like(cx, bound, x)
 
 
 @handles("aten::clamp.default", "aten::clamp.Tensor", "aten::clip.default", "aten::clip.Tensor")
@@ -61,7 +61,7 @@ def _scalar(v) -> bool:
 @handles("aten::log_sigmoid.default")
 def log_sigmoid(cx, node, args, kwargs):
     x = args[0]
-    zero, one = (cx.builder._get_or_create_constant(c, x.dtype) for c in (0.0, 1.0))
+    zero, one = (constant_like(cx, c, x) for c in (0.0, 1.0))
     return [op.Sub(op.Min(x, zero), op.Log(op.Add(one, op.Exp(op.Neg(op.Abs(x))))))]
 
 
@@ -70,7 +70,7 @@ def sign(cx, node, args, kwargs):
     x = args[0]
     if x.dtype not in (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16):
         return [op.Sign(x)]
-    return [op.Where(op.IsNaN(x), cx.builder._get_or_create_constant(0.0, x.dtype), op.Sign(x))]
+    return [op.Where(op.IsNaN(x), constant_like(cx, 0.0, x), op.Sign(x))]
 
 
 @handles("aten::mean.default", "aten::mean.dim")
@@ -116,7 +116,7 @@ def atan2(cx, node, args, kwargs):
     reads -0.0 as +0.0): the angle of ``(|x|, |y|)`` in the first quadrant, reflected for a negative
     x (``x < 0`` or ``1 / x < 0``: -0.0 too), signed as y."""
     y, x = args[0], args[1]
-    c = lambda v: cx.builder._get_or_create_constant(v, y.dtype)   # noqa: E731
+    c = lambda v: constant_like(cx, v, y)   # noqa: E731
     ay, ax = op.Abs(y), op.Abs(x)
     angle = op.Atan(op.Div(ay, ax))
     angle = op.Where(op.And(op.Equal(ay, c(0.0)), op.Equal(ax, c(0.0))), c(0.0), angle)   # 0 / 0

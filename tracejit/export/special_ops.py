@@ -24,6 +24,11 @@ def handles(*names):
     return register
 
 
+def constant_like(cx, value, like):
+    """A Python number as an ONNX constant of ``like``'s dtype (shared per value by the builder)."""
+    return cx.builder._get_or_create_constant(value, like.dtype)
+
+
 def _rank(node, i=0) -> int:
     return len(node.args[i].type.shape)
 

@@ -19,16 +19,12 @@ import torch
 from ._deps import require
 from .dtypes import onnx_dtype
 from .edge_values import element_count, reduced_dims
-from .special_ops import handles
+from .special_ops import constant_like, handles
 
 ir = require("onnx_ir")
 from onnxscript.onnx_opset import opset18 as op  # noqa: E402
 
 _FLOATS = (ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
-
-
-def _const(cx, value, like):
-    return cx.builder._get_or_create_constant(value, like.dtype)
 
 
 def _operand(cx, value, dtype):
@@ -69,7 +65,7 @@ def _moments(cx, node, args, kwargs):
 def _variance(cx, x, axes: list, keepdim: bool, correction):
     """(variance, mean): ``sum((x - mean)^2) / max(N - correction, 0)``."""
     if not axes:   # a 0-d tensor: eager's variance of one element
-        count = _const(cx, 1.0, x)
+        count = constant_like(cx, 1.0, x)
         mean = op.Identity(x)
         squares = op.Mul(op.Sub(x, mean), op.Sub(x, mean))
     else:
@@ -80,7 +76,7 @@ def _variance(cx, x, axes: list, keepdim: bool, correction):
         squares = op.ReduceSum(op.Mul(centered, centered), axes_value, keepdims=1 if keepdim else 0)
         if not keepdim:
             mean = op.Squeeze(mean, axes_value)
-    dof = op.Max(op.Sub(count, _const(cx, float(correction), x)), _const(cx, 0.0, x))
+    dof = op.Max(op.Sub(count, constant_like(cx, float(correction), x)), constant_like(cx, 0.0, x))
     return op.Div(squares, dof), mean
 
 
@@ -114,9 +110,9 @@ def nan_to_num(cx, node, args, kwargs):
     if x.dtype not in _FLOATS:
         return [op.Identity(x)]
     info = torch.finfo(node.args[0].type.dtype)
-    x = op.Where(op.IsNaN(x), _const(cx, 0.0 if nan is None else float(nan), x), x)
-    x = op.Where(op.IsInf(x, detect_negative=0), _const(cx, info.max if posinf is None else float(posinf), x), x)
-    return [op.Where(op.IsInf(x, detect_positive=0), _const(cx, info.min if neginf is None else float(neginf), x), x)]
+    x = op.Where(op.IsNaN(x), constant_like(cx, 0.0 if nan is None else float(nan), x), x)
+    x = op.Where(op.IsInf(x, detect_negative=0), constant_like(cx, info.max if posinf is None else float(posinf), x), x)
+    return [op.Where(op.IsInf(x, detect_positive=0), constant_like(cx, info.min if neginf is None else float(neginf), x), x)]
 
 
 @handles("aten::__rshift__.Scalar", "aten::bitwise_right_shift.Tensor_Scalar")
@@ -129,7 +125,7 @@ def right_shift_by_number(cx, node, args, kwargs):
             ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64):
         from .lowering import lookup
         return cx._call_torch_lib(lookup("aten::bitwise_right_shift.Tensor_Scalar"), args, kwargs)
-    divisor = _const(cx, 1 << shift, x)
+    divisor = constant_like(cx, 1 << shift, x)
     return [op.Div(op.Sub(x, op.Mod(x, divisor)), divisor)]   # Mod (fmod=0) takes the divisor's sign
 
 
