@@ -23,6 +23,7 @@ from .recorder import inline, split_inputs_attributes
 from .schema_args import bind
 from .special_ops import HANDLERS
 from . import attention, edge_values, sym_lowering, unlisted_ops  # noqa: E402,F401  (register their handlers)
+from . import view_writes  # noqa: E402
 
 ir = require("onnx_ir")
 from onnxscript.function_libs.torch_lib import ops as _torch_lib_ops  # noqa: E402,F401  (fills the registry)
@@ -40,6 +41,8 @@ CAPTURE_OPS = ("tracejit::dtype_of", "tracejit::device_of", "tracejit::finfo")
 VIEW_OPS = {"view", "reshape", "select", "slice", "transpose", "permute", "expand", "expand_as", "unsqueeze",
             "squeeze", "as_strided", "narrow", "t", "unflatten", "flatten", "diagonal", "alias", "detach", "chunk",
             "split", "unbind", "view_as", "unfold", "movedim", "swapaxes", "mT", "numpy_T", "real", "imag"}
+
+DROPOUTS = {"dropout_", "feature_dropout_", "alpha_dropout_", "feature_alpha_dropout_"}   # (input, p, train)
 
 
 # Python operator dunders tracejit records under their own names -> the ATen op torch_lib lists
@@ -89,6 +92,8 @@ class Lowering:
         self.tensors_of = tensors_of   # node -> torch.Tensor for get_attr / constant nodes
         self._initializers: dict = {}  # name -> the initializer's value (one per tensor)
         self.dtypes: dict[int, torch.dtype] = {}   # dtype_of outputs -> the torch dtype
+        self._written: dict = {}   # id(in-place node) -> (written value, its chain of views)
+        self.alias_roots = view_writes.alias_roots(graph, VIEW_OPS)   # views -> the tensor they view
 
     # ------------------------------------------------------------------ args
     def arg(self, a):
@@ -117,6 +122,12 @@ class Lowering:
             raise ExportError(f"converting {node.op} to ONNX failed: {type(e).__name__}: {e}", node.op,
                               node.source) from e
         self._bind_outputs(node, results)
+        written = self._written.pop(id(node), None)
+        if written is not None:   # an in-place op: the tensor it wrote and every view of it change
+            target, chain = written
+            out = node.outputs[0] if node.outputs else None
+            new_value = self.env[id(out)] if out is not None else self._typed(results[0], target)
+            view_writes.write_back(self, target, chain, new_value)
 
     def _lower(self, node: Node):
         if node.op == "tracejit::guard":
@@ -153,25 +164,29 @@ class Lowering:
         return self._call_torch_lib(fn, args, kwargs)
 
     def _functional(self, node: Node) -> str:
-        """The op to convert: ``aten::add_.Tensor`` becomes ``aten::add.Tensor`` when nothing can see the
-        mutation (the written tensor is a fresh intermediate, not a view, and unused afterwards)."""
+        """The op to convert: ``aten::add_.Tensor`` becomes ``aten::add.Tensor``, and its result is written
+        back into the tensor and the views it wrote (view_writes.py) once the node is converted."""
         ns, _, rest = node.op.partition("::")
         name, dot, overload = rest.partition(".")
         if not (node.effectful or (name.endswith("_") and not name.startswith("_"))):
             return node.op
+        functional = f"{ns}::{name[:-1]}{dot}{overload}" if name.endswith("_") else node.op
+        if name in DROPOUTS and not bind(node.op, node.args, node.kwargs)[0][2]:
+            return functional   # in eval mode an in-place dropout writes nothing
         target = node.args[0] if node.args else None
-        where = "the written tensor"
-        if not isinstance(target, Value) or target.producer is None:
-            why = f"{where} is an input of the traced program (the caller would see the change)"
-        elif target.producer.op in ("tracejit::get_attr", "tracejit::constant"):
-            why = f"{where} is a parameter, buffer or constant of the module"
-        elif target.producer.name in VIEW_OPS:
-            why = f"{where} is a view ({target.producer.op}) of another tensor"
-        elif self.last_use.get(id(target), -1) > self.position.get(id(node), -1):
-            why = f"{where} is used again after the in-place op"
-        else:
-            return f"{ns}::{name[:-1]}{dot}{overload}" if name.endswith("_") else node.op
-        raise ExportError(f"cannot export the in-place op {node.op}: {why}", node.op, node.source)
+        if not isinstance(target, Value):
+            raise ExportError(f"cannot export the in-place op {node.op}: it writes no traced tensor", node.op,
+                              node.source)
+        try:
+            chain = view_writes.check_writable(self, node, target, VIEW_OPS)
+        except view_writes.WriteError as e:
+            raise ExportError(f"cannot export the in-place op {node.op}: {e}", node.op, node.source) from None
+        self._written[id(node)] = (target, chain)
+        return functional
+
+    def call_aten(self, op_name: str, args: list, kwargs: dict | None = None):
+        """Convert ``op_name`` applied to already-converted ``args`` with torch_lib's function for it."""
+        return self._call_torch_lib(lookup(op_name), args, kwargs or {})
 
     def _capture(self, node: Node):
         """dtype / device / finfo read from a traced value: fixed in an ONNX model (its input dtypes are)."""

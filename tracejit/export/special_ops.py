@@ -100,11 +100,45 @@ def cast_to_output(cx, node, args, kwargs):
 @handles("aten::batch_norm.default")
 def batch_norm(cx, node, args, kwargs):
     x, weight, bias, mean, var, training, momentum, eps = args[:8]
+    if training and mean is None and var is None:
+        return [_batch_statistics_norm(cx, x, weight, bias, float(eps))]
     if training:
-        raise NotImplementedError("batch_norm in training mode (call .eval() before tracing)")
+        raise NotImplementedError("batch_norm in training mode updates its running statistics (call .eval() on "
+                                  "the module that owns them before tracing)")
     if weight is None or bias is None or mean is None or var is None:
         raise NotImplementedError("batch_norm without weight, bias or running statistics")
     return [op.BatchNormalization(x, weight, bias, mean, var, epsilon=float(eps), momentum=1.0 - float(momentum))]
+
+
+def _batch_statistics_norm(cx, x, weight, bias, eps: float):
+    """``F.batch_norm(x, None, None, training=True)`` (NFNet's weight standardisation): normalized by the
+    biased mean and variance over every dim but the channels (dim 1); nothing is updated."""
+    flat = op.Reshape(x, op.Concat(op.Shape(x, start=0, end=2), [-1], axis=0))   # (N, C, rest)
+    mean = op.ReduceMean(flat, [0, 2], keepdims=1)
+    centered = op.Sub(flat, mean)
+    var = op.ReduceMean(op.Mul(centered, centered), [0, 2], keepdims=1)
+    out = op.Div(centered, op.Sqrt(op.Add(var, constant_like(cx, eps, var))))
+    if weight is not None:
+        out = op.Mul(out, op.Unsqueeze(weight, [0, 2]))
+    if bias is not None:
+        out = op.Add(out, op.Unsqueeze(bias, [0, 2]))
+    return op.Reshape(out, op.Shape(x))
+
+
+@handles("aten::swapaxes.default", "aten::swapdims.default")
+def swapaxes(cx, node, args, kwargs):
+    return [cx.call_aten("aten::transpose.int", [args[0], args[1], args[2]])]
+
+
+@handles("aten::zero.default")
+def zero(cx, node, args, kwargs):
+    """``x.zero_()`` in functional form (export writes it back, view_writes.py)."""
+    return [op.Expand(constant_like(cx, 0, args[0]), op.Shape(args[0]))]
+
+
+@handles("aten::reshape_as.default")
+def reshape_as(cx, node, args, kwargs):
+    return [op.Reshape(args[0], op.Shape(args[1]))]
 
 
 @handles("aten::adaptive_avg_pool1d.default", "aten::adaptive_avg_pool2d.default",

@@ -1,0 +1,125 @@
+"""In-place writes in ONNX, which has none: the written tensor and every alias of it get new values.
+
+An in-place op (``y.add_(x)``, ``F.dropout(y, inplace=True)``, ``y[:, :1].fill_(0.5)``) becomes its
+functional form, and the result is written back through the chain of views it went through:
+``slice`` becomes ``slice_scatter``, ``select`` ``select_scatter``, a reshape-like view
+(``view``, ``flatten``, ``unsqueeze``, ...) a reshape back to the base's shape, ``transpose`` /
+``permute`` their inverse. The lowering's map from IR values to ONNX values then points the base
+and each view of the chain at their new values, so every later reader sees the write, as in eager.
+
+Refused (an ExportError naming the op and the line), because ONNX cannot show the change:
+- the written memory belongs to the caller (a program input) or to the module (a parameter, buffer
+  or constant);
+- the chain holds a view that has no inverse here (``expand``, ``as_strided``, ``unfold``, ...);
+- another alias of the same memory, made before the write, is read after it (it would be stale).
+
+>>> import torch, tracejit, onnxruntime as ort
+>>> def f(x):
+...     y = x * 2
+...     y[:, 1:].add_(x[:, :-1])
+...     return y
+>>> proto = tracejit.export_onnx(tracejit.trace(f, torch.randn(2, 3)))
+>>> x = torch.randn(4, 5)
+>>> got = ort.InferenceSession(proto.SerializeToString()).run(None, {"x": x.numpy()})[0]
+>>> bool(torch.allclose(torch.from_numpy(got), f(x)))
+True
+"""
+from __future__ import annotations
+
+from ..ir import Node, Value
+from ._deps import require
+from .schema_args import bind
+
+ir = require("onnx_ir")
+from onnxscript.onnx_opset import opset18 as op  # noqa: E402
+
+# views whose write-back is a reshape of the new value to the base's shape (same elements, same order)
+RESHAPING = {"view", "reshape", "flatten", "unflatten", "view_as", "reshape_as", "unsqueeze", "squeeze",
+             "alias", "detach"}
+# views written back by their own inverse
+INVERTIBLE = RESHAPING | {"slice", "narrow", "select", "transpose", "swapaxes", "t", "mT", "numpy_T", "permute"}
+
+
+class WriteError(Exception):
+    """Why an in-place write cannot be exported (the lowering turns it into an ExportError)."""
+
+
+def alias_roots(graph, view_ops) -> dict[int, tuple[Value, int]]:
+    """id(view) -> (the tensor whose memory it views, the position of the node that made the view)."""
+    roots: dict[int, tuple[Value, int]] = {}
+    for i, node in enumerate(graph.nodes):
+        if node.name in view_ops and node.args and isinstance(node.args[0], Value):
+            base = node.args[0]
+            root = roots[id(base)][0] if id(base) in roots else base
+            for out in node.outputs:
+                if out is not None:
+                    roots[id(out)] = (root, i)
+    return roots
+
+
+def view_chain(target: Value, view_ops) -> tuple[Value, list[Node]]:
+    """(the base tensor, the view nodes from the base to ``target``, outermost first)."""
+    chain = []
+    while target.producer is not None and target.producer.name in view_ops \
+            and target.producer.args and isinstance(target.producer.args[0], Value):
+        chain.append(target.producer)
+        target = target.producer.args[0]
+    chain.reverse()
+    return target, chain
+
+
+def check_writable(cx, node: Node, target: Value, view_ops) -> list[Node]:
+    """The chain of views to write back through; raises WriteError where eager's write cannot be shown."""
+    base, chain = view_chain(target, view_ops)
+    if base.producer is None:
+        raise WriteError("the written tensor is (a view of) an input of the traced program (the caller would "
+                         "see the change)")
+    if base.producer.op in ("tracejit::get_attr", "tracejit::constant"):
+        raise WriteError("the written tensor is (a view of) a parameter, buffer or constant of the module")
+    for view in chain:
+        if view.name not in INVERTIBLE:
+            raise WriteError(f"the written tensor is a view ({view.op}) that has no inverse in ONNX")
+        if view.name == "narrow" and not all(isinstance(a, int) for a in bind(view.op, view.args, view.kwargs)[0][2:4]):
+            raise WriteError("the written tensor is a narrow() view with a traced start or length")
+    rewritten = {id(base)} | {id(v.outputs[0]) for v in chain}
+    here = cx.position[id(node)]
+    for vid, (root, made_at) in cx.alias_roots.items():
+        if root is base and vid not in rewritten and made_at < here < cx.last_use.get(vid, -1):
+            raise WriteError("another view of the written tensor, made before the write, is read after it")
+    return chain
+
+
+def write_back(cx, target: Value, chain: list[Node], new_value) -> None:
+    """Point ``target``, the views of ``chain`` (innermost last) and their base at their values after
+    the write of ``new_value`` into ``target``."""
+    cx.env[id(target)] = new_value
+    for view in reversed(chain):
+        new_value = _inverse(cx, view, cx.arg(view.args[0]), new_value)
+        cx.env[id(view.args[0])] = new_value
+
+
+def _inverse(cx, view: Node, parent, child):
+    """The value of ``view``'s base once ``child`` (the view's new value) is written into it."""
+    name = view.name
+    if name in RESHAPING:
+        return op.Reshape(child, op.Shape(parent))
+    args, _ = bind(view.op, view.args, view.kwargs)
+    args = [cx.arg(a) for a in args]
+    rank = len(view.args[0].type.shape)
+    if name == "slice":
+        dim, start, end, step = args[1:5]
+        return cx.call_aten("aten::slice_scatter.default", [parent, child, dim, start, end, step])
+    if name == "narrow":
+        dim, start, length = args[1:4]
+        return cx.call_aten("aten::slice_scatter.default", [parent, child, dim, start, start + length, 1])
+    if name == "select":
+        return cx.call_aten("aten::select_scatter.default", [parent, child, args[1], args[2]])
+    if name in ("transpose", "swapaxes"):
+        return cx.call_aten("aten::transpose.int", [child, args[1], args[2]])
+    if name in ("t", "numpy_T"):
+        return child if rank < 2 else cx.call_aten("aten::permute.default", [child, list(range(rank))[::-1]])
+    if name == "mT":
+        return cx.call_aten("aten::transpose.int", [child, -2, -1])
+    dims = [d % rank for d in args[1]]   # permute: the inverse permutation
+    return cx.call_aten("aten::permute.default", [child, sorted(range(rank), key=dims.__getitem__)])
+
