@@ -13,7 +13,7 @@ from torch import nn
 from ..errors import BackwardHookError
 from ..ir import Graph, Node, ScalarType, TensorType, Value, format_graph
 from ..pytree import flatten
-from . import grad_mode, opaque, patches
+from . import grad_mode, opaque, patches, through
 from .recorder import Frame, Tracer, internal
 from .source import user_location
 from .symbolic import TracedInt
@@ -48,13 +48,16 @@ def _names_for(base: str, obj) -> list[str]:
     return [f"{base}_{i}" for i in range(len(leaves))]
 
 
-def bind_inputs(tracer: Tracer, frame: Frame, args, kwargs, fn, parent: Frame | None = None):
+def bind_inputs(tracer: Tracer, frame: Frame, args, kwargs, fn, parent: Frame | None = None,
+                traced_through: bool = False):
     """Make graph inputs for the tensor / traced-int leaves of (args, kwargs).
 
-    Returns the values of those leaves in the parent frame (for the call node).
+    Returns the values of those leaves in the parent frame (for the call node). ``traced_through``:
+    the call is spliced into its caller (trace/through.py), so leaves it cannot flatten are allowed.
     """
     leaves, spec = flatten((tuple(args), dict(kwargs)))
-    opaque.check_leaves(leaves, f"an input of {_callee_name(frame)}", user_location(3))
+    if not traced_through:
+        opaque.check_leaves(leaves, f"an input of {_callee_name(frame)}", user_location(3))
     names, tops = leaf_names(fn, args, kwargs, len(leaves))
     graph = frame.graph
     graph.in_spec = spec
@@ -131,13 +134,18 @@ class ModuleCalls:
         check_backward_hooks(module, path)
         graph = Graph(name="forward", module_type=type(module).__name__)
         child = Frame(graph, module, path, parent)
-        outer = internal(bind_inputs)(tracer, child, args, kwargs, module.forward, parent)
+        traced_through = internal(through.cannot_flatten)((args, kwargs))
+        outer = internal(bind_inputs)(tracer, child, args, kwargs, module.forward, parent, traced_through)
         tracer.frames.append(child)
         try:
             out = original(module, *args, **kwargs)
-            out_leaves = internal(bind_outputs)(tracer, child, out)
+            traced_through = traced_through or internal(through.cannot_flatten)(out)
+            out_leaves = None if traced_through else internal(bind_outputs)(tracer, child, out)
         finally:
             tracer.frames.pop()
+        if traced_through:   # an ImageList in or out: the ops go into the caller's graph (trace/through.py)
+            internal(through.splice)(parent, child, outer, path[len(parent.path) + 1:] if parent.path else path)
+            return out
         return internal(self._finish_call)(module, path, parent, child, outer, out, out_leaves)
 
     def _finish_call(self, module, path, parent, child, outer, out, out_leaves):
