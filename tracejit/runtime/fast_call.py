@@ -43,7 +43,7 @@ class FastTracedModule(TracedModule):
         try:
             return d["forward"](*args, **kwargs)
         except GuardError as e:
-            return specialize.on_guard_failure(self, e, self._run, args, kwargs)
+            return specialize.on_guard_failure(self, e, args, kwargs)
         except TypeError as e:
             if e.__traceback__.tb_next is None:   # the call itself: nothing ran; the full path explains
                 return TracedModule.__call__(self, *args, **kwargs)
@@ -77,14 +77,15 @@ class FastTracedFunction(TracedFunction):
 
     def __call__(self, *args, **kwargs):
         fn = self._fn
-        if fn.by_position or self._captured or getattr(fn, "finite_inputs", False):
+        if fn.by_position or self._captured or getattr(fn, "finite_inputs", False) \
+                or getattr(fn, "undo", None) is not None:
             if captured_changed(self) or nonfinite_input(fn, args, kwargs):
                 return self._unoptimized(*args, **kwargs)
             return TracedFunction.__call__(self, *args, **kwargs)
         try:
             return fn(self, *args, **kwargs)
         except GuardError as e:
-            return specialize.on_guard_failure(self, e, self._run, args, kwargs)
+            return specialize.on_guard_failure(self, e, args, kwargs)
         except TypeError as e:
             if e.__traceback__.tb_next is None:
                 return TracedFunction.__call__(self, *args, **kwargs)
@@ -96,7 +97,8 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 def _slow(fn, captured) -> bool:
     """Must calls of the generated ``fn`` take the full path (see the class docstrings)?"""
-    return bool(getattr(fn, "by_position", False) or captured or getattr(fn, "finite_inputs", False))
+    return bool(getattr(fn, "by_position", False) or captured or getattr(fn, "finite_inputs", False)
+                or getattr(fn, "undo", None) is not None)
 
 
 def nonfinite_input(fn, args, kwargs) -> bool:

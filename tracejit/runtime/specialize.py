@@ -1,95 +1,184 @@
-"""What a failed guard does: retrace for the new inputs, keep each trace in a small bounded cache.
+"""What a failed guard does: a specialization chosen per call, never installed.
 
-A traced object that still holds its original function or module gets a
-``SpecializationCache``. When a guard fails, the cached traces are tried (most
-recently used first; each one's own guards say whether it fits); when none
-fits, the original is traced again on the call's inputs, with a TracerWarning
-naming the guard and its source line. The cache holds at most ``LIMIT``
-traces; the least recently used one is dropped. Without an original (a loaded
-program, or after ``drop_original()``) the GuardError is raised.
+Each root method of a traced object holds a ``SpecializationSet``: an immutable tuple of
+``Specialization`` records (the first trace, made from the example inputs, and one more per
+input kind that failed its guards). A call runs the first trace; when one of its guards fails,
+the others are tried (the one that last fitted first, then newest first); each one's own guards
+decide. When none fits and the object holds its original, the original is traced again on the
+call's inputs (one thread at a time, under the set's lock) and a new tuple that holds the new
+trace is published: nothing any other thread is running is ever swapped, and each
+specialization calls its own code for the whole module hierarchy (its submodule calls are
+inlined: see ``Specialization``). Without an original (a loaded program, or after
+``drop_original()``) a GuardError lists what every specialization required.
+
+A failed attempt leaves no trace: a program that writes in place before a later guard
+restores what it wrote before the next attempt (runtime/undo.py). The set holds at most
+``LIMIT`` specializations; the least recently used one after the first is dropped.
 """
 from __future__ import annotations
 
-import contextlib
+import itertools
 import threading
-
-from torch import nn
 
 from ..errors import GuardError
 from ..trace.source import caller_stacklevel, warn_at
+from .undo import inputs_for_retrace, undoable_call
 
 LIMIT = 8
+_ROUNDS = 8   # retraces one call may make while what its guards read keeps changing
+_clock = itertools.count(1)   # "last used" stamps: a plain int written per hit, only a hint for eviction
 
 
 class Specialization:
-    """One trace in the cache: what it runs, and the guard failure that made it."""
+    """One trace of one root method, as plain data, with its compiled code kept beside it.
 
-    def __init__(self, payload, reason: str, source=None):
-        self.payload = payload      # a compiled function, or {path: {method: fn}} for a module
+    ``graph``: the method's graph (the first trace: as traced, calling its submodules' own first
+    traces; any later one: with every submodule call inlined, so it runs no code that belongs to
+    another specialization). ``reason``: why it exists (the guard the others failed); ``source``:
+    that guard's line. ``fn``: the compiled function, ``fn(self, *args)`` with ``self`` the root
+    module (or the TracedFunction). Guards are the graph's ``tracejit::guard`` nodes.
+    """
+
+    __slots__ = ("method", "graph", "reason", "source", "fn", "last_used")
+
+    def __init__(self, method: str, fn, reason: str, source=None):
+        self.method = method
+        self.fn = fn
+        self.graph = fn.graph
         self.reason = reason
         self.source = source
+        self.last_used = 0
 
     @property
     def code(self) -> str:
-        return _main_fn(self.payload).code
+        return self.fn.code
 
     @property
-    def graph(self):
-        return _main_fn(self.payload).graph
+    def signature(self) -> str:
+        return self.fn.signature
+
+    @property
+    def guards(self) -> list:
+        """The guard nodes of this specialization (what it requires of a call)."""
+        return required_guards(self.graph)
 
     def __repr__(self) -> str:
         return f"<Specialization: {self.reason}>"
 
 
-def _main_fn(payload):
-    return payload[""]["forward"] if isinstance(payload, dict) else payload
+def required_guards(graph) -> list:
+    """The ``tracejit::guard`` nodes of ``graph`` and of the submodule graphs it calls."""
+    out, todo, seen = [], [graph], set()
+    while todo:
+        g = todo.pop()
+        if id(g) in seen:
+            continue
+        seen.add(id(g))
+        for n in g.nodes:
+            if n.op == "tracejit::guard":
+                out.append(n)
+            elif n.op == "tracejit::call_module" and "graph" in n.attrs:
+                todo.append(n.attrs["graph"])
+    return out
 
 
-class SpecializationCache:
-    """``retrace(args, kwargs)`` -> payload; ``install(payload)`` makes it the one that runs."""
+class SpecializationSet:
+    """The specializations of one root method. ``entries``: newest first, the first trace last.
 
-    def __init__(self, first, retrace, install, limit: int = LIMIT):
-        self.first = Specialization(first, "the first trace")   # what save writes; never dropped
-        self.entries = [self.first]   # most recently used first
+    ``retrace(args, kwargs)`` returns a compiled function (with ``.graph``) for the call's inputs,
+    or is None when the original is gone.
+    """
+
+    def __init__(self, owner, method: str, first_fn, retrace, limit: int = LIMIT):
+        self.owner = owner
+        self.method = method
+        self.first = Specialization(method, first_fn, "the first trace")
+        self.entries: tuple = (self.first,)
         self.retrace = retrace
-        self.install = install
         self.limit = limit
-        self.traces = 0             # how many times the original was traced again
-        self.lock = threading.RLock()   # one thread at a time picks, installs or makes a specialization
+        self.traces = 0                 # how many times the original was traced again
+        self.lock = threading.RLock()   # one thread at a time makes and publishes a specialization
+        self._hint = None               # the specialization that last fitted after the first failed
 
-    def handle(self, run, args, kwargs, error: GuardError):
-        """The current trace raised ``error`` on these inputs: run a cached one that fits, or retrace."""
+    def run(self, spec: Specialization, args, kwargs):
+        return undoable_call(spec.fn, self.owner, args, kwargs)
+
+    def handle(self, args, kwargs, error: GuardError):
+        """The first trace raised ``error`` on these inputs: run another that fits, or make one.
+
+        What a guard reads can change between attempts (another thread switches the training flag):
+        after a retrace every specialization may be tried again, a bounded number of rounds.
+        """
+        tried = {id(self.first)}
+        failures = [(self.first, error)]
+        for _ in range(_ROUNDS):
+            entries = self.entries       # one read: an immutable tuple, published whole
+            hint = self._hint
+            for spec in ([hint] if hint is not None and hint in entries else []) + list(entries):
+                if id(spec) in tried:
+                    continue
+                tried.add(id(spec))
+                try:
+                    result = self.run(spec, args, kwargs)
+                except GuardError as e:
+                    if e.guard is None:
+                        raise
+                    failures.append((spec, e))
+                    continue
+                spec.last_used = next(_clock)
+                self._hint = spec
+                return result
+            with self.lock:
+                if self.entries is entries:   # else another thread published meanwhile: try its new ones
+                    if self.retrace is None:
+                        raise none_fits(self.owner, self.method, failures)
+                    spec = Specialization(self.method, self.retrace(*inputs_for_retrace(args, kwargs)),
+                                          _reason(failures[0][1]), failures[0][1].source)
+                    self.traces += 1
+                    self._publish(spec)
+                    _warn(spec, len(self.entries), self.limit)
+                    tried = set()
+                    failures = []
+        raise none_fits(self.owner, self.method, failures or [(self.first, error)])
+
+    def add(self, spec: Specialization) -> None:
+        """Publish ``spec`` (a loaded file's specializations, ``specialize_for``)."""
         with self.lock:
-            return self._handle(run, args, kwargs, error)
+            self._publish(spec)
 
-    def _handle(self, run, args, kwargs, error: GuardError):
-        for entry in self.entries[1:]:
-            self.install(entry.payload)
-            try:
-                result = run(args, kwargs)
-            except GuardError as e:
-                if e.guard is None:
-                    raise
-                continue
-            self.entries.remove(entry)
-            self.entries.insert(0, entry)
-            return result
-        if self.retrace is None:
-            self.install(self.entries[0].payload)
-            raise error
-        try:
-            payload = self.retrace(args, kwargs)
-        except BaseException:
-            self.install(self.entries[0].payload)
-            raise
-        self.traces += 1
-        entry = Specialization(payload, _reason(error), error.source)
-        self.entries.insert(0, entry)
-        if len(self.entries) > self.limit:   # drop the least recently used; the first trace stays
-            self.entries.remove(next(e for e in reversed(self.entries) if e is not self.first))
-        _warn(entry, len(self.entries), self.limit)
-        self.install(payload)
-        return run(args, kwargs)
+    def _publish(self, spec: Specialization) -> None:
+        entries = (spec,) + self.entries
+        if len(entries) > self.limit:   # drop the least recently used; the first trace stays
+            victim = min((e for e in entries[1:] if e is not self.first), key=lambda e: e.last_used)
+            entries = tuple(e for e in entries if e is not victim)
+        self.entries = entries
+
+    def extra(self) -> list:
+        """The specializations other than the first, oldest first (the order a file stores them)."""
+        return [e for e in reversed(self.entries) if e is not self.first]
+
+
+def none_fits(owner, method: str, failures) -> GuardError:
+    """The GuardError for a call no specialization fits: what every one of them required."""
+    first_error = failures[0][1]
+    if len(failures) == 1:
+        return first_error
+    lines = [f"{getattr(owner, 'original_name', getattr(owner, '__name__', 'program'))}.{method}: no "
+             f"specialization fits these inputs ({len(failures)} tried, each failed a guard):"]
+    for k, (spec, e) in enumerate(failures, 1):
+        lines.append(f"  {k}. {spec.reason}: {_requirement(e)}")
+    lines.append("A traced object that holds its original retraces for such inputs; a loaded program (or one "
+                 "whose original was dropped) cannot: trace again with inputs like these, e.g. with "
+                 "specialize_for=[...].")
+    return GuardError("\n".join(lines), guard=first_error.guard, expected=first_error.expected,
+                      seen=first_error.seen, source=first_error.source)
+
+
+def _requirement(e: GuardError) -> str:
+    text = str(e)
+    head, sep, rest = text.partition(": guard failed at ")
+    text = rest if sep else text.partition(": ")[2] or text
+    return text.split(" A traced object that holds")[0].split(" Switch it back")[0]
 
 
 def _reason(error: GuardError) -> str:
@@ -108,134 +197,89 @@ def _warn(entry: Specialization, n: int, limit: int) -> None:
     warn_at(text, entry.source, stacklevel=caller_stacklevel())
 
 
-@contextlib.contextmanager
-def first_trace_installed(owner):
-    """While in the block, ``owner`` runs (and shows) the trace made from its example inputs, whatever
-    specialization later calls installed; the state before is put back after. ``save`` uses it, so a
-    file holds the same program however the traced object was called before."""
-    attrs = getattr(owner, "__dict__", {})   # anything else is refused by save itself
-    caches = [c for c in (attrs.get("_specializations"),) if isinstance(c, SpecializationCache)]
-    caches += [m.cache for m in attrs.values() if isinstance(m, GuardedMethod)]
-    if not caches:
-        yield
-        return
-    with contextlib.ExitStack() as stack:
-        for cache in caches:
-            stack.enter_context(cache.lock)
-        before = _snapshot(owner)
-        for cache in caches:
-            cache.install(cache.first.payload)
-        try:
-            yield
-        finally:
-            _restore(owner, before)
-
-
-def _snapshot(owner):
-    if isinstance(owner, nn.Module):
-        guarded = {k: v for k, v in vars(owner).items() if isinstance(v, GuardedMethod)}
-        return guarded, {path: dict(m._traced_methods) for path, m in owner.named_modules()
-                         if getattr(m, "_traced_methods", None)}
-    return owner._fn
-
-
-def _restore(owner, before) -> None:
-    if not isinstance(owner, nn.Module):
-        owner._fn = before
-        return
-    guarded, methods_by_path = before
-    for path, methods in methods_by_path.items():
-        target = owner.get_submodule(path) if path else owner
-        for name, fn in methods.items():
-            target._install(name, fn)
-    for name, method in guarded.items():   # the root's other methods stay behind their GuardedMethod
-        object.__setattr__(owner, name, method)
-
-
-def on_guard_failure(owner, error: GuardError, run, args, kwargs):
-    """Called from a traced object's ``__call__`` when a guard failed."""
-    cache = getattr(owner, "_specializations", None)
-    if cache is None or error.guard is None:
+def on_guard_failure(owner, error: GuardError, args, kwargs, method: str = "forward"):
+    """Called from a traced object's ``__call__`` when a guard of its first trace failed."""
+    sets = owner.__dict__.get("_specialization_sets")
+    spec_set = sets.get(method) if sets else None
+    if spec_set is None or error.guard is None:
         raise error
-    return cache.handle(run, args, kwargs, error)
+    return spec_set.handle(args, kwargs, error)
+
+
+def sets_of(owner) -> dict:
+    """``{method: SpecializationSet}`` of a traced object (empty when it has none)."""
+    return owner.__dict__.get("_specialization_sets") or {}
 
 
 def enable_for_function(traced, retrace_graph) -> None:
-    """``retrace_graph(args, kwargs)`` traces the original function again and returns its Graph."""
+    """``retrace_graph(args, kwargs)`` traces the original function again and returns its Graph
+    (None: no original)."""
     from .traced import compile_method
 
-    def retrace(args, kwargs):
-        return compile_method(retrace_graph(args, kwargs), "forward", traced.__name__, guards=True,
-                              display=traced.__name__)
+    retrace = None
+    if retrace_graph is not None:
+        def retrace(args, kwargs):
+            return compile_method(retrace_graph(args, kwargs), "forward", traced.__name__, guards=True,
+                                  display=traced.__name__)
 
-    def install(fn):
-        traced._fn = fn
-
-    traced._specializations = SpecializationCache(traced._fn, retrace, install)
+    traced.__dict__["_specialization_sets"] = {"forward": SpecializationSet(traced, "forward", traced._fn, retrace)}
 
 
 def enable_for_module(traced, retrace_methods) -> None:
-    """``retrace_methods(mode, current, {name: (args, kwargs)})`` returns ``{path: {method: fn}}``.
+    """``retrace_methods(mode, current, {name: (args, kwargs)})`` returns ``{path: {method: fn}}``
+    (None: no original, as for a loaded program).
 
-    ``traced(...)`` specializes ``forward``; every other root method (trace_module) is installed
-    behind a ``GuardedMethod`` that specializes it the same way.
+    ``traced(...)`` chooses among the specializations of ``forward``; every other root method
+    (trace_module) is reached through a ``GuardedMethod`` that chooses among its own.
     """
-    first = {path: dict(m._traced_methods) for path, m in traced.named_modules() if m._traced_methods}
-    others = [n for n in traced._traced_methods if n != "forward"]
+    from .traced import compile_method
+    from ..passes.inline import inline_calls
 
-    def install(variant):
-        for path, methods in variant.items():
-            target = traced.get_submodule(path) if path else traced
-            for name, fn in methods.items():
-                target._install(name, fn)
-        for name in others:
-            object.__setattr__(traced, name, guarded[name])
+    def retrace_for(name):
+        if retrace_methods is None:
+            return None
 
-    def cache_for(name):
         def retrace(args, kwargs):
-            return retrace_methods(traced.training, traced, {name: (args, kwargs)})
-        return SpecializationCache(first, retrace, install)
+            made = retrace_methods(traced.training, traced, {name: (args, kwargs)})[""][name]
+            return compile_method(inline_calls(made.graph), name, f"{traced.original_name}.{name}", guards=True)
+        return retrace
 
-    guarded = {name: GuardedMethod(traced, name, cache_for(name)) for name in others}
-    object.__setattr__(traced, "_specializations", cache_for("forward"))
-    install({})
+    sets = {name: SpecializationSet(traced, name, fn, retrace_for(name))
+            for name, fn in traced._traced_methods.items()}
+    traced.__dict__["_specialization_sets"] = sets
+    for name in sets:
+        if name != "forward":
+            object.__setattr__(traced, name, GuardedMethod(traced, name, sets[name]))
 
 
 class GuardedMethod:
-    """A root method of a traced module other than forward: calls it, specializes on a failed guard."""
+    """A root method of a traced module other than forward: chooses its specialization per call."""
 
-    def __init__(self, owner, name: str, cache: SpecializationCache):
-        self.owner, self.name, self.cache = owner, name, cache
-
-    def _run(self, args, kwargs):
-        from .traced import call_checked
-        fn = self.owner._traced_methods[self.name]
-        return call_checked(fn.__get__(self.owner), fn.signature, args, kwargs, fn.graph)
+    def __init__(self, owner, name: str, spec_set: SpecializationSet):
+        self.owner, self.name, self.cache = owner, name, spec_set
 
     def __call__(self, *args, **kwargs):
         try:
-            return self._run(args, kwargs)
+            return self.cache.run(self.cache.first, args, kwargs)
         except GuardError as e:
             if e.guard is None:
                 raise
-            return self.cache.handle(self._run, args, kwargs, e)
+            return self.cache.handle(args, kwargs, e)
+
+    def _run(self, args, kwargs):   # the first trace only (the checker: a failed guard is reported)
+        return self.cache.run(self.cache.first, args, kwargs)
 
     @property
     def specializations(self) -> list:
         return list(self.cache.entries)
 
-    def __getattr__(self, attr):   # .graph, .code, .signature of the method that runs now
-        return getattr(self.owner._traced_methods[self.name], attr)
+    def __getattr__(self, attr):   # .graph, .code, .signature of the first trace
+        return getattr(self.cache.first.fn, attr)
 
 
 def drop_original(traced) -> None:
-    """Forget the original: a failed guard then raises GuardError instead of retracing."""
-    cache = getattr(traced, "_specializations", None)
-    if cache is not None:
-        cache.retrace = None
-    for name in list(getattr(traced, "_traced_methods", {})):
-        method = traced.__dict__.get(name)
-        if isinstance(method, GuardedMethod):
-            method.cache.retrace = None
+    """Forget the original: a failed guard that no specialization fits then raises GuardError."""
+    for spec_set in sets_of(traced).values():
+        spec_set.retrace = None
     if hasattr(traced, "_retrace"):
         traced._retrace = None

@@ -16,6 +16,7 @@ from ..ir import Graph, Value
 from ..passes.inline import inline_calls
 from . import specialize
 from .constants import move_constants
+from .undo import undo_plan, undoable_call
 
 
 class InputError:
@@ -81,6 +82,7 @@ def compile_method(graph: Graph, name: str, label: str, guards: bool, display: s
     fn.code = src
     fn.signature = sig
     fn.by_position = guards and bool(graph.in_spec.children[1].children)   # keyword-traced args, by position too
+    fn.undo = undo_plan(graph) if guards else None   # what a failed guard must put back (runtime/undo.py)
     return fn
 
 
@@ -166,18 +168,23 @@ class TracedFunction:
 
     def __call__(self, *args, **kwargs):
         try:
-            return call_checked(types.MethodType(self._fn, self), self._fn.signature, args, kwargs, self._fn.graph)
+            return undoable_call(self._fn, self, args, kwargs)
         except GuardError as e:
-            return specialize.on_guard_failure(self, e, self._run, args, kwargs)
+            return specialize.on_guard_failure(self, e, args, kwargs)
 
-    def _run(self, args, kwargs):
-        return call_checked(types.MethodType(self._fn, self), self._fn.signature, args, kwargs, self._fn.graph)
+    def _run(self, args, kwargs):   # the first trace only: the checker reports a failed guard
+        return undoable_call(self._fn, self, args, kwargs)
 
     @property
     def specializations(self) -> list:
-        """The traces kept for inputs the first trace's guards did not cover (see runtime/specialize.py)."""
-        cache = getattr(self, "_specializations", None)
-        return list(cache.entries) if cache is not None else []
+        """Every trace this object chooses from per call, newest first, the first trace last
+        (see runtime/specialize.py)."""
+        spec_set = specialize.sets_of(self).get("forward")
+        return list(spec_set.entries) if spec_set is not None else []
+
+    @property
+    def _specializations(self):
+        return specialize.sets_of(self).get("forward")
 
     def drop_original(self) -> None:
         """Release the original function: a failed guard then raises GuardError instead of retracing."""
@@ -238,19 +245,23 @@ class TracedModule(nn.Module):
         if fn is None:
             return self.forward(*args, **kwargs)
         try:
-            return call_checked(self.forward, fn.signature, args, kwargs, fn.graph)
+            return undoable_call(fn, self, args, kwargs)
         except GuardError as e:
-            return specialize.on_guard_failure(self, e, self._run, args, kwargs)
+            return specialize.on_guard_failure(self, e, args, kwargs)
 
-    def _run(self, args, kwargs):
-        fn = self._traced_methods["forward"]
-        return call_checked(self.forward, fn.signature, args, kwargs, fn.graph)
+    def _run(self, args, kwargs):   # the first trace only: the checker reports a failed guard
+        return undoable_call(self._traced_methods["forward"], self, args, kwargs)
 
     @property
     def specializations(self) -> list:
-        """The traces kept for inputs the first trace's guards did not cover (see runtime/specialize.py)."""
-        cache = self.__dict__.get("_specializations")
-        return list(cache.entries) if cache is not None else []
+        """Every trace of ``forward`` this module chooses from per call, newest first, the first trace
+        last (see runtime/specialize.py)."""
+        spec_set = specialize.sets_of(self).get("forward")
+        return list(spec_set.entries) if spec_set is not None else []
+
+    @property
+    def _specializations(self):
+        return specialize.sets_of(self).get("forward")
 
     def drop_original(self) -> None:
         """Release the original module: a failed guard then raises GuardError instead of retracing."""

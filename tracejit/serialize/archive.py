@@ -55,8 +55,7 @@ def save(obj, f, *, extra_files=None, durable: bool = True) -> None:
     >>> tracejit.load(buf)(torch.ones(3))
     tensor([2., 2., 2.])
     """
-    with specialize.first_trace_installed(obj):   # the trace of the example inputs, not the last specialization
-        program, tensors = _program(obj)
+    program, tensors = _program(obj)
     if extra_files:
         program["extra_files"] = {str(k): base64.b64encode(v.encode() if isinstance(v, str) else bytes(v)).decode()
                                   for k, v in sorted(extra_files.items())}

@@ -1,0 +1,157 @@
+"""A failed guard leaves no trace: what a program wrote in place before a later guard is put back.
+
+A program that writes in place (``img.div_(255)``, ``self.count.add_(1)``) and only then reaches a
+guard would, when that guard fails, leave the write behind; the next specialization (or a
+retrace) would write again: the caller's image divided by 255 twice, the counter +2. So each
+root method gets an ``UndoPlan`` when it is compiled: the tensors that an in-place node before its
+last guard may write into, found by following each written operand back through every op that
+may return a view (passes/written.py's rule) to where it comes from: an input of the call, a
+parameter or buffer (by path below the root), or a captured tensor. A call of such a method
+first copies those tensors (all tensor arguments when an input is written: their order in the
+call is not resolved here); a GuardError puts the copies back (shape and strides too, for
+``t_()`` / ``unsqueeze_()``), so the next attempt starts from what the caller passed. A tensor
+with autograd history gets its values back through autograd (``copy_`` from a clone that keeps
+the history), so gradients are eager's. Methods without such writes pay nothing.
+"""
+from __future__ import annotations
+
+import types
+
+import torch
+from torch.utils._pytree import tree_leaves
+
+from ..errors import GuardError
+from ..ir import Graph, Value
+from ..passes.written import FRESH, _may_alias
+
+GUARD = "tracejit::guard"
+
+
+class UndoPlan:
+    """What to copy before a call: ``inputs`` (any input written), ``attrs`` (paths below the root:
+    ``(path, kind)``), ``constants`` (captured tensors)."""
+
+    def __init__(self, inputs: bool, attrs: tuple, constants: tuple):
+        self.inputs, self.attrs, self.constants = inputs, attrs, constants
+
+    def __repr__(self) -> str:
+        return f"UndoPlan(inputs={self.inputs}, attrs={[p for p, _ in self.attrs]}, constants={len(self.constants)})"
+
+
+def undo_plan(graph: Graph) -> UndoPlan | None:
+    """The plan for ``graph`` (a root method; submodule calls are followed), or None: nothing it
+    writes in place before a guard."""
+    from ..passes.inline import inline_calls
+    flat = inline_calls(graph) if any(n.op == "tracejit::call_module" for n in graph.nodes) else graph
+    nodes = list(flat.nodes)
+    last_guard = max((i for i, n in enumerate(nodes) if n.op == GUARD), default=-1)
+    todo = [v for n in nodes[:last_guard] if n.effectful and n.op != GUARD
+            for v in list(n.input_values()) + [o for o in n.outputs if o is not None]]
+    if not todo:
+        return None
+    inputs, attrs, constants = False, {}, {}
+    seen: set[int] = set()
+    while todo:
+        v = todo.pop()
+        if not isinstance(v, Value) or id(v) in seen:
+            continue
+        seen.add(id(v))
+        producer = v.producer
+        if producer is None:
+            inputs = True
+        elif producer.op == "tracejit::get_attr":
+            attrs[producer.attrs["path"]] = producer.attrs.get("kind", "parameter")
+        elif producer.op == "tracejit::constant":
+            t = flat.constants[producer.attrs["index"]]
+            if isinstance(t, torch.Tensor):
+                constants[id(t)] = t
+        elif producer.op not in FRESH and _may_alias(producer.op):
+            todo += list(producer.input_values())
+    if not (inputs or attrs or constants):
+        return None
+    return UndoPlan(inputs, tuple(attrs.items()), tuple(constants.values()))
+
+
+def undoable_call(fn, owner, args, kwargs):
+    """Call the compiled root method ``fn`` on ``owner``; on a GuardError, undo its writes first."""
+    from .traced import call_checked
+    bound = types.MethodType(fn, owner)
+    plan = getattr(fn, "undo", None)
+    if plan is None:
+        return call_checked(bound, fn.signature, args, kwargs, fn.graph)
+    saved = _snapshot(plan, owner, args, kwargs)
+    try:
+        return call_checked(bound, fn.signature, args, kwargs, fn.graph)
+    except GuardError:
+        _restore(saved)
+        raise
+
+
+def _targets(plan: UndoPlan, owner, args, kwargs) -> list:
+    found: dict[int, torch.Tensor] = {}
+    if plan.inputs:
+        for t in tree_leaves((args, kwargs)):
+            if isinstance(t, torch.Tensor):
+                found.setdefault(id(t), t)
+    for path, kind in plan.attrs:
+        t = _attr(owner, path, kind)
+        if isinstance(t, torch.Tensor):
+            found.setdefault(id(t), t)
+    for t in plan.constants:
+        found.setdefault(id(t), t)
+    return list(found.values())
+
+
+def _attr(owner, path: str, kind: str):
+    *mods, last = path.split(".")
+    m = owner
+    for part in mods:
+        m = getattr(m, "_modules", {}).get(part)
+        if m is None:
+            return None
+    store = getattr(m, "_buffers" if kind == "buffer" else "_parameters", {})
+    return store.get(last)
+
+
+def _snapshot(plan: UndoPlan, owner, args, kwargs) -> list:
+    out = []
+    for t in _targets(plan, owner, args, kwargs):
+        if t.is_sparse or t.is_nested:
+            continue
+        with_history = t.requires_grad and not t.is_leaf and torch.is_grad_enabled()
+        copy = t.clone() if with_history else t.detach().clone()
+        out.append((t, copy, with_history, t.size(), t.stride(), t.storage_offset()))
+    return out
+
+
+def _restore(saved: list) -> None:
+    for t, copy, with_history, size, stride, offset in saved:
+        if t.size() != size or t.stride() != stride or t.storage_offset() != offset:
+            with torch.no_grad():
+                t.as_strided_(size, stride, offset)
+        if with_history:
+            t.copy_(copy)   # through autograd: t's gradient reaches its history again
+        else:
+            with torch.no_grad():
+                t.copy_(copy)
+
+
+def inputs_for_retrace(args, kwargs):
+    """Copies of the call's tensor arguments for tracing the original again: the retrace runs the
+    original's in-place writes on them, not on the caller's tensors (the chosen specialization then
+    writes once, as one eager call). A leaf keeps being a leaf (and its requires_grad); a tensor
+    with history keeps it; a tensor passed twice is copied once."""
+    from ..pytree import flatten, unflatten
+    leaves, spec = flatten((args, kwargs))
+    memo: dict[int, torch.Tensor] = {}
+    out = []
+    for x in leaves:
+        if isinstance(x, torch.Tensor) and not x.is_sparse and not x.is_nested:
+            if id(x) not in memo:
+                if x.requires_grad and x.is_leaf:
+                    memo[id(x)] = x.detach().clone().requires_grad_(True)
+                else:
+                    memo[id(x)] = x.clone()
+            x = memo[id(x)]
+        out.append(x)
+    return unflatten(spec, out)
