@@ -74,24 +74,24 @@ def test_torch_save_file_is_named(files, capsys, command):
     assert "this is a torch.save file, not a tracejit program" in line and "tracejit migrate" in line, line
 
 
-def _flip(src, dst, find: bytes, offset: int = 0):
+def _flip(src, dst, find: bytes, offset: int = 0, mask: int = 0x01):
     data = bytearray(src.read_bytes())
     n = struct.unpack("<Q", data[:8])[0]
     at = data.index(find, 8) + offset
     assert 8 <= at < 8 + n, "the flipped byte must lie inside the JSON header"
-    data[at] ^= 0x01
+    data[at] ^= mask
     dst.write_bytes(bytes(data))
     return dst
 
 
-@pytest.mark.parametrize("find, offset, plain_error", [
-    (b'"data_offsets"', 0, "not valid JSON"),            # the header's JSON breaks
-    (b'format', 3, "wrong format marker"),               # the document's JSON stays valid
-    (b'schema_version\\":', 17, "schema version 3, newer"),   # the version digit, 2 -> 3
+@pytest.mark.parametrize("find, offset, mask, plain_error", [
+    (b'"data_offsets"', 0, 0x01, "not valid JSON"),            # the header's JSON breaks
+    (b'format', 3, 0x01, "wrong format marker"),               # the document's JSON stays valid
+    (b'schema_version\\":', 17, 0x07, "schema version 4, newer"),   # the version digit, 3 -> 4
 ])
-def test_flipped_header_byte_says_checksum(files, capsys, tmp_path, find, offset, plain_error):
+def test_flipped_header_byte_says_checksum(files, capsys, tmp_path, find, offset, mask, plain_error):
     d, _ = files
-    bad = _flip(d / "net.tjit", tmp_path / "flipped.tjit", find, offset)
+    bad = _flip(d / "net.tjit", tmp_path / "flipped.tjit", find, offset, mask)
     line = _fails(["inspect", str(bad)], capsys)
     assert "checksum mismatch" in line and "damaged" in line, line
     with pytest.raises(tracejit.LoadError, match="checksum mismatch"):

@@ -66,22 +66,26 @@ def test_the_cache_is_bounded():
     assert traced._specializations.traces == before
 
 
-def test_the_first_trace_is_never_dropped_and_is_what_save_writes():
+def test_the_first_trace_is_never_dropped_and_save_writes_every_kept_one():
     traced = quiet(tracejit.trace, range_loop, torch.randn(1, 3))
     for n in range(2, 14):   # 12 other lengths through a cache of 8
         x = torch.randn(n, 3)
         torch.testing.assert_close(quiet(traced, x), range_loop(x))
     assert traced._specializations.first in traced._specializations.entries
-    ran_last = traced.code
+    kept = sorted(int(s.reason.rsplit("now ", 1)[1]) for s in traced.specializations[:-1])
+    assert kept == list(range(7, 14))   # the least recently used were dropped
+    first_code = traced.code
     loaded = roundtrip(traced)
-    assert traced.code == ran_last   # saving does not change what the object runs
-    one = torch.randn(1, 3)
-    torch.testing.assert_close(loaded(one), range_loop(one))   # the trace of the example (length 1)
-    with pytest.raises(tracejit.GuardError, match="value now: 13"):
-        loaded(torch.randn(13, 3))   # not the specialization that ran last
+    assert traced.code == first_code   # saving does not change what the object runs
+    assert len(loaded.specializations) == 8
+    for n in [1] + kept:   # the example's length and every kept one, chosen per call without an original
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(loaded(x), range_loop(x))
+    with pytest.raises(tracejit.GuardError, match=r"no specialization fits these inputs \(8 tried"):
+        loaded(torch.randn(3, 3))   # a length whose specialization was dropped
 
 
-def test_save_after_specializing_a_module_writes_every_method_as_first_traced():
+def test_save_after_specializing_a_module_writes_every_method_with_its_specializations():
     class TwoMethods(nn.Module):
         def forward(self, x):
             return size_branch(x)
@@ -92,13 +96,16 @@ def test_save_after_specializing_a_module_writes_every_method_as_first_traced():
     m = TwoMethods()
     traced = quiet(tracejit.trace_module, m, {"forward": torch.randn(5, 2), "other": torch.randn(5, 2)})
     small = torch.randn(2, 2)
-    assert torch.equal(quiet(traced, small), m(small)) and torch.equal(quiet(traced.other, small), m.other(small))
-    loaded = roundtrip(traced)
     big = torch.randn(6, 2)
+    assert torch.equal(m(small), small - 1) and torch.equal(m(big), big * 2)   # the two sizes take two branches
+    assert torch.equal(quiet(traced.other, small), m.other(small))   # only `other` specialized
+    loaded = roundtrip(traced)
     assert torch.equal(loaded(big), m(big)) and torch.equal(loaded.other(big), m.other(big))
+    assert torch.equal(loaded.other(small), m.other(small))   # the file holds other's specialization
     with pytest.raises(tracejit.GuardError):
-        loaded.other(small)
-    assert torch.equal(quiet(traced.other, big), m.other(big))   # still specializes after the save
+        loaded(small)                                          # forward never made one
+    assert len(loaded.other.specializations) == 2 and len(loaded.specializations) == 1
+    assert torch.equal(quiet(traced, small), m(small))   # the live object still specializes after the save
 
 
 def test_drop_original_then_guard_error():

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 import tracejit
+from tracejit.serialize import SCHEMA_VERSION
 from serialize_testlib import (assemble, doc_text, expect_load_error, first_node, fix_crc, graphs, load_bytes,
                                method_graph, parse, raw_file, rewrite, split, to_bytes)
 
@@ -164,9 +165,9 @@ def test_malformed_tensor_entries(small_net):
 # ---------------------------------------------------------------------------------------------
 
 def test_newer_schema_version(small_net):
-    raw = rewrite(small_net[2], edit_doc=lambda d: d.update(schema_version=3))
+    raw = rewrite(small_net[2], edit_doc=lambda d: d.update(schema_version=SCHEMA_VERSION + 1))
     msg = expect_load_error(raw, "newer", "upgrade")
-    assert "version 3" in msg and "version 2" in msg
+    assert f"version {SCHEMA_VERSION + 1}" in msg and f"version {SCHEMA_VERSION}" in msg
 
 
 @pytest.mark.parametrize("version", [0, -1, "1", True, None, 1.5])

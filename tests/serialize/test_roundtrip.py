@@ -445,7 +445,7 @@ def test_safetensors_library_reads_the_file(tmp_path):
     assert list(meta) == ["tracejit"]
     doc = json.loads(meta["tracejit"])
     assert doc["format"] == "tracejit"
-    assert doc["schema_version"] == tracejit.serialize.SCHEMA_VERSION == 2
+    assert doc["schema_version"] == tracejit.serialize.SCHEMA_VERSION == 3
     assert doc["tracejit_version"] == tracejit.__version__
     assert len(doc["crc32"]) == 8 and int(doc["crc32"], 16) >= 0 and doc["crc32"] != "00000000"
     assert doc["program"]["kind"] == "module"

@@ -98,6 +98,7 @@ def cmd_inspect(args) -> int:
         n_mods = len({p for p, *_ in methods if p})
         out.append(f"  (and {n_sub} traced method(s) of {n_mods} submodule(s); see --graph)")
 
+    out += _specialization_lines(obj)
     out += _tensor_lines(obj, methods)
 
     ledger = tuple(getattr(obj, "ledger", ()))
@@ -132,6 +133,20 @@ def cmd_inspect(args) -> int:
             out.append(fn.code.rstrip("\n"))
     print(escape("\n".join(out), keep_newlines=True))
     return 0
+
+
+def _specialization_lines(obj) -> list:
+    """Each root method's specializations in the order a call tries them, with the guard that made each."""
+    from ..runtime.specialize import sets_of
+    sets = {m: s for m, s in sets_of(obj).items() if len(s.entries) > 1}
+    if not sets:
+        return []
+    out = ["", "specializations (a call runs the first whose guards hold; see docs/FORMAT.md):"]
+    for method, spec_set in sets.items():
+        for k, spec in enumerate([spec_set.first] + spec_set.extra(), 1):
+            out.append(f"  {k}. {signature(method, spec.graph)}")
+            out.append(f"     {'traced from the example inputs' if k == 1 else 'made because ' + spec.reason}")
+    return out
 
 
 def _tensor_lines(obj, methods) -> list:

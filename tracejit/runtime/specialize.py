@@ -178,7 +178,7 @@ def _requirement(e: GuardError) -> str:
     text = str(e)
     head, sep, rest = text.partition(": guard failed at ")
     text = rest if sep else text.partition(": ")[2] or text
-    return text.split(" A traced object that holds")[0].split(" Switch it back")[0]
+    return text.split(" A traced object that holds")[0]
 
 
 def _reason(error: GuardError) -> str:

@@ -22,13 +22,12 @@ import torch
 
 from .. import __version__
 from ..errors import SaveError
-from ..runtime import specialize
 from ..runtime.traced import TracedFunction, TracedModule
-from . import atomic_file, encode, limits
+from . import atomic_file, encode, limits, specializations
 from .crc import crc_of
 
 FORMAT = "tracejit"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3   # 3: the specializations table (serialize/specializations.py)
 _CRC_PLACEHOLDER = "00000000"
 MAX_HEADER = limits.MAX_HEADER
 _ST_DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -164,8 +163,9 @@ def _program(obj):
     graphs = _Graphs(store)
     if isinstance(obj, TracedFunction):
         idx = graphs.add(obj.graph, "", "forward")
+        specs = specializations.encode_table(obj, graphs)
         return {"kind": "function", "name": str(obj.__name__), "graphs": graphs.table,
-                "methods": [["forward", idx]], "ledger": _ledger(obj.ledger)}, store.tensors
+                "methods": [["forward", idx]], "specializations": specs, "ledger": _ledger(obj.ledger)}, store.tensors
     if not isinstance(obj, TracedModule):
         raise TypeError(f"tracejit.save expects a TracedFunction or TracedModule (from tracejit.trace); "
                         f"got {type(obj).__name__}")
@@ -189,8 +189,9 @@ def _program(obj):
     for entry in modules:
         m = entry.pop("module")
         entry["children"] = [[n, None if c is None else first_path[id(c)]] for n, c in m._modules.items()]
+    specs = specializations.encode_table(obj, graphs)
     return {"kind": "module", "name": obj.original_name, "graphs": graphs.table, "modules": modules,
-            "ledger": _ledger(obj.ledger)}, store.tensors
+            "specializations": specs, "ledger": _ledger(obj.ledger)}, store.tensors
 
 
 def _ledger(entries) -> list:

@@ -10,7 +10,8 @@ from ..errors import LoadError
 from ..ir import SourceLoc, Value
 from ..runtime.traced import TracedFunction, TracedModule, compile_method
 from ..trace.ledger import LedgerEntry
-from . import encode, limits, validate
+from ..runtime import specialize
+from . import encode, limits, specializations, validate
 
 def _tensor(tensors: dict, key, where: str):
     if not isinstance(key, str) or key not in tensors:
@@ -77,13 +78,17 @@ def load_function(program: dict, tensors: dict, budget: int) -> TracedFunction:
     methods = _pairs(program.get("methods"), "function")
     if [n for n, _ in methods] != ["forward"]:
         raise LoadError("a saved function must hold exactly one method, 'forward'")
-    g = _GraphTable(program, tensors).get(methods[0][1], "function")
+    table = _GraphTable(program, tensors)
+    g = table.get(methods[0][1], "function")
     validate.check_graph(g, "function", None, None, budget)
     _check_weights(g, None, "function")
     name = program.get("name")
     if not isinstance(name, str):
         raise LoadError("malformed function name")
-    return TracedFunction(name, g, _ledger_entries(program.get("ledger", [])))
+    out = TracedFunction(name, g, _ledger_entries(program.get("ledger", [])))
+    specialize.enable_for_function(out, None)   # no original: the file's specializations, chosen per call
+    specializations.load_table(program, table, out, budget, None, None, _check_weights)
+    return out
 
 
 def load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
@@ -156,6 +161,15 @@ def load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
             owner._install(name, compiled[key])
     root._variants[root.training] = {p: dict(m._traced_methods) for p, m in made.items()}
     root.ledger = _ledger_entries(program.get("ledger", []))
+    specialize.enable_for_module(root, None)   # no original: the file's specializations, chosen per call
+
+    def root_has_tensor(rel, kind):
+        *mods, last = rel.split(".")
+        m = _walk(root, ".".join(mods)) if mods else root
+        store = None if m is None else (m._parameters if kind == "parameter" else m._buffers)
+        return store is not None and store.get(last) is not None
+
+    specializations.load_table(program, table, root, budget, root_has_tensor, lambda rel: {}, _check_weights)
     return root
 
 
