@@ -66,7 +66,7 @@ def _kwarg_examples(example_kwarg_inputs, fn) -> dict:
 
 def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inputs=None, check_tolerance=1e-05,
           strict=True, _force_outplace=False, _module_class=None, _compilation_unit=None,
-          example_kwarg_inputs=None, _store_inputs=True, guards=True):
+          example_kwarg_inputs=None, _store_inputs=True, guards=True, specialize_for=None):
     """Trace a function or module into a program that re-runs its PyTorch ops on new inputs.
 
     Same signature and behaviour as torch.jit's ``trace``:
@@ -90,6 +90,10 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
       ranks, values read out of tensors) and retraces or raises GuardError when one differs;
       "shapes" keeps only the checks that need no device sync; False switches them off (the
       program then silently reuses the traced values, as torch.jit's trace does).
+    - ``specialize_for``: more input sets (each in the form of ``example_inputs``, or a dict of
+      keyword arguments when tracing from ``example_kwarg_inputs``): each one whose guards the
+      traces made so far fail is traced too, ahead of time. The result (and a file saved from it)
+      then holds one specialization per kind of input and chooses per call, with no retrace.
 
     Returns a ``TracedFunction`` for a plain function, a ``TracedModule`` otherwise.
 
@@ -110,13 +114,15 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
     if isinstance(func, nn.Module):
         inputs = example_kwarg_inputs if example_kwarg_inputs is not None else example_inputs
         checks = [c for c in check_inputs] if check_inputs is not None else None
-        return _trace_methods(func, {"forward": inputs}, {"forward": "forward"}, checks,
-                              kwarg=example_kwarg_inputs is not None, **common)
+        traced = _trace_methods(func, {"forward": inputs}, {"forward": "forward"}, checks,
+                                kwarg=example_kwarg_inputs is not None, **common)
+        return _specialize_ahead(traced, specialize_for, example_kwarg_inputs is not None, func.forward, func)
     if isinstance(func, types.MethodType) and isinstance(func.__self__, nn.Module):
         inputs = example_kwarg_inputs if example_kwarg_inputs is not None else example_inputs
         checks = [c for c in check_inputs] if check_inputs is not None else None
-        return _trace_methods(func.__self__, {"forward": inputs}, {"forward": func.__name__}, checks,
-                              kwarg=example_kwarg_inputs is not None, via_call=False, **common)
+        traced = _trace_methods(func.__self__, {"forward": inputs}, {"forward": func.__name__}, checks,
+                                kwarg=example_kwarg_inputs is not None, via_call=False, **common)
+        return _specialize_ahead(traced, specialize_for, example_kwarg_inputs is not None, func, func.__self__)
     if not callable(func):
         raise TypeError(f"tracejit.trace expects a function or an nn.Module to trace; got {type(func).__name__} "
                         f"{func!r:.60}")
@@ -139,6 +145,21 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
         _run_checker(traced, func, None, [(args, kwargs)] + checks, check_tolerance,
                      lambda f, a, k: _record(f, a, k, None, name, _force_outplace, warn=False,
                                              guards=guards).graph)
+    return _specialize_ahead(traced, specialize_for, bool(kwargs), func, None)
+
+
+def _specialize_ahead(traced, specialize_for, kwarg: bool, fn, module):
+    """``trace(..., specialize_for=[...])``: a specialization for each input set no trace fits yet."""
+    if specialize_for is None:
+        return traced
+    if isinstance(specialize_for, (torch.Tensor, dict)) or not isinstance(specialize_for, (list, tuple)):
+        raise ArgumentTypeError(f"specialize_for should be a list of input sets (each like example_inputs); got "
+                                f"{type(specialize_for).__name__}")
+    spec_set = specialize.sets_of(traced)["forward"]
+    for k, inputs in enumerate(specialize_for):
+        args, kwargs = _split_inputs(inputs, kwarg, f"specialize_for[{k}]", fn)
+        _check_fits(fn, args, kwargs)
+        spec_set.prepare(args, kwargs, module=traced if isinstance(traced, nn.Module) else None)
     return traced
 
 

@@ -40,7 +40,9 @@ def freeze(traced, preserved_attrs=None):
     graph = traced._method("forward").graph
     frozen = freeze_attributes(graph, lambda path: _lookup(traced, path), preserved)
     frozen.training = False
-    return _module_from(traced, frozen, preserved)
+    out = _module_from(traced, frozen, preserved)
+    _keep_specializations(traced, out, lambda g: _frozen_graph(g, traced, preserved), optimize=False)
+    return out
 
 
 def optimize_for_inference(traced, backend: str = "torch", **backend_options):
@@ -69,13 +71,52 @@ def optimized(traced, in_memory: bool = True):
         out = _module_from(frozen, run_passes(source), getattr(frozen, "_preserved_attrs", ()), optimize=in_memory,
                            captured=captured_tensors(source))
         out.__dict__["_unoptimized"] = frozen
+        _keep_specializations(frozen, out, run_passes, optimize=in_memory)
         return out
     if isinstance(traced, TracedFunction):
         out = _function_from(traced, run_passes(traced.graph), optimize=in_memory)
         out._captured = captured_tensors(traced.graph)
         out._unoptimized = traced
+        _keep_specializations(traced, out, run_passes, optimize=in_memory)
         return out
     raise TypeError(f"optimize_for_inference expects a traced module or function; got {type(traced).__name__}")
+
+
+def _frozen_graph(graph, traced, preserved):
+    frozen = freeze_attributes(graph, lambda path: _lookup(traced, path), preserved)
+    frozen.training = False
+    return frozen
+
+
+def _keep_specializations(source, out, transform, optimize: bool) -> None:
+    """Give ``out`` (frozen or optimized from ``source``) every specialization ``source`` chooses
+    from, each transformed the same way (``transform(graph)``) and chosen per call by its guards.
+    Specializations made in training mode are left out of a frozen program (eval mode only)."""
+    from .runtime import specialize
+    sets = specialize.sets_of(source)
+    if isinstance(out, TracedModule):
+        specialize.enable_for_module(out, None)
+    else:
+        specialize.enable_for_function(out, None)
+    target = specialize.sets_of(out).get("forward")
+    if "forward" not in sets or target is None:
+        return
+    label = getattr(source, "original_name", None) or source.__name__
+    for k, spec in enumerate(sets["forward"].extra(), 1):
+        if isinstance(out, TracedModule) and _traced_in_train_mode(spec.graph):
+            continue
+        saved = transform(spec.graph)
+        if isinstance(out, TracedModule):
+            saved.training = False
+        run_graph = run_passes(saved, IN_MEMORY_PASSES) if optimize else saved
+        fn = compile_for_inference(saved, run_graph, "forward", f"frozen.{label}#{k + 1}",
+                                   display=None if isinstance(out, TracedModule) else label)
+        target.add(specialize.Specialization("forward", fn, spec.reason, spec.source))
+
+
+def _traced_in_train_mode(graph) -> bool:
+    return any(n.op == "tracejit::guard" and n.attrs.get("test") == "training" and n.attrs.get("expected") is True
+               for n in graph.nodes)
 
 
 def captured_tensors(graph) -> tuple:

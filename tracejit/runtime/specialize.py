@@ -141,6 +141,37 @@ class SpecializationSet:
                     failures = []
         raise none_fits(self.owner, self.method, failures or [(self.first, error)])
 
+    def prepare(self, args, kwargs, module=None) -> Specialization | None:
+        """Make a specialization for these inputs ahead of time unless one already fits them
+        (``trace(..., specialize_for=[...])``); returns the new one, or None. The attempts run on
+        copies of the inputs with no grad and private randomness, and ``module``'s buffers are put
+        back after: preparing changes nothing the caller can see."""
+        import torch
+        from .private_rng import PrivateRandomness
+        from .state import ModuleState
+        failures = []
+        state = ModuleState(module)
+        try:
+            with torch.no_grad(), PrivateRandomness():
+                for spec in self.entries:
+                    try:
+                        self.run(spec, *inputs_for_retrace(args, kwargs))
+                        return None
+                    except GuardError as e:
+                        if e.guard is None:
+                            raise
+                        failures.append(e)
+        finally:
+            state.restore()
+        with self.lock:
+            if self.retrace is None:
+                raise none_fits(self.owner, self.method, list(zip(self.entries, failures)))
+            spec = Specialization(self.method, self.retrace(*inputs_for_retrace(args, kwargs)),
+                                  "specialize_for: " + _reason(failures[-1]), failures[-1].source)
+            self.traces += 1
+            self._publish(spec)
+        return spec
+
     def add(self, spec: Specialization) -> None:
         """Publish ``spec`` (a loaded file's specializations, ``specialize_for``)."""
         with self.lock:
