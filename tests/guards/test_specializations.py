@@ -252,3 +252,50 @@ def test_mode_switch_warning_points_at_the_caller():
         traced(torch.randn(2, 4))
     found = [w for w in caught if issubclass(w.category, tracejit.TracerWarning)]
     assert len(found) == 1 and found[0].filename == __file__ and "eval mode" in str(found[0].message)
+
+
+class _Pool(nn.Module):
+    """Image model with a size branch: 8x8 images are pooled, smaller ones are not."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        y = self.conv(x).relu()
+        if y.size(-1) > 6:
+            y = nn.functional.max_pool2d(y, 2) * 3
+        return self.head(y.mean((2, 3)))
+
+
+def test_optimized_program_runs_the_example_after_a_retrace_on_another_shape():
+    torch.manual_seed(0)
+    m = _Pool().eval()
+    example, other = torch.randn(1, 3, 8, 8), torch.randn(2, 3, 5, 5)
+    traced = quiet(tracejit.trace, m, example)
+    with torch.no_grad():
+        assert not torch.allclose(m(example), m.head(m.conv(example).relu().mean((2, 3))))   # the branch moves it
+        torch.testing.assert_close(quiet(traced, other), m(other))   # a retrace for the small image
+        for program in (tracejit.optimize_for_inference(traced), tracejit.freeze(traced)):
+            torch.testing.assert_close(program(example), m(example), atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(program(other), m(other), atol=1e-5, rtol=1e-5)   # kept too
+            assert len(program.specializations) == 2
+        ort = tracejit.optimize_for_inference(traced, backend="onnxruntime")
+        torch.testing.assert_close(ort(example), m(example), atol=1e-5, rtol=1e-5)   # the example's trace
+
+
+def test_a_specialization_runs_its_own_code_and_never_replaces_the_first():
+    torch.manual_seed(0)
+    m = _Pool().eval()
+    traced = quiet(tracejit.trace, m, torch.randn(1, 3, 8, 8))
+    first_forward, conv_forward = traced._traced_methods["forward"], traced.conv._traced_methods["forward"]
+    first_code = traced.code
+    quiet(traced, torch.randn(1, 3, 4, 4))
+    newest = traced.specializations[0]
+    assert "._modules[" not in newest.code or ".forward(" not in newest.code   # submodule calls inlined
+    assert "tracejit::call_module" not in str(newest.graph)
+    assert traced._traced_methods["forward"] is first_forward and traced.conv._traced_methods["forward"] is conv_forward
+    assert traced.code == first_code
+    x = torch.randn(1, 3, 4, 4)
+    torch.testing.assert_close(traced(x), m(x))
