@@ -167,8 +167,11 @@ class TracedFunction:
         save(self, f, _extra_files, **options)
 
     def __call__(self, *args, **kwargs):
+        fn = self._fn
         try:
-            return undoable_call(self._fn, self, args, kwargs)
+            if getattr(fn, "undo", None) is None:   # the common case: nothing to put back if a guard fails
+                return call_checked(types.MethodType(fn, self), fn.signature, args, kwargs, fn.graph)
+            return undoable_call(fn, self, args, kwargs)
         except GuardError as e:
             return specialize.on_guard_failure(self, e, args, kwargs)
 
@@ -245,6 +248,8 @@ class TracedModule(nn.Module):
         if fn is None:
             return self.forward(*args, **kwargs)
         try:
+            if getattr(fn, "undo", None) is None:   # the common case: nothing to put back if a guard fails
+                return call_checked(self.forward, fn.signature, args, kwargs, fn.graph)
             return undoable_call(fn, self, args, kwargs)
         except GuardError as e:
             return specialize.on_guard_failure(self, e, args, kwargs)

@@ -74,7 +74,6 @@ def undo_plan(graph: Graph) -> UndoPlan | None:
 
 def undoable_call(fn, owner, args, kwargs):
     """Call the compiled root method ``fn`` on ``owner``; on a GuardError, undo its writes first."""
-    from .traced import call_checked
     bound = types.MethodType(fn, owner)
     plan = getattr(fn, "undo", None)
     if plan is None:
@@ -85,6 +84,9 @@ def undoable_call(fn, owner, args, kwargs):
     except GuardError:
         _restore(saved)
         raise
+
+
+from .traced import call_checked  # noqa: E402  (traced.py imports this module first)
 
 
 def _targets(plan: UndoPlan, owner, args, kwargs) -> list:
