@@ -299,3 +299,23 @@ def test_a_specialization_runs_its_own_code_and_never_replaces_the_first():
     assert traced.code == first_code
     x = torch.randn(1, 3, 4, 4)
     torch.testing.assert_close(traced(x), m(x))
+
+
+def test_a_deep_copy_chooses_among_the_same_specializations_and_retraces_with_its_own_weights():
+    import copy
+    torch.manual_seed(0)
+    m = _Pool().eval()
+    traced = quiet(tracejit.trace, m, torch.randn(1, 3, 8, 8))
+    quiet(traced, torch.randn(1, 3, 5, 5))
+    twin, m2 = copy.deepcopy(traced), copy.deepcopy(m)
+    with torch.no_grad():
+        twin.head.weight.mul_(2)
+        m2.head.weight.mul_(2)
+    assert len(twin.specializations) == 2
+    for shape in ((1, 3, 8, 8), (1, 3, 5, 5)):
+        x = torch.randn(*shape)
+        torch.testing.assert_close(twin(x), m2(x))
+        torch.testing.assert_close(traced(x), m(x))   # the original keeps its weights
+    x = torch.randn(1, 3, 5, 5)
+    torch.testing.assert_close(quiet(twin.train(), x), m2.train()(x))   # a retrace of the copy uses its weights
+    assert len(twin.specializations) == 3 and len(traced.specializations) == 2

@@ -41,4 +41,5 @@ class GuardFailure:
         return (f"{self.fn_name}: guard failed at {where}{line}: {a.get('what', a['kind'])}. The trace relied on "
                 f"{relied} (value at trace time: {_short(a.get('seen'))}); value now: {_short(now)}. A traced object "
                 "that holds its original retraces for such inputs; a loaded program (or one whose original was "
-                "dropped) cannot: trace the original again with inputs like these.")
+                "dropped) cannot: trace the original again with inputs like these (trace(..., specialize_for=[...]) "
+                "keeps one specialization per kind of input, in memory and in the saved file).")

@@ -85,8 +85,9 @@ def required_guards(graph) -> list:
 class SpecializationSet:
     """The specializations of one root method. ``entries``: newest first, the first trace last.
 
-    ``retrace(args, kwargs)`` returns a compiled function (with ``.graph``) for the call's inputs,
-    or is None when the original is gone.
+    ``retrace(owner, args, kwargs)`` returns a compiled function (with ``.graph``) for the call's
+    inputs, or is None when the original is gone. A deep copy of the owner gets its own set: the
+    same (immutable) specializations, its own lock, retracing with the copy's tensors.
     """
 
     def __init__(self, owner, method: str, first_fn, retrace, limit: int = LIMIT):
@@ -99,6 +100,16 @@ class SpecializationSet:
         self.traces = 0                 # how many times the original was traced again
         self.lock = threading.RLock()   # one thread at a time makes and publishes a specialization
         self._hint = None               # the specialization that last fitted after the first failed
+
+    def __deepcopy__(self, memo):
+        import copy
+        new = SpecializationSet.__new__(SpecializationSet)
+        memo[id(self)] = new
+        new.__dict__.update(self.__dict__)
+        new.owner = copy.deepcopy(self.owner, memo)
+        new.lock = threading.RLock()
+        new._hint = None
+        return new
 
     def run(self, spec: Specialization, args, kwargs):
         return undoable_call(spec.fn, self.owner, args, kwargs)
@@ -132,7 +143,7 @@ class SpecializationSet:
                 if self.entries is entries:   # else another thread published meanwhile: try its new ones
                     if self.retrace is None:
                         raise none_fits(self.owner, self.method, failures)
-                    spec = Specialization(self.method, self.retrace(*inputs_for_retrace(args, kwargs)),
+                    spec = Specialization(self.method, self.retrace(self.owner, *inputs_for_retrace(args, kwargs)),
                                           _reason(failures[0][1]), failures[0][1].source)
                     self.traces += 1
                     self._publish(spec)
@@ -166,7 +177,7 @@ class SpecializationSet:
         with self.lock:
             if self.retrace is None:
                 raise none_fits(self.owner, self.method, list(zip(self.entries, failures)))
-            spec = Specialization(self.method, self.retrace(*inputs_for_retrace(args, kwargs)),
+            spec = Specialization(self.method, self.retrace(self.owner, *inputs_for_retrace(args, kwargs)),
                                   "specialize_for: " + _reason(failures[-1]), failures[-1].source)
             self.traces += 1
             self._publish(spec)
@@ -249,7 +260,7 @@ def enable_for_function(traced, retrace_graph) -> None:
 
     retrace = None
     if retrace_graph is not None:
-        def retrace(args, kwargs):
+        def retrace(owner, args, kwargs):
             return compile_method(retrace_graph(args, kwargs), "forward", traced.__name__, guards=True,
                                   display=traced.__name__)
 
@@ -270,9 +281,9 @@ def enable_for_module(traced, retrace_methods) -> None:
         if retrace_methods is None:
             return None
 
-        def retrace(args, kwargs):
-            made = retrace_methods(traced.training, traced, {name: (args, kwargs)})[""][name]
-            return compile_method(inline_calls(made.graph), name, f"{traced.original_name}.{name}", guards=True)
+        def retrace(owner, args, kwargs):
+            made = retrace_methods(owner.training, owner, {name: (args, kwargs)})[""][name]
+            return compile_method(inline_calls(made.graph), name, f"{owner.original_name}.{name}", guards=True)
         return retrace
 
     sets = {name: SpecializationSet(traced, name, fn, retrace_for(name))
