@@ -20,12 +20,13 @@ $(BASE): pyproject.toml
 	$(PIP) install -q -e .
 	touch $(BASE)
 
-# torchvision 0.28.0 (for torch 2.13) for the vision / detection model tests, with --no-deps: its
-# torch==2.13.0 requirement must never let pip fetch a CUDA torch. Its C++ ops do not load beside the
-# CPU torch; tests/models/torchvision_ops.py defines the two that detection models call in pure torch.
+# torchvision 0.28.0 (for torch 2.13) for the detection model tests, with --no-deps (its torch==2.13.0
+# requirement must never let pip fetch a CUDA torch) and in a folder of its own: its C++ ops do not load
+# beside the CPU torch, so a plain `import torchvision` (transformers tries one when it finds it) fails.
+# tests/models/torchvision_ops.py puts the folder on sys.path and defines those ops in pure torch.
 $(TEST): $(BASE)
 	$(PIP) install -q -e '.[test]'
-	$(PIP) install -q --no-deps torchvision==0.28.0
+	$(PIP) install -q --no-deps --target $(VENV)/vision-tests torchvision==0.28.0
 	$(PIP) install -q pillow
 	touch $(TEST)
 

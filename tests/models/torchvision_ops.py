@@ -11,14 +11,20 @@ from __future__ import annotations
 import glob
 import importlib.util
 import os
+import sys
 
 import torch
+
+# where `make test` installs it: outside site-packages, so nothing else imports it by accident
+FOLDER = os.path.join(sys.prefix, "vision-tests")
 
 _LIB = None
 
 
 def import_torchvision():
     """``torchvision``, or None when it is not installed."""
+    if os.path.isdir(FOLDER) and FOLDER not in sys.path:
+        sys.path.append(FOLDER)
     spec = importlib.util.find_spec("torchvision")
     if spec is None:
         return None
