@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import itertools
 import linecache
+import re
 
 _counter = itertools.count()
 
 
 def compile_function(source: str, fn_name: str, globals_: dict, label: str):
     """Compile generated source; register it with linecache so tracebacks show it."""
-    filename = f"<tracejit:{label}#{next(_counter)}>"
+    # the label shows in tracebacks and warnings: ASCII word characters and dots only, whatever it was
+    # made from (a loaded function's name is the file's)
+    filename = f"<tracejit:{re.sub(r'[^A-Za-z0-9_.]', '_', str(label))[:100]}#{next(_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     code = compile(source, filename, "exec")
     ns = dict(globals_)

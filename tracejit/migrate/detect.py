@@ -86,8 +86,8 @@ def is_torch_file(source) -> str | None:
                 return None
             try:
                 names = zipfile.ZipFile(reader).namelist()
-            except (zipfile.BadZipFile, _TooMuch, OSError, ValueError, EOFError):
-                return None
+            except Exception:   # noqa: BLE001  any zip the zipfile module cannot read (a version it does
+                return None     # not implement, bad names, ...) is not a torch file: the loader says why
     finally:
         if start is not None:
             source.seek(start)

@@ -20,11 +20,20 @@ MAX_LEDGER = 100_000               # ledger entries
 MAX_EXTRA_FILES = 10_000
 ALLOC_FLOOR = 2 ** 25              # elements a node may create from constants, at least ...
 ALLOC_PER_FILE_BYTE = 16           # ... or this many per byte of the file
+EXPANDED_FLOOR = 50_000            # nodes (and values) all calls may expand to, at least ...
+EXPANDED_PER_NODE = 64             # ... or this many per stored node (serialize/expansion.py)
+EXPANDED_MAX = 4_000_000           # and never more
 
 
 def max_elements(file_size: int) -> int:
     """Elements any one node may size from the file's constants: a fixed multiple of the file."""
     return max(ALLOC_FLOOR, ALLOC_PER_FILE_BYTE * file_size)
+
+
+def max_expanded(stored_nodes: int) -> int:
+    """What a program's calls may expand to, and what its module paths may name: a multiple of its
+    stored nodes (serialize/expansion.py)."""
+    return min(EXPANDED_MAX, max(EXPANDED_FLOOR, EXPANDED_PER_NODE * stored_nodes))
 
 
 def check_header_text(raw: bytes) -> None:

@@ -20,6 +20,7 @@ from ..errors import LoadError
 from . import limits
 from .archive import _CRC_PLACEHOLDER, _ST_DTYPES, FORMAT, MAX_HEADER, SCHEMA_VERSION
 from .crc import combine, crc32, crc_of
+from .expansion import check_expansion
 from .program_loader import load_function, load_module
 from ..migrate.detect import raise_if_torch_file
 
@@ -34,8 +35,8 @@ def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True
     Any problem with the file raises ``tracejit.LoadError`` saying what and where.
     """
     buf, data_crc = _read(f, mmap, check_integrity)
-    raise_if_torch_file(buf)   # a TorchScript / torch.save file: name it and the migration route
     try:
+        raise_if_torch_file(buf)   # a TorchScript / torch.save file: name it and the migration route
         return _load(buf, map_location, extra_files, check_integrity, data_crc)
     except LoadError:
         raise
@@ -181,6 +182,7 @@ def _load(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
         return load_function(program, tensors, budget)
     if kind == "module":
         limits.check_visits(program)
+        check_expansion(program)
         return load_module(program, tensors, budget)
     raise LoadError(f"unknown program kind {kind!r}")
 

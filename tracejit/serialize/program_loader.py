@@ -8,10 +8,11 @@ from torch import nn
 
 from ..errors import LoadError
 from ..ir import SourceLoc, Value
-from ..runtime.traced import TracedFunction, TracedModule, compile_method
+from ..runtime.traced import TracedFunction, TracedModule
 from ..trace.ledger import LedgerEntry
 from ..runtime import specialize
 from . import encode, limits, specializations, validate
+from .compile_once import MethodCompiler
 
 def _tensor(tensors: dict, key, where: str):
     if not isinstance(key, str) or key not in tensors:
@@ -110,10 +111,11 @@ def load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
     for path, e in by_path.items():
         methods[path] = {}
         for name, idx in _pairs(e.get("methods", []), f"module {path}"):
-            validate.method_name(name, f"module {path!r} method")
+            validate.method_name(name, f"module {path!r} method", made[path])
             methods[path][name] = idx
     root = made[""]
-    compiled: dict[tuple, object] = {}
+    compiler = MethodCompiler()
+    linked: dict[tuple, object] = {}
     checked: set[int] = set()
     # deepest modules first, so a caller links to the graphs its submodules really run
     path_of = {id(m): p for p, m in made.items()}
@@ -150,15 +152,13 @@ def load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
                     callee = _walk(owner, n.attrs["path"])._traced_methods[n.attrs["method"]].graph
                     _check_call(n, callee, f"{where}, node {i}")
                     callees.append(callee)
-            # a graph shared by several modules is compiled once when its callees are the same graphs;
-            # with other callees (a ReLU here, an Identity there) it is decoded again with its own links
-            key = (idx, name, path == "", tuple(map(id, callees)))
-            if key not in compiled:
-                if callees:
-                    g = table.get(idx, where, callees)
-                label = f"{root.original_name}.{path}" if path else root.original_name
-                compiled[key] = compile_method(g, name, label, guards=(path == ""))
-            owner._install(name, compiled[key])
+            # a graph shared by several modules or methods is compiled once when its callees are the same
+            # graphs (compile_once.py); with other callees (a ReLU here, an Identity there) it is decoded
+            # again with its own links
+            key = (idx, path == "", tuple(map(id, callees)))
+            if key not in linked:
+                linked[key] = table.get(idx, where, callees) if callees else g
+            owner._install(name, compiler.method(idx, linked[key], name, path == "", tuple(callees)))
     root._variants[root.training] = {p: dict(m._traced_methods) for p, m in made.items()}
     root.ledger = _ledger_entries(program.get("ledger", []))
     specialize.enable_for_module(root, None)   # no original: the file's specializations, chosen per call

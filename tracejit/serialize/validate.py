@@ -46,15 +46,33 @@ def identifier(name, where: str) -> str:
     return name
 
 
-def method_name(name, where: str) -> str:
+def method_name(name, where: str, module=None) -> str:
     """A traced method's name: installed on a module, so never private, a dunder or an attribute
-    nn.Module / TracedModule already has (``train``, ``to``, ``__call__``), except ``forward``."""
-    from ..runtime.traced import TracedModule
+    a TracedModule already has, on its class (``train``, ``to``, ``__call__``) or on every instance
+    (``training``, ``original_name``, ``ledger``), except ``forward``; with ``module`` (the loaded
+    module it is installed on), never one of its parameters, buffers or submodules either."""
     identifier(name, where)
-    if name != "forward" and (name.startswith("_") or hasattr(TracedModule, name)):
+    if name == "forward":
+        return name
+    if name.startswith("_") or name in _module_attributes():
         raise LoadError(f"{where}: {name!r} cannot name a traced method (it is private or an attribute every "
                         "module already has)")
+    if module is not None and (name in module._parameters or name in module._buffers or name in module._modules):
+        raise LoadError(f"{where}: {name!r} cannot name a traced method (the module has a parameter, buffer or "
+                        "submodule of that name)")
     return name
+
+
+_MODULE_ATTRIBUTES: set = set()
+
+
+def _module_attributes() -> set:
+    """Every attribute name a fresh TracedModule answers to: its class's and its instance's (default-deny:
+    a name nn.Module gains in a later torch version is refused without a change here)."""
+    if not _MODULE_ATTRIBUTES:
+        from ..runtime.traced import TracedModule
+        _MODULE_ATTRIBUTES.update(dir(TracedModule), vars(TracedModule("probe")))
+    return _MODULE_ATTRIBUTES
 
 
 def check_attrs(op: str, attrs: dict, where: str) -> None:
