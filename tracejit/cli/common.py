@@ -105,11 +105,8 @@ def methods_of(obj):
     from ..runtime.traced import TracedFunction
     if isinstance(obj, TracedFunction):
         return [("", obj.__name__, obj.__name__, obj._fn)]
-    out, seen = [], set()
-    for path, m in obj.named_modules(remove_duplicate=False):
-        if id(m) in seen:
-            continue
-        seen.add(id(m))
+    out = []
+    for path, m in obj.named_modules():   # each module once, at its first path (linear, whatever the sharing)
         for name, fn in getattr(m, "_traced_methods", {}).items():
             out.append((path, m.original_name, name, fn))
     return out

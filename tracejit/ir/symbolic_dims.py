@@ -25,18 +25,21 @@ def symbolic_dims(graph) -> dict:
     """``{(id(input Value), dim): "sN"}`` for the graph inputs' dimensions it keeps symbolic."""
     inputs = {id(v): v for v in graph.inputs if isinstance(v, Value) and hasattr(v.type, "shape")}
     reads, pinned = {}, set()   # reads: id(size Value) -> (id(root input), dim)
-    _collect(graph, {k: k for k in inputs}, reads, pinned, 0)
-    order = []
-    for key in reads.values():
-        if key not in pinned and key not in order:
-            order.append(key)
+    _collect(graph, {k: k for k in inputs}, reads, pinned, 0, set())
+    order = list(dict.fromkeys(key for key in reads.values() if key not in pinned))
     position = {id(v): i for i, v in enumerate(graph.inputs)}
     order.sort(key=lambda k: (position.get(k[0], 0), k[1]))
     return {key: f"s{i}" for i, key in enumerate(order)}
 
 
-def _collect(graph, subjects: dict, reads: dict, pinned: set, depth: int) -> None:
-    """Size reads and pins in ``graph`` of the values in ``subjects`` (id(Value) -> id(root input))."""
+def _collect(graph, subjects: dict, reads: dict, pinned: set, depth: int, done: set) -> None:
+    """Size reads and pins in ``graph`` of the values in ``subjects`` (id(Value) -> id(root input)).
+    ``done`` holds the (graph, subjects) pairs already walked: a graph called many times with the same
+    inputs (a module reachable by many paths) is walked once, so the walk is linear in the program."""
+    memo = (id(graph), frozenset(subjects.items()))
+    if memo in done:
+        return
+    done.add(memo)
     local = {}   # id(size Value) in this graph -> (id(root input), dim)
     for node in graph.nodes:
         if node.op == SIZE_OP and len(node.args) >= 2 and node.outputs and node.outputs[0] is not None:
@@ -46,7 +49,7 @@ def _collect(graph, subjects: dict, reads: dict, pinned: set, depth: int) -> Non
                 rank = len(subject.type.shape)
                 if -rank <= dim < rank:
                     local[id(node.outputs[0])] = (subjects[id(subject)], dim % rank)
-        elif node.op == GUARD and (node.attrs.get("test"), node.attrs.get("expected")) in _PINS:
+        elif node.op == GUARD and _pins(node.attrs):
             for a in node.args:
                 if isinstance(a, Value) and id(a) in local and not any(isinstance(b, Value) for b in node.args
                                                                           if b is not a):
@@ -56,8 +59,14 @@ def _collect(graph, subjects: dict, reads: dict, pinned: set, depth: int) -> Non
             passed = {id(c): subjects[id(a)] for c, a in zip(_callee_inputs(callee, node), node.args)
                       if isinstance(a, Value) and id(a) in subjects and c is not None}
             if passed:
-                _collect(callee, passed, reads, pinned, depth + 1)
+                _collect(callee, passed, reads, pinned, depth + 1, done)
     reads.update(local)
+
+
+def _pins(attrs: dict) -> bool:
+    """A guard that holds a size to one value (its ``expected`` may be anything the file says)."""
+    test, expected = attrs.get("test"), attrs.get("expected")
+    return type(expected) in (bool, int) and any(test == t and expected == e for t, e in _PINS)
 
 
 def _callee_inputs(callee, node) -> list:

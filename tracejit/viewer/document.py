@@ -79,12 +79,14 @@ class _GraphDoc:
                 self.producer[id(v)] = [self.add("input", "captured", type=self.type_of(v)), 0]
         for node in g.nodes:
             self.op(node)
+        # the output structure is described once (2,000 dict outputs: once, not 2,000 times)
+        structure = g.out_spec.describe(self.type_of(x) if isinstance(x, Value) else repr(x)
+                                        for x in g.outputs) if g.out_spec.kind != "leaf" else ""
         for i, leaf in enumerate(g.outputs):
             ins = [self.producer[id(leaf)]] if isinstance(leaf, Value) and id(leaf) in self.producer else []
             self.add("output", f"output {i}", inputs=ins,
                      type=self.type_of(leaf) if isinstance(leaf, Value) else _const_text(leaf),
-                     structure=g.out_spec.describe(self.type_of(x) if isinstance(x, Value) else repr(x)
-                                                   for x in g.outputs) if g.out_spec.kind != "leaf" else "")
+                     structure=structure)
         return self.doc
 
     def op(self, node) -> None:
@@ -135,19 +137,27 @@ class ProgramDoc:
         self.ledger = list(getattr(obj, "ledger", ()))
         self.guard_count: dict[str, int] = {}
         self.dims: dict[int, tuple] = {}   # id(Value) -> its sizes by name, where some are symbolic
+        self._callee_keys: dict[tuple, str] = {}   # (id(module), method, id(graph)) -> key in graphs
         self._ledger_lines = {(e.source.filename, e.source.lineno) for e in self.ledger if e.source is not None}
 
     def ledger_at(self, source) -> bool:
         return source is not None and (source.filename, source.lineno) in self._ledger_lines
 
     def add_module_call(self, caller_path: str, node) -> str:
+        """The key of the callee's graph, described once per (module, method, graph): a module
+        reachable by many paths is drawn once, under the first path that reaches it."""
         path = f"{caller_path}.{node.attrs['path']}" if caller_path else node.attrs["path"]
-        key = f"{path}:{node.attrs['method']}"
-        if key not in self.graphs:
-            callee = node.attrs.get("graph")
-            module = self._module(path)
-            if callee is None and module is not None:
-                callee = module._traced_methods[node.attrs["method"]].graph
+        module = self._module(path)
+        callee = node.attrs.get("graph")
+        if callee is None and module is not None:
+            callee = module._traced_methods[node.attrs["method"]].graph
+        ident = (id(module), node.attrs["method"], id(callee))
+        key = self._callee_keys.get(ident)
+        if key is None:
+            key = f"{path}:{node.attrs['method']}"
+            while key in self.graphs:   # the same path with another graph (a specialization)
+                key += "'"
+            self._callee_keys[ident] = key
             self.graphs[key] = {}   # reserve (recursion guard)
             self.graphs[key] = _GraphDoc(self, callee, key, path, getattr(module, "original_name", ""),
                                          False).build()
