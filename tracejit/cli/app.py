@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 from . import export, inspect, migrate, run, trace, view
+from ..escape import terminal
 from .common import PROG, CLIError, fail
 from .specs import DEBUG_HELP, FORMATTER, Parser
 
@@ -33,6 +35,23 @@ def main(argv=None) -> int:
     """Entry point of the ``tracejit`` console script and ``python -m tracejit``."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _escaped_warning   # a warning's text may quote a file's strings
+        return _dispatch(args)
+
+
+def _escaped_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` with the message and file name escaped for the terminal (one line each;
+    the source line Python adds is generated code or the user's own)."""
+    text = warnings.formatwarning(terminal(str(message)), category, terminal(str(filename)), lineno, line)
+    stream = sys.stderr if file is None else file
+    try:
+        stream.write(terminal(text, keep_newlines=True))
+    except (OSError, ValueError):   # a closed stream: warnings are best effort, as Python's own
+        pass
+
+
+def _dispatch(args) -> int:
     try:
         return args.func(args) or 0
     except CLIError as e:

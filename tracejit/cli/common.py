@@ -6,9 +6,9 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-import unicodedata
 from collections import Counter
 
+from ..escape import terminal
 from ..serialize.encode import dtype_name  # the one dtype-name table: serialize's
 
 PROG = "tracejit"
@@ -31,18 +31,8 @@ def fail(message: str, code: int):
 
 def escape(text: str, keep_newlines: bool = False) -> str:
     """``text`` with every control or format character (terminal escapes, bidi overrides) shown
-    as a Python escape, so nothing read from a file can drive the terminal."""
-    out = []
-    for c in str(text):
-        if (c == "\n" and keep_newlines) or c.isprintable() and not _format_char(c):
-            out.append(c)
-        else:
-            out.append(ascii(c)[1:-1])
-    return "".join(out)
-
-
-def _format_char(c: str) -> bool:
-    return unicodedata.category(c) in ("Cf", "Zl", "Zp")
+    as a Python escape, so nothing read from a file can drive the terminal (tracejit/escape.py)."""
+    return terminal(text, keep_newlines)
 
 
 # ---- files and programs ---------------------------------------------------------------------------
@@ -167,11 +157,14 @@ def short_path(filename: str) -> str:
 
 
 def table(rows, header, align) -> list:
-    """Lines of a left/right aligned (``align``: a ``<`` or ``>`` per column) text table."""
+    """Lines of a left/right aligned (``align``: a ``<`` or ``>`` per column) text table; each cell
+    escaped for the terminal (one line, whatever a file put in it)."""
+    rows = [[terminal(c) for c in r] for r in rows]
+    header = [terminal(c) for c in header]
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
 
     def line(r):
-        cells = [str(c).rjust(w) if a == ">" else str(c).ljust(w) for c, w, a in zip(r, widths, align)]
+        cells = [c.rjust(w) if a == ">" else c.ljust(w) for c, w, a in zip(r, widths, align)]
         return "  " + "  ".join(cells).rstrip()
     return [line(header)] + [line(r) for r in rows]
 

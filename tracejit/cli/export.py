@@ -140,11 +140,11 @@ def print_summary(proto, target: str, args, notes: list, pins: dict | None = Non
             source = (pins or {}).get((k, i))
             where.append(f"dim {i} static: pinned by the guard at {short_path(str(source))}" if source
                          else f"dim {i} static: a guard of the trace pins it")
-        print(f"  {escape(name)}: {text}" + (f"  ({'; '.join(where)})" if where else ""))
+        print(escape(f"  {name}: {text}" + (f"  ({'; '.join(where)})" if where else "")))   # a guard's source too
     print("outputs:")
     for value in proto.graph.output:
         name, text, _, _ = value_signature(value)
-        print(f"  {escape(name)}: {text}")
+        print(escape(f"  {name}: {text}"))
     meta = {p.key: p.value for p in proto.metadata_props}
     unchecked = meta.get("tracejit.unchecked_guards")
     if unchecked:

@@ -78,18 +78,19 @@ def cmd_inspect(args) -> int:
     is_fn = isinstance(obj, TracedFunction)
     name = obj.__name__ if is_fn else obj.original_name
     mode = "" if is_fn else f" ({'train' if obj.training else 'eval'} mode)"
-    out.append(f"{path}: tracejit {'function' if is_fn else 'module'} {name}{mode}")
+    # every line below holds at most one line of each file string: escape() writes a file's newline as \n
+    out.append(f"{escape(path)}: tracejit {'function' if is_fn else 'module'} {escape(name)}{mode}")
     out.append(f"  size:    {size} bytes ({human(size)})")
     out.append(f"  sha256:  {sha256_file(path)}")
-    out.append(f"  crc32:   {doc.get('crc32')} (stored; verified)")
-    out.append(f"  format:  {doc.get('format')} schema {doc.get('schema_version')}, "
-               f"saved by tracejit {doc.get('tracejit_version')}")
+    out.append(f"  crc32:   {escape(doc.get('crc32'))} (stored; verified)")
+    out.append(f"  format:  {escape(doc.get('format'))} schema {escape(doc.get('schema_version'))}, "
+               f"saved by tracejit {escape(doc.get('tracejit_version'))}")
 
     methods = methods_of(obj)
     out.append("")
     out.append("methods:")
     roots = [(mname, fn.graph) for p, _, mname, fn in methods if p == ""]
-    out += [f"  {signature(mname, graph)}" for mname, graph in roots]
+    out += [f"  {escape(signature(mname, graph))}" for mname, graph in roots]
     if any(symbolic_dims(graph) for _, graph in roots):
         out.append("  (s0, s1, ...: sizes the graph reads at run time and keeps symbolic; numbers: the sizes of the "
                    "trace's example)")
@@ -125,11 +126,11 @@ def cmd_inspect(args) -> int:
         label = f"{p}.{mname}" if p else mname
         if args.graph:
             out.append("")
-            out.append(f"graph of {label}:")
-            out.append(str(fn.graph).rstrip("\n"))
+            out.append(f"graph of {escape(label)}:")
+            out.append(str(fn.graph).rstrip("\n"))   # the printer escapes the file's strings it shows
         if args.code:
             out.append("")
-            out.append(f"code of {label}:")
+            out.append(f"code of {escape(label)}:")
             out.append(fn.code.rstrip("\n"))
     print(escape("\n".join(out), keep_newlines=True))
     return 0

@@ -9,6 +9,7 @@ import torch
 
 from .graph import Graph, Node, Value, TensorType
 from .ops import OPS
+from ..escape import terminal
 
 
 class Namer:
@@ -93,7 +94,7 @@ def format_node(node: Node, namer: Namer, with_types: bool = True) -> str:
         if shown:
             attrs = "[" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + "]"
     lhs = ", ".join(outs) if outs else "()"
-    src = f"  # {node.source}" if node.source is not None else ""
+    src = f"  # {terminal(str(node.source))}" if node.source is not None else ""   # a file's name: one line
     return f"{lhs} = {node.op}{attrs}({', '.join(args)}){src}"
 
 

@@ -24,6 +24,7 @@ def register(sub, error) -> None:
 
 def run(args, error) -> int:
     import tracejit
+    from ..escape import terminal
     from . import view
 
     if not os.path.isfile(args.file):
@@ -35,5 +36,5 @@ def run(args, error) -> int:
         raise error(f"{args.file}: cannot load: {e}") from None
     except OSError as e:
         raise error(f"cannot write {out}: {e.strerror or e}") from None
-    print(f"{out}: graph view of {args.file} (open it in a browser; it needs no network)")
+    print(terminal(f"{out}: graph view of {args.file} (open it in a browser; it needs no network)"))
     return 0

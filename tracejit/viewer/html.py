@@ -2,10 +2,11 @@
 inline; a Content-Security-Policy forbids every network request)."""
 from __future__ import annotations
 
-import json
 import os
 import re
 from importlib import resources
+
+from ..escape import script_json
 
 _MARKER = re.compile(r"/\*(CSS|DAGRE|DATA|APP)\*/")
 
@@ -25,7 +26,7 @@ def render_html(document: dict) -> str:
         "CSS": _static("viewer.css"),
         "DAGRE": "/*! dagre (@dagrejs/dagre 3.1.3), MIT licence:\n" + _static("dagre.LICENSE").replace("*/", "* /")
                  + "*/\n" + _script_safe(dagre),
-        "DATA": _script_safe(json.dumps(document, separators=(",", ":"))),
+        "DATA": script_json(document),   # every string of the file: no '<', '>', '&' left raw
         "APP": _script_safe(_static("app.js")),
     }
     return _MARKER.sub(lambda m: parts[m.group(1)], _static("template.html"))
