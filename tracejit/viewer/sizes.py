@@ -13,13 +13,19 @@ else with that symbol (``attention_mask`` next to ``input_ids``), else not at al
 runs nothing, shows its number.
 
 The probe runs on a shadow of the module tree (its own dicts of meta tensors and compiled
-methods), so the traced object is never touched, called or retraced. Anything the meta device
-cannot run (a value guard reading a tensor's data, ``.item()``), and a custom autograd Function
-(user code), leave the shapes inside as numbers.
+methods; a module reachable by many paths is shadowed once), so the traced object is never touched,
+called or retraced. No kernel runs on data (issue #21, item 5: a file's program must not crash the
+viewer): under ``_MetaOnly`` every op sees meta tensors only, a factory op's device becomes meta and
+any tensor that is not on the meta device (a ``torch.tensor`` literal) is replaced by a meta tensor
+of its shape before the op runs. Anything the meta device cannot run (a value guard reading a
+tensor's data, ``.item()``), and a custom autograd Function (user code), leave the shapes inside as
+numbers.
 """
 from __future__ import annotations
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
 
 from ..ir import TensorType, Value
 from ..ir.symbolic_dims import symbolic_dims
@@ -152,7 +158,9 @@ class _Runner:
         self.graph = graph
         self.seen: dict = {}   # the observed run's record: id(Value) -> (Value, shape)
         root = None if isinstance(obj, TracedFunction) else obj
-        self.shadows = {guards: _Shadow(root, self, guards=guards) for guards in (True, False)}
+        self.compiled: dict = {}   # (id(graph), name, guards) -> the compiled function, shared by shadows
+        made: dict = {}            # (id(module), guards) -> its shadow
+        self.shadows = {guards: _Shadow(root, self, guards=guards, made=made) for guards in (True, False)}
         self.roots = {guards: _method(self.shadows[guards], graph, graph.name, guards, self)
                       for guards in (True, False)}
 
@@ -171,10 +179,28 @@ class _Runner:
                 leaves.append(leaf)
         args, kwargs = unflatten(self.graph.in_spec, leaves)
         self.seen = {}
-        with torch.no_grad():
+        with torch.no_grad(), _MetaOnly():
             self.roots[True](*args, **kwargs)
             self.roots[False](*args, **kwargs)
         return self.seen
+
+
+class _MetaOnly(TorchDispatchMode):
+    """Every op the probe dispatches runs on the meta device: shapes only, never a kernel on data."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        args, kwargs = tree_map(_on_meta, (args, kwargs or {}))
+        if "device" in kwargs:
+            kwargs["device"] = torch.device("meta")
+        return func(*args, **kwargs)
+
+
+def _on_meta(x):
+    if isinstance(x, torch.Tensor) and x.device.type != "meta":
+        return torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device="meta")
+    if isinstance(x, torch.device) and x.type != "meta":
+        return torch.device("meta")
+    return x
 
 
 def _meta(t):
@@ -186,12 +212,17 @@ class _Shadow:
     """What generated code reads from ``self`` (``_modules``, ``_parameters``, ``_buffers``,
     ``training`` and the traced methods), as meta tensors and freshly compiled methods."""
 
-    def __init__(self, module, runner: _Runner, *, guards: bool, depth: int = 0):
+    def __init__(self, module, runner: _Runner, *, guards: bool, made: dict, depth: int = 0):
+        made[(id(module), guards)] = self
         self.training = bool(getattr(module, "training", False))
         self._parameters = {n: _meta(p) for n, p in getattr(module, "_parameters", {}).items()}
         self._buffers = {n: _meta(b) for n, b in getattr(module, "_buffers", {}).items()}
-        self._modules = {n: _Shadow(m, runner, guards=guards, depth=depth + 1)
-                         for n, m in getattr(module, "_modules", {}).items() if m is not None and depth < 64}
+        self._modules = {}
+        for n, m in getattr(module, "_modules", {}).items():
+            if m is not None and depth < 64:
+                shadow = made.get((id(m), guards))
+                self._modules[n] = shadow if shadow is not None else \
+                    _Shadow(m, runner, guards=guards, made=made, depth=depth + 1)
         for name, fn in getattr(module, "_traced_methods", {}).items():
             setattr(self, name, _method(self, fn.graph, name, guards, runner))
 
@@ -200,7 +231,7 @@ def _method(shadow, graph, name: str, guards: bool, runner: _Runner):
     """The shadow's method for ``graph``: compiled on first use, with guards or observed."""
     from ..codegen.compiler import compile_function
     from ..codegen.python import generate
-    compiled = []
+    compiled = runner.compiled.setdefault((id(graph), name, guards), [])
 
     def refuse(*_args, **_kwargs):
         raise _Refused(name)
