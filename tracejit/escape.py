@@ -18,23 +18,36 @@ sink has one function here, and every tool uses it:
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 
-_SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-_SCRIPT_TABLE = str.maketrans(_SCRIPT_ESCAPES)
+_SCRIPT_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
+                   ("\u2029", "\\u2029"))
+# candidates, checked one by one: everything but printable ASCII (and the newline, when kept)
+_SUSPECT = re.compile(r"[^\x20-\x7e]")
+_SUSPECT_KEEP_NEWLINES = re.compile(r"[^\x20-\x7e\n]")
 
 
 def _shown(c: str) -> bool:
     return c.isprintable() and unicodedata.category(c) not in ("Cf", "Zl", "Zp")
 
 
+_SEEN: dict = {}   # character -> how it is shown (a bounded alphabet: at most every code point once)
+
+
+def _escaped(m) -> str:
+    c = m.group()
+    out = _SEEN.get(c)
+    if out is None:
+        out = _SEEN[c] = c if _shown(c) else ascii(c)[1:-1]
+    return out
+
+
 def terminal(text, keep_newlines: bool = False) -> str:
     """``text`` with every control or format character written as a Python escape (``\\x1b``,
-    ``\\u202e``, ``\\n`` unless ``keep_newlines``), so nothing read from a file drives the terminal."""
-    s = str(text)
-    if s.isascii() and s.isprintable():
-        return s   # the common case, at C speed
-    return "".join(c if (c == "\n" and keep_newlines) or _shown(c) else ascii(c)[1:-1] for c in s)
+    ``\\u202e``, ``\\n`` unless ``keep_newlines``), so nothing read from a file drives the terminal.
+    Linear: only characters outside printable ASCII are looked at one by one."""
+    return (_SUSPECT_KEEP_NEWLINES if keep_newlines else _SUSPECT).sub(_escaped, str(text))
 
 
 def terminal_lines(text) -> str:
@@ -44,4 +57,7 @@ def terminal_lines(text) -> str:
 
 def script_json(data) -> str:
     """``data`` as JSON that is safe inside ``<script>...</script>`` (see the module docstring)."""
-    return json.dumps(data, separators=(",", ":")).translate(_SCRIPT_TABLE)
+    text = json.dumps(data, separators=(",", ":"))
+    for raw, escaped in _SCRIPT_ESCAPES:   # str.replace: C speed (str.translate with a dict is not)
+        text = text.replace(raw, escaped)
+    return text

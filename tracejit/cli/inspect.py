@@ -122,8 +122,13 @@ def cmd_inspect(args) -> int:
         hrows = [[c, op] for op, c in sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))]
         out += table(hrows, ["count", "op"], "><")
 
+    shown: dict = {}   # id(graph) -> the label it was printed under: a graph shared by many methods prints once
     for p, _, mname, fn in methods:
         label = f"{p}.{mname}" if p else mname
+        first = shown.setdefault((id(fn.graph), p == ""), label)
+        if first != label and (args.graph or args.code):
+            out += ["", f"graph and code of {escape(label)}: as {escape(first)}'s"]
+            continue
         if args.graph:
             out.append("")
             out.append(f"graph of {escape(label)}:")

@@ -31,6 +31,9 @@ from ..ir import TensorType, Value
 from ..ir.symbolic_dims import symbolic_dims
 
 
+MAX_FORMULA_SYMBOLS = 32   # symbols name_dim combines into products and formulas; beyond: '?'
+
+
 class _Refused(Exception):
     """A guard or input check refused the probe's sizes."""
 
@@ -127,7 +130,8 @@ def name_dim(triple: tuple, symbols: list) -> str:
     for name, e, x, y in symbols:
         if (e, x, y) == triple:
             return name
-    for i, (n1, e1, x1, y1) in enumerate(symbols):
+    symbols = symbols[:MAX_FORMULA_SYMBOLS]   # products and formulas: of the first symbols only (a file may
+    for i, (n1, e1, x1, y1) in enumerate(symbols):   # hold 19,200; the pairs would be quadratic)
         for n2, e2, x2, y2 in symbols[i:]:
             if (e1 * e2, x1 * x2, y1 * y2) == triple:
                 return f"{n1}*{n2}"
