@@ -221,3 +221,24 @@ def test_a_function_and_an_input_tied_to_a_symbolic_size():
     x, y = torch.randn(4, 5), torch.randn(4)
     torch.testing.assert_close(traced(x, y), f(x, y))
     assert traced(x, y).shape == (4 * 5,)
+
+
+def test_inspect_names_input_sizes_as_the_viewer_does(tmp_path, capsys):
+    """An input whose sizes move with a symbolic one (a mask next to its ids) is named in ``tracejit
+    inspect`` too (it showed the example's numbers), by the same code as the viewer."""
+    from tracejit import cli
+
+    class Masked(nn.Module):
+        def forward(self, ids, mask):
+            n = ids.size(1)                           # only the ids' sizes are read
+            return (ids * mask).sum(1) / n
+
+    traced = _trace(Masked(), torch.randn(2, 8), torch.ones(2, 8))
+    for x, m in [(torch.randn(5, 3), torch.ones(5, 3)), (torch.randn(1, 11), torch.zeros(1, 11))]:
+        torch.testing.assert_close(traced(x, m), Masked()(x, m))   # the mask accepts any size the ids take
+    path = tmp_path / "masked.tjit"
+    tracejit.save(traced, path)
+    assert cli.main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "forward(ids: Float[2, s0], mask: Float[2, s0])" in out
+    assert signature("forward", traced.graph) == "forward(ids: Float[2, s0], mask: Float[2, 8])"   # no probe

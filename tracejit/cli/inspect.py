@@ -21,8 +21,9 @@ def register(sub) -> None:
                          "their input signatures; the parameters and buffers (name, shape, dtype, bytes) with totals "
                          "(a tensor shared by several names counted once); the ledger (what the trace froze: kind, "
                          "source line, message); a histogram of the ops over all graphs; the file's SHA-256 and its "
-                         "stored CRC32. Sizes the graph keeps symbolic show as s0, s1, ... The program is loaded on the meta device: the file's "
-                         "checksum and graphs are validated, no tensor is materialized and the model never runs."),
+                         "stored CRC32. Sizes the graph keeps symbolic show as s0, s1, ..., named as 'tracejit view' names them. The "
+                         "program is loaded on the meta device: the file's checksum and graphs are validated, no tensor "
+                         "is materialized, and the model never runs on data (sizes are probed with meta tensors)."),
         epilog="example:\n  tracejit inspect model.tjit --graph --code")
     ins.add_argument("file", metavar="FILE", help="a program saved by tracejit.save or 'tracejit trace'")
     ins.add_argument("--graph", action="store_true",
@@ -50,12 +51,18 @@ def read_document(path: str) -> dict:
         raise CLIError(f"{path}: cannot load: {e}") from None
 
 
-def signature(name: str, graph) -> str:
+def signature(name: str, graph, dims: dict | None = None) -> str:
     """``forward(x: Float[s0, 3, 32, 32], flag=True)``: each argument's traced dtype and sizes, the
-    sizes the graph keeps symbolic by name (see symbolic.py)."""
+    sizes the graph keeps symbolic by name (ir/symbolic_dims.py); with ``dims`` (the viewer's names,
+    viewer/sizes.py ``value_dims``: also the input sizes that move with those, as an attention mask's
+    with the ids'), by those names."""
     from ..ir import Value
     from ..runtime.traced import signature_text
     symbolic = symbolic_dims(graph)
+    for leaf in graph.input_leaves:
+        named = (dims or {}).get(id(leaf)) if isinstance(leaf, Value) else None
+        if named is not None and hasattr(leaf.type, "shape") and len(named) == len(leaf.type.shape):
+            symbolic.update({(id(leaf), d): n for d, n in enumerate(named) if not n.isdigit()})
 
     def leaf_text(leaf) -> str:
         if not isinstance(leaf, Value):
@@ -90,7 +97,8 @@ def cmd_inspect(args) -> int:
     out.append("")
     out.append("methods:")
     roots = [(mname, fn.graph) for p, _, mname, fn in methods if p == ""]
-    out += [f"  {escape(signature(mname, graph))}" for mname, graph in roots]
+    from ..viewer.sizes import value_dims   # the viewer's names: probed on the meta device, no data
+    out += [f"  {escape(signature(mname, graph, value_dims(obj, graph)))}" for mname, graph in roots]
     if any(symbolic_dims(graph) for _, graph in roots):
         out.append("  (s0, s1, ...: sizes the graph reads at run time and keeps symbolic; numbers: the sizes of the "
                    "trace's example)")
