@@ -122,9 +122,10 @@ def test_inspect_marks_the_sizes_the_graph_keeps_symbolic(files, capsys):
     d, model = files
     assert cli.main(["inspect", str(d / "net.tjit")]) == 0
     out = capsys.readouterr().out
-    # x's batch is read at run time: symbolic; y's second size is pinned by a guard; y's first is never read
-    assert "forward(x: Float[s0, 4], y: Float[2, 5])" in out, out
-    assert "s0, s1, ...: sizes the graph reads at run time" in out
+    # x's batch is read at run time: symbolic; y's second size is pinned by a guard; y's first is never read,
+    # but must equal x's (the sum adds them): the viewer's probe moves it with s0
+    assert "forward(x: Float[s0, 4], y: Float[s0, 5])" in out, out
+    assert "s0, s1, ...: sizes the program accepts other values of" in out
     # what the marks claim holds: another batch size runs and matches eager and torch.jit.trace ...
     loaded = tracejit.load(d / "net.tjit")
     jit = torch.jit.load(str(d / "old.pt"))
@@ -140,8 +141,19 @@ def test_inspect_marks_the_sizes_the_graph_keeps_symbolic(files, capsys):
 
 
 def test_no_symbolic_sizes_no_legend(tmp_path, capsys):
-    path = tmp_path / "lin.tjit"
-    tracejit.save(tracejit.trace(nn.Linear(4, 2), (torch.randn(3, 4),)), path)
+    path = tmp_path / "fixed.tjit"
+    tracejit.save(tracejit.trace(lambda x: x.reshape(12) * 2, (torch.randn(3, 4),)), path)   # fixed by a constant
     assert cli.main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "forward(input: Float[3, 4])" in out and "s0, s1" not in out, out
+    assert "(x: Float[3, 4])" in out and "s0, s1" not in out, out
+
+
+def test_an_unread_batch_the_program_accepts_is_named(tmp_path, capsys):
+    lin = nn.Linear(4, 2)
+    traced = tracejit.trace(lin, (torch.randn(3, 4),))
+    path = tmp_path / "lin.tjit"
+    tracejit.save(traced, path)
+    assert cli.main(["inspect", str(path)]) == 0
+    assert "forward(input: Float[s0, 4])" in capsys.readouterr().out   # the weight fixes the 4
+    x = torch.randn(9, 4)
+    torch.testing.assert_close(tracejit.load(path)(x), lin(x))

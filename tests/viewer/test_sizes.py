@@ -59,7 +59,7 @@ def test_values_are_named_after_the_sizes_they_follow():
     assert "Float[s0*s1, 8]" in _types(doc, ":forward")
     lin = _types(doc, "lin:forward")
     assert lin[0] == "Float[s0*s1, 8]" and "Float[s0*s1, 5]" in lin and "Float[5, 8]" in lin   # the weight: fixed
-    assert doc["sizes"].startswith("s0, s1, ...: sizes the graph reads at run time")
+    assert doc["sizes"].startswith("s0, s1, ...: input sizes the program accepts other values of")
     # the input names are exactly inspect's
     assert signature("forward", traced.graph) == "forward(x: Float[s0, s1, 8])"
     # what the names say holds on other sizes: the traced program's and eager's outputs have those shapes
@@ -72,7 +72,7 @@ def test_values_are_named_after_the_sizes_they_follow():
             torch.testing.assert_close(out, want)
 
 
-def test_pinned_and_unread_sizes_stay_numbers():
+def test_pinned_sizes_stay_numbers_and_unread_ones_are_probed():
     class Pinned(nn.Module):
         def forward(self, x, y):
             n = x.size(0)                  # x's batch is read; y's sizes never are
@@ -80,20 +80,35 @@ def test_pinned_and_unread_sizes_stay_numbers():
                 x = x * 2
             return x.sum(1).repeat(n), y + 1
 
-    doc = program_document(_trace(Pinned(), torch.randn(3, 4), torch.randn(5, 7)))
-    types = _types(doc, ":forward")
-    assert types[:2] == ["Float[s0, 4]", "Float[5, 7]"]
-    assert "Float[s0*s0]" in types and types[-1] == "Float[5, 7]"
+    traced = _trace(Pinned(), torch.randn(3, 4), torch.randn(5, 7))
+    types = _types(program_document(traced), ":forward")
+    # x's second size is pinned by a guard; y's, which nothing reads, move in the probe: names of their own
+    assert types[:2] == ["Float[s0, 4]", "Float[s1, s2]"]
+    assert "Float[s0*s0]" in types and types[-1] == "Float[s1, s2]"
+    x, y = torch.randn(6, 4), torch.randn(2, 9)     # what the names claim holds
+    torch.testing.assert_close(traced(x, y), Pinned()(x, y))
+    with pytest.raises(tracejit.GuardError):         # and the pinned size is a number for a reason
+        traced.forward(torch.randn(6, 5), y)
     # an input size equal to a symbolic one in the example is probed too: y's batch, which nothing ties
     # to x's, gets a name of its own
     doc = program_document(_trace(Pinned(), torch.randn(3, 4), torch.randn(3, 7)))
-    assert _types(doc, ":forward")[:2] == ["Float[s0, 4]", "Float[s1, 7]"]
-    assert _types(doc, ":forward")[-1] == "Float[s1, 7]"
+    assert _types(doc, ":forward")[:2] == ["Float[s0, 4]", "Float[s1, s2]"]
+    assert _types(doc, ":forward")[-1] == "Float[s1, s2]"
 
 
-def test_no_symbolic_size_no_names_no_note():
-    doc = program_document(_trace(nn.Linear(4, 2), torch.randn(3, 4)))
-    assert _types(doc, ":forward")[0] == "Float[3, 4]" and "Float[3, 2]" in _types(doc, ":forward")
+def test_an_unread_size_the_program_accepts_is_named_one_it_fixes_is_not():
+    lin = nn.Linear(4, 2)
+    traced = _trace(lin, torch.randn(3, 4))
+    doc = program_document(traced)         # nothing reads the batch; the weight fixes the features
+    assert _types(doc, ":forward")[0] == "Float[s0, 4]" and "Float[s0, 2]" in _types(doc, ":forward")
+    assert doc["sizes"] != ""
+    x = torch.randn(7, 4)
+    torch.testing.assert_close(traced(x), lin(x))
+
+
+def test_no_size_the_program_accepts_no_names_no_note():
+    doc = program_document(_trace(lambda x: x.reshape(12) * 2, torch.randn(3, 4)))   # a reshape to a constant
+    assert _types(doc, ":forward") == ["Float[3, 4]", "Float[12]", "Float[12]", "Float[12]"]
     assert doc["sizes"] == ""
 
 
@@ -204,11 +219,11 @@ def test_sizes_read_inside_a_submodule_are_symbolic_for_inspect_and_the_viewer()
 
     model = Outer()
     traced = _trace(model, torch.randn(2, 3, 4))
-    assert signature("forward", traced.graph) == "forward(x: Float[s0, 3, 4])"
-    doc = program_document(traced)
-    assert _types(doc, "inner:forward")[0] == "Float[s0, 3, 4]" and _types(doc, ":forward")[-1] == "Float[s0, 12]"
-    x = torch.randn(5, 3, 4)
-    torch.testing.assert_close(traced(x), model(x))
+    assert signature("forward", traced.graph) == "forward(x: Float[s0, 3, 4])"   # the sizes the graphs read
+    doc = program_document(traced)   # the probe also moves the unread 3: view(n, -1) takes any
+    assert _types(doc, "inner:forward")[0] == "Float[s0, s1, 4]" and _types(doc, ":forward")[-1] == "Float[s0, 4*s1]"
+    for x in (torch.randn(5, 3, 4), torch.randn(5, 6, 4)):
+        torch.testing.assert_close(traced(x), model(x))
 
 
 def test_a_function_and_an_input_tied_to_a_symbolic_size():

@@ -98,10 +98,11 @@ def cmd_inspect(args) -> int:
     out.append("methods:")
     roots = [(mname, fn.graph) for p, _, mname, fn in methods if p == ""]
     from ..viewer.sizes import value_dims   # the viewer's names: probed on the meta device, no data
-    out += [f"  {escape(signature(mname, graph, value_dims(obj, graph)))}" for mname, graph in roots]
-    if any(symbolic_dims(graph) for _, graph in roots):
-        out.append("  (s0, s1, ...: sizes the graph reads at run time and keeps symbolic; numbers: the sizes of the "
-                   "trace's example)")
+    named = [(mname, graph, value_dims(obj, graph)) for mname, graph in roots]
+    out += [f"  {escape(signature(mname, graph, dims))}" for mname, graph, dims in named]
+    if any(dims or symbolic_dims(graph) for _, graph, dims in named):
+        out.append("  (s0, s1, ...: sizes the program accepts other values of, as 'tracejit view' names them; "
+                   "numbers: the sizes of the trace's example)")
     n_sub = sum(1 for p, *_ in methods if p)
     if n_sub:
         n_mods = len({p for p, *_ in methods if p})

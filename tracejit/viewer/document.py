@@ -123,9 +123,10 @@ class _GraphDoc:
                 self.producer[id(v)] = [idx, slot]
 
 
-SIZES_NOTE = ("s0, s1, ...: sizes the graph reads at run time and keeps symbolic (as tracejit inspect shows "
-              "them); a value's sizes are named after the ones they follow (s0*s1, 2*s0+1, ?: some other "
-              "formula); numbers: the trace's example sizes")
+SIZES_NOTE = ("s0, s1, ...: input sizes the program accepts other values of (read at run time and not pinned by "
+              "a guard, or moved in a probe on the meta device; as tracejit inspect shows them); a value's sizes "
+              "are named after the ones they follow (s0*s1, 2*s0+1, ?: some other formula); numbers: the "
+              "trace's example sizes")
 
 
 class ProgramDoc:

@@ -9,8 +9,12 @@ codegen/python.py). A dimension that stays put is the example's number; one that
 from the symbols it follows: ``s0``, ``s0*s1``, ``2*s0+1``, ``s1//2``, or ``?`` when no simple
 formula fits. An input dimension with the same example size as a symbolic one is moved too, under
 a name of its own when the program accepts that (a ``y`` whose batch nothing ties to ``x``'s),
-else with that symbol (``attention_mask`` next to ``input_ids``), else not at all; inspect, which
-runs nothing, shows its number.
+else with that symbol (``attention_mask`` next to ``input_ids``), else not at all. Then every other
+input dimension is moved on its own (at most ``MAX_PROBED_DIMS``, fewer in a big graph): it gets a
+name when the program, guards included, runs with it moved (the batch of a Linear, which nothing
+reads), and keeps its number when not (a size a reshape to constants or a weight fixes). So an
+input size shows as a number only where a guard, a constant or the meta device holds it.
+``tracejit inspect`` shows the inputs' names from here too.
 
 The probe runs on a shadow of the module tree (its own dicts of meta tensors and compiled
 methods; a module reachable by many paths is shadowed once), so the traced object is never touched,
@@ -31,6 +35,8 @@ from ..ir import TensorType, Value
 from ..ir.symbolic_dims import symbolic_dims
 
 
+MAX_PROBED_DIMS = 16       # input dimensions nothing reads that the probe tries to move, at most ...
+PROBE_NODE_BUDGET = 20_000  # ... and at most this many root-graph nodes over those probes
 MAX_FORMULA_SYMBOLS = 32   # symbols name_dim combines into products and formulas; beyond: '?'
 
 
@@ -43,8 +49,6 @@ def value_dims(obj, graph) -> dict:
     of the submodule graphs it calls (each graph's first call), where a size is symbolic; only the
     inputs' names when the probe cannot run; ``{}`` when nothing is symbolic."""
     seeds = symbolic_dims(graph)
-    if not seeds:
-        return {}
     inputs = {id(v): v for v in graph.inputs}
     examples = {name: inputs[vid].type.shape[dim] for (vid, dim), name in seeds.items()}
     companions = _companions(graph, seeds, examples)
@@ -53,15 +57,41 @@ def value_dims(obj, graph) -> dict:
     runner = _Runner(obj, graph)
     plans = [{**seeds, **own}, {**seeds, **companions}, dict(seeds)]
     for plan in [p for i, p in enumerate(plans) if p not in plans[:i]]:
-        symbols = {name: inputs[vid].type.shape[dim] for (vid, dim), name in plan.items()}
-        offsets = _offsets(symbols)
         try:   # a guard refused, or the meta device cannot run an op: try the next plan
-            runs = [runner.probe({key: symbols[name] + offsets[name][run] for key, name in plan.items()})
-                    for run in (0, 1)]
+            found = _probe(runner, inputs, plan)
         except Exception:
             continue
-        return _named(runs, symbols, offsets, inputs, plan)
+        plan, found = _other_dims(runner, graph, inputs, plan, found)
+        return _named(*found, inputs, plan) if plan else {}
     return _inputs_only(inputs, seeds)
+
+
+def _probe(runner, inputs: dict, plan: dict) -> tuple:
+    """(the two runs, symbols' example sizes, their offsets) of the probe that moves ``plan``'s sizes."""
+    symbols = {name: inputs[vid].type.shape[dim] for (vid, dim), name in plan.items()}
+    offsets = _offsets(symbols)
+    runs = [runner.probe({key: symbols[name] + offsets[name][run] for key, name in plan.items()}) for run in (0, 1)]
+    return runs, symbols, offsets
+
+
+def _other_dims(runner, graph, inputs: dict, plan: dict, found: tuple) -> tuple:
+    """The input dimensions nothing read, each moved on its own (a name of its own when the program, its
+    guards included, runs with it moved: a batch a Linear never reads); at most MAX_PROBED_DIMS, and
+    fewer for a big graph (each costs two runs on the meta device)."""
+    others = [(id(v), d) for v in graph.inputs if isinstance(v.type, TensorType) and -1 not in v.type.shape
+              for d in range(len(v.type.shape)) if (id(v), d) not in plan]
+    budget = min(MAX_PROBED_DIMS, PROBE_NODE_BUDGET // max(1, len(graph.nodes)))
+    used = {int(n[1:]) for n in plan.values()}
+    for key in others[:budget]:
+        name = f"s{next(i for i in range(len(used) + 1) if i not in used)}"
+        trial = {**plan, key: name}
+        try:
+            found = _probe(runner, inputs, trial)
+        except Exception:   # the program refuses that size moved: it stays a number
+            continue
+        plan = trial
+        used.add(int(name[1:]))
+    return plan, found
 
 
 def _named(runs: list, symbols: dict, offsets: dict, inputs: dict, plan: dict) -> dict:
