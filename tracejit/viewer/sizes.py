@@ -36,7 +36,8 @@ from ..ir.symbolic_dims import symbolic_dims
 
 
 MAX_PROBED_DIMS = 16       # input dimensions nothing reads that the probe tries to move, at most ...
-PROBE_NODE_BUDGET = 20_000  # ... and at most this many root-graph nodes over those probes
+PROBE_NODE_BUDGET = 8_000   # ... and at most this many nodes run over those probes (each runs the program)
+PROBE_MAX_NODES = 20_000    # a program that runs more nodes than this is not probed (names from reads only)
 MAX_FORMULA_SYMBOLS = 32   # symbols name_dim combines into products and formulas; beyond: '?'
 
 
@@ -54,44 +55,70 @@ def value_dims(obj, graph) -> dict:
     companions = _companions(graph, seeds, examples)
     # each companion under its own name, then moved with its symbol, then left alone
     own = {key: f"s{len(examples) + i}" for i, key in enumerate(companions)}
+    size = _expanded_nodes(graph, {})
+    if size > PROBE_MAX_NODES:   # the probe's cost is the program's expanded size: names from the reads only
+        return _inputs_only(inputs, seeds)
     runner = _Runner(obj, graph)
     plans = [{**seeds, **own}, {**seeds, **companions}, dict(seeds)]
     for plan in [p for i, p in enumerate(plans) if p not in plans[:i]]:
-        try:   # a guard refused, or the meta device cannot run an op: try the next plan
-            found = _probe(runner, inputs, plan)
-        except Exception:
+        if not _accepts(runner, inputs, plan):   # a guard refused, or the meta device cannot run an op
             continue
-        plan, found = _other_dims(runner, graph, inputs, plan, found)
-        return _named(*found, inputs, plan) if plan else {}
+        plan = _other_dims(runner, graph, inputs, plan, size)
+        if not plan:
+            return {}
+        try:
+            return _named(*_probe(runner, inputs, plan), inputs, plan)
+        except Exception:   # noqa: BLE001  the observed run failed where the guarded one did not
+            break
     return _inputs_only(inputs, seeds)
 
 
-def _probe(runner, inputs: dict, plan: dict) -> tuple:
-    """(the two runs, symbols' example sizes, their offsets) of the probe that moves ``plan``'s sizes."""
+def _probe(runner, inputs: dict, plan: dict, observe: bool = True) -> tuple:
+    """(the two runs, symbols' example sizes, their offsets) of the probe that moves ``plan``'s sizes;
+    without ``observe``, one run under the guards only (raises when refused)."""
     symbols = {name: inputs[vid].type.shape[dim] for (vid, dim), name in plan.items()}
     offsets = _offsets(symbols)
-    runs = [runner.probe({key: symbols[name] + offsets[name][run] for key, name in plan.items()}) for run in (0, 1)]
+    runs = [runner.probe({key: symbols[name] + offsets[name][run] for key, name in plan.items()}, observe)
+            for run in ((0, 1) if observe else (1,))]
     return runs, symbols, offsets
 
 
-def _other_dims(runner, graph, inputs: dict, plan: dict, found: tuple) -> tuple:
-    """The input dimensions nothing read, each moved on its own (a name of its own when the program, its
-    guards included, runs with it moved: a batch a Linear never reads); at most MAX_PROBED_DIMS, and
-    fewer for a big graph (each costs two runs on the meta device)."""
+def _accepts(runner, inputs: dict, plan: dict) -> bool:
+    """Whether the program, guards included, runs on the meta device with ``plan``'s sizes moved."""
+    try:
+        _probe(runner, inputs, plan, observe=False)
+    except Exception:   # noqa: BLE001  a guard refused, or the meta device cannot run an op
+        return False
+    return True
+
+
+def _other_dims(runner, graph, inputs: dict, plan: dict, size: int) -> dict:
+    """``plan`` with the input dimensions nothing reads added, each moved on its own (a name of its own
+    when the program, guards included, runs with it moved: a batch a Linear never reads); at most
+    MAX_PROBED_DIMS, fewer for a big program (each costs one run on the meta device)."""
     others = [(id(v), d) for v in graph.inputs if isinstance(v.type, TensorType) and -1 not in v.type.shape
               for d in range(len(v.type.shape)) if (id(v), d) not in plan]
-    budget = min(MAX_PROBED_DIMS, PROBE_NODE_BUDGET // max(1, len(graph.nodes)))
     used = {int(n[1:]) for n in plan.values()}
-    for key in others[:budget]:
+    for key in others[:min(MAX_PROBED_DIMS, PROBE_NODE_BUDGET // max(1, size))]:
         name = f"s{next(i for i in range(len(used) + 1) if i not in used)}"
-        trial = {**plan, key: name}
-        try:
-            found = _probe(runner, inputs, trial)
-        except Exception:   # the program refuses that size moved: it stays a number
-            continue
-        plan = trial
-        used.add(int(name[1:]))
-    return plan, found
+        if _accepts(runner, inputs, {**plan, key: name}):   # else the program refuses it moved: a number
+            plan = {**plan, key: name}
+            used.add(int(name[1:]))
+    return plan
+
+
+def _expanded_nodes(graph, memo: dict) -> int:
+    """Nodes one call of ``graph`` runs, its submodule calls' included (memoised per graph)."""
+    if id(graph) in memo:
+        return memo[id(graph)]
+    memo[id(graph)] = 0   # a cycle counts nothing more
+    n = len(graph.nodes)
+    for node in graph.nodes:
+        callee = node.attrs.get("graph") if node.op == "tracejit::call_module" else None
+        if callee is not None:
+            n += _expanded_nodes(callee, memo)
+    memo[id(graph)] = n
+    return n
 
 
 def _named(runs: list, symbols: dict, offsets: dict, inputs: dict, plan: dict) -> dict:
@@ -198,9 +225,10 @@ class _Runner:
         self.roots = {guards: _method(self.shadows[guards], graph, graph.name, guards, self)
                       for guards in (True, False)}
 
-    def probe(self, sizes: dict) -> dict:
+    def probe(self, sizes: dict, observe: bool = True) -> dict:
         """``{id(Value): (Value, shape)}`` of every graph's first call with ``sizes``
-        ({(id(input), dim): size}) moved."""
+        ({(id(input), dim): size}) moved; without ``observe``, only the run under the guards (raises
+        when refused)."""
         from ..pytree import unflatten
         leaves = []
         for leaf in self.graph.input_leaves:
@@ -215,7 +243,8 @@ class _Runner:
         self.seen = {}
         with torch.no_grad(), _MetaOnly():
             self.roots[True](*args, **kwargs)
-            self.roots[False](*args, **kwargs)
+            if observe:
+                self.roots[False](*args, **kwargs)
         return self.seen
 
 
