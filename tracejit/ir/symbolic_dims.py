@@ -7,8 +7,9 @@ size the trace read at run time: an ``aten::size.int`` node on the tensor. A dim
 graph input is shown as symbolic (``s0``, ``s1``, ...) when the graph, or a submodule graph it
 passes the input to (``tracejit::call_module``), reads it that way and no guard pins it to one
 value (a ``tracejit::guard`` that the size equals a constant). Dimensions the graphs never read
-are shown with the example's size: the IR cannot say whether the program accepts other sizes
-there (most ops do, a size baked into a constant does not).
+are not symbolic here: the IR cannot say whether the program accepts other sizes there (most ops
+do, a size baked into a constant does not); ``inspect`` and the viewer ask the program itself, on
+the meta device (viewer/sizes.py), and name those it accepts moved.
 """
 from __future__ import annotations
 
