@@ -79,6 +79,8 @@ def test_fuzzed_structure_and_strings_never_crash_any_tool(tmp_path):
         files.append(assemble(doc, tensors))
 
     make()
+    assert len(files) > EXAMPLES // 2
+    print(f"{len(files)} fuzzed files")
     jobs = []
     for i, raw in enumerate(files):
         path = tmp_path / f"fuzz{i}.tjit"
