@@ -156,7 +156,7 @@ def load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
             if key not in compiled:
                 if callees:
                     g = table.get(idx, where, callees)
-                label = f"{root.original_name}.{path}" if path else root.original_name
+                label = "loaded"   # a minted name: a file's strings never name generated code
                 compiled[key] = compile_method(g, name, label, guards=(path == ""))
             owner._install(name, compiled[key])
     root._variants[root.training] = {p: dict(m._traced_methods) for p, m in made.items()}
