@@ -104,11 +104,27 @@ class Progress:
             self.bar.close()
 
 
+def check_model_path(path: str) -> None:
+    """One clear line for a --hf path that is not a saved model: a file (any kind), a directory without
+    config.json, a missing local path (a name without a leading ./, / or ~ may be a hub id)."""
+    if os.path.isdir(path):
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise CLIError(f"--hf {path}: no config.json in this directory: not a model saved with save_pretrained")
+        return
+    if os.path.exists(path):
+        raise CLIError(f"--hf {path}: is a file, not a directory saved with save_pretrained (or a hub id)")
+    local = path.startswith((".", "/", "~")) or path.endswith(("/", os.sep)) or path.count("/") > 1 \
+        or (os.sep != "/" and os.sep in path)
+    if local:
+        raise CLIError(f"--hf {path}: no such directory")
+
+
 def cmd_trace_hf(args) -> int:
     import tracejit
     from .. import hf
     from .trace import save_program
 
+    check_model_path(args.hf)
     progress = Progress(sys.stdout.isatty())
     try:
         try:
