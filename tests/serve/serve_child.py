@@ -14,9 +14,9 @@ import zlib
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tiny_models  # noqa: E402  (first: it makes torchvision importable for transformers)
 import transformers  # noqa: E402,F401  (a server that tokenizes has transformers imported)
 
-import tiny_models  # noqa: E402
 import tracejit  # noqa: E402
 
 
