@@ -165,8 +165,8 @@ def trace_pretrained(path, task: str | None = None, *, batch: int = 2, length: i
     returns that the forward accepts; hf_inputs.py). With ``check`` and ``serve``, the program is
     also run on the shapes a server meets (batch 1 and many, length 1 and many, padded;
     ``hf_inputs.serving_shapes``) and compared with eager on each: a guard that fails there makes a
-    specialization of the live object (runtime/specialize.py), which ``tracejit.save`` writes when
-    the file format holds several (docs/API.md).
+    specialization of the live object (runtime/specialize.py), and ``tracejit.save`` writes every
+    specialization, so the file serves those shapes with no GuardError.
     """
     import tracejit
     step = progress or (lambda name: None)

@@ -4,9 +4,9 @@ what clients send: the tokenizer's dict, every key, at batch 1, 3, 8, lengths 1,
 batches. Every call equals eager transformers, keeps the output class, and its attribute, key and
 index access (serve_child.check).
 
-A file holds one specialization until the ``specialize`` work lands (#22 item 1): the cases whose
-guards the saved trace fails (length 1: sdpa attention's ``q_length > 1``) are strict xfails
-naming that; they pass once ``tracejit.save`` writes every specialization the live object made."""
+Length 1 fails a guard of the batch-2, length-8 trace (sdpa attention's ``q_length > 1``): the file
+serves it with the specializations it holds (``--hf`` checks the serving shapes, which specializes
+the live object; in Python, ``specialize_for``), no GuardError."""
 from __future__ import annotations
 
 import json
@@ -32,15 +32,6 @@ TEXT_CASES.update({"padded_b3": [3, [2, 13, 5]], "padded_b8": [8, [64, 1, 13, 7]
 IMAGE_CASES = {f"b{b}": [b, [1]] for b in (1, 3, 8)}
 CASES = {name: IMAGE_CASES if name == "vit" else TEXT_CASES for name in tiny_models.NAMES}
 VARIANTS = ("cli", "python")
-NEEDS_SPECIALIZATIONS = "a file holds one specialization until #22 item 1 (specialize) lands"
-
-
-def _needs_specializations(name: str, variant: str, case: str) -> bool:
-    """The cases whose guards the one saved trace (batch 2, length 8) fails: sdpa attention guards
-    ``q_length > 1`` (length 1; T5's decoder gets one word less, so its length 2 too)."""
-    if name == "vit":
-        return False
-    return case.endswith("_n1") or (name == "t5" and case.endswith("_n2"))
 
 
 @pytest.fixture(scope="module")
@@ -55,16 +46,15 @@ def _offline(tmp_path_factory):
 
 
 def _trace_in_python(name: str, directory: str):
-    """What a user writes: the model, a tokenizer batch as keyword inputs, strict=False (dict outputs);
-    then calls on the other shapes, which retrace in memory (specializations of the live object)."""
+    """What a user writes: the model, a tokenizer batch as keyword inputs, strict=False (dict outputs),
+    and requests of the other shapes a server meets as ``specialize_for`` (length 1: sdpa attention's
+    ``q_length > 1``; length 2: T5's decoder of length 1 beside an encoder of 2)."""
     model = tiny_models.build(name)
+    more = [tiny_models.request(name, directory, batch, lengths, 2) for batch, lengths in ([1, [1]], [1, [2]])]
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", tracejit.TracerWarning)
-        traced = tracejit.trace(model, example_kwarg_inputs=tiny_models.request(name, directory, 2, [8, 5], 1),
-                                strict=False)
-        for batch, lengths in ([1, [1]], [3, [13, 2]]):
-            traced(**tiny_models.request(name, directory, batch, lengths, 2))
-    return traced
+        return tracejit.trace(model, example_kwarg_inputs=tiny_models.request(name, directory, 2, [8, 5], 1),
+                              strict=False, specialize_for=more)
 
 
 @pytest.fixture(scope="module")
@@ -93,9 +83,7 @@ def _params():
     for name in tiny_models.NAMES:
         for variant in VARIANTS:
             for case in CASES[name]:
-                marks = [pytest.mark.xfail(strict=True, reason=NEEDS_SPECIALIZATIONS)] \
-                    if _needs_specializations(name, variant, case) else []
-                yield pytest.param(name, variant, case, marks=marks, id=f"{name}-{variant}-{case}")
+                yield pytest.param(name, variant, case, id=f"{name}-{variant}-{case}")
 
 
 @pytest.mark.parametrize("name,variant,case", list(_params()))
