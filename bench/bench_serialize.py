@@ -42,6 +42,7 @@ torch.jit.save; tracejit file size <= 1.02x raw tensor bytes (program included).
 Usage::
 
     python bench/bench_serialize.py [--rounds R] [--quick]
+    python bench/bench_serialize.py --fresh [--runs N] [--quick]   # server start: bench/fresh_load.py
 
 ``--quick`` uses 2 rounds and a 4-layer BERT.
 """
@@ -334,7 +335,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5, 2 with --quick)")
     parser.add_argument("--quick", action="store_true", help="2 rounds and a 4-layer BERT")
+    parser.add_argument("--fresh", action="store_true",
+                        help="server start instead: load and first call in fresh processes, tiny BERT and BERT-base "
+                             "(bench/fresh_load.py)")
+    parser.add_argument("--runs", type=int, default=None, help="with --fresh: processes per peer (default 7)")
     ns = parser.parse_args(argv)
+    if ns.fresh:
+        from fresh_load import run as run_fresh
+        run_fresh(ns.quick, ns.runs)
+        return 0
 
     torch.set_num_threads(2)
     torch.manual_seed(0)

@@ -9,15 +9,14 @@
 ``trace_pretrained`` reads the config first (``AutoConfig``) to choose the task (from
 ``config.architectures`` unless given) and the example inputs, loads the model with the task's
 Auto class in eval mode, traces it with keyword inputs (``strict=False``: the outputs are
-ModelOutput dicts, traced with ``return_dict=True`` and saved as plain dicts of tensors), then
-runs the traced program and eager transformers on OTHER inputs (batch 3, length 13, the padding
-on another row) and raises ``PretrainedCheckError`` when they differ.
+ModelOutput dicts, traced with ``return_dict=True``; a loaded file returns the same class,
+docs/API.md), then runs the traced program and eager transformers on OTHER inputs (batch 3,
+length 13, the padding on another row) and on the shapes a server meets (batch 1 and many,
+length 1 and many, padded) and raises ``PretrainedCheckError`` when they differ.
 
-Example inputs are built from the config: ``input_ids`` in ``[0, vocab_size)`` with an
-``attention_mask`` that pads the end of the last row; ``pixel_values`` of
-``config.image_size`` and ``config.num_channels``; for speech (Whisper) ``input_features`` of
-``config.num_mel_bins`` x ``2 * config.max_source_positions`` frames. Encoder-decoder models
-also get ``decoder_input_ids``. Image sizes and audio frame counts are fixed by the model's
+The inputs are the ones the model's tokenizer or processor returns that its forward accepts
+(``input_ids, token_type_ids, attention_mask`` for BERT), or those named (hf_inputs.py, which
+builds them from the config). Image sizes and audio frame counts are fixed by the model's
 position embeddings (ViT and Whisper raise on any other size), so their check changes the batch
 size (and the decoder length) only.
 
@@ -34,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+
+from .hf_inputs import build_inputs, input_names, max_length, modality, serving_shapes  # noqa: F401
 
 # task -> the transformers Auto class that loads it
 TASKS = {
@@ -77,6 +78,7 @@ class PretrainedTrace:
     check_note: str = ""               # why the check keeps some sizes
     max_abs_diff: float | None = None  # traced vs eager on ``checked``
     outputs: tuple = ()                # the output names
+    served: list = field(default_factory=list)    # the serving shapes also checked (hf_inputs.serving_shapes)
 
 
 def infer_task(config) -> str:
@@ -103,64 +105,6 @@ def resolve_task(task: str | None, config) -> str:
         raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)} "
                          f"(or {', '.join(ALIASES)})")
     return name
-
-
-def modality(config) -> str:
-    """``speech`` (mel-bin input features), ``image`` (pixel values) or ``text`` (token ids)."""
-    if getattr(config, "num_mel_bins", None):
-        return "speech"
-    if getattr(config, "vocab_size", None) is None and getattr(config, "image_size", None):
-        return "image"
-    if getattr(config, "vocab_size", None) is None:
-        raise ValueError(f"cannot build example inputs for a {type(config).__name__}: it has no vocab_size (text), "
-                         "image_size (vision) or num_mel_bins (speech)")
-    return "text"
-
-
-def max_length(config, decoder: bool = False) -> int | None:
-    """The longest token sequence the model's position embeddings take (None: unbounded)."""
-    names = ("max_target_positions",) if decoder else ()
-    names += ("max_position_embeddings", "n_positions", "max_target_positions")
-    for name in names:
-        n = getattr(config, name, None)
-        if isinstance(n, int) and n > 0:
-            return n
-    return None
-
-
-def build_inputs(config, batch: int, length: int, seed: int = 0, padded_row: int = -1) -> dict:
-    """Example inputs for ``config``'s model: name -> tensor (see the module docstring)."""
-    if batch < 1 or length < 1:
-        raise ValueError(f"batch and length must be at least 1; got batch={batch}, length={length}")
-    g = torch.Generator().manual_seed(seed)
-    kind = modality(config)
-    inputs = {}
-    if kind == "text":
-        inputs["input_ids"] = _token_ids(config, g, batch, _cap(length, max_length(config)))
-        mask = torch.ones_like(inputs["input_ids"])
-        n = inputs["input_ids"].shape[1]
-        if n > 1:   # pad the end of one row: a trace that baked "no padding" in fails the check
-            mask[padded_row, n - min(3, n - 1):] = 0
-        inputs["attention_mask"] = mask
-    elif kind == "image":
-        size = config.image_size
-        h, w = (size, size) if isinstance(size, int) else tuple(size)
-        inputs["pixel_values"] = torch.randn(batch, getattr(config, "num_channels", 3), h, w, generator=g)
-    else:
-        frames = 2 * config.max_source_positions   # the encoder's convs: stride 1, then stride 2
-        inputs["input_features"] = torch.randn(batch, config.num_mel_bins, frames, generator=g)
-    if getattr(config, "is_encoder_decoder", False):
-        dec = _cap(length if kind != "text" else max(1, length - 2), max_length(config, decoder=True))
-        inputs["decoder_input_ids"] = _token_ids(config, g, batch, dec)
-    return inputs
-
-
-def _token_ids(config, g, batch: int, length: int) -> torch.Tensor:
-    return torch.randint(0, config.vocab_size, (batch, length), generator=g)
-
-
-def _cap(n: int, limit: int | None) -> int:
-    return n if limit is None else min(n, limit)
 
 
 def check_sizes(config, batch: int, length: int) -> tuple[int, int, str]:
@@ -207,8 +151,8 @@ def load_pretrained(path: str, task: str | None = None, use_cache: bool = False)
 
 
 def trace_pretrained(path, task: str | None = None, *, batch: int = 2, length: int = 8, use_cache: bool = False,
-                     check: bool = True, seed: int = 0, progress: Callable[[str], None] | None = None
-                     ) -> PretrainedTrace:
+                     check: bool = True, seed: int = 0, progress: Callable[[str], None] | None = None,
+                     inputs: list[str] | None = None, serve: bool = True) -> PretrainedTrace:
     """Load ``path`` (a directory saved with ``save_pretrained``, or a hub id), trace it on example
     inputs built from its config and check it against eager on other sizes.
 
@@ -216,12 +160,20 @@ def trace_pretrained(path, task: str | None = None, *, batch: int = 2, length: i
     Raises ``ValueError`` for a task or model it cannot handle, ``tracejit.TraceError`` when the
     model cannot be traced (with ``use_cache=True``: its DynamicCache), ``PretrainedCheckError``
     when the traced program and eager disagree.
+
+    ``inputs`` names the keyword inputs (default: what the tokenizer or processor saved in ``path``
+    returns that the forward accepts; hf_inputs.py). With ``check`` and ``serve``, the program is
+    also run on the shapes a server meets (batch 1 and many, length 1 and many, padded;
+    ``hf_inputs.serving_shapes``) and compared with eager on each: a guard that fails there makes a
+    specialization of the live object (runtime/specialize.py), and ``tracejit.save`` writes every
+    specialization, so the file serves those shapes with no GuardError.
     """
     import tracejit
     step = progress or (lambda name: None)
     step("load")
     model, config, task = load_pretrained(os.fspath(path), task, use_cache)
-    example = build_inputs(config, batch, length, seed)
+    names = input_names(model, config, os.fspath(path), inputs)
+    example = build_inputs(config, batch, length, seed, names=names)
     step("trace")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", tracejit.TracerWarning)   # each one is in the ledger
@@ -238,14 +190,28 @@ def trace_pretrained(path, task: str | None = None, *, batch: int = 2, length: i
     result = PretrainedTrace(traced, task, type(model).__name__, modality(config), example)
     if check:
         step("check")
-        _check(result, model, config, batch, length, seed)
+        _check(result, model, config, batch, length, seed, names)
+        if serve:
+            for i, (b, n) in enumerate(serving_shapes(config, batch, length)):
+                served = build_inputs(config, b, n, seed + 2 + i, padded_row=0, names=names)
+                _compare(result, model, served)
+                result.served.append(served)
     return result
 
 
-def _check(result: PretrainedTrace, model, config, batch: int, length: int, seed: int) -> None:
+def _check(result: PretrainedTrace, model, config, batch: int, length: int, seed: int, names: list) -> None:
     check_batch, check_length, note = check_sizes(config, batch, length)
-    inputs = build_inputs(config, check_batch, check_length, seed + 1, padded_row=0)
-    with torch.no_grad():
+    inputs = build_inputs(config, check_batch, check_length, seed + 1, padded_row=0, names=names)
+    names, worst = _compare(result, model, inputs)
+    result.checked, result.check_note, result.max_abs_diff, result.outputs = inputs, note, worst, tuple(names)
+
+
+def _compare(result: PretrainedTrace, model, inputs: dict) -> tuple[list, float]:
+    """Run the traced program and eager on ``inputs`` (a failed guard retraces in memory); the output
+    names and the largest difference, or PretrainedCheckError."""
+    import tracejit
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", tracejit.TracerWarning)   # a retrace for another shape says so
         expected = model(**inputs)
         actual = result.traced(**inputs)
     names, exp = _named_leaves(expected)
@@ -263,7 +229,8 @@ def _check(result: PretrainedTrace, model, config, batch: int, length: int, seed
         if not torch.allclose(a.double(), b.double(), **TOLERANCE):
             raise PretrainedCheckError(f"output {name!r} differs from eager by up to {diff:.3g} "
                                        f"(tolerance {TOLERANCE['atol']}) on {describe_inputs(inputs)}")
-    result.checked, result.check_note, result.max_abs_diff, result.outputs = inputs, note, worst, tuple(names)
+    result.max_abs_diff = max(result.max_abs_diff or 0.0, worst)
+    return names, worst
 
 
 def _named_leaves(out, prefix: str = "") -> tuple[list, list]:

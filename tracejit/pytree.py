@@ -1,7 +1,14 @@
 """Flatten nested inputs and outputs into leaves and a spec, and rebuild them.
 
 Containers are tuple, list, dict (and dict subclasses such as transformers'
-ModelOutput), and namedtuple; everything else is a leaf.
+ModelOutput), namedtuple, and classes registered with ``torch.utils._pytree``; everything else
+is a leaf.
+
+A loaded file names its output classes by module and qualified name; ``lookup_class`` finds them
+in a table of the classes this process has registered with torch's pytree (which holds every
+transformers ``ModelOutput`` subclass already imported), never by importing what the file names.
+A class it cannot find comes back as a ``Record``: read-only, with attribute, key and index
+access in the original order.
 
 >>> leaves, spec = flatten((1, [2, {"a": 3}]))
 >>> leaves
@@ -12,6 +19,8 @@ ModelOutput), and namedtuple; everything else is a leaf.
 from __future__ import annotations
 
 from dataclasses import dataclass
+import sys
+from collections.abc import Mapping
 from typing import Any
 
 LEAF = "leaf"
@@ -56,7 +65,7 @@ def _flatten(obj, leaves) -> Spec:
         return Spec("tuple", None, (), tuple(_flatten(o, leaves) for o in obj))
     if isinstance(obj, list):
         return Spec("list", None, (), tuple(_flatten(o, leaves) for o in obj))
-    if isinstance(obj, dict):
+    if isinstance(obj, (dict, Record)):
         keys = tuple(obj.keys())
         return Spec("dict", type(obj), keys, tuple(_flatten(obj[k], leaves) for k in keys))
     node = registered_node(obj)
@@ -134,3 +143,90 @@ def _registered_type(t):
 def rebuild_registered(spec: Spec, items: list):
     """Rebuild a registered class from its rebuilt children (generated code calls this)."""
     return _unflatten_registered(spec, items)
+
+
+# ---- output classes named by a file: a table lookup, and a read-only record otherwise ------------------
+def lookup_class(module: str, qualname: str):
+    """The class registered with torch's pytree as ``module.qualname``, or None.
+
+    Only a table of classes already registered in this process is searched: nothing is imported
+    because a file names it (``os.system`` or an unregistered class gives None). One fixed module
+    is imported: ``transformers.modeling_outputs``, for a name under ``transformers.`` when this
+    process has already imported transformers (a server with a tokenizer: ~0.1 s then; never the
+    1.3 s of importing transformers itself at load)."""
+    found = _registered_class(module, qualname)
+    if found is None and module.startswith("transformers.") and "transformers" in sys.modules:
+        try:
+            import transformers.modeling_outputs  # noqa: F401  (a fixed name: its ModelOutputs register themselves)
+        except Exception:   # a broken install: the record below still serves
+            return None
+        found = _registered_class(module, qualname)
+    return found
+
+
+def _registered_class(module: str, qualname: str):
+    from torch.utils import _pytree as torch_pytree
+    for cls in list(torch_pytree.SUPPORTED_NODES):
+        if getattr(cls, "__module__", None) == module and getattr(cls, "__qualname__", None) == qualname:
+            return cls
+    return None
+
+
+_RECORD_TYPES: dict = {}
+
+
+def record_type(name: str):
+    """A ``Record`` subclass called ``name`` (made once per name, from data only)."""
+    if name not in _RECORD_TYPES:
+        _RECORD_TYPES[name] = type(name, (Record,), {"__slots__": ()})
+    return _RECORD_TYPES[name]
+
+
+class Record(Mapping):
+    """A read-only stand-in for an output class a loaded file names but this process cannot find.
+
+    ``r.logits``, ``r["logits"]`` and ``r[0]`` give the same value; iteration, ``keys()``,
+    ``items()`` and ``to_tuple()`` follow the original order (as transformers' ``ModelOutput``).
+    An int index is a key when the keys hold that int, else a position."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data=(), **kwargs):
+        object.__setattr__(self, "_data", dict(data, **kwargs))
+
+    def __getitem__(self, key):
+        data = self._data
+        if isinstance(key, (int, slice)) and not isinstance(key, bool) and key not in data:
+            return tuple(data.values())[key]
+        return data[key]
+
+    def __getattr__(self, name):
+        try:
+            return self._data[name]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__} has no field {name!r}; fields: "
+                                 f"{', '.join(map(str, self._data))}") from None
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    __delattr__ = __setattr__
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def to_tuple(self) -> tuple:
+        return tuple(self._data.values())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self._data.items())})"
+
+    def __reduce__(self):
+        return (_make_record, (type(self).__name__, self._data))
+
+
+def _make_record(name: str, data: dict) -> Record:
+    return record_type(name)(data)

@@ -163,10 +163,30 @@ def test_registered_pytree_class_is_flattened_in_and_out():
         traced((p.first, p.second))
 
 
-def test_registered_pytree_class_cannot_be_saved_and_says_why():
+class Tagged:
+    """Registered with a flatten context that is not plain data (an object): a file cannot hold it."""
+
+    def __init__(self, value, tag):
+        self.value, self.tag = value, tag
+
+
+torch_pytree.register_pytree_node(
+    Tagged, lambda t: ([t.value], t.tag), lambda leaves, tag: Tagged(leaves[0], tag),
+    serialized_type_name=f"{__name__}.Tagged")
+
+
+def test_registered_pytree_class_round_trips_and_an_unsaveable_context_says_why():
+    """A registered class comes back as itself where this process registered it (issue #22 item 3,
+    serialize/structure.py); one whose flatten context is not plain data cannot be saved."""
     traced = quiet_trace(swap, (Pair(torch.randn(2), torch.randn(3)),))
-    with pytest.raises(tracejit.SaveError, match="registered with torch.utils._pytree"):
-        round_trip(traced)
+    loaded = round_trip(traced)
+    p = Pair(torch.randn(5), torch.randn(4))
+    out = loaded(p)
+    assert isinstance(out, Pair)
+    assert_same((out.first, out.second), (swap(p).first, swap(p).second))
+    tagged = quiet_trace(lambda x: Tagged(x * 2, object()), (torch.randn(3),))
+    with pytest.raises(tracejit.SaveError, match="registered with torch.utils._pytree whose flatten context is not"):
+        round_trip(tagged)
 
 
 def test_torch_jit_traced_function_inside_is_traced_through_its_python_original():

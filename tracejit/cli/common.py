@@ -40,7 +40,78 @@ def check_file(path: str) -> None:
     if not os.path.exists(path):
         raise CLIError(f"{path}: no such file")
     if os.path.isdir(path):
-        raise CLIError(f"{path}: is a directory, not a saved program")
+        raise CLIError(f"{path}: is a directory, not a tracejit program")
+    if os.path.getsize(path) == 0:
+        raise CLIError(f"{path}: the file is empty, not a tracejit program")
+
+
+def file_kind(path: str) -> str:
+    """``"torchscript"``, ``"torch.save"``, ``"tracejit"`` (a safetensors file: what tracejit saves),
+    ``"short"`` (under 9 bytes: the loader says so) or ``"other"`` (text, anything else), from the
+    first bytes and a zip's directory: nothing runs."""
+    import mmap
+
+    from ..migrate.detect import is_torch_file
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(9)
+        if size and (kind := _torch_kind(f, mmap, is_torch_file)):
+            return kind
+    if len(head) < 9:
+        return "short"
+    if int.from_bytes(head[:8], "little") <= size - 8 and head[8:9] == b"{":
+        return "tracejit"
+    return "other"
+
+
+def _torch_kind(f, mmap, is_torch_file):
+    try:
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            return is_torch_file(buf)
+    except (OSError, ValueError):
+        return None
+
+
+def first_bytes(path: str, n: int = 16) -> str:
+    with open(path, "rb") as f:
+        return repr(f.read(n))
+
+
+def check_program_file(path: str) -> None:
+    """One clear line for a path that is not a tracejit program: missing, a directory, empty, a
+    torch.save file, a TorchScript archive, or anything else (a text file...)."""
+    check_file(path)
+    check_not_torch_file(path)
+    try:
+        kind = file_kind(path)
+    except OSError as e:
+        raise CLIError(f"{path}: cannot read: {e.strerror or e}") from None
+    if kind == "other":
+        raise CLIError(f"{path}: not a tracejit program (a tracejit file is a safetensors file; this one starts "
+                       f"with {first_bytes(path)})")
+
+
+def check_archive_file(path: str) -> None:
+    """What ``migrate`` reads: a TorchScript archive; one clear line for anything else."""
+    if not os.path.exists(path):
+        raise CLIError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise CLIError(f"{path}: is a directory, not a TorchScript archive")
+    if os.path.getsize(path) == 0:
+        raise CLIError(f"{path}: the file is empty, not a TorchScript archive")
+    try:
+        kind = file_kind(path)
+    except OSError as e:
+        raise CLIError(f"{path}: cannot read: {e.strerror or e}") from None
+    if kind == "tracejit":
+        raise CLIError(f"{path}: this is a tracejit program already, nothing to migrate (load it with "
+                       "tracejit.load, look at it with `tracejit inspect`)")
+    if kind == "torch.save":
+        raise CLIError(f"{path}: this is a torch.save file, not a TorchScript archive (torch.jit.save): migrate "
+                       "converts archives only; load its weights into the model and trace it with `tracejit trace`")
+    if kind in ("other", "short"):
+        raise CLIError(f"{path}: not a TorchScript archive (a zip file saved by torch.jit.save); this one starts "
+                       f"with {first_bytes(path)}")
 
 
 def check_not_torch_file(path: str) -> None:
@@ -73,8 +144,7 @@ def check_not_torch_file(path: str) -> None:
 def load(path: str, map_location=None):
     """``tracejit.load(path)``; a LoadError becomes a CLIError naming the file."""
     import tracejit
-    check_file(path)
-    check_not_torch_file(path)
+    check_program_file(path)
     try:
         return tracejit.load(path, map_location=map_location)
     except tracejit.LoadError as e:

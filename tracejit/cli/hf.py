@@ -27,16 +27,30 @@ def add_arguments(parser) -> None:
     g.add_argument("--use-cache", action="store_true",
                    help="with --hf: trace with the decoder's cache (transformers' DynamicCache is not "
                         "pytree-registered, so today this fails with that message)")
+    g.add_argument("--inputs", dest="hf_inputs", metavar="NAME,NAME", type=_names,
+                   help="with --hf: the keyword inputs to trace (default: what the tokenizer or processor saved "
+                        "with the model returns that its forward accepts, e.g. input_ids,token_type_ids,"
+                        "attention_mask)")
     g.add_argument("--no-check", dest="check", action="store_false",
-                   help="with --hf: skip the comparison with eager transformers on other sizes")
+                   help="with --hf: skip the comparison with eager transformers on other sizes (and on the "
+                        "shapes a server meets: batch 1 and many, length 1 and many, padded)")
 
 
-HF_ONLY = ("task", "batch", "length")
+HF_ONLY = ("task", "batch", "length", "hf_inputs")
+
+
+def _names(text: str) -> list[str]:
+    import argparse
+    names = [n.strip() for n in text.split(",")]
+    if not all(n.isidentifier() for n in names):
+        raise argparse.ArgumentTypeError(f"expected input names separated by commas (input_ids,attention_mask); "
+                                         f"got {text!r}")
+    return names
 
 
 def check_hf_only(args) -> None:
     """The --hf options without --hf: a usage error (they would be ignored)."""
-    given = [f"--{name}" for name in HF_ONLY if getattr(args, name) is not None]
+    given = [f"--{name.replace('hf_', '')}" for name in HF_ONLY if getattr(args, name) is not None]
     given += ["--use-cache"] if args.use_cache else []
     given += ["--no-check"] if not args.check else []
     if given:
@@ -90,17 +104,33 @@ class Progress:
             self.bar.close()
 
 
+def check_model_path(path: str) -> None:
+    """One clear line for a --hf path that is not a saved model: a file (any kind), a directory without
+    config.json, a missing local path (a name without a leading ./, / or ~ may be a hub id)."""
+    if os.path.isdir(path):
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise CLIError(f"--hf {path}: no config.json in this directory: not a model saved with save_pretrained")
+        return
+    if os.path.exists(path):
+        raise CLIError(f"--hf {path}: is a file, not a directory saved with save_pretrained (or a hub id)")
+    local = path.startswith((".", "/", "~")) or path.endswith(("/", os.sep)) or path.count("/") > 1 \
+        or (os.sep != "/" and os.sep in path)
+    if local:
+        raise CLIError(f"--hf {path}: no such directory")
+
+
 def cmd_trace_hf(args) -> int:
     import tracejit
     from .. import hf
     from .trace import save_program
 
+    check_model_path(args.hf)
     progress = Progress(sys.stdout.isatty())
     try:
         try:
             result = hf.trace_pretrained(args.hf, args.task, batch=args.batch or 2, length=args.length or 8,
                                          use_cache=args.use_cache, check=args.check, seed=args.seed,
-                                         progress=progress)
+                                         progress=progress, inputs=args.hf_inputs)
         except (ValueError, OSError) as e:   # a bad task or model; a missing directory or hub id
             raise CLIError(f"--hf {args.hf}: {_first_line(e)}") from None
         except hf.PretrainedCheckError as e:
@@ -135,6 +165,10 @@ def _summary(args, result) -> None:
               f"(max abs diff {result.max_abs_diff:.2g}; outputs {', '.join(result.outputs)})")
         if result.check_note:
             print(f"              ({result.check_note})")
+        if result.served:
+            shapes = ", ".join("[" + ", ".join(str(s) for s in next(iter(x.values())).shape[:2]) + "]"
+                               for x in result.served)
+            print(f"  served:     equals eager on the shapes a server meets too: {shapes}")
     else:
         print("  checked:    no (--no-check)")
     print(f"  file:       {args.output} ({size} bytes, {human(size)})")

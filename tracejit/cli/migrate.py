@@ -2,10 +2,10 @@
 this hook hands it the CLI's input-spec parser and error class."""
 from __future__ import annotations
 
-from .common import CLIError
+from .common import CLIError, check_archive_file
 from .specs import parse_input_spec
 
 
 def register(sub) -> None:
     from ..migrate import cli as migrate_cli
-    migrate_cli.register(sub, parse_input_spec, CLIError)
+    migrate_cli.register(sub, parse_input_spec, CLIError, check_archive_file)

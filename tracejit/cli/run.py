@@ -20,7 +20,8 @@ def register(sub) -> None:
     rn.add_argument("file", metavar="FILE", help="a program saved by tracejit.save or 'tracejit trace'")
     rn.add_argument("--input", "-i", dest="inputs", metavar="SPEC", action="append", type=parse_input_spec,
                     default=None, help=INPUT_HELP + " Without --input, the dtypes and shapes the program was "
-                                                    "traced with are used.")
+                                                    "traced with are used, for keyword and nested arguments too "
+                                                    "(integers then 0 or 1: valid ids and masks).")
     rn.add_argument("--repeat", "-n", type=positive, default=20, metavar="N",
                     help="number of timed calls; the median is reported (default 20)")
     rn.add_argument("--seed", type=int, default=0, help="random seed for the inputs (default 0)")
@@ -28,30 +29,45 @@ def register(sub) -> None:
     rn.set_defaults(func=cmd_run)
 
 
-def traced_specs(obj):
-    """The input specs the root forward was traced with, or None when it takes other than plain tensors."""
+# integer inputs made from the traced types are 0 or 1: valid token ids, masks and token type ids of any model
+DEFAULT_INT_HIGH = 2
+
+
+def traced_inputs(obj, generator):
+    """``(args, kwargs, label)``: random inputs of the dtypes and shapes the root forward was traced with,
+    positional, keyword and nested alike (constants as traced); None when a leaf is not a tensor type
+    ``--input`` knows."""
     from ..ir import Value
+    from ..pytree import unflatten
     from ..runtime.traced import TracedFunction
     graph = obj.graph if isinstance(obj, TracedFunction) else obj._method("forward").graph
-    args_spec, kwargs_spec = graph.in_spec.children
-    if kwargs_spec.children or any(c.kind != "leaf" for c in args_spec.children):
-        return None
-    specs = []
+    leaves, texts = [], []
     for leaf in graph.input_leaves:
-        if not isinstance(leaf, Value) or not hasattr(leaf.type, "shape"):
+        if not isinstance(leaf, Value):
+            leaves.append(leaf)
+            texts.append(repr(leaf))
+            continue
+        if not hasattr(leaf.type, "shape") or dtype_name(leaf.type.dtype) not in DTYPE_NAMES:
             return None
         name = dtype_name(leaf.type.dtype)
-        if name not in DTYPE_NAMES:
-            return None
-        specs.append(InputSpec(name, name, tuple(leaf.type.shape)))
-    return specs
+        spec = InputSpec(name, name, tuple(int(d) for d in leaf.type.shape))
+        leaves.append(spec.make(generator, int_high=DEFAULT_INT_HIGH))
+        texts.append(repr(spec))
+    args, kwargs = unflatten(graph.in_spec, leaves)
+    args_spec, kwargs_spec = graph.in_spec.children
+    it = iter(texts)
+    parts = [c.describe(it) for c in args_spec.children]
+    parts += [f"{k}={c.describe(it)}" for k, c in zip(kwargs_spec.keys, kwargs_spec.children)]
+    return tuple(args), dict(kwargs), ", ".join(parts) or "no inputs"
 
 
 def _leaves(x, prefix="output"):
+    from collections.abc import Mapping
+
     import torch
     if isinstance(x, torch.Tensor):
         yield prefix, x
-    elif isinstance(x, dict):
+    elif isinstance(x, Mapping):   # dicts, ModelOutputs, records
         for k, v in x.items():
             yield from _leaves(v, f"{prefix}[{k!r}]")
     elif isinstance(x, (tuple, list)):
@@ -65,22 +81,23 @@ def cmd_run(args) -> int:
     import torch
 
     obj = load(args.file)
-    specs = args.inputs
-    if specs is None:
-        specs = traced_specs(obj)
-        if specs is None:
-            raise CLIError(f"{args.file}: its forward was traced with nested or non-tensor arguments, which "
-                           "--input cannot describe")
     g = torch.Generator().manual_seed(args.seed)
-    inputs = tuple(s.make(g) for s in specs)
-    label = ", ".join(repr(s) for s in specs) or "no inputs"
+    if args.inputs is not None:
+        inputs, kw_inputs = tuple(s.make(g) for s in args.inputs), {}
+        label = ", ".join(repr(s) for s in args.inputs) or "no inputs"
+    else:
+        made = traced_inputs(obj, g)
+        if made is None:
+            raise CLIError(f"{args.file}: its forward was traced with an argument of a type --input cannot "
+                           f"describe (dtypes: {', '.join(DTYPE_NAMES)}); give its inputs with --input")
+        inputs, kw_inputs, label = made
     try:
         with torch.no_grad():
-            out = obj(*inputs)   # warm-up; its output is reported
+            out = obj(*inputs, **kw_inputs)   # warm-up; its output is reported
             times = []
             for _ in range(args.repeat):
                 t0 = time.perf_counter()
-                obj(*inputs)
+                obj(*inputs, **kw_inputs)
                 times.append(time.perf_counter() - t0)
     except (TypeError, ValueError, RuntimeError) as e:
         first = (str(e).strip().splitlines() or [""])[0]

@@ -41,14 +41,16 @@ class InputSpec:
         import torch
         return getattr(torch, self.dtype_name)
 
-    def make(self, generator=None):
+    def make(self, generator=None, int_high: int = 10):
+        """A random tensor of this dtype and shape: randn, or randint(0, int_high), or random bools.
+        The one place the CLI makes input tensors (--input and the traced types' defaults)."""
         import torch
         d = self.dtype
         if d.is_floating_point:
             return torch.randn(self.shape, dtype=d, generator=generator)
         if d == torch.bool:
             return torch.randint(0, 2, self.shape, generator=generator).bool()
-        return torch.randint(0, 10, self.shape, dtype=d, generator=generator)
+        return torch.randint(0, int_high, self.shape, dtype=d, generator=generator)
 
     def __repr__(self):
         return f"{self.dtype_name}[{', '.join(map(str, self.shape))}]"

@@ -36,6 +36,9 @@ def register(sub) -> None:
     tr.add_argument("--output", "-o", required=True, metavar="FILE",
                     help="where to save the traced program (written atomically)")
     tr.add_argument("--seed", type=int, default=0, help="random seed for the factory and the inputs (default 0)")
+    tr.add_argument("--no-strict", dest="strict", action="store_false",
+                    help="trace with strict=False: the model may return dicts and lists (in strict mode, only "
+                         "tensors and tuples of them); --hf always traces this way")
     tr.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     hf.add_arguments(tr)
     tr.set_defaults(func=cmd_trace)
@@ -97,11 +100,13 @@ def cmd_trace(args) -> int:
         warnings.simplefilter("ignore", tracejit.TracerWarning)   # every one is in the ledger, shown below
         try:
             with torch.no_grad():
-                traced = tracejit.trace(model, inputs, check_trace=True)
+                traced = tracejit.trace(model, inputs, check_trace=True, strict=args.strict)
         except tracejit.TracingCheckError as e:
             raise CLIError(f"the trace check failed: {str(e).strip().splitlines()[0]}") from None
         except Exception as e:
             first = (str(e).strip().splitlines() or [""])[0]
+            if args.strict and "strict=False" in first:
+                first += " (on the command line: --no-strict)"
             raise CLIError(f"tracing {args.factory} failed: {type(e).__name__}: {first}") from None
     save_program(traced, args.output)
     _summary(args, traced)

@@ -165,4 +165,5 @@ def generate(graph: Graph, fn_name: str = "forward", guards: bool = False, input
     gen.globals["_input_error"] = input_error
     gen.globals["_tj_guard"] = gen.guard_emitter.failure(fn_name)
     gen.globals["_tj_def_name"] = gen.def_name
+    gen.globals["_tj_line_sources"] = gen.sources   # for the notes an exception inside gets (compiler.py)
     return src, gen.globals

@@ -29,7 +29,7 @@ from .convert import Converter
 from .detect import is_torch_file, raise_if_torch_file
 from .errors import MigrationError
 
-__all__ = ["migrate", "MigrationError", "raise_if_torch_file", "is_torch_file"]
+__all__ = ["migrate", "archive_methods", "MigrationError", "raise_if_torch_file", "is_torch_file"]
 
 
 def migrate(f, example_inputs=None, *, methods=None, check: bool = True, check_tolerance: float = 1e-5,
@@ -67,6 +67,12 @@ def migrate(f, example_inputs=None, *, methods=None, check: bool = True, check_t
         for name, args in calls.items():
             _check(getattr(script, name), getattr(traced, name), args, check_tolerance, random=bool(conv.ledger))
     return traced
+
+
+def archive_methods(f, map_location="cpu") -> list[str]:
+    """The methods of the archive's root module (``forward`` and those torch.jit.trace_module traced).
+    Loads the archive: runs TorchScript, trusted files only."""
+    return [name for name in _load_archive(f, map_location)._c._method_names() if not name.startswith("_")]
 
 
 def _load_archive(f, map_location):

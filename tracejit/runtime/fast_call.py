@@ -25,6 +25,7 @@ import warnings
 
 import torch
 
+from ..codegen.compiler import add_trace_notes
 from ..errors import GuardError, TracerWarning
 from . import specialize
 from .traced import TracedFunction, TracedModule, compile_method
@@ -47,6 +48,10 @@ class FastTracedModule(TracedModule):
         except TypeError as e:
             if e.__traceback__.tb_next is None:   # the call itself: nothing ran; the full path explains
                 return TracedModule.__call__(self, *args, **kwargs)
+            add_trace_notes(e)
+            raise
+        except Exception as e:
+            add_trace_notes(e)
             raise
 
     def _apply(self, fn, *args, **kwargs):
@@ -89,6 +94,10 @@ class FastTracedFunction(TracedFunction):
         except TypeError as e:
             if e.__traceback__.tb_next is None:
                 return TracedFunction.__call__(self, *args, **kwargs)
+            add_trace_notes(e)
+            raise
+        except Exception as e:
+            add_trace_notes(e)
             raise
 
 

@@ -5,11 +5,13 @@ once; calling the traced object calls it directly.
 """
 from __future__ import annotations
 
+import reprlib
 import types
 
 import torch
 from torch import nn
 
+from ..codegen.compiler import add_trace_notes
 from ..codegen.python import compile_function, generate
 from ..errors import ArgumentTypeError, ArgumentValueError, GuardError
 from ..ir import Graph, Value
@@ -41,13 +43,17 @@ class InputError:
 
 
 def _describe(value) -> str:
+    """A short summary of a wrong argument: its type and shape, never a whole array's values."""
     if isinstance(value, torch.Tensor):
         return f"Tensor(shape={tuple(value.shape)}, dtype={value.dtype})"
     if isinstance(value, (tuple, list)):
         return f"{type(value).__name__} of length {len(value)}"
     if isinstance(value, dict):
-        return f"dict with keys {sorted(map(str, value))}"
-    return f"{type(value).__name__} {value!r}"
+        return reprlib.repr(f"dict with keys {sorted(map(str, value))}")[1:-1]
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if isinstance(shape, tuple) and dtype is not None:   # a numpy array (or alike) passed by mistake
+        return f"{type(value).__module__.split('.')[0]}.{type(value).__name__}(shape={shape}, dtype={dtype})"
+    return f"{type(value).__name__} {reprlib.repr(value)}"
 
 
 def signature_text(name: str, graph: Graph, leaf_text=None) -> str:
@@ -96,12 +102,18 @@ def call_checked(fn, signature: str, args, kwargs, graph: Graph | None = None):
         args, kwargs = spread_positional(graph, signature, args, kwargs)
     try:
         return fn(*args, **kwargs)
+    except GuardError:
+        raise
     except TypeError as e:
         tb = e.__traceback__
         if tb is not None and tb.tb_next is None:
             kw = f"keyword arguments {sorted(kwargs)}" if kwargs else "no keyword arguments"
             raise ArgumentTypeError(f"traced {signature} was called with {len(args)} positional argument(s) "
                                     f"and {kw}: {e}") from None
+        add_trace_notes(e)
+        raise
+    except Exception as e:
+        add_trace_notes(e)   # the generated lines it passed and the source lines they were traced from
         raise
 
 

@@ -7,9 +7,7 @@ else tagged: ``{"dtype": "float32"}``, ``{"device": "cpu"}``, ``{"tuple": [...]}
 """
 from __future__ import annotations
 
-import collections
 import math
-import re
 
 import torch
 
@@ -17,8 +15,8 @@ from ..errors import LoadError, SaveError
 from ..ir import Graph, Node, ScalarType, SourceLoc, TensorType, Value
 from ..ir.ops import saved_attrs
 from ..ir.target import CallTargetError, as_target, target_text
-from ..pytree import Spec
 from . import limits, schema_check, validate
+from .structure import decode_spec, encode_spec
 
 _DTYPES = {str(d).replace("torch.", ""): d for d in (
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8,
@@ -130,59 +128,6 @@ def decode_type(d, where: str):
         raise
     except (KeyError, TypeError, RuntimeError) as e:
         raise LoadError(f"{where}: bad tensor type: {e}") from None
-
-
-_NAMEDTUPLES: dict = {}
-_ASCII_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,99}")   # namedtuple refuses keywords and leading _
-
-
-def encode_spec(spec: Spec, where: str):
-    if spec.kind == "registered":
-        raise SaveError(f"{where}: the inputs or outputs hold a {spec.type.__qualname__}, a class registered with "
-                        "torch.utils._pytree, which a file cannot rebuild; return plain containers to save")
-    d = {"kind": spec.kind}
-    if spec.kind == "namedtuple":
-        d["name"] = spec.type.__name__
-        d["fields"] = list(spec.type._fields)
-    if spec.kind == "dict":
-        d["name"] = spec.type.__name__
-        d["keys"] = [encode_const(k, where) for k in spec.keys]
-    if spec.children:
-        d["children"] = [encode_spec(c, where) for c in spec.children]
-    return d
-
-
-def decode_spec(d, where: str, depth: int = 0) -> Spec:
-    if depth > 32 or not isinstance(d, dict):
-        raise LoadError(f"{where}: malformed or too deeply nested input/output structure")
-    kind = d.get("kind")
-    children = tuple(decode_spec(c, where, depth + 1) for c in d.get("children", []))
-    if kind == "leaf":
-        return Spec("leaf")
-    if kind in ("tuple", "list"):
-        return Spec(kind, None, (), children)
-    if kind == "namedtuple":
-        name, fields = d.get("name"), d.get("fields")
-        if not (isinstance(name, str) and _ASCII_NAME.fullmatch(name) and isinstance(fields, list)
-                and len(fields) == len(children) and len(fields) <= 1000
-                and all(isinstance(f, str) and _ASCII_NAME.fullmatch(f) for f in fields)):
-            raise LoadError(f"{where}: bad namedtuple description")
-        key = (name, tuple(fields))
-        if key not in _NAMEDTUPLES:   # a look-alike of the user's type, made from data only
-            _NAMEDTUPLES[key] = collections.namedtuple(name, fields)
-        return Spec("namedtuple", _NAMEDTUPLES[key], (), children)
-    if kind == "dict":
-        keys = tuple(decode_const(k, where) for k in d.get("keys", []))
-        if not all(k is None or isinstance(k, int) or (isinstance(k, str) and len(k) <= 1000) for k in keys):
-            raise LoadError(f"{where}: dict keys must be strings or ints")
-        if len(keys) != len(children):
-            raise LoadError(f"{where}: dict structure has {len(keys)} keys and {len(children)} values")
-        try:
-            hash(keys)
-        except TypeError:
-            raise LoadError(f"{where}: dict keys must be constants") from None
-        return Spec("dict", dict, keys, children)   # dict subclasses (ModelOutput) come back as dict
-    raise LoadError(f"{where}: unknown structure kind {kind!r}")
 
 
 # ---- graphs ---------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import argparse
 import os
 
 
-def register(sub, error) -> None:
+def register(sub, error, check_file=None) -> None:
     p = sub.add_parser("view", help="write an interactive HTML view of a saved program's graph",
                        description="Write one self-contained HTML file (no network needed to view it) showing the "
                                    "program's graphs: submodule calls as collapsible groups, each op with its "
@@ -19,15 +19,17 @@ def register(sub, error) -> None:
     p.add_argument("file", metavar="FILE", help="a program saved by tracejit.save or 'tracejit trace'")
     p.add_argument("--output", "-o", metavar="HTML", help="where to write the page (default: FILE with .html)")
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
-    p.set_defaults(func=lambda args: run(args, error))
+    p.set_defaults(func=lambda args: run(args, error, check_file))
 
 
-def run(args, error) -> int:
+def run(args, error, check_file=None) -> int:
     import tracejit
     from ..escape import terminal
     from . import view
 
-    if not os.path.isfile(args.file):
+    if check_file is not None:
+        check_file(args.file)   # one clear line for what is not a program (cli/common.py)
+    elif not os.path.isfile(args.file):
         raise error(f"{args.file}: no such file")
     out = args.output or os.path.splitext(args.file)[0] + ".html"
     try:
