@@ -39,6 +39,21 @@ def user_location(depth: int = 1) -> SourceLoc | None:
     return None
 
 
+_OVERRIDES = os.path.join(_TORCH_DIR, "overrides.py")
+
+
+def read_by_torch(depth: int = 1) -> bool:
+    """Is the innermost frame outside tracejit (and torch's dispatch helper) torch's own code?"""
+    f = sys._getframe(depth)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not (name.startswith(_TRACEJIT_DIR) and not name.startswith(_TRACEJIT_DIR + "tests")) \
+                and name != _OVERRIDES:
+            return name.startswith(_TORCH_DIR)
+        f = f.f_back
+    return False
+
+
 def in_torch(loc: SourceLoc) -> bool:
     """Is this location inside torch's own package (its layer code)?"""
     return loc.filename.startswith(_TORCH_DIR)
