@@ -13,6 +13,7 @@ import torch
 
 from ..errors import LoadError
 from ..ir import GUARD_KINDS, GUARD_TESTS, Value
+from ..trace.boundary import PLAIN_VALUE_TESTS
 from . import encode   # encode imports validate, which imports this module: names are read at call time
 
 _TENSOR_TESTS = {"truth", "item", "int", "float", "tolist", "dim", "len", "equal", "dtype", "device"}
@@ -35,18 +36,23 @@ def encode_attrs(node, where: str) -> dict:
     return out
 
 
-def _plain_value(v, at: str, depth: int = 0):
+_FLOAT_TEXTS = {"nan", "-0.0", "0.0"}   # trace/boundary.plain_value: the floats == cannot compare
+
+
+def _plain_value(v, at: str, depth: int = 0, test: str = ""):
     if depth > 8:
         raise LoadError(f"{at}: guard value nested too deeply")
     if isinstance(v, list):
         if len(v) > 1_000_000:
             raise LoadError(f"{at}: guard value too long")
-        return [_plain_value(x, at, depth + 1) for x in v]
+        return [_plain_value(x, at, depth + 1, test) for x in v]
     if v is None or isinstance(v, (bool, int, float)):
         return v
-    if isinstance(v, str) and len(v) <= _MAX_GUARD_TEXT:
+    if isinstance(v, str) and ((test == "call" and len(v) <= _MAX_GUARD_TEXT)
+                               or (test in PLAIN_VALUE_TESTS and v in _FLOAT_TEXTS)):
         return v
-    raise LoadError(f"{at}: a guard compares with numbers, bools, texts or lists of them; found {type(v).__name__}")
+    raise LoadError(f"{at}: a guard compares with numbers, bools or lists of them; found {type(v).__name__} "
+                    "(a text only in a call guard, or as a NaN / signed zero)")
 
 
 def check_call_guard(node, at: str) -> None:
@@ -110,8 +116,8 @@ def check_guard(node, at: str) -> None:
         a["expected"] = _name_of(test, encode.decode_const(a["expected"], at), at)
         a["seen"] = _name_of(test, encode.decode_const(a.get("seen"), at), at)
     else:
-        a["expected"] = _plain_value(encode.decode_const(a["expected"], at), at)
-        a["seen"] = _plain_value(encode.decode_const(a.get("seen"), at), at)
+        a["expected"] = _plain_value(encode.decode_const(a["expected"], at), at, test=test)
+        a["seen"] = _plain_value(encode.decode_const(a.get("seen"), at), at, test=test)
     for key in ("what", "line"):
         if key in a and (not isinstance(a[key], str) or len(a[key]) > _MAX_TEXT):
             raise LoadError(f"{at}: guard {key} must be a text of at most {_MAX_TEXT} characters")
