@@ -156,7 +156,7 @@ def on_result(tracer, func, name: str, args, kwargs, result, form: str | None = 
     """A call returned ``result``, a non-tensor: guard it, or refuse it, or (EXCEPTIONS) let it be."""
     if result is None and name not in ("grad_fn", "_base", "names"):
         return
-    if name in EXCEPTIONS or tracer.frames == [] or isinstance(result, (torch.dtype, torch.device)):
+    if name in EXCEPTIONS or tracer.frames == []:
         return
     loc = user_location(depth)
     by_user = not read_by_torch(2) and (loc is None or not in_torch(loc))

@@ -87,15 +87,16 @@ def _plain_float(x: TracedFloat, how: str) -> float:
     return symfloat.guard_float(x, how)
 
 
-def _escape(base, name: str, plain_of):
+def _escape(cls, base, name: str, plain_of):
     original = getattr(base, name)
+    own = cls.__dict__.get(name)   # the traced class's own version (a plain int's repr, pickle recipe)
 
     def method(self, *args, **kwargs):
         if get_tracer() is None or (name in _USER_ONLY and _from_tracejit()):
-            return original(_raw(self), *args, **kwargs)
+            return own(self, *args, **kwargs) if own is not None else original(_raw(self), *args, **kwargs)
         plain = plain_of(self, f"passed to {base.__name__}.{name}() (it gives a plain value)")
         args = tuple(_raw_traced(a, plain_of) for a in args)
-        return original(plain, *args, **kwargs)
+        return own(self, *args, **kwargs) if own is not None else original(plain, *args, **kwargs)
     method.__name__ = name
     method.__qualname__ = f"{base.__name__}.{name}"
     return method
@@ -134,12 +135,12 @@ def install(cls, symbolic: set, plain_of) -> None:
             setattr(cls, name, _identity(name))
             continue
         if name == "__hash__":   # a slot: defining __hash__ on the class is what CPython calls
-            cls.__hash__ = _escape(base, name, plain_of)
+            cls.__hash__ = _escape(cls, base, name, plain_of)
             wrapped.add(name)
             continue
         if name in cls.__dict__ and name not in _USER_ONLY:
             continue
-        setattr(cls, name, _escape(base, name, plain_of))
+        setattr(cls, name, _escape(cls, base, name, plain_of))
         wrapped.add(name)
     cls._tj_wrapped = wrapped
 
