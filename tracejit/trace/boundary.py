@@ -19,7 +19,6 @@ refused at trace time with ``BoundaryError`` naming the line.
 """
 from __future__ import annotations
 
-import math
 import types
 
 import torch
@@ -215,15 +214,10 @@ def _operand(tracer, a, depth: int = 0):
     if isinstance(a, (list, tuple)) and depth < 4:
         items = [_operand(tracer, x, depth + 1) for x in a]
         return items if isinstance(a, list) else tuple(items)
-    if isinstance(a, int) and not isinstance(a, bool):
-        v = tracer.to_ir(a)
-        return v
-    if a is None or isinstance(a, (bool, float, str, torch.dtype, torch.memory_format, torch.layout)):
-        return a if not (isinstance(a, float) and not math.isfinite(a)) else _raise()
-    raise _Unwritable
-
-
-def _raise():
+    if isinstance(a, (int, float)) and not isinstance(a, bool):
+        return tracer.to_ir(a)   # a traced size or float: its Value; else the number
+    if a is None or isinstance(a, (bool, str, torch.dtype, torch.memory_format, torch.layout)):
+        return a
     raise _Unwritable
 
 
