@@ -50,7 +50,10 @@ def guard_line_cost() -> dict:
     x = torch.randn(2, 3, 4, 5)
     lines = {"rank": "if x.dim() != 4: fail(0, x.dim())", "size": "if not (s > 1): fail(0, s)",
              "training": "if self.training: fail(0, self.training)", "length": "if len(x) != 2: fail(0, len(x))",
-             "value": "if int(t) != 3: fail(0, int(t))"}
+             "value": "if int(t) != 3: fail(0, int(t))",
+             "meta": "if x.is_contiguous() != True: fail(0, x.is_contiguous())",
+             "dtype": "if str(x.dtype) != 'torch.float32': fail(0, x.dtype)",
+             "device": "if str(x.device) != 'cpu': fail(0, x.device)"}
     env = {"fail": None, "torch": torch}
     out = {}
     for kind, line in lines.items():
@@ -116,7 +119,7 @@ def main(argv=None) -> int:
     print("| workload | guards by kind | guards' own time per call (us) | share of a guards=False call |")
     print("|---|---|---:|---:|")
     for r in rows:
-        own = sum(line_cost[k] * n for k, n in r["kinds"].items())
+        own = sum(line_cost.get(k, line_cost["value"]) * n for k, n in r["kinds"].items())
         share = own / r["times"]["guards=False"] * 100
         print(f"| {r['workload']} | {r['kinds']} | {own * 1e6:.2f} | {share:.3f}% |")
     return 0

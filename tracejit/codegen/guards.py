@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from ..ir import BOOL_TESTS, GUARD, Node, guard_expr
+from ..trace.boundary import needs_plain, plain_value
 
 
 class GuardEmitter:
@@ -18,7 +19,11 @@ class GuardEmitter:
         gen = self.gen
         test, expected = node.attrs["test"], node.attrs["expected"]
         operands = [gen.expr(a) for a in node.args]
-        pred = guard_expr(test, operands)
+        pred = guard_expr(test, operands, node.attrs.get("call"), [f"{k}={gen.expr(v)}" for k, v in node.kwargs.items()])
+        if needs_plain(test, expected):
+            # NaN, signed zeros, tuples, strings and objects compare as trace/boundary.plain_value gives them
+            pred = f"_tj_plain({pred})"
+            gen.globals["_tj_plain"] = plain_value
         if test in BOOL_TESTS and isinstance(expected, bool):
             cond = f"not ({pred})" if expected else pred
             now = operands[0] if operands and test not in ("truth", "equal") else pred

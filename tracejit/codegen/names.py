@@ -43,7 +43,8 @@ _NON_IDENT = re.compile(r"[^A-Za-z0-9_]")
 # names the generated code itself reads (globals and builtins); a local may never take one
 # (tests/security checks that every global of generated code is in this set or is a _tj_ name)
 RESERVED = frozenset({"self", "torch", "Tensor", "isinstance", "float", "int", "bool", "complex", "getattr",
-                      "slice", "len", "tuple", "list", "dict", "set", "_input_error", "_no_grad", "_observe", "_"})
+                      "slice", "len", "tuple", "list", "dict", "set", "type", "repr", "str", "format", "_input_error",
+                      "_no_grad", "_observe", "_"})
 
 
 def safe_identifier(hint: str | None, limit: int = 60) -> str:

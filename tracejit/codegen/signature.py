@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..ir import Value
 from ..pytree import REGISTERED, Spec
+from ..trace.boundary import check_input_kind
 from . import capture_emit
 
 
@@ -78,7 +79,10 @@ def guard_leaf(gen, name: str, v: Value, where: str) -> None:
         return
     if v.type is not None and hasattr(v.type, "shape"):
         # no rank check here: a guard checks the rank where the trace read it (tracejit::guard)
-        gen.emit(f"if not isinstance({name}, Tensor): _input_error({where!r}, {name}, 'Tensor', None)")
+        # type(x) is Tensor, not isinstance: a subclass or Python attributes may be read unseen (trace/boundary.py)
+        gen.globals["_tj_input_kind"] = check_input_kind
+        gen.emit(f"if type({name}) is not Tensor or {name}.__dict__: "
+                 f"_tj_input_kind({where!r}, {name}, _input_error)")
     else:
         gen.emit(f"if not isinstance({name}, int): _input_error({where!r}, {name}, 'int', None)")
 

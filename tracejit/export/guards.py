@@ -24,6 +24,19 @@ GUARD_OP = "tracejit::guard"
 ALWAYS_HOLD = ("training", "rank", "dtype", "device")   # an ONNX model's input dtypes are fixed
 
 
+# metadata every tensor of an ONNX model has: a guard that expects it holds there (others make export fail)
+ONNX_FACTS = {"attr:layout": "torch.strided", "attr:is_sparse": False, "attr:is_quantized": False,
+              "attr:is_nested": False, "attr:is_mkldnn": False, "method:is_conj": False, "method:is_neg": False}
+
+
+def _onnx_fact(node) -> bool:
+    call = node.attrs.get("call")
+    if call not in ONNX_FACTS or node.kwargs or len(node.args) != 1:
+        return False
+    want = ONNX_FACTS[call]
+    return node.attrs.get("expected") is want or node.attrs.get("expected") == want
+
+
 def plan_guards(graph: Graph) -> tuple[dict, list]:
     """({(input index, dim): size} pinned by guards, [guard nodes ONNX cannot check])."""
     index = {id(v): i for i, v in enumerate(graph.inputs)}
@@ -33,14 +46,14 @@ def plan_guards(graph: Graph) -> tuple[dict, list]:
         if node.op != GUARD_OP:
             continue
         kind = node.attrs.get("kind")
-        if kind in ALWAYS_HOLD:
+        if kind in ALWAYS_HOLD or (kind == "meta" and _onnx_fact(node)):
             continue
-        if kind == "value":
+        if kind in ("value", "meta"):
             raise ExportError(f"the trace relied on tensor values ({node.attrs.get('what')}); ONNX has no way to "
                               "check them, so the exported model could silently take the traced branch for other "
                               "values. Export of value guards is not supported", GUARD_OP,
                               node.source or node.attrs.get("line"))
-        if kind not in ("size", "length"):
+        if kind not in ("size", "length"):   # "meta" (strides, contiguity, requires_grad): ONNX has none of them
             raise ExportError(f"no ONNX form for a guard of kind {kind!r} ({node.attrs.get('what')})", GUARD_OP,
                               node.source or node.attrs.get("line"))
         pin = _pinned_input_dim(node, index)

@@ -62,7 +62,8 @@ _DEFS = (
     OpDef("tracejit::sym_math", {"fn": Attr(str)}, True, ("fn",),
           "math.ceil / floor / trunc, round, max, min of traced sizes (attrs.fn; trace/symfloat.py)"),
     OpDef("tracejit::guard", {"kind": Attr(str), "test": Attr(str), "expected": Attr(object),
-                              "seen": _optional(object), "what": _optional(str), "line": _optional(str)},
+                              "seen": _optional(object), "what": _optional(str), "line": _optional(str),
+                              "call": _optional(str)},
           False, ("kind", "test", "expected"),
           "fails the call unless GUARD_TESTS[test](*args) == expected"),
 )
@@ -90,16 +91,29 @@ GUARD_TESTS = {
     "tolist": (1, "{0}.tolist()"), "equal": (2, "torch.equal({0}, {1})"),
     "dim": (1, "{0}.dim()"), "len": (1, "len({0})"), "training": (0, "self.training"),
     "dtype": (1, "str({0}.dtype)"), "device": (1, "str({0}.device)"),
+    "call": (-1, ""),   # any number of operands (and kwargs): the call named by attrs.call (call_text)
 }
+# attrs.call of a "call" guard: how the call is written, "kind:name" (trace/boundary.py)
+CALL_FORMS = {"method": "{0}.{name}({rest})", "attr": "{0}.{name}", "fn": "{name}({all})", "builtin": "{name}({all})"}
 # which guards need no device sync: kept by guards="shapes"
 GUARD_KINDS = {"size": "free", "rank": "free", "length": "free", "training": "free", "value": "sync",
-               "dtype": "free", "device": "free"}
+               "dtype": "free", "device": "free", "meta": "free"}
 BOOL_TESTS = {"eq", "ne", "lt", "le", "gt", "ge", "truth", "equal", "training"}
 
 
-def guard_expr(test: str, operands: list) -> str:
-    """The Python text of a guard's predicate, given its operands' texts."""
+def guard_expr(test: str, operands: list, call: str | None = None, kwargs: list | None = None) -> str:
+    """The Python text of a guard's predicate, given its operands' texts (and ``name=text`` kwargs)."""
+    if test == "call":
+        return call_text(call, operands, kwargs or [])
     return GUARD_TESTS[test][1].format(*operands)
+
+
+def call_text(call: str, operands: list, kwargs: list) -> str:
+    """``"method:stride"``, ``["x", "0"]`` -> ``x.stride(0)``: the call a "call" guard makes again."""
+    kind, _, name = str(call).partition(":")
+    rest = ", ".join(list(operands[1:]) + list(kwargs))
+    every = ", ".join(list(operands) + list(kwargs))
+    return CALL_FORMS[kind].format(operands[0] if operands else "", name=name, rest=rest, all=every)
 
 
 def is_pure(op: str) -> bool:
@@ -121,7 +135,11 @@ def check_tracejit_node(node) -> str | None:
             return f"guard test {test!r} is not one of {sorted(GUARD_TESTS)}"
         if node.attrs.get("kind") not in GUARD_KINDS:
             return f"guard kind {node.attrs.get('kind')!r} is not one of {sorted(GUARD_KINDS)}"
-        if len(node.args) != GUARD_TESTS[test][0] or node.kwargs:
+        if test == "call":
+            kind, _, name = str(node.attrs.get("call", "")).partition(":")
+            if kind not in CALL_FORMS or not name.replace(".", "").replace("_", "a").isalnum():
+                return f"a call guard names a call 'kind:name' (kinds: {', '.join(CALL_FORMS)})"
+        elif len(node.args) != GUARD_TESTS[test][0] or node.kwargs:
             return f"guard test {test!r} takes {GUARD_TESTS[test][0]} operand(s), got {len(node.args)}"
         if any(v is not None for v in node.outputs):
             return "a guard defines no values"

@@ -18,7 +18,8 @@ def guard_rows(methods) -> list:
             if node.op != GUARD:
                 continue
             a = node.attrs
-            pred = guard_expr(a["test"], [format_arg(x, namer) for x in node.args])
+            pred = guard_expr(a["test"], [format_arg(x, namer) for x in node.args], a.get("call"),
+                              [f"{k}={format_arg(x, namer)}" for k, x in node.kwargs.items()])
             src = f"{node.source.filename.rsplit('/', 1)[-1]}:{node.source.lineno}" if node.source else "-"
             rows.append([f"{path}.{mname}" if path else mname, a["kind"], src, pred, repr(a["expected"])[:40]])
     return rows

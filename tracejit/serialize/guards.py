@@ -7,17 +7,20 @@ messages. Everything else about a guard is in the op table (ir/ops.py).
 from __future__ import annotations
 
 import re
+import types
 
 import torch
 
 from ..errors import LoadError
 from ..ir import GUARD_KINDS, GUARD_TESTS, Value
+from ..trace.boundary import PLAIN_VALUE_TESTS
 from . import encode   # encode imports validate, which imports this module: names are read at call time
 
 _TENSOR_TESTS = {"truth", "item", "int", "float", "tolist", "dim", "len", "equal", "dtype", "device"}
 # tests that also read a traced Python number (``int(h * 0.5)``, trace/symfloat.py)
 _NUMBER_TESTS = {"truth", "int", "float"}
 _MAX_TEXT = 500
+_MAX_GUARD_TEXT = 4000   # the text a call guard compares with (repr(tensor), trace/boundary.py)
 
 
 def encode_attrs(node, where: str) -> dict:
@@ -28,19 +31,60 @@ def encode_attrs(node, where: str) -> dict:
     for key in ("what", "line"):
         if a.get(key):
             out[key] = str(a[key])[:_MAX_TEXT]
+    if a.get("call"):
+        out["call"] = a["call"]
     return out
 
 
-def _plain_value(v, at: str, depth: int = 0):
+_FLOAT_TEXTS = {"nan", "-0.0", "0.0"}   # trace/boundary.plain_value: the floats == cannot compare
+
+
+def _plain_value(v, at: str, depth: int = 0, test: str = ""):
     if depth > 8:
         raise LoadError(f"{at}: guard value nested too deeply")
     if isinstance(v, list):
         if len(v) > 1_000_000:
             raise LoadError(f"{at}: guard value too long")
-        return [_plain_value(x, at, depth + 1) for x in v]
+        return [_plain_value(x, at, depth + 1, test) for x in v]
     if v is None or isinstance(v, (bool, int, float)):
         return v
-    raise LoadError(f"{at}: a guard compares with numbers, bools or lists of them; found {type(v).__name__}")
+    if isinstance(v, str) and ((test == "call" and len(v) <= _MAX_GUARD_TEXT)
+                               or (test in PLAIN_VALUE_TESTS and v in _FLOAT_TEXTS)):
+        return v
+    raise LoadError(f"{at}: a guard compares with numbers, bools or lists of them; found {type(v).__name__} "
+                    "(a text only in a call guard, or as a NaN / signed zero)")
+
+
+def check_call_guard(node, at: str) -> None:
+    """A "call" guard (trace/boundary.py) makes a Tensor method / property / torch function call again:
+    the same generic checks as any node's call target, and ``repr`` / ``str`` / ``format`` of a tensor."""
+    from .validate import DENIED, FUNCTION_NAMESPACES, identifier
+    call = node.attrs.get("call")
+    if not isinstance(call, str):
+        raise LoadError(f"{at}: a call guard needs its call ('kind:name')")
+    kind, _, name = call.partition(":")
+    if kind == "builtin":
+        ok = name in ("repr", "str", "format")
+    elif kind == "fn":
+        ns, _, short = name.rpartition(".")
+        identifier(short, at)
+        module = FUNCTION_NAMESPACES.get(ns)
+        ok = module is not None and short not in DENIED and isinstance(getattr(module, short, None),
+                                                                       types.BuiltinFunctionType)
+    elif kind in ("method", "attr"):
+        identifier(name, at)
+        fn = getattr(torch._C.TensorBase, name, None)
+        want = (types.MethodDescriptorType, types.WrapperDescriptorType) if kind == "method" \
+            else (types.GetSetDescriptorType,)
+        ok = name not in DENIED and isinstance(fn, want)
+    else:
+        ok = False
+    if not ok:
+        raise LoadError(f"{at}: a call guard may not call {call[:60]!r}")
+    if kind in ("method", "attr", "builtin") and not (node.args and isinstance(node.args[0], Value)):
+        raise LoadError(f"{at}: a call guard on {call[:60]!r} needs a traced value first")
+    if any(v is not None for v in node.outputs):
+        raise LoadError(f"{at}: a guard defines no values")
 
 
 def check_guard(node, at: str) -> None:
@@ -48,14 +92,18 @@ def check_guard(node, at: str) -> None:
     a = node.attrs
     if a.get("kind") not in GUARD_KINDS or a.get("test") not in GUARD_TESTS:
         raise LoadError(f"{at}: unknown guard kind {str(a.get('kind'))[:40]!r} or test {str(a.get('test'))[:40]!r}")
-    unknown = set(a) - {"kind", "test", "expected", "seen", "what", "line"}
+    unknown = set(a) - {"kind", "test", "expected", "seen", "what", "line", "call"}
     if unknown:
         raise LoadError(f"{at}: unknown guard attributes {sorted(map(str, unknown))[:5]}")
     test = a["test"]
     n, _ = GUARD_TESTS[test]
-    if len(node.args) != n or node.kwargs or any(v is not None for v in node.outputs):
+    if test == "call":
+        check_call_guard(node, at)
+    elif "call" in a:
+        raise LoadError(f"{at}: only a 'call' guard names a call")
+    elif len(node.args) != n or node.kwargs or any(v is not None for v in node.outputs):
         raise LoadError(f"{at}: guard test {test!r} takes {n} operand(s) and defines no values")
-    for i, operand in enumerate(node.args):
+    for i, operand in enumerate(node.args if test != "call" else ()):
         is_tensor = isinstance(operand, Value) and hasattr(operand.type, "shape")
         is_number = isinstance(operand, Value) and getattr(operand.type, "kind", None) in ("int", "float")
         if test in _TENSOR_TESTS and not is_tensor and not (test in _NUMBER_TESTS and is_number):
@@ -68,8 +116,8 @@ def check_guard(node, at: str) -> None:
         a["expected"] = _name_of(test, encode.decode_const(a["expected"], at), at)
         a["seen"] = _name_of(test, encode.decode_const(a.get("seen"), at), at)
     else:
-        a["expected"] = _plain_value(encode.decode_const(a["expected"], at), at)
-        a["seen"] = _plain_value(encode.decode_const(a.get("seen"), at), at)
+        a["expected"] = _plain_value(encode.decode_const(a["expected"], at), at, test=test)
+        a["seen"] = _plain_value(encode.decode_const(a.get("seen"), at), at, test=test)
     for key in ("what", "line"):
         if key in a and (not isinstance(a[key], str) or len(a[key]) > _MAX_TEXT):
             raise LoadError(f"{at}: guard {key} must be a text of at most {_MAX_TEXT} characters")

@@ -14,7 +14,7 @@ from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
-from . import capture, frame_returns, legacy, patches  # noqa: F401  (legacy registers the Variable(t) stand-in)
+from . import boundary, capture, frame_returns, legacy, patches  # noqa: F401  (legacy registers the Variable(t) stand-in)
 from .symbolic import get_tracer, set_tracer
 
 
@@ -92,6 +92,7 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
     tracer.frames.append(frame)
     args, kwargs = _distinct_inputs(args, kwargs, module)
     bind_inputs(tracer, frame, args, kwargs, signature_of or fn)
+    boundary.refuse_unguardable_inputs(args, kwargs)
     if module is not None:
         check_backward_hooks(module, "")
         for path, m in module.named_modules():

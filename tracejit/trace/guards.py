@@ -13,13 +13,14 @@ import math
 import torch
 
 from ..ir import GUARD, GUARD_KINDS, Node, Value
+from .boundary import PLAIN_VALUE_TESTS, plain_value
 from .ledger import attach_guard
 from . import patches
 from .symbolic import TracedInt, get_tracer
 
 _COMPARE = {"__eq__": "eq", "__ne__": "ne", "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge"}
 _VALUE_TESTS = {"__bool__": "truth", "is_nonzero": "truth", "item": "item", "__int__": "int", "__index__": "int",
-                "__float__": "float", "tolist": "tolist", "numpy": "tolist", "equal": "equal"}
+                "__float__": "float", "tolist": "tolist", "numpy": "tolist", "__array__": "tolist", "equal": "equal"}
 
 
 def policy_allows(policy, kind: str) -> bool:
@@ -66,18 +67,24 @@ class GuardMaker:
         from .index_reads import IndexScanner
         self.scanner = IndexScanner(tracer)
 
-    def add(self, kind: str, test: str, operands: tuple, expected, seen, what: str, loc) -> Node | None:
+    def add(self, kind: str, test: str, operands: tuple, expected, seen, what: str, loc, call: str | None = None,
+            kwargs: dict | None = None) -> Node | None:
         if not policy_allows(self.policy, kind):
             return None
         graph = self.tracer.frame.graph
-        key = (test, tuple(_key(o) for o in operands), repr(expected))
+        key = (test, call, tuple(_key(o) for o in operands), tuple((k, _key(v)) for k, v in (kwargs or {}).items()),
+               repr(expected))
         keys = self.seen.setdefault(id(graph), set())
         if key in keys:
             return None
         keys.add(key)
-        node = Node(GUARD, "", operands, attrs={"kind": kind, "test": test, "expected": _plain(expected),
-                                                 "seen": _plain(seen), "what": what, "line": source_text(loc)},
-                    source=loc, effectful=True)
+        if test in PLAIN_VALUE_TESTS:   # NaN, signed zeros, tuples: compared as plain_value gives them
+            expected, seen = plain_value(expected), plain_value(seen)
+        attrs = {"kind": kind, "test": test, "expected": _plain(expected), "seen": _plain(seen), "what": what,
+                 "line": source_text(loc)}
+        if call is not None:
+            attrs["call"] = call
+        node = Node(GUARD, "", operands, kwargs or {}, attrs=attrs, source=loc, effectful=True)
         graph.add_node(node, [])
         if kind != "rank":   # rank reads have no ledger entry (they freeze nothing unguarded)
             attach_guard(self.tracer.ledger, node)
@@ -116,8 +123,6 @@ class GuardMaker:
                 return
             operands += (self.tracer.value_of(args[1]),)
         expected = result.tolist() if hasattr(result, "tolist") and not isinstance(result, (int, float)) else result
-        if isinstance(expected, float) and expected != expected:
-            return   # NaN equals nothing: the ledger keeps it, a guard could never pass
         self.add("value", test, operands, expected, expected, what, loc)
 
     def length(self, t, n: int, what: str, loc) -> None:
@@ -162,4 +167,4 @@ for _name in _MATH_INT_READERS:
         patches.register(math, _name, _guarded_math)
 
 
-from . import index_reads, symfloat  # noqa: E402,F401  (their stand-ins register with patches)
+from . import index_reads, symfloat, number_escapes  # noqa: E402,F401  (their stand-ins register with patches)

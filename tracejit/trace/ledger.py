@@ -73,7 +73,7 @@ class Ledger:
     device reads, random ops, or guards switched off with ``guards=False``).
     """
 
-    WARN_KINDS = ("value_read", "iteration", "size", "constant", "autograd_function", "outplace_view")
+    WARN_KINDS = ("value_read", "iteration", "size", "constant", "autograd_function", "outplace_view", "metadata")
 
     def __init__(self, emit_warnings: bool = True):
         self.entries: list[LedgerEntry] = []

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from ..ir import Node, ScalarType, Value
-from . import dtype_reads, ops, provenance
+from . import boundary, dtype_reads, ops, provenance
 from .ledger import torch_phrase
 from .source import in_torch, user_location
 from .symbolic import TracedInt
@@ -114,6 +114,8 @@ def property_read(tracer, func, args):
     result = func(*args)
     if prop == "dtype":
         provenance.note_read(tracer, t, prop, result)
+    elif prop != "ndim" and not boundary.holds_tensor(result):
+        boundary.on_result(tracer, func, prop, args, {}, result, form=f"attr:{prop}")
     if prop in ops.TENSOR_PROPERTIES and isinstance(result, torch.Tensor):
         aten = ops.TENSOR_PROPERTIES[prop]
         tracer.record(func, args, {}, result, (ops.qualify(aten, args, {}), f"attr:{prop}"))

@@ -20,20 +20,14 @@ from torch.overrides import TorchFunctionMode, redispatch_function
 from ..errors import TraceError
 from ..ir import Graph, Node, TensorType, Value, iter_values
 from ..pytree import flatten
-from . import dtype_reads, grad_mode, ops, provenance, reads, self_results, subscript
+from . import boundary, dtype_reads, grad_mode, ops, provenance, reads, self_results, subscript
 from .guards import GuardMaker
 from .ledger import Ledger, torch_phrase
 from .source import in_torch, user_location
 from .symbolic import TracedInt
 
 _VALUE_READS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__complex__",
-                "__array__", "equal", "is_nonzero", "allclose"}
-_PASSTHROUGH = {"__repr__", "__str__", "__format__", "__hash__", "__reduce_ex__", "__deepcopy__", "__setstate__",
-                "data_ptr", "stride", "storage_offset", "is_contiguous", "element_size", "get_device",
-                "is_floating_point", "is_complex", "is_signed", "untyped_storage", "storage", "_is_view",
-                "is_set_to", "has_names", "_version", "__dlpack__", "__dlpack_device__", "nbytes", "itemsize",
-                "__array_wrap__", "__array_priority__", "is_pinned", "is_shared", "__reversed__",
-                "__contains__", "dim", "ndimension"}
+                "__array__", "equal", "is_nonzero"}
 _PIECES = {"split", "unbind", "tensor_split", "unsafe_split", "hsplit", "vsplit", "dsplit"}
 _NONDETERMINISTIC = {"dropout", "dropout_", "feature_dropout", "alpha_dropout", "feature_alpha_dropout",
                      "native_dropout", "bernoulli", "bernoulli_", "rand", "randn", "randint", "randperm",
@@ -192,17 +186,22 @@ class Tracer(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "__get__":
             return reads.property_read(self, func, args)
-        if name in ("size", "numel", "nelement") and isinstance(func, types.MethodDescriptorType):
+        if name in ("size", "numel", "nelement") and (isinstance(func, types.MethodDescriptorType) or (
+                name == "numel" and len(args) == 1 and isinstance(args[0], torch.Tensor))):
             return reads.size_call(self, name, args, kwargs)
         if name in _VALUE_READS:
             return reads.value_read(self, func, name, args, kwargs)
         if name in ("dim", "ndimension") and args and isinstance(args[0], torch.Tensor):
             self.guards.rank(args[0], f"the trace read the tensor's number of dimensions ({name}())",
                              user_location(2))
-        if name in _PASSTHROUGH:
+        if name in boundary.EXCEPTIONS:
             if name in dtype_reads.DTYPE_METHODS or name in dtype_reads.DEVICE_METHODS:
                 dtype_reads.on_method(self, name, args)   # a Python answer that depends on the dtype / device
             return func(*args, **kwargs)
+        if name in boundary.FORMATTING:   # repr(x), str(x), f"{x:.0f}": guarded on the text
+            result = func(*args, **kwargs)
+            boundary.on_result(self, func, name, args, {}, result, depth=2)
+            return result
         if name == "__getitem__" and not isinstance(func, types.FunctionType):
             return subscript.getitem(self, func, args)
         if name == "__setitem__" and not isinstance(func, types.FunctionType):
@@ -246,9 +245,8 @@ class Tracer(TorchFunctionMode):
         frame = self.frame
         leaves, _ = flatten(result) if isinstance(result, (tuple, list)) else ([result], None)
         if not any(isinstance(x, torch.Tensor) for x in leaves):
-            if isinstance(result, (bool, int, float)) and not isinstance(result, TracedInt):
-                self.ledger.add("value_read", f"'{getattr(func, '__name__', func)}' returned a Python value",
-                                user_location(3), result)
+            if not isinstance(result, TracedInt):   # the boundary rule: guarded, refused or an exception
+                boundary.on_result(self, func, getattr(func, "__name__", ""), args, kwargs, result)
             if result is not None and not isinstance(result, (tuple, list)):
                 return None
         op, target = op_target or ops.describe(func, args, kwargs)

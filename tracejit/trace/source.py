@@ -14,6 +14,14 @@ _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 # torch's own layer code is where a module's ops really come from; keep those frames
 _TORCH_KEEP = (os.path.join(_TORCH_DIR, "nn", "modules") + os.sep,)
 _CONTEXTLIB = os.path.dirname(os.__file__) + os.sep + "contextlib.py"
+# the standard library and numpy read values on the user's behalf (copy.copy(n), np.linspace(0, 1, n)):
+# a guard names the user's line that called them
+_STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
+try:
+    import numpy as _np
+    _NUMPY_DIR = os.path.dirname(os.path.abspath(_np.__file__)) + os.sep
+except ImportError:   # pragma: no cover
+    _NUMPY_DIR = "\0"
 
 _skip_cache: dict[str, bool] = {}
 
@@ -23,7 +31,8 @@ def _skipped(filename: str) -> bool:
     if r is None:
         r = filename.startswith(_TRACEJIT_DIR) and not filename.startswith(_TRACEJIT_DIR + "tests") or (
             filename.startswith(_TORCH_DIR) and not filename.startswith(_TORCH_KEEP)
-        ) or filename == _CONTEXTLIB or filename.startswith("<tracejit")
+        ) or filename == _CONTEXTLIB or filename.startswith("<tracejit") or filename.startswith(_NUMPY_DIR) or (
+            filename.startswith(_STDLIB_DIR) and "-packages" + os.sep not in filename)
         _skip_cache[filename] = r
     return r
 
@@ -37,6 +46,21 @@ def user_location(depth: int = 1) -> SourceLoc | None:
             return SourceLoc(code.co_filename, f.f_lineno, code.co_name)
         f = f.f_back
     return None
+
+
+_OVERRIDES = os.path.join(_TORCH_DIR, "overrides.py")
+
+
+def read_by_torch(depth: int = 1) -> bool:
+    """Is the innermost frame outside tracejit (and torch's dispatch helper) torch's own code?"""
+    f = sys._getframe(depth)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not (name.startswith(_TRACEJIT_DIR) and not name.startswith(_TRACEJIT_DIR + "tests")) \
+                and name != _OVERRIDES:
+            return name.startswith(_TORCH_DIR)
+        f = f.f_back
+    return False
 
 
 def in_torch(loc: SourceLoc) -> bool:

@@ -114,6 +114,11 @@ def _guard_read(tf, test: str, how: str, value):
     return value
 
 
+def guard_float(tf, how: str) -> float:
+    """``tf`` as a plain float, its value guarded (the float-method escapes of number_escapes.py)."""
+    return _guard_read(tf, "float", how, float.__float__(tf))
+
+
 _COMPARE = {"__eq__": ("eq", operator.eq), "__ne__": ("ne", operator.ne), "__lt__": ("lt", operator.lt),
             "__le__": ("le", operator.le), "__gt__": ("gt", operator.gt), "__ge__": ("ge", operator.ge)}
 

@@ -1,0 +1,278 @@
+"""The boundary rule: a tensor fact that leaves the recorded world as a plain Python value is guarded.
+
+Every torch function, Tensor method or property the recorder observes (trace/recorder.py) and
+that returns something other than a tensor (a bool, int, float, str, tuple of ints, ``None`` or
+an object) ends here, unless it is
+
+- derived symbolically: sizes (``x.size()``, ``x.shape``, ``numel``: TracedInts, reads.py);
+- read by a rule of its own that guards it: values (``item()``, ``bool(t)``, ``tolist()``,
+  ``torch.equal``: reads.value_read), ranks (``dim()``), dtype / device facts (dtype_reads.py);
+- on ``EXCEPTIONS`` below: the one reviewed list of reads that need no guard, each with its reason
+  (tests/guards/test_boundary_rule.py shows each reason holds).
+
+Everything else gets a ``call`` guard: at call time the generated code makes the same call on
+the same operands (``x.is_contiguous()``, ``torch.allclose(a, b, rtol=...)``, ``x.nbytes``,
+``repr(x)``) and compares the result, made plain by ``plain_value``, with the one the trace saw.
+New torch functions are guarded this way without anyone editing a list. A read that cannot be
+made again at call time (a memory address, a storage handle, a DLPack capsule) in user code is
+refused at trace time with ``BoundaryError`` naming the line.
+"""
+from __future__ import annotations
+
+import types
+
+import torch
+
+from ..errors import TraceError
+from ..ir import Value
+from .source import in_torch, read_by_torch, user_location
+
+# name -> why the value it returns needs no guard. Keep this list short: every entry is reviewed
+# and tested (tests/guards/test_boundary_rule.py::test_each_exception_holds).
+EXCEPTIONS = {
+    "__hash__": "a tensor hashes by identity (id), never by value: the same fact as `is`, which the recorder "
+                "cannot see either; a dict keyed by tensors is Python state (docs/CAPTURE.md)",
+    "__reduce_ex__": "pickling / copying support: returns the tensor's own reconstruction recipe, no fact "
+                     "the traced computation branches on",
+    "__deepcopy__": "returns a tensor (copy.deepcopy), not a Python value",
+    "__setstate__": "unpickling: writes the tensor, returns None",
+    "__array_wrap__": "numpy's protocol for wrapping a ufunc's result back into a tensor: returns a tensor",
+    "__array_priority__": "a class constant (1000) numpy reads to choose whose operator runs",
+    "__reversed__": "returns a tensor (flip)",
+    "__dlpack_device__": "the device as (type, index): the call-time signature check already fixes the device "
+                        "type of every input",
+    "dim": "guarded as the tensor's rank (reads.py: rank guard) where the tensor's shape depends on inputs",
+    "ndimension": "the same as dim()",
+    "dtype": "stays relative or is guarded where Python uses it (dtype_reads.py)",
+    "device": "stays relative or is guarded where Python uses it (dtype_reads.py)",
+    "is_floating_point": "a fact of the dtype: guarded through the dtype guard (dtype_reads.py)",
+    "is_complex": "a fact of the dtype: guarded through the dtype guard (dtype_reads.py)",
+    "is_signed": "a fact of the dtype: guarded through the dtype guard (dtype_reads.py)",
+    "element_size": "a fact of the dtype: guarded through the dtype guard (dtype_reads.py)",
+    "itemsize": "a fact of the dtype: guarded through the dtype guard (dtype_reads.py)",
+    "get_device": "a fact of the device: guarded through the device guard (dtype_reads.py)",
+    "is_cuda": "a fact of the device: guarded through the device guard (dtype_reads.py)",
+    "is_cpu": "a fact of the device: guarded through the device guard (dtype_reads.py)",
+    "is_meta": "a fact of the device: guarded through the device guard (dtype_reads.py)",
+}
+
+# reads whose answer cannot be asked again at call time: refused in user code
+REFUSED = {
+    "data_ptr": "a memory address: it differs for every new tensor, so a guard on it could never pass",
+    "untyped_storage": "a storage handle: reads through it (its bytes, its address) are invisible to the tracer",
+    "storage": "a storage handle: reads through it (its bytes, its address) are invisible to the tracer",
+    "_storage": "a storage handle: reads through it are invisible to the tracer",
+    "__dlpack__": "a DLPack capsule hands the tensor's memory to another library: what it computes is not recorded",
+    "_cdata": "a C pointer: it differs for every new tensor",
+}
+
+# reads of a tensor's metadata (no data, so no device sync): kept by guards="shapes"
+METADATA = {"is_contiguous", "stride", "storage_offset", "requires_grad", "grad_fn", "_version", "nbytes",
+            "is_same_size", "is_leaf", "_is_view", "has_names", "names", "layout", "is_sparse", "is_quantized",
+            "is_nested", "is_mkldnn", "is_pinned", "is_shared", "is_set_to", "is_conj", "is_neg", "is_inference",
+            "retains_grad", "output_nr", "_base", "is_mps", "is_xpu", "is_vulkan", "is_ipu", "is_xla", "is_mtia",
+            "is_maia", "is_sparse_csr", "is_non_overlapping_and_dense", "numel", "nelement", "layout"}
+
+# the Python formatting entry points: guarded on the text they give (``repr(x)`` at call time)
+FORMATTING = {"__repr__": "builtin:repr", "__str__": "builtin:str", "__format__": "builtin:format"}
+
+# guard tests whose expected value is made plain (plain_value) when it is not a bool
+PLAIN_VALUE_TESTS = {"item", "float", "tolist", "int", "call"}
+_MAX_TEXT = 4000
+
+
+class BoundaryError(TraceError):
+    """A traced value left the recorded world in a way no call-time guard can check (refused at trace time)."""
+
+
+def plain_value(x, depth: int = 0):
+    """``x`` as the guard compares it: the same at trace time and at call time.
+
+    bools, ints and strings stay; a float stays unless it is NaN or a zero, which become their
+    ``repr`` (``"nan"``, ``"-0.0"``, ``"0.0"``: ``nan != nan`` and ``-0.0 == 0.0`` would make a guard
+    always fail or pass wrongly); tuples, lists and ``torch.Size`` become lists; a dtype, device,
+    layout or memory format its name; a numpy array or scalar its values; any other object the name
+    of its type (``grad_fn`` -> ``"MulBackward0"``, ``None`` stays ``None``).
+    """
+    if x is None or isinstance(x, (bool, str)):
+        return x
+    if isinstance(x, int):
+        return int.__int__(x)
+    if isinstance(x, float):
+        v = float.__float__(x)
+        return repr(v) if v != v or v == 0.0 else v
+    if isinstance(x, (tuple, list)) and depth < 8:
+        return [plain_value(i, depth + 1) for i in x]
+    if isinstance(x, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return str(x)
+    if type(x).__module__ == "numpy" and hasattr(x, "tolist"):
+        return plain_value(x.tolist(), depth + 1)
+    if isinstance(x, complex):
+        return [plain_value(x.real), plain_value(x.imag)]
+    return f"<{type(x).__qualname__}>"
+
+
+def needs_plain(test: str, expected) -> bool:
+    """Does the guard's predicate go through ``plain_value`` at call time (codegen/guards.py)?"""
+    if test not in PLAIN_VALUE_TESTS or isinstance(expected, (bool, int)):
+        return False
+    if test == "call":
+        return True   # a text may stand for an object's type, a list for a tuple
+    return _holds_text(expected)
+
+
+def _holds_text(v) -> bool:
+    return isinstance(v, str) or (isinstance(v, list) and any(_holds_text(i) for i in v))
+
+
+def holds_tensor(result) -> bool:
+    if isinstance(result, torch.Tensor):
+        return True
+    if isinstance(result, (tuple, list)):
+        return any(holds_tensor(r) for r in result)
+    return False
+
+
+def call_form(func, name: str) -> str | None:
+    """How to make the call again at call time (``method:stride``, ``fn:torch.allclose``), or None."""
+    if name in FORMATTING:
+        return FORMATTING[name]
+    if isinstance(func, (types.MethodDescriptorType, types.WrapperDescriptorType)) \
+            and getattr(torch._C.TensorBase, name, None) is func:
+        return f"method:{name}"
+    if isinstance(func, types.BuiltinFunctionType):
+        owner = getattr(func, "__self__", None)
+        from .ops import _NAMESPACES
+        path = _NAMESPACES.get(id(owner))
+        if path is None and getattr(torch, name, None) is func:
+            path = "torch"
+        if path is not None:
+            return f"fn:{path}.{name}"
+    return None
+
+
+def on_result(tracer, func, name: str, args, kwargs, result, form: str | None = None, depth: int = 3) -> None:
+    """A call returned ``result``, a non-tensor: guard it, or refuse it, or (EXCEPTIONS) let it be."""
+    if result is None and name not in ("grad_fn", "_base", "names"):
+        return
+    if name in EXCEPTIONS or tracer.frames == []:
+        return
+    loc = user_location(depth)
+    by_user = not read_by_torch(2) and (loc is None or not in_torch(loc))
+    if name in REFUSED:
+        if by_user:
+            raise BoundaryError(f"{_called(name)} at {loc} ({_line(loc)}): {REFUSED[name]}. tracejit cannot "
+                                "guard it, so it refuses to freeze it: compute with tensor operations instead")
+        return
+    form = form or call_form(func, name)
+    if form is not None and form.startswith("attr:") and not isinstance(getattr(torch._C.TensorBase, name, None),
+                                                                        types.GetSetDescriptorType):
+        form = None   # a Python-level property: nothing generated code may be trusted to call again
+    operands, kw = _operands(tracer, args, kwargs)
+    if form is None or operands is None:
+        what = f"{_called(name)} returned a Python value ({type(result).__name__})"
+        if by_user:
+            raise BoundaryError(f"{what} at {loc} ({_line(loc)}), and tracejit cannot make that call again when "
+                                "the program runs, so it cannot guard the value. Compute it with tensor "
+                                "operations, or move it out of the traced function")
+        return
+    if not any(isinstance(o, Value) and _may_change(tracer, o) for o in (*operands, *kw.values())):
+        return   # only captured constants: the answer never changes
+    expected = plain_value(result)
+    if isinstance(expected, str) and len(expected) > _MAX_TEXT:
+        return _refuse_long(name, loc, by_user)
+    kind = "meta" if name in METADATA else "value"
+    what = f"{_called(name)} gave {_short(expected)}"
+    tracer.ledger.add("metadata" if kind == "meta" else "value_read", f"{what}; a Python value out of a tensor",
+                      loc, expected, warn=by_user)
+    tracer.guards.add(kind, "call", tuple(operands), expected, expected, what, loc, call=form, kwargs=kw)
+
+
+def _refuse_long(name, loc, by_user):
+    if by_user:
+        raise BoundaryError(f"{_called(name)} at {loc} gave a text longer than {_MAX_TEXT} characters; "
+                            "tracejit does not keep it as a guard")
+
+
+def _operands(tracer, args, kwargs):
+    """The call's arguments as graph values and constants, or None when one cannot be written in a file."""
+    try:
+        ops = [_operand(tracer, a) for a in args]
+        kw = {k: _operand(tracer, v) for k, v in kwargs.items()}
+    except _Unwritable:
+        return None, None
+    return ops, kw
+
+
+class _Unwritable(Exception):
+    pass
+
+
+def _operand(tracer, a, depth: int = 0):
+    if isinstance(a, torch.Tensor):
+        return tracer.value_of(a)
+    if isinstance(a, (list, tuple)) and depth < 4:
+        items = [_operand(tracer, x, depth + 1) for x in a]
+        return items if isinstance(a, list) else tuple(items)
+    if isinstance(a, (int, float)) and not isinstance(a, bool):
+        return tracer.to_ir(a)   # a traced size or float: its Value; else the number
+    if a is None or isinstance(a, (bool, str, torch.dtype, torch.memory_format, torch.layout)):
+        return a
+    raise _Unwritable
+
+
+def _may_change(tracer, v: Value) -> bool:
+    return v.producer is None or v.producer.op != "tracejit::constant"
+
+
+def _called(name: str) -> str:
+    if name in FORMATTING:
+        return f"{FORMATTING[name].split(':')[1]}(tensor)"
+    return f"'{name}'"
+
+
+def _short(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _line(loc) -> str:
+    from .guards import source_text
+    return f"`{source_text(loc)}`"
+
+
+# ---- inputs: their Python type and attributes ------------------------------------------------------
+# Code may branch on ``isinstance(x, MySubclass)`` or read ``x.scale`` set on an input: neither reaches the
+# recorder. So a traced program takes plain tensors (or nn.Parameters) without Python attributes, checked on
+# entry (codegen/signature.py: ``type(x) is not Tensor or x.__dict__`` first, then ``check_input_kind``).
+INPUT_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
+def tensor_kind(x) -> str:
+    """``"Tensor"`` for a plain tensor; else its type's name and the names of its Python attributes."""
+    attrs = getattr(x, "__dict__", None)
+    name = type(x).__qualname__
+    return f"{name} with Python attributes {sorted(attrs)}" if attrs else name
+
+
+def refuse_unguardable_inputs(args, kwargs) -> None:
+    """Example inputs that are tensor subclasses or carry Python attributes are refused at trace time."""
+    from ..pytree import flatten
+    leaves, _ = flatten((tuple(args), dict(kwargs)))
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, torch.Tensor) and (type(leaf) not in INPUT_TYPES or leaf.__dict__):
+            raise BoundaryError(f"example input {i} is a {tensor_kind(leaf)}: what the traced code reads of its Python "
+                                "type (isinstance) or attributes never reaches the recorder, so it cannot be "
+                                "guarded. Pass plain tensors, and other values as arguments")
+
+
+def check_input_kind(where: str, x, input_error) -> None:
+    """Called by generated code for an input that is not exactly a plain Tensor without attributes."""
+    if not isinstance(x, torch.Tensor):
+        input_error(where, x, "Tensor", None)
+    elif type(x) not in INPUT_TYPES or x.__dict__:
+        from ..errors import GuardError
+        raise GuardError(f"input {where!r} is a {tensor_kind(x)}; the trace was made with a plain tensor and "
+                         "code may read the type (isinstance) or the attributes, which no guard can check. Pass a "
+                         "plain tensor (x.as_subclass(torch.Tensor)), or trace again with such an input",
+                         expected="Tensor", seen=tensor_kind(x))
