@@ -14,7 +14,7 @@ from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
-from . import capture, frame_returns, legacy, patches  # noqa: F401  (legacy registers the Variable(t) stand-in)
+from . import capture, frame_returns, global_state, legacy, patches  # noqa: F401  (legacy, global_state register stand-ins)
 from .symbolic import get_tracer, set_tracer
 
 
