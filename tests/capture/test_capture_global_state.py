@@ -151,3 +151,36 @@ def test_other_threads_see_torch_s_own_readers():
         return x * 2 if torch.is_grad_enabled() else x
     quiet_trace(body, (torch.randn(2),))
     assert seen["other"] is True and torch.is_grad_enabled is original
+
+
+# ---- the caller's autocast around a traced / optimized / loaded program -----------------------------
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)).eval()
+
+
+def test_every_torch_backend_program_follows_the_caller_s_autocast():
+    m, x = _mlp(), torch.randn(4, 64)
+    traced = quiet_trace(m, (x,))
+    weight = m[0].weight.detach().clone()
+    fn = quiet_trace(lambda a: torch.nn.functional.linear(a, weight).relu(), (x,))
+    programs = {"traced": traced, "optimized": tracejit.optimize_for_inference(traced),
+                "loaded": round_trip(traced), "loaded+optimized": tracejit.optimize_for_inference(round_trip(traced)),
+                "frozen": tracejit.freeze(traced)}
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        eager = m(x)
+        assert eager.dtype == torch.bfloat16, "autocast must move eager's output"
+        for name, program in programs.items():
+            assert_same(program(x), eager, name)
+        assert_same(tracejit.optimize_for_inference(fn)(x), torch.nn.functional.linear(x, weight).relu(), "function")
+    for name, program in programs.items():   # and outside autocast, the fast path again
+        assert_same(program(x), m(x), name + " outside autocast")
+
+
+def test_an_exported_program_refuses_the_caller_s_autocast():
+    pytest.importorskip("onnxruntime")
+    m, x = _mlp(), torch.randn(4, 64)
+    ort = tracejit.optimize_for_inference(quiet_trace(m, (x,)), backend="onnxruntime")
+    with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(RuntimeError, match="called under torch.autocast"):
+        ort(x)
+    assert torch.allclose(ort(x), m(x), atol=1e-5)
