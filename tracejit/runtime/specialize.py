@@ -89,7 +89,18 @@ class SpecializationCache:
             self.entries.remove(next(e for e in reversed(self.entries) if e is not self.first))
         _warn(entry, len(self.entries), self.limit)
         self.install(payload)
-        return run(args, kwargs)
+        try:
+            return run(args, kwargs)
+        except GuardError as again:
+            if again.guard is None:
+                raise
+            raise GuardError(
+                f"{str(again).split(' A traced object that holds its original')[0]} This object holds its "
+                "original and traced it again on these very inputs, but the new trace fails a guard on them too: "
+                "the traced code read something whose value differs between tracing and running (a value read "
+                "twice that changes, or state that the trace changed). Trace it with inputs and state as they "
+                "will be at call time.", guard=again.guard, expected=again.expected, seen=again.seen,
+                source=again.source) from None
 
 
 def _reason(error: GuardError) -> str:

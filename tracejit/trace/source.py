@@ -14,6 +14,8 @@ _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 # torch's own layer code is where a module's ops really come from; keep those frames
 _TORCH_KEEP = (os.path.join(_TORCH_DIR, "nn", "modules") + os.sep,)
 _CONTEXTLIB = os.path.dirname(os.__file__) + os.sep + "contextlib.py"
+# numpy's own Python code (np.linspace reading a traced size): the line that matters is the caller's
+_NUMPY_DIR = os.sep + "site-packages" + os.sep + "numpy" + os.sep
 
 _skip_cache: dict[str, bool] = {}
 
@@ -23,7 +25,7 @@ def _skipped(filename: str) -> bool:
     if r is None:
         r = filename.startswith(_TRACEJIT_DIR) and not filename.startswith(_TRACEJIT_DIR + "tests") or (
             filename.startswith(_TORCH_DIR) and not filename.startswith(_TORCH_KEEP)
-        ) or filename == _CONTEXTLIB or filename.startswith("<tracejit")
+        ) or filename == _CONTEXTLIB or filename.startswith("<tracejit") or _NUMPY_DIR in filename
         _skip_cache[filename] = r
     return r
 
