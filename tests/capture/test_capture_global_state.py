@@ -184,3 +184,20 @@ def test_an_exported_program_refuses_the_caller_s_autocast():
     with torch.autocast("cpu", dtype=torch.bfloat16), pytest.raises(RuntimeError, match="called under torch.autocast"):
         ort(x)
     assert torch.allclose(ort(x), m(x), atol=1e-5)
+
+
+def test_a_dtype_from_promote_types_of_a_traced_dtype_is_guarded():
+    def f(x, y):
+        dt = torch.promote_types(x.dtype, y.dtype)
+        if dt == torch.float64:
+            return (x + y) * 2
+        return x + y
+    a, b = torch.randn(3), torch.randn(3)
+    traced = quiet_trace(f, (a, b))
+    wide = (a.double(), b)
+    assert not torch.equal(f(*wide), (a.double() + b)), "the dtypes move eager's answer"
+    assert_same(traced(*wide), f(*wide), "in memory: retraced")
+    with pytest.raises(tracejit.GuardError):
+        round_trip(tracejit.trace(f, (a, b)))(*wide)
+    jit = jit_trace(f, (a, b))
+    assert not torch.equal(jit(*wide), f(*wide)), "torch.jit.trace keeps the float32 branch"
