@@ -11,7 +11,10 @@ such things are detected while tracing (``PythonStateWatch``, one per recording)
   compared after (``self.step += 1``, ``self.ema = ...`` on a buffer, ``self.cache.append(...)``,
   ``self.head.eval()`` left switched). Not refused: a plain tensor attribute (not a buffer) set in
   forward (``self.inner.ctx = x.mean()``: a parent handing a tensor to a submodule, recorded as a
-  capture; after a call of the program the attribute still holds the trace-time tensor).
+  capture; after a call of the program the attribute still holds the trace-time tensor), a tensor item of
+  a container replaced by another tensor (torchvision's ``cell_anchors`` moved with ``.to()``), and an
+  attribute that was None and is set by forward (lazy set-up on the first call, torchvision's
+  ``MultiScaleRoIAlign.scales``: eager reuses it from then on as the trace does; a ledger entry).
   Not the model's state: nn.Module's own bookkeeping dicts
   (hooks, ...) and the underscore attributes of torch's own layer classes (torch's caches such as
   RNN's ``_flat_weights``), objects that are not containers (only their identity is compared);
@@ -60,13 +63,15 @@ def _fingerprint(value):
     if isinstance(value, tuple) and all(isinstance(v, _PLAIN) for v in value):
         return ("v", tuple, value)
     if isinstance(value, dict):
-        return ("c", id(value), tuple((k if isinstance(k, _PLAIN) else id(k), _item(v)) for k, v in value.items()))
-    if isinstance(value, _CONTAINERS):
-        return ("c", id(value), tuple(_item(v) for v in value))
+        return ("c", type(value), tuple((k if isinstance(k, _PLAIN) else id(k), _item(v)) for k, v in value.items()))
+    if isinstance(value, _CONTAINERS):   # by contents: a container replaced by an equal one is no change
+        return ("c", type(value), tuple(_item(v) for v in value))
     return ("o", id(value))
 
 
 def _item(v):
+    if isinstance(v, torch.Tensor):
+        return ("tensor",)   # a tensor item replaced (torchvision's anchors moved with .to()): as a tensor attribute
     return v if isinstance(v, _PLAIN) else ("id", id(v))
 
 
@@ -93,8 +98,12 @@ def snapshot(module: nn.Module | None) -> dict:
 _ENTRY_KINDS = {"_parameters": "parameter", "_buffers": "buffer", "_modules": "submodule"}
 
 
-def _changes(before: dict) -> list:
-    """(path, module, attribute) of each change; a changed parameter / buffer / submodule entry by its name."""
+_NONE = ("v", type(None), None)
+
+
+def _changes(before: dict, lazy: list) -> list:
+    """(path, module, attribute) of each change; a changed parameter / buffer / submodule entry by its name.
+    Attributes that were None and are set now (lazy set-up on the first call) go to ``lazy`` instead."""
     out = []
     for path, (m, attrs) in before.items():
         now = _own_attributes(m)
@@ -103,6 +112,9 @@ def _changes(before: dict) -> list:
                 continue
             if isinstance(m.__dict__.get(key), torch.Tensor):
                 continue   # a plain tensor attribute set in forward: a capture (see the module docstring)
+            if attrs.get(key) == _NONE:
+                lazy.append((path, m, key))   # set once, on the first call: eager reuses it as the trace did
+                continue
             if key in _ENTRY_KINDS:
                 changed = set(attrs.get(key, ())) ^ set(now.get(key, ()))
                 out += [(path, m, (key, name)) for name in sorted({name for name, _ in changed})]
@@ -255,9 +267,13 @@ class PythonStateWatch:
                    user_location(3))
 
     def finish(self, ledger) -> None:
-        for path, m, key in _changes(self.before):
+        lazy: list = []
+        for path, m, key in _changes(self.before, lazy):
             self.found(_describe(path, m, key), "keep state that changes per call in tensors (buffers updated "
                        "in place) or outside forward", _assignment_line(self.module, path, key))
+        for path, m, key in lazy:
+            ledger.add("python_state", f"forward set `{key}` of {type(m).__name__} {path!r}, None before: a lazy set-up "
+                       "on the first call, which eager reuses as the trace does", None, None, warn=False)
         if not self.issues:
             return
         if not self.allow:
