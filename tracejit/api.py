@@ -66,7 +66,8 @@ def _kwarg_examples(example_kwarg_inputs, fn) -> dict:
 
 def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inputs=None, check_tolerance=1e-05,
           strict=True, _force_outplace=False, _module_class=None, _compilation_unit=None,
-          example_kwarg_inputs=None, _store_inputs=True, guards=True, specialize_for=None):
+          example_kwarg_inputs=None, _store_inputs=True, guards=True, specialize_for=None,
+          allow_frozen_python_state=False):
     """Trace a function or module into a program that re-runs its PyTorch ops on new inputs.
 
     Same signature and behaviour as torch.jit's ``trace``:
@@ -94,6 +95,11 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
       keyword arguments when tracing from ``example_kwarg_inputs``): each one whose guards the
       traces made so far fail is traced too, ahead of time. The result (and a file saved from it)
       then holds one specialization per kind of input and chooses per call, with no retrace.
+    - ``allow_frozen_python_state``: forward changed Python state of the model (``self.step += 1``,
+      a buffer reassigned, a list cache), drew from ``random`` / ``numpy.random``, read a clock,
+      seeded torch or caught an op's exception: by default a TraceError naming the line (the
+      program could not replay or check it); True accepts the frozen outcome with a TracerWarning
+      and a ``python_state`` ledger entry (docs/CAPTURE.md).
 
     Returns a ``TracedFunction`` for a plain function, a ``TracedModule`` otherwise.
 
@@ -106,8 +112,10 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
     """
     if optimize is not None:
         warnings.warn("`optimize` is deprecated and has no effect.", DeprecationWarning, stacklevel=2)
+    allow_frozen = bool(allow_frozen_python_state)
     common = dict(check_trace=check_trace, check_tolerance=check_tolerance, strict=strict,
-                  _force_outplace=_force_outplace, _store_inputs=_store_inputs, guards=guards)
+                  _force_outplace=_force_outplace, _store_inputs=_store_inputs, guards=guards,
+                  allow_frozen=allow_frozen)
     if example_kwarg_inputs is not None:
         target = func.forward if isinstance(func, nn.Module) else func
         example_kwarg_inputs = _kwarg_examples(example_kwarg_inputs, target)
@@ -132,11 +140,12 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
     args = _as_args(example_inputs, func) if example_inputs is not None else ()
     kwargs = dict(example_kwarg_inputs or {})
     name = getattr(func, "__name__", type(func).__name__)
-    rec = _record(func, args, kwargs, None, name, _force_outplace, guards=guards)
+    rec = _record(func, args, kwargs, None, name, _force_outplace, guards=guards, allow_frozen=allow_frozen)
     _check_outputs(rec, strict, name)
     traced = TracedFunction(name, rec.graph, rec.ledger.entries)
     specialize.enable_for_function(
-        traced, lambda a, k: _record(func, a, k, None, name, _force_outplace, warn=False, guards=guards).graph)
+        traced, lambda a, k: _record(func, a, k, None, name, _force_outplace, warn=False, guards=guards,
+                                     allow_frozen=allow_frozen).graph)
     if _store_inputs:
         traced.example_inputs = (args, kwargs)
     if check_trace:
@@ -144,7 +153,7 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
                   for c in (check_inputs or [])]
         _run_checker(traced, func, None, [(args, kwargs)] + checks, check_tolerance,
                      lambda f, a, k: _record(f, a, k, None, name, _force_outplace, warn=False,
-                                             guards=guards).graph)
+                                             guards=guards, allow_frozen=allow_frozen).graph)
     return _specialize_ahead(traced, specialize_for, bool(kwargs), func, None)
 
 
@@ -165,7 +174,7 @@ def _specialize_ahead(traced, specialize_for, kwarg: bool, fn, module):
 
 def trace_module(mod, inputs, optimize=None, check_trace=True, check_inputs=None, check_tolerance=1e-05,
                  strict=True, _force_outplace=False, _module_class=None, _compilation_unit=None,
-                 example_inputs_is_kwarg=False, _store_inputs=True, guards=True):
+                 example_inputs_is_kwarg=False, _store_inputs=True, guards=True, allow_frozen_python_state=False):
     """Trace several methods of a module into one ``TracedModule`` sharing its parameters.
 
     ``inputs`` maps method names to example inputs (a tensor, a tuple of arguments, or with
@@ -196,11 +205,12 @@ def trace_module(mod, inputs, optimize=None, check_trace=True, check_inputs=None
                         f"e.g. {{'forward': x}}; got {type(inputs).__name__}")
     return _trace_methods(mod, inputs, {k: k for k in inputs}, check_inputs, kwarg=example_inputs_is_kwarg,
                           check_trace=check_trace, check_tolerance=check_tolerance, strict=strict,
-                          _force_outplace=_force_outplace, _store_inputs=_store_inputs, guards=guards)
+                          _force_outplace=_force_outplace, _store_inputs=_store_inputs, guards=guards,
+                          allow_frozen=bool(allow_frozen_python_state))
 
 
 def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check_trace, check_tolerance, strict,
-                   _force_outplace, _store_inputs, via_call: bool = True, guards=True):
+                   _force_outplace, _store_inputs, via_call: bool = True, guards=True, allow_frozen=False):
     """Trace ``mod``'s methods: ``inputs`` by installed name, ``names`` maps installed -> original.
 
     ``forward`` is traced through ``mod(...)`` when ``via_call`` (as torch does), so the module's own
@@ -226,7 +236,8 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
         for installed, (args, kwargs) in per_method.items():
             fn, bound = entry(installed)
             recs[installed] = _record(fn, args, kwargs, mod, installed, _force_outplace, warn=warn,
-                                      registry=registry, signature_of=bound, guards=guards)
+                                      registry=registry, signature_of=bound, guards=guards,
+                                      allow_frozen=allow_frozen)
         return recs
 
     recordings = record_all(per_method_args, warn=True)
@@ -253,7 +264,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
                     if copy is not None:
                         m.training = copy.training
             try:
-                with torch.no_grad(), PrivateRandomness():   # draws nothing from the global generator
+                with PrivateRandomness():   # draws nothing from the global generator; in the caller's grad mode
                     recs = record_all(inputs if inputs is not None else
                                       {k: _like_module(v, mod) for k, v in per_method_args.items()}, warn=False)
             finally:
@@ -275,7 +286,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
                     checks.append(_split_inputs(ex, kwarg, installed, bound))
             _run_checker(getattr(traced, installed), fn, mod, checks, check_tolerance,
                          lambda f, a, k: _record(f, a, k, mod, installed, _force_outplace, warn=False,
-                                                 signature_of=bound, guards=guards).graph)
+                                                 signature_of=bound, guards=guards, allow_frozen=allow_frozen).graph)
     return traced
 
 
@@ -365,10 +376,11 @@ def _split_inputs(example, kwarg: bool, where: str, fn=None):
 
 
 def _record(fn, args, kwargs, module, name, force_outplace, warn=True, registry=None, signature_of=None,
-            guards=True):
+            guards=True, allow_frozen=False):
     _check_fits(signature_of or fn, args, kwargs)
     return record(fn, args, kwargs, module, warn=warn, force_outplace=force_outplace, name=name,
-                  registry=registry, signature_of=signature_of, guards=guards)
+                  registry=registry, signature_of=signature_of, guards=guards,
+                  allow_frozen_python_state=allow_frozen)
 
 
 def _check_fits(fn, args, kwargs) -> None:

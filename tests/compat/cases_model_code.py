@@ -1,10 +1,14 @@
 """Differential cases: functions from modeling code (transformers attention, masks, rotary and position
 embeddings; torchvision box ops and transforms; normalization and pooling helpers)."""
 import math
+import random
+import time
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
+import tracejit
 from harness import Case, Inputs
 
 _in = Inputs(5678)
@@ -108,6 +112,34 @@ def _masked_mean(x, mask):
     return (x * m).sum(1) / m.sum(1).clamp(min=1e-9)
 
 
+class _StepCounter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.updates = 0
+
+    def forward(self, x):
+        self.updates += 1
+        return x * self.updates
+
+
+class _ListMemory(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mems = []
+
+    def forward(self, x):
+        self.mems.append(x.detach())
+        return x + len(self.mems)
+
+
+def _python_random_scale(x):
+    return x * (1.0 + random.random())
+
+
+def _clock_offset(x):
+    return x + time.time() % 1.0
+
+
 CASES = [
     Case("size_in_float_math_other_size", _scale_by_head_dim, (R(2, 4),), [(R(2, 9),), (R(3, 16),)],
          source="attention scaling by the head size", deliberate="warns-size-float-math"),
@@ -148,4 +180,18 @@ CASES = [
     Case("masked_mean_pooling", _masked_mean, (R(2, 3, 4), I(2, 2, 3)),
          [(R(3, 5, 4), I(2, 3, 5)), (R(1, 2, 4), torch.ones(1, 2, dtype=torch.long))],
          source="sentence-transformers mean pooling"),
+    # issue 20, item 2: what forward does in Python; torch's program keeps the trace-time outcome
+    Case("python_step_counter", lambda: _StepCounter(), R(2, 4), [(R(2, 4),), (R(3, 4),)], module=True,
+         trace_kwargs={"check_trace": False}, deliberate="python-state-refused", refuses=tracejit.TraceError,
+         source="fairseq / timm num_updates"),
+    Case("python_list_memory", lambda: _ListMemory(), R(2, 4), [(R(2, 4),), (R(2, 4),)], module=True,
+         trace_kwargs={"check_trace": False}, deliberate="python-state-refused", refuses=tracejit.TraceError,
+         source="Transformer-XL style mems"),
+    Case("python_random_scale", _python_random_scale, R(4), [(R(4),), (R(4),)],
+         trace_kwargs={"check_trace": False}, deliberate="python-state-refused", refuses=tracejit.TraceError,
+         source="LayerDrop with random"),
+    Case("clock_offset", _clock_offset, R(4), [(R(4),), (R(4),)],
+         trace_kwargs={"check_trace": False}, deliberate="python-state-refused", refuses=tracejit.TraceError,
+         source="a time feature"),
 ]
+

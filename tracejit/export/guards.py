@@ -1,7 +1,8 @@
 """What becomes of a traced program's guards (``tracejit::guard``) in an ONNX model.
 
-- ``training`` and ``rank`` guards always hold in the exported model: it is the traced mode's
-  program, and every input has the traced rank (ONNX checks ranks at the entry).
+- ``training``, ``rank`` and ``state`` guards always hold in the exported model: it is the traced mode's
+  program (and the global torch state's at trace time), and every input has the traced rank (ONNX
+  checks ranks at the entry).
 - A ``size`` guard that pins an input dimension to a number (``x.size(1) == 3``, or
   ``x.size(1) != 3`` being False) makes that dimension static: onnxruntime checks it at the entry.
 - Other size guards (``seq_len > 64``, sizes of intermediates) cannot be checked by ONNX: the
@@ -21,7 +22,9 @@ from ..ir import Graph, Value
 from .errors import ExportError
 
 GUARD_OP = "tracejit::guard"
-ALWAYS_HOLD = ("training", "rank", "dtype", "device")   # an ONNX model's input dtypes are fixed
+# an ONNX model's input dtypes are fixed; it is the program of the global torch state at trace time (``state``:
+# grad mode, autocast, default dtype... have no meaning in onnxruntime)
+ALWAYS_HOLD = ("training", "rank", "dtype", "device", "state")
 
 
 # metadata every tensor of an ONNX model has: a guard that expects it holds there (others make export fail)

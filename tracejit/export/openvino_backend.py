@@ -25,9 +25,12 @@ import threading
 
 import torch
 
+
 from ..ir import Value
 from ._deps import require
-from .traced_call import TracedCall, prepare, with_captured_check, with_finite_check
+from .traced_call import TracedCall, prepare, refuse_autocast, with_captured_check, with_finite_check
+
+_autocast_on = torch._C._is_any_autocast_enabled   # the caller's autocast, on any device
 
 MAX_STATIC = 4   # static_shapes=True: compiled shape sets kept; later shapes use the dynamic model
 PRECISIONS = {"f32": "f32", "bf16": "bf16"}   # precision= -> OpenVINO's INFERENCE_PRECISION_HINT
@@ -70,6 +73,8 @@ class OpenVinoProgram(TracedCall):
         self._call = with_captured_check(self, traced, with_finite_check(self, traced, graph, self._run_call))
 
     def __call__(self, *args, **kwargs):
+        if _autocast_on():
+            refuse_autocast(type(self).__name__)
         return self._call(*args, **kwargs)
 
     def _run_call(self, *args, **kwargs):

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import torch
 
+
 from ..ir import Value
 from ._deps import require
 from .ort_quantize import quantize_model
-from .traced_call import TracedCall, prepare, with_captured_check, with_finite_check
+from .traced_call import TracedCall, prepare, refuse_autocast, with_captured_check, with_finite_check
+
+_autocast_on = torch._C._is_any_autocast_enabled   # the caller's autocast, on any device
 
 _TENSOR_NUMPY = torch.Tensor.numpy   # unbound: a non-tensor argument raises TypeError
 
@@ -51,6 +54,8 @@ class OrtProgram(TracedCall):
         self._call = with_captured_check(self, traced, with_finite_check(self, traced, graph, self._fast_call()))
 
     def __call__(self, *args, **kwargs):
+        if _autocast_on():
+            refuse_autocast(type(self).__name__)
         return self._call(*args, **kwargs)
 
     def _fast_call(self):

@@ -14,6 +14,15 @@ from ..ir import Value
 from .onnx_export import export_onnx, input_names, traced_graph
 
 
+def refuse_autocast(program: str):
+    """An exported model computes in the dtypes it was exported with: under the caller's autocast eager
+    would compute in another dtype, so the call is refused rather than answered in float32."""
+    raise RuntimeError(f"{program}: called under torch.autocast, but the exported model runs in the dtypes it "
+                       "was traced with and cannot follow autocast (eager would compute in the autocast dtype). "
+                       "Call it outside the autocast block, or call the traced program (or optimize_for_inference's "
+                       "torch backend), which follows the caller's autocast.")
+
+
 def prepare(traced, backend: str):
     """(graph, ONNX proto) of ``traced`` after tracejit's own inference passes (freezing, constant
     and conv + batch-norm folding, ...): runtimes fuse a Conv with a BatchNormalization only when

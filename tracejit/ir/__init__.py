@@ -1,7 +1,7 @@
 from .graph import Graph, Node, Value, TensorType, ScalarType, SourceLoc, iter_values, map_values
 from .printer import format_graph
 from .target import CallTarget, CallTargetError, target_text
-from .ops import OPS, GUARD, GUARD_TESTS, GUARD_KINDS, BOOL_TESTS, guard_expr
+from .ops import OPS, GUARD, GUARD_TESTS, GUARD_KINDS, BOOL_TESTS, guard_arity, guard_expr
 from .verify import verify, VerificationError
 
 __doc__ = graph.__doc__

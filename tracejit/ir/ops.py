@@ -15,6 +15,7 @@ time. Codegen emits ``if <predicate> != expected: fail``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from . import state_tests
 
 
 @dataclass(frozen=True)
@@ -97,15 +98,25 @@ GUARD_TESTS = {
 CALL_FORMS = {"method": "{0}.{name}({rest})", "attr": "{0}.{name}", "fn": "{name}({all})", "builtin": "{name}({all})"}
 # which guards need no device sync: kept by guards="shapes"
 GUARD_KINDS = {"size": "free", "rank": "free", "length": "free", "training": "free", "value": "sync",
-               "dtype": "free", "device": "free", "meta": "free"}
+               "dtype": "free", "device": "free", "meta": "free", "state": "free"}
 BOOL_TESTS = {"eq", "ne", "lt", "le", "gt", "ge", "truth", "equal", "training"}
 
 
 def guard_expr(test: str, operands: list, call: str | None = None, kwargs: list | None = None) -> str:
-    """The Python text of a guard's predicate, given its operands' texts (and ``name=text`` kwargs)."""
+    """The Python text of a guard's predicate, given its operands' texts (and ``name=text`` kwargs); a
+    global-state test is its own text (ir/state_tests.py)."""
     if test == "call":
         return call_text(call, operands, kwargs or [])
+    if test not in GUARD_TESTS and state_tests.is_state_test(test):
+        return test
     return GUARD_TESTS[test][1].format(*operands)
+
+
+def guard_arity(test) -> int | None:
+    """How many operands guard test ``test`` takes (-1: any, for a call guard; None: no such test)."""
+    if test in GUARD_TESTS:
+        return GUARD_TESTS[test][0]
+    return 0 if state_tests.is_state_test(test) else None
 
 
 def call_text(call: str, operands: list, kwargs: list) -> str:
@@ -131,16 +142,17 @@ def check_tracejit_node(node) -> str | None:
             return f"{node.op} needs attribute {name!r}"
     if node.op == GUARD:
         test = node.attrs.get("test")
-        if test not in GUARD_TESTS:
-            return f"guard test {test!r} is not one of {sorted(GUARD_TESTS)}"
+        arity = guard_arity(test)
+        if arity is None:
+            return f"guard test {test!r} is not one of {sorted(GUARD_TESTS)} nor a global-state read"
         if node.attrs.get("kind") not in GUARD_KINDS:
             return f"guard kind {node.attrs.get('kind')!r} is not one of {sorted(GUARD_KINDS)}"
         if test == "call":
             kind, _, name = str(node.attrs.get("call", "")).partition(":")
             if kind not in CALL_FORMS or not name.replace(".", "").replace("_", "a").isalnum():
                 return f"a call guard names a call 'kind:name' (kinds: {', '.join(CALL_FORMS)})"
-        elif len(node.args) != GUARD_TESTS[test][0] or node.kwargs:
-            return f"guard test {test!r} takes {GUARD_TESTS[test][0]} operand(s), got {len(node.args)}"
+        elif len(node.args) != arity or node.kwargs:
+            return f"guard test {test!r} takes {arity} operand(s), got {len(node.args)}"
         if any(v is not None for v in node.outputs):
             return "a guard defines no values"
     return None

@@ -13,7 +13,7 @@ import torch
 
 from ..codegen.python import compile_function, generate
 from ..errors import TracingCheckError
-from ..ir import Graph, format_graph
+from ..ir import GUARD, Graph, format_graph
 from ..passes.inline import inline_calls
 from ..pytree import flatten, unflatten
 from ..trace.patches import quiet_warnings
@@ -45,10 +45,11 @@ def check_trace(traced_method, original, module, checks, tol: float, retrace) ->
         text = (f"Trace had nondeterministic nodes: {where}. Outputs of the traced program are not compared "
                 "with eager (did you forget to call .eval() on your model?)")
         warn_at(text, nondet[0].source, stacklevel=4)
+    grad_mode = _grad_mode_for_checks(flat)
     for i, (args, kwargs) in enumerate(checks):
         rng = private_rng.for_graph(flat)   # never the global generator: other threads draw from it
         state = _State(module, rng)
-        with torch.no_grad(), rng:
+        with grad_mode(), rng:
             expected = original(*_clone(args), **_clone(kwargs))
             state.restore()
             try:
@@ -58,7 +59,7 @@ def check_trace(traced_method, original, module, checks, tol: float, retrace) ->
                 failure = e
             state.restore()
         with quiet_warnings(), rng:   # this thread's warnings only (catch_warnings is process-wide)
-            with torch.no_grad():
+            with grad_mode():
                 other = retrace(original, _clone(args), _clone(kwargs))
             state.restore()
         diff = graph_diff(flat, inline_calls(other))
@@ -87,6 +88,17 @@ def check_trace(traced_method, original, module, checks, tol: float, retrace) ->
             msg.append("ERROR: Graphs differed across invocations! The graph traced on these inputs differs "
                        "from the trace:\n" + diff)
         raise TracingCheckError("\n".join(msg), graph_diff=diff) from failure
+
+
+def _grad_mode_for_checks(flat):
+    """The checks run without grad, unless the trace read the grad mode (a ``state`` guard on it): then in
+    the mode the trace was made in, so the guard holds where it held while tracing."""
+    reads_grad = any(n.op == GUARD and n.attrs.get("kind") == "state" and (
+        "grad_enabled" in n.attrs["test"] or "inference_mode" in n.attrs["test"]) for n in flat.nodes)
+    if not reads_grad:
+        return torch.no_grad
+    inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
+    return (lambda: torch.inference_mode()) if inference else (lambda: torch.set_grad_enabled(grad))
 
 
 def _warn_nondeterministic_mismatch(problem: str | None, src) -> None:

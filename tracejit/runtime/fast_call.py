@@ -13,6 +13,11 @@ or folded weights), so an optimized program checks their versions on each call (
 the full path) and, once one changed in place, runs the unoptimized program (``_unoptimized``),
 which reads them as they are now, with a TracerWarning: eager's answer, never a stale one.
 
+The caller's autocast: the inference passes fold and fuse ops into kernels (numpy, oneDNN) that
+compute in float32 whatever autocast says, and a folded weight rounds otherwise than the ops it
+stands for. A call made while autocast is on (any device) runs the unoptimized program, whose
+recorded ops follow the caller's autocast as eager's do (one C call per call to ask).
+
 Non-finite inputs: oneDNN's fused relu / clip turn NaN into a number. A program with such kernels
 (``fn.finite_inputs``) checks its float32 CPU arguments per call (their sum is finite: 8 us on
 ResNet-50's 224x224 input, 0.04% of its call) and runs the unoptimized program for a call with
@@ -36,6 +41,8 @@ class FastTracedModule(TracedModule):
 
     def __call__(self, *args, **kwargs):
         d = self.__dict__   # nn.Module keeps these in the instance dict: a key lookup each, not an attribute walk
+        if _autocast_on() and "_unoptimized" in d:
+            return d["_unoptimized"](*args, **kwargs)
         if d["_forward_hooks"] or d["_forward_pre_hooks"] or d["_backward_hooks"] or d["_backward_pre_hooks"] \
                 or d.get("_slow_call", True):
             if captured_changed(self) or nonfinite_input(d.get("forward"), args, kwargs):
@@ -82,6 +89,8 @@ class FastTracedFunction(TracedFunction):
 
     def __call__(self, *args, **kwargs):
         fn = self._fn
+        if _autocast_on() and "_unoptimized" in self.__dict__:
+            return self._unoptimized(*args, **kwargs)
         if fn.by_position or self._captured or getattr(fn, "finite_inputs", False) \
                 or getattr(fn, "undo", None) is not None:
             if captured_changed(self) or nonfinite_input(fn, args, kwargs):
@@ -102,6 +111,7 @@ class FastTracedFunction(TracedFunction):
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+_autocast_on = torch._C._is_any_autocast_enabled   # the caller's autocast, on any device
 
 
 def _slow(fn, captured) -> bool:

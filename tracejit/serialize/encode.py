@@ -15,6 +15,7 @@ from ..errors import LoadError, SaveError
 from ..ir import Graph, Node, ScalarType, SourceLoc, TensorType, Value
 from ..ir.ops import saved_attrs
 from ..ir.target import CallTargetError, as_target, target_text
+from ..trace import ops as opnames
 from . import limits, schema_check, validate
 from .structure import decode_spec, encode_spec
 
@@ -131,6 +132,11 @@ def decode_type(d, where: str):
 
 
 # ---- graphs ---------------------------------------------------------------------------------------
+# how to write a call that has no ATen operator so that it saves
+_SAVE_ADVICE = {"new_tensor": " (`x.new_tensor(data)` is Python code in torch; write `torch.tensor(data, dtype=x.dtype, "
+                              "device=x.device)`, which saves, or keep the program in memory)"}
+
+
 def encode_graph(graph: Graph, where: str) -> dict:
     index: dict[int, int] = {}
 
@@ -162,6 +168,9 @@ def encode_graph(graph: Graph, where: str) -> dict:
             raise SaveError(f"{where}: {node.op} at {node.source} cannot be saved: tracejit.load refuses it "
                             "(it reaches raw storage, files, unchecked strides or a non-strided layout; see "
                             "docs/SECURITY.md)")
+        if aten and opnames.aten_packet(aten) is None:
+            raise SaveError(f"{where}: {node.op} at {node.source} cannot be saved: no ATen operator of that name "
+                            f"exists, so tracejit.load could not run it{_SAVE_ADVICE.get(aten, '')}")
         args = [arg(a) for a in node.args]
         kwargs = [[k, arg(v)] for k, v in node.kwargs.items()]   # pairs: keyword order is kept
         for v in node.outputs:

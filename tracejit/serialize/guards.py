@@ -12,7 +12,7 @@ import types
 import torch
 
 from ..errors import LoadError
-from ..ir import GUARD_KINDS, GUARD_TESTS, Value
+from ..ir import GUARD_KINDS, GUARD_TESTS, Value, guard_arity
 from ..trace.boundary import PLAIN_VALUE_TESTS
 from . import encode   # encode imports validate, which imports this module: names are read at call time
 
@@ -90,13 +90,14 @@ def check_call_guard(node, at: str) -> None:
 def check_guard(node, at: str) -> None:
     """Validate a decoded guard node and decode its values in place (called by validate.check_node)."""
     a = node.attrs
-    if a.get("kind") not in GUARD_KINDS or a.get("test") not in GUARD_TESTS:
+    if a.get("kind") not in GUARD_KINDS or guard_arity(a.get("test")) is None or (
+            (a.get("kind") == "state") != (a.get("test") not in GUARD_TESTS)):
         raise LoadError(f"{at}: unknown guard kind {str(a.get('kind'))[:40]!r} or test {str(a.get('test'))[:40]!r}")
     unknown = set(a) - {"kind", "test", "expected", "seen", "what", "line", "call"}
     if unknown:
         raise LoadError(f"{at}: unknown guard attributes {sorted(map(str, unknown))[:5]}")
     test = a["test"]
-    n, _ = GUARD_TESTS[test]
+    n = guard_arity(test)
     if test == "call":
         check_call_guard(node, at)
     elif "call" in a:
@@ -112,7 +113,10 @@ def check_guard(node, at: str) -> None:
             raise LoadError(f"{at}: guard test {test!r} compares sizes, not tensors")
         if not isinstance(operand, (Value, bool, int, float)):
             raise LoadError(f"{at}: a guard operand must be a value or a number")
-    if test in ("dtype", "device"):
+    if a["kind"] == "state":   # a global-state read (ir/state_tests.py): a bool, number or name
+        a["expected"] = _state_value(encode.decode_const(a["expected"], at), at)
+        a["seen"] = _state_value(encode.decode_const(a.get("seen"), at), at)
+    elif test in ("dtype", "device"):
         a["expected"] = _name_of(test, encode.decode_const(a["expected"], at), at)
         a["seen"] = _name_of(test, encode.decode_const(a.get("seen"), at), at)
     else:
@@ -121,6 +125,13 @@ def check_guard(node, at: str) -> None:
     for key in ("what", "line"):
         if key in a and (not isinstance(a[key], str) or len(a[key]) > _MAX_TEXT):
             raise LoadError(f"{at}: guard {key} must be a text of at most {_MAX_TEXT} characters")
+
+
+def _state_value(v, at: str):
+    if v is None or isinstance(v, (bool, int, float)) or (isinstance(v, str) and len(v) <= 100):
+        return v
+    raise LoadError(f"{at}: a global-state guard compares with a bool, a number or a short name; "
+                    f"found {type(v).__name__}")
 
 
 _DTYPE_NAMES = {str(getattr(torch, n)) for n in dir(torch) if isinstance(getattr(torch, n, None), torch.dtype)}

@@ -258,6 +258,8 @@ def _count_numbers(v, depth: int, at: str) -> int:
     """Numbers in nested lists of data, refusing anything else."""
     if isinstance(v, (bool, int, float, complex)) and not (isinstance(v, int) and not -INT64 <= v < INT64):
         return 1
+    if isinstance(v, Value) and getattr(v.type, "kind", None) in ("int", "float", "bool"):
+        return 1   # a traced size (``torch.tensor([x.size(0), ...])``): a number at run time
     if isinstance(v, (list, tuple)) and depth < MAX_DIMS:
         return sum(_count_numbers(x, depth + 1, at) for x in v)
     raise LoadError(f"{at}: tensor data holds {_show(v)}")

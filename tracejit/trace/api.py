@@ -14,7 +14,7 @@ from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
-from . import boundary, capture, frame_returns, legacy, patches  # noqa: F401  (legacy registers the Variable(t) stand-in)
+from . import boundary, capture, frame_returns, global_state, legacy, patches, python_state  # noqa: F401  (stand-ins register)
 from .symbolic import get_tracer, set_tracer
 
 
@@ -72,14 +72,27 @@ def _tracing_state(tracer: Tracer):
             torch.set_grad_enabled(grad)
 
 
+def _refuse_uninitialized(module: nn.Module) -> None:
+    """A lazy module (``nn.LazyLinear``) before its first call has no weights to trace with."""
+    from torch.nn.parameter import is_lazy
+    for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+        if is_lazy(t):
+            owner = name.rpartition(".")[0]
+            kind = type(module.get_submodule(owner)).__name__
+            raise TraceError(f"{name!r} of {kind} {owner or 'the root'!r} is not initialized yet (a lazy module): "
+                             "call the module once on an example input before tracing it, so its shapes are set "
+                             "(torch.jit.trace needs the same)")
+
+
 def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: bool = True,
            force_outplace: bool = False, name: str = "forward", registry: tuple | None = None,
-           signature_of=None, guards=True) -> Recording:
+           signature_of=None, guards=True, allow_frozen_python_state: bool = False) -> Recording:
     """Run ``fn(*args, **kwargs)`` once, recording every PyTorch op it calls.
 
     ``registry`` shares submodule method graphs between the methods of one trace_module;
     ``signature_of`` is the callable whose parameter names name the inputs (default ``fn``);
-    ``guards`` (True, "shapes" or False) says which guards the trace keeps (see docs/DESIGN.md).
+    ``guards`` (True, "shapes" or False) says which guards the trace keeps (see docs/DESIGN.md);
+    ``allow_frozen_python_state`` turns trace/python_state.py's refusals into warnings.
     """
     check_policy(guards)
     ledger = Ledger(emit_warnings=warn)
@@ -94,14 +107,17 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
     bind_inputs(tracer, frame, args, kwargs, signature_of or fn)
     boundary.refuse_unguardable_inputs(args, kwargs)
     if module is not None:
+        _refuse_uninitialized(module)
         check_backward_hooks(module, "")
         for path, m in module.named_modules():
             check_backward_hooks(m, path)
         ledger.add("training", "the module's training flag", None, module.training)
+    tracer.python_state = watch = python_state.PythonStateWatch(module, allow_frozen_python_state)
     with _tracing_state(tracer):
         with frame_returns.watching(tracer.guards.scanner):   # subscripts after a frame's last event
             result = fn(*args, **kwargs)
         with torch._C.DisableTorchFunction():
+            watch.finish(ledger)
             bind_outputs(tracer, frame, result)
     recorded = [g for methods in tracer.methods.values() for g in methods.values() if id(g) not in known]
     for g in recorded + [graph]:   # submodule graphs made by this recording, then the method's own

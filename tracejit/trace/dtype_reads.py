@@ -38,6 +38,8 @@ DEVICE_PROPERTIES = {"is_cuda", "is_cpu", "is_meta", "is_mps", "is_xpu"}
 _OPAQUE_CALLS = {"str", "repr", "print", "format", "hash", "id", "isinstance", "getattr", "bool", "int", "len", "type",
                  "setattr", "issubclass", "dict", "set", "frozenset"}
 _MAX_DEPTH = 4
+# torch functions of dtypes whose answer is not recorded (no tensor goes in): a dtype read passed to one is guarded
+_DTYPE_ANSWERS = tuple(f for f in (getattr(torch, "promote_types", None), getattr(torch, "can_cast", None)) if f)
 _files: dict[str, ast.Module | None] = {}
 _functions: dict[tuple, tuple | None] = {}
 
@@ -144,6 +146,8 @@ def _call_use(call, position, keyword, fn_node, parents, globals_, locals_, dept
     target = _resolve(func, globals_, locals_)
     if target is _UNKNOWN and isinstance(func, ast.Name):   # assigned later in the function (a dispatch table)
         target = _assigned_later(func.id, fn_node, globals_, locals_)
+    if target in _DTYPE_ANSWERS:   # their answer is a plain dtype / bool that the trace would freeze
+        return f"passed to torch.{target.__name__}(), whose answer is a plain Python value"
     module = getattr(target, "__module__", None) or ""
     if module.startswith(("torch", "tracejit")) or target in (torch.finfo, torch.iinfo):
         return None

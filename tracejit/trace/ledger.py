@@ -12,6 +12,9 @@ and what value was seen. Kinds:
     nondeterministic  the trace holds a random op (checked outputs will differ)
     autograd_function a custom torch.autograd.Function was recorded as its forward's ops
     outplace_view     _force_outplace recorded an in-place op on a view out of place (its base is not updated)
+    state        global torch state read by the traced code (guarded: trace/global_state.py)
+    python_state Python state, a draw, a clock or a caught exception the trace froze, accepted with
+                 allow_frozen_python_state=True (trace/python_state.py)
 """
 from __future__ import annotations
 
@@ -73,7 +76,8 @@ class Ledger:
     device reads, random ops, or guards switched off with ``guards=False``).
     """
 
-    WARN_KINDS = ("value_read", "iteration", "size", "constant", "autograd_function", "outplace_view", "metadata")
+    WARN_KINDS = ("value_read", "iteration", "size", "constant", "autograd_function", "outplace_view", "metadata",
+                  "python_state")
 
     def __init__(self, emit_warnings: bool = True):
         self.entries: list[LedgerEntry] = []

@@ -77,6 +77,7 @@ class Tracer(TorchFunctionMode):
         self.methods, self._method_keys = registry if registry is not None else ({}, {})
         self._python_calls: list = []
         self.guards = GuardMaker(self)
+        self.python_state = None   # trace/python_state.PythonStateWatch, set by trace/api.record
         if root_module is not None:
             for path, m in root_module.named_modules(remove_duplicate=False):
                 self.module_paths.setdefault(id(m), path)
@@ -160,6 +161,8 @@ class Tracer(TorchFunctionMode):
             return items if isinstance(obj, list) else tuple(items)
         if isinstance(obj, dict):
             return {k: self.to_ir(v) for k, v in obj.items()}
+        if type(obj).__module__ == "numpy" and hasattr(obj, "dtype") and obj.dtype.kind in "iuf" and not obj.shape:
+            return obj.item()   # a numpy int / float scalar: torch takes it as the Python number it holds
         return obj
 
     def _int_value(self, ti: TracedInt, frame: Frame | None = None) -> Value | None:
@@ -182,6 +185,14 @@ class Tracer(TorchFunctionMode):
 
     # ---- the mode -----------------------------------------------------------------------------
     def __torch_function__(self, func, types_, args=(), kwargs=None):
+        try:
+            return self._dispatch(func, types_, args, kwargs)
+        except Exception as e:
+            if self.python_state is not None:   # caught by the traced code? (trace/python_state.py)
+                self.python_state.op_raised(func, e)
+            raise
+
+    def _dispatch(self, func, types_, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if name == "__get__":

@@ -1,0 +1,234 @@
+"""Python-state patterns (issue 20, item 2): what forward does that a traced program cannot replay.
+
+Each ``StateCase`` builds a fresh model (``make()``), is traced on ``example`` and then called on
+``then``: eager's answer on ``then`` differs from the answer a program that froze the trace-time
+outcome gives (torch.jit.trace's), which the tests prove first. The line a refusal must name is
+marked ``# @<case name>``. Sources: timm's ModelEmaV2 / fairseq's ``num_updates`` counters, VQ-VAE
+EMA codebooks, XLNet-style memories, fairseq's
+LayerDrop (``np.random`` / ``random.uniform``), SpecAugment crops, diffusion samplers seeding inside
+forward, ``try: x.view(...) except RuntimeError`` fallbacks (older torchvision / detectron code).
+"""
+from __future__ import annotations
+
+import collections
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+
+@dataclass
+class StateCase:
+    name: str
+    make: Callable          # () -> a fresh module or function
+    example: tuple
+    then: tuple             # the inputs of the call after tracing
+    reseed: Callable | None = None    # reseed(k): seeds the generator the pattern draws from (k=0 trace, 1 then)
+    observe: Callable | None = None   # observe(model, output): what differs (default: the output)
+    jit_unusable: bool = False        # torch.jit.trace kills the process (segfault, torch 2.13) or its program raises
+
+
+def r(*shape):
+    return torch.randn(*shape, generator=_gen)
+
+
+_gen = torch.Generator().manual_seed(0)
+
+
+# ---- the model's state changed by forward ------------------------------------------------------------
+class UpdateCounter(nn.Module):          # fairseq / timm EMA: a Python step counter driving a decay
+    def __init__(self):
+        super().__init__()
+        self.updates = 0
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.updates += 1  # @update_counter
+        decay = min(0.999, (1 + self.updates) / (10 + self.updates))
+        return self.lin(x) * decay
+
+
+class EmaBufferReassigned(nn.Module):    # VQ-VAE EMA codebook statistics, reassigned instead of updated in place
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("running", torch.zeros(4))
+
+    def forward(self, x):
+        self.running = self.running * 0.9 + x.mean(0) * 0.1  # @ema_buffer_reassigned
+        return x - self.running
+
+
+class ListMemory(nn.Module):             # XLNet / Transformer-XL style memories kept in a Python list
+    def __init__(self):
+        super().__init__()
+        self.mems = []
+
+    def forward(self, x):
+        self.mems.append(x.detach())  # @list_memory
+        return x + torch.stack(self.mems).mean(0) * len(self.mems)
+
+
+class DictPositionCache(nn.Module):      # a per-length table calibrated on the first batch, cached in a dict
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x):
+        n = int(x.shape[0])
+        if n not in self.cache:
+            self.cache[n] = torch.arange(n, dtype=x.dtype)[:, None] * x.abs().mean()  # @dict_position_cache
+        return x + self.cache[n]
+
+
+class EvalLeftSwitched(nn.Module):       # MC-dropout toggling a submodule's mode inside forward
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+        self.calls = torch.zeros(())
+
+    def forward(self, x):
+        out = self.drop(x) if self.drop.training else x * 2
+        self.drop.eval()  # @eval_left_switched
+        return out
+
+
+class SeenShapes(nn.Module):             # a set of shapes seen, used to warn once / pick a path
+    def __init__(self):
+        super().__init__()
+        self.seen = set()
+
+    def forward(self, x):
+        first = tuple(x.shape) not in self.seen
+        self.seen.add(tuple(x.shape))  # @seen_shapes
+        return x * 3 if first else x
+
+
+class FrameStack(nn.Module):             # RL frame stacking in a deque
+    def __init__(self):
+        super().__init__()
+        self.frames = collections.deque(maxlen=3)
+
+    def forward(self, x):
+        self.frames.append(x)  # @frame_stack
+        return torch.cat(list(self.frames), 0).sum(0, keepdim=True) + x
+
+
+class LazyPythonInit(nn.Module):         # data-dependent init flagged with a Python bool (Glow ActNorm variants)
+    def __init__(self):
+        super().__init__()
+        self.initialized = False
+        self.loc = nn.Parameter(torch.zeros(4))
+
+    def forward(self, x):
+        if not self.initialized:
+            with torch.no_grad():
+                self.loc.copy_(-x.mean(0))
+            self.initialized = True  # @lazy_python_init
+        return x + self.loc
+
+
+class SampleCount(nn.Module):            # a running count of samples seen, from a size
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def forward(self, x):
+        self.count = self.count + x.size(0)  # @sample_count
+        return x / self.count
+
+
+class ShuffledOrder(nn.Module):          # heads / layers visited in a shuffled order kept on the module
+    def __init__(self):
+        super().__init__()
+        self.order = [0, 1, 2, 3]
+        self.rng = random.Random(0)
+
+    def forward(self, x):
+        self.rng.shuffle(self.order)  # @shuffled_order
+        return x[:, self.order]
+
+
+# ---- randomness, clocks, seeding -----------------------------------------------------------------
+def python_layerdrop(x):                 # fairseq-style LayerDrop with Python's random
+    if random.uniform(0, 1) < 0.5:  # @python_layerdrop
+        return x
+    return x * 2 + 1
+
+
+def numpy_layerdrop(x):
+    if np.random.random() < 0.5:  # @numpy_layerdrop
+        return x
+    return x * 2 + 1
+
+
+def numpy_random_crop(x):                # SpecAugment-style time mask offsets drawn with numpy
+    t0 = np.random.randint(0, 2)  # @numpy_random_crop
+    return x[:, t0:t0 + 2] * 1.0
+
+
+def python_randint_shift(x):
+    k = random.randint(1, 3)  # @python_randint_shift
+    return torch.roll(x, k, dims=-1)
+
+
+def numpy_default_rng(x):
+    noise = np.random.default_rng().standard_normal(x.shape[-1])  # @numpy_default_rng
+    return x + torch.from_numpy(noise).float()
+
+
+def clock_phase(x):                      # a time-dependent phase (streaming demos)
+    return x * (time.time() % 1.0)  # @clock_phase
+
+
+def timestamp_feature(x):                # a timestamp feature from a monotonic clock
+    return x + (time.perf_counter_ns() % 1000) / 1000  # @timestamp_feature
+
+
+def seeded_noise(x):                     # a sampler seeding torch inside forward for reproducible noise
+    torch.manual_seed(1234)  # @seeded_noise
+    return x + torch.randn(x.shape)
+
+
+# ---- exception-driven fallbacks --------------------------------------------------------------------------
+def view_fallback(x):
+    try:
+        return x.view(-1)  # @view_fallback
+    except RuntimeError:
+        return x.reshape(x.size(0), -1) * 2
+
+
+def index_fallback(x):
+    try:
+        return x[torch.tensor([5])] * 2  # @index_fallback
+    except IndexError:
+        return x[:1]
+
+
+CASES = [
+    StateCase("update_counter", UpdateCounter, (r(2, 4),), (r(2, 4),)),
+    StateCase("ema_buffer_reassigned", EmaBufferReassigned, (r(3, 4),), (r(3, 4),)),
+    StateCase("list_memory", ListMemory, (r(2, 4),), (r(2, 4),)),
+    StateCase("dict_position_cache", DictPositionCache, (r(3, 1),), (r(3, 1),)),
+    StateCase("eval_left_switched", lambda: EvalLeftSwitched().train(), (r(2, 4),), (r(2, 4),)),
+    StateCase("seen_shapes", SeenShapes, (r(2, 4),), (r(2, 4),)),
+    StateCase("frame_stack", FrameStack, (r(1, 4),), (r(1, 4),)),
+    StateCase("lazy_python_init", LazyPythonInit, (r(3, 4),), (r(3, 4),), jit_unusable=True),
+    StateCase("sample_count", SampleCount, (r(2, 4),), (r(2, 4),)),
+    StateCase("shuffled_order", ShuffledOrder, (r(2, 4),), (r(2, 4),)),
+    StateCase("python_layerdrop", lambda: python_layerdrop, (r(4),), (r(4),), reseed=lambda k: random.seed(k)),
+    StateCase("numpy_layerdrop", lambda: numpy_layerdrop, (r(4),), (r(4),), reseed=lambda k: np.random.seed(k)),
+    StateCase("numpy_random_crop", lambda: numpy_random_crop, (r(2, 6),), (r(2, 6),),
+              reseed=lambda k: np.random.seed(k + 1)),
+    StateCase("python_randint_shift", lambda: python_randint_shift, (r(2, 6),), (r(2, 6),),
+              reseed=lambda k: random.seed(k * 3)),
+    StateCase("numpy_default_rng", lambda: numpy_default_rng, (r(2, 6),), (r(2, 6),)),
+    StateCase("clock_phase", lambda: clock_phase, (r(4),), (r(4),)),
+    StateCase("timestamp_feature", lambda: timestamp_feature, (r(4),), (r(4),)),
+    StateCase("seeded_noise", lambda: seeded_noise, (r(4),), (r(4),)),
+    StateCase("view_fallback", lambda: view_fallback, (r(4, 3).t(),), (r(3, 4),), jit_unusable=True),
+    StateCase("index_fallback", lambda: index_fallback, (r(3),), (r(8),), jit_unusable=True),
+]

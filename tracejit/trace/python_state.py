@@ -1,0 +1,290 @@
+"""What a trace cannot check at call time is never frozen silently: Python state, randomness, clocks,
+caught exceptions.
+
+A traced program replays PyTorch ops; it cannot replay what forward did in Python. Five kinds of
+such things are detected while tracing (``PythonStateWatch``, one per recording):
+
+- **the model's state changed by forward**: for every ``nn.Module`` of the traced hierarchy, its
+  attributes (numbers, strings, tensors that are plain attributes, the identity of every other
+  object) and the items of its ``list`` / ``dict`` / ``set`` / ``deque`` attributes (shallow), its
+  parameter / buffer / submodule entries and its ``training`` flag are snapshot before forward and
+  compared after (``self.step += 1``, ``self.ema = ...`` on a buffer, ``self.cache.append(...)``,
+  ``self.head.eval()`` left switched). Not refused: a plain tensor attribute (not a buffer) set in
+  forward (``self.inner.ctx = x.mean()``: a parent handing a tensor to a submodule, recorded as a
+  capture; after a call of the program the attribute still holds the trace-time tensor), a tensor item of
+  a container replaced by another tensor (torchvision's ``cell_anchors`` moved with ``.to()``), and an
+  attribute that was None and is set by forward (lazy set-up on the first call, torchvision's
+  ``MultiScaleRoIAlign.scales``: eager reuses it from then on as the trace does; a ledger entry).
+  Not the model's state: nn.Module's own bookkeeping dicts
+  (hooks, ...) and the underscore attributes of torch's own layer classes (torch's caches such as
+  RNN's ``_flat_weights``), objects that are not containers (only their identity is compared);
+- **Python's ``random`` and ``numpy.random`` draws** (every module-level function bound to their
+  global generators, found by that binding, plus ``numpy.random.default_rng()`` without a seed),
+  **clocks** (``time.time`` / ``perf_counter`` / ``monotonic`` / ``process_time`` and their ``_ns``
+  forms), **seeding torch's generator inside forward** (``torch.manual_seed``, ``torch.seed``,
+  ``torch.set_rng_state``): stand-ins (trace/patches.register) note the calling line when the caller
+  is the tracing thread's code (not the standard library, numpy, torch or tracejit);
+- **an exception raised by a recorded op and caught** by the traced code (``try: x.view(...) except
+  RuntimeError: ...``): the trace holds the fallback the example took.
+
+After forward returns, each one found is a ``TraceError`` naming the line and the way out:
+``tracejit.trace(..., allow_frozen_python_state=True)`` (also ``trace_module``) accepts the values the
+trace froze; each is then a TracerWarning at its line and a ``python_state`` ledger entry.
+"""
+from __future__ import annotations
+
+import collections
+import inspect
+import os
+import random
+import re
+import sys
+import sysconfig
+import time
+
+import torch
+from torch import nn
+
+from ..errors import TraceError
+from . import patches
+from .source import user_location
+from .symbolic import get_tracer
+
+OPT_OUT = "allow_frozen_python_state=True"
+_MODULE_BOOKKEEPING = frozenset(nn.Module().__dict__) - {"training", "_parameters", "_buffers", "_modules"}
+_CONTAINERS = (list, dict, set, collections.deque, collections.OrderedDict)
+_PLAIN = (bool, int, float, complex, str, bytes, type(None))
+
+
+# ---- the model's state: snapshot before, compare after -------------------------------------------------
+def _fingerprint(value):
+    if isinstance(value, _PLAIN):
+        return ("v", type(value), value)
+    if isinstance(value, tuple) and all(isinstance(v, _PLAIN) for v in value):
+        return ("v", tuple, value)
+    if isinstance(value, dict):
+        return ("c", type(value), tuple((k if isinstance(k, _PLAIN) else id(k), _item(v)) for k, v in value.items()))
+    if isinstance(value, _CONTAINERS):   # by contents: a container replaced by an equal one is no change
+        return ("c", type(value), tuple(_item(v) for v in value))
+    return ("o", id(value))
+
+
+def _item(v):
+    if isinstance(v, torch.Tensor):
+        return ("tensor",)   # a tensor item replaced (torchvision's anchors moved with .to()): as a tensor attribute
+    return v if isinstance(v, _PLAIN) else ("id", id(v))
+
+
+def _own_attributes(m: nn.Module) -> dict:
+    torch_layer = type(m).__module__.startswith("torch.")
+    out = {}
+    for key, value in m.__dict__.items():
+        if key in _MODULE_BOOKKEEPING or (torch_layer and key.startswith("_") and key not in (
+                "_parameters", "_buffers", "_modules")):
+            continue
+        if key in ("_parameters", "_buffers", "_modules"):
+            out[key] = tuple((k, id(v)) for k, v in value.items())
+        else:
+            out[key] = _fingerprint(value)
+    return out
+
+
+def snapshot(module: nn.Module | None) -> dict:
+    if module is None:
+        return {}
+    return {path: (m, _own_attributes(m)) for path, m in module.named_modules(remove_duplicate=True)}
+
+
+_ENTRY_KINDS = {"_parameters": "parameter", "_buffers": "buffer", "_modules": "submodule"}
+
+
+_NONE = ("v", type(None), None)
+
+
+def _changes(before: dict, lazy: list) -> list:
+    """(path, module, attribute) of each change; a changed parameter / buffer / submodule entry by its name.
+    Attributes that were None and are set now (lazy set-up on the first call) go to ``lazy`` instead."""
+    out = []
+    for path, (m, attrs) in before.items():
+        now = _own_attributes(m)
+        for key in sorted(set(attrs) | set(now)):
+            if attrs.get(key) == now.get(key):
+                continue
+            if isinstance(m.__dict__.get(key), torch.Tensor):
+                continue   # a plain tensor attribute set in forward: a capture (see the module docstring)
+            if attrs.get(key) == _NONE:
+                lazy.append((path, m, key))   # set once, on the first call: eager reuses it as the trace did
+                continue
+            if key in _ENTRY_KINDS:
+                changed = set(attrs.get(key, ())) ^ set(now.get(key, ()))
+                out += [(path, m, (key, name)) for name in sorted({name for name, _ in changed})]
+            else:
+                out.append((path, m, key))
+    return out
+
+
+def _describe(path: str, m: nn.Module, key) -> str:
+    where = f"{type(m).__name__} {path!r}" if path else type(m).__name__
+    if key == "training":
+        return f"forward switched the training flag of {where} (`.train()` / `.eval()` inside forward)"
+    if isinstance(key, tuple):
+        kind, name = _ENTRY_KINDS[key[0]], key[1]
+        return f"forward replaced or added {kind} `{name}` of {where} (`self.{name} = ...`)"
+    value = m.__dict__.get(key)
+    if isinstance(value, _CONTAINERS):
+        return f"forward changed the items of `{key}` of {where} (a {type(value).__name__} used as a cache?)"
+    return f"forward assigned attribute `{key}` of {where} (e.g. `self.{key} += 1`)"
+
+
+_MUTATORS = (r"append|appendleft|add|update|pop|popleft|popitem|extend|extendleft|insert|remove|discard|clear|"
+             r"setdefault|sort|reverse|rotate")
+
+
+def _write_patterns(target: str, key) -> list:
+    """Regexes for a line that writes ``<target>`` (``self.step += 1``, ``self.cache[k] = v``,
+    ``self.mems.append(x)``, ``random.shuffle(self.order)``; ``self.head.eval()`` for a training flag)."""
+    t = re.escape(target)
+    if key == "training":
+        return [rf"{t}\.(train|eval)\(", rf"{t}\.training\s*=[^=]"]
+    name = rf"{t}\.{re.escape(key[1] if isinstance(key, tuple) else key)}\b"
+    return [rf"{name}\s*(\[[^\]]*\])?\s*([-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)", rf"{name}\.({_MUTATORS})\(",
+            rf"\b(shuffle|sort|heappush|heappop|insort)\(\s*{name}"]
+
+
+def _assignment_line(root: nn.Module | None, path: str, key):
+    """The line of the traced classes' code that writes the changed attribute, outside ``__init__``: searched
+    in the class of the module itself and of each module above it (``self.head.eval()`` in the parent)."""
+    from ..ir import SourceLoc
+    if root is None:
+        return None
+    parts = path.split(".") if path else []
+    for depth in range(len(parts), -1, -1):   # the module itself first, then its parents
+        owner = root.get_submodule(".".join(parts[:depth]))
+        rel = ".".join(parts[depth:])
+        target = "self" + (f".{rel}" if rel else "")
+        patterns = [re.compile(p) for p in _write_patterns(target, key)]
+        try:
+            lines, first = inspect.getsourcelines(type(owner))
+            filename = inspect.getsourcefile(type(owner))
+        except (OSError, TypeError):
+            continue
+        in_init = False
+        for i, line in enumerate(lines):
+            text = line.strip()
+            if text.startswith("def "):
+                in_init = text.startswith("def __init__")
+            if not in_init and any(p.search(text) for p in patterns):
+                return SourceLoc(filename, first + i, "")
+    return None
+
+
+# ---- draws, clocks, seeding: stand-ins note the line ---------------------------------------------------
+_STDLIB = os.path.normcase(sysconfig.get_paths()["stdlib"]) + os.sep
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_TRACEJIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_library_files: dict[str, bool] = {}
+
+
+def _library(filename: str) -> bool:
+    r = _library_files.get(filename)
+    if r is None:
+        norm = os.path.normcase(filename)
+        r = (norm.startswith(_STDLIB) and "site-packages" not in norm) or filename.startswith(
+            (_TORCH_DIR, _TRACEJIT_DIR, "<tracejit", "<frozen")) or f"{os.sep}numpy{os.sep}" in filename
+        _library_files[filename] = r
+    return r
+
+
+def _note(what: str, advice: str):
+    def make(original):
+        def stand_in(*args, **kwargs):
+            tracer = get_tracer()
+            if tracer is not None and not _library(sys._getframe(1).f_code.co_filename):
+                watch = getattr(tracer, "python_state", None)
+                if watch is not None and not (what.endswith("default_rng()") and (args or kwargs)):
+                    watch.found(what, advice, user_location(2))
+            return original(*args, **kwargs)
+        stand_in.__name__ = getattr(original, "__name__", "stand_in")
+        stand_in.__doc__ = getattr(original, "__doc__", None)
+        stand_in.__wrapped__ = original
+        return stand_in
+    return make
+
+
+_RANDOM_ADVICE = "draw with torch (torch.rand, torch.randint, ...), which the trace records, or pass the value in"
+_CLOCK_ADVICE = "pass the value in as an argument"
+_SEED_ADVICE = "seed outside forward, or pass a torch.Generator in"
+
+
+def _register() -> None:
+    for name in dir(random):
+        if not name.startswith("_") and getattr(getattr(random, name), "__self__", None) is random._inst:
+            patches.register(random, name, _note(f"random.{name}()", _RANDOM_ADVICE))
+    for name in ("time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns",
+                 "process_time", "process_time_ns", "thread_time", "thread_time_ns"):
+        if hasattr(time, name):
+            patches.register(time, name, _note(f"time.{name}()", _CLOCK_ADVICE))
+    for name in ("manual_seed", "seed", "set_rng_state"):
+        patches.register(torch, name, _note(f"torch.{name}()", _SEED_ADVICE))
+    try:
+        import numpy.random as npr
+    except ImportError:   # pragma: no cover - numpy is a dependency of torch's numpy bridge, not of torch
+        return
+    legacy = getattr(getattr(npr, "mtrand", None), "_rand", None)
+    for name in dir(npr):
+        if not name.startswith("_") and legacy is not None and getattr(getattr(npr, name), "__self__", None) is legacy:
+            patches.register(npr, name, _note(f"numpy.random.{name}()", _RANDOM_ADVICE))
+    patches.register(npr, "default_rng", _note("numpy.random.default_rng()", _RANDOM_ADVICE + " (or seed it)"))
+
+
+_register()
+
+
+# ---- one recording's watch --------------------------------------------------------------------------------
+class PythonStateWatch:
+    """Collects what forward did that a traced program cannot replay; ``finish`` refuses or warns."""
+
+    def __init__(self, module: nn.Module | None, allow: bool):
+        self.allow = allow
+        self.module = module
+        self.before = snapshot(module)
+        self.issues: list = []   # (what, advice, SourceLoc | None)
+        self._raised: set[int] = set()
+
+    def found(self, what: str, advice: str, loc) -> None:
+        if not any(w == what and l == loc for w, _, l in self.issues):
+            self.issues.append((what, advice, loc))
+
+    def op_raised(self, func, error: BaseException) -> None:
+        """A recorded op raised: if the traced code catches it, the trace holds the fallback it took."""
+        if isinstance(error, TraceError) or id(error) in self._raised:
+            return
+        self._raised.add(id(error))
+        name = getattr(func, "__name__", str(func))
+        self.found(f"`{name}` raised {type(error).__name__} ({str(error).splitlines()[0][:120] if str(error) else ''}) "
+                   "and the traced code caught it: the trace holds the fallback this example took",
+                   "check the condition with sizes or dtypes instead of catching the op's error",
+                   user_location(3))
+
+    def finish(self, ledger) -> None:
+        lazy: list = []
+        for path, m, key in _changes(self.before, lazy):
+            self.found(_describe(path, m, key), "keep state that changes per call in tensors (buffers updated "
+                       "in place) or outside forward", _assignment_line(self.module, path, key))
+        for path, m, key in lazy:
+            ledger.add("python_state", f"forward set `{key}` of {type(m).__name__} {path!r}, None before: a lazy set-up "
+                       "on the first call, which eager reuses as the trace does", None, None, warn=False)
+        if not self.issues:
+            return
+        if not self.allow:
+            lines = [f"  {loc if loc is not None else '(line unknown)'}: {what}; {advice}" for what, advice, loc
+                     in self.issues[:6]]
+            more = f"\n  ... and {len(self.issues) - 6} more" if len(self.issues) > 6 else ""
+            raise TraceError(
+                "the traced code did something a traced program cannot replay or check at call time; its "
+                "trace-time outcome would be frozen silently:\n" + "\n".join(lines) + more +
+                f"\nTo accept the frozen values, trace with {OPT_OUT} (each is then a TracerWarning and a "
+                "'python_state' entry of traced.ledger).")
+        for what, advice, loc in self.issues:
+            ledger.add("python_state", f"{what}; the trace froze its outcome ({OPT_OUT}), which "
+                       "might cause the trace to be incorrect", loc, None)
