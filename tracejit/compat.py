@@ -1,0 +1,78 @@
+"""What differs between the torch releases tracejit supports (2.11 to 2.15), in one place.
+
+Each shim says which releases need it and why. Code elsewhere in tracejit imports these names
+instead of reaching into torch for them, so a new torch release is handled here.
+
+``redispatch_function`` (torch >= 2.13 has it as ``torch.overrides.redispatch_function``)
+    The recorder is a TorchFunctionMode that traces *through* torch's Python helpers
+    (``F.interpolate``, ``Tensor.__rsub__``): it re-enters itself (``with self:``) and calls the
+    helper with one hop of ``__torch_function__`` dispatch skipped, so the helper's body runs
+    while the C++ ops it calls reach the mode. torch 2.13 added a C entry point for that skip.
+    On 2.11 / 2.12 the same effect is built here: the helper is called as a copy of itself (same
+    code, defaults, closure) whose globals answer False to its own ``has_torch_function*`` checks,
+    the one hop. Nothing process-wide is patched, so other threads (and helpers the body calls,
+    which have their own globals) dispatch as usual; the copy runs the same code object, so
+    source locations (``trace.source.user_location``) and tracebacks are those of the helper.
+    A callable that is not a Python function (nothing to copy) gets a TypeError that says so.
+
+``call_classmethod``
+    ``torch.autograd.Function.apply`` is a Python ``classmethod`` up to torch 2.13 and a C
+    classmethod descriptor (``_C._FunctionBase.__dict__["apply"]``) from 2.14 on, which has no
+    ``__func__``. Binding through the descriptor protocol (``__get__(None, cls)``) works for both.
+"""
+from __future__ import annotations
+
+import types
+
+import torch
+import torch.overrides
+
+TORCH_VERSION: tuple[int, int] = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])  # type: ignore[assignment]
+
+# The names under which torch's Python helpers check for __torch_function__ overrides: the C
+# functions torch.overrides re-exports (helpers import them into their module's globals).
+_CHECKS = tuple(getattr(torch._C, name) for name in (
+    "_has_torch_function", "_has_torch_function_unary", "_has_torch_function_variadic"))
+
+
+def _no_override(*args, **kwargs) -> bool:
+    """Stands for ``has_torch_function*`` in the one helper call whose hop is skipped."""
+    return False
+
+
+def _redispatch_by_copy(func, types_, args, kwargs):
+    """torch < 2.13: call ``func`` with its own ``__torch_function__`` checks answered False (see the
+    module docstring); ``types_`` is unused, as it is by torch's own implementation."""
+    kwargs = kwargs or {}
+    target = func
+    bound_to = None
+    if isinstance(func, types.MethodType):   # a bound method: copy its function, keep what it is bound to
+        target, bound_to = func.__func__, func.__self__
+    if not isinstance(target, types.FunctionType):
+        raise TypeError(
+            f"tracejit cannot trace through {func!r} ({type(func).__name__}) on torch "
+            f"{torch.__version__}: it needs torch.overrides.redispatch_function (torch >= 2.13) for a "
+            "callable that is not a Python function")
+    module_globals = target.__globals__
+    names = [k for k, v in module_globals.items() if any(v is check for check in _CHECKS)]
+    if not names:   # the helper checks nothing under a global name: nothing to skip
+        return func(*args, **kwargs)
+    copied_globals = dict(module_globals)
+    for name in names:
+        copied_globals[name] = _no_override
+    copy = types.FunctionType(target.__code__, copied_globals, target.__name__, target.__defaults__,
+                              target.__closure__)
+    copy.__kwdefaults__ = target.__kwdefaults__
+    copy.__qualname__ = target.__qualname__
+    if bound_to is not None:
+        return copy(bound_to, *args, **kwargs)
+    return copy(*args, **kwargs)
+
+
+redispatch_function = getattr(torch.overrides, "redispatch_function", None) or _redispatch_by_copy
+
+
+def call_classmethod(descriptor, cls, *args, **kwargs):
+    """Call the classmethod ``descriptor`` (taken from a class ``__dict__``: a Python ``classmethod``
+    or a C classmethod descriptor) as ``cls.method(*args, **kwargs)``."""
+    return descriptor.__get__(None, cls)(*args, **kwargs)
