@@ -40,6 +40,9 @@ def _no_override(*args, **kwargs) -> bool:
     return False
 
 
+_check_names: dict[int, list[str]] = {}   # id(module globals) -> the names its checks go by
+
+
 def _redispatch_by_copy(func, types_, args, kwargs):
     """torch < 2.13: call ``func`` with its own ``__torch_function__`` checks answered False (see the
     module docstring); ``types_`` is unused, as it is by torch's own implementation."""
@@ -54,7 +57,10 @@ def _redispatch_by_copy(func, types_, args, kwargs):
             f"{torch.__version__}: it needs torch.overrides.redispatch_function (torch >= 2.13) for a "
             "callable that is not a Python function")
     module_globals = target.__globals__
-    names = [k for k, v in module_globals.items() if any(v is check for check in _CHECKS)]
+    names = _check_names.get(id(module_globals))
+    if names is None or any(module_globals.get(name) not in _CHECKS for name in names):
+        names = [k for k, v in module_globals.items() if any(v is check for check in _CHECKS)]
+        _check_names[id(module_globals)] = names
     if not names:   # the helper checks nothing under a global name: nothing to skip
         return func(*args, **kwargs)
     copied_globals = dict(module_globals)
