@@ -10,7 +10,7 @@ instead of reaching into torch for them, so a new torch release is handled here.
     while the C++ ops it calls reach the mode. torch 2.13 added a C entry point for that skip.
     On 2.11 / 2.12 the same effect is built here: the helper is called as a copy of itself (same
     code, defaults, closure) whose globals answer False to its own ``has_torch_function*`` checks,
-    the one hop. Nothing process-wide is patched, so other threads (and helpers the body calls,
+    the one hop (named directly, or reached through ``torch`` / ``torch.overrides``). Nothing process-wide is patched, so other threads (and helpers the body calls,
     which have their own globals) dispatch as usual; the copy runs the same code object, so
     source locations (``trace.source.user_location``) and tracebacks are those of the helper.
     A callable that is not a Python function (nothing to copy) gets a TypeError that says so.
@@ -35,9 +35,31 @@ _CHECKS = tuple(getattr(torch._C, name) for name in (
     "_has_torch_function", "_has_torch_function_unary", "_has_torch_function_variadic"))
 
 
+_CHECK_NAMES = frozenset(("has_torch_function", "has_torch_function_unary", "has_torch_function_variadic",
+                          "_has_torch_function", "_has_torch_function_unary", "_has_torch_function_variadic"))
+
+
 def _no_override(*args, **kwargs) -> bool:
     """Stands for ``has_torch_function*`` in the one helper call whose hop is skipped."""
     return False
+
+
+class _ChecksAnswerFalse:
+    """Stands for ``torch``, ``torch.overrides`` or ``torch._C`` in a copied helper's globals when the
+    helper reaches its check through the module (``overrides.has_torch_function_unary(a)``, as
+    ``torch.sym_float`` does): the checks answer False, every other attribute is the module's."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        if name in _CHECK_NAMES:
+            return _no_override
+        value = getattr(self._module, name)
+        return _ChecksAnswerFalse(value) if any(value is m for m in _CHECK_MODULES) else value
+
+
+_CHECK_MODULES = (torch, torch.overrides, torch._C)
 
 
 _check_names: dict[int, list[str]] = {}   # id(module globals) -> the names its checks go by
@@ -61,11 +83,15 @@ def _redispatch_by_copy(func, types_, args, kwargs):
     if names is None or any(module_globals.get(name) not in _CHECKS for name in names):
         names = [k for k, v in module_globals.items() if any(v is check for check in _CHECKS)]
         _check_names[id(module_globals)] = names
-    if not names:   # the helper checks nothing under a global name: nothing to skip
+    through = [k for k, v in module_globals.items() if any(v is m for m in _CHECK_MODULES)] \
+        if _CHECK_NAMES.intersection(target.__code__.co_names) else []
+    if not names and not through:   # the helper checks nothing: nothing to skip
         return func(*args, **kwargs)
     copied_globals = dict(module_globals)
     for name in names:
         copied_globals[name] = _no_override
+    for name in through:
+        copied_globals[name] = _ChecksAnswerFalse(module_globals[name])
     copy = types.FunctionType(target.__code__, copied_globals, target.__name__, target.__defaults__,
                               target.__closure__)
     copy.__kwdefaults__ = target.__kwdefaults__

@@ -77,6 +77,7 @@ def test_fallback_sees_the_ops_inside_a_helper():
 
 
 _module_checks = sys.modules[__name__].__dict__
+_THE_CHECK = (torch._C._has_torch_function_unary,)   # in a tuple: the copy replaces globals that are checks
 
 
 def _scaled(x):
@@ -84,7 +85,7 @@ def _scaled(x):
     if has_torch_function_unary(x):
         return handle_torch_function(_scaled, (x,), x)
     # the copy that runs this body sees its own check answered False, the module itself is untouched
-    assert _module_checks["has_torch_function_unary"] is torch._C._has_torch_function_unary
+    assert _module_checks["has_torch_function_unary"] is _THE_CHECK[0]
     return x * 3 + 1
 
 
@@ -116,6 +117,26 @@ def test_fallback_patches_nothing_that_other_threads_see():
     assert mode.names[:2] == ["_scaled", "mul"]
     assert out.item() == 7.0
     assert seen_in_thread == [False, 6.0]
+
+
+def _through_the_module(x):
+    """A helper that reaches its check through the module, as ``torch.sym_float`` does."""
+    if torch.overrides.has_torch_function_unary(x):
+        return torch.overrides.handle_torch_function(_through_the_module, (x,), x)
+    return x.exp() - 1
+
+
+@pytest.mark.parametrize("redispatch", [pytest.param(NATIVE, id="torch", marks=pytest.mark.skipif(
+    NATIVE is None, reason=f"torch {torch.__version__} has no redispatch_function")),
+    pytest.param(compat._redispatch_by_copy, id="fallback")])
+def test_a_check_reached_through_the_module_is_skipped_once(redispatch):
+    x = torch.tensor([0.5, -1.0])
+    mode = _CallLog(redispatch)
+    with mode:
+        out = _through_the_module(x)
+    assert mode.names == ["_through_the_module", "exp", "sub"]
+    torch.testing.assert_close(out, x.exp() - 1)
+    assert torch.overrides.has_torch_function_unary is torch._C._has_torch_function_unary
 
 
 def test_fallback_refuses_what_it_cannot_copy():
