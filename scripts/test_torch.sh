@@ -69,5 +69,14 @@ if [[ -s "$MISSING" ]]; then
   sed 's/^/   /' "$MISSING"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+echo "== make demo's steps on torch $TORCH"
+# (in the venv's folder: demo.py writes demo_model.tjit where it runs, and runs of two versions may overlap)
+(cd "$VENV" && bin/python ../examples/demo.py > demo.log 2>&1 && bin/tracejit inspect demo_model.tjit >> demo.log 2>&1)
+demo_rc=$?
+tail -n 3 "$VENV/demo.log"
+echo "   demo: $([[ $demo_rc -eq 0 ]] && echo ok || echo "FAILED (rc $demo_rc, $VENV/demo.log)")"
 echo "== pytest on torch $TORCH"
 "$VPY" -m pytest -q -p no:cacheprovider tests "${@:2}"
+tests_rc=$?
+[[ $demo_rc -eq 0 ]] && exit $tests_rc
+exit 1
