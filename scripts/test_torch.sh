@@ -4,7 +4,7 @@
 #   scripts/test_torch.sh 2.15.0            (or: make test-torch TORCH=2.15.0)
 #   TORCH_INDEX=<a PyTorch wheel index> scripts/test_torch.sh 2.12.1
 #   scripts/test_torch.sh 2.15.0 --setup-only      (build the venv, run nothing)
-#   scripts/test_torch.sh 2.15.0 tests/trace -x    (arguments after the version go to pytest)
+#   scripts/test_torch.sh 2.15.0 tests/trace -x    (arguments after the version replace pytest's "tests")
 #
 # The venv is .venv-torch-<version> (gitignored) and is reused by later runs. CI stays on the
 # pinned torch of `make test`; this script is how the range declared in pyproject.toml is proved.
@@ -76,7 +76,8 @@ demo_rc=$?
 tail -n 3 "$VENV/demo.log"
 echo "   demo: $([[ $demo_rc -eq 0 ]] && echo ok || echo "FAILED (rc $demo_rc, $VENV/demo.log)")"
 echo "== pytest on torch $TORCH"
-"$VPY" -m pytest -q -p no:cacheprovider tests "${@:2}"
+if [[ $# -gt 1 ]]; then targets=("${@:2}"); else targets=(tests); fi
+"$VPY" -m pytest -q -p no:cacheprovider "${targets[@]}"
 tests_rc=$?
 [[ $demo_rc -eq 0 ]] && exit $tests_rc
 exit 1
