@@ -27,8 +27,6 @@ import types
 import torch
 import torch.overrides
 
-TORCH_VERSION: tuple[int, int] = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])  # type: ignore[assignment]
-
 # The names under which torch's Python helpers check for __torch_function__ overrides: the C
 # functions torch.overrides re-exports (helpers import them into their module's globals).
 _CHECKS = tuple(getattr(torch._C, name) for name in (

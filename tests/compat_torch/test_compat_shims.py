@@ -230,7 +230,3 @@ def test_call_classmethod_binds_function_apply_of_this_torch():
 
     assert compat.call_classmethod(Plain.__dict__["who"], Plain, 1, b=5) == ("Plain", 6)
 
-
-def test_torch_version_is_parsed():
-    assert compat.TORCH_VERSION == tuple(int(p) for p in torch.__version__.split(".")[:2])
-    assert (2, 11) <= compat.TORCH_VERSION
