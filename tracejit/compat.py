@@ -83,20 +83,48 @@ def _redispatch_by_copy(func, types_, args, kwargs):
         _check_names[id(module_globals)] = names
     through = [k for k, v in module_globals.items() if any(v is m for m in _CHECK_MODULES)] \
         if _CHECK_NAMES.intersection(target.__code__.co_names) else []
-    if not names and not through:   # the helper checks nothing: nothing to skip
-        return func(*args, **kwargs)
+    closure = target.__closure__
+    if not names and not through:
+        # no check of its own: a dispatcher (``boolean_dispatch``'s ``fn`` behind F.max_pool2d) whose check is
+        # in the functions it holds in its closure; torch's skip goes to the next check, so copy those
+        closure = _closure_with_copies(closure)
+        if closure is target.__closure__:
+            return func(*args, **kwargs)   # nothing checks: nothing to skip
     copied_globals = dict(module_globals)
     for name in names:
         copied_globals[name] = _no_override
     for name in through:
         copied_globals[name] = _ChecksAnswerFalse(module_globals[name])
-    copy = types.FunctionType(target.__code__, copied_globals, target.__name__, target.__defaults__,
-                              target.__closure__)
+    copy = types.FunctionType(target.__code__, copied_globals, target.__name__, target.__defaults__, closure)
     copy.__kwdefaults__ = target.__kwdefaults__
     copy.__qualname__ = target.__qualname__
     if bound_to is not None:
         return copy(bound_to, *args, **kwargs)
     return copy(*args, **kwargs)
+
+
+def _closure_with_copies(closure):
+    """``closure`` with each Python function in it replaced by a copy whose own checks answer False
+    (the same closure when no function in it checks anything)."""
+    if not closure:
+        return closure
+    cells, changed = [], False
+    for cell in closure:
+        value = cell.cell_contents if cell.cell_contents is not None else None
+        if isinstance(value, types.FunctionType) and _CHECK_NAMES.intersection(value.__code__.co_names):
+            copied = dict(value.__globals__)
+            for k, v in value.__globals__.items():
+                if any(v is check for check in _CHECKS):
+                    copied[k] = _no_override
+                elif any(v is m for m in _CHECK_MODULES):
+                    copied[k] = _ChecksAnswerFalse(v)
+            twin = types.FunctionType(value.__code__, copied, value.__name__, value.__defaults__, value.__closure__)
+            twin.__kwdefaults__ = value.__kwdefaults__
+            cells.append(types.CellType(twin))
+            changed = True
+        else:
+            cells.append(cell)
+    return tuple(cells) if changed else closure
 
 
 redispatch_function = getattr(torch.overrides, "redispatch_function", None) or _redispatch_by_copy

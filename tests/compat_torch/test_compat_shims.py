@@ -48,6 +48,7 @@ def _helpers(x):
     """Python helpers of torch (module functions, a Tensor dunder wrapped by a decorator, a Tensor method)."""
     y = F.interpolate(F.relu6(x), scale_factor=2, mode="bilinear", align_corners=False)
     y = 1 - F.layer_norm(y, y.shape[-1:])
+    y = F.max_pool2d(y, 2) + F.adaptive_max_pool2d(y, 1)   # boolean_dispatch: the check is one call further in
     return F.gelu(y.unflatten(1, (2, -1))).sum(dim=(2, 3))
 
 
@@ -173,10 +174,11 @@ class _Net(nn.Module):
     def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(4, 4, 3, padding=1)
-        self.norm = nn.LayerNorm(10)
+        self.norm = nn.LayerNorm(5)
 
     def forward(self, x):
         y = F.interpolate(self.conv(x), scale_factor=2)
+        y = F.max_pool2d(y, 2, ceil_mode=True) * F.adaptive_max_pool2d(y, (5, 5))
         return 1 - F.gelu(self.norm(y)).unflatten(1, (2, -1))
 
 
