@@ -6,7 +6,7 @@ BASE   := $(VENV)/.installed-base
 TEST   := $(VENV)/.installed-test
 BENCH  := $(VENV)/.installed-bench
 
-.PHONY: venv demo test bench
+.PHONY: venv demo test bench test-torch
 
 venv: $(BASE)
 
@@ -43,3 +43,8 @@ test: $(TEST)
 
 bench: $(BENCH)
 	$(VPY) bench/bench_core.py
+
+# The suite on another torch (2.11 to 2.15): its own venv .venv-torch-$(TORCH), see the script.
+test-torch:
+	@test -n "$(TORCH)" || { echo "usage: make test-torch TORCH=2.15.0"; exit 2; }
+	scripts/test_torch.sh $(TORCH)

@@ -14,7 +14,7 @@ from torch import nn
 
 from .passes.freeze import freeze_attributes
 from .passes.graph_copy import copy_graph
-from .passes.pipeline import IN_MEMORY_PASSES, run_passes
+from .passes.pipeline import IN_MEMORY_PASSES, run_passes, runs_on_cpu
 from .runtime.fast_call import FastTracedFunction, FastTracedModule, compile_for_inference
 from .runtime.traced import TracedFunction, TracedModule
 
@@ -158,7 +158,8 @@ def _module_from(traced: TracedModule, graph, preserved, optimize: bool = False,
     for path in preserved:
         _attach(out, traced, path)
     graph.training = False
-    run_graph = run_passes(graph, IN_MEMORY_PASSES) if optimize else graph
+    held = list(out.parameters()) + list(out.buffers())
+    run_graph = run_passes(graph, IN_MEMORY_PASSES) if optimize and runs_on_cpu(graph, held) else graph
     out._install("forward", compile_for_inference(graph, run_graph, "forward", f"frozen.{traced.original_name}"))
     return out
 
@@ -182,6 +183,6 @@ def _attach(out: nn.Module, source: nn.Module, path: str) -> None:
 
 
 def _function_from(traced: TracedFunction, graph, optimize: bool = False) -> TracedFunction:
-    run_graph = run_passes(graph, IN_MEMORY_PASSES) if optimize else graph
+    run_graph = run_passes(graph, IN_MEMORY_PASSES) if optimize and runs_on_cpu(graph) else graph
     fn = compile_for_inference(graph, run_graph, "forward", traced.__name__, display=traced.__name__)
     return FastTracedFunction.from_compiled(traced.__name__, fn, traced.ledger)

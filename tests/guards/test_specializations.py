@@ -34,19 +34,20 @@ def test_new_specialization_warns_with_the_guard_and_line():
     assert "if x.size(0) > 3:" in traced.specializations[0].reason
 
 
-def test_a_branch_on_a_size_holds_for_the_whole_range():
+def test_a_branch_on_a_size_holds_for_the_whole_range(device):
     """``s0 > 3`` guards exactly that predicate: every s0 > 3 reuses the first trace."""
-    traced = quiet(tracejit.trace, size_branch, torch.randn(5, 2))
+    traced = quiet(tracejit.trace, size_branch, torch.randn(5, 2, device=device))
     for n in (4, 6, 9, 50):
-        x = torch.randn(n, 2)
+        x = torch.randn(n, 2, device=device)
         assert torch.equal(traced(x), size_branch(x))
     assert len(traced.specializations) == 1
     assert traced._specializations.traces == 0
 
 
-def test_specializing_never_retraces_on_every_call():
-    traced = quiet(tracejit.trace, value_branch, torch.ones(3))
-    pos, neg = torch.tensor([1.0, 2.0]), torch.tensor([-1.0, -2.0])
+def test_specializing_never_retraces_on_every_call(device):
+    """A value guard (on CUDA: a device sync per call) picks the specialization of each branch."""
+    traced = quiet(tracejit.trace, value_branch, torch.ones(3, device=device))
+    pos, neg = torch.tensor([1.0, 2.0], device=device), torch.tensor([-1.0, -2.0], device=device)
     for _ in range(10):
         assert torch.equal(quiet(traced, neg), value_branch(neg))
         assert torch.equal(quiet(traced, pos), value_branch(pos))

@@ -247,27 +247,27 @@ def test_frozen_module_switched_to_train_raises_guard_error():
         frozen(torch.randn(2, 6))
 
 
-def test_optimize_for_inference_torch_backend_matches_eager_and_jit():
-    model = conv_bn()
-    example = (torch.randn(1, 3, 16, 16),)
+def test_optimize_for_inference_torch_backend_matches_eager_and_jit(device):
+    model = conv_bn().to(device)
+    example = (torch.randn(1, 3, 16, 16, device=device),)
     traced = trace(model, example)
     before = str(traced.inlined_graph)
     optimized = tracejit.optimize_for_inference(traced)
     assert "aten::batch_norm" not in ops(optimized.graph)
     assert str(traced.inlined_graph) == before
     jit = jit_frozen(model, example)
-    x = torch.randn(4, 3, 24, 24)
+    x = torch.randn(4, 3, 24, 24, device=device)
     with torch.no_grad():
         torch.testing.assert_close(optimized(x), model(x), rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(optimized(x), jit(x), rtol=1e-4, atol=1e-5)
 
 
-def test_optimize_for_inference_of_a_function():
+def test_optimize_for_inference_of_a_function(device):
     def f(x, y):
         return (x.sin() * y.sin()).sum(-1)
-    traced = trace(f, (torch.randn(2, 3), torch.randn(2, 3)))
+    traced = trace(f, (torch.randn(2, 3, device=device), torch.randn(2, 3, device=device)))
     optimized = tracejit.optimize_for_inference(traced)
-    x, y = torch.randn(5, 4), torch.randn(5, 4)
+    x, y = torch.randn(5, 4, device=device), torch.randn(5, 4, device=device)
     torch.testing.assert_close(optimized(x, y), f(x, y))
     assert optimized.signature == traced.signature
 
@@ -287,14 +287,15 @@ def test_corpus_model_frozen_and_optimized_give_eager_answers(model):
         assert_outputs_equal(run(optimized, case.inputs[alt]), case.eager(alt), f"{model}/{alt} optimized")
 
 
-def test_optimized_module_saves_and_loads(tmp_path):
+def test_optimized_module_saves_and_loads(tmp_path, device):
     model = conv_bn()
     optimized = tracejit.optimize_for_inference(trace(model, (torch.randn(1, 3, 16, 16),)))
     tracejit.save(optimized, tmp_path / "m.tjit")
-    loaded = tracejit.load(tmp_path / "m.tjit")
+    loaded = tracejit.load(tmp_path / "m.tjit", map_location=device)   # saved from the cpu, run on ``device``
+    assert {t.device for t in loaded.graph.constants if isinstance(t, torch.Tensor)} == {device}
     x = torch.randn(2, 3, 12, 20)
     with torch.no_grad():
-        torch.testing.assert_close(loaded(x), model(x), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(loaded(x.to(device)).cpu(), model(x), rtol=1e-4, atol=1e-5)
 
 
 def test_guard_nodes_survive_every_pass():

@@ -366,6 +366,18 @@ def test_map_location_cpu(where):
         assert_same(loaded(*in2), eager(*in2))
 
 
+def test_map_location_to_the_device_and_back(device):
+    eager, traced, _, (in1, in2) = case("conv_bn_eval")
+    there = load_bytes(to_bytes(traced), map_location=device)
+    assert {p.device for p in there.parameters()} == {device}
+    with torch.no_grad():
+        out = there(*(t.to(device) for t in in2))
+        assert out.device == device
+        assert_same(out.cpu(), eager(*in2))
+        back = load_bytes(to_bytes(there), map_location="cpu")   # saved from ``device``, loaded on the cpu
+        assert_same(back(*in1), eager(*in1))
+
+
 def test_save_and_load_with_paths(tmp_path):
     eager, traced, _, (in1, _) = case("conv_bn_eval")
     tracejit.save(traced, str(tmp_path / "a.tj"))

@@ -34,11 +34,11 @@ def _one(x):
     return torch.tanh(x * 3.0) - 0.5 * x.sum() / x.numel() + x.cumsum(0)
 
 
-def test_single_tensor_example_returns_traced_function():
+def test_single_tensor_example_returns_traced_function(device):
     torch.manual_seed(0)
-    traced = tracejit.trace(_one, torch.randn(4))
+    traced = tracejit.trace(_one, torch.randn(4, device=device))
     assert isinstance(traced, tracejit.TracedFunction)
-    x1, x2 = torch.randn(9), torch.randn(9)
+    x1, x2 = torch.randn(9, device=device), torch.randn(9, device=device)
     assert_moves(_one(x1), _one(x2))
     assert_same(traced(x1), _one(x1))
     assert_same(traced(x2), _one(x2))
@@ -68,14 +68,14 @@ def _two(x, y):
     return x @ y.t() + 2 * x.sum(1, keepdim=True) - y.mean()
 
 
-def test_tuple_of_inputs():
+def test_tuple_of_inputs(device):
     torch.manual_seed(0)
-    traced = tracejit.trace(_two, (torch.randn(3, 4), torch.randn(2, 4)))
-    a, b = torch.randn(6, 5), torch.randn(7, 5)
-    a2 = torch.randn(6, 5)
+    traced = tracejit.trace(_two, (torch.randn(3, 4, device=device), torch.randn(2, 4, device=device)))
+    a, b = torch.randn(6, 5, device=device), torch.randn(7, 5, device=device)
+    a2 = torch.randn(6, 5, device=device)
     assert_moves(_two(a, b), _two(a2, b))
     out = traced(a, b)
-    assert out.shape == (6, 7)
+    assert out.shape == (6, 7) and out.device == a.device
     assert_same(out, _two(a, b))
     assert_same(traced(a2, b), _two(a2, b))
 

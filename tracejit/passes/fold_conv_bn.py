@@ -42,6 +42,8 @@ def fold_conv_batch_norm(graph: Graph) -> Graph:
         bias_t = None if bias is None else _const(out, bias)
         if any(t is None for t in tensors) or (bias is not None and bias_t is None):
             continue
+        if any(t.device.type == "meta" for t in tensors + [bias_t] if t is not None):
+            continue   # a meta tensor holds no values: the scale cannot be proved finite
         weight, gamma_t, beta_t, mean_t, var_t = tensors
         scale = gamma_t / torch.sqrt(var_t + eps)
         if not torch.isfinite(scale).all():

@@ -7,7 +7,8 @@ FrozenLinearTranspose pass). The weight keeps its shape, values and dtype: only 
 change, so the graph is unchanged and saves as before (a saved tensor is written contiguous;
 ``optimize_for_inference`` on the loaded program lays it out again).
 
-Applies to a constant 2-d floating-point tensor whose every use is the weight of an
+Applies to a constant 2-d floating-point tensor on the CPU (the gain was measured there; cuBLAS
+picks its own transposes, so another device keeps its weights as they are) whose every use is the weight of an
 ``aten::linear`` that oneDNN will not run (passes/linear_kernels.py: that kernel runs a copy in
 oneDNN's blocked layout, and the plain weight only serves its fallback).
 """
@@ -45,7 +46,8 @@ def transpose_linear_weights(graph: Graph) -> Graph:
         if index in other:
             continue
         w = out.constants[index]
-        if isinstance(w, torch.Tensor) and w.dim() == 2 and w.is_floating_point() and w.is_contiguous() \
+        if isinstance(w, torch.Tensor) and w.dim() == 2 and w.is_floating_point() and w.device.type == "cpu" \
+                and w.is_contiguous() \
                 and w.layout == torch.strided and w.shape[0] > 1 and w.shape[1] > 1:
             out.constants[index] = w.t().contiguous().t()
     return out

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 
-from ..ir import Graph, verify
+import torch
+
+from ..ir import Graph, TensorType, verify
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
 from .drop_identities import drop_identities
@@ -81,6 +83,25 @@ IN_MEMORY_PASSES = (
     ("fuse_numpy_regions", fuse_numpy_regions),
     ("fuse_linear_kernels", fuse_linear_kernels),
 )
+
+
+def runs_on_cpu(graph: Graph, tensors=()) -> bool:
+    """May ``IN_MEMORY_PASSES`` (numpy, numexpr and oneDNN kernels: CPU only) run ``graph``? Only when
+    every tensor the program holds (its constants, and ``tensors``: a module's preserved parameters
+    and buffers) and every tensor type it recorded is on the CPU. A program traced on another device,
+    moved there or loaded there with ``map_location`` keeps torch's ops, which run on every device
+    (default-deny: a device nobody listed gets no CPU kernel)."""
+    held = [c for c in graph.constants if isinstance(c, torch.Tensor)] + list(tensors)
+    if any(t.device.type != "cpu" for t in held):
+        return False
+    return all(t.device == "cpu" for t in _tensor_types(graph))
+
+
+def _tensor_types(graph: Graph):
+    for v in list(graph.inputs) + [o for n in graph.nodes for o in n.outputs]:
+        t = getattr(v, "type", None)
+        if isinstance(t, TensorType):
+            yield t
 
 
 def run_passes(graph: Graph, passes=INFERENCE_PASSES) -> Graph:

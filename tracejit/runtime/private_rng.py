@@ -21,7 +21,9 @@ from __future__ import annotations
 import types
 
 import torch
-from torch.overrides import TorchFunctionMode, redispatch_function
+from torch.overrides import TorchFunctionMode
+
+from ..compat import redispatch_function
 
 _TAKES_GENERATOR = {"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "normal",
                     "normal_", "uniform_", "bernoulli", "bernoulli_", "multinomial", "exponential_", "random_",

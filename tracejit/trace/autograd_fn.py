@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from ..compat import call_classmethod
 from ..errors import TraceError
 from ..ir import Node, TensorType
 from ..pytree import flatten
@@ -30,7 +31,7 @@ def traced_apply(tracer, original_apply, cls, args, kwargs):
     """``Function.apply`` while ``tracer`` (the calling thread's, or None) records; torch's own Functions
     and calls outside a trace run unchanged."""
     if tracer is None or get_tracer() is not tracer or cls.__module__.split(".")[0] == "torch" or not tracer.frames:
-        return original_apply.__func__(cls, *args, **kwargs)
+        return call_classmethod(original_apply, cls, *args, **kwargs)
     if kwargs:
         raise TraceError(f"{cls.__qualname__}.apply was called with keyword arguments at {user_location(2)}; "
                          "tracejit records custom autograd Functions called with positional arguments only")
@@ -39,7 +40,7 @@ def traced_apply(tracer, original_apply, cls, args, kwargs):
     loc = user_location(2)
     tracer.autograd_fn_depth = getattr(tracer, "autograd_fn_depth", 0) + 1
     try:
-        result = original_apply.__func__(cls, *args)
+        result = call_classmethod(original_apply, cls, *args)
     finally:
         tracer.autograd_fn_depth -= 1
     _finish(tracer, frame, start, cls, args, result, loc)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import types
 
 import torch
-from torch.overrides import TorchFunctionMode, redispatch_function
+from torch.overrides import TorchFunctionMode
 
+from ..compat import redispatch_function
 from ..errors import TraceError
 from ..ir import Graph, Node, TensorType, Value, iter_values
 from ..pytree import flatten
