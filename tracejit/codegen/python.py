@@ -26,8 +26,9 @@ from .release import release_plan
 class CodeGen:
     """The function being generated for one graph: its names, constant globals and lines."""
 
-    def __init__(self, graph: Graph, fn_name: str, guards: bool, observe: bool = False):
+    def __init__(self, graph: Graph, fn_name: str, guards: bool, observe: bool = False, budget=None):
         self.observe = observe
+        self.budget = budget   # a loaded program's call-time budget plan (budget_emit.py), else None
         self.needs_grad_check = False
         self.graph = graph
         self.fn_name = fn_name
@@ -154,13 +155,16 @@ class _EmptyGraph:
     inputs = ()
 
 
-def generate(graph: Graph, fn_name: str = "forward", guards: bool = False, input_error=None, observe: bool = False):
+def generate(graph: Graph, fn_name: str = "forward", guards: bool = False, input_error=None, observe: bool = False,
+             budget=None):
     """Return ``(source, globals)`` for ``graph`` as a method ``fn_name(self, ...)``.
+
+    ``budget``: for a program loaded from a file, its call-time budget plan (budget_emit.py).
 
     With ``observe=True`` the code calls ``_observe(node_index, outputs)`` after every node
     (the checker uses it to find the first diverging operation).
     """
-    gen = CodeGen(graph, fn_name, guards, observe)
+    gen = CodeGen(graph, fn_name, guards, observe, budget)
     src = gen.generate()
     gen.globals["_input_error"] = input_error
     gen.globals["_tj_guard"] = gen.guard_emitter.failure(fn_name)

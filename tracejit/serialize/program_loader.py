@@ -12,6 +12,7 @@ from ..runtime.traced import TracedFunction, TracedModule, compile_method
 from ..trace.ledger import LedgerEntry
 from ..runtime import specialize
 from . import encode, limits, specializations, validate
+from .budget_plan import BudgetPlan
 
 def _tensor(tensors: dict, key, where: str):
     if not isinstance(key, str) or key not in tensors:
@@ -85,6 +86,7 @@ def load_function(program: dict, tensors: dict, budget: int) -> TracedFunction:
     name = program.get("name")
     if not isinstance(name, str):
         raise LoadError("malformed function name")
+    g.call_budget = BudgetPlan(budget)   # its code checks sizes that follow the inputs (runtime/call_budget.py)
     out = TracedFunction(name, g, _ledger_entries(program.get("ledger", [])))
     specialize.enable_for_function(out, None)   # no original: the file's specializations, chosen per call
     specializations.load_table(program, table, out, budget, None, None, _check_weights)
@@ -113,6 +115,7 @@ def load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
             validate.method_name(name, f"module {path!r} method")
             methods[path][name] = idx
     root = made[""]
+    plan = BudgetPlan(budget)   # the generated code checks sizes that follow the inputs (runtime/call_budget.py)
     compiled: dict[tuple, object] = {}
     checked: set[int] = set()
     # deepest modules first, so a caller links to the graphs its submodules really run
@@ -156,6 +159,7 @@ def load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
             if key not in compiled:
                 if callees:
                     g = table.get(idx, where, callees)
+                g.call_budget = plan
                 label = f"{root.original_name}.{path}" if path else root.original_name
                 compiled[key] = compile_method(g, name, label, guards=(path == ""))
             owner._install(name, compiled[key])
