@@ -8,7 +8,7 @@ functions. Programs traced in this process get neither.
 from __future__ import annotations
 
 from ..ir import Value
-from ..runtime.call_budget import INT_OPS, SYMBOLS
+from ..runtime.call_budget import INT_OPS, SYMBOLS, enter_call
 
 
 def before_node(gen, node) -> None:
@@ -17,6 +17,7 @@ def before_node(gen, node) -> None:
     if planned is None:
         return
     check, bound = planned
+    gen.budget_checked = True
     body = "{" + ", ".join(f"{k!r}: {gen.expr(v)}" for k, v in bound.items()) + "}"
     gen.emit(f"{gen.const_global(check)}({body})", node.source)
 
@@ -34,3 +35,11 @@ def int_op_expr(gen, node) -> str | None:
     left, right = (node.args[1], node.args[0]) if what.startswith("r") else node.args
     gen.globals["_tj_int"] = INT_OPS
     return f"_tj_int.{fn}({gen.expr(left)}, {gen.expr(right)})"
+
+
+def enter_line(gen) -> str | None:
+    """The root method's first statement when the program has size checks: its inputs' elements."""
+    if gen.budget is None or not gen.guards or not (gen.budget_checked or gen.budget.checked):
+        return None
+    tensors = [gen.name(v) for v in gen.graph.inputs if hasattr(v.type, "shape") and v.hint != "__capture__"]
+    return f"{gen.const_global(enter_call)}({', '.join(tensors)})"

@@ -8,7 +8,9 @@ the user's own code is trusted), the generated code
   beyond 64 bits before computing it (``size ** 10**18`` would otherwise run for ever);
 - calls a size check before each op that can allocate more than its inputs (op_allowlist.py
   names the op's size function): the elements it is about to allocate must stay within
-  max(ALLOC_FLOOR, ALLOC_PER_FILE_BYTE x file bytes, CALL_FACTOR x its largest tensor argument).
+  max(ALLOC_FLOOR, ALLOC_PER_FILE_BYTE x file bytes, CALL_FACTOR x the elements of the call's
+  input tensors or of the op's largest tensor argument). A root method with such checks first
+  records its inputs' elements (``enter_call``); programs without them pay nothing.
 
 Either raises BudgetError naming the op and the source line that recorded it, before any work.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import math
 import operator
+import threading
 from types import SimpleNamespace
 
 from ..errors import BudgetError, GuardError
@@ -61,6 +64,15 @@ SYMBOLS = {"**": "pow", "<<": "lshift", "*": "mul"}
 assert set(SYMBOLS.values()) <= set(vars(INT_OPS)) and _mul(3, 4) == operator.mul(3, 4)
 
 
+_CALL = threading.local()   # elements of the tensors the current call of a loaded program received
+
+
+def enter_call(*inputs) -> None:
+    """Called first by a loaded program's root method (when some op of it has a size check): the
+    inputs' elements, which raise the budget of every check of this call."""
+    _CALL.elements = sum(t.numel() for t in inputs if hasattr(t, "numel"))
+
+
 def _largest_tensor(args: dict) -> int:
     best = 0
     for v in args.values():
@@ -84,10 +96,10 @@ def size_check(op: str, sizer, file_elements: int, where: str):
                              "inputs") from None
         if n is None or n <= file_elements:
             return
-        limit = max(file_elements, CALL_FACTOR * _largest_tensor(args))
+        limit = max(file_elements, CALL_FACTOR * max(_largest_tensor(args), getattr(_CALL, "elements", 0)))
         if n > limit:
             raise BudgetError(f"{op} at {where} would allocate {n if n < 10 ** 30 else 'more than 10^30'} elements, "
                               f"more than this program loaded from a file may allocate ({limit}: at least a fixed "
-                              f"multiple of the file's size, or {CALL_FACTOR} x the op's largest tensor input)")
+                              f"multiple of the file's size, or {CALL_FACTOR} x the call's inputs or the op's largest tensor argument)")
 
     return check

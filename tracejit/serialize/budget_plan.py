@@ -16,6 +16,7 @@ from . import op_allowlist, schema_check
 class BudgetPlan:
     def __init__(self, file_elements: int):
         self.file_elements = file_elements   # limits.max_elements(file size)
+        self.checked = False                 # some node got a check (the root then records its inputs)
 
     def check_for(self, node):
         """``(check, bound arguments)`` for ``node``, or None when it needs no call-time check."""
@@ -31,6 +32,7 @@ class BudgetPlan:
             return None
         src = node.source
         where = ascii(f"{src.filename}:{src.lineno}" if src is not None else "(no source line)")[1:-1][:160]
+        self.checked = True
         return size_check(f"aten::{name}", sizer, self.file_elements, where), bound
 
 
