@@ -134,3 +134,22 @@ def test_a_loaded_lstm_refuses_hidden_states_of_the_wrong_size_instead_of_corrup
     with pytest.raises(tracejit.GuardError, match=r"aten::lstm at .*: a hidden state of shape \[2, 1, 4\], expected "
                                                   r"\[2, 3, 4\]"):
         unguarded(x, bad, h)
+
+
+def test_run_without_input_refuses_to_make_the_huge_inputs_a_file_declares(tmp_path):
+    from security_testlib import run_cli
+    traced = _traced(lambda x: x.relu() * 2, torch.randn(3, 4))
+    buf = io.BytesIO()
+    tracejit.save(traced, buf)
+
+    def declare_4g(doc):   # the input's traced type, as the file states it: 2^32 float32 elements (16 GiB)
+        doc["program"]["graphs"][0]["inputs"][0]["type"]["shape"] = [2 ** 20, 2 ** 12]
+
+    huge, fine = tmp_path / "huge.tjit", tmp_path / "fine.tjit"
+    huge.write_bytes(rewrite(buf.getvalue(), edit_doc=declare_4g))
+    fine.write_bytes(buf.getvalue())
+    ok = run_cli("run", str(fine), "--repeat", "1")
+    assert ok.returncode == 0 and b"float32[3, 4]" in ok.stdout, ok.stderr
+    refused = run_cli("run", str(huge), "--repeat", "1")
+    assert refused.returncode != 0
+    assert b"inputs of 4294967296 elements in all" in refused.stderr and b"pass --input" in refused.stderr

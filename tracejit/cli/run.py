@@ -61,6 +61,21 @@ def _leaves(x, prefix="output"):
         yield prefix, x
 
 
+def _cap_declared_inputs(path, specs) -> None:
+    """Inputs made from the shapes a file declares count in its allocation budget (a 1 KB file may not
+    make run allocate 4 GiB): at most serialize/limits.max_elements(file size) elements in all."""
+    import math
+    import os
+
+    from ..serialize.limits import max_elements
+    total = sum(math.prod(s.shape) for s in specs)
+    cap = max_elements(os.path.getsize(path))
+    if total > cap:
+        raise CLIError(f"{path}: its forward was traced with inputs of {total} elements in all, more than run makes "
+                       f"from a file's declared shapes ({cap}, a fixed multiple of the file's size); pass --input "
+                       "to choose the inputs")
+
+
 def cmd_run(args) -> int:
     import torch
 
@@ -71,6 +86,7 @@ def cmd_run(args) -> int:
         if specs is None:
             raise CLIError(f"{args.file}: its forward was traced with nested or non-tensor arguments, which "
                            "--input cannot describe")
+        _cap_declared_inputs(args.file, specs)
     g = torch.Generator().manual_seed(args.seed)
     inputs = tuple(s.make(g) for s in specs)
     label = ", ".join(repr(s) for s in specs) or "no inputs"
