@@ -55,7 +55,7 @@ FAMILIES = (
         special_i0e special_i1 special_i1e special_ndtr special_ndtri special_log_ndtr special_entr special_sinc
         special_round special_psi special_digamma special_gammaln special_multigammaln special_exp2 special_expm1
         special_log1p special_zeta dropout feature_dropout alpha_dropout feature_alpha_dropout bernoulli
-        floordiv copy fill zero"""), chk.schema_only,
+        floordiv copy fill zero uniform binomial"""), chk.schema_only,
         "element by element on broadcast inputs (copy_ / fill_ / zero_ write into a tensor of the same shape): the output is no bigger than the inputs' broadcast, and the "
         "kernels index nothing by a value; the schema check types every argument (dropout's p in [0, 1])",
         inplace=True),
@@ -64,7 +64,7 @@ FAMILIES = (
         frobenius_norm nuclear_norm linalg_norm linalg_vector_norm linalg_matrix_norm logsumexp logcumsumexp cumsum
         cumprod cummax cummin softmax log_softmax special_softmax special_log_softmax topk sort argsort msort
         median nanmedian mode kthvalue quantile nanquantile count_nonzero dist cosine_similarity pairwise_distance cdist
-        renorm diff trace unique_consecutive unique_dim histc bincount searchsorted bucketize"""), chk.schema_only,
+        renorm diff trace item unique_consecutive unique_dim histc bincount searchsorted bucketize"""), chk.schema_only,
         "reduce or scan along checked dimensions; the output is no bigger than the input (topk's k, kthvalue's k "
         "and quantile's q are checked by the kernels; histc's bins and bincount's minlength count in the "
         "allocation budget)"),
@@ -76,7 +76,8 @@ FAMILIES = (
         type_as to alias_copy atleast_1d atleast_2d atleast_3d squeeze_copy unsqueeze_copy view_copy
         permute_copy transpose_copy unfold"""), chk.schema_only,
         "the same elements in a new arrangement: views and copies of the input (view / reshape to constant "
-        "sizes are checked against the traced input's elements; -1 resolved there)"),
+        "sizes are checked against the traced input's elements; -1 resolved there); in place (transpose_), "
+        "only the view's metadata changes", inplace=True),
     Family("gather_scatter", _ops("""
         cat concat concatenate stack hstack vstack dstack column_stack row_stack index index_select gather scatter
         scatter_add scatter_reduce index_add index_copy index_fill index_put index_reduce masked_select masked_scatter
@@ -95,10 +96,10 @@ FAMILIES = (
         layer_norm group_norm rms_norm max_pool1d max_pool2d max_pool3d max_pool1d_with_indices
         max_pool2d_with_indices max_pool3d_with_indices avg_pool1d avg_pool2d avg_pool3d adaptive_avg_pool1d
         adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d 
-        pixel_shuffle pixel_unshuffle channel_shuffle native_channel_shuffle scaled_dot_product_attention
+        pixel_shuffle pixel_unshuffle channel_shuffle lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell native_channel_shuffle scaled_dot_product_attention
         affine_grid_generator"""), chk.schema_only,
         "shapes checked by the kernels (pooling padding at most half the kernel, normalized_shape against the "
-        "weight); the output is no bigger than the input"),
+        "weight; the RNN cells check their hidden states' batch and size); the output is no bigger than the input"),
     Family("norm_with_statistics", _ops("batch_norm instance_norm"), chk.batch_norm,
            "aten::batch_norm / instance_norm check running statistics against the input's channels at call time "
            "themselves; at load the statistics must exist in eval mode and match the traced channels (their "
@@ -114,22 +115,26 @@ FAMILIES = (
         multilabel_margin_loss"""), chk.loss,
         "reduction is an enum (0 none, 1 mean, 2 sum) the kernels switch on: in range; targets are bounds-checked"),
     Family("factories", _ops("""
-        zeros ones full rand randn randint randperm normal scalar_tensor zeros_like ones_like full_like
-        rand_like randn_like randint_like new_zeros new_ones new_full eye tensor tril_indices triu_indices arange
-        range linspace logspace"""), chk.sized,
-        "they allocate what their size arguments say (tensor: its data, at most 65,536 numbers): the count is checked against the file's budget at load "
-        "(constant sizes) and at call time (traced sizes)", sizer=None),
+        zeros ones full rand randn randint randperm normal new_zeros new_ones new_full eye tril_indices triu_indices
+        arange range linspace logspace"""), chk.sized,
+        "they allocate what their size arguments say: the count is checked against the file's budget at load "
+        "(constant sizes) and at call time (traced sizes)"),
+    Family("like_and_data", _ops("""
+        zeros_like ones_like full_like rand_like randn_like randint_like scalar_tensor tensor as_tensor"""),
+        chk.schema_only,
+        "*_like ops are shaped like their input tensor; scalar_tensor makes one element; tensor / as_tensor "
+        "hold their data in the file (at most 65,536 numbers, checked by the schema check)"),
     Family("amplifiers", _ops("""
         expand expand_as broadcast_to broadcast_tensors repeat tile repeat_interleave pad constant_pad_nd
         reflection_pad1d reflection_pad2d reflection_pad3d replication_pad1d replication_pad2d replication_pad3d
-        one_hot linalg_vander vander cartesian_prod combinations einsum outer ger kron im2col col2im
+        one_hot linalg_vander vander block_diag cartesian_prod combinations einsum outer ger kron im2col col2im
         conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d convolution upsample_nearest1d
         upsample_nearest2d upsample_nearest3d upsample_linear1d upsample_bilinear2d upsample_bicubic2d
         upsample_trilinear3d _upsample_nearest_exact1d _upsample_nearest_exact2d _upsample_nearest_exact3d
         meshgrid"""), chk.sized,
         "their output can outgrow their inputs (sizes, repeats, padding, kernel sizes and dilation, r, classes): "
         "each has a size function counted against the budget at load and, for sizes that follow the inputs, "
-        "at call time", sizer=None),
+        "at call time"),
     Family("recurrent", _ops("lstm gru rnn_tanh rnn_relu"), chk.sized,
            "the kernels trust the weights' and hidden states' shapes (an LSTM hidden state of the wrong size "
            "corrupts the heap): its size function checks every shape against the input's, at load on the "
@@ -140,12 +145,15 @@ FAMILIES = (
         hann_window hamming_window blackman_window bartlett_window kaiser_window"""), chk.schema_only,
         "n / s / window sizes are size arguments counted in the allocation budget at load; norm from a fixed set"),
     Family("private", _ops("_upsample_nearest_exact1d _upsample_nearest_exact2d "
-                           "_upsample_nearest_exact3d _to_copy _log_softmax _softmax _shape_as_tensor _standard_gamma"),
+                           "_upsample_nearest_exact3d _to_copy _log_softmax _softmax _shape_as_tensor _standard_gamma "
+                           "_convolution"),
            chk.schema_only,
-           "reviewed one by one: _upsample_nearest_exact* are F.interpolate's nearest-exact, checked like upsample_nearest (and sized "
+           "reviewed one by one: _upsample_nearest_exact1d, _upsample_nearest_exact2d and "
+           "_upsample_nearest_exact3d are F.interpolate's nearest-exact, checked like upsample_nearest (and sized "
            "as amplifiers); _to_copy is .to's copy; _softmax / _log_softmax take a checked dim and a bool; "
            "_shape_as_tensor makes a 1-D tensor of the sizes; _standard_gamma samples element by element "
-           "(torch.distributions), its output shaped like its input"),
+           "(torch.distributions), its output shaped like its input; _convolution is convolution's dispatcher "
+           "(TorchScript files name it; migrate keeps it) with three more bools, sized as convolution"),
 )
 
 SIZERS = {
@@ -154,12 +162,13 @@ SIZERS = {
     "eye": size.eye, "tril_indices": size.tri_indices, "triu_indices": size.tri_indices,
     **dict.fromkeys("arange range linspace logspace".split(), size.arange),
     **dict.fromkeys("expand broadcast_to".split(), size.expand),
+    "expand_as": size.expand_as, "broadcast_tensors": size.broadcast, "meshgrid": size.meshgrid,
     **dict.fromkeys("repeat tile repeat_interleave".split(), size.repeat),
     **dict.fromkeys("pad constant_pad_nd reflection_pad1d reflection_pad2d reflection_pad3d replication_pad1d "
                     "replication_pad2d replication_pad3d".split(), size.pad),
     "one_hot": size.one_hot, "linalg_vander": size.vander, "vander": size.vander, "cartesian_prod": size.cartesian_prod,
     "combinations": size.combinations, "einsum": size.einsum, "outer": size.outer, "ger": size.outer, "kron": size.kron,
-    "im2col": size.im2col, "col2im": size.col2im,
+    "im2col": size.im2col, "col2im": size.col2im, "block_diag": size.block_diag, "_convolution": size.convolution,
     **{op: functools.partial(size.rnn, op=op) for op in size.GATES},
     **dict.fromkeys("conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d convolution".split(),
                     size.convolution),

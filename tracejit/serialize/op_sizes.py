@@ -81,6 +81,28 @@ def expand(b):
     return _prod_abs(out)
 
 
+def expand_as(b):
+    return _numel(b.get("other"))
+
+
+def broadcast(b):
+    """broadcast_tensors / meshgrid: every output has the broadcast (meshgrid: product) shape; a later op
+    materializes them."""
+    ts = b.get("tensors")
+    if not isinstance(ts, (list, tuple)):
+        return None
+    shapes = [_shape(t) or () for t in ts]
+    if "indexing" in b or b.get("_meshgrid"):
+        return math.prod(math.prod(s) for s in shapes) * max(len(ts), 1)
+    rank = max((len(s) for s in shapes), default=0)
+    out = [max((s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0), default=1) for i in range(rank)]
+    return math.prod(out) * max(len(ts), 1)
+
+
+def meshgrid(b):
+    return broadcast({**b, "_meshgrid": True})
+
+
 def repeat(b):
     reps = _ints(b.get("repeats", b.get("dims")))
     if reps is None:
@@ -176,6 +198,16 @@ def vander(b):
 
 def outer(b):
     return _numel(b.get("self")) * _numel(b.get("vec2", b.get("other")))
+
+
+def block_diag(b):
+    ts = b.get("tensors")
+    if not isinstance(ts, (list, tuple)):
+        return None
+    shapes = [_shape(t) or () for t in ts]
+    rows = sum((s[0] if len(s) == 2 else 1) for s in shapes)
+    cols = sum((s[-1] if len(s) >= 1 else 1) for s in shapes)
+    return rows * cols
 
 
 def cartesian_prod(b):
