@@ -38,7 +38,7 @@ def _codes(program) -> list[str]:
 
 def count_checks(program) -> int:
     """Lines of generated code that are budget checks (size checks, the input count, checked int ops)."""
-    return sum(len(re.findall(r"_tj_k\d+\(\{|_tj_int\.", code)) for code in _codes(program))
+    return sum(len(re.findall(r"_tj_budget\w*\(|_tj_int\.", code)) for code in _codes(program))
 
 
 def main() -> None:

@@ -52,11 +52,13 @@ def test_loaded_programs_with_input_dependent_sizes_compute_what_eager_and_jit_c
 
 def test_only_loaded_programs_carry_the_checks():
     traced = _traced(_grow, torch.randn(3, 2))
-    assert "_tj_int" not in traced.code and "({'" not in traced.code
+    assert "_tj_int" not in traced.code and "_tj_budget" not in traced.code
     loaded = _roundtrip(traced)
     assert "_tj_int.mul(" in loaded.code
-    # one size check before each of zeros, expand and pad, and the inputs recorded once
-    assert loaded.code.count("({'") == 3
+    # one size check before each of zeros, expand and pad, and the inputs counted once, first
+    assert loaded.code.count("_tj_budget") == 4
+    first = next(line for line in loaded.code.splitlines()[1:] if not line.lstrip().startswith("if "))
+    assert first.strip() == "_tj_budget_inputs(x)"
 
 
 def _edit_mul(right, op="aten::mul.int", target="op:*"):

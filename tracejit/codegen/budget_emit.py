@@ -1,5 +1,9 @@
 """Codegen of the call-time budget checks of programs loaded from a file (runtime/call_budget.py).
 
+Every line it adds is a call of a ``_tj_budget*`` global (the inputs' count first, a size check
+before an op) and every checked int operation is ``_tj_int.<op>(a, b)``, so the code of a loaded
+program reads as the traced program's plus these.
+
 Only when the CodeGen has a ``budget`` plan (serialize/budget_plan.py hands one to loaded
 programs): before an op that can allocate more than its inputs, one call of its size check with
 the op's arguments bound by name; ``**``, ``<<`` and ``*`` on traced ints through the checked
@@ -19,7 +23,9 @@ def before_node(gen, node) -> None:
     check, bound = planned
     gen.budget_checked = True
     body = "{" + ", ".join(f"{k!r}: {gen.expr(v)}" for k, v in bound.items()) + "}"
-    gen.emit(f"{gen.const_global(check)}({body})", node.source)
+    name = f"_tj_budget{len(gen.globals)}"
+    gen.globals[name] = check
+    gen.emit(f"{name}({body})", node.source)
 
 
 def int_op_expr(gen, node) -> str | None:
@@ -42,4 +48,5 @@ def enter_line(gen) -> str | None:
     if gen.budget is None or not gen.guards or not (gen.budget_checked or gen.budget.checked):
         return None
     tensors = [gen.name(v) for v in gen.graph.inputs if hasattr(v.type, "shape") and v.hint != "__capture__"]
-    return f"{gen.const_global(enter_call)}({', '.join(tensors)})"
+    gen.globals["_tj_budget_inputs"] = enter_call
+    return f"_tj_budget_inputs({', '.join(tensors)})"
