@@ -8,7 +8,7 @@ tensor([0., 2.])
 __version__ = "0.1.0"
 
 from .api import trace, trace_module
-from .errors import (ArgumentTypeError, ArgumentValueError, BackwardHookError, GuardError, LoadError,
+from .errors import (ArgumentTypeError, ArgumentValueError, BackwardHookError, BudgetError, GuardError, LoadError,
                      ProgramNotFoundError, SaveError, TraceError, TracerWarning, TracingCheckError)
 from .runtime.traced import TracedFunction, TracedModule
 from .trace.api import is_tracing
@@ -23,5 +23,5 @@ from .viewer import view
 __all__ = ["trace", "trace_module", "save", "load", "TracedFunction", "TracedModule", "is_tracing", "LedgerEntry",
            "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "LoadError", "SaveError", "patch_torch_jit",
            "unpatch_torch_jit", "ArgumentTypeError", "ArgumentValueError", "BackwardHookError",
-           "ProgramNotFoundError", "export_onnx", "ExportError", "freeze", "optimize_for_inference",
+           "ProgramNotFoundError", "BudgetError", "export_onnx", "ExportError", "freeze", "optimize_for_inference",
            "migrate", "view"]

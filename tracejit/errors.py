@@ -88,6 +88,16 @@ class LoadError(RuntimeError):
     """
 
 
+class BudgetError(RuntimeError):
+    """A program loaded from a file asked, at call time, for more than its budget: an op would
+    allocate more elements than max(floor, a multiple of the file's size, a multiple of the op's
+    largest input), or int arithmetic on traced sizes would leave 64 bits (docs/SECURITY.md).
+
+    Raised before the op runs, naming the op and the source line that recorded it. A RuntimeError,
+    as the allocation itself would have raised one. Programs traced in this process never raise it.
+    """
+
+
 class ProgramNotFoundError(LoadError, ValueError):
     """``load`` was given a path that does not exist (a ValueError too, as torch.jit's load raises)."""
 

@@ -65,7 +65,9 @@ def main(jobs_path: str, report_path: str) -> None:
                 out["message"] = f"{type(e).__name__}: {str(e)[:300]}"
             out["load_cpu_s"] = time.process_time() - t0
             if obj is not None:
-                out["call"] = _call(obj, job, torch)
+                t1 = time.process_time()
+                out["call"] = _call(obj, job, torch, out)
+                out["call_cpu_s"] = time.process_time() - t1
                 if job.get("truncate_after_load"):
                     with open(job["path"], "r+b") as f:
                         f.truncate(64)
@@ -74,7 +76,7 @@ def main(jobs_path: str, report_path: str) -> None:
             report.write(json.dumps(out) + "\n")
 
 
-def _call(obj, job, torch) -> str:
+def _call(obj, job, torch, out=None) -> str:
     inputs = _inputs(job.get("inputs"), torch)
     if inputs is None:
         return "skipped"
@@ -86,6 +88,8 @@ def _call(obj, job, torch) -> str:
             return "same" if abs(got - job["expect_sum"]) <= 1e-4 * (1 + abs(got)) else f"differs: {got}"
         return "ok"
     except BaseException as e:   # noqa: BLE001 - calling a hostile program may fail; it must not crash or run code
+        if out is not None:
+            out["call_message"] = str(e)[:300]
         return f"raised {type(e).__name__}"
 
 

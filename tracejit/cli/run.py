@@ -33,7 +33,7 @@ def register(sub) -> None:
 DEFAULT_INT_HIGH = 2
 
 
-def traced_inputs(obj, generator):
+def traced_inputs(obj, generator, path=None):
     """``(args, kwargs, label)``: random inputs of the dtypes and shapes the root forward was traced with,
     positional, keyword and nested alike (constants as traced); None when a leaf is not a tensor type
     ``--input`` knows."""
@@ -41,6 +41,10 @@ def traced_inputs(obj, generator):
     from ..pytree import unflatten
     from ..runtime.traced import TracedFunction
     graph = obj.graph if isinstance(obj, TracedFunction) else obj._method("forward").graph
+    if path is not None:   # a file's declared shapes count in its allocation budget
+        _cap_declared_inputs(path, [InputSpec(dtype_name(v.type.dtype), dtype_name(v.type.dtype),
+                                              tuple(int(d) for d in v.type.shape))
+                                    for v in graph.input_leaves if isinstance(v, Value) and hasattr(v.type, "shape")])
     leaves, texts = [], []
     for leaf in graph.input_leaves:
         if not isinstance(leaf, Value):
@@ -77,6 +81,21 @@ def _leaves(x, prefix="output"):
         yield prefix, x
 
 
+def _cap_declared_inputs(path, specs) -> None:
+    """Inputs made from the shapes a file declares count in its allocation budget (a 1 KB file may not
+    make run allocate 4 GiB): at most serialize/limits.max_elements(file size) elements in all."""
+    import math
+    import os
+
+    from ..serialize.limits import max_elements
+    total = sum(math.prod(s.shape) for s in specs)
+    cap = max_elements(os.path.getsize(path))
+    if total > cap:
+        raise CLIError(f"{path}: its forward was traced with inputs of {total} elements in all, more than run makes "
+                       f"from a file's declared shapes ({cap}, a fixed multiple of the file's size); pass --input "
+                       "to choose the inputs")
+
+
 def cmd_run(args) -> int:
     import torch
 
@@ -86,7 +105,7 @@ def cmd_run(args) -> int:
         inputs, kw_inputs = tuple(s.make(g) for s in args.inputs), {}
         label = ", ".join(repr(s) for s in args.inputs) or "no inputs"
     else:
-        made = traced_inputs(obj, g)
+        made = traced_inputs(obj, g, args.file)
         if made is None:
             raise CLIError(f"{args.file}: its forward was traced with an argument of a type --input cannot "
                            f"describe (dtypes: {', '.join(DTYPE_NAMES)}); give its inputs with --input")

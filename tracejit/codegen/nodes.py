@@ -10,12 +10,14 @@ from __future__ import annotations
 from ..ir import Node, Value
 from ..pytree import Spec
 from ..trace import indexing
-from . import capture_emit, sym_emit
+from . import budget_emit, capture_emit, sym_emit
 
 
 def emit_node(gen, node: Node) -> None:
     if id(node) in gen.skipped:
         return
+    if gen.budget is not None:   # a program loaded from a file: its call-time size check
+        budget_emit.before_node(gen, node)
     outs = node.outputs
     rhs = node_expr(gen, node)
     if rhs is None:
@@ -79,6 +81,9 @@ def node_expr(gen, node: Node) -> str | None:
     if kind == "attr":
         return f"{gen.expr(a[0])}.{what}"
     if kind == "op":
+        checked = budget_emit.int_op_expr(gen, node)
+        if checked is not None:
+            return checked
         if what.startswith("u"):
             return f"{what[1:]}{gen.expr(a[0])}"
         if what.startswith("r"):

@@ -16,7 +16,7 @@ import torch
 from ..ir import GUARD, Graph, Node, Value
 from ..passes.inplace import inplace_candidates
 from ..pytree import REGISTERED, Spec
-from . import capture_emit, nodes, signature
+from . import budget_emit, capture_emit, nodes, signature
 from .compiler import compile_function  # noqa: F401  (imported from here by runtime/ and tests)
 from .guards import GuardEmitter
 from .names import RESERVED, PyNamer, safe_identifier  # noqa: F401  (RESERVED: tests/security)
@@ -26,8 +26,10 @@ from .release import release_plan
 class CodeGen:
     """The function being generated for one graph: its names, constant globals and lines."""
 
-    def __init__(self, graph: Graph, fn_name: str, guards: bool, observe: bool = False):
+    def __init__(self, graph: Graph, fn_name: str, guards: bool, observe: bool = False, budget=None):
         self.observe = observe
+        self.budget = budget   # a loaded program's call-time budget plan (budget_emit.py), else None
+        self.budget_checked = False
         self.needs_grad_check = False
         self.graph = graph
         self.fn_name = fn_name
@@ -96,6 +98,7 @@ class CodeGen:
         # large intermediates dropped after their last use (release.py); not when observing or when
         # custom autograd Functions re-emit their inner nodes elsewhere
         releases = {} if self.observe or self.skipped else release_plan(g)
+        first_node_line = len(self.lines)
         for i, node in enumerate(g.nodes):
             if node.op == GUARD:   # a guard runs in whatever grad-mode region is open
                 if not self.observe:
@@ -110,6 +113,10 @@ class CodeGen:
                 self.emit(" = ".join(self.name(v) for v in releases[i]) + " = None")
         capture_emit.enter_region(self, None)
         self.emit("return " + self.rebuild(g.out_spec, iter(g.outputs)))
+        enter = budget_emit.enter_line(self)
+        if enter is not None:
+            self.lines.insert(first_node_line, "    " + enter)
+            self.sources.insert(first_node_line, None)
         if self.needs_grad_check:
             # in-place reuse of dead intermediates is only safe when autograd records nothing
             at = next((i for i, line in enumerate(self.lines) if not line.lstrip().startswith("if ")), 0)
@@ -154,13 +161,16 @@ class _EmptyGraph:
     inputs = ()
 
 
-def generate(graph: Graph, fn_name: str = "forward", guards: bool = False, input_error=None, observe: bool = False):
+def generate(graph: Graph, fn_name: str = "forward", guards: bool = False, input_error=None, observe: bool = False,
+             budget=None):
     """Return ``(source, globals)`` for ``graph`` as a method ``fn_name(self, ...)``.
+
+    ``budget``: for a program loaded from a file, its call-time budget plan (budget_emit.py).
 
     With ``observe=True`` the code calls ``_observe(node_index, outputs)`` after every node
     (the checker uses it to find the first diverging operation).
     """
-    gen = CodeGen(graph, fn_name, guards, observe)
+    gen = CodeGen(graph, fn_name, guards, observe, budget)
     src = gen.generate()
     gen.globals["_input_error"] = input_error
     gen.globals["_tj_guard"] = gen.guard_emitter.failure(fn_name)

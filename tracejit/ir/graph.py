@@ -175,6 +175,7 @@ class Graph:
     constants: list = field(default_factory=list)  # tensors captured as constants
     module_type: str = ""   # original class name, for printing
     training: Any = None    # the traced module's training flag (root methods of a module), else None
+    call_budget: Any = None # loaded from a file: its call-time budget plan (serialize/budget_plan.py)
 
     def add_input(self, type, hint=None, dynamic=True) -> Value:
         v = Value(type, None, len(self.inputs), hint, dynamic)

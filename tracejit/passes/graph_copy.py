@@ -12,6 +12,7 @@ def copy_graph(graph: Graph) -> Graph:
     out = inline_calls(graph)
     out.training = graph.training
     out.name = graph.name
+    out.call_budget = graph.call_budget   # a loaded program stays checked when passes rebuild it
     for node in out.nodes:
         if node.op == GUARD_OP:
             node.effectful = True   # a guard's check must survive DCE, CSE and folding

@@ -80,9 +80,10 @@ def _rank_text(leaf) -> str:
     return repr(leaf)
 
 
-def compile_method(graph: Graph, name: str, label: str, guards: bool, display: str | None = None):
+def compile_method(graph: Graph, name: str, label: str, guards: bool, display: str | None = None, budget=None):
     sig = signature_text(display or name, graph)
-    src, globs = generate(graph, name, guards=guards, input_error=InputError(sig))
+    budget = budget if budget is not None else getattr(graph, "call_budget", None)
+    src, globs = generate(graph, name, guards=guards, input_error=InputError(sig), budget=budget)
     fn = compile_function(src, name, globs, label)
     fn.graph = graph
     fn.code = src

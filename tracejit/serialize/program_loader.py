@@ -12,6 +12,7 @@ from ..runtime.traced import TracedFunction, TracedModule
 from ..trace.ledger import LedgerEntry
 from ..runtime import specialize
 from . import encode, limits, specializations, validate
+from .budget_plan import BudgetPlan
 from .compile_once import MethodCompiler
 
 def _tensor(tensors: dict, key, where: str):
@@ -86,6 +87,7 @@ def load_function(program: dict, tensors: dict, budget: int) -> TracedFunction:
     name = program.get("name")
     if not isinstance(name, str):
         raise LoadError("malformed function name")
+    g.call_budget = BudgetPlan(budget)   # its code checks sizes that follow the inputs (runtime/call_budget.py)
     out = TracedFunction(name, g, _ledger_entries(program.get("ledger", [])))
     specialize.enable_for_function(out, None)   # no original: the file's specializations, chosen per call
     specializations.load_table(program, table, out, budget, None, None, _check_weights)
@@ -114,6 +116,7 @@ def load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
             validate.method_name(name, f"module {path!r} method", made[path])
             methods[path][name] = idx
     root = made[""]
+    plan = BudgetPlan(budget)   # the generated code checks sizes that follow the inputs (runtime/call_budget.py)
     compiler = MethodCompiler()
     linked: dict[tuple, object] = {}
     checked: set[int] = set()
@@ -158,6 +161,7 @@ def load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
             key = (idx, path == "", tuple(map(id, callees)))
             if key not in linked:
                 linked[key] = table.get(idx, where, callees) if callees else g
+                linked[key].call_budget = plan
             owner._install(name, compiler.method(idx, linked[key], name, path == "", tuple(callees)))
     root._variants[root.training] = {p: dict(m._traced_methods) for p, m in made.items()}
     root.ledger = _ledger_entries(program.get("ledger", []))

@@ -40,7 +40,11 @@ VIEW_OPS = {"view", "reshape", "unflatten"}  # same elements in and out: their s
 SCALE_NAMES = {"scale_factors", "scale_factor", "scales", "scales_h", "scales_w", "scales_d"}
 RANGE_OPS = {"arange", "range", "linspace", "logspace"}
 STRING_CHOICES = {"approximate": {"none", "tanh"}, "rounding_mode": {"trunc", "floor"},
-                  "padding": {"same", "valid"}, "indexing": {"ij", "xy"}}
+                  "padding": {"same", "valid"}, "indexing": {"ij", "xy"},
+                  "mode": {"constant", "reflect", "replicate", "circular"},
+                  "reduce": {"sum", "prod", "mean", "amax", "amin", "add", "multiply"},
+                  "interpolation": {"linear", "lower", "higher", "midpoint", "nearest"},
+                  "norm": {"forward", "backward", "ortho"}, "side": {"left", "right"}}
 
 
 def check_op_name(name: str, at: str) -> None:
@@ -92,8 +96,9 @@ def numbers_allowed(op_name: str, target) -> bool:
     return (target is not None and target.kind in ("op", "index")) or op_name.rstrip("_") in NUMBER_OPS
 
 
-def check_arguments(op_name: str, schema, node, at: str, max_elements: int) -> None:
-    """Raise LoadError unless every argument of ``node`` fits ``schema`` and the allocation budget."""
+def check_arguments(op_name: str, schema, node, at: str, max_elements: int) -> dict:
+    """Raise LoadError unless every argument of ``node`` fits ``schema`` and the allocation budget;
+    return the arguments bound to the schema's names."""
     bound = bind(schema, node.args, node.kwargs)
     numbers = numbers_allowed(op_name, node.target)
     if bound is None:
@@ -104,6 +109,8 @@ def check_arguments(op_name: str, schema, node, at: str, max_elements: int) -> N
         rt = types[name]
         if numbers and rt in ("Tensor", "Optional[Tensor]") and isinstance(value, (int, float, complex)):
             rt = "number"   # a Python number the binding wraps into a tensor
+        if name == "unsafe" and value is not False:
+            raise LoadError(f"{at}: unsafe=True skips the kernel's own checks; files may not ask for it")
         if (op_name, name) in SIZE_OVERRIDES:
             name = "sizes"
         _check_value(value, rt, name, op_name, f"{at}, argument {name!r}", sizes)
@@ -117,21 +124,12 @@ def check_arguments(op_name: str, schema, node, at: str, max_elements: int) -> N
                             "file may allocate (a fixed multiple of its own size)")
     if op_name in RANGE_OPS:
         _check_range(bound, at, max_elements)
-    if op_name in BATCH_NORMS:
-        _check_batch_norm(bound, at)
     if op_name in VIEWS:
         _check_view(bound, at)
+    return bound
 
 
-BATCH_NORMS = {"batch_norm", "native_batch_norm", "_native_batch_norm_legit", "instance_norm"}
 VIEWS = {"view", "reshape"}
-
-
-def _check_batch_norm(bound: dict, at: str) -> None:
-    """Normalizing with running statistics (training=False) needs them."""
-    training = bound.get("training", bound.get("use_input_stats"))
-    if training is False and (bound.get("running_mean") is None or bound.get("running_var") is None):
-        raise LoadError(f"{at}: batch normalization in eval mode without running_mean / running_var")
 
 
 def _check_view(bound: dict, at: str) -> None:

@@ -21,6 +21,7 @@ from ..errors import LoadError
 from ..ir import SourceLoc
 from ..runtime import specialize
 from . import limits, validate
+from .budget_plan import BudgetPlan
 
 MAX_SPECIALIZATIONS = 256   # entries of the table (a live object keeps at most specialize.LIMIT per method)
 
@@ -72,6 +73,7 @@ def load_table(program: dict, table, owner, budget: int, has_tensor, methods_of,
                             "a submodule method")
         validate.check_graph(g, where, has_tensor, methods_of, budget)
         check_weights(g, owner if has_tensor is not None else None, where)
+        g.call_budget = BudgetPlan(budget)   # a file's program: call-time budget checks (runtime/call_budget.py)
         fn = compile_method(g, method, f"{label}.{method}#{k + 1}", guards=True,
                             display=None if has_tensor is not None else label)
         sets[method].add(specialize.Specialization(method, fn, reason, source))

@@ -16,7 +16,7 @@ from ..errors import LoadError
 from ..ir import Graph, Value, target_text, verify, VerificationError
 from ..ir.ops import saved_attrs
 from ..trace import ops as opnames
-from . import capture_ops, schema_check, sym_ops
+from . import capture_ops, op_allowlist, op_checks, schema_check, sym_ops
 from .guards import check_guard
 
 NAMESPACES = ("aten",)
@@ -152,14 +152,22 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
     packet = opnames.aten_packet(name)
     if packet is None:
         raise LoadError(f"{at}: there is no operator aten::{name} in this torch ({torch.__version__})")
+    fam = op_allowlist.family(name)
+    if fam is None:
+        raise LoadError(f"{at}: aten::{name} is not on the allow-list of ops a file may name "
+                        "(tracejit/serialize/op_allowlist.py)")
     schema_check.check_op_name(name, at)
     if overload is not None:
         if overload not in packet.overloads():
             raise LoadError(f"{at}: aten::{name} has no overload {overload!r}")
         schema = getattr(packet, overload)._schema
-        schema_check.check_arguments(name, schema, node, at, max_elements)
+        bound = schema_check.check_arguments(name, schema, node, at, max_elements)
     else:
-        schema = _any_fitting_schema(packet, name, node, at, max_elements)
+        schema, bound = _any_fitting_schema(packet, name, node, at, max_elements)
+    fam.check(name, bound, at)
+    sizer = op_allowlist.sizer(name)
+    if sizer is not None:
+        op_checks.check_sizes(sizer, name, bound, at, max_elements)
     _check_outputs(node, at, schema)
     if "unpack" in node.attrs and node.attrs["unpack"] != len(node.outputs):
         raise LoadError(f"{at}: unpacks {node.attrs['unpack']} values into {len(node.outputs)} outputs")
@@ -176,8 +184,7 @@ def _any_fitting_schema(packet, name: str, node, at: str, max_elements: int):
         if any(a.name == "out" for a in schema.arguments):
             continue
         try:
-            schema_check.check_arguments(name, schema, node, at, max_elements)
-            return schema
+            return schema, schema_check.check_arguments(name, schema, node, at, max_elements)
         except LoadError as e:
             first = first or e
     raise first or LoadError(f"{at}: aten::{name} has no schema its arguments fit")
