@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import tracejit
+from tracejit.serialize.guards import file_may_call
 from tracejit.trace import boundary
 from trace_testlib import quiet, roundtrip
 
@@ -46,6 +47,13 @@ def test_an_unlisted_function_is_guarded_by_default(fn, name, example, new):
     traced = quiet(tracejit.trace, fn, example, check_trace=False)
     calls = [n for n in _guards(traced) if n.attrs["test"] == "call"]
     assert calls and calls[0].attrs["call"].endswith(name), str(traced.graph)
+    if not file_may_call(calls[0].attrs["call"]):
+        # a file may repeat only reviewed reads (default-deny at load): save says so, naming the read
+        with pytest.raises(tracejit.SaveError, match=f"{name}.*may not repeat"):
+            roundtrip(traced)
+        if new is not None:
+            torch.testing.assert_close(quiet(traced, new), fn(new))
+        return
     loaded = roundtrip(traced)
     torch.testing.assert_close(loaded(example), fn(example))
     if new is not None:

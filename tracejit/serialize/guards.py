@@ -11,9 +11,9 @@ import types
 
 import torch
 
-from ..errors import LoadError
+from ..errors import LoadError, SaveError
 from ..ir import GUARD_KINDS, GUARD_TESTS, Value, guard_arity
-from ..trace.boundary import PLAIN_VALUE_TESTS
+from ..trace.boundary import METADATA, PLAIN_VALUE_TESTS
 from . import encode   # encode imports validate, which imports this module: names are read at call time
 
 _TENSOR_TESTS = {"truth", "item", "int", "float", "tolist", "dim", "len", "equal", "dtype", "device"}
@@ -32,6 +32,12 @@ def encode_attrs(node, where: str) -> dict:
         if a.get(key):
             out[key] = str(a[key])[:_MAX_TEXT]
     if a.get("call"):
+        if not file_may_call(a["call"]):
+            where_line = f" (the read at {node.source})" if node.source is not None else ""
+            raise SaveError(f"{where}: the program guards {a['call']!r}{where_line}, a read a file may not repeat "
+                            "(only the reviewed reads of tensor metadata, comparisons and formatting: "
+                            "serialize/guards.py); keep this program in memory, or compute the value with tensor "
+                            "operations")
         out["call"] = a["call"]
     return out
 
@@ -55,34 +61,50 @@ def _plain_value(v, at: str, depth: int = 0, test: str = ""):
                     "(a text only in a call guard, or as a NaN / signed zero)")
 
 
+# The reads a file's call guard may make again. trace/boundary.py guards any read that hands Python a
+# value; a file may repeat only these, reviewed: tensor metadata (trace/boundary.METADATA), comparisons
+# that give a bool, and formatting. Each is read-only and bounded by its operands' sizes. Anything else
+# (a method that writes, a private helper that trusts its arguments) is a LoadError: default-deny.
+FILE_CALL_METHODS = frozenset(METADATA) | {"is_same_size", "equal", "allclose", "__contains__", "is_nonzero",
+                                           "tolist", "numpy", "__array__", "__len__", "is_floating_point",
+                                           "is_complex", "is_signed"}
+FILE_CALL_FUNCTIONS = {"torch.allclose", "torch.equal", "torch.is_same_size", "torch.numel", "torch.is_nonzero",
+                       "torch.result_type", "torch.can_cast", "torch.promote_types", "torch.is_tensor",
+                       "torch.is_floating_point", "torch.is_complex"}
+_FORMAT_SPEC = re.compile(r"[^0-9]{0,8}(?:[0-9]{1,3}[^0-9]{0,8}){0,3}")   # widths and precisions below 1000
+
+
+def file_may_call(call) -> bool:
+    """Is ``call`` (a call guard's ``"kind:name"``) one of the reads a file may make again?"""
+    if not isinstance(call, str):
+        return False
+    kind, _, name = call.partition(":")
+    if kind == "builtin":
+        return name in ("repr", "str", "format")
+    if kind == "fn":
+        return name in FILE_CALL_FUNCTIONS
+    if kind in ("method", "attr"):
+        fn = getattr(torch._C.TensorBase, name, None) if name.isidentifier() else None
+        want = (types.MethodDescriptorType, types.WrapperDescriptorType) if kind == "method" \
+            else (types.GetSetDescriptorType,)
+        return name in FILE_CALL_METHODS and isinstance(fn, want)
+    return False
+
+
 def check_call_guard(node, at: str) -> None:
-    """A "call" guard (trace/boundary.py) makes a Tensor method / property / torch function call again:
-    the same generic checks as any node's call target, and ``repr`` / ``str`` / ``format`` of a tensor."""
-    from .validate import DENIED, FUNCTION_NAMESPACES, identifier
+    """A "call" guard (trace/boundary.py) makes a read again: only the reviewed reads above may stand in a
+    file, ``format``'s spec may not ask for a text of a million characters."""
     call = node.attrs.get("call")
     if not isinstance(call, str):
         raise LoadError(f"{at}: a call guard needs its call ('kind:name')")
     kind, _, name = call.partition(":")
-    if kind == "builtin":
-        ok = name in ("repr", "str", "format")
-    elif kind == "fn":
-        ns, _, short = name.rpartition(".")
-        identifier(short, at)
-        module = FUNCTION_NAMESPACES.get(ns)
-        ok = module is not None and short not in DENIED and isinstance(getattr(module, short, None),
-                                                                       types.BuiltinFunctionType)
-    elif kind in ("method", "attr"):
-        identifier(name, at)
-        fn = getattr(torch._C.TensorBase, name, None)
-        want = (types.MethodDescriptorType, types.WrapperDescriptorType) if kind == "method" \
-            else (types.GetSetDescriptorType,)
-        ok = name not in DENIED and isinstance(fn, want)
-    else:
-        ok = False
-    if not ok:
-        raise LoadError(f"{at}: a call guard may not call {call[:60]!r}")
+    if not file_may_call(call):
+        raise LoadError(f"{at}: a call guard may not call {call[:60]!r}: a file may repeat only the reviewed reads "
+                        "of tensor metadata, comparisons and formatting (serialize/guards.py)")
     if kind in ("method", "attr", "builtin") and not (node.args and isinstance(node.args[0], Value)):
         raise LoadError(f"{at}: a call guard on {call[:60]!r} needs a traced value first")
+    if name == "format" and not all(isinstance(a, str) and _FORMAT_SPEC.fullmatch(a) for a in node.args[1:]):
+        raise LoadError(f"{at}: a format guard's spec must be a short format string")
     if any(v is not None for v in node.outputs):
         raise LoadError(f"{at}: a guard defines no values")
 
