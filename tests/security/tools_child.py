@@ -53,12 +53,12 @@ def _load(job, torch, tracejit) -> dict:
         return {"outcome": "error", "message": f"{type(e).__name__}: {str(e)[:300]}"}
     out = {"outcome": "loaded"}
     try:   # call it once on the inputs it was traced with, if plain tensors
-        from tracejit.cli.run import traced_specs
-        specs = traced_specs(obj)
-        if specs is not None:
-            g = torch.Generator().manual_seed(0)
+        from tracejit.cli.run import traced_inputs
+        made = traced_inputs(obj, torch.Generator().manual_seed(0), job["path"])
+        if made is not None:
+            args, kwargs, _ = made
             with torch.no_grad():
-                obj(*[s.make(g) for s in specs])
+                obj(*args, **kwargs)
             out["call"] = "ok"
     except BaseException as e:   # noqa: BLE001 - a hostile program may fail to run; it must not crash
         out["call"] = f"raised {type(e).__name__}"
