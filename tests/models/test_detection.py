@@ -15,8 +15,8 @@ import tracejit
 
 from torchvision_ops import import_torchvision
 
-torchvision = import_torchvision()
-pytestmark = pytest.mark.skipif(torchvision is None, reason="torchvision is not installed (make test installs it)")
+pytestmark = pytest.mark.skipif(import_torchvision() is None,
+                                reason="torchvision is not installed (make test installs it)")
 
 
 def _detector(kind: str):

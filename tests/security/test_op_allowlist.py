@@ -16,9 +16,6 @@ from tracejit.serialize import op_allowlist, op_checks, schema_check
 from tracejit.trace import ops as opnames
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models"))
-from torchvision_ops import import_torchvision  # noqa: E402
-
-import_torchvision()   # transformers imports torchvision where installed (tests/models/torchvision_ops.py says why)
 from model_corpus import SPECS, run, traced_case, assert_outputs_equal  # noqa: E402
 
 

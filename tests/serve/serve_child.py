@@ -14,7 +14,7 @@ import zlib
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tiny_models  # noqa: E402  (first: it makes torchvision importable for transformers)
+import tiny_models  # noqa: E402
 import transformers  # noqa: E402,F401  (a server that tokenizes has transformers imported)
 
 import tracejit  # noqa: E402

@@ -9,18 +9,11 @@ in the fresh process that loads the saved programs (serve_child.py)."""
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "models"))
-from torchvision_ops import import_torchvision  # noqa: E402
-
-# transformers' model modules import torchvision when it is installed; the test-only torchvision does not
-# load beside the CPU torch without the ops tests/models/torchvision_ops.py defines (also in serve_child.py)
-import_torchvision()
-import transformers  # noqa: E402
+import transformers
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(95)]
 NAMES = ("bert", "gpt2", "vit", "t5")
