@@ -190,6 +190,9 @@ _builtin_range = range
 
 
 class _RangeType(type):
+    def __getattr__(cls, name):   # range.__getitem__, range.count ...: code that reads range's own members
+        return getattr(_builtin_range, name)
+
     def __instancecheck__(cls, obj):
         return isinstance(obj, _builtin_range)
 
