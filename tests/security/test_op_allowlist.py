@@ -42,7 +42,11 @@ def test_every_allowed_op_exists_has_a_check_and_a_review():
     for fam in op_allowlist.FAMILIES:
         assert callable(fam.check) and len(fam.review) > 40, fam.name
         for op in fam.ops:
-            assert opnames.aten_packet(op) is not None, f"{fam.name}: aten::{op} does not exist"
+            if opnames.aten_packet(op) is None:
+                # the list is reviewed against the pinned torch; a later release may drop an op (2.15:
+                # cholesky), and a file naming it then fails to load as any unknown op does
+                assert not torch.__version__.startswith("2.13."), f"{fam.name}: aten::{op} does not exist"
+                continue
             assert not schema_check.DENIED_OP.search(op), f"{fam.name}: aten::{op} matches the refused names"
             private = op.startswith("_") and not (op.startswith("__") and op.endswith("__"))  # not __and__
             assert not private or fam.name in ("private", "amplifiers"), \

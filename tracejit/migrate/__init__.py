@@ -82,6 +82,7 @@ def _load_archive(f, map_location):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)   # torch.jit.load's own; migrating is the way out
+            warnings.simplefilter("ignore", FutureWarning)        # the same deprecation, as torch 2.15 words it
             module = torch.jit.load(f, map_location=map_location)
     except FileNotFoundError:
         raise MigrationError(f"{where}: no such file") from None
