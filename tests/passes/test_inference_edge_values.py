@@ -244,8 +244,11 @@ def test_conv_batch_norm_with_zero_variance_is_not_folded():
     model[1].running_var[0] = 1.0
     model[1].running_mean.fill_(0.5)
     with torch.no_grad():
-        traced = tracejit.optimize_for_inference(tracejit.trace(model, (torch.randn(1, 3, 6, 6),)))
         x = torch.randn(2, 3, 6, 6)
-        want = model(x)
+        try:
+            want = model(x)
+        except ValueError as e:   # torch 2.11's F.batch_norm refuses eps <= 0: the case cannot arise there
+            pytest.skip(f"this torch refuses a batch norm with eps=0 ({e})")
+        traced = tracejit.optimize_for_inference(tracejit.trace(model, (torch.randn(1, 3, 6, 6),)))
         assert torch.isinf(want[:, 1:]).any() and torch.isfinite(want[:, 0]).all()
         torch.testing.assert_close(traced(x), want, equal_nan=True)
