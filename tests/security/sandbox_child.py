@@ -13,17 +13,10 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import sys
 import time
 
-
-def _vm_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
+import child_limits   # this folder: the script's own (sys.path[0])
 
 
 def _inputs(spec, torch):
@@ -41,11 +34,7 @@ def main(jobs_path: str, report_path: str) -> None:
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
     spec = json.load(open(jobs_path))
-    # the address space may grow by mem_mb beyond what torch itself took; CPU time is capped too
-    limit = _vm_bytes() + spec.get("mem_mb", 1024) * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    cpu = spec.get("cpu_s", 120)
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+    child_limits.apply(spec, mem_mb=1024, cpu_s=120)
     canary = spec["canary"]
     with open(report_path, "w", buffering=1) as report:
         for job in spec["jobs"]:

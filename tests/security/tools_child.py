@@ -16,18 +16,11 @@ import contextlib
 import io
 import json
 import os
-import resource
 import sys
 import time
 import unicodedata
 
-
-def _vm_bytes() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
+import child_limits   # this folder: the script's own (sys.path[0])
 
 
 def controls(text: str) -> list:
@@ -88,10 +81,7 @@ def main(jobs_path: str, report_path: str) -> None:
     from tracejit import cli
     torch.set_num_threads(1)
     spec = json.load(open(jobs_path))
-    limit = _vm_bytes() + spec.get("mem_mb", 1500) * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    cpu = spec.get("cpu_s", 300)
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+    child_limits.apply(spec, mem_mb=1500, cpu_s=300)
     with open(report_path, "w", buffering=1) as report:
         for job in spec["jobs"]:
             os.makedirs(job["out"], exist_ok=True)
