@@ -36,13 +36,14 @@ def escape(text: str, keep_newlines: bool = False) -> str:
 
 
 # ---- files and programs ---------------------------------------------------------------------------
-def check_file(path: str) -> None:
+def check_file(path: str, what: str = "a tracejit program") -> None:
+    """A missing path, a directory or an empty file: one clear line saying it is not ``what``."""
     if not os.path.exists(path):
         raise CLIError(f"{path}: no such file")
     if os.path.isdir(path):
-        raise CLIError(f"{path}: is a directory, not a tracejit program")
+        raise CLIError(f"{path}: is a directory, not {what}")
     if os.path.getsize(path) == 0:
-        raise CLIError(f"{path}: the file is empty, not a tracejit program")
+        raise CLIError(f"{path}: the file is empty, not {what}")
 
 
 def file_kind(path: str) -> str:
@@ -93,12 +94,7 @@ def check_program_file(path: str) -> None:
 
 def check_archive_file(path: str) -> None:
     """What ``migrate`` reads: a TorchScript archive; one clear line for anything else."""
-    if not os.path.exists(path):
-        raise CLIError(f"{path}: no such file")
-    if os.path.isdir(path):
-        raise CLIError(f"{path}: is a directory, not a TorchScript archive")
-    if os.path.getsize(path) == 0:
-        raise CLIError(f"{path}: the file is empty, not a TorchScript archive")
+    check_file(path, "a TorchScript archive")
     try:
         kind = file_kind(path)
     except OSError as e:
