@@ -1,0 +1,231 @@
+"""Print tracejit's import graph: cycles, upward edges, function-level imports, long files.
+
+Stdlib only (ast), so it runs without importing the package. Usage::
+
+    python scripts/import_graph.py [--json]
+
+* **cycles**: strongly connected components (more than one module) of the graph of module-level imports
+  (imports run when a module is imported: at top level, in ``if`` / ``try`` blocks and class bodies, not in
+  functions). ``from .pkg import name`` is an edge to ``pkg/__init__`` unless ``name`` is a submodule.
+  The same is printed counting function-level imports too: what those imports hide.
+* **upward edges**: module-level imports from a lower layer to a higher one, by ``LAYERS`` below (the order
+  written in docs/DESIGN.md, "Layers").
+* **function-level imports**: import statements inside a function body, with the optional dependencies
+  (``OPTIONAL``) counted apart.
+* **long files**: files over ``MAX_LINES`` lines.
+
+Before issue #24's refactor (main at 0733351, 2026-11-26), 167 modules:
+
+* module-level import cycles: 3 (tracejit + porting + serialize{,.archive,.loader}: 5 modules; runtime.{specialize,
+  traced,undo}: 3; serialize.{encode,guards,validate}: 3);
+* counting function-level imports too: 6 cycles, the largest 28 modules (runtime, serialize, viewer, porting,
+  export's backends, inference, migrate, api, patch), then trace/ (5), cli.hf <-> cli.trace, export.lowering <->
+  export.unlisted_ops, ir.graph <-> ir.printer, trace.boundary <-> trace.guards;
+* upward edges: 10 (17 counting function-level imports);
+* function-level imports: 177, 14 of them optional dependencies;
+* files over 400 lines: 1 (tracejit/api.py, 434).
+
+The numbers after are in docs/DESIGN.md, "Layers".
+"""
+import argparse
+import ast
+import json
+import sys
+from pathlib import Path
+
+PACKAGE = "tracejit"
+MAX_LINES = 400
+OPTIONAL = ("onnx", "onnxruntime", "openvino", "transformers", "numexpr", "triton", "onnxscript", "onnx_ir", "netron",
+            "tqdm")
+
+# Bottom to top: a module may import (at module level) only from its own layer or below.  The first matching
+# prefix names a module's layer; docs/DESIGN.md "Layers" explains each.
+LAYERS = [
+    ("base", ["tracejit.errors", "tracejit.compat", "tracejit.escape", "tracejit.pytree"]),
+    ("ir", ["tracejit.ir"]),
+    ("trace", ["tracejit.trace"]),
+    ("codegen", ["tracejit.codegen"]),
+    ("passes", ["tracejit.passes"]),
+    ("program", ["tracejit.program"]),
+    ("runtime", ["tracejit.runtime"]),
+    ("serialize", ["tracejit.serialize"]),
+    ("export", ["tracejit.export"]),
+    ("backends", ["tracejit.backends", "tracejit.inference"]),
+    ("tools", ["tracejit.viewer", "tracejit.migrate", "tracejit.porting", "tracejit.hf_inputs", "tracejit.hf",
+               "tracejit.user_methods"]),
+    ("api", ["tracejit.api", "tracejit.patch", "tracejit.cli", "tracejit.__init__", "tracejit.__main__",
+             "tracejit"]),
+]
+
+
+def module_name(root, path):
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts)
+
+
+def layer_of(module):
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                return index
+    return None
+
+
+def resolve(importer, is_package, level, target):
+    """The absolute name of an import's target, or None when it is outside the package."""
+    if level == 0:
+        return target if target and (target == PACKAGE or target.startswith(PACKAGE + ".")) else None
+    base = importer.split(".")
+    if not is_package:
+        base = base[:-1]
+    base = base[:len(base) - (level - 1)] if level > 1 else base
+    return ".".join(base + ([target] if target else []))
+
+
+class ImportVisitor(ast.NodeVisitor):
+    """Collects (target, in_function, line) for every import statement of one file."""
+
+    def __init__(self, module, is_package, modules):
+        self.module, self.is_package, self.modules = module, is_package, modules
+        self.depth = 0
+        self.found = []
+
+    def _function(self, node):
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
+
+    def _add(self, target, line, external):
+        self.found.append((target, self.depth > 0, line, external))
+
+    def visit_Import(self, node):
+        for alias in node.names:
+            target = resolve(self.module, self.is_package, 0, alias.name)
+            self._add(self._existing(target) if target else None, node.lineno, alias.name.split(".")[0])
+
+    def visit_ImportFrom(self, node):
+        base = resolve(self.module, self.is_package, node.level, node.module)
+        external = None if base else (node.module or "").split(".")[0]
+        if base is None:
+            self._add(None, node.lineno, external)
+            return
+        for alias in node.names:
+            sub = f"{base}.{alias.name}"
+            self._add(sub if sub in self.modules else self._existing(base), node.lineno, None)
+
+    def _existing(self, name):
+        while name and name not in self.modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+
+def scan(root):
+    files = {module_name(root, p).removesuffix(".__init__"): p for p in sorted(root.rglob("*.py"))}
+    edges, function_imports, long_files = {m: set() for m in files}, [], []
+    all_edges = {m: set() for m in files}
+    for module, path in files.items():
+        text = path.read_text()
+        lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+        if lines > MAX_LINES:
+            long_files.append((str(path.relative_to(root.parent)), lines))
+        visitor = ImportVisitor(module, path.name == "__init__.py", files)
+        visitor.visit(ast.parse(text, str(path)))
+        for target, in_function, line, external in visitor.found:
+            if in_function:
+                function_imports.append((module, line, target or external))
+            elif target and target != module:
+                edges[module].add(target)
+            if target and target != module:
+                all_edges[module].add(target)
+    return files, edges, all_edges, function_imports, long_files
+
+
+def strongly_connected(edges):
+    """Tarjan's algorithm, iterative; returns the components with more than one module, largest first."""
+    index, low, on_stack, stack, result, counter = {}, {}, set(), [], [], [0]
+    for start in sorted(edges):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = counter[0]; counter[0] += 1
+        stack.append(start); on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter[0]; counter[0] += 1
+                    stack.append(child); on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop(); on_stack.discard(member); component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    result.append(sorted(component))
+    return sorted(result, key=lambda c: (-len(c), c))
+
+
+def upward_edges(edges):
+    found = []
+    for module, targets in sorted(edges.items()):
+        for target in sorted(targets):
+            low, high = layer_of(module), layer_of(target)
+            if low is not None and high is not None and high > low:
+                found.append((module, target))
+    return found
+
+
+def report(root):
+    files, edges, all_edges, function_imports, long_files = scan(root)
+    optional = [f for f in function_imports if str(f[2]).split(".")[0] in OPTIONAL]
+    return {"modules": len(files), "cycles": strongly_connected(edges), "upward_edges": upward_edges(edges),
+            "cycles_with_function_imports": strongly_connected(all_edges),
+            "upward_edges_with_function_imports": len(upward_edges(all_edges)),
+            "function_imports": len(function_imports), "function_imports_optional": len(optional),
+            "function_import_sites": [f"{m}:{line} -> {t}" for m, line, t in function_imports],
+            "long_files": long_files}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    parser.add_argument("--root", default=str(Path(__file__).resolve().parent.parent / PACKAGE))
+    args = parser.parse_args(argv)
+    result = report(Path(args.root))
+    if args.json:
+        json.dump(result, sys.stdout, indent=1)
+        return 0
+    print(f"modules: {result['modules']}")
+    print(f"cycles: {len(result['cycles'])}")
+    for component in result["cycles"]:
+        print(f"  {len(component)} modules: {' '.join(component)}")
+    hidden = result["cycles_with_function_imports"]
+    print(f"cycles counting function-level imports too: {len(hidden)} (sizes {[len(c) for c in hidden]})")
+    print(f"upward edges: {len(result['upward_edges'])} (counting function-level imports too: "
+          f"{result['upward_edges_with_function_imports']})")
+    for low, high in result["upward_edges"]:
+        print(f"  {low} -> {high}")
+    print(f"function-level imports: {result['function_imports']} ({result['function_imports_optional']} of "
+          f"optional dependencies)")
+    print(f"files over {MAX_LINES} lines: {len(result['long_files'])}")
+    for path, lines in result["long_files"]:
+        print(f"  {path}: {lines}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
