@@ -12,13 +12,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .backends import protocol
+from .backends.fallback import captured_tensors
+from .backends.torch_kernels import FastTracedFunction, FastTracedModule, compile_for_inference
 from .passes.freeze import freeze_attributes
 from .passes.graph_copy import copy_graph
 from .passes.pipeline import IN_MEMORY_PASSES, run_passes, runs_on_cpu
-from .runtime.fast_call import FastTracedFunction, FastTracedModule, compile_for_inference
+from .runtime import specialize
 from .runtime.traced import TracedFunction, TracedModule
 
-BACKENDS = ("torch", "onnxruntime", "openvino")
+BACKENDS = ("torch", "onnxruntime", "openvino")   # optimize_for_inference's backends (backends/protocol.py)
 
 
 def freeze(traced, preserved_attrs=None):
@@ -51,15 +54,7 @@ def optimize_for_inference(traced, backend: str = "torch", **backend_options):
     compiles it with OpenVINO for CPU (options go to ``OpenVinoProgram``)."""
     if backend not in BACKENDS:
         raise ValueError(f"optimize_for_inference: unknown backend {backend!r}; expected one of {BACKENDS}")
-    if backend == "onnxruntime":
-        from .export.ort_backend import OrtProgram
-        return OrtProgram(traced, **backend_options)
-    if backend == "openvino":
-        from .export.openvino_backend import OpenVinoProgram
-        return OpenVinoProgram(traced, **backend_options)
-    if backend_options:
-        raise TypeError(f"optimize_for_inference: the torch backend takes no options; got {sorted(backend_options)}")
-    return optimized(traced)
+    return protocol.build(backend, traced, **backend_options)
 
 
 def optimized(traced, in_memory: bool = True):
@@ -92,7 +87,6 @@ def _keep_specializations(source, out, transform, optimize: bool) -> None:
     """Give ``out`` (frozen or optimized from ``source``) every specialization ``source`` chooses
     from, each transformed the same way (``transform(graph)``) and chosen per call by its guards.
     Specializations made in training mode are left out of a frozen program (eval mode only)."""
-    from .runtime import specialize
     sets = specialize.sets_of(source)
     if isinstance(out, TracedModule):
         specialize.enable_for_module(out, None)
@@ -117,19 +111,6 @@ def _keep_specializations(source, out, transform, optimize: bool) -> None:
 def _traced_in_train_mode(graph) -> bool:
     return any(n.op == "tracejit::guard" and n.attrs.get("test") == "training" and n.attrs.get("expected") is True
                for n in graph.nodes)
-
-
-def captured_tensors(graph) -> tuple:
-    """(tensor, version, source line) of each tensor ``graph`` reads as a constant that freeze did not
-    copy: the caller's own (a global, a plain tensor attribute), which passes may have copied."""
-    seen, out = set(), []
-    for node in graph.nodes:
-        if node.op == "tracejit::constant" and "frozen_from" not in node.attrs:
-            t = graph.constants[node.attrs["index"]]
-            if isinstance(t, torch.Tensor) and id(t) not in seen:
-                seen.add(id(t))
-                out.append((t, t._version, node.source or "an unknown line"))
-    return tuple(out)
 
 
 def _is_frozen(traced) -> bool:

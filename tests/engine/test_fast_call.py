@@ -1,4 +1,4 @@
-"""runtime/fast_call.py: the lean ``__call__`` of freeze / optimize_for_inference results keeps
+"""backends/torch_kernels.py: the lean ``__call__`` of freeze / optimize_for_inference results keeps
 every promise of the full one: hooks (also added later), errors, guards, keyword arguments."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from torch import nn
 
 import tracejit
 from tracejit.errors import ArgumentTypeError, GuardError
-from tracejit.runtime.fast_call import FastTracedFunction, FastTracedModule
+from tracejit.backends.torch_kernels import FastTracedFunction, FastTracedModule
 
 pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
 

@@ -1,6 +1,6 @@
 """NaN / inf inputs to the ONNX backends give eager's answer: a program holding an op its runtime
 computes differently on them (OpenVINO: every op; onnxruntime: max_pool, sort, ...) runs the traced
-program for a call with a non-finite float input (export/traced_call.py: with_finite_check)."""
+program for a call with a non-finite float input (backends/fallback.py: with_finite_check)."""
 from __future__ import annotations
 
 import pytest

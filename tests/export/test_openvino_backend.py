@@ -169,7 +169,7 @@ def test_scalar_integer_and_bool_tensors_keep_their_dtypes():
 
 @pytest.mark.parametrize("name,atol", [("mlp", 1e-5), ("transformer_encoder", 3e-5), ("bert_tiny", 3e-5)])
 def test_static_shapes_compile_per_shape_and_give_eager_and_jit_answers(name, atol):
-    from tracejit.export.openvino_backend import MAX_STATIC
+    from tracejit.backends.openvino import MAX_STATIC
     fn, example, new_inputs = WORKLOADS[name]()
     program = tracejit.optimize_for_inference(trace(fn, example), backend="openvino", static_shapes=True)
     with torch.no_grad():
@@ -184,7 +184,7 @@ def test_static_shapes_compile_per_shape_and_give_eager_and_jit_answers(name, at
 
 
 def test_static_shapes_past_the_cache_run_dynamic_and_bad_shapes_keep_the_clear_error():
-    from tracejit.export.openvino_backend import MAX_STATIC
+    from tracejit.backends.openvino import MAX_STATIC
     fn, example, _ = WORKLOADS["mlp"]()
     program = tracejit.optimize_for_inference(trace(fn, example), backend="openvino", static_shapes=True)
     with torch.no_grad():
@@ -260,7 +260,7 @@ def test_bf16_with_static_shapes_keeps_the_precision():
 
 
 def test_unknown_precision_and_a_cpu_without_bf16_are_refused_clearly():
-    from tracejit.export import openvino_backend
+    from tracejit.backends import openvino as openvino_backend
     fn, example, _ = WORKLOADS["mlp"]()
     traced = trace(fn, example)
     with pytest.raises(ValueError, match=r"precision='int4' is not supported; expected one of \['bf16', 'f32'\]"):

@@ -1,6 +1,6 @@
 """oneDNN's fused relu / clip turn NaN into a number (relu(NaN) == 0); eager keeps NaN. Programs
 with such kernels check their float32 CPU inputs per call and run the unoptimized program for
-NaN / inf (runtime/fast_call.py): eager's answer, NaN where eager has NaN."""
+NaN / inf (backends/fallback.py): eager's answer, NaN where eager has NaN."""
 from __future__ import annotations
 
 import pytest

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from ..ir import Graph, Value, iter_values
+from ..passes.inline import inline_calls
 from ._deps import require
 from .dtypes import onnx_dtype
 from .errors import ExportError
@@ -23,10 +24,12 @@ from .tidy import drop_unused_pool_indices
 DEFAULT_OPSET = 18   # torch_lib's functions are written against opset 18
 
 
-def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False):
+def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False,
+                graph: Graph | None = None):
     """Write ``traced`` (a TracedModule or TracedFunction) as an ONNX model to ``f`` (a path or a
     binary file object; None: only return it). Returns the ``onnx.ModelProto``. ``doc_strings``:
-    each node's doc string names its ATen op, source line and ledger entries (annotate.py).
+    each node's doc string names its ATen op, source line and ledger entries (annotate.py). ``graph``:
+    export this graph of ``traced``'s (one of its specializations) instead of ``method``'s first trace.
 
     >>> import torch, tracejit
     >>> traced = tracejit.trace(lambda x: torch.relu(x) * 2, torch.randn(2, 3))
@@ -36,7 +39,7 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
     """
     onnx = require("onnx")
     proto = require("onnx_ir").serde.serialize_model(build_model(traced, opset, method=method,
-                                                                      doc_strings=doc_strings))
+                                                                      doc_strings=doc_strings, graph=graph))
     try:
         onnx.checker.check_model(proto, full_check=True)
         proto = onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
@@ -52,7 +55,6 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
 
 def traced_graph(traced, method: str = "forward") -> Graph:
     """The inlined graph of ``traced``'s ``method`` (a new Graph: the user's is never changed)."""
-    from ..passes.inline import inline_calls
     if isinstance(traced, nn.Module):
         fns = getattr(traced, "_traced_methods", None)
         if fns is None or method not in fns:
@@ -88,8 +90,9 @@ def _identifier(text: str) -> str:
     return out if out and not out[0].isdigit() else "_" + out
 
 
-def build_model(traced, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False):
-    """The onnx-ir Model of ``traced``'s ``method``."""
+def build_model(traced, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False,
+                graph: Graph | None = None):
+    """The onnx-ir Model of ``traced``'s ``method`` (or of ``graph``, one of its specializations)."""
     ir = require("onnx_ir")
     from .annotate import SourceNotes
     from .lowering import Lowering
@@ -98,7 +101,7 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
     if opset is not None and not (isinstance(opset, int) and opset >= DEFAULT_OPSET):
         raise ValueError(f"export_onnx: opset {opset!r} is not supported; use {DEFAULT_OPSET} or later "
                          "(onnxscript's torch_lib writes opset 18)")
-    graph = traced_graph(traced, method)
+    graph = traced_graph(traced, method) if graph is None else inline_calls(graph)
     pinned, unchecked = plan_guards(graph)
     onnx_graph = ir.Graph([], [], nodes=[], opset_imports={"": DEFAULT_OPSET}, name=method)
     builder = GraphBuilder(onnx_graph)

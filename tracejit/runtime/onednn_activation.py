@@ -24,7 +24,7 @@ ACTIVATIONS = {
 }
 
 # oneDNN computes these as max / clip: a NaN comes out as a number (relu(NaN) == 0, measured), where
-# torch's op keeps it. Programs with such kernels check their inputs are finite (runtime/fast_call.py).
+# torch's op keeps it. Programs with such kernels check their inputs are finite (backends/fallback.py).
 NAN_TO_NUMBER = frozenset({"relu", "hardtanh", "hardsigmoid"})
 
 

@@ -60,7 +60,7 @@ class OneDnnConv:
         self.constants = [weight] + ([bias] if bias is not None else [])
         self.kernel = self   # the protocol runtime/constants.py moves kernels by (``.kernel.moved(fn).function``)
         self._unary, self._algorithm, _ = ACTIVATIONS[activation]
-        self.drops_nan = activation in NAN_TO_NUMBER   # see runtime/fast_call.py's finite-input check
+        self.drops_nan = activation in NAN_TO_NUMBER   # see backends/fallback.py's finite-input check
         self._packed = self._pack()
         if self._packed is not None:
             kh, kw = weight.shape[2:]

@@ -46,7 +46,7 @@ class OneDnnLinear:
         self.constants = [weight] + ([bias] if bias is not None else [])
         self.kernel = self   # the protocol runtime/constants.py moves kernels by (``.kernel.moved(fn).function``)
         self._attr, self._algorithm, _ = ACTIVATIONS[activation]
-        self.drops_nan = activation in NAN_TO_NUMBER   # see runtime/fast_call.py's finite-input check
+        self.drops_nan = activation in NAN_TO_NUMBER   # see backends/fallback.py's finite-input check
         self._packed = self._pack()
         self._min_elements = -(-MIN_MACS // max(1, weight.shape[0])) if weight.dim() == 2 else 0
 

@@ -1,4 +1,5 @@
-"""Traced objects with a lean ``__call__``, for programs built by freeze / optimize_for_inference.
+"""The torch-CPU kernels backend's programs: traced objects with a lean ``__call__``, for programs built by
+freeze / optimize_for_inference (inference.py runs the passes; backends/fallback.py is the policy below).
 
 ``TracedModule.__call__`` goes through ``call_checked`` (positional spreading, arity errors)
 on every call; for a batch-1 MLP that is a tenth of the call. These subclasses call the
@@ -25,19 +26,17 @@ NaN or inf, so NaN reaches the output as in eager.
 """
 from __future__ import annotations
 
-import math
-import warnings
-
-import torch
-
 from ..codegen.compiler import add_trace_notes
-from ..errors import GuardError, TracerWarning
-from . import specialize
-from .traced import TracedFunction, TracedModule, compile_method
+from ..errors import GuardError
+from ..runtime import specialize
+from ..runtime.traced import TracedFunction, TracedModule, compile_method
+from .fallback import autocast_on as _autocast_on, captured_changed, nonfinite_input
 
 
 class FastTracedModule(TracedModule):
     """A TracedModule whose ``__call__`` calls the generated ``forward`` directly."""
+
+    backend = "torch"
 
     def __call__(self, *args, **kwargs):
         d = self.__dict__   # nn.Module keeps these in the instance dict: a key lookup each, not an attribute walk
@@ -77,6 +76,8 @@ class FastTracedModule(TracedModule):
 class FastTracedFunction(TracedFunction):
     """A TracedFunction whose ``__call__`` calls the generated function directly."""
 
+    backend = "torch"
+
     @classmethod
     def from_compiled(cls, name: str, fn, ledger) -> "FastTracedFunction":
         """Wrap an already compiled method (``compile_method``) without compiling again."""
@@ -110,52 +111,12 @@ class FastTracedFunction(TracedFunction):
             raise
 
 
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
-_autocast_on = torch._C._is_any_autocast_enabled   # the caller's autocast, on any device
 
 
 def _slow(fn, captured) -> bool:
     """Must calls of the generated ``fn`` take the full path (see the class docstrings)?"""
     return bool(getattr(fn, "by_position", False) or captured or getattr(fn, "finite_inputs", False)
                 or getattr(fn, "undo", None) is not None)
-
-
-def nonfinite_input(fn, args, kwargs) -> bool:
-    """Does a CPU float32 tensor argument hold NaN or inf, for a program whose kernels would
-    turn a NaN into a number (``fn.finite_inputs``: oneDNN's fused relu / clip)? Such a call runs
-    the unoptimized program, which keeps eager's NaN. (float32 CPU only: the only inputs those
-    kernels run on; a moved program's kernels fall back.)"""
-    return bool(getattr(fn, "finite_inputs", False)) and nonfinite_argument(
-        args, kwargs, lambda t: type(t) in _PLAIN and t.dtype is torch.float32 and t.is_cpu)
-
-
-def nonfinite_argument(args, kwargs, checked=lambda t: t.is_floating_point()) -> bool:
-    """Does a tensor argument (or an item of a list / tuple argument) for which ``checked(t)`` holds
-    contain NaN or inf? Its sum is finite only without them (an overflow to inf just answers True,
-    which is safe): one pass, 8 us on a 224x224 image where ``isfinite().all()`` takes 160."""
-    for arg in (*args, *kwargs.values()):
-        for t in arg if isinstance(arg, (list, tuple)) else (arg,):
-            if isinstance(t, torch.Tensor) and t.numel() and checked(t) and not math.isfinite(float(t.sum())):
-                return True
-    return False
-
-
-def captured_changed(program) -> bool:
-    """Has a tensor the optimized ``program`` captured (``_captured``: (tensor, version, source)
-    triples) changed in place since? Warns once when it first has."""
-    captured = program.__dict__.get("_captured")
-    if not captured:
-        return False
-    for tensor, version, source in captured:
-        if tensor._version != version:
-            if not program.__dict__.get("_captured_warned"):
-                program.__dict__["_captured_warned"] = True
-                warnings.warn(f"optimize_for_inference: a tensor the trace captured (read at {source}; not a "
-                              "parameter or buffer) changed in place after the program was optimized; running "
-                              "the unoptimized program, which reads it as it is now. Call optimize_for_inference "
-                              "again for the fast path.", TracerWarning, stacklevel=3)
-            return True
-    return False
 
 
 def compile_for_inference(saved_graph, run_graph, name: str, label: str, display: str | None = None):

@@ -3,81 +3,51 @@ exported model with the traced signature (flatten the arguments like the traced 
 them with clear errors, rebuild the traced output structure).
 
 ``prepare(traced, backend)`` refuses a training-mode module, runs tracejit's inference passes and
-exports the ONNX model; ``TracedCall`` is the mixin OrtProgram and OpenVinoProgram call through.
+exports one ONNX model per specialization; ``TracedCall`` is the mixin OrtProgram and OpenVinoProgram
+call through; ``with_fallbacks`` puts a call behind the shared policy (backends/fallback.py).
 """
 from __future__ import annotations
+
+import warnings
 
 import torch
 
 from .. import pytree
+from ..errors import TracerWarning
+from ..export.onnx_export import export_onnx, input_names, traced_graph
+from ..inference import optimized
 from ..ir import Value
-from .onnx_export import export_onnx, input_names, traced_graph
-
-
-def refuse_autocast(program: str):
-    """An exported model computes in the dtypes it was exported with: under the caller's autocast eager
-    would compute in another dtype, so the call is refused rather than answered in float32."""
-    raise RuntimeError(f"{program}: called under torch.autocast, but the exported model runs in the dtypes it "
-                       "was traced with and cannot follow autocast (eager would compute in the autocast dtype). "
-                       "Call it outside the autocast block, or call the traced program (or optimize_for_inference's "
-                       "torch backend), which follows the caller's autocast.")
+from ..passes.inline import inline_calls
+from ..runtime import specialize
+from .fallback import with_captured_check, with_finite_check
 
 
 def prepare(traced, backend: str):
-    """(graph, ONNX proto) of ``traced`` after tracejit's own inference passes (freezing, constant
-    and conv + batch-norm folding, ...): runtimes fuse a Conv with a BatchNormalization only when
-    the norm's parameters are plain initializers, which the exported norm's are not."""
+    """``(prepared, [(graph, ONNX proto), ...])``: ``traced`` after tracejit's own inference passes
+    (freezing, constant and conv + batch-norm folding, ...: runtimes fuse a Conv with a
+    BatchNormalization only when the norm's parameters are plain initializers, which the exported
+    norm's are not), and one exported model per specialization of ``forward``: the first trace first,
+    then the others oldest first (``specializations.SpecializationChoice`` chooses among them per call)."""
     if getattr(traced, "training", False) is True:
         raise RuntimeError(f"optimize_for_inference: {getattr(traced, 'original_name', 'the module')} is in "
                            f"training mode; the {backend} backend is for inference. Call .eval() on it first.")
-    from ..inference import optimized
     prepared = optimized(traced, in_memory=False)   # the export reads the saved graph: no in-memory kernels
-    return traced_graph(prepared), export_onnx(prepared)
+    spec_set = specialize.sets_of(prepared).get("forward")
+    extra = spec_set.extra() if spec_set is not None else []
+    if not extra:
+        return prepared, [(traced_graph(prepared), export_onnx(prepared))]
+    with warnings.catch_warnings():   # the per-call choice checks every guard: none is left unchecked
+        warnings.filterwarnings("ignore", "export_onnx: .* cannot be checked by the ONNX model", TracerWarning)
+        models = [(traced_graph(prepared), export_onnx(prepared))]
+        models += [(inline_calls(spec.graph), export_onnx(prepared, graph=spec.graph)) for spec in extra]
+    return prepared, models
 
 
-# ops whose runtime result differs from eager's when NaN / inf reach them (found by running edge
-# values through both runtimes; docs/DEPLOY.md): a program holding one runs the traced program for a
-# call with a non-finite float input. OpenVINO's list is every op (its relu, clamp, max, exp, ...
-# turn NaN into numbers), so an OpenVINO program always checks.
-NONFINITE_DIFFERS = {"onnxruntime": frozenset({
-    "max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices", "adaptive_max_pool2d", "sort", "topk",
-    "argsort", "msort", "median", "gelu", "pow", "floor_divide", "remainder", "fmod"})}
-
-
-def with_finite_check(program, traced, graph, call):
-    """``call``, or, when ``graph`` holds an op the backend computes differently on NaN / inf, a call
-    that first checks its floating-point tensor arguments are finite (their sum is: one pass, an
-    overflow just takes the exact path) and otherwise runs ``traced``, which gives eager's answer."""
-    ops = NONFINITE_DIFFERS.get(program.backend)
-    if ops is not None and not any(n.name.rstrip("_") in ops for n in graph.nodes if n.op.startswith("aten::")):
-        return call
-
-    from ..runtime.fast_call import nonfinite_argument
-
-    def checked(*args, **kwargs):
-        if nonfinite_argument(args, kwargs):
-            return traced(*args, **kwargs)
-        return call(*args, **kwargs)
-    return checked
-
-
-def with_captured_check(program, traced, call):
-    """``call``, or when the trace captured tensors of the caller's (a global, a plain tensor attribute:
-    the exported model holds copies), a call that first checks they did not change in place and
-    otherwise runs ``traced`` itself, with a TracerWarning (runtime/fast_call.py)."""
-    from ..inference import captured_tensors
-    from ..runtime.fast_call import captured_changed
-
-    graph = getattr(traced, "graph", None) if not hasattr(traced, "_method") else traced._method("forward").graph
-    program._captured = captured_tensors(graph) if graph is not None else ()
-    if not program._captured:
-        return call
-
-    def checked(*args, **kwargs):
-        if captured_changed(program):
-            return traced(*args, **kwargs)
-        return call(*args, **kwargs)
-    return checked
+def with_fallbacks(program, traced, graph, call):
+    """``call`` behind the shared fallback policy (backends/fallback.py): the traced program answers a
+    call whose captured tensors changed or whose non-finite input this backend would compute otherwise."""
+    return with_captured_check(program, getattr(traced, "graph", None), traced,
+                               with_finite_check(program.backend, graph, traced, call))
 
 
 class TracedCall:

@@ -1,7 +1,8 @@
 """Run a traced program with OpenVINO's CPU plugin, with the traced call signature.
 
 ``OpenVinoProgram(traced)`` prepares the program like OrtProgram (tracejit's inference passes,
-then export_onnx), reads the ONNX model from memory and compiles it for CPU with
+then export_onnx, one model per specialization chosen per call by backends/specializations.py),
+reads the ONNX model from memory and compiles it for CPU with
 ``PERFORMANCE_HINT=LATENCY`` and ``INFERENCE_NUM_THREADS = torch.get_num_threads()``; the
 export's symbolic axes stay dynamic dimensions, so other batch sizes / lengths run on the same
 compiled model. One InferRequest serves every call, driven by its own set_input_tensor / infer /
@@ -26,11 +27,13 @@ import threading
 import torch
 
 
+from ..export._deps import require
 from ..ir import Value
-from ._deps import require
-from .traced_call import TracedCall, prepare, refuse_autocast, with_captured_check, with_finite_check
+from .fallback import autocast_on as _autocast_on, refuse_autocast
+from .onnx_call import TracedCall, prepare, with_fallbacks
+from .specializations import choose_per_call
 
-_autocast_on = torch._C._is_any_autocast_enabled   # the caller's autocast, on any device
+NAME = "openvino"
 
 MAX_STATIC = 4   # static_shapes=True: compiled shape sets kept; later shapes use the dynamic model
 PRECISIONS = {"f32": "f32", "bf16": "bf16"}   # precision= -> OpenVINO's INFERENCE_PRECISION_HINT
@@ -42,12 +45,13 @@ class OpenVinoProgram(TracedCall):
     backend = "openvino"
 
     def __init__(self, traced, *, threads: int | None = None, config: dict | None = None,
-                 static_shapes: bool = False, precision: str = "f32"):
+                 static_shapes: bool = False, precision: str = "f32", _model=None):
         if precision not in PRECISIONS:
             raise ValueError(f"optimize_for_inference(backend='openvino'): precision={precision!r} is not "
                              f"supported; expected one of {sorted(PRECISIONS)} ('f32' is the default)")
         ov = require("openvino", "openvino backend and its ONNX export", "pip install 'tracejit[openvino]'")
-        graph, self.proto = prepare(traced, self.backend)
+        prepared, models = prepare(traced, self.backend) if _model is None else (None, [_model])
+        graph, self.proto = models[0]
         self._init_call(traced, graph)
         _refuse_double(graph, self.signature)
         self._ov_tensor = ov.Tensor
@@ -70,7 +74,11 @@ class OpenVinoProgram(TracedCall):
         self._ov = ov
         self._static = {} if static_shapes else None   # input shapes -> (request, lock), or None: refused
         self._static_lock = threading.Lock()
-        self._call = with_captured_check(self, traced, with_finite_check(self, traced, graph, self._run_call))
+        self._call = with_fallbacks(self, traced, graph, self._run_call)
+        if _model is None:   # every other specialization: its own compiled model, chosen per call by its guards
+            choose_per_call(self, prepared, [OpenVinoProgram(traced, threads=threads, config=config,
+                                                             static_shapes=static_shapes, precision=precision,
+                                                             _model=model) for model in models[1:]])
 
     def __call__(self, *args, **kwargs):
         if _autocast_on():
@@ -124,6 +132,11 @@ class OpenVinoProgram(TracedCall):
 
     def __repr__(self) -> str:
         return f"<OpenVinoProgram {self.signature}{'' if self.precision == 'f32' else ' ' + self.precision}>"
+
+
+def build(traced, **options) -> OpenVinoProgram:
+    """The OpenVINO backend (backends/protocol.py): ``OpenVinoProgram(traced, **options)``."""
+    return OpenVinoProgram(traced, **options)
 
 
 def _refuse_double(graph, signature: str) -> None:

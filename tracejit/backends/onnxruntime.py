@@ -1,7 +1,8 @@
 """Run a traced program in an onnxruntime InferenceSession, with the traced call signature.
 
-``OrtProgram(traced)`` exports the traced method to ONNX in memory (export_onnx) and opens a
-CPU session: all graph optimizations, ``intra_op_num_threads = torch.get_num_threads()``, idle
+``OrtProgram(traced)`` exports the traced method to ONNX in memory (export_onnx), one model per
+specialization (backends/specializations.py chooses per call), and opens a CPU session for each:
+all graph optimizations, ``intra_op_num_threads = torch.get_num_threads()``, idle
 workers do not spin (on a few cores a spinning pool slows whatever runs next). A call flattens
 the arguments like the traced program, hands each tensor to onnxruntime as a numpy view of its
 memory (no copy for contiguous CPU tensors) and wraps the numpy results with
@@ -15,12 +16,14 @@ from __future__ import annotations
 import torch
 
 
+from ..export._deps import require
+from ..export.ort_quantize import quantize_model
 from ..ir import Value
-from ._deps import require
-from .ort_quantize import quantize_model
-from .traced_call import TracedCall, prepare, refuse_autocast, with_captured_check, with_finite_check
+from .fallback import autocast_on as _autocast_on, refuse_autocast
+from .onnx_call import TracedCall, prepare, with_fallbacks
+from .specializations import choose_per_call
 
-_autocast_on = torch._C._is_any_autocast_enabled   # the caller's autocast, on any device
+NAME = "onnxruntime"
 
 _TENSOR_NUMPY = torch.Tensor.numpy   # unbound: a non-tensor argument raises TypeError
 
@@ -31,9 +34,10 @@ class OrtProgram(TracedCall):
     backend = "onnxruntime"
 
     def __init__(self, traced, *, threads: int | None = None, spinning: bool = False, optimized_model_path=None,
-                 quantize: str | None = None):
+                 quantize: str | None = None, _model=None):
         ort = require("onnxruntime")
-        graph, self.proto = prepare(traced, self.backend)
+        prepared, models = prepare(traced, self.backend) if _model is None else (None, [_model])
+        graph, self.proto = models[0]
         self._init_call(traced, graph)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -51,7 +55,10 @@ class OrtProgram(TracedCall):
         self._output_names = [o.name for o in self.session.get_outputs()]
         self._plain_out = (len(self._out_leaves) == len(self._output_names)
                            and all(isinstance(o, Value) for o in self._out_leaves))
-        self._call = with_captured_check(self, traced, with_finite_check(self, traced, graph, self._fast_call()))
+        self._call = with_fallbacks(self, traced, graph, self._fast_call())
+        if _model is None:   # every other specialization: its own session, chosen per call by its guards
+            choose_per_call(self, prepared, [OrtProgram(traced, threads=threads, spinning=spinning, quantize=quantize,
+                                                        _model=model) for model in models[1:]])
 
     def __call__(self, *args, **kwargs):
         if _autocast_on():
@@ -118,4 +125,9 @@ class OrtProgram(TracedCall):
 
     def __repr__(self) -> str:
         return f"<OrtProgram {self.signature}>"
+
+
+def build(traced, **options) -> OrtProgram:
+    """The onnxruntime backend (backends/protocol.py): ``OrtProgram(traced, **options)``."""
+    return OrtProgram(traced, **options)
 
