@@ -41,7 +41,7 @@ OPTIONAL = ("onnx", "onnxruntime", "openvino", "transformers", "numexpr", "trito
 # Bottom to top: a module may import (at module level) only from its own layer or below.  The first matching
 # prefix names a module's layer; docs/DESIGN.md "Layers" explains each.
 LAYERS = [
-    ("base", ["tracejit.errors", "tracejit.compat", "tracejit.escape", "tracejit.pytree"]),
+    ("base", ["tracejit.version", "tracejit.errors", "tracejit.compat", "tracejit.escape", "tracejit.pytree"]),
     ("ir", ["tracejit.ir"]),
     ("trace", ["tracejit.trace"]),
     ("codegen", ["tracejit.codegen"]),

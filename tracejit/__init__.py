@@ -5,7 +5,7 @@
 >>> traced(torch.tensor([-1.0, 1.0]))
 tensor([0., 2.])
 """
-__version__ = "0.1.0"
+from .version import __version__
 
 from .api import trace, trace_module
 from .errors import (ArgumentTypeError, ArgumentValueError, BackwardHookError, BudgetError, GuardError, LoadError,
@@ -19,6 +19,7 @@ from .export import ExportError, export_onnx
 from .inference import freeze, optimize_for_inference
 from .migrate import migrate
 from .viewer import view
+from . import user_methods  # noqa: F401  (gives the traced objects .save and .to_html)
 
 __all__ = ["trace", "trace_module", "save", "load", "TracedFunction", "TracedModule", "is_tracing", "LedgerEntry",
            "TracerWarning", "TracingCheckError", "TraceError", "GuardError", "LoadError", "SaveError", "patch_torch_jit",

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import inspect
-import threading
 import types
 import warnings
 
@@ -13,9 +12,10 @@ from .runtime.checker import check_trace as _run_checker
 from .runtime.private_rng import PrivateRandomness
 from .runtime.state import ModuleState
 from .runtime import specialize
+from .runtime.lending import (hook_snapshot, lend_tensors, like_module, one_at_a_time, submodule_or_none,
+                               swap_hooks)
 from .runtime.traced import TracedFunction, TracedModule, build_module, compile_methods
 from .errors import ArgumentTypeError, TraceError, TracerWarning
-from .pytree import flatten, unflatten
 from .trace.api import record
 from .trace.source import caller_stacklevel
 
@@ -247,35 +247,34 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
     traced.ledger = tuple(e for r in recordings.values() for e in r.ledger.entries)
     if _store_inputs:
         traced.example_inputs = per_method_args
-    if True:
-        hooks = _hook_snapshot(mod)
+    hooks = hook_snapshot(mod)
 
-        def retrace(mode: bool, current, inputs=None) -> dict:
-            """A trace of ``mod`` in training mode ``mode`` on ``inputs`` (default: the example inputs),
-            as it was traced (same hooks), with the traced module's current parameters and buffers."""
-            flags = [(m, m.training) for m in mod.modules()]
-            lent = _lend_tensors(current, mod)
-            state = ModuleState(mod)
-            now = _swap_hooks(hooks)
-            mod.train(mode)
-            if current is not None and mode == current.training:   # a guard retrace: each submodule keeps
-                for path, m in mod.named_modules():                 # the mode its traced copy is in
-                    copy = _submodule_or_none(current, path)
-                    if copy is not None:
-                        m.training = copy.training
-            try:
-                with PrivateRandomness():   # draws nothing from the global generator; in the caller's grad mode
-                    recs = record_all(inputs if inputs is not None else
-                                      {k: _like_module(v, mod) for k, v in per_method_args.items()}, warn=False)
-            finally:
-                for m, flag in flags:
-                    m.training = flag
-                _swap_hooks(now)
-                state.restore()
-                _lend_tensors(lent, mod)
-            return _compile(recs, label)
-        traced._retrace = _one_at_a_time(retrace)
-        specialize.enable_for_module(traced, traced._retrace)
+    def retrace(mode: bool, current, inputs=None) -> dict:
+        """A trace of ``mod`` in training mode ``mode`` on ``inputs`` (default: the example inputs),
+        as it was traced (same hooks), with the traced module's current parameters and buffers."""
+        flags = [(m, m.training) for m in mod.modules()]
+        lent = lend_tensors(current, mod)
+        state = ModuleState(mod)
+        now = swap_hooks(hooks)
+        mod.train(mode)
+        if current is not None and mode == current.training:   # a guard retrace: each submodule keeps
+            for path, m in mod.named_modules():                 # the mode its traced copy is in
+                copy = submodule_or_none(current, path)
+                if copy is not None:
+                    m.training = copy.training
+        try:
+            with PrivateRandomness():   # draws nothing from the global generator; in the caller's grad mode
+                recs = record_all(inputs if inputs is not None else
+                                  {k: like_module(v, mod) for k, v in per_method_args.items()}, warn=False)
+        finally:
+            for m, flag in flags:
+                m.training = flag
+            swap_hooks(now)
+            state.restore()
+            lend_tensors(lent, mod)
+        return _compile(recs, label)
+    traced._retrace = one_at_a_time(retrace)
+    specialize.enable_for_module(traced, traced._retrace)
     if check_trace:
         for installed, (args, kwargs) in per_method_args.items():
             fn, bound = entry(installed)
@@ -288,71 +287,6 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
                          lambda f, a, k: _record(f, a, k, mod, installed, _force_outplace, warn=False,
                                                  signature_of=bound, guards=guards, allow_frozen=allow_frozen).graph)
     return traced
-
-
-_RETRACE_LOCK = threading.RLock()
-
-
-def _one_at_a_time(retrace):
-    """Retraces lend tensors, hooks and the training flag to the original module: one thread at a time."""
-    def run(*args):
-        with _RETRACE_LOCK:
-            return retrace(*args)
-    return run
-
-
-_HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
-               "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs")
-
-
-def _hook_snapshot(mod) -> dict:
-    """The forward hooks of every module, as they are now (a retrace must see the traced ones)."""
-    return {m: {name: dict(getattr(m, name)) for name in _HOOK_DICTS if hasattr(m, name)} for m in mod.modules()}
-
-
-def _swap_hooks(snapshot: dict) -> dict:
-    """Install the hook dicts of ``snapshot``; return the ones that were installed."""
-    previous = {}
-    for m, dicts in snapshot.items():
-        previous[m] = {}
-        for name, content in dicts.items():
-            previous[m][name] = dict(getattr(m, name))
-            target = getattr(m, name)
-            target.clear()
-            target.update(content)
-    return previous
-
-
-def _lend_tensors(source, mod) -> dict:
-    """Put ``source``'s parameters and buffers into ``mod`` (same paths); return what was there.
-
-    ``source`` is a TracedModule or a dict returned by an earlier call (to put things back).
-    """
-    if isinstance(source, dict):
-        incoming = source
-    else:
-        incoming = {}
-        for path, sub in source.named_modules(remove_duplicate=False):
-            incoming[path] = (dict(sub._parameters), dict(sub._buffers))
-    previous = {}
-    for path, sub in mod.named_modules(remove_duplicate=False):
-        if path in incoming and path not in previous:
-            previous[path] = (dict(sub._parameters), dict(sub._buffers))
-            params, buffers = incoming[path]
-            sub._parameters.update(params)
-            sub._buffers.update(buffers)
-    return previous
-
-
-def _like_module(example: tuple, mod) -> tuple:
-    """Example inputs moved to the module's current float dtype and device (after ``.to()``)."""
-    ref = next((p for p in list(mod.parameters()) + list(mod.buffers()) if p.is_floating_point()), None)
-    if ref is None:
-        return example
-    leaves, spec = flatten(example)
-    moved = [x.to(device=ref.device, dtype=ref.dtype) if isinstance(x, torch.Tensor) and x.is_floating_point()
-             else x.to(ref.device) if isinstance(x, torch.Tensor) else x for x in leaves]
-    return unflatten(spec, moved)
 
 
 def _compile(recordings: dict, label: str) -> dict:
@@ -425,10 +359,3 @@ def _container_kinds(spec) -> set:
     for c in spec.children:
         out |= _container_kinds(c)
     return out
-
-
-def _submodule_or_none(module, path: str):
-    try:
-        return module.get_submodule(path) if path else module
-    except AttributeError:
-        return None

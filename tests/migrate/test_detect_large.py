@@ -1,4 +1,4 @@
-"""migrate/detect.py reads only the bytes it needs: a 1 GiB zip-looking file (sparse: a hole, no
+"""serialize/torch_files.py (was migrate/detect.py) reads only the bytes it needs: a 1 GiB zip-looking file (sparse: a hole, no
 real write) is recognised, or not, without copying it into memory."""
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from .specs import DEBUG_HELP, FORMATTER, Parser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
+    from ..version import __version__
     p = Parser(prog=PROG, formatter_class=FORMATTER,
                description="Inspect, trace and run tracejit programs (files saved by tracejit.save).",
                epilog="examples:\n"

@@ -52,7 +52,7 @@ def file_kind(path: str) -> str:
     first bytes and a zip's directory: nothing runs."""
     import mmap
 
-    from ..migrate.detect import is_torch_file
+    from ..serialize.torch_files import is_torch_file
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         head = f.read(9)
@@ -115,7 +115,7 @@ def check_not_torch_file(path: str) -> None:
     import mmap
     import shlex
 
-    from ..migrate.detect import is_torch_file
+    from ..serialize.torch_files import is_torch_file
     try:
         with open(path, "rb") as f:
             if os.fstat(f.fileno()).st_size == 0:

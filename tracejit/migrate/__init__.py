@@ -26,7 +26,8 @@ import torch
 
 from .build import build_traced_module
 from .convert import Converter
-from .detect import is_torch_file, raise_if_torch_file
+from ..serialize import torch_files as detect  # noqa: F401  (tracejit.migrate.detect: its old place)
+from ..serialize.torch_files import is_torch_file, raise_if_torch_file
 from .errors import MigrationError
 
 __all__ = ["migrate", "archive_methods", "MigrationError", "raise_if_torch_file", "is_torch_file"]

@@ -17,11 +17,18 @@ restores what it wrote before the next attempt (runtime/undo.py). The set holds 
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import threading
 
+import torch
+
 from ..errors import GuardError
+from ..passes.inline import inline_calls
 from ..trace.source import caller_stacklevel, warn_at
+from .method_compiler import compile_method
+from .private_rng import PrivateRandomness
+from .state import ModuleState
 from .undo import inputs_for_retrace, undoable_call
 
 LIMIT = 8
@@ -102,7 +109,6 @@ class SpecializationSet:
         self._hint = None               # the specialization that last fitted after the first failed
 
     def __deepcopy__(self, memo):
-        import copy
         new = SpecializationSet.__new__(SpecializationSet)
         memo[id(self)] = new
         new.__dict__.update(self.__dict__)
@@ -157,9 +163,6 @@ class SpecializationSet:
         (``trace(..., specialize_for=[...])``); returns the new one, or None. The attempts run on
         copies of the inputs with no grad and private randomness, and ``module``'s buffers are put
         back after: preparing changes nothing the caller can see."""
-        import torch
-        from .private_rng import PrivateRandomness
-        from .state import ModuleState
         failures = []
         state = ModuleState(module)
         try:
@@ -256,8 +259,6 @@ def sets_of(owner) -> dict:
 def enable_for_function(traced, retrace_graph) -> None:
     """``retrace_graph(args, kwargs)`` traces the original function again and returns its Graph
     (None: no original)."""
-    from .traced import compile_method
-
     retrace = None
     if retrace_graph is not None:
         def retrace(owner, args, kwargs):
@@ -274,9 +275,6 @@ def enable_for_module(traced, retrace_methods) -> None:
     ``traced(...)`` chooses among the specializations of ``forward``; every other root method
     (trace_module) is reached through a ``GuardedMethod`` that chooses among its own.
     """
-    from .traced import compile_method
-    from ..passes.inline import inline_calls
-
     def retrace_for(name):
         if retrace_methods is None:
             return None

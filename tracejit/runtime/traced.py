@@ -1,139 +1,23 @@
 """TracedFunction and TracedModule: what trace() returns.
 
 Each traced method is a generated Python function (see ``.code``), compiled
-once; calling the traced object calls it directly.
+once; calling the traced object calls it directly. ``.save`` and ``.to_html`` are added by the top
+layer (tracejit/user_methods.py): the runtime imports neither serialize nor the viewer.
 """
 from __future__ import annotations
 
-import reprlib
 import types
 
-import torch
 from torch import nn
 
-from ..codegen.compiler import add_trace_notes
-from ..codegen.python import compile_function, generate
-from ..errors import ArgumentTypeError, ArgumentValueError, GuardError
-from ..ir import Graph, Value
+from ..errors import GuardError
+from ..ir import Graph
 from ..passes.inline import inline_calls
 from . import specialize
+from .calling import call_checked, spread_positional  # noqa: F401  (importers read them here too)
 from .constants import move_constants
-from .undo import undo_plan, undoable_call
-
-
-class InputError:
-    """Builds the error raised when a call does not fit the traced signature."""
-
-    def __init__(self, signature: str):
-        self.signature = signature
-
-    def __call__(self, where, value, expected, rank):
-        seen = _describe(value)
-        head = f"traced {self.signature}: argument '{where}'"
-        if rank == "const":
-            raise ArgumentValueError(f"{head} was traced as the constant {expected!r} and the trace depends on "
-                                     f"it; got {seen}. Trace again to use another value.")
-        if rank == "container":
-            raise ArgumentTypeError(f"{head} should be {expected}; got {seen}")
-        if isinstance(value, torch.Tensor) and isinstance(rank, int):
-            raise ArgumentValueError(f"{head} should be a Tensor with {rank} dimensions (the trace fixed the "
-                                     f"number of dimensions); got a Tensor of shape {tuple(value.shape)}")
-        raise ArgumentTypeError(f"{head} should be a {expected}"
-                                f"{f' with {rank} dimensions' if isinstance(rank, int) else ''}; got {seen}")
-
-
-def _describe(value) -> str:
-    """A short summary of a wrong argument: its type and shape, never a whole array's values."""
-    if isinstance(value, torch.Tensor):
-        return f"Tensor(shape={tuple(value.shape)}, dtype={value.dtype})"
-    if isinstance(value, (tuple, list)):
-        return f"{type(value).__name__} of length {len(value)}"
-    if isinstance(value, dict):
-        return reprlib.repr(f"dict with keys {sorted(map(str, value))}")[1:-1]
-    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
-    if isinstance(shape, tuple) and dtype is not None:   # a numpy array (or alike) passed by mistake
-        return f"{type(value).__module__.split('.')[0]}.{type(value).__name__}(shape={shape}, dtype={dtype})"
-    return f"{type(value).__name__} {reprlib.repr(value)}"
-
-
-def signature_text(name: str, graph: Graph, leaf_text=None) -> str:
-    """``forward(x: Tensor[4d], pair: (Tensor[2d], Tensor[2d]), flag=True)``.
-
-    ``leaf_text`` formats one input leaf (a Value or a constant); the default shows ranks.
-    """
-    leaf_text = leaf_text or _rank_text
-    args_spec, kwargs_spec = graph.in_spec.children
-    leaves = iter(graph.input_leaves)
-    parts = []
-    for pname, spec in zip(graph.param_names, list(args_spec.children) + list(kwargs_spec.children)):
-        mine = [next(leaves) for _ in range(spec.num_leaves)]
-        if spec.kind == "leaf" and not isinstance(mine[0], Value):
-            parts.append(f"{pname}={mine[0]!r}")
-        else:
-            parts.append(f"{pname}: {spec.describe(leaf_text(x) for x in mine)}")
-    return f"{name}({', '.join(parts)})"
-
-
-def _rank_text(leaf) -> str:
-    if isinstance(leaf, Value):
-        return f"Tensor[{len(leaf.type.shape)}d]" if hasattr(leaf.type, "shape") else str(leaf.type)
-    return repr(leaf)
-
-
-def compile_method(graph: Graph, name: str, label: str, guards: bool, display: str | None = None, budget=None):
-    sig = signature_text(display or name, graph)
-    budget = budget if budget is not None else getattr(graph, "call_budget", None)
-    src, globs = generate(graph, name, guards=guards, input_error=InputError(sig), budget=budget)
-    fn = compile_function(src, name, globs, label)
-    fn.graph = graph
-    fn.code = src
-    fn.signature = sig
-    fn.by_position = guards and bool(graph.in_spec.children[1].children)   # keyword-traced args, by position too
-    fn.undo = undo_plan(graph) if guards else None   # what a failed guard must put back (runtime/undo.py)
-    return fn
-
-
-def call_checked(fn, signature: str, args, kwargs, graph: Graph | None = None):
-    """Call a generated function; turn a Python arity error at the call itself into a clear TypeError.
-
-    Arguments traced as keywords may also be passed by position, in the order of the traced
-    function's parameters (as torch.jit's traced programs take them).
-    """
-    if graph is not None and args:
-        args, kwargs = spread_positional(graph, signature, args, kwargs)
-    try:
-        return fn(*args, **kwargs)
-    except GuardError:
-        raise
-    except TypeError as e:
-        tb = e.__traceback__
-        if tb is not None and tb.tb_next is None:
-            kw = f"keyword arguments {sorted(kwargs)}" if kwargs else "no keyword arguments"
-            raise ArgumentTypeError(f"traced {signature} was called with {len(args)} positional argument(s) "
-                                    f"and {kw}: {e}") from None
-        add_trace_notes(e)
-        raise
-    except Exception as e:
-        add_trace_notes(e)   # the generated lines it passed and the source lines they were traced from
-        raise
-
-
-def spread_positional(graph: Graph, signature: str, args: tuple, kwargs: dict):
-    """Positional arguments beyond those traced positionally go to the keyword-traced parameters, in order."""
-    n_pos = len(graph.in_spec.children[0].children)
-    if len(args) <= n_pos:
-        return args, kwargs
-    keyword_names = graph.param_names[n_pos:]
-    extra = args[n_pos:]
-    if len(extra) > len(keyword_names):
-        raise ArgumentTypeError(f"traced {signature} takes at most {len(graph.param_names)} arguments; got "
-                                f"{len(args)} positional argument(s)")
-    kwargs = dict(kwargs)
-    for name, value in zip(keyword_names, extra):
-        if name in kwargs:
-            raise ArgumentTypeError(f"traced {signature} got multiple values for argument {name!r}")
-        kwargs[name] = value
-    return args[:n_pos], kwargs
+from .method_compiler import InputError, compile_method, signature_text  # noqa: F401  (likewise)
+from .undo import undoable_call
 
 
 class TracedFunction:
@@ -174,11 +58,6 @@ class TracedFunction:
     def code_with_constants(self):
         return code_with_constants(self.code, self.graph)
 
-    def save(self, f, _extra_files=None, **options) -> None:
-        """Save to ``f`` (a path or a binary file object), as ``tracejit.save(self, f, ...)``."""
-        from ..porting import save
-        save(self, f, _extra_files, **options)
-
     def __call__(self, *args, **kwargs):
         fn = self._fn
         try:
@@ -208,11 +87,6 @@ class TracedFunction:
 
     def __repr__(self) -> str:
         return f"<TracedFunction {self._fn.signature}>"
-
-    def to_html(self, path) -> str:
-        """Write an interactive, self-contained HTML view of the graph (tracejit/viewer)."""
-        from ..viewer import view
-        return view(self, path)
 
 
 class TracedModule(nn.Module):
@@ -300,16 +174,6 @@ class TracedModule(nn.Module):
     @property
     def code_with_constants(self):
         return code_with_constants(self.code, self.graph)
-
-    def save(self, f, _extra_files=None, **options) -> None:
-        """Save to ``f`` (a path or a binary file object), as ``tracejit.save(self, f, ...)``."""
-        from ..porting import save
-        save(self, f, _extra_files, **options)
-
-    def to_html(self, path) -> str:
-        """Write an interactive, self-contained HTML view of the graphs (tracejit/viewer)."""
-        from ..viewer import view
-        return view(self, path)
 
     def _method(self, name: str):
         fn = self._traced_methods.get(name)

@@ -23,6 +23,7 @@ from torch.utils._pytree import tree_leaves
 from ..errors import GuardError
 from ..ir import Graph, Value
 from ..passes.written import FRESH, _may_alias
+from .calling import call_checked
 
 GUARD = "tracejit::guard"
 
@@ -84,9 +85,6 @@ def undoable_call(fn, owner, args, kwargs):
     except GuardError:
         _restore(saved)
         raise
-
-
-from .traced import call_checked  # noqa: E402  (traced.py imports this module first)
 
 
 def _targets(plan: UndoPlan, owner, args, kwargs) -> list:

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from .. import __version__
+from ..version import __version__
 from ..errors import SaveError
 from ..runtime.traced import TracedFunction, TracedModule
 from . import atomic_file, encode, limits, specializations

@@ -14,7 +14,7 @@ import torch
 from ..errors import LoadError, SaveError
 from ..ir import GUARD_KINDS, GUARD_TESTS, Value, guard_arity
 from ..trace.boundary import METADATA, PLAIN_VALUE_TESTS
-from . import encode   # encode imports validate, which imports this module: names are read at call time
+from .constants import decode_const, encode_const
 
 _TENSOR_TESTS = {"truth", "item", "int", "float", "tolist", "dim", "len", "equal", "dtype", "device"}
 # tests that also read a traced Python number (``int(h * 0.5)``, trace/symfloat.py)
@@ -25,9 +25,9 @@ _MAX_GUARD_TEXT = 4000   # the text a call guard compares with (repr(tensor), tr
 
 def encode_attrs(node, where: str) -> dict:
     a = node.attrs
-    out = {"kind": a["kind"], "test": a["test"], "expected": encode.encode_const(a["expected"], where)}
+    out = {"kind": a["kind"], "test": a["test"], "expected": encode_const(a["expected"], where)}
     if a.get("seen") is not None:
-        out["seen"] = encode.encode_const(a["seen"], where)
+        out["seen"] = encode_const(a["seen"], where)
     for key in ("what", "line"):
         if a.get(key):
             out[key] = str(a[key])[:_MAX_TEXT]
@@ -136,14 +136,14 @@ def check_guard(node, at: str) -> None:
         if not isinstance(operand, (Value, bool, int, float)):
             raise LoadError(f"{at}: a guard operand must be a value or a number")
     if a["kind"] == "state":   # a global-state read (ir/state_tests.py): a bool, number or name
-        a["expected"] = _state_value(encode.decode_const(a["expected"], at), at)
-        a["seen"] = _state_value(encode.decode_const(a.get("seen"), at), at)
+        a["expected"] = _state_value(decode_const(a["expected"], at), at)
+        a["seen"] = _state_value(decode_const(a.get("seen"), at), at)
     elif test in ("dtype", "device"):
-        a["expected"] = _name_of(test, encode.decode_const(a["expected"], at), at)
-        a["seen"] = _name_of(test, encode.decode_const(a.get("seen"), at), at)
+        a["expected"] = _name_of(test, decode_const(a["expected"], at), at)
+        a["seen"] = _name_of(test, decode_const(a.get("seen"), at), at)
     else:
-        a["expected"] = _plain_value(encode.decode_const(a["expected"], at), at, test=test)
-        a["seen"] = _plain_value(encode.decode_const(a.get("seen"), at), at, test=test)
+        a["expected"] = _plain_value(decode_const(a["expected"], at), at, test=test)
+        a["seen"] = _plain_value(decode_const(a.get("seen"), at), at, test=test)
     for key in ("what", "line"):
         if key in a and (not isinstance(a[key], str) or len(a[key]) > _MAX_TEXT):
             raise LoadError(f"{at}: guard {key} must be a text of at most {_MAX_TEXT} characters")

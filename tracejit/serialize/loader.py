@@ -15,14 +15,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from .. import __version__
+from ..version import __version__
 from ..errors import LoadError
 from . import limits
 from .archive import _CRC_PLACEHOLDER, _ST_DTYPES, FORMAT, MAX_HEADER, SCHEMA_VERSION
 from .crc import combine, crc32, crc_of
 from .expansion import check_expansion
 from .program_loader import load_function, load_module
-from ..migrate.detect import raise_if_torch_file
+from .torch_files import raise_if_torch_file
 
 def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True, mmap: bool = False):
     """Load a program saved by ``tracejit.save``; returns a TracedFunction or TracedModule.

@@ -11,6 +11,7 @@ import re
 
 from ..errors import LoadError, SaveError
 from ..pytree import Record, Spec, lookup_class, record_type
+from .constants import decode_const, encode_const
 
 
 _NAMEDTUPLES: dict = {}
@@ -20,7 +21,6 @@ _ASCII_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,99}")   # namedtuple refuses k
 def encode_spec(spec: Spec, where: str):
     """A structure as data: containers by kind, classes by module and qualified name (looked up, never
     imported, on load: pytree.lookup_class)."""
-    from .encode import encode_const   # (encode.py imports this module)
     d = {"kind": spec.kind}
     if spec.kind == "registered":
         d["keys"] = [encode_const(k, where) for k in _registered_keys(spec)]
@@ -72,7 +72,6 @@ def _record_name(d: dict, where: str) -> str:
 
 
 def decode_spec(d, where: str, depth: int = 0) -> Spec:
-    from .encode import decode_const   # (encode.py imports this module)
     if depth > 32 or not isinstance(d, dict):
         raise LoadError(f"{where}: malformed or too deeply nested input/output structure")
     kind = d.get("kind")

@@ -1,0 +1,84 @@
+"""What a retrace of the original module borrows and gives back: the traced module's parameters and
+buffers (``lend_tensors``), the forward hooks as they were at trace time (``hook_snapshot`` /
+``swap_hooks``), example inputs in the module's current dtype and device (``like_module``); one retrace
+at a time (``one_at_a_time``), since they all change the original module while it runs."""
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from ..pytree import flatten, unflatten
+
+
+_RETRACE_LOCK = threading.RLock()
+
+
+def one_at_a_time(retrace):
+    """Retraces lend tensors, hooks and the training flag to the original module: one thread at a time."""
+    def run(*args):
+        with _RETRACE_LOCK:
+            return retrace(*args)
+    return run
+
+
+_HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+               "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs")
+
+
+def hook_snapshot(mod) -> dict:
+    """The forward hooks of every module, as they are now (a retrace must see the traced ones)."""
+    return {m: {name: dict(getattr(m, name)) for name in _HOOK_DICTS if hasattr(m, name)} for m in mod.modules()}
+
+
+def swap_hooks(snapshot: dict) -> dict:
+    """Install the hook dicts of ``snapshot``; return the ones that were installed."""
+    previous = {}
+    for m, dicts in snapshot.items():
+        previous[m] = {}
+        for name, content in dicts.items():
+            previous[m][name] = dict(getattr(m, name))
+            target = getattr(m, name)
+            target.clear()
+            target.update(content)
+    return previous
+
+
+def lend_tensors(source, mod) -> dict:
+    """Put ``source``'s parameters and buffers into ``mod`` (same paths); return what was there.
+
+    ``source`` is a TracedModule or a dict returned by an earlier call (to put things back).
+    """
+    if isinstance(source, dict):
+        incoming = source
+    else:
+        incoming = {}
+        for path, sub in source.named_modules(remove_duplicate=False):
+            incoming[path] = (dict(sub._parameters), dict(sub._buffers))
+    previous = {}
+    for path, sub in mod.named_modules(remove_duplicate=False):
+        if path in incoming and path not in previous:
+            previous[path] = (dict(sub._parameters), dict(sub._buffers))
+            params, buffers = incoming[path]
+            sub._parameters.update(params)
+            sub._buffers.update(buffers)
+    return previous
+
+
+def like_module(example: tuple, mod) -> tuple:
+    """Example inputs moved to the module's current float dtype and device (after ``.to()``)."""
+    ref = next((p for p in list(mod.parameters()) + list(mod.buffers()) if p.is_floating_point()), None)
+    if ref is None:
+        return example
+    leaves, spec = flatten(example)
+    moved = [x.to(device=ref.device, dtype=ref.dtype) if isinstance(x, torch.Tensor) and x.is_floating_point()
+             else x.to(ref.device) if isinstance(x, torch.Tensor) else x for x in leaves]
+    return unflatten(spec, moved)
+
+
+def submodule_or_none(module, path: str):
+    """The submodule of ``module`` at ``path``, or None when there is none."""
+    try:
+        return module.get_submodule(path) if path else module
+    except AttributeError:
+        return None

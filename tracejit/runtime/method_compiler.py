@@ -1,0 +1,84 @@
+"""A graph compiled into the generated method a traced object calls: its source, its signature text,
+the clear error for arguments that do not fit, and what a failed guard must put back (undo.py)."""
+from __future__ import annotations
+
+import reprlib
+
+import torch
+
+from ..codegen.python import compile_function, generate
+from ..errors import ArgumentTypeError, ArgumentValueError
+from ..ir import Graph, Value
+from .undo import undo_plan
+
+
+class InputError:
+    """Builds the error raised when a call does not fit the traced signature."""
+
+    def __init__(self, signature: str):
+        self.signature = signature
+
+    def __call__(self, where, value, expected, rank):
+        seen = _describe(value)
+        head = f"traced {self.signature}: argument '{where}'"
+        if rank == "const":
+            raise ArgumentValueError(f"{head} was traced as the constant {expected!r} and the trace depends on "
+                                     f"it; got {seen}. Trace again to use another value.")
+        if rank == "container":
+            raise ArgumentTypeError(f"{head} should be {expected}; got {seen}")
+        if isinstance(value, torch.Tensor) and isinstance(rank, int):
+            raise ArgumentValueError(f"{head} should be a Tensor with {rank} dimensions (the trace fixed the "
+                                     f"number of dimensions); got a Tensor of shape {tuple(value.shape)}")
+        raise ArgumentTypeError(f"{head} should be a {expected}"
+                                f"{f' with {rank} dimensions' if isinstance(rank, int) else ''}; got {seen}")
+
+
+def _describe(value) -> str:
+    """A short summary of a wrong argument: its type and shape, never a whole array's values."""
+    if isinstance(value, torch.Tensor):
+        return f"Tensor(shape={tuple(value.shape)}, dtype={value.dtype})"
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__} of length {len(value)}"
+    if isinstance(value, dict):
+        return reprlib.repr(f"dict with keys {sorted(map(str, value))}")[1:-1]
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if isinstance(shape, tuple) and dtype is not None:   # a numpy array (or alike) passed by mistake
+        return f"{type(value).__module__.split('.')[0]}.{type(value).__name__}(shape={shape}, dtype={dtype})"
+    return f"{type(value).__name__} {reprlib.repr(value)}"
+
+
+def signature_text(name: str, graph: Graph, leaf_text=None) -> str:
+    """``forward(x: Tensor[4d], pair: (Tensor[2d], Tensor[2d]), flag=True)``.
+
+    ``leaf_text`` formats one input leaf (a Value or a constant); the default shows ranks.
+    """
+    leaf_text = leaf_text or _rank_text
+    args_spec, kwargs_spec = graph.in_spec.children
+    leaves = iter(graph.input_leaves)
+    parts = []
+    for pname, spec in zip(graph.param_names, list(args_spec.children) + list(kwargs_spec.children)):
+        mine = [next(leaves) for _ in range(spec.num_leaves)]
+        if spec.kind == "leaf" and not isinstance(mine[0], Value):
+            parts.append(f"{pname}={mine[0]!r}")
+        else:
+            parts.append(f"{pname}: {spec.describe(leaf_text(x) for x in mine)}")
+    return f"{name}({', '.join(parts)})"
+
+
+def _rank_text(leaf) -> str:
+    if isinstance(leaf, Value):
+        return f"Tensor[{len(leaf.type.shape)}d]" if hasattr(leaf.type, "shape") else str(leaf.type)
+    return repr(leaf)
+
+
+def compile_method(graph: Graph, name: str, label: str, guards: bool, display: str | None = None, budget=None):
+    sig = signature_text(display or name, graph)
+    budget = budget if budget is not None else getattr(graph, "call_budget", None)
+    src, globs = generate(graph, name, guards=guards, input_error=InputError(sig), budget=budget)
+    fn = compile_function(src, name, globs, label)
+    fn.graph = graph
+    fn.code = src
+    fn.signature = sig
+    fn.by_position = guards and bool(graph.in_spec.children[1].children)   # keyword-traced args, by position too
+    fn.undo = undo_plan(graph) if guards else None   # what a failed guard must put back (runtime/undo.py)
+    return fn
