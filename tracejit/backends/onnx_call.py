@@ -119,9 +119,8 @@ class TracedCall:
 
 def signature(traced, graph) -> str:
     sig = getattr(traced, "signature", None)
-    if sig is None:
-        fns = getattr(traced, "_traced_methods", {})
-        sig = getattr(fns.get("forward"), "signature", "forward(...)")
+    if sig is None:   # a module: its installed forward carries the signature text
+        sig = getattr(getattr(traced, "forward", None), "signature", "forward(...)")
     return sig
 
 

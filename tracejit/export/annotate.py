@@ -44,9 +44,9 @@ def call_sites(graph: Graph, prefix: str = "", outer: tuple = ()) -> dict:
 
 
 def _method_graph(traced, method: str):
-    fns = getattr(traced, "_traced_methods", None)
-    if fns is not None and method in fns:
-        return fns[method].graph
+    graphs = getattr(traced, "method_graphs", None)
+    if graphs is not None and method in graphs:
+        return graphs[method]
     graph = getattr(traced, "graph", None)
     return graph if isinstance(graph, Graph) else None
 

@@ -56,11 +56,11 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
 def traced_graph(traced, method: str = "forward") -> Graph:
     """The inlined graph of ``traced``'s ``method`` (a new Graph: the user's is never changed)."""
     if isinstance(traced, nn.Module):
-        fns = getattr(traced, "_traced_methods", None)
-        if fns is None or method not in fns:
+        graphs = getattr(traced, "method_graphs", None)
+        if graphs is None or method not in graphs:
             raise TypeError(f"export needs a traced module or function (tracejit.trace / trace_module); got "
                             f"{type(traced).__name__} without a traced {method!r}")
-        return inline_calls(fns[method].graph)
+        return inline_calls(graphs[method])
     graph = getattr(traced, "graph", None)
     if not isinstance(graph, Graph):
         raise TypeError(f"export needs a traced module or function (tracejit.trace / trace_module); got "

@@ -89,7 +89,7 @@ def run(args, error, check_file=None) -> int:
         tracejit.save(traced, args.output)
     except OSError as e:
         raise error(f"cannot write {args.output}: {e.strerror or e}") from None
-    n_nodes = sum(len(fn.graph.nodes) for m in traced.modules() for fn in m._traced_methods.values())
+    n_nodes = sum(len(graph.nodes) for m in traced.modules() for graph in m.method_graphs.values())
     print(f"{args.output}: migrated {traced.original_name} from {args.file} "
           f"({sum(1 for _ in traced.modules())} modules, {n_nodes} ops; methods {', '.join(wanted)}"
           f"{'; left out ' + ', '.join(left) if left else ''}); it needs no TorchScript")

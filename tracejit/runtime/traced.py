@@ -164,6 +164,12 @@ class TracedModule(nn.Module):
         return self._method("forward").graph
 
     @property
+    def method_graphs(self) -> types.MappingProxyType:
+        """``{method: Graph}`` of this module's own traced methods (each one's first trace), read-only:
+        what serialize, export, the viewer and the CLI read instead of the compiled methods."""
+        return types.MappingProxyType({name: fn.graph for name, fn in self._traced_methods.items()})
+
+    @property
     def code(self) -> str:
         return self._method("forward").code
 

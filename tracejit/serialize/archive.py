@@ -182,7 +182,7 @@ def _program(obj):
         params = [[n, None if p is None else {"tensor": store.key(p, prefix + n), "requires_grad": p.requires_grad}]
                   for n, p in m._parameters.items()]
         buffers = [[n, None if b is None else store.key(b, prefix + n)] for n, b in m._buffers.items()]
-        methods = [[name, graphs.add(fn.graph, path, name)] for name, fn in m._traced_methods.items()]
+        methods = [[name, graphs.add(graph, path, name)] for name, graph in m.method_graphs.items()]
         modules.append({"path": path, "type": m.original_name, "training": m.training, "parameters": params,
                         "buffers": buffers, "non_persistent": sorted(m._non_persistent_buffers_set),
                         "methods": methods, "module": m})

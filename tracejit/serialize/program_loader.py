@@ -152,7 +152,7 @@ def load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
             callees = []
             for i, n in enumerate(g.nodes):
                 if n.op == "tracejit::call_module":
-                    callee = _walk(owner, n.attrs["path"])._traced_methods[n.attrs["method"]].graph
+                    callee = _walk(owner, n.attrs["path"]).method_graphs[n.attrs["method"]]
                     _check_call(n, callee, f"{where}, node {i}")
                     callees.append(callee)
             # a graph shared by several modules or methods is compiled once when its callees are the same

@@ -151,7 +151,7 @@ class ProgramDoc:
         module = self._module(path)
         callee = node.attrs.get("graph")
         if callee is None and module is not None:
-            callee = module._traced_methods[node.attrs["method"]].graph
+            callee = module.method_graphs[node.attrs["method"]]
         ident = (id(module), node.attrs["method"], id(callee))
         key = self._callee_keys.get(ident)
         if key is None:
@@ -176,7 +176,7 @@ class ProgramDoc:
             name, roots = self.obj.__name__, [("forward", self.obj.graph)]
         else:
             name = self.obj.original_name
-            roots = [(m, fn.graph) for m, fn in self.obj._traced_methods.items()]
+            roots = list(self.obj.method_graphs.items())
         root_keys = []
         for _, graph in roots:
             self.dims.update(value_dims(self.obj, graph))

@@ -286,8 +286,8 @@ class _Shadow:
                 shadow = made.get((id(m), guards))
                 self._modules[n] = shadow if shadow is not None else \
                     _Shadow(m, runner, guards=guards, made=made, depth=depth + 1)
-        for name, fn in getattr(module, "_traced_methods", {}).items():
-            setattr(self, name, _method(self, fn.graph, name, guards, runner))
+        for name, graph in getattr(module, "method_graphs", {}).items():
+            setattr(self, name, _method(self, graph, name, guards, runner))
 
 
 def _method(shadow, graph, name: str, guards: bool, runner: _Runner):
