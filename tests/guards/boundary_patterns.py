@@ -249,10 +249,14 @@ def python_attribute(x):
 from boundary_number_patterns import (  # noqa: E402  (part 2: traced sizes escaping into plain ints)
     GetattrByWidth, HeadsByWidth, as_integer_ratio, bit_count_power_of_two, bit_length_bucket, copy_of_size,
     explicit_index_call, float_of_traced_float, format_width, hash_of_size, int_of_real, invert_size, list_repeat,
-    lru_cache_int_key, lru_cache_plan, np_linspace_schedule, numpy_arange, numpy_zeros_shape,
+    lru_cache_int_key, lru_cache_plan, np_linspace_schedule,
     operator_index_repeat, parity_and, reflected_and, reflected_divmod, reflected_lshift, repr_of_size,
     size_conjugate, size_dict_get, size_dict_key_in, size_in_set, size_sizeof, str_repeat, to_bytes_key,
     traced_float_hash, traced_float_hex, traced_float_is_integer, traced_float_str)
+from boundary_numpy_patterns import (  # noqa: E402  (part 3: traced sizes handed to numpy)
+    numpy_arange, numpy_array_times_size, numpy_fft_freq, numpy_full, numpy_hanning_window, numpy_linspace_kwarg,
+    numpy_log2_pad, numpy_nested_list, numpy_pad_width_kwarg, numpy_prod_shape, numpy_seeded_rng,
+    numpy_sqrt_scale, numpy_tril_mask, numpy_ufunc_traced_float, numpy_zeros_shape)
 
 
 CASES = [
@@ -325,9 +329,23 @@ CASES = [
     Case("copy_of_size", copy_of_size, (r(3),), [(r(4),)]),
 ]
 
-KNOWN_LEAKS = [
+# traced sizes handed to numpy (trace/numpy_reads.py): guarded at the line that calls numpy
+CASES += [
     Case("numpy_arange", numpy_arange, (r(3),), [(r(4),)]),
     Case("numpy_zeros_shape", numpy_zeros_shape, (r(3),), [(r(4),)]),
+    Case("numpy_full", numpy_full, (r(3),), [(r(4),)]),
+    Case("numpy_linspace_kwarg", numpy_linspace_kwarg, (r(2, 3),), [(r(2, 5),)]),
+    Case("numpy_prod_shape", numpy_prod_shape, (r(2, 3),), [(r(3, 3),)]),
+    Case("numpy_sqrt_scale", numpy_sqrt_scale, (r(2, 4),), [(r(2, 9),)]),
+    Case("numpy_log2_pad", numpy_log2_pad, (r(3),), [(r(5),)]),
+    Case("numpy_ufunc_traced_float", numpy_ufunc_traced_float, (r(3),), [(r(5),)]),
+    Case("numpy_array_times_size", numpy_array_times_size, (r(3),), [(r(4),)]),
+    Case("numpy_seeded_rng", numpy_seeded_rng, (r(3),), [(r(4),)]),
+    Case("numpy_tril_mask", numpy_tril_mask, (r(2, 3),), [(r(2, 4),)]),
+    Case("numpy_hanning_window", numpy_hanning_window, (r(2, 4),), [(r(2, 6),)]),
+    Case("numpy_fft_freq", numpy_fft_freq, (r(2, 4),), [(r(2, 6),)]),
+    Case("numpy_nested_list", numpy_nested_list, (r(3),), [(r(4),)]),
+    Case("numpy_pad_width_kwarg", numpy_pad_width_kwarg, (r(3),), [(r(4),)]),
 ]
 
 # identity-like int methods: recorded, so new sizes replay without any guard

@@ -6,6 +6,8 @@ import builtins
 import threading
 import warnings
 
+import numpy as np
+import numpy.fft
 import torch
 import torch.jit._trace
 
@@ -16,6 +18,12 @@ ORIGINALS = {
     "torch._C._is_tracing": (torch._C, "_is_tracing", torch._C._is_tracing),
     "torch.jit.is_tracing": (torch.jit, "is_tracing", torch.jit.is_tracing),
     "torch.jit._trace.is_tracing": (torch.jit._trace, "is_tracing", torch.jit._trace.is_tracing),
+    # numpy's functions (trace/numpy_reads.py): a C function, a Python one, a bound draw, a submodule's
+    "numpy.zeros": (np, "zeros", np.zeros),
+    "numpy.linspace": (np, "linspace", np.linspace),
+    "numpy.random.default_rng": (np.random, "default_rng", np.random.default_rng),
+    "numpy.random.normal": (np.random, "normal", np.random.normal),
+    "numpy.fft.rfftfreq": (numpy.fft, "rfftfreq", numpy.fft.rfftfreq),
 }
 
 
