@@ -119,20 +119,7 @@ def test_optimized_for_inference(case):
     assert failures > 0 or case in REPLAYS or case.name in ("requires_grad_checkpoint",), case.name
 
 
-# a guard on a size computed from an input size ((n - 1).bit_length(), n / 2 as a dict key) is one ONNX
-# cannot check: export/guards.py keeps the traced branch, warns and lists it in the model's metadata,
-# so onnxruntime answers wrongly for other sizes. Reported in issue #20's closing note; strict xfails.
-ORT_UNCHECKED = {"bit_length_bucket", "size_sizeof", "traced_float_hex", "traced_float_is_integer",
-                 "traced_float_hash", "traced_float_str", "numpy_ufunc_traced_float"}
-
-
-def _ort_param(case):
-    marks = [pytest.mark.xfail(strict=True, reason="unchecked size guard in ONNX (export/guards.py)")] \
-        if case.name in ORT_UNCHECKED else []
-    return pytest.param(case, marks=marks, id=case.name)
-
-
-@pytest.mark.parametrize("case", [_ort_param(c) for c in CASES + REPLAYS])
+@pytest.mark.parametrize("case", CASES + REPLAYS, ids=lambda c: c.name)
 def test_onnxruntime_answers_or_refuses_export(case):
     pytest.importorskip("onnxruntime")
     fn = build(case)

@@ -28,7 +28,8 @@ import torch
 
 from ..ir import Value
 from ._deps import require
-from .traced_call import TracedCall, prepare, refuse_autocast, with_captured_check, with_finite_check
+from .traced_call import (TracedCall, prepare, refuse_autocast, with_captured_check, with_finite_check,
+                          with_size_guards)
 
 _autocast_on = torch._C._is_any_autocast_enabled   # the caller's autocast, on any device
 
@@ -70,7 +71,8 @@ class OpenVinoProgram(TracedCall):
         self._ov = ov
         self._static = {} if static_shapes else None   # input shapes -> (request, lock), or None: refused
         self._static_lock = threading.Lock()
-        self._call = with_captured_check(self, traced, with_finite_check(self, traced, graph, self._run_call))
+        self._call = with_size_guards(self, traced, graph, with_captured_check(
+            self, traced, with_finite_check(self, traced, graph, self._run_call)))
 
     def __call__(self, *args, **kwargs):
         if _autocast_on():

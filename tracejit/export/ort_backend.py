@@ -18,7 +18,8 @@ import torch
 from ..ir import Value
 from ._deps import require
 from .ort_quantize import quantize_model
-from .traced_call import TracedCall, prepare, refuse_autocast, with_captured_check, with_finite_check
+from .traced_call import (TracedCall, prepare, refuse_autocast, with_captured_check, with_finite_check,
+                          with_size_guards)
 
 _autocast_on = torch._C._is_any_autocast_enabled   # the caller's autocast, on any device
 
@@ -51,7 +52,8 @@ class OrtProgram(TracedCall):
         self._output_names = [o.name for o in self.session.get_outputs()]
         self._plain_out = (len(self._out_leaves) == len(self._output_names)
                            and all(isinstance(o, Value) for o in self._out_leaves))
-        self._call = with_captured_check(self, traced, with_finite_check(self, traced, graph, self._fast_call()))
+        self._call = with_size_guards(self, traced, graph, with_captured_check(
+            self, traced, with_finite_check(self, traced, graph, self._fast_call())))
 
     def __call__(self, *args, **kwargs):
         if _autocast_on():

@@ -80,6 +80,57 @@ def with_captured_check(program, traced, call):
     return checked
 
 
+def with_size_guards(program, traced, graph, call):
+    """``call``, or, when the trace holds size guards that the ONNX model cannot check (export/guards.py:
+    ``(n - 1).bit_length()``, a float computed from sizes used as a key), a call that first checks them on
+    the call's input sizes and raises the plain program's GuardError naming the line when one fails.
+
+    The guards are checked by a generated function holding only them and the scalar size math they read
+    (``aten::size.int`` of inputs, int / float math, ``sym_math``): it reads sizes, never data. A guard on
+    the size of an intermediate tensor is left as export left it (a TracerWarning and the model's metadata)."""
+    from ..ir import ScalarType
+    from ..passes.graph_copy import copy_graph
+    from ..runtime.traced import compile_method
+    from .guards import plan_guards
+
+    checked_graph = copy_graph(graph)
+    _, unchecked = plan_guards(checked_graph)
+    producers = {id(v): n for n in checked_graph.nodes for v in n.outputs if v is not None}
+    kept, checks = {}, []
+    for guard in unchecked:
+        slice_ = _scalar_slice(guard, producers, ScalarType)
+        if slice_ is not None:
+            kept.update(slice_)
+            checks.append(guard)
+    if not checks:
+        return call
+    keep = {id(g) for g in checks} | set(kept)
+    checked_graph.nodes = [n for n in checked_graph.nodes if id(n) in keep]
+    checked_graph.outputs, checked_graph.out_spec = [], pytree.flatten(())[1]
+    check = compile_method(checked_graph, "forward", f"{program.backend}_size_guards", guards=True,
+                           display=program.signature.split("(")[0])
+    program.size_guards = check
+
+    def guarded(*args, **kwargs):
+        check(None, *args, **kwargs)
+        return call(*args, **kwargs)
+    return guarded
+
+
+def _scalar_slice(guard, producers: dict, scalar_type) -> dict | None:
+    """{id(node): node} that ``guard`` reads, when all of them compute Python numbers (else None)."""
+    found, todo = {}, list(guard.input_values())
+    while todo:
+        node = producers.get(id(todo.pop()))
+        if node is None or id(node) in found:
+            continue   # a graph input, or seen
+        if not all(isinstance(v.type, scalar_type) for v in node.outputs if v is not None):
+            return None   # a tensor op: an intermediate's size
+        found[id(node)] = node
+        todo.extend(node.input_values())
+    return found
+
+
 class TracedCall:
     """The traced call signature of an exported program; ``_init_call`` fills it in."""
 
