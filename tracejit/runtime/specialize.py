@@ -22,7 +22,7 @@ import threading
 
 from ..errors import GuardError
 from ..trace.source import caller_stacklevel, warn_at
-from .undo import inputs_for_retrace, undoable_call
+from .undo import RetraceInputs, inputs_for_retrace, reads_history, undoable_call
 
 LIMIT = 8
 _ROUNDS = 8   # retraces one call may make while what its guards read keeps changing
@@ -143,8 +143,10 @@ class SpecializationSet:
                 if self.entries is entries:   # else another thread published meanwhile: try its new ones
                     if self.retrace is None:
                         raise none_fits(self.owner, self.method, failures)
-                    spec = Specialization(self.method, self.retrace(self.owner, *inputs_for_retrace(args, kwargs)),
-                                          _reason(failures[0][1]), failures[0][1].source)
+                    inputs = RetraceInputs(args, kwargs, keep_history=reads_history(e for _, e in failures))
+                    fn = self.retrace(self.owner, *inputs.inputs)
+                    inputs.check_untouched(self.method)
+                    spec = Specialization(self.method, fn, _reason(failures[0][1]), failures[0][1].source)
                     self.traces += 1
                     self._publish(spec)
                     _warn(spec, len(self.entries), self.limit)
