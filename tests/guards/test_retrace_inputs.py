@@ -25,7 +25,7 @@ def quiet_trace(fn, *example):
 def meta(t: torch.Tensor):
     inference = t.is_inference()
     return (tuple(t.shape), t.stride(), t.storage_offset(), t._is_view(), t.requires_grad, t.is_leaf,
-            inference, None if inference else t._version, t.dtype)
+            inference, None if inference else t._version, t.dtype, t.is_conj(), t.is_neg(), t.is_shared())
 
 
 @pytest.mark.parametrize("make", [
@@ -36,14 +36,18 @@ def meta(t: torch.Tensor):
     lambda: torch.inference_mode()(lambda: torch.randn(3))(),
     lambda: torch.randn(3, requires_grad=True),          # a leaf that requires grad
     lambda: torch.randn(5, 5)[::2, 1:],                  # a strided view with an offset
-], ids=["offset_view", "transposed", "channels_last", "version", "inference", "leaf_requires_grad", "strided"])
+    lambda: torch.randn(3, dtype=torch.complex64).conj(),            # the lazy conjugate bit
+    lambda: torch.randn(3, dtype=torch.complex64).conj().imag,       # the negative bit
+    lambda: torch.randn(3).share_memory_(),              # shared memory (a DataLoader worker's batch)
+], ids=["offset_view", "transposed", "channels_last", "version", "inference", "leaf_requires_grad", "strided",
+        "conj", "neg", "shared"])
 def test_copies_keep_the_metadata_guards_read(make):
     x = make()
     (copy,), _ = inputs_for_retrace((x,), {})
     assert copy is not x
     assert meta(copy) == meta(x)
     assert torch.equal(copy.detach(), x.detach())
-    if not x.is_inference():
+    if not x.is_inference() and not x.is_neg():
         with torch.no_grad():
             copy.add_(1)
         assert not torch.equal(copy.detach(), x.detach())   # its own memory: a write in the retrace stays there
@@ -86,3 +90,16 @@ def test_a_retrace_writing_into_a_tensor_with_history_is_undone_and_refused():
             traced(x)
     assert torch.equal(x.detach(), before)   # its values put back
     assert len(traced.specializations) == 1   # nothing published
+
+
+def test_a_conjugate_view_input_retraces_and_answers():
+    def fn(x):
+        if x.is_conj():
+            return x * 2
+        return x + 1
+    c = torch.randn(3, dtype=torch.complex64)
+    traced = quiet_trace(fn, c)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.testing.assert_close(traced(c.conj()), fn(c.conj()))
+    assert len(traced.specializations) == 2

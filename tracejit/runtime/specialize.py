@@ -122,6 +122,7 @@ class SpecializationSet:
         """
         tried = {id(self.first)}
         failures = [(self.first, error)]
+        retraced = 0
         for _ in range(_ROUNDS):
             entries = self.entries       # one read: an immutable tuple, published whole
             hint = self._hint
@@ -148,11 +149,12 @@ class SpecializationSet:
                     inputs.check_untouched(self.method)
                     spec = Specialization(self.method, fn, _reason(failures[0][1]), failures[0][1].source)
                     self.traces += 1
+                    retraced += 1
                     self._publish(spec)
                     _warn(spec, len(self.entries), self.limit)
                     tried = set()
                     failures = []
-        raise none_fits(self.owner, self.method, failures or [(self.first, error)])
+        raise none_fits(self.owner, self.method, failures or [(self.first, error)], retraced)
 
     def prepare(self, args, kwargs, module=None) -> Specialization | None:
         """Make a specialization for these inputs ahead of time unless one already fits them
@@ -202,18 +204,28 @@ class SpecializationSet:
         return [e for e in reversed(self.entries) if e is not self.first]
 
 
-def none_fits(owner, method: str, failures) -> GuardError:
-    """The GuardError for a call no specialization fits: what every one of them required."""
+def none_fits(owner, method: str, failures, retraced: int = 0) -> GuardError:
+    """The GuardError for a call no specialization fits: what every one of them required.
+
+    ``retraced``: how many times this call traced the original again (the object holds its original,
+    and the new traces failed on these inputs too), said instead of the advice for objects without one."""
     first_error = failures[0][1]
-    if len(failures) == 1:
+    if len(failures) == 1 and not retraced:
         return first_error
-    lines = [f"{getattr(owner, 'original_name', getattr(owner, '__name__', 'program'))}.{method}: no "
-             f"specialization fits these inputs ({len(failures)} tried, each failed a guard):"]
+    name = getattr(owner, 'original_name', getattr(owner, '__name__', 'program'))
+    lines = [f"{name}.{method}: no specialization fits these inputs ({len(failures)} tried, each failed a guard):"]
     for k, (spec, e) in enumerate(failures, 1):
         lines.append(f"  {k}. {spec.reason}: {_requirement(e)}")
-    lines.append("A traced object that holds its original retraces for such inputs; a loaded program (or one "
-                 "whose original was dropped) cannot: trace again with inputs like these, e.g. with "
-                 "specialize_for=[...].")
+    if retraced:
+        lines.append(f"This traced object holds its original and traced it again {retraced} time(s) for these "
+                     "inputs, but each new trace failed its guard on them too: what that guard reads of the "
+                     "inputs differs between the retrace (which runs on copies of the inputs, "
+                     "runtime/undo.RetraceInputs) and this call. Pass inputs without that property (a "
+                     "contiguous copy, x.detach()), or report it.")
+    else:
+        lines.append("A traced object that holds its original retraces for such inputs; a loaded program (or one "
+                     "whose original was dropped) cannot: trace again with inputs like these, e.g. with "
+                     "specialize_for=[...].")
     return GuardError("\n".join(lines), guard=first_error.guard, expected=first_error.expected,
                       seen=first_error.seen, source=first_error.source)
 

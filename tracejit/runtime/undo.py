@@ -145,7 +145,7 @@ def inputs_for_retrace(args, kwargs):
 
     A copy keeps what the guards read of the tensor (the boundary rule's metadata guards): its leaf-ness
     and requires_grad, its strides, storage offset and view-ness (a view of a fresh storage of the same
-    size), its inference flag and its version counter; a tensor with autograd history keeps it (a clone).
+    size), its inference flag, version counter, conjugate / negative bits and shared memory; a tensor with autograd history keeps it (a clone).
     What no copy can have is that history's last op (``grad_fn``, ``output_nr``): when the guard that
     failed read it (``keep_history``), a tensor with history is passed itself, and
     ``RetraceInputs.check_untouched`` makes sure the retrace did not write into it."""
@@ -188,7 +188,7 @@ class RetraceInputs:
                 self.own.append((x, x._version, x.clone()))
             return x
         with torch.inference_mode(x.is_inference()), torch.no_grad():
-            y = _same_layout_copy(x)
+            y = _with_bits(x)
         if x.requires_grad:
             y.requires_grad_(True)
         if not x.is_inference() and y._version != x._version and _set_version is not None:
@@ -213,6 +213,19 @@ class RetraceInputs:
 
 
 _set_version = getattr(torch._C._autograd, "_unsafe_set_version_counter", None)
+
+
+def _with_bits(x: torch.Tensor) -> torch.Tensor:
+    """A copy with ``x``'s lazy conjugate / negative bits and its shared memory (``is_conj()``, ``is_neg()``,
+    ``is_shared()``: metadata guards read them): the bit resolved, copied, set again."""
+    if x.is_conj():
+        return _with_bits(x.conj()).conj()
+    if x.is_neg():
+        return torch._neg_view(_with_bits(torch._neg_view(x)))
+    y = _same_layout_copy(x)
+    if x.is_shared() and not y.is_shared() and x.device.type == "cpu":
+        y.share_memory_()
+    return y
 
 
 def _same_layout_copy(x: torch.Tensor) -> torch.Tensor:
