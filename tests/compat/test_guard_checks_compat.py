@@ -72,3 +72,27 @@ def test_retrace_sees_the_input_metadata_torch_jit_trace_freezes(fn, example, ne
     traced = quiet(tracejit.trace, fn, (example(),), check_trace=False)
     torch.testing.assert_close(quiet(traced, x), fn(x))
     assert len(traced.specializations) == 2
+
+
+def test_submodule_switched_after_tracing_torch_jit_trace_keeps_its_mode():
+    """model.eval(); model.drop.train(); trace; then drop.eval(): torch's program still drops (its graph holds
+    dropout's train flag); tracejit's retraces and answers as eager (trace/module_flags.py)."""
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(8, 8)
+            self.drop = torch.nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.drop(self.lin(x))
+    torch.manual_seed(0)
+    net = Net().eval()
+    net.drop.train()
+    x = torch.randn(16, 8)
+    reference = jit_trace(net, x)
+    traced = quiet(tracejit.trace, net, (x,))
+    for m in (net.drop, reference.drop, traced.drop):
+        m.eval()
+    want = net(x)
+    assert not torch.allclose(reference(x), want)
+    torch.testing.assert_close(quiet(traced, x), want)

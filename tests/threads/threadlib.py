@@ -32,6 +32,7 @@ def assert_nothing_patched() -> None:
     for label, (owner, name, original) in ORIGINALS.items():
         now = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
         assert now is original, f"{label} is still patched: {now!r}"
+    assert "training" not in torch.nn.Module.__dict__, "nn.Module.training is still a property"   # module_flags.py
     left = [f for f in warnings.filters if f[1] is not None and "tracejit" in repr(f[1])]
     assert not left, f"tracejit's warnings filter is still installed: {left}"
 

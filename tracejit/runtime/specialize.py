@@ -240,6 +240,9 @@ def _requirement(e: GuardError) -> str:
 def _reason(error: GuardError) -> str:
     node = error.guard
     a = node.attrs
+    if a["test"] == "training" and a.get("path"):
+        mode = "train" if a["expected"] else "eval"
+        return f"submodule '{a['path']}' was traced in {mode} mode and is now in the other mode"
     if a["test"] == "training":
         return f"the module was traced in {'train' if a['expected'] else 'eval'} mode and is now in the other mode"
     where = f"{error.source.filename}:{error.source.lineno}" if error.source is not None else "the module"

@@ -159,7 +159,7 @@ def _install() -> None:
         entries += list_entries()
     entries += _registered
     for owner, name, make in entries:   # one after the other: two stand-ins for one attribute nest
-        _put(owner, name, make(getattr(owner, name)))
+        _put(owner, name, make(getattr(owner, name, None)))   # None: only instances hold it (nn.Module.training)
     warnings.filters.insert(0, _QUIET_FILTER)
     _filters_changed()
 

@@ -78,6 +78,8 @@ class Tracer(TorchFunctionMode):
         self.methods, self._method_keys = registry if registry is not None else ({}, {})
         self._python_calls: list = []
         self.guards = GuardMaker(self)
+        self.training_reads: dict[str, bool] = {}   # submodule path -> its training flag, read (module_flags.py)
+        self.training_written: set[str] = set()     # submodule paths whose flag forward set itself
         self.python_state = None   # trace/python_state.PythonStateWatch, set by trace/api.record
         if root_module is not None:
             for path, m in root_module.named_modules(remove_duplicate=False):
