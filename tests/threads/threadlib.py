@@ -19,6 +19,7 @@ ORIGINALS = {
     "torch.jit.is_tracing": (torch.jit, "is_tracing", torch.jit.is_tracing),
     "torch.jit._trace.is_tracing": (torch.jit._trace, "is_tracing", torch.jit._trace.is_tracing),
     # numpy's functions (trace/numpy_reads.py): a C function, a Python one, a bound draw, a submodule's
+    "torch.Generator": (torch, "Generator", torch.Generator),   # python_state.py: made inside forward
     "numpy.zeros": (np, "zeros", np.zeros),
     "numpy.linspace": (np, "linspace", np.linspace),
     "numpy.random.default_rng": (np.random, "default_rng", np.random.default_rng),
