@@ -96,3 +96,18 @@ def test_submodule_switched_after_tracing_torch_jit_trace_keeps_its_mode():
     want = net(x)
     assert not torch.allclose(reference(x), want)
     torch.testing.assert_close(quiet(traced, x), want)
+
+
+def test_shared_memory_branch_torch_jit_trace_freezes_tracejit_refuses():
+    """x.is_shared() (torch's Python helper reading a storage handle): torch's program keeps the trace's
+    branch for a DataLoader worker's shared-memory batch; tracejit refuses at the line (boundary.py)."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "guards"))
+    from boundary_patterns import shared_memory_branch
+    from tracejit.trace.boundary import BoundaryError
+    shared = torch.randn(3).share_memory_()
+    reference = jit_trace(shared_memory_branch, torch.randn(3))
+    assert not torch.allclose(reference(shared), shared_memory_branch(shared))
+    with pytest.raises(BoundaryError, match="is_shared"):
+        quiet(tracejit.trace, shared_memory_branch, (torch.randn(3),), check_trace=False)

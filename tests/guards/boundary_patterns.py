@@ -364,7 +364,15 @@ def alias_check(a, b):
     return a + b
 
 
+def shared_memory_branch(x):
+    """a DataLoader worker's batch lives in shared memory: torch's is_shared() reads a storage handle"""
+    if x.is_shared():  # @shared_memory_branch
+        return x.clone()
+    return x * 2
+
+
 REFUSALS = [
     Case("storage_address", storage_address, (r(3),), []),
     Case("alias_check", alias_check, (r(3), r(3)), []),
+    Case("shared_memory_branch", shared_memory_branch, (r(3),), []),
 ]
