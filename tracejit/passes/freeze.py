@@ -28,7 +28,10 @@ def freeze_attributes(graph: Graph, tensor_of, preserved=()) -> Graph:
     for node in out.nodes:
         path = node.attrs.get("path")
         if node.op == "tracejit::guard" and node.attrs.get("test") == "training" and path:
-            _check_submodule_flag(node, tensor_of(path))   # a frozen program has no submodules to switch
+            try:   # a frozen program has no submodules to switch: the flag it freezes must be the traced one
+                _check_submodule_flag(node, tensor_of(path))
+            except (AttributeError, KeyError):
+                pass   # ``tensor_of`` finds only tensors here: nothing to check the flag against
             continue
         if node.op != "tracejit::get_attr" or path in keep or _under(path, keep):
             nodes.append(node)
