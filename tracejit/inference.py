@@ -110,7 +110,7 @@ def _keep_specializations(source, out, transform, optimize: bool) -> None:
 
 def _traced_in_train_mode(graph) -> bool:
     return any(n.op == "tracejit::guard" and n.attrs.get("test") == "training" and n.attrs.get("expected") is True
-               for n in graph.nodes)
+               and not n.attrs.get("path") for n in graph.nodes)
 
 
 def _is_frozen(traced) -> bool:

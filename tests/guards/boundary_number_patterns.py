@@ -179,18 +179,6 @@ def traced_float_str(x):
     return x * len(str(x.size(0) / 4))  # @traced_float_str
 
 
-# known leaks: numpy converts an int subclass to C without asking it (not even __index__), so these
-# sizes are frozen without a guard; tests/guards/test_boundary_patterns.py marks them as strict xfails
-def numpy_arange(x):
-    idx = np.arange(x.size(0))  # @numpy_arange
-    return x * float(idx.sum())
-
-
-def numpy_zeros_shape(x):
-    buf = np.zeros((x.size(0), 2))  # @numpy_zeros_shape
-    return x.sum() * buf.size
-
-
 def explicit_index_call(x):
     n = x.size(0).__index__()  # @explicit_index_call
     return x * torch.arange(n)

@@ -26,9 +26,6 @@ class Case:
     example: tuple
     new: list
     at_line: bool = True          # a loaded program's GuardError names the marked line (else: an input check)
-    # live: the retrace runs on copies of the inputs (runtime/undo.inputs_for_retrace), which do not keep this
-    # metadata (storage offset, grad_fn, version counter, inference flag): a clear GuardError, no retrace
-    retrace_copy_differs: bool = False
     tol: float = 1e-5
     extra: dict = field(default_factory=dict)
 
@@ -249,10 +246,14 @@ def python_attribute(x):
 from boundary_number_patterns import (  # noqa: E402  (part 2: traced sizes escaping into plain ints)
     GetattrByWidth, HeadsByWidth, as_integer_ratio, bit_count_power_of_two, bit_length_bucket, copy_of_size,
     explicit_index_call, float_of_traced_float, format_width, hash_of_size, int_of_real, invert_size, list_repeat,
-    lru_cache_int_key, lru_cache_plan, np_linspace_schedule, numpy_arange, numpy_zeros_shape,
+    lru_cache_int_key, lru_cache_plan, np_linspace_schedule,
     operator_index_repeat, parity_and, reflected_and, reflected_divmod, reflected_lshift, repr_of_size,
     size_conjugate, size_dict_get, size_dict_key_in, size_in_set, size_sizeof, str_repeat, to_bytes_key,
     traced_float_hash, traced_float_hex, traced_float_is_integer, traced_float_str)
+from boundary_numpy_patterns import (  # noqa: E402  (part 3: traced sizes handed to numpy)
+    numpy_arange, numpy_array_times_size, numpy_fft_freq, numpy_full, numpy_hanning_window, numpy_linspace_kwarg,
+    numpy_log2_pad, numpy_nested_list, numpy_pad_width_kwarg, numpy_prod_shape, numpy_seeded_rng,
+    numpy_sqrt_scale, numpy_tril_mask, numpy_ufunc_traced_float, numpy_zeros_shape)
 
 
 CASES = [
@@ -282,14 +283,14 @@ CASES = [
     Case("contiguous_fast_path", contiguous_fast_path, (r(2, 3),), [(r(3, 2).t(),)]),
     Case("stride_last", stride_last, (r(2, 3),), [(r(3, 2).t(),)]),
     Case("stride_tuple", stride_tuple, (r(2, 3),), [(r(3, 2).t(),)]),
-    Case("storage_offset_scale", storage_offset_scale, (r(2, 3),), [(r(3, 3)[1:],)], retrace_copy_differs=True),
+    Case("storage_offset_scale", storage_offset_scale, (r(2, 3),), [(r(3, 3)[1:],)]),
     Case("requires_grad_checkpoint", requires_grad_checkpoint, (r(3),), [(r(3).requires_grad_(),)]),
-    Case("grad_fn_none", grad_fn_none, (r(3),), [(r(3).requires_grad_() * 1,)], retrace_copy_differs=True),
+    Case("grad_fn_none", grad_fn_none, (r(3),), [(r(3).requires_grad_() * 1,)]),
     Case("is_leaf_branch", is_leaf_branch, (r(3),), [(r(3).requires_grad_() * 1,)]),
-    Case("version_counter", version_counter, (torch.ones(3),), [(torch.ones(3).add_(0),)], retrace_copy_differs=True),
+    Case("version_counter", version_counter, (torch.ones(3),), [(torch.ones(3).add_(0),)]),
     Case("nbytes_chunk", nbytes_chunk, (r(4),), [(r(16),), (r(4).double(),)]),
     Case("torch_numel_branch", torch_numel_branch, (r(2, 3),), [(r(3, 3),)]),
-    Case("is_inference_branch", is_inference_branch, (r(3),), [(torch.inference_mode()(lambda: r(3))(),)], retrace_copy_differs=True),
+    Case("is_inference_branch", is_inference_branch, (r(3),), [(torch.inference_mode()(lambda: r(3))(),)]),
     Case("isinstance_subclass", isinstance_subclass, (r(3),), [(r(3).as_subclass(MyTensor),)], at_line=False),
     Case("python_attribute", python_attribute, (r(3),), [(_with_scale(r(3)),)], at_line=False),
     Case("bit_length_bucket", bit_length_bucket, (r(4),), [(r(5),), (r(9),)]),
@@ -325,9 +326,23 @@ CASES = [
     Case("copy_of_size", copy_of_size, (r(3),), [(r(4),)]),
 ]
 
-KNOWN_LEAKS = [
+# traced sizes handed to numpy (trace/numpy_reads.py): guarded at the line that calls numpy
+CASES += [
     Case("numpy_arange", numpy_arange, (r(3),), [(r(4),)]),
     Case("numpy_zeros_shape", numpy_zeros_shape, (r(3),), [(r(4),)]),
+    Case("numpy_full", numpy_full, (r(3),), [(r(4),)]),
+    Case("numpy_linspace_kwarg", numpy_linspace_kwarg, (r(2, 3),), [(r(2, 5),)]),
+    Case("numpy_prod_shape", numpy_prod_shape, (r(2, 3),), [(r(3, 3),)]),
+    Case("numpy_sqrt_scale", numpy_sqrt_scale, (r(2, 4),), [(r(2, 9),)]),
+    Case("numpy_log2_pad", numpy_log2_pad, (r(3),), [(r(5),)]),
+    Case("numpy_ufunc_traced_float", numpy_ufunc_traced_float, (r(3),), [(r(5),)]),
+    Case("numpy_array_times_size", numpy_array_times_size, (r(3),), [(r(4),)]),
+    Case("numpy_seeded_rng", numpy_seeded_rng, (r(3),), [(r(4),)]),
+    Case("numpy_tril_mask", numpy_tril_mask, (r(2, 3),), [(r(2, 4),)]),
+    Case("numpy_hanning_window", numpy_hanning_window, (r(2, 4),), [(r(2, 6),)]),
+    Case("numpy_fft_freq", numpy_fft_freq, (r(2, 4),), [(r(2, 6),)]),
+    Case("numpy_nested_list", numpy_nested_list, (r(3),), [(r(4),)]),
+    Case("numpy_pad_width_kwarg", numpy_pad_width_kwarg, (r(3),), [(r(4),)]),
 ]
 
 # identity-like int methods: recorded, so new sizes replay without any guard
@@ -349,7 +364,15 @@ def alias_check(a, b):
     return a + b
 
 
+def shared_memory_branch(x):
+    """a DataLoader worker's batch lives in shared memory: torch's is_shared() reads a storage handle"""
+    if x.is_shared():  # @shared_memory_branch
+        return x.clone()
+    return x * 2
+
+
 REFUSALS = [
     Case("storage_address", storage_address, (r(3),), []),
     Case("alias_check", alias_check, (r(3), r(3)), []),
+    Case("shared_memory_branch", shared_memory_branch, (r(3),), []),
 ]

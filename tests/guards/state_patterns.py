@@ -193,6 +193,11 @@ def seeded_noise(x):                     # a sampler seeding torch inside forwar
     return x + torch.randn(x.shape)
 
 
+def generator_in_forward(x):             # a sampler making its own seeded generator for reproducible noise
+    g = torch.Generator().manual_seed(7)  # @generator_in_forward
+    return x + torch.randn(x.shape, generator=g)
+
+
 # ---- exception-driven fallbacks --------------------------------------------------------------------------
 def view_fallback(x):
     try:
@@ -229,6 +234,7 @@ CASES = [
     StateCase("clock_phase", lambda: clock_phase, (r(4),), (r(4),)),
     StateCase("timestamp_feature", lambda: timestamp_feature, (r(4),), (r(4),)),
     StateCase("seeded_noise", lambda: seeded_noise, (r(4),), (r(4),)),
+    StateCase("generator_in_forward", lambda: generator_in_forward, (r(4),), (r(4),)),
     StateCase("view_fallback", lambda: view_fallback, (r(4, 3).t(),), (r(3, 4),), jit_unusable=True),
     StateCase("index_fallback", lambda: index_fallback, (r(3),), (r(8),), jit_unusable=True),
 ]

@@ -6,6 +6,8 @@ import builtins
 import threading
 import warnings
 
+import numpy as np
+import numpy.fft
 import torch
 import torch.jit._trace
 
@@ -16,6 +18,13 @@ ORIGINALS = {
     "torch._C._is_tracing": (torch._C, "_is_tracing", torch._C._is_tracing),
     "torch.jit.is_tracing": (torch.jit, "is_tracing", torch.jit.is_tracing),
     "torch.jit._trace.is_tracing": (torch.jit._trace, "is_tracing", torch.jit._trace.is_tracing),
+    # numpy's functions (trace/numpy_reads.py): a C function, a Python one, a bound draw, a submodule's
+    "torch.Generator": (torch, "Generator", torch.Generator),   # python_state.py: made inside forward
+    "numpy.zeros": (np, "zeros", np.zeros),
+    "numpy.linspace": (np, "linspace", np.linspace),
+    "numpy.random.default_rng": (np.random, "default_rng", np.random.default_rng),
+    "numpy.random.normal": (np.random, "normal", np.random.normal),
+    "numpy.fft.rfftfreq": (numpy.fft, "rfftfreq", numpy.fft.rfftfreq),
 }
 
 
@@ -24,6 +33,7 @@ def assert_nothing_patched() -> None:
     for label, (owner, name, original) in ORIGINALS.items():
         now = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
         assert now is original, f"{label} is still patched: {now!r}"
+    assert "training" not in torch.nn.Module.__dict__, "nn.Module.training is still a property"   # module_flags.py
     left = [f for f in warnings.filters if f[1] is not None and "tracejit" in repr(f[1])]
     assert not left, f"tracejit's warnings filter is still installed: {left}"
 

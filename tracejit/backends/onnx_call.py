@@ -14,11 +14,14 @@ import torch
 
 from .. import pytree
 from ..errors import TracerWarning
+from ..export.guards import plan_guards
 from ..export.onnx_export import export_onnx, input_names, traced_graph
 from ..inference import optimized
-from ..ir import Value
+from ..ir import ScalarType, Value
+from ..passes.graph_copy import copy_graph
 from ..passes.inline import inline_calls
 from ..runtime import specialize
+from ..runtime.method_compiler import compile_method
 from .fallback import with_captured_check, with_finite_check
 
 
@@ -48,6 +51,52 @@ def with_fallbacks(program, traced, graph, call):
     call whose captured tensors changed or whose non-finite input this backend would compute otherwise."""
     return with_captured_check(program, getattr(traced, "graph", None), traced,
                                with_finite_check(program.backend, graph, traced, call))
+
+
+def with_size_guards(program, traced, graph, call):
+    """``call``, or, when the trace holds size guards that the ONNX model cannot check (export/guards.py:
+    ``(n - 1).bit_length()``, a float computed from sizes used as a key), a call that first checks them on
+    the call's input sizes and raises the plain program's GuardError naming the line when one fails.
+
+    The guards are checked by a generated function holding only them and the scalar size math they read
+    (``aten::size.int`` of inputs, int / float math, ``sym_math``): it reads sizes, never data. A guard on
+    the size of an intermediate tensor is left as export left it (a TracerWarning and the model's metadata)."""
+    checked_graph = copy_graph(graph)
+    _, unchecked = plan_guards(checked_graph)
+    producers = {id(v): n for n in checked_graph.nodes for v in n.outputs if v is not None}
+    kept, checks = {}, []
+    for guard in unchecked:
+        slice_ = _scalar_slice(guard, producers, ScalarType)
+        if slice_ is not None:
+            kept.update(slice_)
+            checks.append(guard)
+    if not checks:
+        return call
+    keep = {id(g) for g in checks} | set(kept)
+    checked_graph.nodes = [n for n in checked_graph.nodes if id(n) in keep]
+    checked_graph.outputs, checked_graph.out_spec = [], pytree.flatten(())[1]
+    check = compile_method(checked_graph, "forward", f"{program.backend}_size_guards", guards=True,
+                           display=program.signature.split("(")[0])
+    program.size_guards = check
+
+    def guarded(*args, **kwargs):
+        check(None, *args, **kwargs)
+        return call(*args, **kwargs)
+    return guarded
+
+
+def _scalar_slice(guard, producers: dict, scalar_type) -> dict | None:
+    """{id(node): node} that ``guard`` reads, when all of them compute Python numbers (else None)."""
+    found, todo = {}, list(guard.input_values())
+    while todo:
+        node = producers.get(id(todo.pop()))
+        if node is None or id(node) in found:
+            continue   # a graph input, or seen
+        if not all(isinstance(v.type, scalar_type) for v in node.outputs if v is not None):
+            return None   # a tensor op: an intermediate's size
+        found[id(node)] = node
+        todo.extend(node.input_values())
+    return found
 
 
 class TracedCall:

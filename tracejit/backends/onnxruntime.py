@@ -20,7 +20,7 @@ from ..export._deps import require
 from ..export.ort_quantize import quantize_model
 from ..ir import Value
 from .fallback import autocast_on as _autocast_on, refuse_autocast
-from .onnx_call import TracedCall, prepare, with_fallbacks
+from .onnx_call import TracedCall, prepare, with_fallbacks, with_size_guards
 from .specializations import choose_per_call
 
 NAME = "onnxruntime"
@@ -55,7 +55,7 @@ class OrtProgram(TracedCall):
         self._output_names = [o.name for o in self.session.get_outputs()]
         self._plain_out = (len(self._out_leaves) == len(self._output_names)
                            and all(isinstance(o, Value) for o in self._out_leaves))
-        self._call = with_fallbacks(self, traced, graph, self._fast_call())
+        self._call = with_size_guards(self, traced, graph, with_fallbacks(self, traced, graph, self._fast_call()))
         if _model is None:   # every other specialization: its own session, chosen per call by its guards
             choose_per_call(self, prepared, [OrtProgram(traced, threads=threads, spinning=spinning, quantize=quantize,
                                                         _model=model) for model in models[1:]])

@@ -30,7 +30,7 @@ import torch
 from ..export._deps import require
 from ..ir import Value
 from .fallback import autocast_on as _autocast_on, refuse_autocast
-from .onnx_call import TracedCall, prepare, with_fallbacks
+from .onnx_call import TracedCall, prepare, with_fallbacks, with_size_guards
 from .specializations import choose_per_call
 
 NAME = "openvino"
@@ -74,7 +74,7 @@ class OpenVinoProgram(TracedCall):
         self._ov = ov
         self._static = {} if static_shapes else None   # input shapes -> (request, lock), or None: refused
         self._static_lock = threading.Lock()
-        self._call = with_fallbacks(self, traced, graph, self._run_call)
+        self._call = with_size_guards(self, traced, graph, with_fallbacks(self, traced, graph, self._run_call))
         if _model is None:   # every other specialization: its own compiled model, chosen per call by its guards
             choose_per_call(self, prepared, [OpenVinoProgram(traced, threads=threads, config=config,
                                                              static_shapes=static_shapes, precision=precision,

@@ -7,7 +7,8 @@
   ``x.size(1) != 3`` being False) makes that dimension static: onnxruntime checks it at the entry.
 - Other size guards (``seq_len > 64``, sizes of intermediates) cannot be checked by ONNX: the
   model keeps the traced branch; export warns (TracerWarning) and lists them in the model's
-  metadata (``tracejit.unchecked_guards``).
+  metadata (``tracejit.unchecked_guards``). The onnxruntime / OpenVINO programs check the ones computed
+  from input sizes themselves before each run (backends/onnx_call.with_size_guards).
 - ``value`` guards (a tensor's values read in Python) make the export fail: the ONNX model
   would silently compute the traced branch for other values.
 """

@@ -64,7 +64,7 @@ _DEFS = (
           "math.ceil / floor / trunc, round, max, min of traced sizes (attrs.fn; trace/symfloat.py)"),
     OpDef("tracejit::guard", {"kind": Attr(str), "test": Attr(str), "expected": Attr(object),
                               "seen": _optional(object), "what": _optional(str), "line": _optional(str),
-                              "call": _optional(str)},
+                              "call": _optional(str), "path": _optional(str)},
           False, ("kind", "test", "expected"),
           "fails the call unless GUARD_TESTS[test](*args) == expected"),
 )

@@ -27,6 +27,12 @@ def freeze_attributes(graph: Graph, tensor_of, preserved=()) -> Graph:
     nodes = []
     for node in out.nodes:
         path = node.attrs.get("path")
+        if node.op == "tracejit::guard" and node.attrs.get("test") == "training" and path:
+            try:   # a frozen program has no submodules to switch: the flag it freezes must be the traced one
+                _check_submodule_flag(node, tensor_of(path))
+            except (AttributeError, KeyError):
+                pass   # ``tensor_of`` finds only tensors here: nothing to check the flag against
+            continue
         if node.op != "tracejit::get_attr" or path in keep or _under(path, keep):
             nodes.append(node)
             continue
@@ -45,6 +51,15 @@ def freeze_attributes(graph: Graph, tensor_of, preserved=()) -> Graph:
     _clear_requires_grad(out)
     verify(out)
     return out
+
+
+def _check_submodule_flag(guard, module) -> None:
+    """Freezing fixes a submodule's training flag: it must be the one the trace read (trace/module_flags.py)."""
+    if bool(getattr(module, "training", guard.attrs["expected"])) != guard.attrs["expected"]:
+        from ..errors import GuardError
+        from ..runtime.guard_failure import GuardFailure
+        raise GuardError(GuardFailure([(guard, "")], "freeze").message(guard, "", not guard.attrs["expected"]),
+                         guard=guard, expected=guard.attrs["expected"], seen=not guard.attrs["expected"])
 
 
 def _clear_requires_grad(graph: Graph) -> None:

@@ -27,6 +27,11 @@ class GuardFailure:
 
     def message(self, node, pred: str, now) -> str:
         a = node.attrs
+        if a["test"] == "training" and a.get("path"):
+            traced, current = ("train", "eval") if a["expected"] else ("eval", "train")
+            return (f"{self.fn_name}: submodule '{a['path']}' was traced in {traced} mode and its forward read the "
+                    f"flag (the ops it recorded are that mode's); it is now in {current} mode. Switch it back with "
+                    f".{traced}(), or trace the original again in this mode.")
         if a["test"] == "training":
             traced, current = ("train", "eval") if a["expected"] else ("eval", "train")
             return (f"{self.fn_name}: the module was traced in {traced} mode, and tracing fixed the training flag; "

@@ -29,7 +29,7 @@ from ..trace.source import caller_stacklevel, warn_at
 from .method_compiler import compile_method
 from .private_rng import PrivateRandomness
 from .state import ModuleState
-from .undo import inputs_for_retrace, undoable_call
+from .undo import RetraceInputs, inputs_for_retrace, reads_history, undoable_call
 
 LIMIT = 8
 _ROUNDS = 8   # retraces one call may make while what its guards read keeps changing
@@ -128,6 +128,7 @@ class SpecializationSet:
         """
         tried = {id(self.first)}
         failures = [(self.first, error)]
+        retraced = 0
         for _ in range(_ROUNDS):
             entries = self.entries       # one read: an immutable tuple, published whole
             hint = self._hint
@@ -149,14 +150,17 @@ class SpecializationSet:
                 if self.entries is entries:   # else another thread published meanwhile: try its new ones
                     if self.retrace is None:
                         raise none_fits(self.owner, self.method, failures)
-                    spec = Specialization(self.method, self.retrace(self.owner, *inputs_for_retrace(args, kwargs)),
-                                          _reason(failures[0][1]), failures[0][1].source)
+                    inputs = RetraceInputs(args, kwargs, keep_history=reads_history(e for _, e in failures))
+                    fn = self.retrace(self.owner, *inputs.inputs)
+                    inputs.check_untouched(self.method)
+                    spec = Specialization(self.method, fn, _reason(failures[0][1]), failures[0][1].source)
                     self.traces += 1
+                    retraced += 1
                     self._publish(spec)
                     _warn(spec, len(self.entries), self.limit)
                     tried = set()
                     failures = []
-        raise none_fits(self.owner, self.method, failures or [(self.first, error)])
+        raise none_fits(self.owner, self.method, failures or [(self.first, error)], retraced)
 
     def prepare(self, args, kwargs, module=None) -> Specialization | None:
         """Make a specialization for these inputs ahead of time unless one already fits them
@@ -203,18 +207,28 @@ class SpecializationSet:
         return [e for e in reversed(self.entries) if e is not self.first]
 
 
-def none_fits(owner, method: str, failures) -> GuardError:
-    """The GuardError for a call no specialization fits: what every one of them required."""
+def none_fits(owner, method: str, failures, retraced: int = 0) -> GuardError:
+    """The GuardError for a call no specialization fits: what every one of them required.
+
+    ``retraced``: how many times this call traced the original again (the object holds its original,
+    and the new traces failed on these inputs too), said instead of the advice for objects without one."""
     first_error = failures[0][1]
-    if len(failures) == 1:
+    if len(failures) == 1 and not retraced:
         return first_error
-    lines = [f"{getattr(owner, 'original_name', getattr(owner, '__name__', 'program'))}.{method}: no "
-             f"specialization fits these inputs ({len(failures)} tried, each failed a guard):"]
+    name = getattr(owner, 'original_name', getattr(owner, '__name__', 'program'))
+    lines = [f"{name}.{method}: no specialization fits these inputs ({len(failures)} tried, each failed a guard):"]
     for k, (spec, e) in enumerate(failures, 1):
         lines.append(f"  {k}. {spec.reason}: {_requirement(e)}")
-    lines.append("A traced object that holds its original retraces for such inputs; a loaded program (or one "
-                 "whose original was dropped) cannot: trace again with inputs like these, e.g. with "
-                 "specialize_for=[...].")
+    if retraced:
+        lines.append(f"This traced object holds its original and traced it again {retraced} time(s) for these "
+                     "inputs, but each new trace failed its guard on them too: what that guard reads of the "
+                     "inputs differs between the retrace (which runs on copies of the inputs, "
+                     "runtime/undo.RetraceInputs) and this call. Pass inputs without that property (a "
+                     "contiguous copy, x.detach()), or report it.")
+    else:
+        lines.append("A traced object that holds its original retraces for such inputs; a loaded program (or one "
+                     "whose original was dropped) cannot: trace again with inputs like these, e.g. with "
+                     "specialize_for=[...].")
     return GuardError("\n".join(lines), guard=first_error.guard, expected=first_error.expected,
                       seen=first_error.seen, source=first_error.source)
 
@@ -229,6 +243,9 @@ def _requirement(e: GuardError) -> str:
 def _reason(error: GuardError) -> str:
     node = error.guard
     a = node.attrs
+    if a["test"] == "training" and a.get("path"):
+        mode = "train" if a["expected"] else "eval"
+        return f"submodule '{a['path']}' was traced in {mode} mode and is now in the other mode"
     if a["test"] == "training":
         return f"the module was traced in {'train' if a['expected'] else 'eval'} mode and is now in the other mode"
     where = f"{error.source.filename}:{error.source.lineno}" if error.source is not None else "the module"

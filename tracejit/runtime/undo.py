@@ -139,19 +139,100 @@ def _restore(saved: list) -> None:
 def inputs_for_retrace(args, kwargs):
     """Copies of the call's tensor arguments for tracing the original again: the retrace runs the
     original's in-place writes on them, not on the caller's tensors (the chosen specialization then
-    writes once, as one eager call). A leaf keeps being a leaf (and its requires_grad); a tensor
-    with history keeps it; a tensor passed twice is copied once."""
-    from ..pytree import flatten, unflatten
-    leaves, spec = flatten((args, kwargs))
-    memo: dict[int, torch.Tensor] = {}
-    out = []
-    for x in leaves:
-        if isinstance(x, torch.Tensor) and not x.is_sparse and not x.is_nested:
-            if id(x) not in memo:
-                if x.requires_grad and x.is_leaf:
-                    memo[id(x)] = x.detach().clone().requires_grad_(True)
-                else:
-                    memo[id(x)] = x.clone()
-            x = memo[id(x)]
-        out.append(x)
-    return unflatten(spec, out)
+    writes once, as one eager call). A tensor passed twice is copied once.
+
+    A copy keeps what the guards read of the tensor (the boundary rule's metadata guards): its leaf-ness
+    and requires_grad, its strides, storage offset and view-ness (a view of a fresh storage of the same
+    size), its inference flag, version counter, conjugate / negative bits and shared memory; a tensor with autograd history keeps it (a clone).
+    What no copy can have is that history's last op (``grad_fn``, ``output_nr``): when the guard that
+    failed read it (``keep_history``), a tensor with history is passed itself, and
+    ``RetraceInputs.check_untouched`` makes sure the retrace did not write into it."""
+    return RetraceInputs(args, kwargs).inputs
+
+
+# guards on a tensor's autograd history that no copy can pass (boundary.py's ``call`` guards)
+HISTORY_READS = frozenset({"attr:grad_fn", "attr:output_nr"})
+
+
+def reads_history(errors) -> bool:
+    """Did one of these GuardErrors come from a guard on an input's ``grad_fn`` / ``output_nr``?"""
+    return any(getattr(e, "guard", None) is not None and e.guard.attrs.get("call") in HISTORY_READS for e in errors)
+
+
+class RetraceInputs:
+    """``inputs``: the (args, kwargs) a retrace runs on (``inputs_for_retrace``); ``own``: the caller's
+    tensors passed themselves (``keep_history``), with their version and a copy of their values."""
+
+    def __init__(self, args, kwargs, keep_history: bool = False):
+        self.keep_history = keep_history
+        from ..pytree import flatten, unflatten
+        leaves, spec = flatten((args, kwargs))
+        memo: dict[int, torch.Tensor] = {}
+        self.own = []
+        out = []
+        for x in leaves:
+            if isinstance(x, torch.Tensor) and not x.is_sparse and not x.is_nested:
+                if id(x) not in memo:
+                    memo[id(x)] = self._for_retrace(x)
+                x = memo[id(x)]
+            out.append(x)
+        self.inputs = unflatten(spec, out)
+
+    def _for_retrace(self, x: torch.Tensor) -> torch.Tensor:
+        if x.grad_fn is not None:
+            if not self.keep_history:
+                return x.clone()   # the history goes on through the clone: gradients reach the caller's leaves
+            with torch.no_grad():
+                self.own.append((x, x._version, x.clone()))
+            return x
+        with torch.inference_mode(x.is_inference()), torch.no_grad():
+            y = _with_bits(x)
+        if x.requires_grad:
+            y.requires_grad_(True)
+        if not x.is_inference() and y._version != x._version and _set_version is not None:
+            _set_version((y,), (x._version,))
+        return y
+
+    def check_untouched(self, what: str) -> None:
+        """After the retrace: a tensor passed itself that was written in place gets its values back, and the
+        call fails with GuardError (the specialization would write a second time, and the write changed its
+        autograd history)."""
+        written = [x for x, version, _ in self.own if x._version != version]
+        if not written:
+            return
+        with torch.no_grad():
+            for x, version, values in self.own:
+                if x._version != version:
+                    x.copy_(values)
+        raise GuardError(f"{what}: the trace does not fit these inputs, and tracing the original again wrote in "
+                         "place into an input that has autograd history (grad_fn), which tracejit passes to the "
+                         "retrace itself (a copy cannot keep its grad_fn). Its values were put back. Call the "
+                         "program on a tensor without history (x.detach()), or trace the original with such inputs")
+
+
+_set_version = getattr(torch._C._autograd, "_unsafe_set_version_counter", None)
+
+
+def _with_bits(x: torch.Tensor) -> torch.Tensor:
+    """A copy with ``x``'s lazy conjugate / negative bits and its shared memory (``is_conj()``, ``is_neg()``,
+    ``is_shared()``: metadata guards read them): the bit resolved, copied, set again."""
+    if x.is_conj():
+        return _with_bits(x.conj()).conj()
+    if x.is_neg():
+        return torch._neg_view(_with_bits(torch._neg_view(x)))
+    y = _same_layout_copy(x)
+    if x.is_shared() and not y.is_shared() and x.device.type == "cpu":
+        y.share_memory_()
+    return y
+
+
+def _same_layout_copy(x: torch.Tensor) -> torch.Tensor:
+    """A copy of ``x`` with its strides and storage offset: a view of a fresh storage of the same size when
+    ``x`` is a view or starts past its storage's beginning (``torch.empty`` does not touch the rest)."""
+    if not (x._is_view() or x.storage_offset() != 0) or x.device.type == "meta" or x.is_quantized:
+        return x.clone()
+    size = x.untyped_storage().nbytes() // x.element_size()
+    base = torch.empty(size, dtype=x.dtype, device=x.device)
+    y = base.as_strided(x.size(), x.stride(), x.storage_offset())
+    y.copy_(x)
+    return y

@@ -31,6 +31,8 @@ def encode_attrs(node, where: str) -> dict:
     for key in ("what", "line"):
         if a.get(key):
             out[key] = str(a[key])[:_MAX_TEXT]
+    if a.get("path"):   # a submodule's training flag (trace/module_flags.py)
+        out["path"] = str(a["path"])
     if a.get("call"):
         if not file_may_call(a["call"]):
             where_line = f" (the read at {node.source})" if node.source is not None else ""
@@ -115,9 +117,14 @@ def check_guard(node, at: str) -> None:
     if a.get("kind") not in GUARD_KINDS or guard_arity(a.get("test")) is None or (
             (a.get("kind") == "state") != (a.get("test") not in GUARD_TESTS)):
         raise LoadError(f"{at}: unknown guard kind {str(a.get('kind'))[:40]!r} or test {str(a.get('test'))[:40]!r}")
-    unknown = set(a) - {"kind", "test", "expected", "seen", "what", "line", "call"}
+    unknown = set(a) - {"kind", "test", "expected", "seen", "what", "line", "call", "path"}
     if unknown:
         raise LoadError(f"{at}: unknown guard attributes {sorted(map(str, unknown))[:5]}")
+    if "path" in a:
+        from ..trace.module_flags import PATH_RE
+        if a["test"] != "training" or not isinstance(a["path"], str) or not PATH_RE.fullmatch(a["path"]):
+            raise LoadError(f"{at}: a guard's submodule path must be module names joined by dots, on a training "
+                            "guard")
     test = a["test"]
     n = guard_arity(test)
     if test == "call":

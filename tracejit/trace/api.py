@@ -14,7 +14,7 @@ from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
-from . import boundary, capture, frame_returns, global_state, legacy, patches, python_state  # noqa: F401  (stand-ins register)
+from . import boundary, capture, frame_returns, global_state, legacy, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
 from .symbolic import get_tracer, set_tracer
 
 
@@ -119,6 +119,8 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
         with torch._C.DisableTorchFunction():
             watch.finish(ledger)
             bind_outputs(tracer, frame, result)
+    if module is not None:
+        module_flags.add_guards(tracer, graph)
     recorded = [g for methods in tracer.methods.values() for g in methods.values() if id(g) not in known]
     for g in recorded + [graph]:   # submodule graphs made by this recording, then the method's own
         run_trace_pipeline(g)

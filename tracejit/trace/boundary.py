@@ -163,6 +163,7 @@ def on_result(tracer, func, name: str, args, kwargs, result, form: str | None = 
         if by_user:
             raise BoundaryError(f"{_called(name)} at {loc} ({_line(loc)}): {REFUSED[name]}. tracejit cannot "
                                 "guard it, so it refuses to freeze it: compute with tensor operations instead")
+        tracer.unguarded_reads.append(name)   # read by torch: refused if it reaches the user (recorder.py)
         return
     form = form or call_form(func, name)
     if form is not None and form.startswith("attr:") and not isinstance(getattr(torch._C.TensorBase, name, None),
@@ -175,6 +176,7 @@ def on_result(tracer, func, name: str, args, kwargs, result, form: str | None = 
             raise BoundaryError(f"{what} at {loc} ({_line(loc)}), and tracejit cannot make that call again when "
                                 "the program runs, so it cannot guard the value. Compute it with tensor "
                                 "operations, or move it out of the traced function")
+        tracer.unguarded_reads.append(name)
         return
     if not any(isinstance(o, Value) and _may_change(tracer, o) for o in (*operands, *kw.values())):
         return   # only captured constants: the answer never changes
@@ -186,6 +188,37 @@ def on_result(tracer, func, name: str, args, kwargs, result, form: str | None = 
     tracer.ledger.add("metadata" if kind == "meta" else "value_read", f"{what}; a Python value out of a tensor",
                       loc, expected, warn=by_user)
     tracer.guards.add(kind, "call", tuple(operands), expected, expected, what, loc, call=form, kwargs=kw)
+
+
+def refuse_helper_result(tracer, func, result, before: int) -> None:
+    """A torch function written in Python (``x.is_shared()``), called by user code, returned a Python value
+    made from reads no guard can check (a storage handle, a call that cannot be made again): refused at
+    the user's line, as the read itself would be (``x.is_shared()`` reads ``x.untyped_storage()``)."""
+    if len(tracer.unguarded_reads) == before or result is None or holds_tensor(result):
+        return
+    reads = sorted(set(tracer.unguarded_reads[before:]))
+    del tracer.unguarded_reads[before:]
+    loc = user_location(3)
+    if _caller_is_torch(func) or (loc is not None and in_torch(loc)):
+        tracer.unguarded_reads.extend(reads)   # torch's own helper inside torch: the outer call decides
+        return
+    name = getattr(func, "__qualname__", getattr(func, "__name__", "the call"))
+    raise BoundaryError(f"'{name}' at {loc} ({_line(loc)}) returned a Python value ({type(result).__name__}) made "
+                        f"from reads no guard can check ({', '.join(map(repr, reads))}: a storage handle or a call "
+                        "tracejit cannot make again), so it would be frozen. Compute it with tensor operations, "
+                        "or move it out of the traced function")
+
+
+def _caller_is_torch(func) -> bool:
+    """Is the code that called ``func`` (above its own frame, tracejit's and torch's dispatch) torch's?"""
+    import sys
+    from .source import _TORCH_DIR, _TRACEJIT_DIR
+    code = getattr(func, "__code__", None)
+    f = sys._getframe(2)
+    while f is not None and (f.f_code is code or f.f_code.co_filename.startswith(_TRACEJIT_DIR)
+                             or f.f_code.co_filename.endswith(("torch/overrides.py", "torch\\overrides.py"))):
+        f = f.f_back
+    return f is not None and f.f_code.co_filename.startswith(_TORCH_DIR)
 
 
 def _refuse_long(name, loc, by_user):

@@ -135,6 +135,16 @@ def register(owner, name: str, make_stand_in) -> None:
         _registered.append((owner, name, make_stand_in))
 
 
+def register_each(list_entries) -> None:
+    """Like ``register`` for many attributes found when the stand-ins are installed: ``list_entries()``
+    returns ``(owner, name, make_stand_in)`` triples (numpy_reads.py: every public numpy function)."""
+    with _lock:
+        _registered_lists.append(list_entries)
+
+
+_registered_lists: list = []
+
+
 def _own(owner, name: str):
     if isinstance(owner, type):
         return owner.__dict__.get(name, _ABSENT)
@@ -142,13 +152,22 @@ def _own(owner, name: str):
 
 
 def _install() -> None:
-    stand_ins = _stand_ins() + [(owner, name, make(getattr(owner, name))) for owner, name, make in _registered]
-    for owner, name, stand_in in stand_ins:
-        original = _own(owner, name)
-        setattr(owner, name, stand_in)
-        _installed.append((owner, name, original, stand_in))
+    for owner, name, stand_in in _stand_ins():
+        _put(owner, name, stand_in)
+    entries = []
+    for list_entries in _registered_lists:   # first: they nest inside single registrations, which ask who called
+        entries += list_entries()
+    entries += _registered
+    for owner, name, make in entries:   # one after the other: two stand-ins for one attribute nest
+        _put(owner, name, make(getattr(owner, name, None)))   # None: only instances hold it (nn.Module.training)
     warnings.filters.insert(0, _QUIET_FILTER)
     _filters_changed()
+
+
+def _put(owner, name: str, stand_in) -> None:
+    original = _own(owner, name)
+    setattr(owner, name, stand_in)
+    _installed.append((owner, name, original, stand_in))
 
 
 def _uninstall() -> None:

@@ -211,6 +211,35 @@ def _note(what: str, advice: str):
     return make
 
 
+def _generator_stand_in(original):
+    """``torch.Generator`` while tracing: a class-like object (``isinstance`` still works) whose call notes a
+    generator made by the tracing thread's code: the program would capture that one generator and go on
+    drawing from it across calls, where eager makes and seeds a new one every call."""
+    what = "torch.Generator() made inside forward"
+
+    class _GeneratorType(type):
+        def __call__(cls, *args, **kwargs):
+            tracer = get_tracer()
+            if tracer is not None and not _library(sys._getframe(1).f_code.co_filename):
+                watch = getattr(tracer, "python_state", None)
+                if watch is not None:
+                    watch.found(what, _GENERATOR_ADVICE, user_location(2))
+            return original(*args, **kwargs)
+
+        def __instancecheck__(cls, obj):
+            return isinstance(obj, original)
+
+        def __subclasscheck__(cls, sub):
+            return issubclass(sub, original)
+
+        def __getattr__(cls, name):
+            return getattr(original, name)
+
+    return _GeneratorType("Generator", (), {"__doc__": original.__doc__, "__module__": original.__module__})
+
+
+_GENERATOR_ADVICE = ("make the generator outside forward (a module attribute, seeded once) and pass it to the ops, "
+                     "or seed torch outside forward; the traced program cannot make and seed a new one per call")
 _RANDOM_ADVICE = "draw with torch (torch.rand, torch.randint, ...), which the trace records, or pass the value in"
 _CLOCK_ADVICE = "pass the value in as an argument"
 _SEED_ADVICE = "seed outside forward, or pass a torch.Generator in"
@@ -226,6 +255,7 @@ def _register() -> None:
             patches.register(time, name, _note(f"time.{name}()", _CLOCK_ADVICE))
     for name in ("manual_seed", "seed", "set_rng_state"):
         patches.register(torch, name, _note(f"torch.{name}()", _SEED_ADVICE))
+    patches.register(torch, "Generator", _generator_stand_in)
     try:
         import numpy.random as npr
     except ImportError:   # pragma: no cover - numpy is a dependency of torch's numpy bridge, not of torch

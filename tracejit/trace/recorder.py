@@ -77,7 +77,10 @@ class Tracer(TorchFunctionMode):
         # module path -> method name -> graph, and the dedup keys; shared by the methods of one trace_module
         self.methods, self._method_keys = registry if registry is not None else ({}, {})
         self._python_calls: list = []
+        self.unguarded_reads: list = []   # reads torch's own code made that no guard can check (boundary.py)
         self.guards = GuardMaker(self)
+        self.training_reads: dict[str, bool] = {}   # submodule path -> its training flag, read (module_flags.py)
+        self.training_written: set[str] = set()     # submodule paths whose flag forward set itself
         self.python_state = None   # trace/python_state.PythonStateWatch, set by trace/api.record
         if root_module is not None:
             for path, m in root_module.named_modules(remove_duplicate=False):
@@ -237,11 +240,14 @@ class Tracer(TorchFunctionMode):
             if func not in self._python_calls:
                 # trace through the Python helper: the mode stays on for the ops it calls
                 self._python_calls.append(func)
+                before = len(self.unguarded_reads)
                 try:
                     with self:
-                        return redispatch_function(func, types_, args, kwargs)
+                        result = redispatch_function(func, types_, args, kwargs)
                 finally:
                     self._python_calls.pop()
+                boundary.refuse_helper_result(self, func, result, before)
+                return result
             # the helper called its C++ twin (``super().unflatten(...)``, ``_VF.broadcast_tensors``), which
             # reports the Python helper as the function: run and record the C++ function itself
             func = ops.cpp_twin(func)

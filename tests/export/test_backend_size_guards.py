@@ -1,0 +1,97 @@
+"""Size guards ONNX cannot check are checked by tracejit's onnxruntime / OpenVINO programs (backends/onnx_call.py).
+
+A comparison on an input size, ``(n - 1).bit_length()`` and a float computed from sizes used as a key are
+guards no ONNX model can hold (export/guards.py: the standalone file keeps the traced branch, warns and lists
+them in its metadata). The programs of ``optimize_for_inference(backend=...)`` check them on each call's input
+sizes first: eager's answer where the guard holds (also for sizes other than the trace's), else the plain
+program's GuardError naming the line. Traced live and loaded from a file.
+"""
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+
+import tracejit
+
+pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
+BACKENDS = ["onnxruntime", "openvino"]
+
+
+def longer_than_two(x):
+    if x.size(0) > 2:  # @longer_than_two
+        return x * 2
+    return x - 1
+
+
+def bit_length_bucket(x):
+    bucket = 1 << (x.size(0) - 1).bit_length()  # @bit_length_bucket
+    return x * bucket
+
+
+def half_size_key(x):
+    scale = {1.5: 2.0, 2.0: 3.0}.get(x.size(0) / 2, 1.0)  # @half_size_key
+    return x * scale
+
+
+# (function, example size, sizes where the guard holds, sizes where it fails)
+CASES = {
+    "longer_than_two": (longer_than_two, 3, [6, 9], [2, 1]),
+    "bit_length_bucket": (bit_length_bucket, 3, [], [5, 2]),   # the guard is on n - 1 itself
+    "half_size_key": (half_size_key, 3, [], [4, 5]),
+}
+
+
+def line_of(name: str) -> int:
+    with open(__file__) as f:
+        return next(i for i, text in enumerate(f, 1) if text.rstrip().endswith(f"# @{name}"))
+
+
+def program_for(name, backend, loaded: bool):
+    pytest.importorskip(backend)
+    fn, n, _, _ = CASES[name]
+    traced = tracejit.trace(fn, (torch.randn(n, 2),), check_trace=False)
+    if loaded:
+        buf = io.BytesIO()
+        tracejit.save(traced, buf)
+        buf.seek(0)
+        traced = tracejit.load(buf)
+    return fn, tracejit.optimize_for_inference(traced, backend=backend)
+
+
+@pytest.mark.parametrize("loaded", [False, True], ids=["live", "loaded"])
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_backend_checks_the_size_guards_onnx_cannot(name, backend, loaded):
+    fn, program = program_for(name, backend, loaded)
+    _, n, holds, fails = CASES[name]
+    assert program.size_guards is not None
+    for size in [n] + holds:
+        x = torch.randn(size, 2)
+        torch.testing.assert_close(program(x), fn(x))
+    for size in fails:
+        x = torch.randn(size, 2)
+        traced_answer = tracejit.trace(fn, (torch.randn(n, 2),), check_trace=False, guards=False)(x)
+        assert not torch.allclose(traced_answer, fn(x))   # the size moves eager's answer off the traced branch
+        with pytest.raises(tracejit.GuardError) as info:
+            program(x)
+        assert (info.value.source.filename, info.value.source.lineno) == (__file__, line_of(name)), str(info.value)
+        assert f"test_backend_size_guards.py:{line_of(name)}" in str(info.value)
+
+
+def test_standalone_onnx_file_still_lists_them_and_warns():
+    traced = tracejit.trace(bit_length_bucket, (torch.randn(3, 2),), check_trace=False)
+    with pytest.warns(tracejit.TracerWarning, match="cannot be checked by the ONNX model"):
+        proto = tracejit.export_onnx(traced)
+    meta = {p.key: p.value for p in proto.metadata_props}
+    assert "bit_length" in meta["tracejit.unchecked_guards"]
+
+
+def test_a_program_without_such_guards_calls_the_model_directly():
+    pytest.importorskip("onnxruntime")
+    traced = tracejit.trace(lambda x: x.view(x.size(0), -1) * 2, (torch.randn(3, 2, 2),), check_trace=False)
+    program = tracejit.optimize_for_inference(traced, backend="onnxruntime")
+    assert getattr(program, "size_guards", None) is None
+    x = torch.randn(7, 2, 2)
+    torch.testing.assert_close(program(x), x.view(7, -1) * 2)
