@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import torch
 
 from ..ir import Node, TensorType, Value, iter_values
+from ..ops import is_dropout
 from ._deps import require
 from .dtypes import SCALAR_TO_ONNX, onnx_dtype
 from .errors import ExportError
@@ -42,7 +43,6 @@ VIEW_OPS = {"view", "reshape", "select", "slice", "transpose", "permute", "expan
             "squeeze", "as_strided", "narrow", "t", "unflatten", "flatten", "diagonal", "alias", "detach", "chunk",
             "split", "unbind", "view_as", "unfold", "movedim", "swapaxes", "mT", "numpy_T", "real", "imag"}
 
-DROPOUTS = {"dropout_", "feature_dropout_", "alpha_dropout_", "feature_alpha_dropout_"}   # (input, p, train)
 
 
 # Python operator dunders tracejit records under their own names -> the ATen op torch_lib lists
@@ -171,7 +171,7 @@ class Lowering:
         if not (node.effectful or (name.endswith("_") and not name.startswith("_"))):
             return node.op
         functional = f"{ns}::{name[:-1]}{dot}{overload}" if name.endswith("_") else node.op
-        if name in DROPOUTS and not bind(node.op, node.args, node.kwargs)[0][2]:
+        if is_dropout(name) and not bind(node.op, node.args, node.kwargs)[0][2]:
             return functional   # in eval mode an in-place dropout writes nothing
         target = node.args[0] if node.args else None
         if not isinstance(target, Value):

@@ -22,9 +22,9 @@ import math
 import torch
 
 from ..ir import Graph, Node, Value, iter_values, map_values
+from ..ops.convs import CONV2D as CONVS
 from .graph_copy import copy_graph
 
-CONVS = ("aten::conv2d.default", "aten::conv2d.padding")   # padding: "same" / "valid"
 CONSTANT = "tracejit::constant"
 LAYOUT_FREE = {
     "conv2d", "relu", "relu_", "add", "add_", "sub", "mul", "mul_", "div", "max_pool2d", "avg_pool2d",
