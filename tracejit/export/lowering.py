@@ -17,6 +17,7 @@ import torch
 
 from ..ir import Node, TensorType, Value, iter_values
 from ..ops import is_dropout
+from ..ops.names import CAPTURE_OPS, STATE_READS
 from ._deps import require
 from .dtypes import SCALAR_TO_ONNX, onnx_dtype
 from .errors import ExportError
@@ -37,7 +38,6 @@ PROMOTING = {"add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", 
              "maximum", "minimum", "atan2", "where", "masked_fill", "clamp", "lerp", "addcmul", "addcdiv"}
 ACCUMULATING = {"cumsum", "cumprod", "sum", "prod", "mean"}
 COMPARING = {"eq", "ne", "lt", "le", "gt", "ge", "isclose"}
-CAPTURE_OPS = ("tracejit::dtype_of", "tracejit::device_of", "tracejit::finfo")
 # ops whose result shares memory with their first input
 VIEW_OPS = {"view", "reshape", "select", "slice", "transpose", "permute", "expand", "expand_as", "unsqueeze",
             "squeeze", "as_strided", "narrow", "t", "unflatten", "flatten", "diagonal", "alias", "detach", "chunk",
@@ -132,7 +132,7 @@ class Lowering:
     def _lower(self, node: Node):
         if node.op == "tracejit::guard":
             return []   # checked at the entry or listed as unchecked (guards.py)
-        if node.op in ("tracejit::get_attr", "tracejit::constant"):
+        if node.op in STATE_READS:
             return [self._initializer(node)]
         if node.op == "tracejit::getitem":
             container, index = node.args

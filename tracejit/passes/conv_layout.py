@@ -23,9 +23,9 @@ import torch
 
 from ..ir import Graph, Node, Value, iter_values, map_values
 from ..ops.convs import CONV2D as CONVS
+from ..ops.names import CONSTANT, GUARD, KERNEL
 from .graph_copy import copy_graph
 
-CONSTANT = "tracejit::constant"
 LAYOUT_FREE = {
     "conv2d", "relu", "relu_", "add", "add_", "sub", "mul", "mul_", "div", "max_pool2d", "avg_pool2d",
     "adaptive_avg_pool2d", "adaptive_max_pool2d", "batch_norm", "hardtanh", "hardtanh_", "silu", "silu_",
@@ -33,7 +33,7 @@ LAYOUT_FREE = {
     "flatten", "reshape", "contiguous", "dropout", "hardswish", "hardswish_", "hardsigmoid", "tanh",
     "pad", "constant_pad_nd", "reflection_pad2d", "replication_pad2d",
 }
-TRACEJIT_LAYOUT_FREE = {"tracejit::guard", "tracejit::kernel", "tracejit::constant"}
+TRACEJIT_LAYOUT_FREE = {GUARD, KERNEL, CONSTANT}
 CONTIGUOUS = "aten::contiguous.default"
 # ops whose eager result is contiguous for contiguous inputs: an output they make may be made contiguous
 _VIEWS = {"size", "flatten", "reshape", "contiguous", "dropout"}

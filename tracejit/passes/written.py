@@ -18,9 +18,10 @@ import functools
 import torch
 
 from ..ir import Graph, Value, iter_values
+from ..ops.names import CONSTANT, KERNEL
 
 GUARD = "tracejit::guard"
-FRESH = {"tracejit::kernel", "tracejit::constant"}   # tracejit ops whose results are never views
+FRESH = {KERNEL, CONSTANT}   # tracejit ops whose results are never views
 
 
 def written_values(graph: Graph, writes: bool = True, outputs: bool = True) -> set:

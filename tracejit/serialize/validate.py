@@ -15,12 +15,13 @@ import torch
 from ..errors import LoadError
 from ..ir import Graph, Value, target_text, verify, VerificationError
 from ..ir.ops import saved_attrs
+from ..ops.names import CALL_MODULE, CONSTANT, GET_ATTR
 from ..trace import ops as opnames
 from . import capture_ops, op_allowlist, op_checks, schema_check, sym_ops
 from .guards import check_guard
 
 NAMESPACES = ("aten",)
-TRACEJIT_OPS = {"tracejit::get_attr", "tracejit::constant", "tracejit::call_module"}
+TRACEJIT_OPS = {GET_ATTR, CONSTANT, CALL_MODULE}
 OPERATORS = {"+", "-", "*", "/", "//", "%", "**", "@", "&", "|", "^", "<<", ">>", "==", "!=", "<", "<=", ">", ">=",
              "r+", "r*", "r-", "r/", "r//", "r%", "r**", "r@", "r&", "r|", "r^", "u-", "u+", "u~"}
 INDEX_KINDS = {"select", "slice", "index", "setitem_index"}
@@ -125,7 +126,7 @@ def check_graph(graph: Graph, where: str, module_tree, methods_of,
 def check_module_refs(graph: Graph, where: str, module_tree, methods_of) -> None:
     """The checks that depend on the module a (structurally checked) graph is installed on."""
     for i, node in enumerate(graph.nodes):
-        if node.op in ("tracejit::get_attr", "tracejit::call_module"):
+        if node.op in (GET_ATTR, CALL_MODULE):
             _check_tracejit_node(node, f"{where}, node {i} ({node.op})", graph, module_tree, methods_of)
 
 
