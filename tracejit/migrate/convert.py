@@ -170,7 +170,7 @@ class MethodConversion:
         except RuntimeError:
             raise MigrationError(f"{self.at(n)}: the operator has no schema in this torch "
                                  f"({torch.__version__})") from None
-        name = schema.name.split("::", 1)[1]
+        name = op_facts.base_name(schema.name)
         overload = schema.overload_name
         if name in _SCALAR_READS and len(ins) == 1 and isinstance(ins[0][1], torch.Tensor):
             return [self.scalar_read(n, name, ins[0])]

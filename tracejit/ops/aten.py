@@ -12,7 +12,7 @@ Every function is cached and looks an op up on first use: nothing is enumerated 
     functional_of(op)    ``aten::add_.Tensor`` -> ``aten::add.Tensor`` (the op itself when not in-place)
     may_alias(op)        its result may share memory with its first argument (schema alias ``Tensor(a)``)
     is_mergeable(op)     two calls with equal arguments give equal results (not random, not uninitialized)
-    schema_of(op)        torch's FunctionSchema (None for an unknown op)
+    schema_of(op)        torch's FunctionSchema (None for an unknown op); exact_schema, schemas_of
 """
 from __future__ import annotations
 
@@ -45,6 +45,22 @@ def schema_of(op: str):
         return None
     default = [o for o in found if o._overloadname == "default"]
     return (default or list(found))[0]._schema
+
+
+@functools.lru_cache(maxsize=None)
+def schemas_of(op: str) -> tuple:
+    """``(overload name, FunctionSchema)`` of each overload ``op`` names (one, or all of a bare name's), in
+    torch's order; () for an unknown op."""
+    return tuple((o._overloadname, o._schema) for o in _overloads(op))
+
+
+@functools.lru_cache(maxsize=None)
+def exact_schema(op: str):
+    """The schema of exactly the overload ``op`` names (``default`` when it names none); None if torch has
+    no such overload."""
+    ns, name, overload = split_name(op)
+    found = _overloads(f"{ns or 'aten'}::{name}.{overload or 'default'}")
+    return found[0]._schema if found else None
 
 
 def _tagged(op: str, tag) -> bool:

@@ -265,7 +265,7 @@ class Tracer(TorchFunctionMode):
         node_args, node_kwargs = provenance.relate(self, node_args, node_kwargs, loc)
         dynamic = any(v.dynamic for v in iter_values((node_args, node_kwargs)))
         node = Node(op, target, node_args, node_kwargs, source=loc,
-                    effectful=_is_inplace(op.split("::")[-1].split(".")[0]) or "out" in node_kwargs)
+                    effectful=_is_inplace(op_facts.base_name(op)) or "out" in node_kwargs)
         if isinstance(result, (tuple, list)):
             node.attrs["unpack"] = len(result)
         types_ = [TensorType.of(x) if isinstance(x, torch.Tensor) else None for x in leaves]
