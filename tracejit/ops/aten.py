@@ -152,7 +152,8 @@ def functional_of(op: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def may_alias(op: str) -> bool:
-    """May ``op``'s result share memory with its first argument (views, and reshape / contiguous / to)?"""
+    """May ``op``'s Tensor result share memory with its first argument (views, and reshape / contiguous / to:
+    schema ``Tensor(a) self -> Tensor(a)``)? List results (split, unbind) are not covered."""
     for o in _overloads(op):
         s = o._schema
         r = s.returns[0].alias_info if s.returns else None

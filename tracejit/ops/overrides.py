@@ -1,8 +1,9 @@
 """The one reviewed table of ATen op facts that torch's tags and schemas do not give (ops/aten.py reads it).
 
-Each entry: op name -> (fact, reason). Facts:
+OVERRIDES: op name -> (fact, value, reason). Facts:
   "unmergeable"  two calls with equal arguments may return different values, though ATen tags no randomness
-  "random_when"  the op draws random numbers only when these arguments say so: {argument: "true" | "nonzero"}
+RANDOM_SWITCHES: the arguments that turn a seeded op's draws off ("true": drawn only when truthy,
+"nonzero": only when not 0), read by ops.draws_random against each op's schema.
 """
 from __future__ import annotations
 
