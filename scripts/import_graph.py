@@ -43,6 +43,7 @@ OPTIONAL = ("onnx", "onnxruntime", "openvino", "transformers", "numexpr", "trito
 LAYERS = [
     ("base", ["tracejit.version", "tracejit.errors", "tracejit.compat", "tracejit.escape", "tracejit.pytree"]),
     ("ir", ["tracejit.ir"]),
+    ("ops", ["tracejit.ops"]),
     ("trace", ["tracejit.trace"]),
     ("codegen", ["tracejit.codegen"]),
     ("passes", ["tracejit.passes"]),

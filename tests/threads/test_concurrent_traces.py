@@ -322,19 +322,25 @@ def test_two_threads_trace_the_same_module_at_the_same_time():
     assert_nothing_patched()
 
 
-def test_checker_compares_random_ops_deterministically_from_its_private_stream():
-    """Random ops the trace does not flag as nondeterministic (samplers of torch.distributions) are compared
-    with eager: both runs draw the same private stream, and the global generator does not move."""
+def test_checker_flags_distribution_samplers_as_torch_jit_does_and_leaves_the_global_stream():
+    """Samplers of torch.distributions (_standard_gamma, binomial) are random by ATen's
+    ``nondeterministic_seeded`` tag (tracejit/ops/aten.py): the trace flags them, as torch.jit.trace does,
+    and warns at their line instead of comparing; the checker's runs draw a private stream, so the global
+    generator does not move, and the traced program on a private stream reproduces eager."""
     def sample(rate):
         return torch._standard_gamma(rate) + torch.binomial(rate.round(), rate / (1 + rate))
 
     rate = torch.rand(5) * 4 + 0.5
+    with warnings.catch_warnings(record=True) as reference:
+        warnings.simplefilter("always")
+        torch.jit.trace(sample, (rate,), check_inputs=[(rate * 2,)])
+    assert any("nondeterministic nodes" in str(w.message) and "_standard_gamma" in str(w.message)
+               and "binomial" in str(w.message) for w in reference)
     torch.manual_seed(2)
     tracejit.trace(sample, (rate,), check_trace=False)
     after_record_only = torch.get_rng_state()
     torch.manual_seed(2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", tracejit.TracerWarning)   # no checker warning either
+    with pytest.warns(tracejit.TracerWarning, match=r"nondeterministic nodes: aten::_standard_gamma.*aten::binomial"):
         traced = tracejit.trace(sample, (rate,), check_inputs=[(rate * 2,)])
     assert torch.equal(torch.get_rng_state(), after_record_only)
     with PrivateRandomness() as rng:

@@ -14,8 +14,7 @@ import re
 
 from ..runtime.no_backward import call_without_backward
 from ..trace import autocast_mode, grad_mode
-from ..trace.autograd_fn import OP as AUTOGRAD_FUNCTION
-from ..trace.provenance import DEVICE_OF, DTYPE_OF, FINFO, FINFO_ATTRS
+from ..ops.names import AUTOGRAD_FUNCTION, DEVICE_OF, DTYPE_OF, FINFO, FINFO_ATTRS
 
 OPS = {DTYPE_OF, DEVICE_OF, FINFO, AUTOGRAD_FUNCTION}
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import math
 
 from ..ir import Graph, TensorType, iter_values
+from ..ops.names import STATE_READS
 
 MIN_ELEMENTS = 1 << 16
-_HELD = ("tracejit::constant", "tracejit::get_attr")   # the program's own tensors: not ours to drop
+_HELD = STATE_READS   # the program's own tensors: not ours to drop
 
 
 def release_plan(graph: Graph) -> dict[int, list]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
-from ..trace.symfloat import SYM_FNS, SYM_MATH
+from ..ops.names import SYM_FNS, SYM_MATH
 
 OPS = {SYM_MATH}
 FUNCTIONS = SimpleNamespace(ceil=math.ceil, floor=math.floor, trunc=math.trunc, round=round, max=max, min=min)

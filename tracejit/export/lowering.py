@@ -16,6 +16,8 @@ from collections.abc import Sequence
 import torch
 
 from ..ir import Node, TensorType, Value, iter_values
+from ..ops import is_dropout
+from ..ops.names import CAPTURE_OPS, STATE_READS, OpName, split_name
 from ._deps import require
 from .dtypes import SCALAR_TO_ONNX, onnx_dtype
 from .errors import ExportError
@@ -36,13 +38,11 @@ PROMOTING = {"add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", 
              "maximum", "minimum", "atan2", "where", "masked_fill", "clamp", "lerp", "addcmul", "addcdiv"}
 ACCUMULATING = {"cumsum", "cumprod", "sum", "prod", "mean"}
 COMPARING = {"eq", "ne", "lt", "le", "gt", "ge", "isclose"}
-CAPTURE_OPS = ("tracejit::dtype_of", "tracejit::device_of", "tracejit::finfo")
 # ops whose result shares memory with their first input
 VIEW_OPS = {"view", "reshape", "select", "slice", "transpose", "permute", "expand", "expand_as", "unsqueeze",
             "squeeze", "as_strided", "narrow", "t", "unflatten", "flatten", "diagonal", "alias", "detach", "chunk",
             "split", "unbind", "view_as", "unfold", "movedim", "swapaxes", "mT", "numpy_T", "real", "imag"}
 
-DROPOUTS = {"dropout_", "feature_dropout_", "alpha_dropout_", "feature_alpha_dropout_"}   # (input, p, train)
 
 
 # Python operator dunders tracejit records under their own names -> the ATen op torch_lib lists
@@ -61,9 +61,8 @@ def lookup(op_name: str):
     """The torch_lib function for ``aten::name.overload``, or None."""
     if op_name in default_registry and default_registry[op_name].overloads:
         return default_registry[op_name].overloads[0]   # listed as recorded (aten::__rshift__.Scalar)
-    ns, _, rest = op_name.partition("::")
-    name, dot, overload = rest.partition(".")
-    op_name = f"{ns}::{ALIASES.get(name, name)}{dot}{overload}"
+    ns, name, overload = split_name(op_name)
+    op_name = OpName(ns, ALIASES.get(name, name), overload).qualified
     if op_name in OVERLOAD_ALIASES:
         op_name = OVERLOAD_ALIASES[op_name]
     keys = [op_name[:-len(".default")] if op_name.endswith(".default") else op_name]
@@ -132,7 +131,7 @@ class Lowering:
     def _lower(self, node: Node):
         if node.op == "tracejit::guard":
             return []   # checked at the entry or listed as unchecked (guards.py)
-        if node.op in ("tracejit::get_attr", "tracejit::constant"):
+        if node.op in STATE_READS:
             return [self._initializer(node)]
         if node.op == "tracejit::getitem":
             container, index = node.args
@@ -166,12 +165,11 @@ class Lowering:
     def _functional(self, node: Node) -> str:
         """The op to convert: ``aten::add_.Tensor`` becomes ``aten::add.Tensor``, and its result is written
         back into the tensor and the views it wrote (view_writes.py) once the node is converted."""
-        ns, _, rest = node.op.partition("::")
-        name, dot, overload = rest.partition(".")
+        ns, name, overload = split_name(node.op)
         if not (node.effectful or (name.endswith("_") and not name.startswith("_"))):
             return node.op
-        functional = f"{ns}::{name[:-1]}{dot}{overload}" if name.endswith("_") else node.op
-        if name in DROPOUTS and not bind(node.op, node.args, node.kwargs)[0][2]:
+        functional = OpName(ns, name[:-1], overload).qualified if name.endswith("_") else node.op
+        if is_dropout(name) and not bind(node.op, node.args, node.kwargs)[0][2]:
             return functional   # in eval mode an in-place dropout writes nothing
         target = node.args[0] if node.args else None
         if not isinstance(target, Value):

@@ -7,19 +7,13 @@ from __future__ import annotations
 
 import functools
 
-import torch
+from ..ops import exact_schema
 
 
 @functools.lru_cache(maxsize=None)
 def aten_schema(op: str):
     """The ``torch._C.FunctionSchema`` of ``aten::name.overload``, or None when torch has none."""
-    ns, _, rest = op.partition("::")
-    name, _, overload = rest.partition(".")
-    packet = getattr(getattr(torch.ops, ns, None), name, None)
-    if packet is None:
-        return None
-    overload_fn = getattr(packet, overload or "default", None)
-    return None if overload_fn is None else overload_fn._schema
+    return exact_schema(op)
 
 
 def bind(op: str, args: tuple, kwargs: dict) -> tuple[list, dict]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from ..ops import split_name
 from ._deps import require
 from .dtypes import onnx_dtype
 from .edge_values import element_count, reduced_dims
@@ -48,7 +49,7 @@ def rsub(cx, node, args, kwargs):
 def _moments(cx, node, args, kwargs):
     """(x, axes, keepdim, correction, rank) of a var / std / var_mean / std_mean node."""
     x, rank = args[0], len(node.args[0].type.shape)
-    overload = node.op.rsplit(".", 1)[-1]
+    overload = split_name(node.op).overload
     if overload == "correction":
         dims = args[1] if len(args) > 1 else None
         correction = kwargs.get("correction", None)
@@ -88,7 +89,7 @@ def variance(cx, node, args, kwargs):
     if x.dtype not in _FLOATS:
         raise NotImplementedError(f"{node.op} of a {x.dtype} tensor (eager refuses it too)")
     var, mean = _variance(cx, x, axes, keepdim, correction)
-    name = node.op.split("::", 1)[1].split(".", 1)[0]
+    name = split_name(node.op).name
     out = op.Sqrt(var) if name.startswith("std") else var
     return [out, mean] if name.endswith("_mean") else [out]
 

@@ -27,6 +27,7 @@ True
 from __future__ import annotations
 
 from ..ir import Node, Value
+from ..ops.names import STATE_READS
 from ._deps import require
 from .schema_args import bind
 
@@ -74,7 +75,7 @@ def check_writable(cx, node: Node, target: Value, view_ops) -> list[Node]:
     if base.producer is None:
         raise WriteError("the written tensor is (a view of) an input of the traced program (the caller would "
                          "see the change)")
-    if base.producer.op in ("tracejit::get_attr", "tracejit::constant"):
+    if base.producer.op in STATE_READS:
         raise WriteError("the written tensor is (a view of) a parameter, buffer or constant of the module")
     for view in chain:
         if view.name not in INVERTIBLE:

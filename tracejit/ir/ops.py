@@ -127,11 +127,6 @@ def call_text(call: str, operands: list, kwargs: list) -> str:
     return CALL_FORMS[kind].format(operands[0] if operands else "", name=name, rest=rest, all=every)
 
 
-def is_pure(op: str) -> bool:
-    d = OPS.get(op)
-    return d.pure if d is not None else True
-
-
 def check_tracejit_node(node) -> str | None:
     """What is wrong with a tracejit:: node's attributes (None when it fits the table)."""
     d = OPS.get(node.op)

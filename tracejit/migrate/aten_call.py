@@ -22,10 +22,6 @@ _MEMORY_FORMATS = {0: torch.contiguous_format, 1: torch.preserve_format, 2: torc
 _DTYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64, 5: torch.float16,
            6: torch.float32, 7: torch.float64, 9: torch.complex64, 10: torch.complex128, 11: torch.bool,
            15: torch.bfloat16}
-NONDETERMINISTIC = {"dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout", "rand", "randn",
-                    "rand_like", "randn_like", "randint", "randint_like", "randperm", "bernoulli", "multinomial",
-                    "normal", "poisson", "uniform_", "normal_", "bernoulli_", "exponential_", "rrelu",
-                    "native_dropout"}
 
 
 def enum_value(arg_type: str, value):

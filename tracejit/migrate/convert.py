@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import ops as op_facts
 from ..ir import GUARD, Graph, Node, ScalarType, TensorType, Value, iter_values
 from ..ir import target as call_target
 from ..trace.guards import training_guard
@@ -169,7 +170,7 @@ class MethodConversion:
         except RuntimeError:
             raise MigrationError(f"{self.at(n)}: the operator has no schema in this torch "
                                  f"({torch.__version__})") from None
-        name = schema.name.split("::", 1)[1]
+        name = op_facts.base_name(schema.name)
         overload = schema.overload_name
         if name in _SCALAR_READS and len(ins) == 1 and isinstance(ins[0][1], torch.Tensor):
             return [self.scalar_read(n, name, ins[0])]
@@ -185,7 +186,7 @@ class MethodConversion:
         except ValueError as e:
             raise MigrationError(f"{self.at(n)}: {e}") from None
         mutating = aten_call.is_mutating(schema)
-        random = name in aten_call.NONDETERMINISTIC
+        random = op_facts.draws_random(op, [p[1] for p in pos], {k: v[1] for k, v in kw.items()})
         reference = None
         if not mutating:
             packet = getattr(torch.ops.aten, name)

@@ -19,13 +19,13 @@ from __future__ import annotations
 import torch
 
 from ..ir import Graph, Node, TensorType, Value
+from ..ops.convs import CONV2D as CONVS
 from ..runtime.onednn_conv import OneDnnConv, available
 from .conv_layout import layout_free
 from .graph_copy import copy_graph
 from .kernel_chains import (activation_after, constant_f32, finish, kernel_nodes, readers_of, replace_chain,
                             sole_reader, write_order, writes_between)
 
-CONVS = ("aten::conv2d.default", "aten::conv2d.padding")   # padding: an int list, or "same" / "valid"
 ADD_INPLACE = "aten::add_.Tensor"
 ADD = "aten::add.Tensor"
 _DEFAULTS = (None, 1, 0, 1, 1)   # conv2d's bias, stride, padding, dilation, groups

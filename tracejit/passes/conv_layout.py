@@ -22,10 +22,10 @@ import math
 import torch
 
 from ..ir import Graph, Node, Value, iter_values, map_values
+from ..ops.convs import CONV2D as CONVS
+from ..ops.names import CONSTANT, GUARD, KERNEL, base_name
 from .graph_copy import copy_graph
 
-CONVS = ("aten::conv2d.default", "aten::conv2d.padding")   # padding: "same" / "valid"
-CONSTANT = "tracejit::constant"
 LAYOUT_FREE = {
     "conv2d", "relu", "relu_", "add", "add_", "sub", "mul", "mul_", "div", "max_pool2d", "avg_pool2d",
     "adaptive_avg_pool2d", "adaptive_max_pool2d", "batch_norm", "hardtanh", "hardtanh_", "silu", "silu_",
@@ -33,7 +33,7 @@ LAYOUT_FREE = {
     "flatten", "reshape", "contiguous", "dropout", "hardswish", "hardswish_", "hardsigmoid", "tanh",
     "pad", "constant_pad_nd", "reflection_pad2d", "replication_pad2d",
 }
-TRACEJIT_LAYOUT_FREE = {"tracejit::guard", "tracejit::kernel", "tracejit::constant"}
+TRACEJIT_LAYOUT_FREE = {GUARD, KERNEL, CONSTANT}
 CONTIGUOUS = "aten::contiguous.default"
 # ops whose eager result is contiguous for contiguous inputs: an output they make may be made contiguous
 _VIEWS = {"size", "flatten", "reshape", "contiguous", "dropout"}
@@ -91,7 +91,7 @@ def layout_free(graph: Graph, fixable_outputs: bool = False) -> bool:
         if node.op in TRACEJIT_LAYOUT_FREE:
             continue
         if any(_spatial(v) or id(v) in odd for v in node.input_values()):
-            name = node.op.split("::", 1)[-1].split(".", 1)[0]
+            name = base_name(node.op)
             if not node.op.startswith("aten::") or name not in LAYOUT_FREE:
                 return False
     for v in iter_values(graph.outputs):
@@ -110,7 +110,7 @@ def _odd_values(graph: Graph) -> set:
     odd: set[int] = set()
     for node in graph.nodes:
         ins = list(node.input_values())
-        name = node.op.split("::", 1)[-1].split(".", 1)[0]
+        name = base_name(node.op)
         if name == "contiguous" or not any(_spatial(v) or id(v) in odd for v in ins):
             continue
         for v in node.outputs:
@@ -140,7 +140,7 @@ def _view_of_channels_last(node, x) -> bool:
 
 
 def _fixable(node) -> bool:
-    name = node.op.split("::", 1)[-1].split(".", 1)[0]
+    name = base_name(node.op)
     # not a view, and not in place (its result is its input, maybe the caller's tensor)
     return node.op.startswith("aten::") and name in LAYOUT_FREE and name not in _VIEWS and not name.endswith("_")
 

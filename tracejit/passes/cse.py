@@ -2,51 +2,21 @@
 
 Two nodes are equal when op, target, attributes and arguments match (Values by identity,
 constants by type and value; a float's sign too, so ``x * 0.0`` and ``x * -0.0`` stay apart). Nodes
-with effects, random ops (by name, by the recorder's ``nondeterministic`` mark, or by ATen's
-``nondeterministic_seeded`` tag: binomial, _standard_gamma, rrelu ...) and tracejit's own nodes other
-than get_attr are never merged, and an in-place op ends every match made before it (it may
+with effects, random ops (the recorder's ``nondeterministic`` mark, or ATen's ``nondeterministic_seeded``
+tag), uninitialized memory (empty ...) and tracejit's own nodes other than get_attr are never merged
+(ops/purity.mergeable), and an in-place op ends every match made before it (it may
 have changed what an earlier node read). A node whose result the program writes into is never
 merged (``a = x.clone(); b = x.clone(); a.add_(1)``), nor are two nodes whose results are both
 returned (the caller may write into one): passes/written.py.
 """
 from __future__ import annotations
 
-import functools
 import math
 
-import torch
-
 from ..ir import Graph, Value, verify
+from ..ops import mergeable
 from .graph_copy import copy_graph, replace_uses
 from .written import written_values
-
-RANDOM = ("rand", "bernoulli", "dropout", "normal", "multinomial", "uniform", "poisson", "exponential",
-          "cauchy", "geometric", "log_normal", "random", "empty")
-
-
-def is_pure(node) -> bool:
-    if node.effectful or node.op == "tracejit::call_module":
-        return False
-    if node.op.startswith("tracejit::") and node.op != "tracejit::get_attr":
-        return False
-    name = node.name
-    if node.attrs.get("nondeterministic") or any(r in name for r in RANDOM):
-        return False
-    return not _seeded(node.op)
-
-
-@functools.lru_cache(maxsize=None)
-def _seeded(op: str) -> bool:
-    """Does ATen tag ``op`` ("aten::binomial.default") as drawing random numbers?"""
-    ns, _, rest = op.partition("::")
-    name, _, overload = rest.partition(".")
-    try:
-        packet = getattr(getattr(torch.ops, ns), name)
-        overloads = [overload or "default"] if (overload or "default") in packet.overloads() else packet.overloads()
-        return any(torch.Tag.nondeterministic_seeded in getattr(packet, o).tags for o in overloads)
-    except (AttributeError, RuntimeError):
-        return False
-
 
 def _key(obj):
     if isinstance(obj, float):   # 0.0 == -0.0, but x * -0.0 is not x * 0.0
@@ -78,7 +48,7 @@ def eliminate_common_subexpressions(graph: Graph) -> Graph:
             replace_uses_in_node(node, mapping)
         if node.effectful:
             seen.clear()
-        if not is_pure(node) or any(v is not None and id(v) in written for v in node.outputs):
+        if not mergeable(node) or any(v is not None and id(v) in written for v in node.outputs):
             kept.append(node)   # (a tensor the program writes into is its own: a.add_(1) must not reach b)
             continue
         key = (node.op, node.target, _key(node.args), _key(node.kwargs), _key(node.attrs))

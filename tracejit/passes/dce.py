@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 from ..ir import Graph, iter_values
-from ..ir.ops import is_pure
+from ..ops import droppable
 
 
 def eliminate_dead_code(graph: Graph) -> Graph:
     used: set[int] = {id(v) for v in iter_values(graph.outputs)}
     kept = []
     for node in reversed(graph.nodes):
-        live = node.effectful or not is_pure(node.op) or any(
+        live = node.effectful or not droppable(node.op) or any(
             v is not None and id(v) in used for v in node.outputs)
         if live:
             kept.append(node)

@@ -6,9 +6,9 @@ A ``detach`` of any other value stays: a caller may run the program with autogra
 from __future__ import annotations
 
 from ..ir import Graph, Value, verify
+from ..ops import is_dropout, is_inplace
 from .graph_copy import copy_graph, replace_uses
 
-DROPOUTS = {"aten::dropout.default", "aten::feature_dropout.default", "aten::alpha_dropout.default"}
 
 
 def drop_identities(graph: Graph) -> Graph:
@@ -30,7 +30,7 @@ def drop_identities(graph: Graph) -> Graph:
 
 
 def _is_identity(node) -> bool:
-    if node.op in DROPOUTS:
+    if is_dropout(node.op) and not is_inplace(node.op):
         train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train", True)
         p = node.args[1] if len(node.args) > 1 else node.kwargs.get("p", 0.5)
         return train is False or p == 0

@@ -15,7 +15,7 @@ import torch
 
 from .. import pytree
 from ..ir import Graph, Node, ScalarType, TensorType, Value, iter_values, map_values, verify
-from .cse import is_pure
+from ..ops import mergeable
 from .graph_copy import copy_graph, replace_uses
 from .written import written_values
 
@@ -35,7 +35,7 @@ def fold_constants(graph: Graph) -> Graph:
             folded.append(node)
             continue
         inputs = list(node.input_values())
-        if not inputs or not is_pure(node) or node.op.startswith("tracejit::") or node.name in GROWING:
+        if not inputs or not mergeable(node) or node.op.startswith("tracejit::") or node.name in GROWING:
             continue
         if all(id(v) in const_values for v in inputs) and all(
                 v is None or (isinstance(v.type, (TensorType, ScalarType)) and id(v) not in written)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 
 from ..ir import Graph, Node, Value, verify
+from ..ops.convs import CONV_ND as CONVS
 from .graph_copy import copy_graph, replace_uses
 
-CONVS = {f"aten::conv{d}d.{overload}" for d in (1, 2, 3) for overload in ("default", "padding")}   # padding: "same"
 BATCH_NORM = "aten::batch_norm.default"
 SHAPE_GUARDS = ("rank", "size", "length")
 

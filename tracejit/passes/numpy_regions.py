@@ -21,6 +21,7 @@ import torch
 
 from ..codegen.capture_emit import region_of
 from ..ir import Graph, Node, TensorType, Value, iter_values, verify
+from ..ops import split_name
 from ..runtime.numpy_kernel import MAX_ELEMENTS, UNARY, NumpyKernel
 from .graph_copy import copy_graph, replace_uses
 
@@ -112,7 +113,7 @@ def _step_of(graph: Graph, node: Node):
         return None
     if len(node.outputs) != 1 or not _is_f32(node.outputs[0]):
         return None
-    name, _, overload = node.op[len("aten::"):].partition(".")
+    _, name, overload = split_name(node.op)
     args, kwargs = list(node.args), dict(node.kwargs)
     if name == "clamp" and len(args) <= 3:   # clamp(x, min=None, max=None), by position or keyword
         args += [None] * (3 - len(args))

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import functools
 
-import torch
-
 from ..ir import Graph, Value, iter_values
+from ..ops import exact_schema, split_name
+from ..ops.names import CONSTANT, GUARD, KERNEL
 
-GUARD = "tracejit::guard"
-FRESH = {"tracejit::kernel", "tracejit::constant"}   # tracejit ops whose results are never views
+FRESH = {KERNEL, CONSTANT}   # tracejit ops whose results are never views
 
 
 def written_values(graph: Graph, writes: bool = True, outputs: bool = True) -> set:
@@ -47,13 +46,8 @@ def written_values(graph: Graph, writes: bool = True, outputs: bool = True) -> s
 @functools.lru_cache(maxsize=None)
 def _may_alias(op: str) -> bool:
     """May the result of ``op`` ("aten::select.int") share memory with an input (True when unknown)?"""
-    ns, _, rest = op.partition("::")
-    name, _, overload = rest.partition(".")
-    if ns != "aten":
-        return True
-    try:
-        schema = getattr(getattr(torch.ops.aten, name), overload or "default")._schema
-    except (AttributeError, RuntimeError):
+    schema = exact_schema(op) if split_name(op).namespace == "aten" else None
+    if schema is None:
         return True
     return any(r.alias_info is not None for r in schema.returns) or any(
         str(r.type).startswith(("Tensor[]", "List")) for r in schema.returns)

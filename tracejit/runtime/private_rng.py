@@ -23,14 +23,9 @@ import types
 import torch
 from torch.overrides import TorchFunctionMode
 
+from .. import ops as op_facts
 from ..compat import redispatch_function
 
-_TAKES_GENERATOR = {"rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "normal",
-                    "normal_", "uniform_", "bernoulli", "bernoulli_", "multinomial", "exponential_", "random_",
-                    "cauchy_", "log_normal_", "geometric_", "poisson", "rrelu", "rrelu_", "binomial",
-                    "_standard_gamma", "_sample_dirichlet"}
-_DROPOUTS = {"dropout", "dropout_", "feature_dropout", "feature_dropout_", "alpha_dropout", "alpha_dropout_",
-             "feature_alpha_dropout", "feature_alpha_dropout_"}
 _SELU_ALPHA = 1.7580993408473766   # ATen's alpha dropout constant
 
 
@@ -51,7 +46,7 @@ def for_graph(graph) -> "PrivateRandomness | _NoDraws":
     """A PrivateRandomness if one of ``graph``'s nodes (a flat graph) draws random numbers, else a stand-in
     that does nothing."""
     for node in graph.nodes:
-        if node.attrs.get("nondeterministic") or node.op.split("::")[-1].split(".")[0] in _TAKES_GENERATOR:
+        if node.attrs.get("nondeterministic") or op_facts.takes_generator(op_facts.base_name(node.op)):
             return PrivateRandomness()   # (dropout in eval mode is recorded, but not flagged: it draws nothing)
     return _NoDraws()
 
@@ -98,12 +93,12 @@ class PrivateRandomness(TorchFunctionMode):
                     return redispatch_function(func, types_, args, kwargs)
             finally:
                 self._python_calls.pop()
-        if name in _TAKES_GENERATOR and kwargs.get("generator") in (None, torch.default_generator) \
+        if op_facts.takes_generator(name) and kwargs.get("generator") in (None, torch.default_generator) \
                 and not any(isinstance(a, torch.Generator) for a in args):
             generator = self.generator(_device_of(args, kwargs))
             if generator is not None:
                 kwargs = {**kwargs, "generator": generator}
-        elif name in _DROPOUTS and len(args) + len(kwargs) == 3:
+        elif op_facts.is_dropout(name) and name != "native_dropout" and len(args) + len(kwargs) == 3:
             return self._dropout(func, name, args, kwargs)
         elif name == "native_dropout" and len(args) + len(kwargs) == 3:
             return self._native_dropout(func, args, kwargs)

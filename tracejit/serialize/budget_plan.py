@@ -8,8 +8,8 @@ checked at load (op_checks.check_sizes) and get no check.
 from __future__ import annotations
 
 from ..ir import Value, iter_values
+from ..ops import schemas_of, split_name
 from ..runtime.call_budget import size_check
-from ..trace import ops as opnames
 from . import op_allowlist, schema_check
 
 
@@ -23,7 +23,7 @@ class BudgetPlan:
         op = node.op
         if not isinstance(op, str) or not op.startswith("aten::"):
             return None
-        name, _, overload = op[6:].partition(".")
+        _, name, overload = split_name(op)
         sizer = op_allowlist.sizer(name)
         if sizer is None or not any(True for _ in iter_values((node.args, node.kwargs))):
             return None
@@ -37,11 +37,7 @@ class BudgetPlan:
 
 
 def _bind(name: str, overload: str, node):
-    packet = opnames.aten_packet(name)
-    if packet is None:
-        return None
-    for ov in ([overload] if overload else packet.overloads()):
-        schema = getattr(packet, ov)._schema
+    for _, schema in schemas_of(f"aten::{name}.{overload}" if overload else f"aten::{name}"):
         bound = schema_check.bind(schema, node.args, node.kwargs)
         if bound is not None:
             return bound

@@ -6,9 +6,8 @@ from __future__ import annotations
 from ..errors import LoadError
 from ..ir import Value
 from ..trace import autocast_mode
-from ..trace.autograd_fn import OP as AUTOGRAD_FUNCTION
 from ..trace.grad_mode import REGIONS
-from ..trace.provenance import DEVICE_OF, DTYPE_OF, FINFO, FINFO_ATTRS
+from ..ops.names import AUTOGRAD_FUNCTION, DEVICE_OF, DTYPE_OF, FINFO, FINFO_ATTRS
 
 OPS = {DTYPE_OF, DEVICE_OF, FINFO, AUTOGRAD_FUNCTION}
 _SCALAR_OUT = {DTYPE_OF: "dtype", DEVICE_OF: "device", FINFO: "float"}

@@ -11,6 +11,7 @@ import torch
 
 from ..errors import LoadError, SaveError
 from ..ir import Graph, Node, ScalarType, SourceLoc, TensorType, Value
+from ..ops.names import GETITEM, SETITEM, base_name
 from ..ir.ops import saved_attrs
 from ..ir.target import CallTargetError, as_target, target_text
 from ..trace import ops as opnames
@@ -77,10 +78,10 @@ def encode_graph(graph: Graph, where: str) -> dict:
         index[id(v)] = len(index)
     nodes = []
     for node in graph.nodes:
-        if node.op in ("tracejit::getitem", "tracejit::setitem"):
+        if node.op in (GETITEM, SETITEM):
             raise SaveError(f"{where}: {node.op} at {node.source} indexes with a Python object that cannot be "
                             "saved as data")
-        aten = node.op.partition("::")[2].partition(".")[0] if node.op.startswith("aten::") else ""
+        aten = base_name(node.op) if node.op.startswith("aten::") else ""
         if aten and schema_check.DENIED_OP.search(aten):
             raise SaveError(f"{where}: {node.op} at {node.source} cannot be saved: tracejit.load refuses it "
                             "(it reaches raw storage, files, unchecked strides or a non-strided layout; see "

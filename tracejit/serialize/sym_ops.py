@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import LoadError
 from ..ir import Value
-from ..trace.symfloat import SYM_FNS, SYM_MATH
+from ..ops.names import SYM_FNS, SYM_MATH
 
 OPS = {SYM_MATH}
 

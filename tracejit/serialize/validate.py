@@ -15,12 +15,14 @@ import torch
 from ..errors import LoadError
 from ..ir import Graph, Value, target_text, verify, VerificationError
 from ..ir.ops import saved_attrs
+from ..ops import schemas_of
+from ..ops.names import CALL_MODULE, CONSTANT, GET_ATTR
 from ..trace import ops as opnames
 from . import capture_ops, op_allowlist, op_checks, schema_check, sym_ops
 from .guards import check_guard
 
 NAMESPACES = ("aten",)
-TRACEJIT_OPS = {"tracejit::get_attr", "tracejit::constant", "tracejit::call_module"}
+TRACEJIT_OPS = {GET_ATTR, CONSTANT, CALL_MODULE}
 OPERATORS = {"+", "-", "*", "/", "//", "%", "**", "@", "&", "|", "^", "<<", ">>", "==", "!=", "<", "<=", ">", ">=",
              "r+", "r*", "r-", "r/", "r//", "r%", "r**", "r@", "r&", "r|", "r^", "u-", "u+", "u~"}
 INDEX_KINDS = {"select", "slice", "index", "setitem_index"}
@@ -125,7 +127,7 @@ def check_graph(graph: Graph, where: str, module_tree, methods_of,
 def check_module_refs(graph: Graph, where: str, module_tree, methods_of) -> None:
     """The checks that depend on the module a (structurally checked) graph is installed on."""
     for i, node in enumerate(graph.nodes):
-        if node.op in ("tracejit::get_attr", "tracejit::call_module"):
+        if node.op in (GET_ATTR, CALL_MODULE):
             _check_tracejit_node(node, f"{where}, node {i} ({node.op})", graph, module_tree, methods_of)
 
 
@@ -158,12 +160,12 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
                         "(tracejit/serialize/op_allowlist.py)")
     schema_check.check_op_name(name, at)
     if overload is not None:
-        if overload not in packet.overloads():
+        schema = dict(schemas_of(f"aten::{name}")).get(overload)
+        if schema is None:
             raise LoadError(f"{at}: aten::{name} has no overload {overload!r}")
-        schema = getattr(packet, overload)._schema
         bound = schema_check.check_arguments(name, schema, node, at, max_elements)
     else:
-        schema, bound = _any_fitting_schema(packet, name, node, at, max_elements)
+        schema, bound = _any_fitting_schema(name, node, at, max_elements)
     fam.check(name, bound, at)
     sizer = op_allowlist.sizer(name)
     if sizer is not None:
@@ -176,11 +178,10 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
     _check_target(node, at, name)
 
 
-def _any_fitting_schema(packet, name: str, node, at: str, max_elements: int):
+def _any_fitting_schema(name: str, node, at: str, max_elements: int):
     """A node recorded without an overload must still fit one of the op's schemas."""
     first = None
-    for ov in packet.overloads():
-        schema = getattr(packet, ov)._schema
+    for _, schema in schemas_of(f"aten::{name}"):
         if any(a.name == "out" for a in schema.arguments):
             continue
         try:

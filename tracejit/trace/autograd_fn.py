@@ -20,11 +20,12 @@ import torch
 from ..compat import call_classmethod
 from ..errors import TraceError
 from ..ir import Node, TensorType
+from ..ops.names import AUTOGRAD_FUNCTION
 from ..pytree import flatten
 from .source import user_location
 from .symbolic import get_tracer
 
-OP = "tracejit::autograd_function"
+OP = AUTOGRAD_FUNCTION
 
 
 def traced_apply(tracer, original_apply, cls, args, kwargs):

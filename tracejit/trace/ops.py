@@ -17,6 +17,7 @@ import types
 import torch
 
 from ..ir.target import CallTarget, function, method, operator
+from ..ops import schemas_of
 
 # Python operator dunders -> (aten name, operator symbol or None for a method)
 DUNDERS = {
@@ -135,19 +136,9 @@ def aten_packet(name: str):
 
 @functools.lru_cache(maxsize=4096)
 def resolve_overload(name: str, kinds: tuple, kw: tuple) -> str | None:
-    packet = aten_packet(name)
-    if packet is None:
+    schemas = schemas_of(f"aten::{name}")
+    if not schemas:
         return None
-    try:
-        overloads = packet.overloads()
-    except Exception:
-        return None
-    schemas = []
-    for ov in overloads:
-        try:
-            schemas.append((ov, getattr(packet, ov)._schema))
-        except Exception:
-            continue
     for lenient in (False, True):
         for ov, schema in schemas:
             if "out" in (a.name for a in schema.arguments) and "out" not in kw:

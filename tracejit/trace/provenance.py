@@ -25,11 +25,10 @@ import re
 
 import torch
 
+from ..ops.names import DEVICE_OF, DTYPE_OF, FINFO, FINFO_ATTRS
 from ..ir import Node, ScalarType, Value
 from .source import in_torch, user_location
 
-DTYPE_OF, DEVICE_OF, FINFO = "tracejit::dtype_of", "tracejit::device_of", "tracejit::finfo"
-FINFO_ATTRS = ("min", "max", "eps", "tiny", "smallest_normal", "resolution")
 
 _DTYPE_WORDS: dict = {}
 for _name in dir(torch):

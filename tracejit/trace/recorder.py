@@ -19,6 +19,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..compat import redispatch_function
 from ..errors import TraceError
+from .. import ops as op_facts
 from ..ir import Graph, Node, TensorType, Value, iter_values
 from ..pytree import flatten
 from . import boundary, dtype_reads, grad_mode, ops, provenance, reads, self_results, subscript
@@ -30,10 +31,6 @@ from .symbolic import TracedInt
 _VALUE_READS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__complex__",
                 "__array__", "equal", "is_nonzero"}
 _PIECES = {"split", "unbind", "tensor_split", "unsafe_split", "hsplit", "vsplit", "dsplit"}
-_NONDETERMINISTIC = {"dropout", "dropout_", "feature_dropout", "alpha_dropout", "feature_alpha_dropout",
-                     "native_dropout", "bernoulli", "bernoulli_", "rand", "randn", "randint", "randperm",
-                     "rand_like", "randn_like", "randint_like", "normal", "normal_", "uniform_", "multinomial",
-                     "exponential_", "random_", "cauchy_", "log_normal_", "geometric_", "poisson", "rrelu"}
 
 
 def internal(method):
@@ -274,7 +271,7 @@ class Tracer(TorchFunctionMode):
         node_args, node_kwargs = provenance.relate(self, node_args, node_kwargs, loc)
         dynamic = any(v.dynamic for v in iter_values((node_args, node_kwargs)))
         node = Node(op, target, node_args, node_kwargs, source=loc,
-                    effectful=_is_inplace(op.split("::")[-1].split(".")[0]) or "out" in node_kwargs)
+                    effectful=_is_inplace(op_facts.base_name(op)) or "out" in node_kwargs)
         if isinstance(result, (tuple, list)):
             node.attrs["unpack"] = len(result)
         types_ = [TensorType.of(x) if isinstance(x, torch.Tensor) else None for x in leaves]
@@ -288,8 +285,7 @@ class Tracer(TorchFunctionMode):
             loc = node.source
             self.ledger.add("size", f"'{base}' split a tensor into {len(result)} pieces; the trace fixes that "
                             "number", loc, len(result), warn=loc is None or not in_torch(loc))
-        if base in _NONDETERMINISTIC and not (base in ("dropout", "feature_dropout", "alpha_dropout")
-                                              and not _dropout_training(args, kwargs)):
+        if op_facts.draws_random(base, args, kwargs):   # ATen's nondeterministic_seeded tag (ops/aten.py)
             node.attrs["nondeterministic"] = True
             self.ledger.add("nondeterministic", f"random op {op}", node.source, None)
         return node
@@ -338,10 +334,3 @@ def _is_inplace(name: str) -> bool:
         return True
     return name.endswith("_") and not name.endswith("__")
 
-
-def _dropout_training(args, kwargs) -> bool:
-    if "train" in kwargs:
-        return bool(kwargs["train"])
-    if "training" in kwargs:
-        return bool(kwargs["training"])
-    return bool(args[2]) if len(args) > 2 else True

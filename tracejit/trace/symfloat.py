@@ -19,16 +19,13 @@ import builtins
 import math
 import operator
 
+from ..ops.names import SYM_FNS, SYM_MATH  # noqa: F401  (SYM_FNS: the functions sym_math may call)
 from ..ir import Node, ScalarType, Value
 from . import patches
 from .provenance import TracedFloat
 from .source import user_location
 from .symbolic import TracedInt, get_tracer
 
-SYM_MATH = "tracejit::sym_math"
-# fn -> (number of operands, what it returns: "int", "float" or "same" as the operands)
-SYM_FNS = {"ceil": (1, "int"), "floor": (1, "int"), "trunc": (1, "int"), "round": (1, "int"),
-           "max": (2, "same"), "min": (2, "same")}
 
 _FLOAT_OPS = {"add": ("+", operator.add), "sub": ("-", operator.sub), "mul": ("*", operator.mul),
               "div": ("/", operator.truediv), "floordiv": ("//", operator.floordiv)}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from ..ir import Node, Value, map_values
+from ..ops.names import CALL_MODULE, GET_ATTR
 from ..pytree import flatten
 from .opaque import _PLAIN, holds_tensors
 
@@ -37,7 +38,7 @@ def splice(parent, child, outer: list, rel: str) -> None:
         new = Node(node.op, node.target, map_values(node.args, lambda v: env[id(v)]),
                    map_values(node.kwargs, lambda v: env[id(v)]), attrs=dict(node.attrs), source=node.source,
                    effectful=node.effectful, scope=(prefix + node.scope).rstrip(".") if node.scope else rel)
-        if node.op in ("tracejit::get_attr", "tracejit::call_module"):
+        if node.op in (GET_ATTR, CALL_MODULE):
             new.attrs["path"] = prefix + node.attrs["path"]
         elif node.op == "tracejit::constant":
             new.attrs["index"] = len(into.constants)
