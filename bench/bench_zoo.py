@@ -135,6 +135,8 @@ def bench_model(name: str, batch: int, quick: bool, rounds: int, compile_: bool,
             timed = {k: v for k, v in peers.items() if isinstance(row["err"].get(k, 0.0), float)}
             row["us"] = {k: v * 1e6 for k, v in _time_interleaved(timed, rounds).items()}
     del module, peers
+    peer_builders._ONNX_BYTES.clear()   # the peers' caches hold the model: one model in memory at a time
+    peer_builders._TRACED.clear()
     gc.collect()
     return row
 
