@@ -183,6 +183,16 @@ def _bins(cx, x, axis: int, o: int):
     return op.CastLike(inside, x), op.Sub(end, start)
 
 
+@handles("aten::tensor.float", "aten::tensor.int", "aten::tensor.bool")
+def tensor_of_number(cx, node, args, kwargs):
+    """``torch.tensor(number)`` (DeBERTa-v2's log buckets): a 0-d tensor of the traced result's dtype;
+    a traced number (a size) is cast at run time."""
+    dtype = onnx_dtype(node.outputs[0].type.dtype)
+    if isinstance(args[0], ir.Value):
+        return [op.Cast(args[0], to=dtype)]
+    return [op.Constant(value=ir.tensor(args[0], dtype=dtype))]
+
+
 @handles("aten::softmax.int", "aten::log_softmax.int")
 def softmax(cx, node, args, kwargs):
     x, dim = args[0], args[1]
