@@ -2,7 +2,8 @@
 
 Candidates, in this order (cheapest to build first): ``traced`` (the traced program as given),
 ``torch`` (the default ``optimize_for_inference``: frozen, inference passes, CPU kernels),
-``onnxruntime`` and ``openvino`` (the exported ONNX model; each only when its package is installed).
+``onnxruntime`` and ``openvino`` (the exported ONNX model; each only when its package is installed and the
+program runs on the CPU).
 A candidate that cannot be built, or whose answer on the example inputs differs from the traced
 program's (``assert_close`` at ``rtol = atol = 1e-4`` of the output's scale), is left out and the
 report says why: a backend nobody measured is never chosen (default-deny).
@@ -143,9 +144,25 @@ def _time_rounds(built: dict, args, kwargs, deadline: float, clock) -> dict[str,
 
 def _unavailable(name: str, traced) -> str:
     """Why candidate ``name`` does not apply here ('' when it does)."""
-    if name in ("onnxruntime", "openvino") and importlib.util.find_spec(name) is None:
-        return f"not built: {name} is not installed"
+    if name in ("onnxruntime", "openvino"):
+        if importlib.util.find_spec(name) is None:
+            return f"not built: {name} is not installed"
+        device = _device_of(traced)
+        if device != "cpu":
+            return f"not built: the program runs on {device}; the {name} backend runs on the CPU"
     return ""
+
+
+def _device_of(traced) -> str:
+    """'cpu' when every tensor the program holds and every recorded tensor type is on the CPU, else the
+    first other device seen (the ONNX backends run on the CPU: default-deny for any other device)."""
+    from .passes.pipeline import runs_on_cpu
+    graph = traced._method("forward").graph if hasattr(traced, "_method") else traced.graph
+    held = list(traced.parameters()) + list(traced.buffers()) if hasattr(traced, "parameters") else []
+    if runs_on_cpu(graph, held):
+        return "cpu"
+    others = [t.device for t in held if t.device.type != "cpu"]
+    return str(others[0]) if others else "another device"
 
 
 def _build(name: str, traced):

@@ -198,3 +198,13 @@ def test_a_file_with_a_damaged_choice_is_a_load_error():
     buf.seek(0)
     with pytest.raises(LoadError, match="tracejit.backend.json"):
         tracejit.load(buf)
+
+
+def test_a_program_on_another_device_gets_no_cpu_backend():
+    """The ONNX backends run on the CPU: a module moved to another device (meta here) keeps its own."""
+    _, traced = _traced()
+    traced.to("meta")
+    with pytest.raises(RuntimeError, match="no candidate could be built") as info:
+        optimize_auto(traced, candidates=("onnxruntime", "openvino"), example_inputs=torch.randn(2, 3, 8, 8,
+                                                                                                  device="meta"))
+    assert "the program runs on meta; the onnxruntime backend runs on the CPU" in str(info.value)
