@@ -9,10 +9,11 @@ program's (``assert_close`` at ``rtol = atol = 1e-4`` of the output's scale), is
 report says why: a backend nobody measured is never chosen (default-deny).
 
 Timing: the candidates built are called in interleaved rounds (each round starts one candidate
-later), one timed call each per round, until the budget is spent, after at least one round; the
-fastest median per-call time wins. The budget bounds the build: no candidate starts building once
-``budget_s`` has passed since the start (the plain traced program is always there), so the whole
-choice takes at most ``budget_s`` plus one build and one round. Time is read from ``clock``
+later; each was called once already, by the check), one timed call each per round, until the budget
+is spent and at least ``MIN_ROUNDS`` rounds ran; the fastest median per-call time wins. The budget
+bounds the build: no candidate starts building once half of ``budget_s`` has passed (the other half
+is for timing; the plain traced program is always there), so the whole choice takes at most
+``budget_s`` plus one build and ``MIN_ROUNDS`` rounds. Time is read from ``clock``
 (``time.perf_counter``; tests inject a fake one).
 
 The example inputs are ``example_inputs`` when given, else the traced program's stored ones
@@ -36,6 +37,7 @@ import torch
 CANDIDATES = ("traced", "torch", "onnxruntime", "openvino")
 CHOICE_FILE = "tracejit.backend.json"
 DEFAULT_BUDGET_S = 3.0
+MIN_ROUNDS = 3      # one sample per candidate is noise: a median needs a few
 _MAX_ROUNDS = 200
 
 
@@ -95,12 +97,12 @@ def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, example_inputs=
                            + saved["report"], {})
     args, kwargs = _example_inputs(traced, example_inputs)
     start = clock()
-    deadline = start + budget_s
+    deadline, build_until = start + budget_s, start + budget_s / 2
     with torch.no_grad():
         reference = traced(*args, **kwargs)
     built, notes = {}, {}
     for name in candidates:
-        if built and clock() >= deadline:
+        if built and clock() >= build_until:
             notes[name] = "not built: the budget was spent"
             continue
         why = _unavailable(name, traced)
@@ -137,7 +139,7 @@ def _time_rounds(built: dict, args, kwargs, deadline: float, clock) -> dict[str,
                 t0 = clock()
                 built[name](*args, **kwargs)
                 samples[name].append(clock() - t0)
-            if clock() >= deadline:
+            if r + 1 >= MIN_ROUNDS and clock() >= deadline:
                 break
     return {n: statistics.median(v) for n, v in samples.items()}
 

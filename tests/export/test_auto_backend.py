@@ -109,15 +109,18 @@ def test_the_fastest_by_the_clock_wins():
 
 
 def test_budget_bounds_the_build():
-    """Past the budget no candidate is built: with a clock at which the first build already spends the
-    budget, only the plain traced program is there, and the rounds stop after one."""
+    """Past half the budget no candidate is built: with a clock at which the first build already spends
+    the budget, only the plain traced program is there, and the rounds stop after MIN_ROUNDS."""
+    from tracejit.auto_backend import MIN_ROUNDS
     _, traced = _traced()
     clock = FakeClock(step=10.0)
     auto = optimize_auto(traced, budget_s=1.0, clock=clock)
     assert auto.backend == "traced" and list(auto.timings) == ["traced"]
     for name in CANDIDATES[1:]:
         assert f"{name}: not built: the budget was spent" in auto.report
-    assert clock.reads < 10
+    # start, one budget check per candidate left out, two readings per round, one deadline check (from the
+    # last of the MIN_ROUNDS rounds on), the report
+    assert clock.reads == 1 + (len(CANDIDATES) - 1) + 2 * MIN_ROUNDS + 1 + 1
 
 
 def test_a_larger_budget_builds_more_and_times_several_rounds():
