@@ -1,9 +1,10 @@
 """Conv + batch-norm folding: ``batch_norm(conv(x, W, b))`` in inference mode becomes one conv.
 
 With s = gamma / sqrt(running_var + eps): W' = W * s (per output channel) and
-b' = (b - running_mean) * s + beta, computed in float64 and rounded once (``folded``). Applies when the conv's weight and bias and all batch-norm
-tensors are constants (run ``freeze`` first), the conv result is used only by the batch norm and
-every scale s is finite (a zero ``running_var + eps`` stays a batch norm).
+b' = (b - running_mean) * s + beta, computed in float64 and rounded once (``folded``). Applies when the
+conv's weight and bias and all batch-norm tensors are constants (run ``freeze`` first), the conv result
+is used only by the batch norm and every scale s is finite (a zero ``running_var + eps`` stays a batch
+norm).
 """
 from __future__ import annotations
 
