@@ -21,7 +21,8 @@ from .passes.pipeline import IN_MEMORY_PASSES, run_passes, runs_on_cpu
 from .runtime import specialize
 from .runtime.traced import TracedFunction, TracedModule
 
-BACKENDS = ("torch", "onnxruntime", "openvino")   # optimize_for_inference's backends (backends/protocol.py)
+BACKENDS = ("torch", "onnxruntime", "openvino", "auto")   # optimize_for_inference's backends (backends/protocol.py;
+# "auto": auto_backend.py, to be absorbed by backends/)
 
 
 def freeze(traced, preserved_attrs=None):
@@ -51,9 +52,13 @@ def freeze(traced, preserved_attrs=None):
 def optimize_for_inference(traced, backend: str = "torch", **backend_options):
     """Freeze (modules in eval mode) and run the inference passes; ``backend="onnxruntime"`` runs
     the program in an onnxruntime session instead (options go to ``OrtProgram``), ``"openvino"``
-    compiles it with OpenVINO for CPU (options go to ``OpenVinoProgram``)."""
+    compiles it with OpenVINO for CPU (options go to ``OpenVinoProgram``), ``"auto"`` times those that
+    apply and keeps the fastest (options go to ``auto_backend.optimize_auto``: ``budget_s``, ...)."""
     if backend not in BACKENDS:
         raise ValueError(f"optimize_for_inference: unknown backend {backend!r}; expected one of {BACKENDS}")
+    if backend == "auto":
+        from .auto_backend import optimize_auto
+        return optimize_auto(traced, **backend_options)
     return protocol.build(backend, traced, **backend_options)
 
 

@@ -130,6 +130,26 @@ def test_conv_batch_norm_folding_matches_eager_and_jit():
             torch.testing.assert_close(jit(x), expected, rtol=1e-4, atol=1e-5)
 
 
+def test_conv_batch_norm_folding_rounds_once():
+    """The folded weight and bias are the exact fold (float64) rounded once to float32: no rounding
+    of the scale or of the product on the way (issue #25 item 3: Inception-v3's folded error was
+    twice torch.jit freeze's)."""
+    model = conv_bn()
+    with torch.no_grad():   # scales whose float32 rounding shows: var + eps far from a power of two
+        model.bn.running_var.copy_(torch.linspace(0.3, 7.7, 8))
+    frozen = tracejit.freeze(trace(model, (torch.randn(1, 3, 8, 8),)))
+    folded = fold_conv_batch_norm(frozen.graph)
+    conv = next(n for n in folded.nodes if n.op.startswith("aten::conv2d"))
+    weight, bias = (folded.constants[a.producer.attrs["index"]] for a in conv.args[1:3])
+    c, bn = model.conv, model.bn
+    scale = bn.weight.double() / torch.sqrt(bn.running_var.double() + bn.eps)
+    want_w = (c.weight.double() * scale.reshape(-1, 1, 1, 1)).float()
+    want_b = ((c.bias.double() - bn.running_mean.double()) * scale + bn.bias.double()).float()
+    assert torch.equal(weight, want_w) and torch.equal(bias, want_b)
+    in_float32 = c.weight * (bn.weight / torch.sqrt(bn.running_var + bn.eps)).reshape(-1, 1, 1, 1)
+    assert not torch.equal(in_float32, want_w), "the case must tell one rounding from several"
+
+
 def test_conv_output_used_twice_is_not_folded():
     class Two(nn.Module):
         def __init__(self):

@@ -125,7 +125,8 @@ class Lowering:
         if written is not None:   # an in-place op: the tensor it wrote and every view of it change
             target, chain = written
             out = node.outputs[0] if node.outputs else None
-            new_value = self.env[id(out)] if out is not None else self._typed(results[0], target)
+            first = results if isinstance(results, ir.Value) else results[0]   # torch_lib: a Value or a list
+            new_value = self.env[id(out)] if out is not None else self._typed(first, target)
             view_writes.write_back(self, target, chain, new_value)
 
     def _lower(self, node: Node):

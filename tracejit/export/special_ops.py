@@ -144,10 +144,54 @@ def reshape_as(cx, node, args, kwargs):
 @handles("aten::adaptive_avg_pool1d.default", "aten::adaptive_avg_pool2d.default",
          "aten::adaptive_avg_pool3d.default")
 def adaptive_avg_pool(cx, node, args, kwargs):
-    size = args[1]
-    if not all(isinstance(s, int) and s == 1 for s in size):
-        raise NotImplementedError(f"adaptive average pooling to size {list(size)} (only an output size of 1 converts)")
-    return [op.GlobalAveragePool(args[0])]
+    """Size 1: GlobalAveragePool. Any other size: per pooled axis a 0/1 bin matrix (bin i covers
+    ``floor(i * L / o) <= j < ceil((i + 1) * L / o)``, computed from the input's size at run time), the
+    sums as MatMuls, divided by the bins' element counts: eager's sum / count, for any input size."""
+    x, size = args[0], list(args[1])
+    if not all(isinstance(s, int) and s >= 1 for s in size):
+        raise NotImplementedError(f"adaptive average pooling to size {size} (a traced or empty size)")
+    if all(s == 1 for s in size):
+        return [op.GlobalAveragePool(x)]
+    rank = _rank(node)
+    count = None
+    for k, o in enumerate(size):
+        axis = rank - len(size) + k
+        mask, n = _bins(cx, x, axis, o)
+        if axis == rank - 1:
+            x = op.MatMul(x, op.Transpose(mask, perm=[1, 0]))
+        elif axis == rank - 2:
+            x = op.MatMul(mask, x)
+        else:
+            perm = list(range(rank))
+            perm[axis], perm[rank - 1] = rank - 1, axis
+            x = op.Transpose(op.MatMul(op.Transpose(x, perm=perm), op.Transpose(mask, perm=[1, 0])), perm=perm)
+        n = op.Reshape(n, [-1] + [1] * (len(size) - 1 - k))
+        count = n if count is None else op.Mul(count, n)
+    return [op.Div(x, op.CastLike(count, x))]
+
+
+def _bins(cx, x, axis: int, o: int):
+    """(the 0/1 matrix [o, L] of the bins along ``axis``, each bin's element count [o] as int64)."""
+    length = op.Shape(x, start=axis, end=axis + 1)
+    i = op.Constant(value=ir.tensor(list(range(o)), dtype=ir.DataType.INT64))
+    o_c = op.Constant(value=ir.tensor([o], dtype=ir.DataType.INT64))
+    start = op.Div(op.Mul(i, length), o_c)
+    one = op.Constant(value_int=1)
+    end = op.Div(op.Add(op.Mul(op.Add(i, one), length), op.Sub(o_c, one)), o_c)   # ceil((i + 1) * L / o)
+    j = op.Range(op.Constant(value_int=0), op.Squeeze(length, [0]), op.Constant(value_int=1))
+    col = op.Unsqueeze(j, [0])
+    inside = op.And(op.GreaterOrEqual(col, op.Unsqueeze(start, [1])), op.Less(col, op.Unsqueeze(end, [1])))
+    return op.CastLike(inside, x), op.Sub(end, start)
+
+
+@handles("aten::tensor.float", "aten::tensor.int", "aten::tensor.bool")
+def tensor_of_number(cx, node, args, kwargs):
+    """``torch.tensor(number)`` (DeBERTa-v2's log buckets): a 0-d tensor of the traced result's dtype;
+    a traced number (a size) is cast at run time."""
+    dtype = onnx_dtype(node.outputs[0].type.dtype)
+    if isinstance(args[0], ir.Value):
+        return [op.Cast(args[0], to=dtype)]
+    return [op.Constant(value=ir.tensor(args[0], dtype=dtype))]
 
 
 @handles("aten::softmax.int", "aten::log_softmax.int")

@@ -179,12 +179,26 @@ def _load(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
                     raise LoadError(f"extra file {name!r} is damaged") from None
     kind = program.get("kind")
     if kind == "function":
-        return load_function(program, tensors, budget)
+        return _with_backend_choice(load_function(program, tensors, budget), program)
     if kind == "module":
         limits.check_visits(program)
         check_expansion(program)
-        return load_module(program, tensors, budget)
+        return _with_backend_choice(load_module(program, tensors, budget), program)
     raise LoadError(f"unknown program kind {kind!r}")
+
+
+def _with_backend_choice(loaded, program: dict):
+    """The backend ``optimize_for_inference(backend="auto")`` chose, when it was saved with the program
+    (auto_backend.py; docs/FORMAT.md): ``loaded.saved_backend_choice``, so auto does not measure again."""
+    from ..auto_backend import CHOICE_FILE, parse_choice
+    stored = program.get("extra_files")
+    if isinstance(stored, dict) and CHOICE_FILE in stored:
+        try:
+            raw = base64.b64decode(stored[CHOICE_FILE], validate=True)
+            loaded.__dict__["saved_backend_choice"] = parse_choice(raw)
+        except (ValueError, TypeError) as e:
+            raise LoadError(f"extra file {CHOICE_FILE!r} is damaged: {e}") from None
+    return loaded
 
 
 def _no_duplicates(pairs):

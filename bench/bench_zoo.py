@@ -1,0 +1,239 @@
+"""Zoo benchmark: tracejit on architectures nobody tuned it for (issue #25), against every peer.
+
+Models: bench/zoo_models.py (torchvision classification of every family, segmentation and detection;
+transformers encoders, decoders, encoder-decoders, audio and vision models; small configs, random
+weights, BatchNorm statistics randomised). Each model runs at batch 1 and 8.
+
+Columns, built per model and batch on the same inputs, in one process (builders: peer_builders.py):
+``eager``; ``jit freeze`` (torch.jit.trace + freeze + optimize_for_inference); ``torch.compile``
+(inductor, warmed up; ``--no-compile`` leaves it out); ``ORT (torch.onnx)`` (torch's own ONNX export
+in onnxruntime); ``tracejit`` (the traced program); ``tracejit OFI`` (``optimize_for_inference``, the
+default backend); ``tracejit auto`` (``backend="auto"``); ``tracejit ONNX`` (``export_onnx`` in
+onnxruntime, ``backend="onnxruntime"``).
+
+Checks: each column's largest absolute error against eager on the example inputs. tracejit's ONNX
+program and optimized program are also called on a NEW shape (a larger image or sequence, another
+batch where the model fixes its size) and compared with eager there (``new``). A tracejit error above
+torch.jit freeze's on the same inputs (beyond ``EXACT_SLACK``: 1.25x plus 8 fp32 ulps of the largest
+output, since two fp32 reassociations differ by chance) is listed under "worse than jit" (issue #25
+item 3).
+
+Timing (without ``--quick``): warm-up, N calibrated on eager (about 0.1 s a batch), R interleaved
+rounds each starting one column later; MEDIAN per-call microseconds, ratio to eager. ``--quick``
+checks correctness only (no timing): the mode to run on a loaded machine.
+
+Usage::
+
+    python bench/bench_zoo.py [--quick] [--models resnet18,bert] [--batches 1,8] [--threads 2]
+                              [--rounds R] [--no-compile] [--write-results]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import os
+import statistics
+import sys
+import time
+import warnings
+from typing import Any, Callable
+
+import torch
+
+_BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+for _p in (_BENCH_DIR, os.path.dirname(_BENCH_DIR)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+import peer_builders  # noqa: E402
+import peer_report  # noqa: E402
+from peer_builders import _Quiet, _short, log, make_compile, make_jit_frozen, make_ort  # noqa: E402
+from zoo_models import ZOO  # noqa: E402
+
+import tracejit  # noqa: E402
+
+RESULTS_PATH = os.path.join(_BENCH_DIR, "RESULTS.md")
+BEGIN, END = "<!-- bench_zoo: begin -->", "<!-- bench_zoo: end -->"
+EXACT_SLACK = (1.25, 8)   # tracejit's error may exceed jit freeze's by this factor + 8 fp32 ulps of the output
+TARGET_BATCH_S = 0.1
+TRACEJIT_COLUMNS = ("tracejit OFI", "tracejit auto", "tracejit ONNX")
+
+
+def _leaves(out: Any) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _leaves(o)]
+    if type(out).__module__ == "numpy":
+        return [torch.from_numpy(out)]
+    raise TypeError(f"unexpected output {type(out).__name__}")
+
+
+def max_error(out: Any, ref: Any) -> float | str:
+    """Largest absolute difference over every output tensor; a string when the structure differs."""
+    got, want = _leaves(peer_builders._to_tensor(out)), _leaves(ref)
+    if len(got) != len(want):
+        return f"{len(got)} outputs, eager {len(want)}"
+    err = 0.0
+    for g, w in zip(got, want):
+        if g.shape != w.shape:
+            return f"shape {tuple(g.shape)}, eager {tuple(w.shape)}"
+        if w.numel():
+            err = max(err, (g.double() - w.double()).abs().max().item())
+    return err
+
+
+def _tracejit_columns(traced: Any, auto_budget: float) -> dict[str, Callable[[], Callable]]:
+    return {
+        "tracejit": lambda: traced,
+        "tracejit OFI": lambda: tracejit.optimize_for_inference(traced),
+        "tracejit auto": lambda: tracejit.optimize_for_inference(traced, backend="auto", budget_s=auto_budget),
+        "tracejit ONNX": lambda: tracejit.optimize_for_inference(traced, backend="onnxruntime"),
+    }
+
+
+def bench_model(name: str, batch: int, quick: bool, rounds: int, compile_: bool, auto_budget: float) -> dict:
+    row: dict[str, Any] = {"model": name, "batch": batch, "err": {}, "new": {}, "us": {}}
+    module, make_inputs = ZOO[name]()
+    args, new_args = make_inputs(batch), make_inputs(batch, new=True)
+    with torch.no_grad():
+        ref, ref_new = module(*args), module(*new_args)
+        row["scale"] = max((t.abs().max().item() for t in _leaves(ref) if t.is_floating_point() and t.numel()),
+                           default=0.0)
+        peers: dict[str, tuple[Callable, tuple]] = {"eager": (module, args)}
+        builders: dict[str, Callable[[], Any]] = {"jit freeze": lambda: make_jit_frozen(module, args)}
+        if compile_:
+            builders["torch.compile"] = lambda: make_compile(module, args)
+        builders["ORT (torch.onnx)"] = lambda: make_ort(module, args)
+        try:
+            with _Quiet():
+                traced = tracejit.trace(module, args, check_trace=False)
+        except Exception as exc:  # noqa: BLE001
+            row["trace"] = _short(exc, 160)
+        else:
+            for col, build in _tracejit_columns(traced, auto_budget).items():
+                builders[col] = (lambda b=build: (b(), args))
+        for col, build in builders.items():
+            try:
+                with _Quiet():
+                    fn, call_args = build()
+                    row["err"][col] = max_error(fn(*call_args), ref)
+                peers[col] = (fn, call_args)
+                if col == "tracejit auto":
+                    row["auto"] = f"{fn.backend}"
+                if col in TRACEJIT_COLUMNS:
+                    with _Quiet():
+                        row["new"][col] = max_error(fn(*new_args), ref_new)
+            except Exception as exc:  # noqa: BLE001
+                row["err"].setdefault(col, "error: " + _short(exc, 120))
+                row["new"].setdefault(col, "error")
+                log(f"  {name} b{batch} {col}: {_short(exc, 300)}")
+        if not quick:
+            timed = {k: v for k, v in peers.items() if isinstance(row["err"].get(k, 0.0), float)}
+            row["us"] = {k: v * 1e6 for k, v in _time_interleaved(timed, rounds).items()}
+    del module, peers
+    peer_builders._ONNX_BYTES.clear()   # the peers' caches hold the model: one model in memory at a time
+    peer_builders._TRACED.clear()
+    gc.collect()
+    return row
+
+
+def _time_interleaved(peers: dict[str, tuple[Callable, tuple]], rounds: int) -> dict[str, float]:
+    import bench_peers
+    return bench_peers.time_interleaved(peers, rounds, warmup=5, target_s=TARGET_BATCH_S)[0]
+
+
+def worse_than_jit(row: dict) -> list[str]:
+    """tracejit columns whose error (example inputs) exceeds jit freeze's beyond ``EXACT_SLACK``."""
+    ref = row["err"].get("jit freeze")
+    if not isinstance(ref, float):
+        return []
+    factor, ulps = EXACT_SLACK
+    bound = ref * factor + ulps * torch.finfo(torch.float32).eps * row.get("scale", 1.0)
+    return [c for c in TRACEJIT_COLUMNS if isinstance(row["err"].get(c), float) and row["err"][c] > bound]
+
+
+def _fmt_err(v: Any) -> str:
+    return f"{v:.1e}" if isinstance(v, float) else str(v or "n/a")
+
+
+def render(rows: list[dict], quick: bool, compile_: bool) -> str:
+    cols = ["jit freeze"] + (["torch.compile"] if compile_ else []) + ["ORT (torch.onnx)", "tracejit",
+                                                                        *TRACEJIT_COLUMNS]
+    head = ["model", "batch"]
+    if not quick:
+        head += ["eager us"] + [f"{c} (x eager)" for c in cols]
+    head += [f"err {c}" for c in cols] + ["auto chose", "OFI new shape", "ONNX new shape", "worse than jit"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["model"], str(r["batch"])]
+        if not quick:
+            eager = r["us"].get("eager")
+            cells.append(f"{eager:.0f}" if eager else "n/a")
+            cells += [f"{r['us'][c]:.0f} ({r['us'][c] / eager:.2f})" if eager and c in r["us"] else "n/a"
+                      for c in cols]
+        cells += [_fmt_err(r["err"].get(c, r.get("trace") if c.startswith("tracejit") else None)) for c in cols]
+        cells += [r.get("auto", "n/a"), _fmt_err(r["new"].get("tracejit OFI")),
+                  _fmt_err(r["new"].get("tracejit ONNX")), ", ".join(worse_than_jit(r)) or "-"]
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    lines += ["", _summary(rows, quick)]
+    return "\n".join(lines)
+
+
+def _summary(rows: list[dict], quick: bool) -> str:
+    traced = [r for r in rows if "trace" not in r]
+    onnx_ok = [r for r in traced if isinstance(r["new"].get("tracejit ONNX"), float)]
+    worse = sorted({f"{r['model']} (b{r['batch']}: {', '.join(worse_than_jit(r))})" for r in rows
+                    if worse_than_jit(r)})
+    out = [f"{len(rows)} rows ({len({r['model'] for r in rows})} models); traced: {len(traced)}; "
+           f"tracejit ONNX runs on a new shape: {len(onnx_ok)} of {len(traced)}.",
+           "tracejit error above jit freeze's: " + ("; ".join(worse) if worse else "none") + "."]
+    if not quick:
+        for col in ("tracejit OFI", "tracejit auto", "jit freeze", "torch.compile", "ORT (torch.onnx)"):
+            ratios = [r["us"][col] / r["us"]["eager"] for r in rows if col in r["us"] and r["us"].get("eager")]
+            if ratios:
+                out.append(f"median {col} / eager: {statistics.median(ratios):.2f} over {len(ratios)} rows")
+    return "\n\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="correctness only, no timing")
+    p.add_argument("--models", default="", help="comma-separated names from zoo_models.ZOO (default: all)")
+    p.add_argument("--batches", default="1,8")
+    p.add_argument("--threads", type=int, default=peer_builders.NUM_THREADS)
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--auto-budget", type=float, default=3.0, help="budget_s of backend='auto'")
+    p.add_argument("--no-compile", action="store_true", help="leave torch.compile out (slow to build)")
+    p.add_argument("--write-results", action="store_true", help="write the table into bench/RESULTS.md")
+    a = p.parse_args(argv)
+    names = [n for n in a.models.split(",") if n] or list(ZOO)
+    unknown = [n for n in names if n not in ZOO]
+    if unknown:
+        p.error(f"unknown models {unknown}; known: {', '.join(ZOO)}")
+    torch.set_num_threads(a.threads)
+    peer_builders.NUM_THREADS = a.threads
+    torch.manual_seed(0)
+    warnings.simplefilter("ignore")
+    rows = []
+    for name in names:
+        for batch in (int(b) for b in a.batches.split(",")):
+            t0 = time.perf_counter()
+            rows.append(bench_model(name, batch, a.quick, a.rounds, not a.no_compile, a.auto_budget))
+            log(f"{name} b{batch}: {time.perf_counter() - t0:.1f}s "
+                + " ".join(f"{k}={_fmt_err(v)}" for k, v in rows[-1]["err"].items()))
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    mode = "correctness only (--quick)" if a.quick else f"{a.rounds} interleaved rounds, medians"
+    report = (f"## bench_zoo ({stamp}; torch {torch.__version__}; {a.threads} threads; {mode})\n\n"
+              + render(rows, a.quick, not a.no_compile))
+    print(report)
+    if a.write_results:
+        peer_report.write_results(RESULTS_PATH, report, BEGIN, END)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""optimize_for_inference(traced, backend="auto") (issue #25 item 2): it builds the backends that apply,
+times them on the example inputs within ``budget_s``, keeps the fastest, says which and why, and the
+choice survives save / load without measuring again. Time comes from an injected clock here: no test
+depends on the machine's speed."""
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+from torch import nn
+
+import tracejit
+from tracejit.auto_backend import CANDIDATES, AutoProgram, optimize_auto, parse_choice
+from tracejit.errors import LoadError
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x)))
+        return self.fc(y.mean((2, 3))).softmax(-1)
+
+
+def _net():
+    torch.manual_seed(0)
+    net = Net().eval()
+    with torch.no_grad():
+        net.bn.running_mean.uniform_(-0.5, 0.5)
+        net.bn.running_var.uniform_(0.5, 2.0)
+    return net
+
+
+class FakeClock:
+    """Each reading advances time by ``step`` seconds: every call of the clock costs the same."""
+
+    def __init__(self, step: float = 0.01):
+        self.now, self.step, self.reads = 0.0, step, 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        self.now += self.step
+        return self.now
+
+
+def _traced():
+    net = _net()
+    return net, tracejit.trace(net, torch.randn(2, 3, 16, 16))
+
+
+def test_auto_picks_a_built_candidate_that_equals_eager_on_new_inputs():
+    net, traced = _traced()
+    auto = tracejit.optimize_for_inference(traced, backend="auto", budget_s=0.5, clock=FakeClock())
+    assert isinstance(auto, AutoProgram)
+    assert auto.backend in CANDIDATES and auto.backend in auto.timings
+    assert auto.report.startswith(f"chose {auto.backend}")
+    for name in CANDIDATES:
+        assert f"  {name}: " in auto.report
+    new = torch.randn(5, 3, 24, 20)
+    with torch.no_grad():
+        want = net(new)
+        assert not torch.allclose(want, net(torch.randn(5, 3, 24, 20)), atol=1e-4), "inputs must move eager"
+        torch.testing.assert_close(auto(new), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("forced", ["traced", "torch", "onnxruntime"])
+def test_each_candidate_alone_is_chosen_and_equals_eager(forced):
+    net, traced = _traced()
+    auto = optimize_auto(traced, candidates=(forced,), budget_s=0.2, clock=FakeClock())
+    assert auto.backend == forced and list(auto.timings) == [forced]
+    new = torch.randn(3, 3, 12, 12)
+    with torch.no_grad():
+        torch.testing.assert_close(auto(new), net(new), rtol=1e-4, atol=1e-5)
+
+
+def test_the_fastest_by_the_clock_wins():
+    """A clock that makes the onnxruntime candidate's calls look cheapest: it is chosen."""
+    _, traced = _traced()
+    clock = FakeClock(step=0.0)
+    calls = {"n": 0}
+
+    class Slow:
+        def __init__(self, program, cost):
+            self.program, self.cost = program, cost
+
+        def __call__(self, *a, **k):
+            clock.now += self.cost
+            return self.program(*a, **k)
+
+    import tracejit.auto_backend as ab
+    real_build = ab._build
+
+    def build(name, t):
+        calls["n"] += 1
+        return Slow(real_build(name, t), {"traced": 3.0, "torch": 2.0, "onnxruntime": 1.0}[name])
+
+    ab_build, ab._build = ab._build, build
+    try:
+        auto = optimize_auto(traced, candidates=("traced", "torch", "onnxruntime"), budget_s=20, clock=clock)
+    finally:
+        ab._build = ab_build
+    assert auto.backend == "onnxruntime"
+    assert auto.timings["traced"] > auto.timings["torch"] > auto.timings["onnxruntime"]
+
+
+def test_budget_bounds_the_build():
+    """Past half the budget no candidate is built: with a clock at which the first build already spends
+    the budget, only the plain traced program is there, and the rounds stop after MIN_ROUNDS."""
+    from tracejit.auto_backend import MIN_ROUNDS
+    _, traced = _traced()
+    clock = FakeClock(step=10.0)
+    auto = optimize_auto(traced, budget_s=1.0, clock=clock)
+    assert auto.backend == "traced" and list(auto.timings) == ["traced"]
+    for name in CANDIDATES[1:]:
+        assert f"{name}: not built: the budget was spent" in auto.report
+    # start, one budget check per candidate left out, two readings per round, one deadline check (from the
+    # last of the MIN_ROUNDS rounds on), the report
+    assert clock.reads == 1 + (len(CANDIDATES) - 1) + 2 * MIN_ROUNDS + 1 + 1
+
+
+def test_a_larger_budget_builds_more_and_times_several_rounds():
+    _, traced = _traced()
+    clock = FakeClock(step=0.001)
+    auto = optimize_auto(traced, candidates=("traced", "torch"), budget_s=1.0, clock=clock)
+    assert set(auto.timings) == {"traced", "torch"}
+    assert clock.now < 1.0 + 0.001 * 10   # stopped at the first round past the deadline
+
+
+def test_a_candidate_with_another_answer_is_left_out():
+    _, traced = _traced()
+    import tracejit.auto_backend as ab
+    real_build = ab._build
+
+    def build(name, t):
+        program = real_build(name, t)
+        return (lambda *a: program(*a) + 1) if name == "torch" else program
+
+    ab_build, ab._build = ab._build, build
+    try:
+        auto = optimize_auto(traced, candidates=("traced", "torch"), budget_s=0.1, clock=FakeClock())
+    finally:
+        ab._build = ab_build
+    assert auto.backend == "traced"
+    assert "torch: left out: AssertionError" in auto.report
+
+
+def test_choice_survives_save_and_load_without_measuring():
+    net, traced = _traced()
+    auto = optimize_auto(traced, candidates=("traced", "onnxruntime"), budget_s=0.2, clock=FakeClock())
+    buf = io.BytesIO()
+    auto.save(buf)
+    buf.seek(0)
+    loaded = tracejit.load(buf)
+    assert loaded.saved_backend_choice["backend"] == auto.backend
+
+    def no_clock():
+        raise AssertionError("a saved choice is not measured again")
+
+    again = optimize_auto(loaded, clock=no_clock)
+    assert again.backend == auto.backend and again.timings == {}
+    assert "saved choice" in again.report
+    new = torch.randn(4, 3, 10, 18)
+    with torch.no_grad():
+        torch.testing.assert_close(again(new), net(new), rtol=1e-4, atol=1e-5)
+
+
+def test_a_function_without_stored_inputs_is_timed_on_synthesized_ones():
+    fn = tracejit.trace(lambda x, n: torch.tanh(x) * 2 + n.float().sum(), (torch.randn(3, 4), torch.ones(2).long()),
+                        _store_inputs=False)
+    assert "example_inputs" not in fn.__dict__
+    auto = optimize_auto(fn, candidates=("traced", "torch"), budget_s=0.1, clock=FakeClock())
+    x, n = torch.randn(6, 4), torch.tensor([3, 4])
+    torch.testing.assert_close(auto(x, n), torch.tanh(x) * 2 + 7)
+
+
+def test_bad_arguments_are_clear_errors():
+    _, traced = _traced()
+    with pytest.raises(ValueError, match="unknown candidates \\['cuda'\\]"):
+        optimize_auto(traced, candidates=("cuda",))
+    with pytest.raises(ValueError, match="budget_s must be > 0"):
+        optimize_auto(traced, budget_s=0)
+    with pytest.raises(ValueError, match="unknown backend 'fastest'"):
+        tracejit.optimize_for_inference(traced, backend="fastest")
+
+
+@pytest.mark.parametrize("raw", [b"{", b'{"backend": "tensorrt"}', b'["torch"]', b'{"backend": "torch", "report": 3}'])
+def test_a_malformed_saved_choice_is_refused(raw):
+    with pytest.raises(ValueError, match="saved backend choice"):
+        parse_choice(raw)
+
+
+def test_a_file_with_a_damaged_choice_is_a_load_error():
+    _, traced = _traced()
+    buf = io.BytesIO()
+    tracejit.save(traced, buf, extra_files={"tracejit.backend.json": '{"backend": "tensorrt"}'})
+    buf.seek(0)
+    with pytest.raises(LoadError, match="tracejit.backend.json"):
+        tracejit.load(buf)
+
+
+def test_a_program_on_another_device_gets_no_cpu_backend():
+    """The ONNX backends run on the CPU: a module moved to another device (meta here) keeps its own."""
+    _, traced = _traced()
+    traced.to("meta")
+    with pytest.raises(RuntimeError, match="no candidate could be built") as info:
+        optimize_auto(traced, candidates=("onnxruntime", "openvino"), example_inputs=torch.randn(2, 3, 8, 8,
+                                                                                                  device="meta"))
+    assert "the program runs on meta; the onnxruntime backend runs on the CPU" in str(info.value)

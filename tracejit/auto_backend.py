@@ -1,0 +1,231 @@
+"""``optimize_for_inference(traced, backend="auto")``: build the backends that apply, time them, keep the fastest.
+
+Candidates, in this order (cheapest to build first): ``traced`` (the traced program as given),
+``torch`` (the default ``optimize_for_inference``: frozen, inference passes, CPU kernels),
+``onnxruntime`` and ``openvino`` (the exported ONNX model; each only when its package is installed and the
+program runs on the CPU).
+A candidate that cannot be built, or whose answer on the example inputs differs from the traced
+program's (``assert_close`` at ``rtol = atol = 1e-4`` of the output's scale), is left out and the
+report says why: a backend nobody measured is never chosen (default-deny).
+
+Timing: the candidates built are called in interleaved rounds (each round starts one candidate
+later; each was called once already, by the check), one timed call each per round, until the budget
+is spent and at least ``MIN_ROUNDS`` rounds ran; the fastest median per-call time wins. The budget
+bounds the build: no candidate starts building once half of ``budget_s`` has passed (the other half
+is for timing; the plain traced program is always there), so the whole choice takes at most
+``budget_s`` plus one build and ``MIN_ROUNDS`` rounds. Time is read from ``clock``
+(``time.perf_counter``; tests inject a fake one).
+
+The example inputs are ``example_inputs`` when given, else the traced program's stored ones
+(``traced.example_inputs``, kept by ``trace``), else tensors of the recorded input types (floats ``randn``, integers
+zeros, booleans ``True``).
+
+``AutoProgram.save(f)`` saves the traced program with the choice (docs/FORMAT.md, extra file
+``tracejit.backend.json``); ``optimize_for_inference(tracejit.load(f), backend="auto")`` then builds
+that backend without measuring again.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+import time
+from typing import Any, Callable
+
+import torch
+
+CANDIDATES = ("traced", "torch", "onnxruntime", "openvino")
+CHOICE_FILE = "tracejit.backend.json"
+DEFAULT_BUDGET_S = 3.0
+MIN_ROUNDS = 3      # one sample per candidate is noise: a median needs a few
+_MAX_ROUNDS = 200
+
+
+class AutoProgram:
+    """The fastest backend ``optimize_for_inference(backend="auto")`` found; call it like the traced program.
+
+    ``backend``: the chosen candidate's name; ``report``: one line per candidate (median time, or
+    why it was left out); ``timings``: candidate -> median seconds per call; ``program``: the
+    chosen program itself.
+    """
+
+    def __init__(self, source, program, backend: str, report: str, timings: dict[str, float]):
+        self.source, self.program, self.backend, self.report, self.timings = source, program, backend, report, timings
+        self._call = program.__call__
+
+    def __call__(self, *args, **kwargs):
+        return self._call(*args, **kwargs)
+
+    def save(self, f, **options) -> None:
+        """Save the traced program with this choice: loading it and asking for ``backend="auto"``
+        builds ``self.backend`` without measuring again."""
+        from .serialize.archive import save
+        choice = json.dumps({"backend": self.backend, "report": self.report}, sort_keys=True)
+        save(self.source, f, extra_files={CHOICE_FILE: choice}, **options)
+
+    def __repr__(self) -> str:
+        return f"<AutoProgram backend={self.backend!r}>"
+
+
+def parse_choice(raw: bytes | str) -> dict:
+    """The saved choice ``{"backend", "report"}`` read back from a file's extra file; ValueError if malformed."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"the saved backend choice is not JSON: {e}") from None
+    if (not isinstance(data, dict) or data.get("backend") not in CANDIDATES
+            or not isinstance(data.get("report", ""), str)):
+        raise ValueError(f"the saved backend choice names no known backend (expected one of {CANDIDATES}); "
+                         f"got {str(data)[:80]!r}")
+    return {"backend": data["backend"], "report": data.get("report", "")}
+
+
+def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, example_inputs=None,
+                  candidates=CANDIDATES, clock: Callable[[], float] = time.perf_counter) -> AutoProgram:
+    """Build each applicable candidate within ``budget_s`` seconds, time them on the example inputs,
+    return the fastest as an ``AutoProgram`` (module docstring). ``candidates`` narrows the list."""
+    unknown = [c for c in candidates if c not in CANDIDATES]
+    if unknown or not candidates:
+        raise ValueError(f"optimize_for_inference(backend='auto'): unknown candidates {unknown}; "
+                         f"expected a non-empty subset of {CANDIDATES}")
+    if not budget_s > 0:
+        raise ValueError(f"optimize_for_inference(backend='auto'): budget_s must be > 0; got {budget_s!r}")
+    saved = getattr(traced, "saved_backend_choice", None)
+    if saved is not None and saved["backend"] in candidates:
+        program = _build(saved["backend"], traced)
+        return AutoProgram(traced, program, saved["backend"], f"saved choice (not measured again): {saved['backend']}\n"
+                           + saved["report"], {})
+    args, kwargs = _example_inputs(traced, example_inputs)
+    start = clock()
+    deadline, build_until = start + budget_s, start + budget_s / 2
+    with torch.no_grad():
+        reference = traced(*args, **kwargs)
+    built, notes = {}, {}
+    for name in candidates:
+        if built and clock() >= build_until:
+            notes[name] = "not built: the budget was spent"
+            continue
+        why = _unavailable(name, traced)
+        if why:
+            notes[name] = why
+            continue
+        try:
+            program = _build(name, traced)
+            with torch.no_grad():
+                _check_same(program(*args, **kwargs), reference)
+        except Exception as e:  # noqa: BLE001  (a candidate that fails is left out, with the reason)
+            notes[name] = f"left out: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+            continue
+        built[name] = program
+    if not built:
+        raise RuntimeError("optimize_for_inference(backend='auto'): no candidate could be built:\n"
+                           + "\n".join(f"  {k}: {v}" for k, v in notes.items()))
+    timings = _time_rounds(built, args, kwargs, deadline, clock)
+    best = min(timings, key=timings.get)
+    lines = [f"chose {best}: fastest median per call on the example inputs "
+             f"({len(built)} candidates, {clock() - start:.2f}s of a {budget_s:g}s budget)"]
+    for name in candidates:
+        lines.append(f"  {name}: {timings[name] * 1e6:.1f} us" if name in timings else f"  {name}: {notes[name]}")
+    return AutoProgram(traced, built[best], best, "\n".join(lines), timings)
+
+
+def _time_rounds(built: dict, args, kwargs, deadline: float, clock) -> dict[str, float]:
+    names = list(built)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    with torch.no_grad():
+        for r in range(_MAX_ROUNDS):
+            k = r % len(names)
+            for name in names[k:] + names[:k]:
+                t0 = clock()
+                built[name](*args, **kwargs)
+                samples[name].append(clock() - t0)
+            if r + 1 >= MIN_ROUNDS and clock() >= deadline:
+                break
+    return {n: statistics.median(v) for n, v in samples.items()}
+
+
+def _unavailable(name: str, traced) -> str:
+    """Why candidate ``name`` does not apply here ('' when it does)."""
+    if name in ("onnxruntime", "openvino"):
+        if importlib.util.find_spec(name) is None:
+            return f"not built: {name} is not installed"
+        device = _device_of(traced)
+        if device != "cpu":
+            return f"not built: the program runs on {device}; the {name} backend runs on the CPU"
+    return ""
+
+
+def _device_of(traced) -> str:
+    """'cpu' when every tensor the program holds and every recorded tensor type is on the CPU, else the
+    first other device seen (the ONNX backends run on the CPU: default-deny for any other device)."""
+    from .passes.pipeline import runs_on_cpu
+    graph = traced._method("forward").graph if hasattr(traced, "_method") else traced.graph
+    held = list(traced.parameters()) + list(traced.buffers()) if hasattr(traced, "parameters") else []
+    if runs_on_cpu(graph, held):
+        return "cpu"
+    others = [t.device for t in held if t.device.type != "cpu"]
+    return str(others[0]) if others else "another device"
+
+
+def _build(name: str, traced):
+    from .inference import optimize_for_inference
+    if name == "traced":
+        return traced
+    if name == "torch":
+        return optimize_for_inference(traced)
+    return optimize_for_inference(traced, backend=name)
+
+
+def _check_same(got: Any, want: Any) -> None:
+    """``got`` equals the traced program's ``want`` up to reassociation (rtol = atol = 1e-4 of the scale)."""
+    from torch.utils._pytree import tree_leaves
+    got_leaves, want_leaves = tree_leaves(got), tree_leaves(want)
+    if len(got_leaves) != len(want_leaves):
+        raise ValueError(f"{len(got_leaves)} outputs where the traced program gives {len(want_leaves)}")
+    for g, w in zip(got_leaves, want_leaves):
+        if isinstance(w, torch.Tensor) and w.is_floating_point() and w.numel():
+            scale = max(1.0, w.abs().max().item())
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4 * scale)
+        else:
+            torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+def _example_inputs(traced, given) -> tuple[tuple, dict]:
+    """(args, kwargs) to time on: ``given`` (a tensor, a tuple of arguments or a dict of keyword
+    arguments), else the inputs the trace stored (``(args, kwargs)``, per method for
+    a module), else synthesized from the recorded input types."""
+    if given is not None:
+        if isinstance(given, dict):
+            return (), dict(given)
+        return (given if isinstance(given, tuple) else (given,)), {}
+    stored = traced.__dict__.get("example_inputs")
+    if isinstance(stored, dict):
+        stored = stored.get("forward")
+    if isinstance(stored, tuple) and len(stored) == 2 and isinstance(stored[1], dict):
+        return tuple(stored[0]), dict(stored[1])
+    return _synthesized(traced), {}
+
+
+def _synthesized(traced) -> tuple:
+    """Tensors of the recorded input types, for a program saved without its example inputs."""
+    from . import pytree
+    from .ir import Value
+    graph = traced._method("forward").graph if hasattr(traced, "_method") else traced.graph
+    if graph.in_spec is None or graph.in_spec.children[1].num_leaves:
+        raise ValueError("optimize_for_inference(backend='auto') needs example_inputs for this program "
+                         "(it takes keyword arguments and holds no example inputs)")
+    gen = torch.Generator().manual_seed(0)
+    leaves = []
+    for leaf in graph.input_leaves:
+        if not isinstance(leaf, Value):
+            leaves.append(leaf)
+            continue
+        t = leaf.type
+        if t.dtype.is_floating_point:
+            leaves.append(torch.randn(t.shape, generator=gen).to(t.dtype))
+        elif t.dtype == torch.bool:
+            leaves.append(torch.ones(t.shape, dtype=torch.bool))
+        else:
+            leaves.append(torch.zeros(t.shape, dtype=t.dtype))
+    args, _ = pytree.unflatten(graph.in_spec, leaves)
+    return tuple(args)
