@@ -1,6 +1,6 @@
 """The call-time budget plan a loaded program's code generator consults (codegen/budget_emit.py).
 
-For each node whose op has a size function (op_allowlist.py) and an argument that can change from
+For each node whose op has a size rule (size_rules.py) and an argument that can change from
 call to call (a traced tensor or int), the plan gives the check to call before the op and the
 node's arguments bound to the op's schema names. Nodes whose arguments are all constants were
 checked at load (op_checks.check_sizes) and get no check.
@@ -24,8 +24,8 @@ class BudgetPlan:
         if not isinstance(op, str) or not op.startswith("aten::"):
             return None
         name, _, overload = op[6:].partition(".")
-        sizer = op_allowlist.sizer(name)
-        if sizer is None or not any(True for _ in iter_values((node.args, node.kwargs))):
+        rule = op_allowlist.size_rule(name)
+        if rule is None or not any(True for _ in iter_values((node.args, node.kwargs))):
             return None
         bound = _bind(name, overload, node)
         if bound is None:
@@ -33,7 +33,7 @@ class BudgetPlan:
         src = node.source
         where = ascii(f"{src.filename}:{src.lineno}" if src is not None else "(no source line)")[1:-1][:160]
         self.checked = True
-        return size_check(f"aten::{name}", sizer, self.file_elements, where), bound
+        return size_check(f"aten::{name}", rule, self.file_elements, where), bound
 
 
 def _bind(name: str, overload: str, node):
