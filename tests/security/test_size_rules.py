@@ -218,3 +218,42 @@ def test_a_transformer_layer_loaded_from_a_file_is_not_refused_on_longer_inputs(
             want = layer(x)
             torch.testing.assert_close(loaded(x), want)
             torch.testing.assert_close(reference(x), want, rtol=1e-4, atol=1e-5)
+
+
+class _Widen(nn.Module):
+    """A product by a weight of the file, 64 elements out per element in: ``x`` broadcast to n rows."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(1, 64, bias=False)
+
+    def forward(self, x):
+        n = x.size(0) * 2
+        return self.lin(x[:1].expand(n).view(n, 1))
+
+
+def test_a_product_by_a_file_weight_is_checked_only_when_its_input_is_big_enough_to_matter():
+    mlp = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = _roundtrip(tracejit.trace(mlp, (torch.randn(3, 16),)))
+        widen = tracejit.trace(_Widen().eval(), (torch.randn(8),))
+    code = "\n".join(fn.code for m in loaded.modules() for fn in m._traced_methods.values())
+    assert code.count(".numel() > ") == 2   # the full check runs only above a constant: ~0.1 us per call
+    x = torch.randn(7, 16)
+    torch.testing.assert_close(loaded(x), mlp(x))
+
+    def blow_up(doc):   # n = 2^21 x the input's length: 2^24 rows of one (held) element, 2^30 outputs
+        for g in doc["program"]["graphs"]:
+            for node in g["nodes"]:
+                if node["op"] == "aten::mul.int":
+                    node["args"][1] = 2 ** 21
+    buf = io.BytesIO()
+    tracejit.save(widen, buf)
+    from filesurgery import rewrite
+    hostile = tracejit.load(io.BytesIO(rewrite(buf.getvalue(), edit_doc=blow_up)))
+    small = torch.randn(8)
+    torch.testing.assert_close(_roundtrip(widen)(small), widen(small))
+    with pytest.raises(tracejit.BudgetError, match=r"aten::linear at .*linear.py:\d+ would allocate "
+                                                   r"1073741824 elements"):
+        hostile(small)

@@ -182,3 +182,23 @@ def cdist_elements(b):
 def cdist_flops(b):
     x1, n = _shape(b.get("x1")), cdist_elements(b)
     return None if n is None else n * x1[-1]
+
+
+def constant_operand_factor(b, constants: set):
+    """``(varying argument, elements, multiply-adds)``: what the product makes per element of its
+    varying operand when the other is a tensor of the file (a weight: its shape cannot change between
+    calls), else None. linear(x, W[m, k]) and x @ W[k, m] make m / k elements and m multiply-adds
+    per element of x, fixed when the program loads: the call then needs only ``x.numel()`` against a
+    constant (budget_plan.py)."""
+    if "input" in b and "weight" in constants and "input" not in constants:   # linear
+        w = _shape(b["weight"])
+        if w is None or len(w) != 2 or not w[1]:
+            return None
+        return "input", w[0] / w[1], w[0]
+    left, right = ("mat1", "mat2") if "mat1" in b else ("self", "other" if "other" in b else "mat2")
+    if right in constants and left not in constants and left in b and ("mat1" not in b or "self" in constants):
+        w = _shape(b.get(right))
+        if w is None or len(w) != 2 or not w[0]:
+            return None
+        return left, w[1] / w[0], w[1]
+    return None

@@ -22,10 +22,14 @@ from . import op_sizes_linalg as linalg
 class SizeRule:
     elements: Callable                 # bound arguments -> elements allocated (None: unknown yet)
     flops: Callable | None = None      # bound arguments -> multiply-adds (None: bounded by the elements)
+    # (bound arguments at load, names of those that are the file's own tensors) -> (the varying
+    # argument, elements and multiply-adds per element of it) when fixed at load, else None: the
+    # call then runs the full check only when that argument's numel() passes a constant
+    static_factor: Callable | None = None
 
 
-def _rules(names: str, elements, flops=None) -> dict:
-    return dict.fromkeys(names.split(), SizeRule(elements, flops))
+def _rules(names: str, elements, flops=None, static_factor=None) -> dict:
+    return dict.fromkeys(names.split(), SizeRule(elements, flops, static_factor))
 
 
 def _pool(op: str) -> SizeRule:
@@ -67,11 +71,13 @@ RULES: dict[str, SizeRule] = {
              "_upsample_nearest_exact3d", size.upsample),
     **{op: SizeRule(functools.partial(size.rnn, op=op)) for op in size.GATES},
     # products: the output and the work of a contraction
-    **_rules("matmul mm bmm linalg_matmul addmm baddbmm", linalg.matmul_elements, linalg.matmul_flops),
+    **_rules("matmul mm linalg_matmul addmm", linalg.matmul_elements, linalg.matmul_flops,
+             linalg.constant_operand_factor),
+    **_rules("bmm baddbmm", linalg.matmul_elements, linalg.matmul_flops),
     **_rules("addbmm", linalg.addbmm_elements, linalg.matmul_flops),
     **_rules("addr", linalg.addr_elements),
     **_rules("inner", linalg.inner_elements, linalg.inner_flops),
-    **_rules("linear", linalg.linear_elements, linalg.linear_flops),
+    **_rules("linear", linalg.linear_elements, linalg.linear_flops, linalg.constant_operand_factor),
     **_rules("bilinear", linalg.bilinear_elements, linalg.bilinear_flops),
     **_rules("tensordot", linalg.tensordot_elements, linalg.tensordot_flops),
     **_rules("chain_matmul linalg_multi_dot", linalg.chain_elements, linalg.chain_flops),
