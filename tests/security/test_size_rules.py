@@ -154,6 +154,9 @@ def test_ops_sized_by_an_argument_count_what_eager_makes():
     _check("embedding", {"weight": w, "indices": idx}, F.embedding(idx, w))
     _check("index_select", {"self": w, "dim": 0, "index": idx.flatten()}, w.index_select(0, idx.flatten()))
     _check("index", {"self": w, "indices": [idx]}, w[idx])
+    big, mask = torch.randn(300, 200, 5), torch.rand(300, 200) > 0.5   # a mask covers two dimensions
+    assert _check("index", {"self": big, "indices": [mask]}, big[mask]) == 300 * 200 * 5
+    _check("index", {"self": big, "indices": [None, idx.flatten() % 200]}, big[:, idx.flatten() % 200])
     q, k = torch.randn(2, 3, 40, 8), torch.randn(2, 3, 50, 8)
     _check("scaled_dot_product_attention", {"query": q, "key": k, "value": k}, torch.randn(2, 3, 40, 50),
            2 * 3 * 40 * 50 * 16)
@@ -166,6 +169,12 @@ def test_ops_sized_by_an_argument_count_what_eager_makes():
            F.grid_sample(x[:, :, None, :].expand(2, 3, 4, 10), g, align_corners=False))
     tall = torch.randn(60, 3)
     _check("linalg_svd", {"A": tall, "full_matrices": True}, torch.linalg.svd(tall, full_matrices=True))
+    very_tall = torch.empty(10 ** 6, 4, device="meta")   # reduced factors: proportionate, not 10^12
+    for op, b in (("linalg_svd", {"A": very_tall, "full_matrices": False}), ("linalg_qr", {"A": very_tall}),
+                  ("svd", {"self": very_tall}), ("qr", {"self": very_tall})):
+        assert _rule(op).elements(b) <= 3 * very_tall.numel(), op
+    assert _rule("linalg_qr").elements({"A": very_tall, "mode": "complete"}) >= 10 ** 12
+    assert _check("linalg_qr", {"A": tall, "mode": "reduced"}, torch.linalg.qr(tall)) <= 3 * tall.numel()
 
 
 def test_an_expanded_view_does_not_raise_its_own_budget():

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 
 def _shape(t):
     return tuple(t.shape) if hasattr(t, "shape") else None
@@ -166,27 +168,54 @@ def index_select(b):
 
 
 def index(b):
-    """Advanced indexing, self[i0, i1, ...]: the index tensors' broadcast shape times the dimensions
-    no index names."""
+    """Advanced indexing, self[i0, i1, ...]: the index tensors' broadcast shape (a bool mask: as many
+    as its elements, over the dimensions it covers) times the dimensions no index names."""
     x, idx = _shape(b.get("self")), b.get("indices")
     if x is None or not isinstance(idx, (list, tuple)):
         return None
-    shapes = [_shape(i) for i in idx if i is not None]
-    if any(s is None for s in shapes):
-        return None
+    shapes, used, free = [], 0, []
+    for i in idx:
+        if i is None:
+            free.append(used)
+            used += 1
+            continue
+        s = _shape(i)
+        if s is None:
+            return None
+        if getattr(i, "dtype", None) in (torch.bool, torch.uint8):   # a mask covers len(s) dimensions
+            shapes.append((math.prod(s),))
+            used += max(len(s), 1)
+        else:
+            shapes.append(s)
+            used += 1
     rank = max((len(s) for s in shapes), default=0)
     out = [max((s[k - rank + len(s)] for s in shapes if k - rank + len(s) >= 0), default=1) for k in range(rank)]
-    rest = math.prod(x[len(idx):]) * math.prod(x[k] for k, i in enumerate(idx[:len(x)]) if i is None)
+    rest = math.prod(x[used:]) * math.prod(x[k] for k in free if k < len(x))
     return math.prod(out) * rest
 
 
-def factorization(b):
-    """svd / qr: full (complete) factors of an m x n matrix are m x m and n x n."""
+def _factors(b, full: bool):
+    """Full (complete) factors of an m x n matrix are m x m and n x n; reduced ones m x k and k x n
+    (k = min(m, n))."""
     x = _shape(b.get("A", b.get("self")))
     if x is None or len(x) < 2:
         return None
     m, n = x[-2], x[-1]
-    return math.prod(x[:-2]) * (m * m + n * n + m * n)
+    k = min(m, n)
+    per = m * m + n * n + k if full else m * k + k * n + k
+    return math.prod(x[:-2]) * max(per, m * n)
+
+
+def svd_factors(b):
+    """linalg_svd (full_matrices, default True) / svd (some, default True: reduced)."""
+    full = b.get("full_matrices", True) if "A" in b else b.get("some", True) is False
+    return _factors(b, bool(full))
+
+
+def qr_factors(b):
+    """linalg_qr (mode 'reduced' by default, 'complete', 'r') / qr (some, default True: reduced)."""
+    full = b.get("mode") == "complete" if "A" in b else b.get("some", True) is False
+    return _factors(b, full)
 
 
 def attention(b):

@@ -97,7 +97,8 @@ RULES: dict[str, SizeRule] = {
     **_rules("embedding", args.embedding),
     **_rules("index_select", args.index_select),
     **_rules("index", args.index),
-    **_rules("linalg_svd svd linalg_qr qr", args.factorization),
+    **_rules("linalg_svd svd", args.svd_factors),
+    **_rules("linalg_qr qr", args.qr_factors),
     **_rules("scaled_dot_product_attention", args.attention, args.attention_flops),
     **_rules("grid_sampler", args.grid_sampler),
     # pooling: the output is at most the input, the work its window times the output
