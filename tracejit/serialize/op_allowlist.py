@@ -1,5 +1,5 @@
 """The ATen ops a saved file may name: one reviewed table, op family -> its ops, argument check and
-(for ops that can allocate more than their inputs) size function.
+(for ops that can allocate more than their inputs) size rule, kept in size_rules.py.
 
 Default-deny: an op nobody listed here is refused at load (LoadError naming it), however public it
 is. The table holds what tracing real models records (tests/models, the suite's saved programs;
@@ -16,7 +16,6 @@ review), and add a hostile file for its check to tests/security/catalogue_ops.py
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Callable
 
