@@ -63,10 +63,10 @@ def main() -> None:
               f"({extra:+.2f}%), {n} budget check lines in the loaded program")
         if n:
             from tracejit.runtime.call_budget import enter_call, size_check
-            from tracejit.serialize import op_sizes
-            x = torch.randn(1, 12, 128, 128)
-            check = size_check("aten::expand", op_sizes.expand, 2 ** 25, "bench")
-            per = min(timeit.repeat(lambda: check({"self": x, "size": [1, 12, 128, 128]}), number=10000,
+            from tracejit.serialize.size_rules import RULES
+            x, w = torch.randn(1, 128, 768), torch.randn(3072, 768)
+            check = size_check("aten::linear", RULES["linear"], 2 ** 25, "bench")
+            per = min(timeit.repeat(lambda: check({"input": x, "weight": w, "bias": None}), number=10000,
                                     repeat=5)) / 10000
             entry = min(timeit.repeat(lambda: enter_call(*inputs), number=10000, repeat=5)) / 10000
             print(f"  one size check {per * 1e6:.2f} us, the inputs' count {entry * 1e6:.2f} us: at most "

@@ -8,7 +8,8 @@ edited and the CRC recomputed. Each case says what must happen:
 
 Classes: ops off the allow-list (private helpers and ops that trust their arguments: crashes before),
 enum-like ints out of range (unwritten memory before), running statistics of the wrong size,
-allocations at the traced sizes (load) and at call time (int arithmetic on traced sizes).
+allocations at the traced sizes (load) and at call time (int arithmetic on traced sizes, products
+whose operands follow a traced size).
 """
 from __future__ import annotations
 
@@ -57,6 +58,13 @@ BASES = {
     "cart": (lambda x: torch.cartesian_prod(x, x), "1:16"),
     "comb": (lambda x: torch.combinations(x, r=2), "1:32"),
     "lstm": (_LSTM, "1:5,2,3"),
+    # products whose operands' sizes follow a traced int n (2 x the input's length): [n, 1] x [1, n], and
+    # batch dimensions [n, 1] and [1, n] broadcast
+    "matmul": (lambda x: (lambda n: x[:1].expand(n).view(n, 1) @ x[:1].expand(n).view(1, n))(x.size(0) * 2), "1:8"),
+    "bmm": (lambda x: (lambda n: torch.matmul(x[:1].expand(n).view(n, 1, 1, 1),
+                                              x[:1].expand(n).view(1, n, 1, 1)))(x.size(0) * 2), "1:8"),
+    "linear": (lambda x: (lambda n: F.linear(x[:1].expand(n).view(n, 1), x[:1].expand(n).view(n, 1)))(x.size(0) * 2),
+               "1:8"),
 }
 
 
@@ -242,5 +250,13 @@ def call_budget_cases(b):
     return [(name, raw, "call_refused", "sizes", err) for name, raw, err in c]
 
 
+def product_cases(b):
+    """Products of operands sized by a traced int, each operand within budget (an expanded view of one
+    element): the file loads; the call with n = 2^24 is refused before the product allocates n^2."""
+    return [(f"{base}_n_2_24", _edit(b[base][1], _set_args("aten::mul", [{"v": 1}, 2 ** 21])), "call_refused", base,
+             "BudgetError") for base in ("matmul", "bmm", "linear")]
+
+
 def all_cases(b):
-    return off_list_cases(b) + enum_cases(b) + norm_cases(b) + load_budget_cases(b) + call_budget_cases(b)
+    return off_list_cases(b) + enum_cases(b) + norm_cases(b) + load_budget_cases(b) + call_budget_cases(b) + \
+        product_cases(b)

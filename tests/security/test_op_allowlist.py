@@ -52,8 +52,7 @@ def test_every_allowed_op_exists_has_a_check_and_a_review():
             assert not private or fam.name in ("private", "amplifiers"), \
                 f"{fam.name}: private aten::{op} outside the reviewed-one-by-one family"
             if op_allowlist.family(op).check is op_checks.sized:
-                assert op_allowlist.sizer(op) is not None, f"aten::{op} is sized but has no size function"
-    assert set(op_allowlist.SIZERS) <= op_allowlist.ALLOWED
+                assert op_allowlist.size_rule(op) is not None, f"aten::{op} is sized but has no size rule"
     private = next(f for f in op_allowlist.FAMILIES if f.name == "private")
     for op in private.ops:
         assert op in private.review, f"private aten::{op} has no review of its own"

@@ -17,7 +17,9 @@ from security_testlib import HERE, ROOT
 from catalogue_tools import HTML_BREAKERS, all_cases, tools_base
 
 CPU_S = 2.0   # CPU seconds any load or tool may take on a crafted file
-# loading 19,200 nodes alone takes about 1.5 s: that file is held to four times the 4,800-size one instead
+# the first file pays the imports (torch's, onnxscript's); 19,200 symbolic sizes take 1.0 (load, run) to
+# 1.7 (inspect, view) CPU seconds alone, 2.1 to 2.3 in the test's child under load: held to linear
+# growth instead (test_tools_are_linear_in_the_symbolic_sizes)
 LINEAR_ONLY = ("warmup", "symbolic_sizes_19200")
 
 
@@ -140,7 +142,7 @@ def test_every_tool_answers_in_one_line_or_works_quickly(report):
 def test_tools_are_linear_in_the_symbolic_sizes(report):
     """19,200 symbolic sizes (inspect took 8.2 s, 34,560 hung): four times 4,800's work, not sixteen."""
     _, _, done = report
-    for verb in ("load", "inspect", "view"):
+    for verb in ("load", "inspect", "view", "run"):
         small, big = done[("symbolic_sizes_4800", verb)]["cpu_s"], done[("symbolic_sizes_19200", verb)]["cpu_s"]
         assert big <= 4 * small + 1.0, (verb, small, big)
 

@@ -20,12 +20,16 @@ def before_node(gen, node) -> None:
     planned = gen.budget.check_for(node)
     if planned is None:
         return
-    check, bound = planned
+    check, bound, gate = planned
     gen.budget_checked = True
     body = "{" + ", ".join(f"{k!r}: {gen.expr(v)}" for k, v in bound.items()) + "}"
     name = f"_tj_budget{len(gen.globals)}"
     gen.globals[name] = check
-    gen.emit(f"{name}({body})", node.source)
+    if gate is None:
+        gen.emit(f"{name}({body})", node.source)
+    else:   # a product by a weight of the file: only an argument that big could pass the budget
+        arg, most = gate
+        gen.emit(f"if {gen.expr(bound[arg])}.numel() > {most}: {name}({body})", node.source)
 
 
 def int_op_expr(gen, node) -> str | None:

@@ -13,7 +13,9 @@ converted op by op into tracejit's IR: ATen ops by name and overload, constants,
 buffers, tuples and lists, submodule calls (the module hierarchy is kept). TorchScript archives
 keep no tensor shapes, so the conversion runs on example inputs (the inputs, or inputs shaped
 like those, the model was traced with) and, like ``tracejit.trace``'s check, compares the
-migrated program with the archive on them. Control flow from scripted code (``prim::If``,
+migrated program with the archive on them. The migrated methods carry the call-time budgets of a
+program loaded from a .tjit file (docs/SECURITY.md): a size that follows the inputs is checked
+before the op allocates. Control flow from scripted code (``prim::If``,
 ``prim::Loop``) and ops with no ATen name raise ``MigrationError`` naming the node and its
 source line.
 """
@@ -24,6 +26,7 @@ import warnings
 
 import torch
 
+from ..serialize import limits
 from .build import build_traced_module
 from .convert import Converter
 from ..serialize import torch_files as detect  # noqa: F401  (tracejit.migrate.detect: its old place)
@@ -52,6 +55,7 @@ def migrate(f, example_inputs=None, *, methods=None, check: bool = True, check_t
         raise MigrationError("a TorchScript archive does not record the shapes it was traced with; pass "
                              "example inputs: tracejit.migrate(path, example_inputs) (a tensor or a tuple of "
                              "forward's arguments, shaped like the ones the model was traced with)")
+    budget = limits.max_elements(_archive_size(f))
     script = _load_archive(f, map_location)
     conv = Converter()
     calls = {}
@@ -63,7 +67,7 @@ def migrate(f, example_inputs=None, *, methods=None, check: bool = True, check_t
             graph, _ = conv.method(script, name, "", [(None, a) for a in args], root_training=bool(script.training))
         conv.graphs.setdefault(id(script), {})[name] = graph
         calls[name] = args
-    traced = build_traced_module(script, conv.graphs, conv.ledger)
+    traced = build_traced_module(script, conv.graphs, conv.ledger, budget)
     if check:
         for name, args in calls.items():
             _check(getattr(script, name), getattr(traced, name), args, check_tolerance, random=bool(conv.ledger))
@@ -74,6 +78,19 @@ def archive_methods(f, map_location="cpu") -> list[str]:
     """The methods of the archive's root module (``forward`` and those torch.jit.trace_module traced).
     Loads the archive: runs TorchScript, trusted files only."""
     return [name for name in _load_archive(f, map_location)._c._method_names() if not name.startswith("_")]
+
+
+def _archive_size(f) -> int:
+    """The archive's bytes (its call-time allocation budget grows with them); 0 when unknown."""
+    try:
+        if isinstance(f, (str, os.PathLike)):
+            return os.path.getsize(f) if os.path.isfile(f) else 0
+        here = f.tell()
+        end = f.seek(0, os.SEEK_END)
+        f.seek(here)
+        return max(end - here, 0)
+    except (OSError, AttributeError, ValueError):
+        return 0
 
 
 def _load_archive(f, map_location):

@@ -4,14 +4,18 @@ from __future__ import annotations
 from torch import nn
 
 from ..runtime.traced import TracedModule, compile_method
+from ..serialize.budget_plan import BudgetPlan
 
 
-def build_traced_module(script_root, graphs: dict, ledger) -> TracedModule:
+def build_traced_module(script_root, graphs: dict, ledger, budget_elements: int) -> TracedModule:
     """Mirror the TorchScript module tree (type names, training flags, parameters, buffers,
     children; a module shared by two parents stays shared) and install the converted methods.
 
-    ``graphs``: ``{id(script_module): {method: Graph}}``.
+    ``graphs``: ``{id(script_module): {method: Graph}}``. ``budget_elements``: the archive's
+    allocation budget (serialize/limits.max_elements of its size): the methods get the call-time
+    budget checks of a program loaded from a file (runtime/call_budget.py), since the archive is one.
     """
+    plan = BudgetPlan(budget_elements)
     made: dict[int, TracedModule] = {}
     shared: dict[int, nn.Parameter] = {}
     order = []
@@ -34,6 +38,7 @@ def build_traced_module(script_root, graphs: dict, ledger) -> TracedModule:
     for path, sm in order:
         for name, g in graphs.get(id(sm), {}).items():
             is_root = sm is script_root
+            g.call_budget = plan
             fn = compile_method(g, name, f"{label}.{path}" if path else label, guards=is_root)
             made[id(sm)]._install(name, fn)
     root._variants[root.training] = {p: dict(made[id(sm)]._traced_methods) for p, sm in order}

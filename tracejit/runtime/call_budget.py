@@ -6,11 +6,13 @@ the user's own code is trusted), the generated code
 
 - computes ``**``, ``<<`` and ``*`` on traced ints through ``INT_OPS``, which refuse a result
   beyond 64 bits before computing it (``size ** 10**18`` would otherwise run for ever);
-- calls a size check before each op that can allocate more than its inputs (op_allowlist.py
-  names the op's size function): the elements it is about to allocate must stay within
+- calls a size check before each op that can allocate more than its inputs (serialize/size_rules.py
+  holds the op's size rule): the elements it is about to allocate must stay within
   max(ALLOC_FLOOR, ALLOC_PER_FILE_BYTE x file bytes, CALL_FACTOR x the elements of the call's
-  input tensors or of the op's largest tensor argument). A root method with such checks first
-  records its inputs' elements (``enter_call``); programs without them pay nothing.
+  input tensors or of the op's largest tensor argument), and its multiply-adds (matmul and the other
+  contractions) within WORK_FACTOR times that. A root method with such checks first records its
+  inputs' elements (``enter_call``); programs without them pay nothing. The same budget
+  (``over_budget``) checks the traced sizes at load.
 
 Either raises BudgetError naming the op and the source line that recorded it, before any work.
 """
@@ -26,6 +28,7 @@ from ..errors import BudgetError, GuardError
 INT_BOUND = 2 ** 63
 MAX_REPEATED_LIST = 65536
 CALL_FACTOR = 64     # elements an op may make per element of its largest tensor argument
+WORK_FACTOR = 4096   # multiply-adds an op may do per element it may make (a contraction of length 4096)
 
 
 def _bounded(v, what: str):
@@ -73,33 +76,59 @@ def enter_call(*inputs) -> None:
     _CALL.elements = sum(t.numel() for t in inputs if hasattr(t, "numel"))
 
 
+def _held(t) -> int:
+    """The elements a tensor argument really holds: an expanded view ([1] -> [2**24]) holds its
+    storage's, not its shape's, so a file cannot raise its own budget by expanding."""
+    try:
+        return min(t.numel(), t.untyped_storage().nbytes() // max(t.element_size(), 1))
+    except (RuntimeError, TypeError, NotImplementedError):
+        return t.numel()
+
+
 def _largest_tensor(args: dict) -> int:
     best = 0
     for v in args.values():
-        if isinstance(v, (list, tuple)):
-            for x in v:
-                if hasattr(x, "numel"):
-                    best = max(best, x.numel())
-        elif hasattr(v, "numel"):
-            best = max(best, v.numel())
+        for x in (v if isinstance(v, (list, tuple)) else (v,)):
+            if hasattr(x, "numel"):
+                best = max(best, _held(x))
     return best
 
 
-def size_check(op: str, sizer, file_elements: int, where: str):
+def _count(n: int) -> str:
+    return str(n) if n < 10 ** 30 else "more than 10^30"
+
+
+def over_budget(rule, args: dict, file_elements: int, call_elements: int = 0) -> str | None:
+    """Why an op with size rule ``rule`` (serialize/size_rules.py) and bound arguments ``args`` is over
+    budget, or None. The one budget of loads (traced shapes, ``call_elements`` 0) and calls: elements
+    within max(``file_elements``, CALL_FACTOR x the call's inputs or the op's largest tensor argument),
+    multiply-adds within WORK_FACTOR times that. Raises ValueError for arguments the kernel would trust
+    wrongly (op_sizes.rnn)."""
+    n = rule.elements(args)
+    work = rule.flops(args) if rule.flops is not None else None
+    if (n is None or n <= file_elements) and (work is None or work <= WORK_FACTOR * file_elements):
+        return None
+    limit = max(file_elements, CALL_FACTOR * max(_largest_tensor(args), call_elements))
+    if n is not None and n > limit:
+        return (f"would allocate {_count(n)} elements, more than this program loaded from a file may allocate "
+                f"({limit}: at least a fixed multiple of the file's size, or {CALL_FACTOR} x the call's inputs or "
+                "the op's largest tensor argument)")
+    if work is not None and work > WORK_FACTOR * limit:
+        return (f"would compute {_count(work)} multiply-adds, more than this program loaded from a file may "
+                f"compute ({WORK_FACTOR * limit}: {WORK_FACTOR} per element it may allocate)")
+    return None
+
+
+def size_check(op: str, rule, file_elements: int, where: str):
     """The function generated code calls with an op's bound arguments before the op runs."""
 
     def check(args: dict) -> None:
         try:
-            n = sizer(args)
+            why = over_budget(rule, args, file_elements, getattr(_CALL, "elements", 0))
         except ValueError as e:   # arguments the kernel would trust wrongly (op_sizes.rnn)
             raise GuardError(f"{op} at {where}: {e}; this program (loaded from a file) cannot run on these "
                              "inputs") from None
-        if n is None or n <= file_elements:
-            return
-        limit = max(file_elements, CALL_FACTOR * max(_largest_tensor(args), getattr(_CALL, "elements", 0)))
-        if n > limit:
-            raise BudgetError(f"{op} at {where} would allocate {n if n < 10 ** 30 else 'more than 10^30'} elements, "
-                              f"more than this program loaded from a file may allocate ({limit}: at least a fixed "
-                              f"multiple of the file's size, or {CALL_FACTOR} x the call's inputs or the op's largest tensor argument)")
+        if why is not None:
+            raise BudgetError(f"{op} at {where} {why}")
 
     return check

@@ -1,6 +1,6 @@
 """The call-time budget plan a loaded program's code generator consults (codegen/budget_emit.py).
 
-For each node whose op has a size function (op_allowlist.py) and an argument that can change from
+For each node whose op has a size rule (size_rules.py) and an argument that can change from
 call to call (a traced tensor or int), the plan gives the check to call before the op and the
 node's arguments bound to the op's schema names. Nodes whose arguments are all constants were
 checked at load (op_checks.check_sizes) and get no check.
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from ..ir import Value, iter_values
 from ..ops import schemas_of, split_name
-from ..runtime.call_budget import size_check
-from . import op_allowlist, schema_check
+from ..runtime.call_budget import WORK_FACTOR, size_check
+from . import op_allowlist, op_checks, schema_check
 
 
 class BudgetPlan:
@@ -19,13 +19,14 @@ class BudgetPlan:
         self.checked = False                 # some node got a check (the root then records its inputs)
 
     def check_for(self, node):
-        """``(check, bound arguments)`` for ``node``, or None when it needs no call-time check."""
+        """``(check, bound arguments, gate)`` for ``node`` (gate: see ``_gate``), or None when it needs
+        no call-time check."""
         op = node.op
         if not isinstance(op, str) or not op.startswith("aten::"):
             return None
         _, name, overload = split_name(op)
-        sizer = op_allowlist.sizer(name)
-        if sizer is None or not any(True for _ in iter_values((node.args, node.kwargs))):
+        rule = op_allowlist.size_rule(name)
+        if rule is None or not any(True for _ in iter_values((node.args, node.kwargs))):
             return None
         bound = _bind(name, overload, node)
         if bound is None:
@@ -33,7 +34,24 @@ class BudgetPlan:
         src = node.source
         where = ascii(f"{src.filename}:{src.lineno}" if src is not None else "(no source line)")[1:-1][:160]
         self.checked = True
-        return size_check(f"aten::{name}", sizer, self.file_elements, where), bound
+        return size_check(f"aten::{name}", rule, self.file_elements, where), bound, \
+            _gate(rule, bound, self.file_elements)
+
+
+def _gate(rule, bound: dict, file_elements: int):
+    """``(argument name, n)``: below ``n`` elements of that argument the op cannot pass the file's
+    own budget (its growth over it is fixed by the file's tensors, rule.static_factor), so generated
+    code calls the full check only above it: ``if x.numel() > n: check(...)``. None: always check."""
+    if rule.static_factor is None:
+        return None
+    constants = {k for k, v in bound.items() if isinstance(v, Value) and v.producer is not None
+                 and v.producer.op == "tracejit::get_attr"}
+    found = rule.static_factor(op_checks.meta_arguments(bound), constants)
+    if found is None or not isinstance(bound.get(found[0]), Value):
+        return None
+    name, per_element, work_per_element = found
+    n = min(file_elements / max(per_element, 1e-9), WORK_FACTOR * file_elements / max(work_per_element, 1))
+    return name, int(n)
 
 
 def _bind(name: str, overload: str, node):

@@ -1,5 +1,5 @@
 """The ATen ops a saved file may name: one reviewed table, op family -> its ops, argument check and
-(for ops that can allocate more than their inputs) size function.
+(for ops that can allocate more than their inputs) size rule, kept in size_rules.py.
 
 Default-deny: an op nobody listed here is refused at load (LoadError naming it), however public it
 is. The table holds what tracing real models records (tests/models, the suite's saved programs;
@@ -16,12 +16,11 @@ review), and add a hostile file for its check to tests/security/catalogue_ops.py
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Callable
 
 from . import op_checks as chk
-from . import op_sizes as size
+from . import size_rules
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,6 @@ class Family:
     ops: frozenset
     check: Callable           # load-time argument check: check(op name, bound arguments, where)
     review: str               # why this check (with the schema check) is enough for these ops
-    sizer: Callable | None = None   # elements the op allocates, from its bound arguments (op_sizes.py)
     inplace: bool = False     # ``op_`` is allowed too
 
 
@@ -156,25 +154,31 @@ FAMILIES = (
            "(TorchScript files name it; migrate keeps it) with three more bools, sized as convolution"),
 )
 
-SIZERS = {
-    **dict.fromkeys("zeros ones full rand randn randint normal new_zeros new_ones new_full".split(), size.factory),
-    "randperm": size.randperm,
-    "eye": size.eye, "tril_indices": size.tri_indices, "triu_indices": size.tri_indices,
-    **dict.fromkeys("arange range linspace logspace".split(), size.arange),
-    **dict.fromkeys("expand broadcast_to".split(), size.expand),
-    "expand_as": size.expand_as, "broadcast_tensors": size.broadcast, "meshgrid": size.meshgrid,
-    **dict.fromkeys("repeat tile repeat_interleave".split(), size.repeat),
-    **dict.fromkeys("pad constant_pad_nd reflection_pad1d reflection_pad2d reflection_pad3d replication_pad1d "
-                    "replication_pad2d replication_pad3d".split(), size.pad),
-    "one_hot": size.one_hot, "linalg_vander": size.vander, "vander": size.vander, "cartesian_prod": size.cartesian_prod,
-    "combinations": size.combinations, "einsum": size.einsum, "outer": size.outer, "ger": size.outer, "kron": size.kron,
-    "im2col": size.im2col, "col2im": size.col2im, "block_diag": size.block_diag, "_convolution": size.convolution,
-    **{op: functools.partial(size.rnn, op=op) for op in size.GATES},
-    **dict.fromkeys("conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d convolution".split(),
-                    size.convolution),
-    **dict.fromkeys([n for n in "upsample_nearest1d upsample_nearest2d upsample_nearest3d upsample_linear1d "
-                     "upsample_bilinear2d upsample_bicubic2d upsample_trilinear3d _upsample_nearest_exact1d "
-                     "_upsample_nearest_exact2d _upsample_nearest_exact3d".split()], size.upsample),
+# Default-deny for sizes: every allowed op has a size rule (size_rules.py) or belongs to a family
+# named here, with the reason its output (and work) is bounded by its inputs' elements. An op of a
+# family missing here, without a rule, fails tests/security/test_size_rules.py.
+BOUNDED_BY_INPUTS = {
+    "pointwise": "element by element: one output element per element of the inputs' broadcast (a "
+                 "broadcast of [n, 1] and [1, m] is the one way to grow, see docs/SECURITY.md)",
+    "reductions": "reduce, scan or sort along a dimension: at most the input's elements (topk's k and "
+                  "kthvalue's k checked by the kernels; histc, bincount and cdist have rules)",
+    "shape": "views and copies of the input: the same elements or fewer (unfold and the diagonal "
+             "matrices, which can view or make more, have rules)",
+    "gather_scatter": "concatenations hold their inputs' elements; gather, scatter, take and masked ops "
+                      "are shaped like an input or index (embedding, index and index_select have rules)",
+    "linear_algebra": "mv, dot, solves, inverses, determinants, powers and decompositions make at most "
+                      "their input's elements (the products and full factorizations have rules)",
+    "nn": "normalization, pooling (padding at most half the kernel, checked by the kernel), pixel and "
+          "channel shuffles and RNN cells: shaped like their input (adaptive pooling, affine grids and "
+          "attention have rules)",
+    "norm_with_statistics": "normalization: shaped like its input",
+    "group_norm": "normalization: shaped like its input",
+    "losses": "element by element, then reduced: at most the inputs' broadcast",
+    "like_and_data": "*_like are shaped like their input; scalar_tensor is one element; tensor data is "
+                     "held in the file (at most 65,536 numbers)",
+    "fft": "fftshift / ifftshift roll their input (the transforms, windows and stft have rules)",
+    "private": "_to_copy, _softmax, _log_softmax, _standard_gamma are shaped like their input; "
+               "_shape_as_tensor holds the input's rank (the others have rules)",
 }
 
 # op name -> its family (an op in two families gets the first, a more specific check wins below)
@@ -199,6 +203,7 @@ def family(name: str) -> Family | None:
     return fam
 
 
-def sizer(name: str):
-    """The size function of ``aten::name`` (None: its output is bounded by its inputs)."""
-    return SIZERS.get(name)
+def size_rule(name: str):
+    """The size rule of ``aten::name`` (size_rules.py; None: its family says why its output is bounded
+    by its inputs)."""
+    return size_rules.rule(name)

@@ -88,13 +88,13 @@ def meta_arguments(bound: dict) -> dict:
     return {k: meta(v) for k, v in bound.items()}
 
 
-def check_sizes(sizer, name: str, bound: dict, at: str, max_elements: int) -> None:
-    """The elements the op allocates at the traced sizes must fit the file's allocation budget."""
+def check_sizes(rule, name: str, bound: dict, at: str, max_elements: int) -> None:
+    """The elements and work the op asks for at the traced sizes must fit the budget calls are held
+    to (runtime/call_budget.over_budget: the file's size, or a multiple of the op's largest tensor)."""
+    from ..runtime.call_budget import over_budget
     try:
-        n = sizer(meta_arguments(bound))
+        why = over_budget(rule, meta_arguments(bound), max_elements)
     except (ArithmeticError, TypeError, ValueError, IndexError, RuntimeError) as e:
         raise LoadError(f"{at}: its arguments do not describe a valid aten::{name} ({type(e).__name__})") from None
-    if n is not None and n > max_elements:
-        raise LoadError(f"{at}: aten::{name} would allocate {n if n < 10 ** 30 else 'more than 10^30'} elements at "
-                        f"the traced sizes, more than this file may allocate ({max_elements}: a fixed multiple of its "
-                        "own size)")
+    if why is not None:
+        raise LoadError(f"{at}: aten::{name} at the traced sizes {why}")

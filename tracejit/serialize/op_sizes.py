@@ -38,8 +38,13 @@ def _prod_abs(xs) -> int:
 
 
 def factory(b):
-    """zeros / ones / empty / full / rand... / new_*: the ``size`` argument."""
-    sizes = _ints(b.get("size"))
+    """zeros / ones / empty / full / rand... / new_*: the ``size`` argument. With some sizes traced (at
+    load), the product of the constant ones: a lower bound that already refuses ``zeros([n, 2**30])``."""
+    size = b.get("size")
+    sizes = _ints(size)
+    if sizes is None and isinstance(size, (list, tuple)):
+        known = [x for x in size if isinstance(x, int) and not isinstance(x, bool)]
+        return _prod_abs(known) if known else None
     return None if sizes is None else _prod_abs(sizes)
 
 
@@ -239,6 +244,18 @@ def one_hot(b):
 
 def einsum(b):
     """The largest operand or intermediate of a left-to-right pairwise contraction."""
+    r = _einsum(b)
+    return None if r is None else r[0]
+
+
+def einsum_flops(b):
+    """The multiply-adds of a left-to-right pairwise contraction: each step loops over every letter
+    of its two operands."""
+    r = _einsum(b)
+    return None if r is None else r[1]
+
+
+def _einsum(b):
     eq, ts = b.get("equation"), b.get("tensors")
     if not isinstance(eq, str) or not isinstance(ts, (list, tuple)):
         return None
@@ -262,14 +279,16 @@ def einsum(b):
     if not arrow:   # implicit output: letters seen once, and the ellipsis
         counts = {c: lhs.count(c) for c in size if c != "..."}
         out = {c for c, k in counts.items() if k == 1} | ({"..."} if "..." in eq else set())
-    biggest = 0
+    biggest = work = 0
     acc: set = set()
     for i, term in enumerate(terms):
         acc |= set(term.replace("...", "")) | ({"..."} if "..." in term else set())
+        if i or len(terms) == 1:   # a contraction loops over both operands' letters (one operand: its own)
+            work += math.prod(size.get(c, 1) for c in acc)
         later = set("".join(terms[i + 1:]).replace("...", "")) | ({"..."} if "..." in "".join(terms[i + 1:]) else set())
         acc = {c for c in acc if c in out or c in later} if i else acc
         biggest = max(biggest, math.prod(size.get(c, 1) for c in acc))
-    return max(biggest, math.prod(size.get(c, 1) for c in out))
+    return max(biggest, math.prod(size.get(c, 1) for c in out)), work
 
 
 def upsample(b):
@@ -286,8 +305,9 @@ def upsample(b):
         scales = [scales] * max(len(x) - 2, 1)
     if not isinstance(scales, (list, tuple)) or not all(isinstance(s, (int, float)) for s in scales):
         return None
+    spatial = list(x[2:]) + [1] * max(len(scales) - len(x[2:]), 0)   # a rank the kernel refuses: still counted
     return math.prod(x[:2]) * math.prod(math.floor(n * abs(s)) if math.isfinite(s) else math.inf
-                                        for n, s in zip(x[2:], scales))
+                                        for n, s in zip(spatial, scales))
 
 
 def kron(b):

@@ -3,7 +3,7 @@
 The loader binds a node's arguments to the op's schema the way Python's argument
 parser does (a trailing run of ints may stand for one ``int[]``), then checks every
 argument's value: a Tensor where a Tensor is expected, ints within int64 (dims within
-64, sizes within the file's allocation budget), floats where floats go (dropout's ``p``
+64; what an op's sizes allocate is its size rule's to bound: size_rules.py), floats where floats go (dropout's ``p``
 in [0, 1]), enums and strings from known sets, no generator, pinning or non-strided
 layout. Ops that touch files, raw storage or unchecked strides, or build sparse /
 nested / quantized tensors whose invariants C++ does not check, are refused by name.
@@ -31,14 +31,7 @@ DENIED_OP = re.compile(
     r"^_assert|^_print|^_debug|^_functional_assert|_propagate_xla|_to_cpu|^_has_|^_use_")
 DIM_NAMES = {"dim", "dim0", "dim1", "dim2", "dims", "start_dim", "end_dim", "source", "destination",
              "dimension", "axis", "axis0", "axis1", "dimname"}
-# int arguments that size a tensor the op allocates
-SIZE_NAMES = {"size", "sizes", "repeats", "shape", "n", "m", "s", "steps", "num_samples", "minlength",
-              "num_classes", "bins", "length", "output_size", "window_length", "n_fft", "count", "split_size",
-              "split_sizes", "N", "M", "row", "col", "num_groups", "pad", "padding"}
-SIZE_OVERRIDES = {("tile", "dims")}          # (op, argument) that sizes although named like a dimension
-VIEW_OPS = {"view", "reshape", "unflatten"}  # same elements in and out: their sizes allocate nothing
 SCALE_NAMES = {"scale_factors", "scale_factor", "scales", "scales_h", "scales_w", "scales_d"}
-RANGE_OPS = {"arange", "range", "linspace", "logspace"}
 STRING_CHOICES = {"approximate": {"none", "tanh"}, "rounding_mode": {"trunc", "floor"},
                   "padding": {"same", "valid"}, "indexing": {"ij", "xy"},
                   "mode": {"constant", "reflect", "replicate", "circular"},
@@ -96,34 +89,21 @@ def numbers_allowed(op_name: str, target) -> bool:
     return (target is not None and target.kind in ("op", "index")) or op_name.rstrip("_") in NUMBER_OPS
 
 
-def check_arguments(op_name: str, schema, node, at: str, max_elements: int) -> dict:
-    """Raise LoadError unless every argument of ``node`` fits ``schema`` and the allocation budget;
-    return the arguments bound to the schema's names."""
+def check_arguments(op_name: str, schema, node, at: str) -> dict:
+    """Raise LoadError unless every argument of ``node`` fits ``schema``; return the arguments bound
+    to the schema's names (the op's size rule, size_rules.py, then bounds what they allocate)."""
     bound = bind(schema, node.args, node.kwargs)
     numbers = numbers_allowed(op_name, node.target)
     if bound is None:
         raise LoadError(f"{at}: its arguments do not bind to the schema {_short(schema)}")
     types = {a.name: str(a.real_type) for a in schema.arguments}
-    sizes: list = []
     for name, value in bound.items():
         rt = types[name]
         if numbers and rt in ("Tensor", "Optional[Tensor]") and isinstance(value, (int, float, complex)):
             rt = "number"   # a Python number the binding wraps into a tensor
         if name == "unsafe" and value is not False:
             raise LoadError(f"{at}: unsafe=True skips the kernel's own checks; files may not ask for it")
-        if (op_name, name) in SIZE_OVERRIDES:
-            name = "sizes"
-        _check_value(value, rt, name, op_name, f"{at}, argument {name!r}", sizes)
-    if op_name in VIEW_OPS:
-        sizes = []
-    total = _input_factor(op_name, bound, sizes)
-    for s in sizes:
-        total *= max(abs(int(s)), 1)
-        if total > max_elements:
-            raise LoadError(f"{at}: sizes {sizes[:8]} ask for more than {max_elements} elements, more than this "
-                            "file may allocate (a fixed multiple of its own size)")
-    if op_name in RANGE_OPS:
-        _check_range(bound, at, max_elements)
+        _check_value(value, rt, name, op_name, f"{at}, argument {name!r}")
     if op_name in VIEWS:
         _check_view(bound, at)
     return bound
@@ -154,7 +134,7 @@ def _check_view(bound: dict, at: str) -> None:
 _READ_KINDS = {"dtype": "ScalarType", "device": "Device"}
 
 
-def _check_value(v, rt: str, name: str, op: str, at: str, sizes: list) -> None:
+def _check_value(v, rt: str, name: str, op: str, at: str) -> None:
     if rt.startswith("Optional["):
         if v is None:
             return
@@ -174,8 +154,6 @@ def _check_value(v, rt: str, name: str, op: str, at: str, sizes: list) -> None:
         _int(v, at)
         if name in DIM_NAMES and not -MAX_DIMS <= v < MAX_DIMS:
             raise LoadError(f"{at}: dimension {v} is out of range (tensors have at most {MAX_DIMS} dimensions)")
-        if name in SIZE_NAMES:
-            sizes.append(v)
         return
     if rt == "List[int]":
         items = [v] if _is_int(v) else v
@@ -187,8 +165,6 @@ def _check_value(v, rt: str, name: str, op: str, at: str, sizes: list) -> None:
             _int(x, at)
             if name in DIM_NAMES and not -MAX_DIMS <= x < MAX_DIMS:
                 raise LoadError(f"{at}: dimension {x} is out of range")
-            if name in SIZE_NAMES and x != -1:
-                sizes.append(x)
         return
     if rt in ("float", "complex", "number"):
         ok = (int, float) if rt == "float" else (int, float, complex, bool) if rt == "number" else (int, float, complex)
@@ -201,7 +177,6 @@ def _check_value(v, rt: str, name: str, op: str, at: str, sizes: list) -> None:
         if name in SCALE_NAMES and isinstance(v, (int, float)):
             if not 0 <= v <= INT64:
                 raise LoadError(f"{at}: scale factor {v} is out of range")
-            sizes.append(math.ceil(v))
         return
     if rt == "bool":
         if not isinstance(v, bool):
@@ -243,7 +218,7 @@ def _check_value(v, rt: str, name: str, op: str, at: str, sizes: list) -> None:
             raise LoadError(f"{at}: expected a list of {elem}, found {_show(v)}")
         for x in v:
             if not isinstance(x, Value):
-                _check_value(x, elem, name, op, at, sizes)
+                _check_value(x, elem, name, op, at)
         return
     if rt in ("List[t]", "t"):   # aten::tensor's data: nested lists of numbers
         if _count_numbers(v, 0, at) > MAX_LIST:
@@ -261,38 +236,6 @@ def _count_numbers(v, depth: int, at: str) -> int:
     if isinstance(v, (list, tuple)) and depth < MAX_DIMS:
         return sum(_count_numbers(x, depth + 1, at) for x in v)
     raise LoadError(f"{at}: tensor data holds {_show(v)}")
-
-
-AMPLIFIERS = {"repeat", "tile", "repeat_interleave"}   # output = input elements x their sizes
-
-
-def _input_factor(op_name: str, bound: dict, sizes: list) -> int:
-    """What the constant sizes multiply: the traced input's elements for ops that repeat or scale
-    their input, its batch x channels for an upsampling to an output size, else 1."""
-    x = bound.get("self", bound.get("input"))
-    shape = tuple(x.type.shape) if isinstance(x, Value) and hasattr(x.type, "shape") else ()
-    if op_name in AMPLIFIERS or (op_name.startswith("upsample") and bound.get("output_size") is None):
-        return math.prod(shape)
-    if op_name.startswith("upsample"):
-        return math.prod(shape[:2])
-    return 1
-
-
-def _check_range(bound: dict, at: str, max_elements: int) -> None:
-    """arange / range / linspace / logspace: the element count their constants ask for."""
-    if "steps" in bound:
-        return   # linspace / logspace: steps is a SIZE_NAME, checked above
-    start, end, step = bound.get("start", 0), bound.get("end"), bound.get("step", 1)
-    vals = [x for x in (start, end, step) if x is not None]
-    if any(isinstance(x, Value) for x in vals) or end is None:
-        return
-    try:
-        n = abs((end - start) / step) if step else math.inf
-    except (TypeError, ZeroDivisionError, OverflowError):
-        raise LoadError(f"{at}: bad range {start}..{end} step {step}") from None
-    if not n <= max_elements:
-        raise LoadError(f"{at}: the range {start}..{end} step {step} has more than {max_elements} elements, more "
-                        "than this file may allocate")
 
 
 def _is_int(x) -> bool:

@@ -163,13 +163,13 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
         schema = dict(schemas_of(f"aten::{name}")).get(overload)
         if schema is None:
             raise LoadError(f"{at}: aten::{name} has no overload {overload!r}")
-        bound = schema_check.check_arguments(name, schema, node, at, max_elements)
+        bound = schema_check.check_arguments(name, schema, node, at)
     else:
-        schema, bound = _any_fitting_schema(name, node, at, max_elements)
+        schema, bound = _any_fitting_schema(name, node, at)
     fam.check(name, bound, at)
-    sizer = op_allowlist.sizer(name)
-    if sizer is not None:
-        op_checks.check_sizes(sizer, name, bound, at, max_elements)
+    rule = op_allowlist.size_rule(name)
+    if rule is not None:
+        op_checks.check_sizes(rule, name, bound, at, max_elements)
     _check_outputs(node, at, schema)
     if "unpack" in node.attrs and node.attrs["unpack"] != len(node.outputs):
         raise LoadError(f"{at}: unpacks {node.attrs['unpack']} values into {len(node.outputs)} outputs")
@@ -178,14 +178,14 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
     _check_target(node, at, name)
 
 
-def _any_fitting_schema(name: str, node, at: str, max_elements: int):
+def _any_fitting_schema(name: str, node, at: str):
     """A node recorded without an overload must still fit one of the op's schemas."""
     first = None
     for _, schema in schemas_of(f"aten::{name}"):
         if any(a.name == "out" for a in schema.arguments):
             continue
         try:
-            return schema, schema_check.check_arguments(name, schema, node, at, max_elements)
+            return schema, schema_check.check_arguments(name, schema, node, at)
         except LoadError as e:
             first = first or e
     raise first or LoadError(f"{at}: aten::{name} has no schema its arguments fit")

@@ -1,0 +1,115 @@
+"""The one table of how much an op allocates and computes, keyed by ATen op name: the budgets at load
+(op_checks.check_sizes, on the traced shapes) and at call time (runtime/call_budget.py, on the real
+ones) both read it, and nothing else sizes an op.
+
+``SizeRule.elements(bound arguments)`` is the op's output (or working) elements; ``flops``, where
+present, its multiply-adds, counted against ``call_budget.WORK_FACTOR`` times the element budget.
+An allowed op without a rule must belong to a family of op_allowlist.py that says why its output is
+bounded by its inputs (tests/security/test_size_rules.py holds every allowed op to one or the other).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Callable
+
+from . import op_sizes as size
+from . import op_sizes_args as args
+from . import op_sizes_linalg as linalg
+
+
+@dataclass(frozen=True)
+class SizeRule:
+    elements: Callable                 # bound arguments -> elements allocated (None: unknown yet)
+    flops: Callable | None = None      # bound arguments -> multiply-adds (None: bounded by the elements)
+    # (bound arguments at load, names of those that are the file's own tensors) -> (the varying
+    # argument, elements and multiply-adds per element of it) when fixed at load, else None: the
+    # call then runs the full check only when that argument's numel() passes a constant
+    static_factor: Callable | None = None
+
+
+def _rules(names: str, elements, flops=None, static_factor=None) -> dict:
+    return dict.fromkeys(names.split(), SizeRule(elements, flops, static_factor))
+
+
+def _pool(op: str) -> SizeRule:
+    dims = int(op.split("_pool")[1][0])   # max_pool2d_with_indices -> 2
+    return SizeRule(functools.partial(args.pool, dims=dims), functools.partial(args.pool_flops, dims=dims))
+
+
+RULES: dict[str, SizeRule] = {
+    # factories: what their size arguments say
+    **_rules("zeros ones full rand randn randint normal new_zeros new_ones new_full", size.factory),
+    **_rules("randperm", size.randperm),
+    **_rules("eye", size.eye),
+    **_rules("tril_indices triu_indices", size.tri_indices),
+    **_rules("arange range linspace logspace", size.arange),
+    **_rules("hann_window hamming_window blackman_window bartlett_window kaiser_window fft_fftfreq fft_rfftfreq",
+             args.window),
+    # amplifiers: sizes, repeats, padding, kernel sizes, r, classes
+    **_rules("expand broadcast_to", size.expand),
+    **_rules("expand_as", size.expand_as),
+    **_rules("broadcast_tensors", size.broadcast),
+    **_rules("meshgrid", size.meshgrid),
+    **_rules("repeat tile repeat_interleave", size.repeat),
+    **_rules("pad constant_pad_nd reflection_pad1d reflection_pad2d reflection_pad3d replication_pad1d "
+             "replication_pad2d replication_pad3d", size.pad),
+    **_rules("one_hot", size.one_hot),
+    **_rules("linalg_vander vander", size.vander),
+    **_rules("cartesian_prod", size.cartesian_prod),
+    **_rules("combinations", size.combinations),
+    **_rules("einsum", size.einsum, size.einsum_flops),
+    **_rules("outer ger", size.outer),
+    **_rules("kron", size.kron),
+    **_rules("im2col", size.im2col),
+    **_rules("col2im", size.col2im),
+    **_rules("block_diag", size.block_diag),
+    **_rules("conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d convolution _convolution",
+             size.convolution),
+    **_rules("upsample_nearest1d upsample_nearest2d upsample_nearest3d upsample_linear1d upsample_bilinear2d "
+             "upsample_bicubic2d upsample_trilinear3d _upsample_nearest_exact1d _upsample_nearest_exact2d "
+             "_upsample_nearest_exact3d", size.upsample),
+    **{op: SizeRule(functools.partial(size.rnn, op=op)) for op in size.GATES},
+    # products: the output and the work of a contraction
+    **_rules("matmul mm linalg_matmul addmm", linalg.matmul_elements, linalg.matmul_flops,
+             linalg.constant_operand_factor),
+    **_rules("bmm baddbmm", linalg.matmul_elements, linalg.matmul_flops),
+    **_rules("addbmm", linalg.addbmm_elements, linalg.matmul_flops),
+    **_rules("addr", linalg.addr_elements),
+    **_rules("inner", linalg.inner_elements, linalg.inner_flops),
+    **_rules("linear", linalg.linear_elements, linalg.linear_flops, linalg.constant_operand_factor),
+    **_rules("bilinear", linalg.bilinear_elements, linalg.bilinear_flops),
+    **_rules("tensordot", linalg.tensordot_elements, linalg.tensordot_flops),
+    **_rules("chain_matmul linalg_multi_dot", linalg.chain_elements, linalg.chain_flops),
+    **_rules("cdist", linalg.cdist_elements, linalg.cdist_flops),
+    # sized by an int argument next to their input
+    **_rules("adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d adaptive_max_pool2d "
+             "adaptive_max_pool3d", args.adaptive_pool),
+    **_rules("affine_grid_generator", args.affine_grid),
+    **_rules("histc bincount", args.histogram),
+    **_rules("fft_fft fft_ifft fft_rfft fft_irfft fft_hfft fft_ihfft fft_fft2 fft_ifft2 fft_rfft2 fft_irfft2 "
+             "fft_fftn fft_ifftn fft_rfftn fft_irfftn", args.fft),
+    **_rules("stft", args.stft),
+    **_rules("istft", args.istft),
+    **_rules("unfold", args.unfold),
+    **_rules("diag diag_embed diagflat", args.diagonal_matrix),
+    # one slice per index: the index tensor can be bigger than what it indexes
+    **_rules("embedding", args.embedding),
+    **_rules("index_select", args.index_select),
+    **_rules("index", args.index),
+    **_rules("linalg_svd svd", args.svd_factors),
+    **_rules("linalg_qr qr", args.qr_factors),
+    **_rules("scaled_dot_product_attention", args.attention, args.attention_flops),
+    **_rules("grid_sampler", args.grid_sampler),
+    # pooling: the output is at most the input, the work its window times the output
+    **{op: _pool(op) for op in "avg_pool1d avg_pool2d avg_pool3d max_pool1d max_pool2d max_pool3d "
+                            "max_pool1d_with_indices max_pool2d_with_indices max_pool3d_with_indices".split()},
+}
+
+
+def rule(name: str) -> SizeRule | None:
+    """The size rule of ``aten::name`` (its in-place variant ``name_`` shares it), or None."""
+    found = RULES.get(name)
+    if found is None and name.endswith("_") and not name.startswith("_"):
+        found = RULES.get(name[:-1])
+    return found
