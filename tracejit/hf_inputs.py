@@ -26,6 +26,8 @@ PROCESSOR_FILES = {"text": ("tokenizer.json", "tokenizer_config.json", "vocab.tx
                    "image": ("preprocessor_config.json", "processor_config.json"),
                    "speech": ("preprocessor_config.json", "processor_config.json")}
 # names build_inputs can make a tensor for (what --inputs may name)
+# inputs a tokenizer or processor may leave out (return_token_type_ids=False, return_attention_mask=False)
+OMITTABLE = ("token_type_ids", "attention_mask", "position_ids", "pixel_mask", "decoder_attention_mask")
 BUILDABLE = ("input_ids", "attention_mask", "token_type_ids", "position_ids", "pixel_values", "pixel_mask",
              "input_features", "decoder_input_ids", "decoder_attention_mask")
 
@@ -168,3 +170,14 @@ def serving_shapes(config, batch: int, length: int) -> list[tuple[int, int]]:
     longest = _cap(max(length, 13), max_length(config))
     pairs = [(1, 1), (1, longest), (many, 1), (many, longest), (1, 2), (many, 2)]
     return [p for p in dict.fromkeys(pairs) if p != (batch, length)]
+
+
+def omittable_subsets(model, names: list[str]) -> list[tuple[str, ...]]:
+    """The sets of traced inputs a caller may leave out: every non-empty combination of ``names`` in
+    ``OMITTABLE`` that ``model.forward`` has a default for (BERT traced with ``input_ids,
+    token_type_ids, attention_mask``: without ``token_type_ids``, without ``attention_mask``, without
+    both). The single omissions come first."""
+    import itertools
+    params = inspect.signature(model.forward).parameters
+    optional = [n for n in names if n in OMITTABLE and n in params and params[n].default is not inspect.Parameter.empty]
+    return [c for k in range(1, len(optional) + 1) for c in itertools.combinations(optional, k)]

@@ -169,6 +169,9 @@ def _summary(args, result) -> None:
             shapes = ", ".join("[" + ", ".join(str(s) for s in next(iter(x.values())).shape[:2]) + "]"
                                for x in result.served)
             print(f"  served:     equals eager on the shapes a server meets too: {shapes}")
+        if result.omitted:
+            print(f"  omitted:    equals eager without {'; without '.join(', '.join(s) for s in result.omitted)} too "
+                  "(the forward's defaults)")
     else:
         print("  checked:    no (--no-check)")
     print(f"  file:       {args.output} ({size} bytes, {human(size)})")
