@@ -106,8 +106,9 @@ def max_length(config, decoder: bool = False) -> int | None:
 
 
 def build_inputs(config, batch: int, length: int, seed: int = 0, padded_row: int = -1,
-                 names: list[str] | None = None) -> dict:
-    """Example inputs for ``config``'s model: name -> tensor, for ``names`` (default: the modality's)."""
+                 names: list[str] | None = None, decoder_length: int | None = None) -> dict:
+    """Example inputs for ``config``'s model: name -> tensor, for ``names`` (default: the modality's).
+    ``decoder_length``: an encoder-decoder's decoder inputs' (default: ``length - 2``, at least 1)."""
     if batch < 1 or length < 1:
         raise ValueError(f"batch and length must be at least 1; got batch={batch}, length={length}")
     g = torch.Generator().manual_seed(seed)
@@ -117,7 +118,8 @@ def build_inputs(config, batch: int, length: int, seed: int = 0, padded_row: int
         if getattr(config, "is_encoder_decoder", False):
             names.append("decoder_input_ids")
     n = _cap(length, max_length(config))
-    dec = _cap(length if kind != "text" else max(1, length - 2), max_length(config, decoder=True))
+    dec = decoder_length or (length if kind != "text" else max(1, length - 2))
+    dec = _cap(dec, max_length(config, decoder=True))
     made = {}
     for name in names:
         made[name] = _build_one(name, config, g, batch, n, dec, padded_row)
@@ -161,14 +163,20 @@ def _cap(n: int, limit: int | None) -> int:
     return n if limit is None else min(n, limit)
 
 
-def serving_shapes(config, batch: int, length: int) -> list[tuple[int, int]]:
+def serving_shapes(config, batch: int, length: int) -> list[tuple]:
     """(batch, length) pairs a server meets besides the example's: batch 1 and many, length 1 and
-    many (text; an image's size is the model's, so only the batch changes). Padded where length > 1."""
+    many (text; an image's size is the model's, so only the batch changes). Padded where length > 1.
+    A text encoder-decoder also gets (batch, length, decoder length) triples that cross encoder and
+    decoder lengths 1 and many (a generation step: one decoder token beside a long text; a long
+    target beside a one-word text): the attention code of each side tests its own length."""
     many = max(batch, 3)
     if modality(config) != "text":
         return [(1, length), (many, length)]
     longest = _cap(max(length, 13), max_length(config))
     pairs = [(1, 1), (1, longest), (many, 1), (many, longest), (1, 2), (many, 2)]
+    if getattr(config, "is_encoder_decoder", False):
+        dec_longest = _cap(max(length, 13), max_length(config, decoder=True))
+        pairs += [(b, n, d) for b in (1, many) for n, d in ((1, dec_longest), (longest, 1))]
     return [p for p in dict.fromkeys(pairs) if p != (batch, length)]
 
 

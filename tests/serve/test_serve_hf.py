@@ -39,6 +39,12 @@ CASES = {name: dict(IMAGE_CASES if name == "vit" else TEXT_CASES,
                     **{f"no_{'_'.join(omit)}_{shape}": [b, lengths, list(omit)]
                        for omit in tiny_models.OMITTABLE[name] for shape, (b, lengths) in OMIT_SHAPES.items()})
          for name in tiny_models.NAMES}
+# T5's decoder length apart from the encoder's: a generation step (one decoder token beside texts of
+# any length), a long target beside a one-word text, padded targets
+CASES["t5"].update({"dec1_b1_n64": [1, [64], [], [1]], "dec1_b3_n13": [3, [13], [], [1]],
+                    "dec1_padded_b8": [8, [64, 1, 13, 7], [], [1]], "dec13_b1_n1": [1, [1], [], [13]],
+                    "dec20_b3_n2": [3, [2], [], [20]], "dec_padded_b3": [3, [2, 13, 5], [], [13, 1, 4]],
+                    "dec1_no_attention_mask_b3_n13": [3, [13], ["attention_mask"], [1]]})
 VARIANTS = ("cli", "python")
 
 
@@ -61,6 +67,9 @@ def _trace_in_python(name: str, directory: str):
     model = tiny_models.build(name)
     more = [tiny_models.request(name, directory, batch, lengths, 2, omit)
             for omit in [()] + tiny_models.OMITTABLE[name] for batch, lengths in ([2, [8, 5]], [1, [1]], [1, [2]])]
+    if name == "t5":   # the decoder's length 1 beside a longer text, and the other way round
+        more += [tiny_models.request(name, directory, 1, lengths, 2, omit, decoder_lengths)
+                 for omit in [(), ("attention_mask",)] for lengths, decoder_lengths in ([[13], [1]], [[1], [13]])]
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", tracejit.TracerWarning)
         return tracejit.trace(model, example_kwarg_inputs=tiny_models.request(name, directory, 2, [8, 5], 1),

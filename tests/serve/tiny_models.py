@@ -73,10 +73,12 @@ def texts(batch: int, lengths, seed: int) -> list[str]:
     return [" ".join(f"w{int(i)}" for i in rng.integers(0, 95, lengths[b % len(lengths)])) for b in range(batch)]
 
 
-def request(name: str, directory: str, batch: int, lengths, seed: int, omit=()) -> dict:
+def request(name: str, directory: str, batch: int, lengths, seed: int, omit=(), decoder_lengths=None) -> dict:
     """What a client sends: the tokenizer's (processor's) dict, all keys, padded where lengths differ;
     T5 also gets ``decoder_input_ids`` (the target text's ids, one word shorter). ``omit``: keys the
-    tokenizer is told not to return (``return_token_type_ids=False``, ``return_attention_mask=False``)."""
+    tokenizer is told not to return (``return_token_type_ids=False``, ``return_attention_mask=False``).
+    ``decoder_lengths``: T5's target word counts (default: one word shorter than each text; a
+    generation step sends 1 whatever the encoder's length)."""
     if name == "vit":
         rng = np.random.default_rng(seed)   # what ViTImageProcessor gives: (pixel / 255 - 0.5) / 0.5, channels first
         images = rng.uniform(0, 255, (batch, 3, IMAGE, IMAGE)).astype(np.float32)
@@ -86,6 +88,6 @@ def request(name: str, directory: str, batch: int, lengths, seed: int, omit=()) 
     out = dict(tok(texts(batch, lengths, seed), padding=True, return_tensors="pt", **flags))
     assert not set(omit) & set(out), (omit, list(out))
     if name == "t5":
-        targets = texts(batch, [max(1, n - 1) for n in lengths], seed + 1)
+        targets = texts(batch, decoder_lengths or [max(1, n - 1) for n in lengths], seed + 1)
         out["decoder_input_ids"] = tok(targets, padding=True, return_tensors="pt")["input_ids"]
     return out
