@@ -66,7 +66,8 @@ def reason(first_fn, args, kwargs, owner_name: str) -> str:
     extra = sorted(set(kwargs) - set(first_fn.graph.param_names))
     parts = []
     if missing:
-        parts.append(f"called without {', '.join(missing)} (traced without them: {owner_name}'s defaults)")
+        parts.append(f"called without {', '.join(missing)} (traced with {owner_name}'s "
+                     f"default{'s' if len(missing) > 1 else ''})")
     if extra:
         parts.append(f"called with {', '.join(extra)} too")
     return "; ".join(parts) or "called with other arguments"
