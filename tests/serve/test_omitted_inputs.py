@@ -210,3 +210,23 @@ def test_omittable_subsets_are_the_inputs_the_forward_has_defaults_for(bert):
     assert omittable_subsets(bert, ["input_ids", "token_type_ids", "attention_mask"]) == [
         ("token_type_ids",), ("attention_mask",), ("token_type_ids", "attention_mask")]
     assert omittable_subsets(Required(), ["x", "y"]) == []
+
+
+class TwoMethods(torch.nn.Module):
+    def forward(self, x):
+        return x + 1
+
+    def score(self, x, weight=None):
+        return x.sum(-1) if weight is None else (x * weight).sum(-1)
+
+
+def test_a_trace_module_method_called_without_a_defaulted_input():
+    model = TwoMethods()
+    example = {"forward": {"x": torch.randn(2, 3)}, "score": {"x": torch.randn(2, 3), "weight": torch.randn(3)}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tracejit.TracerWarning)
+        traced = tracejit.trace_module(model, example, example_inputs_is_kwarg=True)
+        x = torch.randn(4, 3)
+        assert not torch.allclose(model.score(x), model.score(x, torch.randn(3)))
+        torch.testing.assert_close(traced.score(x=x), model.score(x))
+    assert len(traced.score.specializations) == 2
