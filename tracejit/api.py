@@ -145,7 +145,7 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
     traced = TracedFunction(name, rec.graph, rec.ledger.entries)
     specialize.enable_for_function(
         traced, lambda a, k: _record(func, a, k, None, name, _force_outplace, warn=False, guards=guards,
-                                     allow_frozen=allow_frozen).graph)
+                                     allow_frozen=allow_frozen).graph, signature=_signature_or_none(func))
     if _store_inputs:
         traced.example_inputs = (args, kwargs)
     if check_trace:
@@ -274,7 +274,8 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
             lend_tensors(lent, mod)
         return _compile(recs, label)
     traced._retrace = one_at_a_time(retrace)
-    specialize.enable_for_module(traced, traced._retrace)
+    specialize.enable_for_module(traced, traced._retrace,
+                                 {k: _signature_or_none(entry(k)[1]) for k in per_method_args})
     if check_trace:
         for installed, (args, kwargs) in per_method_args.items():
             fn, bound = entry(installed)
@@ -315,6 +316,14 @@ def _record(fn, args, kwargs, module, name, force_outplace, warn=True, registry=
     return record(fn, args, kwargs, module, warn=warn, force_outplace=force_outplace, name=name,
                   registry=registry, signature_of=signature_of, guards=guards,
                   allow_frozen_python_state=allow_frozen)
+
+
+def _signature_or_none(fn):
+    """``fn``'s signature (which inputs a call of its trace may leave out); None where it has none."""
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
 
 
 def _check_fits(fn, args, kwargs) -> None:

@@ -34,7 +34,7 @@ from typing import Callable
 
 import torch
 
-from .hf_inputs import build_inputs, input_names, max_length, modality, serving_shapes  # noqa: F401
+from .hf_inputs import build_inputs, input_names, max_length, modality, omittable_subsets, serving_shapes  # noqa: F401
 
 # task -> the transformers Auto class that loads it
 TASKS = {
@@ -79,6 +79,7 @@ class PretrainedTrace:
     max_abs_diff: float | None = None  # traced vs eager on ``checked``
     outputs: tuple = ()                # the output names
     served: list = field(default_factory=list)    # the serving shapes also checked (hf_inputs.serving_shapes)
+    omitted: list = field(default_factory=list)   # input sets left out, also checked (hf_inputs.omittable_subsets)
 
 
 def infer_task(config) -> str:
@@ -192,11 +193,36 @@ def trace_pretrained(path, task: str | None = None, *, batch: int = 2, length: i
         step("check")
         _check(result, model, config, batch, length, seed, names)
         if serve:
-            for i, (b, n) in enumerate(serving_shapes(config, batch, length)):
-                served = build_inputs(config, b, n, seed + 2 + i, padded_row=0, names=names)
+            shapes = serving_shapes(config, batch, length)
+            _make_room(result.traced, (1 + len(omittable_subsets(model, names))) * (1 + len(shapes)))
+            for i, (b, n, *dec) in enumerate(shapes):
+                served = build_inputs(config, b, n, seed + 2 + i, padded_row=0, names=names,
+                                      decoder_length=dec[0] if dec else None)
                 _compare(result, model, served)
                 result.served.append(served)
+            _serve_omitted(result, model, config, [(batch, length)] + shapes, seed, names)
     return result
+
+
+def _make_room(traced, n: int) -> None:
+    """Let the live object keep ``n`` specializations: one per kind of call the file is to serve
+    (a live object drops the least recently used beyond runtime/specialize.py's LIMIT)."""
+    from .runtime import specialize
+    spec_set = specialize.sets_of(traced).get("forward")
+    if spec_set is not None:
+        spec_set.limit = max(spec_set.limit, n)
+
+
+def _serve_omitted(result: PretrainedTrace, model, config, shapes: list, seed: int, names: list) -> None:
+    """A caller may leave out an input the forward has a default for (a tokenizer that returns no
+    ``token_type_ids``): each such set, at every shape, is compared with eager, which makes the
+    specializations traced without it (runtime/omitted_inputs.py) that the file then holds."""
+    for subset in omittable_subsets(model, names):
+        kept = [n for n in names if n not in subset]
+        for i, (b, n, *dec) in enumerate(shapes):
+            _compare(result, model, build_inputs(config, b, n, seed + 40 + i, padded_row=0, names=kept,
+                                                 decoder_length=dec[0] if dec else None))
+        result.omitted.append(subset)
 
 
 def _check(result: PretrainedTrace, model, config, batch: int, length: int, seed: int, names: list) -> None:

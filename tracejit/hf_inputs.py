@@ -26,6 +26,8 @@ PROCESSOR_FILES = {"text": ("tokenizer.json", "tokenizer_config.json", "vocab.tx
                    "image": ("preprocessor_config.json", "processor_config.json"),
                    "speech": ("preprocessor_config.json", "processor_config.json")}
 # names build_inputs can make a tensor for (what --inputs may name)
+# inputs a tokenizer or processor may leave out (return_token_type_ids=False, return_attention_mask=False)
+OMITTABLE = ("token_type_ids", "attention_mask", "position_ids", "pixel_mask", "decoder_attention_mask")
 BUILDABLE = ("input_ids", "attention_mask", "token_type_ids", "position_ids", "pixel_values", "pixel_mask",
              "input_features", "decoder_input_ids", "decoder_attention_mask")
 
@@ -104,8 +106,9 @@ def max_length(config, decoder: bool = False) -> int | None:
 
 
 def build_inputs(config, batch: int, length: int, seed: int = 0, padded_row: int = -1,
-                 names: list[str] | None = None) -> dict:
-    """Example inputs for ``config``'s model: name -> tensor, for ``names`` (default: the modality's)."""
+                 names: list[str] | None = None, decoder_length: int | None = None) -> dict:
+    """Example inputs for ``config``'s model: name -> tensor, for ``names`` (default: the modality's).
+    ``decoder_length``: an encoder-decoder's decoder inputs' (default: ``length - 2``, at least 1)."""
     if batch < 1 or length < 1:
         raise ValueError(f"batch and length must be at least 1; got batch={batch}, length={length}")
     g = torch.Generator().manual_seed(seed)
@@ -115,7 +118,8 @@ def build_inputs(config, batch: int, length: int, seed: int = 0, padded_row: int
         if getattr(config, "is_encoder_decoder", False):
             names.append("decoder_input_ids")
     n = _cap(length, max_length(config))
-    dec = _cap(length if kind != "text" else max(1, length - 2), max_length(config, decoder=True))
+    dec = decoder_length or (length if kind != "text" else max(1, length - 2))
+    dec = _cap(dec, max_length(config, decoder=True))
     made = {}
     for name in names:
         made[name] = _build_one(name, config, g, batch, n, dec, padded_row)
@@ -159,12 +163,29 @@ def _cap(n: int, limit: int | None) -> int:
     return n if limit is None else min(n, limit)
 
 
-def serving_shapes(config, batch: int, length: int) -> list[tuple[int, int]]:
+def serving_shapes(config, batch: int, length: int) -> list[tuple]:
     """(batch, length) pairs a server meets besides the example's: batch 1 and many, length 1 and
-    many (text; an image's size is the model's, so only the batch changes). Padded where length > 1."""
+    many (text; an image's size is the model's, so only the batch changes). Padded where length > 1.
+    A text encoder-decoder also gets (batch, length, decoder length) triples that cross encoder and
+    decoder lengths 1 and many (a generation step: one decoder token beside a long text; a long
+    target beside a one-word text): the attention code of each side tests its own length."""
     many = max(batch, 3)
     if modality(config) != "text":
         return [(1, length), (many, length)]
     longest = _cap(max(length, 13), max_length(config))
     pairs = [(1, 1), (1, longest), (many, 1), (many, longest), (1, 2), (many, 2)]
+    if getattr(config, "is_encoder_decoder", False):
+        dec_longest = _cap(max(length, 13), max_length(config, decoder=True))
+        pairs += [(b, n, d) for b in (1, many) for n, d in ((1, dec_longest), (longest, 1))]
     return [p for p in dict.fromkeys(pairs) if p != (batch, length)]
+
+
+def omittable_subsets(model, names: list[str]) -> list[tuple[str, ...]]:
+    """The sets of traced inputs a caller may leave out: every non-empty combination of ``names`` in
+    ``OMITTABLE`` that ``model.forward`` has a default for (BERT traced with ``input_ids,
+    token_type_ids, attention_mask``: without ``token_type_ids``, without ``attention_mask``, without
+    both). The single omissions come first."""
+    import itertools
+    params = inspect.signature(model.forward).parameters
+    optional = [n for n in names if n in OMITTABLE and n in params and params[n].default is not inspect.Parameter.empty]
+    return [c for k in range(1, len(optional) + 1) for c in itertools.combinations(optional, k)]

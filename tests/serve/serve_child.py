@@ -3,7 +3,8 @@ each with tokenizer-style requests, compare with eager transformers, and print o
 ``{"<model>/<variant>/<case>": "ok" | "<what went wrong>"}``.
 
 Usage: ``python serve_child.py PLAN.json``; the plan is ``{"programs": {"<model>/<variant>": [model,
-file, model directory]}, "cases": {"<model>": {"<case>": [batch, [lengths...]]}}}``."""
+file, model directory]}, "cases": {"<model>": {"<case>": [batch, [lengths...], [keys left out]?,
+[T5 decoder lengths]?]}}}``."""
 from __future__ import annotations
 
 import json
@@ -52,8 +53,10 @@ def main(plan_path: str) -> None:
     for label, (name, path, directory) in plan["programs"].items():
         program = tracejit.load(path)
         eager = eager_models.setdefault(name, tiny_models.build(name))
-        for case, (batch, lengths) in plan["cases"][name].items():
-            request = tiny_models.request(name, directory, batch, lengths, seed=zlib.crc32(case.encode()) % 1000)
+        for case, (batch, lengths, *more) in plan["cases"][name].items():
+            omit, decoder_lengths = (more + [(), None])[:2]
+            request = tiny_models.request(name, directory, batch, lengths, seed=zlib.crc32(case.encode()) % 1000,
+                                          omit=omit, decoder_lengths=decoder_lengths)
             results[f"{label}/{case}"] = check(program, eager, request)
     print(json.dumps(results))
 

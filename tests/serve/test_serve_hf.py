@@ -6,7 +6,11 @@ index access (serve_child.check).
 
 Length 1 fails a guard of the batch-2, length-8 trace (sdpa attention's ``q_length > 1``): the file
 serves it with the specializations it holds (``--hf`` checks the serving shapes, which specializes
-the live object; in Python, ``specialize_for``), no GuardError."""
+the live object; in Python, ``specialize_for``), no GuardError.
+
+A client whose tokenizer leaves out an input the forward has a default for (``return_token_type_ids
+=False``, ``return_attention_mask=False``) is served too, from specializations traced without it
+(``--hf`` makes them for every such set; in Python, ``specialize_for`` with fewer keys)."""
 from __future__ import annotations
 
 import json
@@ -30,7 +34,17 @@ import tiny_models  # noqa: E402
 TEXT_CASES = {f"b{b}_n{n}": [b, [n]] for b in (1, 3, 8) for n in (1, 2, 13, 64)}
 TEXT_CASES.update({"padded_b3": [3, [2, 13, 5]], "padded_b8": [8, [64, 1, 13, 7]]})
 IMAGE_CASES = {f"b{b}": [b, [1]] for b in (1, 3, 8)}
-CASES = {name: IMAGE_CASES if name == "vit" else TEXT_CASES for name in tiny_models.NAMES}
+OMIT_SHAPES = {"b1_n1": [1, [1]], "b1_n2": [1, [2]], "b3_n13": [3, [13]], "padded_b8": [8, [64, 1, 13, 7]]}
+CASES = {name: dict(IMAGE_CASES if name == "vit" else TEXT_CASES,
+                    **{f"no_{'_'.join(omit)}_{shape}": [b, lengths, list(omit)]
+                       for omit in tiny_models.OMITTABLE[name] for shape, (b, lengths) in OMIT_SHAPES.items()})
+         for name in tiny_models.NAMES}
+# T5's decoder length apart from the encoder's: a generation step (one decoder token beside texts of
+# any length), a long target beside a one-word text, padded targets
+CASES["t5"].update({"dec1_b1_n64": [1, [64], [], [1]], "dec1_b3_n13": [3, [13], [], [1]],
+                    "dec1_padded_b8": [8, [64, 1, 13, 7], [], [1]], "dec13_b1_n1": [1, [1], [], [13]],
+                    "dec20_b3_n2": [3, [2], [], [20]], "dec_padded_b3": [3, [2, 13, 5], [], [13, 1, 4]],
+                    "dec1_no_attention_mask_b3_n13": [3, [13], ["attention_mask"], [1]]})
 VARIANTS = ("cli", "python")
 
 
@@ -48,9 +62,14 @@ def _offline(tmp_path_factory):
 def _trace_in_python(name: str, directory: str):
     """What a user writes: the model, a tokenizer batch as keyword inputs, strict=False (dict outputs),
     and requests of the other shapes a server meets as ``specialize_for`` (length 1: sdpa attention's
-    ``q_length > 1``; length 2: T5's decoder of length 1 beside an encoder of 2)."""
+    ``q_length > 1``; length 2: T5's decoder of length 1 beside an encoder of 2), also as the clients
+    whose tokenizers leave an input out send them."""
     model = tiny_models.build(name)
-    more = [tiny_models.request(name, directory, batch, lengths, 2) for batch, lengths in ([1, [1]], [1, [2]])]
+    more = [tiny_models.request(name, directory, batch, lengths, 2, omit)
+            for omit in [()] + tiny_models.OMITTABLE[name] for batch, lengths in ([2, [8, 5]], [1, [1]], [1, [2]])]
+    if name == "t5":   # the decoder's length 1 beside a longer text, and the other way round
+        more += [tiny_models.request(name, directory, 1, lengths, 2, omit, decoder_lengths)
+                 for omit in [(), ("attention_mask",)] for lengths, decoder_lengths in ([[13], [1]], [[1], [13]])]
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", tracejit.TracerWarning)
         return tracejit.trace(model, example_kwarg_inputs=tiny_models.request(name, directory, 2, [8, 5], 1),
@@ -103,3 +122,9 @@ def test_the_requests_move_the_outputs(tmp_path, _offline):
             req = tiny_models.request(name, directory, 3, [13], 1)
             other = dict(req, token_type_ids=1 - req["token_type_ids"])
             assert not torch.allclose(model(**req)[0], model(**other)[0])
+        for omit in tiny_models.OMITTABLE[name]:   # the tokenizer leaves them out (a single text's type ids
+            full = tiny_models.request(name, directory, 3, [13, 2], 1)   # are zeros, the default: that the
+            less = tiny_models.request(name, directory, 3, [13, 2], 1, omit)   # trace keeps them is
+            assert set(full) - set(less) == set(omit)                  # test_omitted_inputs.py's)
+            if "attention_mask" in omit:   # no mask on a padded batch: the padding is attended to
+                assert not torch.allclose(model(**full)[0], model(**less)[0]), (name, omit)

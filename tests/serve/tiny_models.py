@@ -20,6 +20,9 @@ NAMES = ("bert", "gpt2", "vit", "t5")
 INPUT_NAMES = {"bert": ["input_ids", "token_type_ids", "attention_mask"],
                "gpt2": ["input_ids", "attention_mask"], "t5": ["input_ids", "attention_mask"]}
 IMAGE = 32
+# what a tokenizer may be told not to return, where the model's forward has a default for it
+OMITTABLE = {"bert": [("token_type_ids",), ("attention_mask",), ("token_type_ids", "attention_mask")],
+             "gpt2": [("attention_mask",)], "t5": [("attention_mask",)], "vit": []}
 
 
 def tokenizer(name: str):
@@ -70,16 +73,21 @@ def texts(batch: int, lengths, seed: int) -> list[str]:
     return [" ".join(f"w{int(i)}" for i in rng.integers(0, 95, lengths[b % len(lengths)])) for b in range(batch)]
 
 
-def request(name: str, directory: str, batch: int, lengths, seed: int) -> dict:
+def request(name: str, directory: str, batch: int, lengths, seed: int, omit=(), decoder_lengths=None) -> dict:
     """What a client sends: the tokenizer's (processor's) dict, all keys, padded where lengths differ;
-    T5 also gets ``decoder_input_ids`` (the target text's ids, one word shorter)."""
+    T5 also gets ``decoder_input_ids`` (the target text's ids, one word shorter). ``omit``: keys the
+    tokenizer is told not to return (``return_token_type_ids=False``, ``return_attention_mask=False``).
+    ``decoder_lengths``: T5's target word counts (default: one word shorter than each text; a
+    generation step sends 1 whatever the encoder's length)."""
     if name == "vit":
         rng = np.random.default_rng(seed)   # what ViTImageProcessor gives: (pixel / 255 - 0.5) / 0.5, channels first
         images = rng.uniform(0, 255, (batch, 3, IMAGE, IMAGE)).astype(np.float32)
         return {"pixel_values": torch.from_numpy((images / 255 - 0.5) / 0.5)}
     tok = transformers.AutoTokenizer.from_pretrained(directory)
-    out = dict(tok(texts(batch, lengths, seed), padding=True, return_tensors="pt"))
+    flags = {f"return_{key}": False for key in omit}
+    out = dict(tok(texts(batch, lengths, seed), padding=True, return_tensors="pt", **flags))
+    assert not set(omit) & set(out), (omit, list(out))
     if name == "t5":
-        targets = texts(batch, [max(1, n - 1) for n in lengths], seed + 1)
+        targets = texts(batch, decoder_lengths or [max(1, n - 1) for n in lengths], seed + 1)
         out["decoder_input_ids"] = tok(targets, padding=True, return_tensors="pt")["input_ids"]
     return out

@@ -147,6 +147,13 @@ def cmd_trace_hf(args) -> int:
     return 0
 
 
+def _shape(inputs: dict) -> str:
+    """``[batch, length]`` of a served input set; ``[batch, length -> decoder length]`` for an encoder-decoder."""
+    dims = [str(s) for s in next(iter(inputs.values())).shape[:2]]
+    dec = inputs.get("decoder_input_ids")
+    return f"[{', '.join(dims)}{f' -> {dec.shape[1]}' if dec is not None else ''}]"
+
+
 def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
@@ -166,9 +173,11 @@ def _summary(args, result) -> None:
         if result.check_note:
             print(f"              ({result.check_note})")
         if result.served:
-            shapes = ", ".join("[" + ", ".join(str(s) for s in next(iter(x.values())).shape[:2]) + "]"
-                               for x in result.served)
+            shapes = ", ".join(_shape(x) for x in result.served)
             print(f"  served:     equals eager on the shapes a server meets too: {shapes}")
+        if result.omitted:
+            print(f"  omitted:    equals eager without {'; without '.join(', '.join(s) for s in result.omitted)} too "
+                  "(the forward's defaults)")
     else:
         print("  checked:    no (--no-check)")
     print(f"  file:       {args.output} ({size} bytes, {human(size)})")

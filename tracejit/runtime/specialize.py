@@ -11,9 +11,15 @@ specialization calls its own code for the whole module hierarchy (its submodule 
 inlined: see ``Specialization``). Without an original (a loaded program, or after
 ``drop_original()``) a GuardError lists what every specialization required.
 
+A call that leaves out a traced input whose forward has a default (a tokenizer that returns no
+``token_type_ids``) chooses the same way among the specializations traced without it, and a live
+object traces one (runtime/omitted_inputs.py).
+
 A failed attempt leaves no trace: a program that writes in place before a later guard
 restores what it wrote before the next attempt (runtime/undo.py). The set holds at most
-``LIMIT`` specializations; the least recently used one after the first is dropped.
+``LIMIT`` specializations; the least recently used one after the first is dropped, never one that
+``specialize_for`` asked for, a file held or an optimized program copied (``pinned``: those stay,
+beyond the limit if need be).
 """
 from __future__ import annotations
 
@@ -23,9 +29,10 @@ import threading
 
 import torch
 
-from ..errors import GuardError
+from ..errors import ArgumentTypeError, GuardError
 from ..passes.inline import inline_calls
 from ..trace.source import caller_stacklevel, warn_at
+from . import omitted_inputs
 from .method_compiler import compile_method
 from .private_rng import PrivateRandomness
 from .state import ModuleState
@@ -46,7 +53,7 @@ class Specialization:
     module (or the TracedFunction). Guards are the graph's ``tracejit::guard`` nodes.
     """
 
-    __slots__ = ("method", "graph", "reason", "source", "fn", "last_used")
+    __slots__ = ("method", "graph", "reason", "source", "fn", "last_used", "pinned")
 
     def __init__(self, method: str, fn, reason: str, source=None):
         self.method = method
@@ -55,6 +62,7 @@ class Specialization:
         self.reason = reason
         self.source = source
         self.last_used = 0
+        self.pinned = False   # made ahead of time (specialize_for): never dropped for room
 
     @property
     def code(self) -> str:
@@ -97,8 +105,9 @@ class SpecializationSet:
     same (immutable) specializations, its own lock, retracing with the copy's tensors.
     """
 
-    def __init__(self, owner, method: str, first_fn, retrace, limit: int = LIMIT):
+    def __init__(self, owner, method: str, first_fn, retrace, limit: int = LIMIT, signature=None):
         self.owner = owner
+        self.signature = signature      # the original's inspect.Signature: which inputs it may go without
         self.method = method
         self.first = Specialization(method, first_fn, "the first trace")
         self.entries: tuple = (self.first,)
@@ -120,14 +129,17 @@ class SpecializationSet:
     def run(self, spec: Specialization, args, kwargs):
         return undoable_call(spec.fn, self.owner, args, kwargs)
 
-    def handle(self, args, kwargs, error: GuardError):
+    def handle(self, args, kwargs, error, wrong_names: bool = False):
         """The first trace raised ``error`` on these inputs: run another that fits, or make one.
+        ``wrong_names``: ``error`` is the ArgumentTypeError of a call whose argument names the first
+        trace does not take (runtime/omitted_inputs.py); else a GuardError.
 
         What a guard reads can change between attempts (another thread switches the training flag):
         after a retrace every specialization may be tried again, a bounded number of rounds.
         """
         tried = {id(self.first)}
-        failures = [(self.first, error)]
+        failures = [] if wrong_names else [(self.first, error)]
+        first_names = self.first.graph.param_names
         retraced = 0
         for _ in range(_ROUNDS):
             entries = self.entries       # one read: an immutable tuple, published whole
@@ -136,6 +148,9 @@ class SpecializationSet:
                 if id(spec) in tried:
                     continue
                 tried.add(id(spec))
+                same_names = spec.graph.param_names == first_names   # the common case: no signature to bind
+                if not (not wrong_names if same_names else omitted_inputs.accepts(spec.fn, args, kwargs)):
+                    continue
                 try:
                     result = self.run(spec, args, kwargs)
                 except GuardError as e:
@@ -148,19 +163,38 @@ class SpecializationSet:
                 return result
             with self.lock:
                 if self.entries is entries:   # else another thread published meanwhile: try its new ones
-                    if self.retrace is None:
-                        raise none_fits(self.owner, self.method, failures)
+                    if self.retrace is None or (
+                            wrong_names and not omitted_inputs.original_accepts(self.signature, args, kwargs)):
+                        raise none_fits(self.owner, self.method, failures) if failures else self._names_error(error)
                     inputs = RetraceInputs(args, kwargs, keep_history=reads_history(e for _, e in failures))
                     fn = self.retrace(self.owner, *inputs.inputs)
                     inputs.check_untouched(self.method)
-                    spec = Specialization(self.method, fn, _reason(failures[0][1]), failures[0][1].source)
+                    spec = Specialization(self.method, fn, *self._why(args, kwargs, failures))
                     self.traces += 1
                     retraced += 1
                     self._publish(spec)
                     _warn(spec, len(self.entries), self.limit)
                     tried = set()
                     failures = []
+        if wrong_names and not failures:
+            raise self._names_error(error)
         raise none_fits(self.owner, self.method, failures or [(self.first, error)], retraced)
+
+    def _names_error(self, error):
+        """``error`` (a call whose argument names no trace takes), naming the other calls it serves."""
+        first = self.first.signature
+        others = list(dict.fromkeys(e.signature for e in self.extra() if e.signature != first))
+        if not others:
+            return error
+        return ArgumentTypeError(f"{error}. It also serves calls as {'; '.join(others)}")
+
+    def _why(self, args, kwargs, failures) -> tuple:
+        """``(reason, source)`` of a new specialization: the guard the others failed, or the inputs
+        the call left out."""
+        if failures:
+            return _reason(failures[0][1]), failures[0][1].source
+        name = getattr(self.owner, "original_name", getattr(self.owner, "__name__", "the original"))
+        return omitted_inputs.reason(self.first.fn, args, kwargs, f"{name}.{self.method}"), None
 
     def prepare(self, args, kwargs, module=None) -> Specialization | None:
         """Make a specialization for these inputs ahead of time unless one already fits them
@@ -172,6 +206,8 @@ class SpecializationSet:
         try:
             with torch.no_grad(), PrivateRandomness():
                 for spec in self.entries:
+                    if not omitted_inputs.accepts(spec.fn, args, kwargs):   # traced with other inputs
+                        continue
                     try:
                         self.run(spec, *inputs_for_retrace(args, kwargs))
                         return None
@@ -184,21 +220,26 @@ class SpecializationSet:
         with self.lock:
             if self.retrace is None:
                 raise none_fits(self.owner, self.method, list(zip(self.entries, failures)))
+            why = (_reason(failures[-1]), failures[-1].source) if failures else self._why(args, kwargs, [])
             spec = Specialization(self.method, self.retrace(self.owner, *inputs_for_retrace(args, kwargs)),
-                                  "specialize_for: " + _reason(failures[-1]), failures[-1].source)
+                                  "specialize_for: " + why[0], why[1])
+            spec.pinned = True
             self.traces += 1
             self._publish(spec)
         return spec
 
     def add(self, spec: Specialization) -> None:
-        """Publish ``spec`` (a loaded file's specializations, ``specialize_for``)."""
+        """Publish ``spec`` (a loaded file's specializations, an optimized program's copies of its
+        source's): pinned, as every one of them was asked for."""
+        spec.pinned = True
         with self.lock:
             self._publish(spec)
 
     def _publish(self, spec: Specialization) -> None:
         entries = (spec,) + self.entries
-        if len(entries) > self.limit:   # drop the least recently used; the first trace stays
-            victim = min((e for e in entries[1:] if e is not self.first), key=lambda e: e.last_used)
+        droppable = [e for e in entries[1:] if e is not self.first and not e.pinned]
+        if len(entries) > self.limit and droppable:   # drop the least recently used; the first trace stays
+            victim = min(droppable, key=lambda e: e.last_used)
             entries = tuple(e for e in entries if e is not victim)
         self.entries = entries
 
@@ -268,26 +309,38 @@ def on_guard_failure(owner, error: GuardError, args, kwargs, method: str = "forw
     return spec_set.handle(args, kwargs, error)
 
 
+def on_argument_error(owner, error, args, kwargs, method: str = "forward"):
+    """Called from a traced object's ``__call__`` when a call raised ArgumentTypeError: where the first
+    trace does not take the call's argument names (an input left out), run or make a specialization
+    that does (runtime/omitted_inputs.py); any other argument error stands."""
+    spec_set = sets_of(owner).get(method)
+    if spec_set is None or omitted_inputs.accepts(spec_set.first.fn, args, kwargs):
+        raise error
+    return spec_set.handle(args, kwargs, error, wrong_names=True)
+
+
 def sets_of(owner) -> dict:
     """``{method: SpecializationSet}`` of a traced object (empty when it has none)."""
     return owner.__dict__.get("_specialization_sets") or {}
 
 
-def enable_for_function(traced, retrace_graph) -> None:
+def enable_for_function(traced, retrace_graph, signature=None) -> None:
     """``retrace_graph(args, kwargs)`` traces the original function again and returns its Graph
-    (None: no original)."""
+    (None: no original). ``signature``: the original's (which inputs a call may leave out)."""
     retrace = None
     if retrace_graph is not None:
         def retrace(owner, args, kwargs):
             return compile_method(retrace_graph(args, kwargs), "forward", traced.__name__, guards=True,
                                   display=traced.__name__)
 
-    traced.__dict__["_specialization_sets"] = {"forward": SpecializationSet(traced, "forward", traced._fn, retrace)}
+    traced.__dict__["_specialization_sets"] = {"forward": SpecializationSet(traced, "forward", traced._fn, retrace,
+                                                                            signature=signature)}
 
 
-def enable_for_module(traced, retrace_methods) -> None:
+def enable_for_module(traced, retrace_methods, signatures=None) -> None:
     """``retrace_methods(mode, current, {name: (args, kwargs)})`` returns ``{path: {method: fn}}``
-    (None: no original, as for a loaded program).
+    (None: no original, as for a loaded program). ``signatures``: ``{method: inspect.Signature}`` of
+    the original's methods (which inputs a call may leave out).
 
     ``traced(...)`` chooses among the specializations of ``forward``; every other root method
     (trace_module) is reached through a ``GuardedMethod`` that chooses among its own.
@@ -301,7 +354,7 @@ def enable_for_module(traced, retrace_methods) -> None:
             return compile_method(inline_calls(made.graph), name, f"{owner.original_name}.{name}", guards=True)
         return retrace
 
-    sets = {name: SpecializationSet(traced, name, fn, retrace_for(name))
+    sets = {name: SpecializationSet(traced, name, fn, retrace_for(name), signature=(signatures or {}).get(name))
             for name, fn in traced._traced_methods.items()}
     traced.__dict__["_specialization_sets"] = sets
     for name in sets:
@@ -322,6 +375,8 @@ class GuardedMethod:
             if e.guard is None:
                 raise
             return self.cache.handle(args, kwargs, e)
+        except ArgumentTypeError as e:
+            return on_argument_error(self.owner, e, args, kwargs, self.name)
 
     def _run(self, args, kwargs):   # the first trace only (the checker: a failed guard is reported)
         return self.cache.run(self.cache.first, args, kwargs)

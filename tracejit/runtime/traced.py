@@ -10,7 +10,7 @@ import types
 
 from torch import nn
 
-from ..errors import GuardError
+from ..errors import ArgumentTypeError, GuardError
 from ..ir import Graph
 from ..passes.inline import inline_calls
 from . import specialize
@@ -66,6 +66,8 @@ class TracedFunction:
             return undoable_call(fn, self, args, kwargs)
         except GuardError as e:
             return specialize.on_guard_failure(self, e, args, kwargs)
+        except ArgumentTypeError as e:   # an input left out: a specialization traced without it
+            return specialize.on_argument_error(self, e, args, kwargs)
 
     def _run(self, args, kwargs):   # the first trace only: the checker reports a failed guard
         return undoable_call(self._fn, self, args, kwargs)
@@ -140,6 +142,8 @@ class TracedModule(nn.Module):
             return undoable_call(fn, self, args, kwargs)
         except GuardError as e:
             return specialize.on_guard_failure(self, e, args, kwargs)
+        except ArgumentTypeError as e:   # an input left out: a specialization traced without it
+            return specialize.on_argument_error(self, e, args, kwargs)
 
     def _run(self, args, kwargs):   # the first trace only: the checker reports a failed guard
         return undoable_call(self._traced_methods["forward"], self, args, kwargs)

@@ -13,12 +13,21 @@ The stand-ins are installed when the first thread starts tracing and removed whe
 stops (a count under a lock), so concurrent traces can neither leave one in place nor remove
 one that another thread still uses. A stand-in that someone replaced in the meantime is left
 alone (theirs wins). ``quiet_warnings`` silences warnings for the calling thread only.
+
+A stand-in that is a Python function answers ``inspect.signature`` as its original does
+(``__signature__``): code that runs while a trace is on may introspect what it finds. torch 2.15
+imports ``torch._dynamo`` the first time a Python meta kernel runs (``batch_norm`` on the ``meta``
+device), and that import checks each function it registers a polyfill for against the polyfill's
+signature: ``operator.index``'s stand-in, with its own ``(obj)``, failed the import half-way, which
+broke every later use of torch._dynamo in the process (issue #23; tests/trace/test_stand_in_signatures.py).
 """
 from __future__ import annotations
 
 import builtins
 import contextlib
+import inspect
 import os
+import types
 import sys
 import threading
 import warnings
@@ -166,8 +175,27 @@ def _install() -> None:
 
 def _put(owner, name: str, stand_in) -> None:
     original = _own(owner, name)
+    _same_signature(stand_in, getattr(owner, name, None))
     setattr(owner, name, stand_in)
     _installed.append((owner, name, original, stand_in))
+
+
+_signatures: dict[int, tuple[object, object]] = {}   # id(original) -> (original, its signature or None)
+
+
+def _same_signature(stand_in, original) -> None:
+    """Let a Python-function stand-in report ``original``'s signature (where it has one)."""
+    if not isinstance(stand_in, types.FunctionType) or "__signature__" in stand_in.__dict__:
+        return
+    known = _signatures.get(id(original))
+    if known is None or known[0] is not original:
+        try:
+            sig = inspect.signature(original)
+        except (TypeError, ValueError):   # a builtin without a text signature (max, min): nothing to copy
+            sig = None
+        known = _signatures[id(original)] = (original, sig)
+    if known[1] is not None:
+        stand_in.__signature__ = known[1]
 
 
 def _uninstall() -> None:
