@@ -13,17 +13,7 @@ import math
 
 import torch
 
-
-def _shape(t):
-    return tuple(t.shape) if hasattr(t, "shape") else None
-
-
-def _ints(xs):
-    if isinstance(xs, int) and not isinstance(xs, bool):
-        return [xs]
-    if not isinstance(xs, (list, tuple)) or not all(isinstance(x, int) and not isinstance(x, bool) for x in xs):
-        return None
-    return list(xs)
+from .op_sizes import _ints, _shape
 
 
 def _count(n):

@@ -12,9 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 
-
-def _shape(t):
-    return tuple(t.shape) if hasattr(t, "shape") else None
+from .op_sizes import _shape
 
 
 def _broadcast(*shapes) -> tuple:
