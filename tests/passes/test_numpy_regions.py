@@ -330,3 +330,22 @@ def test_inputs_off_the_fast_path_get_eagers_answer(make):
         assert g.dtype == w.dtype and g.device == w.device and g.shape == w.shape
         if x.device.type != "meta":
             torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_on_three_and_four_dim_inputs_runs_in_the_kernel_and_matches_eager(bias):
+    """A transformer's linears see [batch, length, hidden]: the kernel's product takes matmul for ranks
+    other than 2 (ndarray.dot is BLAS for 2-D only); same numbers as eager and torch.jit on new shapes."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32, bias=bias), nn.GELU(approximate="tanh"), nn.ReLU(),
+                          nn.Linear(32, 8, bias=bias), nn.Tanh()).eval()
+    traced = ofi(model, (torch.randn(1, 5, 16),))
+    assert any(n.op == OP for n in run_graph(traced).nodes)
+    reference = jit(model, (torch.randn(1, 5, 16),))
+    with torch.no_grad():
+        for shape in [(1, 5, 16), (3, 7, 16), (2, 2, 4, 16), (9, 16)]:
+            x = torch.randn(shape)
+            want = model(x)
+            assert not torch.equal(want, model(torch.randn(shape)))   # the input moves the output
+            torch.testing.assert_close(traced(x), want, rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(reference(x), want, rtol=1e-5, atol=1e-6)
