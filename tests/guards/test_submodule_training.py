@@ -126,3 +126,32 @@ def test_a_file_guard_path_must_be_module_names(path):
     node.attrs["path"] = path
     with pytest.raises(LoadError, match="submodule path"):
         check_guard(node, "node 0")
+
+
+def test_a_module_made_inside_forward_may_delete_its_training_flag_while_tracing():
+    """torch.jit.script's RecursiveScriptModule deletes ``training`` in its __init__ (its flag lives in C++);
+    the traced-flag property must let it, as nn.Module does (PyTorch's test_trace_nested_fn)."""
+    class MakesAScriptedModule(nn.Module):
+        def forward(self, x):
+            scripted = torch.jit.script(nn.Hardtanh(-0.5, 0.5))
+            assert "training" not in scripted.__dict__
+            return scripted(x * 2)
+
+    model = MakesAScriptedModule().eval()
+    traced = tracejit.trace(model, (torch.randn(3, 4),), check_trace=False)
+    x = torch.randn(5, 4)
+    assert not torch.equal(model(x), model(torch.randn(5, 4)))   # the input moves the output
+    assert torch.equal(traced(x), model(x))
+
+    class Plain(nn.Module):
+        def forward(self, x):
+            inner = nn.Identity()
+            del inner.training                    # as RecursiveScriptModule does
+            with pytest.raises(AttributeError):
+                inner.training
+            with pytest.raises(AttributeError):
+                del inner.training                # twice: AttributeError, as without tracing
+            return x + 1
+
+    traced = tracejit.trace(Plain(), (torch.zeros(2),))
+    assert torch.equal(traced(torch.ones(3)), torch.full((3,), 2.0))

@@ -35,7 +35,7 @@ def _note(module, value, written: bool = False) -> None:
     reads = getattr(tracer, "training_reads", None)
     if reads is None:
         return
-    caller = sys._getframe(2).f_code.co_filename
+    caller = sys._getframe(3).f_code.co_filename   # _note <- get / set_ <- the descriptor <- the reader
     if caller.startswith(_TRACEJIT_DIR) and not caller.startswith(_TRACEJIT_DIR + "tests"):
         return   # tracejit's own bookkeeping (graph headers, the python-state watch)
     path = tracer.module_paths.get(id(module))
@@ -62,7 +62,32 @@ def _training_property(_original):
             _note(self, value, written=True)
         self.__dict__["training"] = value
 
-    return property(get, set_, doc="nn.Module.training, noted while this thread traces (trace/module_flags.py)")
+    def delete(self):   # torch.jit.script's RecursiveScriptModule deletes it (its flag lives in C++)
+        try:
+            del self.__dict__["training"]
+        except KeyError:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute 'training'") from None
+
+    return _DataDescriptor(get, set_, delete)
+
+
+class _DataDescriptor:
+    """A data descriptor (wins over the instance's ``__dict__``) that is not a ``property``: torch.jit.script
+    compiles every ``property`` of a module's class, and would try to compile this one's getter (a module
+    scripted while some thread traces, or inside a traced forward)."""
+    __doc__ = "nn.Module.training, noted while this thread traces (trace/module_flags.py)"
+
+    def __init__(self, get, set_, delete):
+        self._get, self._set, self._delete = get, set_, delete
+
+    def __get__(self, instance, owner=None):
+        return self if instance is None else self._get(instance)
+
+    def __set__(self, instance, value):
+        self._set(instance, value)
+
+    def __delete__(self, instance):
+        self._delete(instance)
 
 
 patches.register(nn.Module, "training", _training_property)
