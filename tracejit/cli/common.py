@@ -78,15 +78,20 @@ def first_bytes(path: str, n: int = 16) -> str:
         return repr(f.read(n))
 
 
+def readable_kind(path: str) -> str:
+    """``file_kind(path)``, or one clear line when the file cannot be read."""
+    try:
+        return file_kind(path)
+    except OSError as e:
+        raise CLIError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
 def check_program_file(path: str) -> None:
     """One clear line for a path that is not a tracejit program: missing, a directory, empty, a
     torch.save file, a TorchScript archive, or anything else (a text file...)."""
     check_file(path)
     check_not_torch_file(path)
-    try:
-        kind = file_kind(path)
-    except OSError as e:
-        raise CLIError(f"{path}: cannot read: {e.strerror or e}") from None
+    kind = readable_kind(path)
     if kind == "other":
         raise CLIError(f"{path}: not a tracejit program (a tracejit file is a safetensors file; this one starts "
                        f"with {first_bytes(path)})")
@@ -95,10 +100,7 @@ def check_program_file(path: str) -> None:
 def check_archive_file(path: str) -> None:
     """What ``migrate`` reads: a TorchScript archive; one clear line for anything else."""
     check_file(path, "a TorchScript archive")
-    try:
-        kind = file_kind(path)
-    except OSError as e:
-        raise CLIError(f"{path}: cannot read: {e.strerror or e}") from None
+    kind = readable_kind(path)
     if kind == "tracejit":
         raise CLIError(f"{path}: this is a tracejit program already, nothing to migrate (load it with "
                        "tracejit.load, look at it with `tracejit inspect`)")
