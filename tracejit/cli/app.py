@@ -51,8 +51,18 @@ def _escaped_warning(message, category, filename, lineno, file=None, line=None) 
         pass
 
 
+# verbs that only read a file and describe or convert it: they build many small acyclic objects
+# (JSON, graphs, the viewer's document), so the cyclic collector's full passes made them superlinear in
+# the file's size (view of 19,200 symbolic sizes: 0.7 of 2.0 s); reference counting frees them
+DESCRIBE_ONLY = ("inspect", "view", "export")
+
+
 def _dispatch(args) -> int:
+    from ..porting import collector_paused
     try:
+        if args.command in DESCRIBE_ONLY:
+            with collector_paused():
+                return args.func(args) or 0
         return args.func(args) or 0
     except CLIError as e:
         if args.debug:
