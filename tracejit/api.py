@@ -14,7 +14,9 @@ from .runtime.state import ModuleState
 from .runtime import specialize
 from .runtime.lending import (hook_snapshot, lend_tensors, like_module, one_at_a_time, submodule_or_none,
                                swap_hooks)
-from .runtime.traced import TracedFunction, TracedModule, build_module, compile_methods
+from .program import Program, of_function, of_module
+from .runtime.assemble import compile_program
+from .runtime.traced import TracedFunction, TracedModule, compile_methods
 from .errors import ArgumentTypeError, TraceError, TracerWarning
 from .trace.api import record
 from .trace.source import caller_stacklevel
@@ -142,7 +144,7 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
     name = getattr(func, "__name__", type(func).__name__)
     rec = _record(func, args, kwargs, None, name, _force_outplace, guards=guards, allow_frozen=allow_frozen)
     _check_outputs(rec, strict, name)
-    traced = TracedFunction(name, rec.graph, rec.ledger.entries)
+    traced = compile_program(of_function(name, rec.graph, rec.ledger.entries))
     specialize.enable_for_function(
         traced, lambda a, k: _record(func, a, k, None, name, _force_outplace, warn=False, guards=guards,
                                      allow_frozen=allow_frozen).graph, signature=_signature_or_none(func))
@@ -243,8 +245,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
     recordings = record_all(per_method_args, warn=True)
     for installed, rec in recordings.items():
         _check_outputs(rec, strict, f"{label}.{names[installed]}")
-    traced = build_module(mod, _compile(recordings, label))
-    traced.ledger = tuple(e for r in recordings.values() for e in r.ledger.entries)
+    traced = compile_program(_program(mod, recordings, label))
     if _store_inputs:
         traced.example_inputs = per_method_args
     hooks = hook_snapshot(mod)
@@ -288,6 +289,18 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
                          lambda f, a, k: _record(f, a, k, mod, installed, _force_outplace, warn=False,
                                                  signature_of=bound, guards=guards, allow_frozen=allow_frozen).graph)
     return traced
+
+
+def _program(mod, recordings: dict, label: str) -> Program:
+    """The Program of ``mod``'s traced methods (``recordings``: installed name -> Recording), with the
+    graphs of the submodule methods they call."""
+    methods: dict = {}
+    for rec in recordings.values():
+        for path, graphs in rec.methods.items():
+            methods.setdefault(path, {}).update(graphs)
+    methods.setdefault("", {}).update({k: r.graph for k, r in recordings.items()})
+    return of_module(mod, methods, tuple(recordings), (e for r in recordings.values() for e in r.ledger.entries),
+                     label)
 
 
 def _compile(recordings: dict, label: str) -> dict:

@@ -9,6 +9,7 @@ import sys
 from collections import Counter
 
 from ..escape import terminal
+from ..runtime.traced import TracedFunction, program_of
 from ..serialize.encode import dtype_name  # the one dtype-name table: serialize's
 
 PROG = "tracejit"
@@ -159,20 +160,24 @@ def sha256_file(path: str) -> str:
 
 
 def methods_of(obj):
-    """``[(path, module_type, method_name, fn)]`` for every traced method, root first; each module once."""
-    from ..runtime.traced import TracedFunction
+    """``[(path, module_type, method_name, graph)]`` for every traced method, root first; each module once
+    (read from the object's Program, tracejit/program.py)."""
+    program = program_of(obj)
+    if program.kind == "function":
+        return [("", program.name, program.name, program.graph("forward"))]
+    return [(m.path, m.type_name, name, graph) for m in program.modules for name, graph in m.methods]
+
+
+def code_of(obj, path: str, method: str) -> str:
+    """The generated code of ``method`` of the module at ``path`` (torch.jit's ``.code``)."""
     if isinstance(obj, TracedFunction):
-        return [("", obj.__name__, obj.__name__, obj._fn)]
-    out = []
-    for path, m in obj.named_modules():   # each module once, at its first path (linear, whatever the sharing)
-        for name, fn in getattr(m, "_traced_methods", {}).items():
-            out.append((path, m.original_name, name, fn))
-    return out
+        return obj.code
+    owner = obj.get_submodule(path) if path else obj
+    return getattr(owner, method).code
 
 
 def tensor_rows(obj):
     """One row per distinct tensor: (name, kind, shape, dtype, bytes, aliases). Shared tensors appear once."""
-    from ..runtime.traced import TracedFunction
     if isinstance(obj, TracedFunction):
         return []
     rows, by_id = [], {}
@@ -194,7 +199,7 @@ def tensor_rows(obj):
 
 
 def op_histogram(obj) -> Counter:
-    return Counter(node.op for _, _, _, fn in methods_of(obj) for node in fn.graph.nodes)
+    return Counter(node.op for _, _, _, graph in methods_of(obj) for node in graph.nodes)
 
 
 # ---- printing -------------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ import argparse
 import os
 import struct
 
-from .common import (CLIError, escape, human, load, methods_of, op_histogram, plural, sha256_file,
-                     dtype_name, short_path, table, tensor_rows)
+from .common import (CLIError, code_of, escape, human, load, methods_of, op_histogram, plural,
+                     sha256_file, dtype_name, short_path, table, tensor_rows)
 from ..ir.graph import _DTYPE_NAMES as TORCHSCRIPT_TYPE_NAMES
 from ..ir.symbolic_dims import symbolic_dims
 from .specs import DEBUG_HELP, FORMATTER, wrap
@@ -96,7 +96,7 @@ def cmd_inspect(args) -> int:
     methods = methods_of(obj)
     out.append("")
     out.append("methods:")
-    roots = [(mname, fn.graph) for p, _, mname, fn in methods if p == ""]
+    roots = [(mname, graph) for p, _, mname, graph in methods if p == ""]
     from ..viewer.sizes import value_dims   # the viewer's names: probed on the meta device, no data
     named = [(mname, graph, value_dims(obj, graph)) for mname, graph in roots]
     out += [f"  {escape(signature(mname, graph, dims))}" for mname, graph, dims in named]
@@ -132,20 +132,20 @@ def cmd_inspect(args) -> int:
         out += table(hrows, ["count", "op"], "><")
 
     shown: dict = {}   # id(graph) -> the label it was printed under: a graph shared by many methods prints once
-    for p, _, mname, fn in methods:
+    for p, _, mname, graph in methods:
         label = f"{p}.{mname}" if p else mname
-        first = shown.setdefault((id(fn.graph), p == ""), label)
+        first = shown.setdefault((id(graph), p == ""), label)
         if first != label and (args.graph or args.code):
             out += ["", f"graph and code of {escape(label)}: as {escape(first)}'s"]
             continue
         if args.graph:
             out.append("")
             out.append(f"graph of {escape(label)}:")
-            out.append(str(fn.graph).rstrip("\n"))   # the printer escapes the file's strings it shows
+            out.append(str(graph).rstrip("\n"))   # the printer escapes the file's strings it shows
         if args.code:
             out.append("")
             out.append(f"code of {escape(label)}:")
-            out.append(fn.code.rstrip("\n"))
+            out.append(code_of(obj, p, mname).rstrip("\n"))
     print(escape("\n".join(out), keep_newlines=True))
     return 0
 
@@ -176,8 +176,8 @@ def _tensor_lines(obj, methods) -> list:
                    f"{plural(len(rows) - n_params, 'buffer')}), {total} bytes ({human(total)})")
     else:
         out.append("  (none)")
-    n_const = sum(len(fn.graph.constants) for _, _, _, fn in methods)
+    n_const = sum(len(graph.constants) for _, _, _, graph in methods)
     if n_const:
-        cbytes = sum(t.numel() * t.element_size() for _, _, _, fn in methods for t in fn.graph.constants)
+        cbytes = sum(t.numel() * t.element_size() for _, _, _, graph in methods for t in graph.constants)
         out.append(f"  constants captured by the trace: {n_const} tensors, {cbytes} bytes")
     return out

@@ -1,9 +1,12 @@
-"""Assemble a TracedModule from converted graphs and the archive's parameters and buffers."""
+"""Assemble a TracedModule from converted graphs and the archive's parameters and buffers: the archive's
+module tree as a Program (tracejit/program.py), compiled by the runtime (runtime/assemble.py)."""
 from __future__ import annotations
 
 from torch import nn
 
-from ..runtime.traced import TracedModule, compile_method
+from ..program import ModuleEntry, Program
+from ..runtime.assemble import compile_program
+from ..runtime.traced import TracedModule
 from ..serialize.budget_plan import BudgetPlan
 
 
@@ -15,32 +18,28 @@ def build_traced_module(script_root, graphs: dict, ledger, budget_elements: int)
     allocation budget (serialize/limits.max_elements of its size): the methods get the call-time
     budget checks of a program loaded from a file (runtime/call_budget.py), since the archive is one.
     """
+    return compile_program(script_program(script_root, graphs, ledger, budget_elements))
+
+
+def script_program(script_root, graphs: dict, ledger, budget_elements: int) -> Program:
+    """The Program of a converted TorchScript module tree (see ``build_traced_module``)."""
     plan = BudgetPlan(budget_elements)
-    made: dict[int, TracedModule] = {}
     shared: dict[int, nn.Parameter] = {}
-    order = []
-    for path, sm in script_root.named_modules():
-        tm = TracedModule(getattr(sm, "original_name", type(sm).__name__))
-        tm.training = bool(sm.training)
+    order = list(script_root.named_modules())
+    path_of = {id(sm): path for path, sm in order}
+    entries = []
+    for path, sm in order:
+        params = []
         for n, p in sm.named_parameters(recurse=False):
             if id(p) not in shared:
                 shared[id(p)] = nn.Parameter(p.detach(), requires_grad=p.requires_grad)
-            tm._parameters[n] = shared[id(p)]
-        for n, b in sm.named_buffers(recurse=False):
-            tm._buffers[n] = b.detach()
-        made[id(sm)] = tm
-        order.append((path, sm))
-    for path, sm in order:
-        for n, child in sm.named_children():
-            made[id(sm)]._modules[n] = made[id(child)]
-    root = made[id(script_root)]
-    label = root.original_name
-    for path, sm in order:
-        for name, g in graphs.get(id(sm), {}).items():
-            is_root = sm is script_root
+            params.append((n, shared[id(p)]))
+        methods = graphs.get(id(sm), {})
+        for g in methods.values():
             g.call_budget = plan
-            fn = compile_method(g, name, f"{label}.{path}" if path else label, guards=is_root)
-            made[id(sm)]._install(name, fn)
-    root._variants[root.training] = {p: dict(made[id(sm)]._traced_methods) for p, sm in order}
-    root.ledger = tuple(ledger)
-    return root
+        entries.append(ModuleEntry(
+            path, getattr(sm, "original_name", type(sm).__name__), bool(sm.training), tuple(params),
+            tuple((n, b.detach()) for n, b in sm.named_buffers(recurse=False)), frozenset(),
+            tuple((n, path_of[id(child)]) for n, child in sm.named_children()), tuple(methods.items())))
+    root = entries[0]
+    return Program("module", root.type_name, tuple(entries), root.method_names, (), tuple(ledger))

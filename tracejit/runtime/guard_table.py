@@ -6,10 +6,10 @@ from ..ir.printer import Namer, format_arg
 
 
 def guard_rows(methods) -> list:
-    """``[[method, kind, source, predicate, expected]]`` for every guard; ``methods`` as cli._methods gives."""
+    """``[[method, kind, source, predicate, expected]]`` for every guard; ``methods``: ``(path, module type, method, Graph)`` as
+    cli.common.methods_of gives."""
     rows = []
-    for path, _, mname, fn in methods:
-        graph = fn.graph
+    for path, _, mname, graph in methods:
         namer = Namer(graph)
         for node in graph.nodes:
             for v in node.outputs:

@@ -13,14 +13,67 @@ from torch import nn
 from ..errors import ArgumentTypeError, GuardError
 from ..ir import Graph
 from ..passes.inline import inline_calls
+from ..program import Program
 from . import specialize
 from .calling import call_checked, spread_positional  # noqa: F401  (importers read them here too)
 from .constants import move_constants
 from .method_compiler import InputError, compile_method, signature_text  # noqa: F401  (likewise)
+from .program_of import function_program, module_program
 from .undo import undoable_call
 
 
-class TracedFunction:
+class _TracedProgram:
+    """What TracedFunction and TracedModule share: the first trace's graph and code, the specializations
+    chosen per call, the Program (plain data, tracejit/program.py) and the guarded call itself.
+    Each class says where its compiled methods are (``_method``)."""
+
+    def _method(self, name: str):
+        raise NotImplementedError
+
+    @property
+    def graph(self) -> Graph:
+        return self._method("forward").graph
+
+    @property
+    def code(self) -> str:
+        return self._method("forward").code
+
+    @property
+    def code_with_constants(self):
+        return code_with_constants(self.code, self.graph)
+
+    @property
+    def specializations(self) -> list:
+        """Every trace of ``forward`` this object chooses from per call, newest first, the first trace
+        last (see runtime/specialize.py)."""
+        spec_set = specialize.sets_of(self).get("forward")
+        return list(spec_set.entries) if spec_set is not None else []
+
+    @property
+    def _specializations(self):
+        return specialize.sets_of(self).get("forward")
+
+    def drop_original(self) -> None:
+        """Release the original: a failed guard then raises GuardError instead of retracing."""
+        specialize.drop_original(self)
+
+    def _call_first(self, fn, bound, args, kwargs):
+        """Run the first trace ``fn`` (``bound``: it bound to this object); a failed guard or a left-out
+        input chooses another specialization (runtime/specialize.py)."""
+        try:
+            if getattr(fn, "undo", None) is None:   # the common case: nothing to put back if a guard fails
+                return call_checked(bound, fn.signature, args, kwargs, fn.graph)
+            return undoable_call(fn, self, args, kwargs)
+        except GuardError as e:
+            return specialize.on_guard_failure(self, e, args, kwargs)
+        except ArgumentTypeError as e:   # an input left out: a specialization traced without it
+            return specialize.on_argument_error(self, e, args, kwargs)
+
+    def _run(self, args, kwargs):   # the first trace only: the checker reports a failed guard
+        return undoable_call(self._method("forward"), self, args, kwargs)
+
+
+class TracedFunction(_TracedProgram):
     """A traced plain function. Call it like the original.
 
     >>> import torch, tracejit
@@ -34,17 +87,14 @@ class TracedFunction:
         self._fn = compile_method(graph, "forward", name, guards=True, display=name)
         self.ledger = tuple(ledger)
 
-    @property
-    def graph(self) -> Graph:
-        return self._fn.graph
+    def _method(self, name: str):
+        if name != "forward":
+            raise AttributeError(f"a traced function has one method, 'forward'; not {name!r}")
+        return self._fn
 
     @property
     def inlined_graph(self) -> Graph:
         return self._fn.graph
-
-    @property
-    def code(self) -> str:
-        return self._fn.code
 
     @property
     def signature(self) -> str:
@@ -55,43 +105,19 @@ class TracedFunction:
         return self.__name__
 
     @property
-    def code_with_constants(self):
-        return code_with_constants(self.code, self.graph)
+    def program(self) -> Program:
+        """This function's Program: its graph, specializations and ledger as plain data."""
+        return function_program(self)
 
     def __call__(self, *args, **kwargs):
         fn = self._fn
-        try:
-            if getattr(fn, "undo", None) is None:   # the common case: nothing to put back if a guard fails
-                return call_checked(types.MethodType(fn, self), fn.signature, args, kwargs, fn.graph)
-            return undoable_call(fn, self, args, kwargs)
-        except GuardError as e:
-            return specialize.on_guard_failure(self, e, args, kwargs)
-        except ArgumentTypeError as e:   # an input left out: a specialization traced without it
-            return specialize.on_argument_error(self, e, args, kwargs)
-
-    def _run(self, args, kwargs):   # the first trace only: the checker reports a failed guard
-        return undoable_call(self._fn, self, args, kwargs)
-
-    @property
-    def specializations(self) -> list:
-        """Every trace this object chooses from per call, newest first, the first trace last
-        (see runtime/specialize.py)."""
-        spec_set = specialize.sets_of(self).get("forward")
-        return list(spec_set.entries) if spec_set is not None else []
-
-    @property
-    def _specializations(self):
-        return specialize.sets_of(self).get("forward")
-
-    def drop_original(self) -> None:
-        """Release the original function: a failed guard then raises GuardError instead of retracing."""
-        specialize.drop_original(self)
+        return self._call_first(fn, types.MethodType(fn, self), args, kwargs)
 
     def __repr__(self) -> str:
         return f"<TracedFunction {self._fn.signature}>"
 
 
-class TracedModule(nn.Module):
+class TracedModule(_TracedProgram, nn.Module):
     """A traced nn.Module: same submodules, parameters and buffers as the original
     (the very same tensors), with each traced method replaced by generated code.
     """
@@ -136,36 +162,17 @@ class TracedModule(nn.Module):
         fn = self._traced_methods.get("forward")
         if fn is None:
             return self.forward(*args, **kwargs)
-        try:
-            if getattr(fn, "undo", None) is None:   # the common case: nothing to put back if a guard fails
-                return call_checked(self.forward, fn.signature, args, kwargs, fn.graph)
-            return undoable_call(fn, self, args, kwargs)
-        except GuardError as e:
-            return specialize.on_guard_failure(self, e, args, kwargs)
-        except ArgumentTypeError as e:   # an input left out: a specialization traced without it
-            return specialize.on_argument_error(self, e, args, kwargs)
-
-    def _run(self, args, kwargs):   # the first trace only: the checker reports a failed guard
-        return undoable_call(self._traced_methods["forward"], self, args, kwargs)
+        return self._call_first(fn, self.forward, args, kwargs)
 
     @property
-    def specializations(self) -> list:
-        """Every trace of ``forward`` this module chooses from per call, newest first, the first trace
-        last (see runtime/specialize.py)."""
-        spec_set = specialize.sets_of(self).get("forward")
-        return list(spec_set.entries) if spec_set is not None else []
-
-    @property
-    def _specializations(self):
-        return specialize.sets_of(self).get("forward")
-
-    def drop_original(self) -> None:
-        """Release the original module: a failed guard then raises GuardError instead of retracing."""
-        specialize.drop_original(self)
-
-    @property
-    def graph(self) -> Graph:
-        return self._method("forward").graph
+    def program(self) -> Program:
+        """This module's Program: module tree, tensors, graphs, specializations, ledger as plain data.
+        (A submodule, parameter or buffer the original named ``program`` keeps the name: then use
+        ``tracejit.program_of``.)"""
+        for own in (self._modules, self._parameters, self._buffers):
+            if "program" in own:
+                return own["program"]
+        return module_program(self, TracedModule)
 
     @property
     def method_graphs(self) -> types.MappingProxyType:
@@ -174,16 +181,8 @@ class TracedModule(nn.Module):
         return types.MappingProxyType({name: fn.graph for name, fn in self._traced_methods.items()})
 
     @property
-    def code(self) -> str:
-        return self._method("forward").code
-
-    @property
     def inlined_graph(self) -> Graph:
         return inline_calls(self._method("forward").graph)
-
-    @property
-    def code_with_constants(self):
-        return code_with_constants(self.code, self.graph)
 
     def _method(self, name: str):
         fn = self._traced_methods.get(name)
@@ -191,6 +190,16 @@ class TracedModule(nn.Module):
             raise AttributeError(f"{self.original_name} has no traced method {name!r} (it was not called "
                                  "while tracing)")
         return fn
+
+
+def program_of(obj) -> Program:
+    """The Program (plain data, tracejit/program.py) of a TracedFunction or TracedModule; a TypeError for
+    anything else (and for a module tree holding a module that is not traced)."""
+    if isinstance(obj, TracedFunction):
+        return function_program(obj)
+    if isinstance(obj, TracedModule):
+        return module_program(obj, TracedModule)
+    raise TypeError(f"expected a TracedFunction or TracedModule (from tracejit.trace); got {type(obj).__name__}")
 
 
 def code_with_constants(code: str, graph: Graph):
@@ -208,30 +217,3 @@ def compile_methods(methods: dict, root_methods: dict, label: str) -> dict:
     for mname, graph in root_methods.items():
         root[mname] = compile_method(graph, mname, label, guards=True)
     return out
-
-
-def build_module(original: nn.Module, compiled: dict) -> TracedModule:
-    """Mirror ``original``'s hierarchy, sharing its parameters and buffers, with compiled methods."""
-    made: dict[int, TracedModule] = {}
-
-    def mirror(mod: nn.Module, path: str) -> TracedModule:
-        if id(mod) in made:
-            return made[id(mod)]
-        tm = TracedModule(type(mod).__name__)
-        made[id(mod)] = tm
-        tm.training = mod.training
-        for name, p in mod._parameters.items():
-            tm._parameters[name] = p
-        for name, b in mod._buffers.items():
-            tm._buffers[name] = b
-        tm._non_persistent_buffers_set = set(mod._non_persistent_buffers_set)
-        for name, child in mod._modules.items():
-            if child is not None:   # a submodule attribute set to None is skipped, as torch.jit does
-                tm._modules[name] = mirror(child, f"{path}.{name}" if path else name)
-        for mname, fn in compiled.get(path, {}).items():
-            tm._install(mname, fn)
-        return tm
-
-    root = mirror(original, "")
-    root._variants[original.training] = compiled
-    return root

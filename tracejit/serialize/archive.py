@@ -22,7 +22,8 @@ import torch
 
 from ..version import __version__
 from ..errors import SaveError
-from ..runtime.traced import TracedFunction, TracedModule
+from ..program import Program
+from ..runtime.traced import TracedFunction, TracedModule, program_of
 from . import atomic_file, encode, limits, specializations
 from .crc import crc_of
 
@@ -159,39 +160,41 @@ class _Graphs:
 
 
 def _program(obj):
-    store = _Tensors()
-    graphs = _Graphs(store)
-    if isinstance(obj, TracedFunction):
-        idx = graphs.add(obj.graph, "", "forward")
-        specs = specializations.encode_table(obj, graphs)
-        return {"kind": "function", "name": str(obj.__name__), "graphs": graphs.table,
-                "methods": [["forward", idx]], "specializations": specs, "ledger": _ledger(obj.ledger)}, store.tensors
-    if not isinstance(obj, TracedModule):
+    """The file's program document and tensors, from the object's Program (tracejit/program.py)."""
+    if not isinstance(obj, (TracedFunction, TracedModule)):
         raise TypeError(f"tracejit.save expects a TracedFunction or TracedModule (from tracejit.trace); "
                         f"got {type(obj).__name__}")
-    first_path: dict[int, str] = {}
-    modules = []
-    for path, m in obj.named_modules(remove_duplicate=False):
-        if id(m) in first_path:
-            continue
-        first_path[id(m)] = path
+    for path, m in (obj.named_modules() if isinstance(obj, TracedModule) else ()):
         if not isinstance(m, TracedModule):
             raise SaveError(f"submodule {path!r} is a {type(m).__name__}, not a TracedModule")
+    return program_document(program_of(obj))
+
+
+def program_document(program: Program):
+    """``(program, tensors)``: a Program as the file's JSON-able program document and its tensors by key."""
+    store = _Tensors()
+    graphs = _Graphs(store)
+    if program.kind == "function":
+        idx = graphs.add(program.graph("forward"), "", "forward")
+        specs = specializations.encode_table(program, graphs)
+        return {"kind": "function", "name": str(program.name), "graphs": graphs.table,
+                "methods": [["forward", idx]], "specializations": specs,
+                "ledger": _ledger(program.ledger)}, store.tensors
+    modules = []
+    for m in program.modules:
+        path = m.path
         prefix = path + "." if path else ""
         # name order matters (state_dict order), so mappings are lists of [name, value] pairs
         params = [[n, None if p is None else {"tensor": store.key(p, prefix + n), "requires_grad": p.requires_grad}]
-                  for n, p in m._parameters.items()]
-        buffers = [[n, None if b is None else store.key(b, prefix + n)] for n, b in m._buffers.items()]
-        methods = [[name, graphs.add(graph, path, name)] for name, graph in m.method_graphs.items()]
-        modules.append({"path": path, "type": m.original_name, "training": m.training, "parameters": params,
-                        "buffers": buffers, "non_persistent": sorted(m._non_persistent_buffers_set),
-                        "methods": methods, "module": m})
-    for entry in modules:
-        m = entry.pop("module")
-        entry["children"] = [[n, None if c is None else first_path[id(c)]] for n, c in m._modules.items()]
-    specs = specializations.encode_table(obj, graphs)
-    return {"kind": "module", "name": obj.original_name, "graphs": graphs.table, "modules": modules,
-            "specializations": specs, "ledger": _ledger(obj.ledger)}, store.tensors
+                  for n, p in m.parameters]
+        buffers = [[n, None if b is None else store.key(b, prefix + n)] for n, b in m.buffers]
+        methods = [[name, graphs.add(graph, path, name)] for name, graph in m.methods]
+        modules.append({"path": path, "type": m.type_name, "training": m.training, "parameters": params,
+                        "buffers": buffers, "non_persistent": sorted(m.non_persistent),
+                        "methods": methods, "children": [list(c) for c in m.children]})
+    specs = specializations.encode_table(program, graphs)
+    return {"kind": "module", "name": program.name, "graphs": graphs.table, "modules": modules,
+            "specializations": specs, "ledger": _ledger(program.ledger)}, store.tensors
 
 
 def _ledger(entries) -> list:

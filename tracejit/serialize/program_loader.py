@@ -8,6 +8,8 @@ from torch import nn
 
 from ..errors import LoadError
 from ..ir import SourceLoc, Value
+from ..program import ModuleEntry
+from ..runtime import assemble
 from ..runtime.traced import TracedFunction, TracedModule
 from ..trace.ledger import LedgerEntry
 from ..runtime import specialize
@@ -116,6 +118,7 @@ def load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
             validate.method_name(name, f"module {path!r} method", made[path])
             methods[path][name] = idx
     root = made[""]
+    compiled: dict[str, dict] = {path: {} for path in made}
     plan = BudgetPlan(budget)   # the generated code checks sizes that follow the inputs (runtime/call_budget.py)
     compiler = MethodCompiler()
     linked: dict[tuple, object] = {}
@@ -152,7 +155,7 @@ def load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
             callees = []
             for i, n in enumerate(g.nodes):
                 if n.op == "tracejit::call_module":
-                    callee = _walk(owner, n.attrs["path"]).method_graphs[n.attrs["method"]]
+                    callee = compiled[path_of[id(_walk(owner, n.attrs["path"]))]][n.attrs["method"]].graph
                     _check_call(n, callee, f"{where}, node {i}")
                     callees.append(callee)
             # a graph shared by several modules or methods is compiled once when its callees are the same
@@ -162,8 +165,8 @@ def load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
             if key not in linked:
                 linked[key] = table.get(idx, where, callees) if callees else g
                 linked[key].call_budget = plan
-            owner._install(name, compiler.method(idx, linked[key], name, path == "", tuple(callees)))
-    root._variants[root.training] = {p: dict(m._traced_methods) for p, m in made.items()}
+            compiled[path][name] = compiler.method(idx, linked[key], name, path == "", tuple(callees))
+    assemble.install(made, compiled)
     root.ledger = _ledger_entries(program.get("ledger", []))
     specialize.enable_for_module(root, None)   # no original: the file's specializations, chosen per call
 
@@ -200,32 +203,35 @@ def _walk(module, rel: str):
 
 
 def _build_modules(by_path: dict, tensors: dict) -> dict:
-    made: dict[str, TracedModule] = {}
+    """``{path: TracedModule}`` (no methods yet): the file's module entries checked and read into a Program's
+    ModuleEntry records (tracejit/program.py), built by the runtime (runtime/assemble.py)."""
     shared: dict = {}   # one nn.Parameter per stored tensor, so parameters shared at save time stay shared
+    entries = []
     for path, e in by_path.items():
         where = f"module {path or '(root)'}"
-        tm = TracedModule(_type_name(e.get("type"), where))
-        tm.training = bool(e.get("training", False))
+        type_name = _type_name(e.get("type"), where)
+        params = []
         for n, p in _pairs(e.get("parameters", []), where):
             if p is None:
-                tm._parameters[n] = None
+                params.append((n, None))
                 continue
             if not isinstance(p, dict):
                 raise LoadError(f"{where}: malformed parameter {n!r}")
             t = _tensor(tensors, p.get("tensor"), f"{where}, parameter {n!r}")
-            tm._parameters[n] = _parameter(t, bool(p.get("requires_grad", True)), shared, p.get("tensor"))
-        for n, key in _pairs(e.get("buffers", []), where):
-            tm._buffers[n] = None if key is None else _tensor(tensors, key, f"{where}, buffer {n!r}")
+            params.append((n, _parameter(t, bool(p.get("requires_grad", True)), shared, p.get("tensor"))))
+        buffers = [(n, None if key is None else _tensor(tensors, key, f"{where}, buffer {n!r}"))
+                   for n, key in _pairs(e.get("buffers", []), where)]
         nonp = e.get("non_persistent", [])
         if not isinstance(nonp, list):
             raise LoadError(f"{where}: malformed non_persistent list")
-        tm._non_persistent_buffers_set = set(str(x) for x in nonp)
-        made[path] = tm
-    for path, e in by_path.items():
-        for n, child in _pairs(e.get("children", []), f"module {path}"):
-            if child is not None and (not isinstance(child, str) or child not in made):
+        children = _pairs(e.get("children", []), f"module {path}")
+        for n, child in children:
+            if child is not None and (not isinstance(child, str) or child not in by_path):
                 raise LoadError(f"module {path!r} names a child {str(child)[:60]!r} that the file does not describe")
-            made[path]._modules[n] = None if child is None else made[child]
+        entries.append(ModuleEntry(path, type_name, bool(e.get("training", False)),
+                                   tuple(params), tuple(buffers), frozenset(str(x) for x in nonp),
+                                   tuple((n, child) for n, child in children)))
+    made = assemble.module_tree(sorted(entries, key=lambda entry: entry.path != ""))   # the root first
     _check_acyclic(made[""])
     return made
 

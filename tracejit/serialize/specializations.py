@@ -26,15 +26,16 @@ from .budget_plan import BudgetPlan
 MAX_SPECIALIZATIONS = 256   # entries of the table (a live object keeps at most specialize.LIMIT per method)
 
 
-def encode_table(obj, graphs) -> list:
-    """The table for ``obj`` (a TracedFunction or TracedModule); ``graphs`` is the archive's graph table."""
+def encode_table(program, graphs) -> list:
+    """The table for ``program`` (a Program: tracejit/program.py); ``graphs`` is the archive's graph table."""
     out = []
-    for method, spec_set in specialize.sets_of(obj).items():
-        for n, spec in enumerate(spec_set.extra(), 1):
-            src = spec.source
-            out.append({"method": method, "graph": graphs.add(spec.graph, "", f"{method}/specialization{n}"),
-                        "reason": spec.reason,
-                        "source": [src.filename, src.lineno, src.function] if src is not None else None})
+    count: dict = {}
+    for spec in program.specializations:
+        n = count[spec.method] = count.get(spec.method, 0) + 1
+        src = spec.source
+        out.append({"method": spec.method, "graph": graphs.add(spec.graph, "", f"{spec.method}/specialization{n}"),
+                    "reason": spec.reason,
+                    "source": [src.filename, src.lineno, src.function] if src is not None else None})
     return out
 
 

@@ -1,0 +1,53 @@
+"""Only the runtime (and the api layer that builds its objects) touches the runtime's internals (issue #24
+item 1): serialize, export, backends, the viewer, migrate and the CLI read a traced object's Program
+(``traced.program`` / ``program_of``), never its compiled methods. An AST scan of tracejit/."""
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "tracejit"
+# Where the compiled methods live: TracedModule._traced_methods, the root's per-training-flag sets, the retrace.
+INTERNAL = ("_variants", "_retrace")
+ALLOWED = ("runtime/", "api.py")   # the runtime itself; api.py builds the objects (retrace) in the top layer
+
+
+def _is_internal(name) -> bool:
+    return isinstance(name, str) and (name.startswith("_traced") or name in INTERNAL)
+
+
+def internal_uses(source: str) -> list:
+    """``[(line, name)]``: attribute reads / writes of a runtime internal, and getattr / hasattr / setattr
+    / ``__dict__[...]`` with its name as a string."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and _is_internal(node.attr):
+            found.append((node.lineno, node.attr))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ("getattr", "hasattr", "setattr", "delattr") and len(node.args) > 1 \
+                and isinstance(node.args[1], ast.Constant) and _is_internal(node.args[1].value):
+            found.append((node.lineno, node.args[1].value))
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and _is_internal(node.slice.value):
+            found.append((node.lineno, node.slice.value))
+    return found
+
+
+def test_no_module_outside_the_runtime_touches_its_internals():
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel.startswith(ALLOWED):
+            continue
+        bad += [f"tracejit/{rel}:{line}: {name}" for line, name in internal_uses(path.read_text())]
+    assert not bad, ("these modules read the runtime's internals; read the traced object's Program "
+                     "(traced.program, runtime.traced.program_of) or ask the runtime (runtime/assemble.py):\n"
+                     + "\n".join(bad))
+
+
+def test_the_scan_sees_each_way_of_reaching_an_internal():
+    source = ("a = m._traced_methods['forward']\n"
+              "b = getattr(m, '_traced_methods', {})\n"
+              "root._variants[True] = {}\n"
+              "c = m.__dict__['_retrace']\n"
+              "d = m.method_graphs\n"                  # public: fine
+              "def _traced(x): return x\n")           # a function's own name: not an attribute
+    assert sorted(internal_uses(source)) == [(1, "_traced_methods"), (2, "_traced_methods"), (3, "_variants"),
+                                     (4, "_retrace")]
