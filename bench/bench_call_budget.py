@@ -1,5 +1,5 @@
 """Call-time budget cost: per-call time of a program loaded from a file (with its size checks and
-checked int arithmetic, runtime/call_budget.py) against the same program traced in this process
+checked int arithmetic, support/call_budget.py) against the same program traced in this process
 (trusted: no checks). Workloads: the MLP and BERT-base of bench_core.py (same builders, inputs and
 methodology: warm-up, N calibrated once, interleaved rounds, medians). Target (issue 21): at most
 5% (MLP) and 1% (BERT-base) per call.
@@ -62,7 +62,7 @@ def main() -> None:
         print(f"{name}: traced {med['traced'] * 1e6:.1f} us, loaded {med['loaded'] * 1e6:.1f} us per call "
               f"({extra:+.2f}%), {n} budget check lines in the loaded program")
         if n:
-            from tracejit.runtime.call_budget import enter_call, size_check
+            from tracejit.support.call_budget import enter_call, size_check
             from tracejit.serialize.size_rules import RULES
             x, w = torch.randn(1, 128, 768), torch.randn(3072, 768)
             check = size_check("aten::linear", RULES["linear"], 2 ** 25, "bench")

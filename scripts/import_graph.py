@@ -44,6 +44,7 @@ LAYERS = [
     ("base", ["tracejit.version", "tracejit.errors", "tracejit.compat", "tracejit.escape", "tracejit.pytree"]),
     ("ir", ["tracejit.ir"]),
     ("ops", ["tracejit.ops"]),
+    ("support", ["tracejit.support"]),
     ("trace", ["tracejit.trace"]),
     ("codegen", ["tracejit.codegen"]),
     ("passes", ["tracejit.passes"]),

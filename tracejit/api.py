@@ -18,6 +18,7 @@ from .program import Program, of_function, of_module
 from .runtime.assemble import compile_program
 from .runtime.traced import TracedFunction, TracedModule, compile_methods
 from .errors import ArgumentTypeError, TraceError, TracerWarning
+from .passes.pipeline import run_trace_pipeline
 from .trace.api import record
 from .trace.source import caller_stacklevel
 
@@ -328,7 +329,7 @@ def _record(fn, args, kwargs, module, name, force_outplace, warn=True, registry=
     _check_fits(signature_of or fn, args, kwargs)
     return record(fn, args, kwargs, module, warn=warn, force_outplace=force_outplace, name=name,
                   registry=registry, signature_of=signature_of, guards=guards,
-                  allow_frozen_python_state=allow_frozen)
+                  allow_frozen_python_state=allow_frozen, finish=run_trace_pipeline)
 
 
 def _signature_or_none(fn):

@@ -15,6 +15,7 @@ import tracejit
 from tracejit.codegen.python import generate
 from tracejit.ir import Graph, Value
 from tracejit.runtime.traced import compile_method
+from tracejit.passes.pipeline import run_trace_pipeline
 from tracejit.trace.api import record
 
 pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
@@ -90,7 +91,7 @@ def _save_load(traced):
 
 def _fresh_recording(model, x) -> list[Graph]:
     """The graphs of one trace, before anything compiled them: the root first, then each submodule method."""
-    rec = record(model, (x,), {}, model, warn=False, signature_of=model.forward)
+    rec = record(model, (x,), {}, model, warn=False, signature_of=model.forward, finish=run_trace_pipeline)
     return [rec.graph] + [g for methods in rec.methods.values() for g in methods.values()]
 
 

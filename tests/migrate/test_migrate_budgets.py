@@ -1,5 +1,5 @@
 """A program migrated from a TorchScript archive carries the call-time budgets of a program loaded from
-a .tjit file (runtime/call_budget.py): sizes that follow the inputs are checked before the op
+a .tjit file (support/call_budget.py): sizes that follow the inputs are checked before the op
 allocates, so a crafted archive that eager (and torch.jit) would let allocate gigabytes on a bigger
 input is refused with a BudgetError; an ordinary archive computes what eager and the archive compute."""
 from __future__ import annotations

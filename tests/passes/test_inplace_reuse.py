@@ -1,11 +1,11 @@
-"""In-place reuse of dead intermediates (passes/inplace.py) is decided on the graph that is compiled."""
+"""In-place reuse of dead intermediates (codegen/inplace.py) is decided on the graph that is compiled."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 import tracejit
-from tracejit.passes.inplace import inplace_candidates
+from tracejit.codegen.inplace import inplace_candidates
 
 pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
 

@@ -1,4 +1,4 @@
-"""Call-time budgets of programs loaded from a file (tracejit/runtime/call_budget.py): sizes that follow
+"""Call-time budgets of programs loaded from a file (tracejit/support/call_budget.py): sizes that follow
 the inputs are checked before the op allocates, int arithmetic on traced sizes stays within 64 bits,
 legitimate programs compute what eager and torch.jit.trace compute on other inputs, and programs
 traced in this process carry no checks at all."""
@@ -14,7 +14,7 @@ from torch import nn
 
 import tracejit
 from filesurgery import rewrite
-from tracejit.runtime import call_budget
+from tracejit.support import call_budget
 
 
 def _traced(fn, *example):

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 from torch import nn
 
 import tracejit
-from tracejit.runtime import call_budget
+from tracejit.support import call_budget
 from tracejit.serialize import op_allowlist, size_rules
 from tracejit.trace import ops as opnames
 

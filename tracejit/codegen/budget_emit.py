@@ -1,4 +1,4 @@
-"""Codegen of the call-time budget checks of programs loaded from a file (runtime/call_budget.py).
+"""Codegen of the call-time budget checks of programs loaded from a file (support/call_budget.py).
 
 Every line it adds is a call of a ``_tj_budget*`` global (the inputs' count first, a size check
 before an op) and every checked int operation is ``_tj_int.<op>(a, b)``, so the code of a loaded
@@ -12,7 +12,7 @@ functions. Programs traced in this process get neither.
 from __future__ import annotations
 
 from ..ir import Value
-from ..runtime.call_budget import INT_OPS, SYMBOLS, enter_call
+from ..support.call_budget import INT_OPS, SYMBOLS, enter_call
 
 
 def before_node(gen, node) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ..runtime.no_backward import call_without_backward
+from ..support.no_backward import call_without_backward
 from ..trace import autocast_mode, grad_mode
 from ..ops.names import AUTOGRAD_FUNCTION, DEVICE_OF, DTYPE_OF, FINFO, FINFO_ATTRS
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from ..ir import GUARD, Graph, Node, Value
-from ..passes.inplace import inplace_candidates
+from .inplace import inplace_candidates
 from ..pytree import REGISTERED, Spec
 from . import budget_emit, capture_emit, nodes, signature
 from .compiler import compile_function  # noqa: F401  (imported from here by runtime/ and tests)

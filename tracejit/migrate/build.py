@@ -16,7 +16,7 @@ def build_traced_module(script_root, graphs: dict, ledger, budget_elements: int)
 
     ``graphs``: ``{id(script_module): {method: Graph}}``. ``budget_elements``: the archive's
     allocation budget (serialize/limits.max_elements of its size): the methods get the call-time
-    budget checks of a program loaded from a file (runtime/call_budget.py), since the archive is one.
+    budget checks of a program loaded from a file (support/call_budget.py), since the archive is one.
     """
     return compile_program(script_program(script_root, graphs, ledger, budget_elements))
 

@@ -1,8 +1,8 @@
 """The pass pipelines: named IR -> IR passes, in the order they run.
 
-``TRACE_PIPELINE`` finishes every graph a trace records (trace/api.py runs it once per new graph);
-the verifier checks the result, and after each pass too when ``VERIFY_EACH`` is on (the environment
-variable ``TRACEJIT_VERIFY_PASSES=1``; the test suite turns it on).
+``TRACE_PIPELINE`` finishes every graph a trace records (api.py hands it to trace/api.record, which runs
+it once per new graph); the verifier checks the result, and after each pass too when ``VERIFY_EACH`` is
+on (the environment variable ``TRACEJIT_VERIFY_PASSES=1``; the test suite turns it on).
 
 ``INFERENCE_PASSES`` is optimize_for_inference's: ``freeze`` (in tracejit/inference.py) runs first
 for modules; then these, each on a copy, each verified (their result is what a saved program

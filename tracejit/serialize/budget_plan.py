@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..ir import Value, iter_values
 from ..ops import schemas_of, split_name
-from ..runtime.call_budget import WORK_FACTOR, size_check
+from ..support.call_budget import WORK_FACTOR, size_check
 from . import op_allowlist, op_checks, schema_check
 
 

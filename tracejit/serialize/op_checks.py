@@ -4,7 +4,7 @@ The schema check (schema_check.py) makes every argument the right kind; these ch
 kernels take on trust: enum-like ints in their range (grid sampling's interpolation and padding
 modes, loss reductions), running statistics sized to the channels they normalize, and, for ops
 whose output can outgrow their inputs, the elements they allocate at the traced sizes (op_sizes.py;
-the same functions run again at call time, runtime/call_budget.py). Each op family of the
+the same functions run again at call time, support/call_budget.py). Each op family of the
 allow-list (op_allowlist.py) names its check; ``schema_only`` says the schema check suffices.
 """
 from __future__ import annotations
@@ -91,7 +91,7 @@ def meta_arguments(bound: dict) -> dict:
 def check_sizes(rule, name: str, bound: dict, at: str, max_elements: int) -> None:
     """The elements and work the op asks for at the traced sizes must fit the budget calls are held
     to (runtime/call_budget.over_budget: the file's size, or a multiple of the op's largest tensor)."""
-    from ..runtime.call_budget import over_budget
+    from ..support.call_budget import over_budget
     try:
         why = over_budget(rule, meta_arguments(bound), max_elements)
     except (ArithmeticError, TypeError, ValueError, IndexError, RuntimeError) as e:

@@ -5,7 +5,7 @@ that take sizes, broadcasts and repeats, padding, convolution with its padding a
 im2col, Vandermonde matrices, einsum's intermediates, Cartesian products and combinations,
 one-hot encodings. Each takes the op's arguments bound to their schema names (``{"self": x,
 "size": [...]}``) and returns an element count. The arguments are the real ones at call time
-(runtime/call_budget.py) or, at load, meta tensors of the traced shapes (op_checks.py).
+(support/call_budget.py) or, at load, meta tensors of the traced shapes (op_checks.py).
 
 Counts use Python ints (no overflow); a size that is not an int yet (a traced one, at load)
 makes the function return None: unknown now, checked at call time.

@@ -89,7 +89,7 @@ def load_function(program: dict, tensors: dict, budget: int) -> TracedFunction:
     name = program.get("name")
     if not isinstance(name, str):
         raise LoadError("malformed function name")
-    g.call_budget = BudgetPlan(budget)   # its code checks sizes that follow the inputs (runtime/call_budget.py)
+    g.call_budget = BudgetPlan(budget)   # its code checks sizes that follow the inputs (support/call_budget.py)
     out = TracedFunction(name, g, _ledger_entries(program.get("ledger", [])))
     specialize.enable_for_function(out, None)   # no original: the file's specializations, chosen per call
     specializations.load_table(program, table, out, budget, None, None, _check_weights)
@@ -119,7 +119,7 @@ def load_module(program: dict, tensors: dict, budget: int) -> TracedModule:
             methods[path][name] = idx
     root = made[""]
     compiled: dict[str, dict] = {path: {} for path in made}
-    plan = BudgetPlan(budget)   # the generated code checks sizes that follow the inputs (runtime/call_budget.py)
+    plan = BudgetPlan(budget)   # the generated code checks sizes that follow the inputs (support/call_budget.py)
     compiler = MethodCompiler()
     linked: dict[tuple, object] = {}
     checked: set[int] = set()

@@ -1,5 +1,5 @@
 """The one table of how much an op allocates and computes, keyed by ATen op name: the budgets at load
-(op_checks.check_sizes, on the traced shapes) and at call time (runtime/call_budget.py, on the real
+(op_checks.check_sizes, on the traced shapes) and at call time (support/call_budget.py, on the real
 ones) both read it, and nothing else sizes an op.
 
 ``SizeRule.elements(bound arguments)`` is the op's output (or working) elements; ``flops``, where

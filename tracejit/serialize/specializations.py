@@ -74,7 +74,7 @@ def load_table(program: dict, table, owner, budget: int, has_tensor, methods_of,
                             "a submodule method")
         validate.check_graph(g, where, has_tensor, methods_of, budget)
         check_weights(g, owner if has_tensor is not None else None, where)
-        g.call_budget = BudgetPlan(budget)   # a file's program: call-time budget checks (runtime/call_budget.py)
+        g.call_budget = BudgetPlan(budget)   # a file's program: call-time budget checks (support/call_budget.py)
         fn = compile_method(g, method, f"{label}.{method}#{k + 1}", guards=True,
                             display=None if has_tensor is not None else label)
         sets[method].add(specialize.Specialization(method, fn, reason, source))

@@ -8,7 +8,6 @@ from torch import nn
 
 from ..errors import TraceError
 from ..ir import Graph
-from ..passes.pipeline import run_trace_pipeline
 from ..pytree import flatten, unflatten
 from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
@@ -86,13 +85,15 @@ def _refuse_uninitialized(module: nn.Module) -> None:
 
 def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: bool = True,
            force_outplace: bool = False, name: str = "forward", registry: tuple | None = None,
-           signature_of=None, guards=True, allow_frozen_python_state: bool = False) -> Recording:
+           signature_of=None, guards=True, allow_frozen_python_state: bool = False, finish) -> Recording:
     """Run ``fn(*args, **kwargs)`` once, recording every PyTorch op it calls.
 
     ``registry`` shares submodule method graphs between the methods of one trace_module;
     ``signature_of`` is the callable whose parameter names name the inputs (default ``fn``);
     ``guards`` (True, "shapes" or False) says which guards the trace keeps (see docs/DESIGN.md);
-    ``allow_frozen_python_state`` turns trace/python_state.py's refusals into warnings.
+    ``allow_frozen_python_state`` turns trace/python_state.py's refusals into warnings;
+    ``finish(graph)`` runs on each graph this recording made, once (the caller passes
+    passes.pipeline.run_trace_pipeline: passes sit above trace/, so trace/ does not import them).
     """
     check_policy(guards)
     ledger = Ledger(emit_warnings=warn)
@@ -123,5 +124,5 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
         module_flags.add_guards(tracer, graph)
     recorded = [g for methods in tracer.methods.values() for g in methods.values() if id(g) not in known]
     for g in recorded + [graph]:   # submodule graphs made by this recording, then the method's own
-        run_trace_pipeline(g)
+        finish(g)
     return Recording(graph, tracer.methods, ledger, result)

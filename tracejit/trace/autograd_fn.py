@@ -10,7 +10,7 @@ added whose outputs stand for what ``apply`` returned::
 In memory, codegen emits ``Cls.apply(*apply_args)`` and skips the forward's
 ops, so the Function's own backward runs. A file cannot hold the class: a
 loaded program runs the recorded forward ops and passes their results through
-``runtime.no_backward``, which raises a clear error if a gradient must flow
+``support.no_backward``, which raises a clear error if a gradient must flow
 through the Function.
 """
 from __future__ import annotations
