@@ -159,3 +159,47 @@ def test_a_stored_graph_shared_by_modules_with_other_callees_is_linked_per_modul
     x = torch.randn(5, 4)
     torch.testing.assert_close(loaded(x), model(x))
     torch.testing.assert_close(loaded(x), torch.jit.trace(model, torch.randn(2, 4))(x))
+
+
+class Redundant(nn.Module):
+    """What the inference passes remove: an eval-mode dropout, a repeated expression, a dead value."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        h = self.drop(self.fc(x))
+        x.cos()                                  # dead
+        return h.tanh() + h.tanh()               # the second tanh is the first's
+
+
+def test_the_inference_pipeline_leaves_the_traced_program_unchanged_and_stamps_each_pass():
+    from tracejit.passes.pipeline import INFERENCE_PASSES, run_passes
+    torch.manual_seed(0)
+    model = Redundant().eval()
+    traced = tracejit.trace(model, torch.randn(3, 4))
+    graphs_before = [fingerprint(g) for _, _, g in traced.program.graphs()]
+    program_before = traced.program
+    optimized = tracejit.optimize_for_inference(traced)
+    assert [fingerprint(g) for _, _, g in traced.program.graphs()] == graphs_before
+    assert traced.program == program_before and traced.graph.passes == ()
+
+    stamps = optimized.graph.passes
+    assert [name for name, _, _ in stamps] == [name for name, _ in INFERENCE_PASSES]
+    assert all(stamps[k][2] == stamps[k + 1][1] for k in range(len(stamps) - 1))   # each starts where the last ended
+    removed = {name: before - after for name, before, after in stamps}
+    assert removed["drop_identities"] >= 1 and removed["eliminate_common_subexpressions"] >= 1
+    assert stamps[-1][2] == len(optimized.graph.nodes) < stamps[0][1]
+
+    x = torch.randn(6, 4)                        # another batch size: the optimized program is eager's
+    assert not torch.equal(model(x), model(torch.randn(6, 4)))
+    torch.testing.assert_close(optimized(x), model(x))
+
+    def unchanged(graph):                        # a pass with nothing to do returns its input
+        return graph
+    held = traced.graph
+    out = run_passes(held, (("unchanged", unchanged),))
+    assert out is not held and out.passes == (("unchanged", len(held.nodes), len(held.nodes)),)
+    assert held.passes == ()                     # stamped on a copy: the user's graph is not written

@@ -176,6 +176,8 @@ class Graph:
     module_type: str = ""   # original class name, for printing
     training: Any = None    # the traced module's training flag (root methods of a module), else None
     call_budget: Any = None # loaded from a file: its call-time budget plan (serialize/budget_plan.py)
+    passes: tuple = ()      # what the inference pipeline did to get this graph, oldest first: one
+                            # (pass name, nodes before, nodes after) per pass (passes/pipeline.run_passes)
 
     def add_input(self, type, hint=None, dynamic=True) -> Value:
         v = Value(type, None, len(self.inputs), hint, dynamic)

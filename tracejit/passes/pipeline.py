@@ -10,6 +10,7 @@ holds); then ``IN_MEMORY_PASSES`` (what runs in this process).
 """
 from __future__ import annotations
 
+import copy
 import os
 
 import torch
@@ -105,10 +106,16 @@ def _tensor_types(graph: Graph):
 
 
 def run_passes(graph: Graph, passes=INFERENCE_PASSES) -> Graph:
-    """Run ``passes`` in order on copies of ``graph``; each result is verified."""
+    """Run ``passes`` in order on copies of ``graph``; each result is verified and stamped: its
+    ``.passes`` holds ``(pass name, nodes before, nodes after)`` for every pass that made it, oldest
+    first. A pass that returns its input unchanged is stamped on a shallow copy, so the graph a user
+    holds is never written."""
     for name, fn in passes:
         new = fn(graph)
         _verify_after(new, name, "inference")
+        if new is graph:
+            new = copy.copy(graph)
         new.training = graph.training
+        new.passes = tuple(graph.passes) + ((name, len(graph.nodes), len(new.nodes)),)
         graph = new
     return graph
