@@ -105,12 +105,12 @@ def _tensor_types(graph: Graph):
             yield t
 
 
-def run_passes(graph: Graph, passes=INFERENCE_PASSES) -> Graph:
-    """Run ``passes`` in order on copies of ``graph``; each result is verified and stamped: its
-    ``.passes`` holds ``(pass name, nodes before, nodes after)`` for every pass that made it, oldest
-    first. A pass that returns its input unchanged is stamped on a shallow copy, so the graph a user
-    holds is never written."""
-    for name, fn in passes:
+def run_passes(graph: Graph, passes=None) -> Graph:
+    """Run ``passes`` (default: ``INFERENCE_PASSES``, read at each call) in order on copies of ``graph``;
+    each result is verified and stamped: its ``.passes`` holds ``(pass name, nodes before, nodes after)``
+    for every pass that made it, oldest first. A pass that returns its input unchanged is stamped on a
+    shallow copy, so the graph a user holds is never written."""
+    for name, fn in INFERENCE_PASSES if passes is None else passes:
         new = fn(graph)
         _verify_after(new, name, "inference")
         if new is graph:
