@@ -197,6 +197,7 @@ def report(root):
     return {"modules": len(files), "cycles": strongly_connected(edges), "upward_edges": upward_edges(edges),
             "cycles_with_function_imports": strongly_connected(all_edges),
             "upward_edges_with_function_imports": len(upward_edges(all_edges)),
+            "hidden_upward_edges": sorted(set(upward_edges(all_edges)) - set(upward_edges(edges))),
             "function_imports": len(function_imports), "function_imports_optional": len(optional),
             "function_import_sites": [f"{m}:{line} -> {t}" for m, line, t in function_imports],
             "long_files": long_files}

@@ -2,11 +2,12 @@
 
     if <predicate> != expected: _tj_guard(k, <value now>)
 
-``_tj_guard`` (runtime/guard_failure.py) raises GuardError naming guard ``k``.
+``_tj_guard`` (support/guard_failure.py) raises GuardError naming guard ``k``.
 """
 from __future__ import annotations
 
 from ..ir import BOOL_TESTS, GUARD, Node, guard_expr
+from ..support.guard_failure import GuardFailure
 from ..trace.boundary import needs_plain, plain_value
 
 
@@ -47,5 +48,4 @@ class GuardEmitter:
         self.emit(training_guard(g.training))
 
     def failure(self, fn_name: str):
-        from ..runtime.guard_failure import GuardFailure
         return GuardFailure(self.table, fn_name)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..errors import GuardError
 from ..ir import Graph, Node, TensorType, verify
+from ..support.guard_failure import GuardFailure
 from .graph_copy import copy_graph
 
 
@@ -56,8 +58,6 @@ def freeze_attributes(graph: Graph, tensor_of, preserved=()) -> Graph:
 def _check_submodule_flag(guard, module) -> None:
     """Freezing fixes a submodule's training flag: it must be the one the trace read (trace/module_flags.py)."""
     if bool(getattr(module, "training", guard.attrs["expected"])) != guard.attrs["expected"]:
-        from ..errors import GuardError
-        from ..runtime.guard_failure import GuardFailure
         raise GuardError(GuardFailure([(guard, "")], "freeze").message(guard, "", not guard.attrs["expected"]),
                          guard=guard, expected=guard.attrs["expected"], seen=not guard.attrs["expected"])
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import types
 
 from ..codegen.names import safe_identifier
-from ..runtime.guard_failure import GuardFailure
+from ..support.guard_failure import GuardFailure
 from ..runtime.traced import InputError, compile_method, signature_text
 
 
