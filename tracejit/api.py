@@ -275,8 +275,8 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
             state.restore()
             lend_tensors(lent, mod)
         return _compile(recs, label)
-    traced._retrace = one_at_a_time(retrace)
-    specialize.enable_for_module(traced, traced._retrace,
+    traced._traced_retrace = one_at_a_time(retrace)
+    specialize.enable_for_module(traced, traced._traced_retrace,
                                  {k: _signature_or_none(entry(k)[1]) for k in per_method_args})
     if check_trace:
         for installed, (args, kwargs) in per_method_args.items():

@@ -5,13 +5,13 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "tracejit"
-# Where the compiled methods live: TracedModule._traced_methods, the root's per-training-flag sets, the retrace.
-INTERNAL = ("_variants", "_retrace")
+# The runtime's internals are named _traced*: TracedModule._traced_methods (the compiled methods),
+# _traced_variants (the root's per-training-flag sets), _traced_retrace.
 ALLOWED = ("runtime/", "api.py")   # the runtime itself; api.py builds the objects (retrace) in the top layer
 
 
 def _is_internal(name) -> bool:
-    return isinstance(name, str) and (name.startswith("_traced") or name in INTERNAL)
+    return isinstance(name, str) and name.startswith("_traced")
 
 
 def internal_uses(source: str) -> list:
@@ -45,9 +45,10 @@ def test_no_module_outside_the_runtime_touches_its_internals():
 def test_the_scan_sees_each_way_of_reaching_an_internal():
     source = ("a = m._traced_methods['forward']\n"
               "b = getattr(m, '_traced_methods', {})\n"
-              "root._variants[True] = {}\n"
-              "c = m.__dict__['_retrace']\n"
+              "root._traced_variants[True] = {}\n"
+              "c = m.__dict__['_traced_retrace']\n"
+              "k._variants = {}\n"                     # another object's own attribute: fine
               "d = m.method_graphs\n"                  # public: fine
               "def _traced(x): return x\n")           # a function's own name: not an attribute
-    assert sorted(internal_uses(source)) == [(1, "_traced_methods"), (2, "_traced_methods"), (3, "_variants"),
-                                     (4, "_retrace")]
+    assert sorted(internal_uses(source)) == [(1, "_traced_methods"), (2, "_traced_methods"), (3, "_traced_variants"),
+                                            (4, "_traced_retrace")]

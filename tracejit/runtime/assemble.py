@@ -49,4 +49,4 @@ def install(made: dict, compiled: dict) -> None:
             for name, fn in fns.items():
                 made[path]._install(name, fn)
     root = made[""]
-    root._variants[root.training] = compiled
+    root._traced_variants[root.training] = compiled

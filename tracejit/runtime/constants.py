@@ -17,7 +17,7 @@ def move_constants(module, fn) -> None:
     """Apply ``fn`` (a Module._apply conversion) to the tensor constants of ``module``'s compiled methods,
     their numpy kernels' constants and the saved graphs' constant lists; each tensor is moved once."""
     fns = list(module._traced_methods.values())
-    for variant in getattr(module, "_variants", {}).values():
+    for variant in getattr(module, "_traced_variants", {}).values():
         fns.extend(f for methods in variant.values() for f in methods.values())
     from .specialize import sets_of   # every specialization's code reads its own constants
     fns.extend(e.fn for spec_set in sets_of(module).values() for e in spec_set.entries)

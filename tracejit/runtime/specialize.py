@@ -393,5 +393,5 @@ def drop_original(traced) -> None:
     """Forget the original: a failed guard that no specialization fits then raises GuardError."""
     for spec_set in sets_of(traced).values():
         spec_set.retrace = None
-    if hasattr(traced, "_retrace"):
-        traced._retrace = None
+    if hasattr(traced, "_traced_retrace"):
+        traced._traced_retrace = None

@@ -127,8 +127,8 @@ class TracedModule(_TracedProgram, nn.Module):
         self.original_name = original_name
         self._traced_methods: dict[str, types.FunctionType] = {}
         self.ledger: tuple = ()
-        self._variants: dict[bool, dict] = {}   # training flag -> {path: {method: fn}} (root only)
-        self._retrace = None                    # training flag -> {path: {method: fn}}, or None
+        self._traced_variants: dict[bool, dict] = {}   # training flag -> {path: {method: fn}} (root only)
+        self._traced_retrace = None                  # training flag -> {path: {method: fn}}, or None
 
     def _get_name(self) -> str:
         return self.original_name
