@@ -16,7 +16,7 @@ from .runtime.lending import (hook_snapshot, lend_tensors, like_module, one_at_a
                                swap_hooks)
 from .program import Program, of_function, of_module
 from .runtime.assemble import compile_program
-from .runtime.traced import TracedFunction, TracedModule, compile_methods
+from .runtime.traced import compile_methods
 from .errors import ArgumentTypeError, TraceError, TracerWarning
 from .passes.pipeline import run_trace_pipeline
 from .trace.api import record

@@ -4,7 +4,7 @@ A ``Program`` says everything a traced object runs, and nothing about how it run
 (types, training flags, the parameter and buffer tensors, children), each module's methods as graphs,
 the later specializations of the methods users call, and the ledger of what the trace froze. The
 runtime (runtime/program_of.py, runtime/assemble.py) compiles a Program into the objects users call
-and gives it back (``traced.program``, ``tracejit.program_of(traced)``); save, the CLI and migrate read
+and gives it back (``traced.program``, ``runtime.traced.program_of(traced)``); save, the CLI and migrate read
 and write Programs, never the compiled methods.
 
 The dataclasses are frozen and their collections are tuples; the graphs and tensors they hold are the

@@ -168,7 +168,7 @@ class TracedModule(_TracedProgram, nn.Module):
     def program(self) -> Program:
         """This module's Program: module tree, tensors, graphs, specializations, ledger as plain data.
         (A submodule, parameter or buffer the original named ``program`` keeps the name: then use
-        ``tracejit.program_of``.)"""
+        ``tracejit.runtime.traced.program_of``.)"""
         for own in (self._modules, self._parameters, self._buffers):
             if "program" in own:
                 return own["program"]
