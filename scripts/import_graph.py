@@ -47,6 +47,7 @@ LAYERS = [
     ("support", ["tracejit.support"]),
     ("trace", ["tracejit.trace"]),
     ("codegen", ["tracejit.codegen"]),
+    ("kernels", ["tracejit.kernels"]),
     ("passes", ["tracejit.passes"]),
     ("program", ["tracejit.program"]),
     ("runtime", ["tracejit.runtime"]),

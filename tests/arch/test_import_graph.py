@@ -15,11 +15,7 @@ ALLOWED_CYCLES: list = []
 # Files over 400 lines not split yet (each with its issue).
 ALLOWED_LONG_FILES: set = set()
 # Module-level imports of a higher layer (docs/DESIGN.md "Layers") not removed yet, each with its reason.
-ALLOWED_UPWARD_EDGES: dict = {
-    ("tracejit.passes.conv_kernels", "tracejit.runtime.onednn_conv"): "issue #24: the kernels move below passes",
-    ("tracejit.passes.linear_kernels", "tracejit.runtime.onednn_linear"): "issue #24: the kernels move below passes",
-    ("tracejit.passes.numpy_regions", "tracejit.runtime.numpy_kernel"): "issue #24: the kernels move below passes",
-}
+ALLOWED_UPWARD_EDGES: dict = {}
 # Function-level imports of a higher layer (an upward edge the import graph does not show), reviewed.
 ALLOWED_HIDDEN_UPWARD_EDGES: dict = {
     ("tracejit.hf", "tracejit"): "hf.trace_pretrained is a front end of tracejit.trace / save (the package root)",

@@ -1,4 +1,4 @@
-"""passes/conv_kernels.py + runtime/onednn_conv.py: constant-weight conv2d chains (conv, residual
+"""passes/conv_kernels.py + kernels/onednn_conv.py: constant-weight conv2d chains (conv, residual
 add_, relu) run as one oneDNN call with a prepacked weight; eager's and torch.jit's answers on
 new shapes, torch's ops whenever a call does not fit, guards kept, saved programs unchanged."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from torch import nn
 
 import tracejit
 from tracejit.passes.conv_kernels import conv_kernel_nodes
-from tracejit.runtime.onednn_conv import OneDnnConv, available
+from tracejit.kernels.onednn_conv import OneDnnConv, available
 
 from region_testlib import assert_eager_and_jit_answers, error_type, jit, ofi, run_graph
 

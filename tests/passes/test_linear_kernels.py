@@ -1,4 +1,4 @@
-"""passes/linear_kernels.py + runtime/onednn_linear.py: large constant-weight linears (with the
+"""passes/linear_kernels.py + kernels/onednn_linear.py: large constant-weight linears (with the
 relu / gelu after them) run as one oneDNN call; eager's and torch.jit's answers on new shapes,
 torch's ops whenever a call does not fit, small linears untouched, saved programs unchanged."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from torch import nn
 import tracejit
 from tracejit.passes.linear_kernels import linear_kernel_nodes
 from tracejit.passes.linear_weight_layout import transposed_weights
-from tracejit.runtime.onednn_linear import MIN_MACS, OneDnnLinear, available
+from tracejit.kernels.onednn_linear import MIN_MACS, OneDnnLinear, available
 
 from region_testlib import assert_eager_and_jit_answers, error_type, jit, ofi, run_graph
 

@@ -1,4 +1,4 @@
-"""runtime/numexpr_groups.py: trees of elementwise steps in a numpy kernel run as one numexpr
+"""kernels/numexpr_groups.py: trees of elementwise steps in a numpy kernel run as one numexpr
 program; same numbers as eager and torch.jit.trace on new shapes and special values, float32
 throughout, torch's errors and gradients, and the ufunc path when numexpr is absent."""
 from __future__ import annotations
@@ -11,8 +11,8 @@ import torch
 import tracejit
 from region_testlib import jit, ofi, run_graph
 from tracejit.passes.numpy_regions import region_nodes
-from tracejit.runtime import numexpr_groups
-from tracejit.runtime.numexpr_groups import EXPR, MIN_CALLS, plan
+from tracejit.kernels import numexpr_groups
+from tracejit.kernels.numexpr_groups import EXPR, MIN_CALLS, plan
 
 pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
 
@@ -182,7 +182,7 @@ def test_importing_tracejit_starts_no_numexpr_threads():
     import subprocess
     import sys
     code = ("import sys, tracejit; print('numexpr' in sys.modules); import torch; "
-            "from tracejit.runtime import numexpr_groups; print(numexpr_groups.available())")
+            "from tracejit.kernels import numexpr_groups; print(numexpr_groups.available())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "True"]
 

@@ -1,4 +1,4 @@
-"""passes/numpy_regions.py and runtime/numpy_kernel.py: small float32 elementwise / linear runs
+"""passes/numpy_regions.py and kernels/numpy_kernel.py: small float32 elementwise / linear runs
 fused into one numpy kernel by optimize_for_inference; same numbers as eager and torch.jit.trace
 on new shapes, the fallback (other dtype, autograd, large, moved constants), save / load."""
 from __future__ import annotations

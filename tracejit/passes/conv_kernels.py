@@ -8,7 +8,7 @@ silu, hardtanh / relu6, hardswish, ...: kernel_chains.activation_of; after a res
 batch norm's input check, left after it was folded into the conv) may read the chain's values;
 they move after the fused node (passes/kernel_chains.py).
 
-Each chain becomes a ``tracejit::kernel`` node calling a ``OneDnnConv`` (runtime/onednn_conv.py),
+Each chain becomes a ``tracejit::kernel`` node calling a ``OneDnnConv`` (kernels/onednn_conv.py),
 which reorders W into oneDNN's layout once and runs the fused op; calls that do not fit run the
 recorded ops. The fused op returns channels-last tensors, so the pass applies only to graphs
 conv_layout found layout-free. The kernel is an in-memory object (``IN_MEMORY_PASSES``): a
@@ -20,7 +20,7 @@ import torch
 
 from ..ir import Graph, Node, TensorType, Value
 from ..ops.convs import CONV2D as CONVS
-from ..runtime.onednn_conv import OneDnnConv, available
+from ..kernels.onednn_conv import OneDnnConv, available
 from .conv_layout import layout_free
 from .graph_copy import copy_graph
 from .kernel_chains import (activation_after, constant_f32, finish, kernel_nodes, readers_of, replace_chain,

@@ -60,7 +60,7 @@ _DEFAULT_SCALARS = {"hardtanh": (-1.0, 1.0), "leaky_relu": (0.01,)}
 
 
 def activation_of(node: Node):
-    """(activation name of runtime/onednn_activation.py, its scalars) for an aten activation node
+    """(activation name of kernels/onednn_activation.py, its scalars) for an aten activation node
     (in place or not) a kernel can apply after its product, or None."""
     if not node.op.startswith("aten::") or not node.op.endswith(".default") or not node.args:
         return None

@@ -3,7 +3,7 @@
 A chain is ``y = linear(x, W, b)`` with W (and b) frozen constants and at least ``MIN_MACS``
 multiply-adds when traced, then, when ``y`` has no other reader, an activation oneDNN applies in the same call
 (relu, gelu, silu, hardtanh / relu6, hardswish, sigmoid, tanh, ...: kernel_chains.activation_of). It becomes a ``tracejit::kernel`` node calling a ``OneDnnLinear``
-(runtime/onednn_linear.py); calls that do not fit run the recorded ops. Smaller linears stay
+(kernels/onednn_linear.py); calls that do not fit run the recorded ops. Smaller linears stay
 torch's (or a numpy region's, passes/numpy_regions.py, which runs first). The kernel is an
 in-memory object (``IN_MEMORY_PASSES``): a saved program keeps the graph before this pass.
 """
@@ -14,7 +14,7 @@ import math
 import torch
 
 from ..ir import Graph, Node, TensorType, Value
-from ..runtime.onednn_linear import MIN_MACS, OneDnnLinear, available
+from ..kernels.onednn_linear import MIN_MACS, OneDnnLinear, available
 from .graph_copy import copy_graph
 from .kernel_chains import activation_after, constant_f32, finish, kernel_nodes, readers_of, replace_chain, write_order
 

@@ -1,7 +1,7 @@
 """Fuse runs of small float32 elementwise / linear ops into one ``tracejit::kernel`` node.
 
 Each op of such a run costs a few microseconds in torch's dispatcher and well under one as a
-numpy ufunc on a zero-copy view (runtime/numpy_kernel.py); a linear layer with a constant
+numpy ufunc on a zero-copy view (kernels/numpy_kernel.py); a linear layer with a constant
 weight becomes ``matmul`` + ``add``. The node calls a ``NumpyKernel`` that checks its inputs
 every call and runs the same steps as torch ops when they do not fit (not CPU float32, too
 large, tracked by autograd), so the answer never depends on the path.
@@ -22,7 +22,7 @@ import torch
 from ..codegen.capture_emit import region_of
 from ..ir import Graph, Node, TensorType, Value, iter_values, verify
 from ..ops import split_name
-from ..runtime.numpy_kernel import MAX_ELEMENTS, UNARY, NumpyKernel
+from ..kernels.numpy_kernel import MAX_ELEMENTS, UNARY, NumpyKernel
 from .graph_copy import copy_graph, replace_uses
 
 OP = "tracejit::kernel"

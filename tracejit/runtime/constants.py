@@ -2,7 +2,7 @@
 
 Generated code reads its constants from its globals (``_tj_k<n>``); ``nn.Module._apply``
 moves parameters and buffers, and this moves those constants with the same function. A numpy
-kernel (runtime/numpy_kernel.py) holds its constants: it is replaced by its moved copy.
+kernel (kernels/numpy_kernel.py) holds its constants: it is replaced by its moved copy.
 """
 from __future__ import annotations
 

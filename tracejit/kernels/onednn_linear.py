@@ -13,7 +13,7 @@ tensor, tracked by autograd, too small, an error in oneDNN) runs the recorded op
 
 Example:
     >>> import torch
-    >>> from tracejit.runtime.onednn_linear import OneDnnLinear
+    >>> from tracejit.kernels.onednn_linear import OneDnnLinear
     >>> w, b = torch.randn(512, 256), torch.randn(512)
     >>> linear = OneDnnLinear(w, b, "gelu")
     >>> x = torch.randn(2, 64, 256)
@@ -39,7 +39,7 @@ def available() -> bool:
 
 class OneDnnLinear:
     """``activation(linear(x, weight, bias), *scalars)``, called as ``linear(x)``; ``activation`` is a
-    key of runtime/onednn_activation.py's ``ACTIVATIONS``."""
+    key of kernels/onednn_activation.py's ``ACTIVATIONS``."""
 
     def __init__(self, weight, bias, activation: str = "none", scalars: tuple = ()):
         self.weight, self.bias, self.activation, self.scalars = weight, bias, activation, tuple(scalars)

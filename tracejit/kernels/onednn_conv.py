@@ -16,7 +16,7 @@ found the graph layout-free before passes/conv_kernels.py uses this kernel).
 
 Example:
     >>> import torch
-    >>> from tracejit.runtime.onednn_conv import OneDnnConv
+    >>> from tracejit.kernels.onednn_conv import OneDnnConv
     >>> w, b = torch.randn(8, 3, 3, 3), torch.randn(8)
     >>> conv = OneDnnConv(w, b, (1, 1), (1, 1), (1, 1), 1, residual=False, activation="relu")
     >>> x = torch.randn(2, 3, 10, 10)
@@ -44,7 +44,7 @@ def _pair(v) -> list[int]:
 
 class OneDnnConv:
     """``activation(conv2d(x, weight, bias, ...) [+ residual], *scalars)``, called as ``conv(x)`` or
-    ``conv(x, residual)``; ``activation`` is a key of runtime/onednn_activation.py's ``ACTIVATIONS``
+    ``conv(x, residual)``; ``activation`` is a key of kernels/onednn_activation.py's ``ACTIVATIONS``
     (with a residual: "none" or "relu")."""
 
     def __init__(self, weight, bias, stride, padding, dilation, groups: int, *, residual: bool,

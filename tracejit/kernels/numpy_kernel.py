@@ -218,7 +218,7 @@ class NumpyKernel:
         items = self._items if numpy else [("step", j) for j in range(len(self.steps))]
         for item in items:
             j = item[1]
-            if item[0] == "expr":   # one numexpr program for a tree of steps (runtime/numexpr_groups.py)
+            if item[0] == "expr":   # one numexpr program for a tree of steps (kernels/numexpr_groups.py)
                 # a compiled numexpr program keeps its buffers on the object: one thread at a time
                 # (pydata/numexpr#569: concurrent calls corrupt the heap)
                 lines.append(f"with _NE{j}_LOCK: v{j} = _NE{j}({', '.join(self._operand(o, True) for o in item[3])})")

@@ -9,7 +9,7 @@ float32 as in torch; the optimizer is off (``x / 3`` stays a division, as in tor
 
 ``plan(steps, outputs, excluded)`` splits a kernel's steps into items, in step order:
 
-- ``("step", j)``: step j runs as its ufunc statement (runtime/numpy_kernel.py);
+- ``("step", j)``: step j runs as its ufunc statement (kernels/numpy_kernel.py);
 - ``("expr", j, program, leaves)``: step j's value is ``program(*leaves)``; the program computes
   step j and every step of its tree, which are not emitted on their own.
 
