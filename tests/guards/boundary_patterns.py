@@ -147,6 +147,11 @@ def item_copysign(x):
     return x + math.copysign(1.0, s)
 
 
+def item_nan_sign(x):                     # found by the long grammar run: min() of [-2, nan] is a NaN with its sign set
+    s = x.min().item()  # @item_nan_sign
+    return x + math.copysign(1.0, s)
+
+
 def item_reciprocal(x):
     s = x.min().item()  # @item_reciprocal
     return x * (1.0 / s if s else math.copysign(1.0, s))
@@ -277,6 +282,7 @@ CASES = [
     Case("isclose_scalar_all", isclose_scalar_all, (t(1.0, 2.0), t(1.0, 2.0)), [(t(1.0, 2.0), t(0.0, 2.0))]),
     Case("item_nan_branch", item_nan_branch, (t(float("nan"), 1.0),), [(t(1.0, 2.0),)]),
     Case("item_copysign", item_copysign, (t(-0.0, -0.0),), [(t(0.0, 0.0),), (t(1.0, 2.0),)]),
+    Case("item_nan_sign", item_nan_sign, (t(float("nan")),), [(t(-2.0, float("nan")),)]),
     Case("item_reciprocal", item_reciprocal, (t(0.0, 1.0),), [(t(-0.0, 1.0),), (t(2.0, 4.0),)]),
     Case("tolist_nan", tolist_nan, (t(float("nan"), 1.0),), [(t(1.0, 1.0),)]),
     Case("float_signed_zero", float_signed_zero, (t(0.0),), [(t(-0.0),)]),
