@@ -48,6 +48,7 @@ from torch import nn
 
 from ..errors import TraceError
 from . import patches
+from .not_forward import outside_forward
 from .source import user_location
 from .symbolic import get_tracer
 
@@ -200,7 +201,8 @@ def _note(what: str, advice: str):
     def make(original):
         def stand_in(*args, **kwargs):
             tracer = get_tracer()
-            if tracer is not None and not _library(sys._getframe(1).f_code.co_filename):
+            caller = sys._getframe(1)
+            if tracer is not None and not _library(caller.f_code.co_filename) and not outside_forward(caller):
                 watch = getattr(tracer, "python_state", None)
                 if watch is not None and not (what.endswith("default_rng()") and (args or kwargs)):
                     watch.found(what, advice, user_location(2))
