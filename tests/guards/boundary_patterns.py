@@ -259,6 +259,11 @@ from boundary_numpy_patterns import (  # noqa: E402  (part 3: traced sizes hande
     numpy_arange, numpy_array_times_size, numpy_fft_freq, numpy_full, numpy_hanning_window, numpy_linspace_kwarg,
     numpy_log2_pad, numpy_nested_list, numpy_pad_width_kwarg, numpy_prod_shape, numpy_seeded_rng,
     numpy_sqrt_scale, numpy_tril_mask, numpy_ufunc_traced_float, numpy_zeros_shape)
+from boundary_numpy_patterns import (  # noqa: E402  (part 4: the numpy gaps of issue #20)
+    numpy_asarray_item, numpy_asarray_sum, numpy_asarray_tolist, numpy_bound_linspace, numpy_bound_zeros,
+    numpy_fft_length, numpy_fft_of_values, numpy_float32_size, numpy_float32_tensor, numpy_int64_size,
+    numpy_ma_masked, numpy_method_chained, numpy_method_repeat, numpy_method_reshape, numpy_method_take,
+    numpy_polynomial_class, numpy_polyval_size, numpy_scalar_method)
 
 
 CASES = [
@@ -349,6 +354,24 @@ CASES += [
     Case("numpy_fft_freq", numpy_fft_freq, (r(2, 4),), [(r(2, 6),)]),
     Case("numpy_nested_list", numpy_nested_list, (r(3),), [(r(4),)]),
     Case("numpy_pad_width_kwarg", numpy_pad_width_kwarg, (r(3),), [(r(4),)]),
+    Case("numpy_method_reshape", numpy_method_reshape, (r(4),), [(r(6),)]),
+    Case("numpy_method_chained", numpy_method_chained, (r(4),), [(r(6),)]),
+    Case("numpy_method_repeat", numpy_method_repeat, (r(3),), [(r(5),)]),
+    Case("numpy_method_take", numpy_method_take, (r(3),), [(r(5),)]),
+    Case("numpy_scalar_method", numpy_scalar_method, (r(3),), [(r(5),)]),
+    Case("numpy_bound_zeros", numpy_bound_zeros, (r(3),), [(r(5),)]),
+    Case("numpy_bound_linspace", numpy_bound_linspace, (r(3),), [(r(5),)]),
+    Case("numpy_float32_size", numpy_float32_size, (r(3),), [(r(5),)]),
+    Case("numpy_int64_size", numpy_int64_size, (r(3),), [(r(5),)]),
+    Case("numpy_float32_tensor", numpy_float32_tensor, (t(1.0, 2.0),), [(t(3.0, 2.0),)]),
+    Case("numpy_asarray_sum", numpy_asarray_sum, (t(1.0, 2.0),), [(t(3.0, 2.0),)]),
+    Case("numpy_asarray_tolist", numpy_asarray_tolist, (t(1.0, 2.0),), [(t(3.0, 2.0),)]),
+    Case("numpy_asarray_item", numpy_asarray_item, (t(1.0, 2.0),), [(t(3.0, 2.0),)]),
+    Case("numpy_ma_masked", numpy_ma_masked, (r(3),), [(r(5),)]),
+    Case("numpy_polyval_size", numpy_polyval_size, (r(3),), [(r(5),)]),
+    Case("numpy_polynomial_class", numpy_polynomial_class, (r(3),), [(r(5),)]),
+    Case("numpy_fft_of_values", numpy_fft_of_values, (t(1.0, 2.0),), [(t(3.0, 2.0),)]),
+    Case("numpy_fft_length", numpy_fft_length, (r(3),), [(r(5),)]),
 ]
 
 # identity-like int methods: recorded, so new sizes replay without any guard
