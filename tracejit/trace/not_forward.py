@@ -47,14 +47,20 @@ def _last(phase: str, info: dict) -> None:
 
 
 def _install() -> None:
+    gc.callbacks.append(_last)      # the closing one first: a collection in between never leaves the flag set
     gc.callbacks.insert(0, _first)
-    gc.callbacks.append(_last)
 
 
 def _uninstall() -> None:
-    for cb in (_first, _last):
+    for cb in (_first, _last):      # the opening one first, for the same reason
         while cb in gc.callbacks:
             gc.callbacks.remove(cb)
+
+
+def reset() -> None:
+    """A new trace in this thread starts outside any collection (a bracket removed mid-collection by another
+    thread's last trace ending must not leave this thread's flag set)."""
+    _local.depth = 0
 
 
 def outside_forward(frame) -> bool:

@@ -48,6 +48,7 @@ from torch import nn
 
 from ..errors import TraceError
 from . import patches
+from . import not_forward
 from .not_forward import outside_forward
 from .source import user_location
 from .symbolic import get_tracer
@@ -253,6 +254,7 @@ class PythonStateWatch:
         self.module = module
         self.before = snapshot(module)
         self.issues: list = []   # (what, advice, SourceLoc | None)
+        not_forward.reset()
         self._raised: set[int] = set()
 
     def found(self, what: str, advice: str, loc) -> None:
