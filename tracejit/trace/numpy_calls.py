@@ -18,6 +18,7 @@ result, ``np.ones(12).astype(f).reshape(n)``). Limits: an argument with other ca
 from __future__ import annotations
 
 import ast
+import builtins
 import types
 
 import torch
@@ -51,16 +52,16 @@ def _method_of_call(func: ast.AST) -> bool:
     return _callee_expr(func)
 
 
-def _numpy_result(expr: ast.AST, frame, evaluate) -> bool:
+def _numpy_result(expr: ast.AST, frame) -> bool:
     """Is ``expr`` (a call) made by numpy: a numpy callable's result, or a method of one's (looked up without
     calling anything again)? numpy's functions and methods give numpy objects (arrays, scalars, lists)."""
     if not isinstance(expr, ast.Call):
         return False
     if _callee_expr(expr.func):
-        fn = evaluate(expr.func, frame)
+        fn = _lookup(expr.func, frame)
         inner = getattr(fn, "__wrapped__", fn)   # numpy_reads' stand-in stands for a numpy function
         return is_numpy_callable(inner)
-    return isinstance(expr.func, ast.Attribute) and _numpy_result(expr.func.value, frame, evaluate)
+    return isinstance(expr.func, ast.Attribute) and _numpy_result(expr.func.value, frame)
 
 
 def _arguments(call: ast.Call) -> list:
@@ -69,6 +70,26 @@ def _arguments(call: ast.Call) -> list:
 
 def _arg_candidate(arg: ast.AST, safe) -> bool:
     return safe(arg) and any(isinstance(n, (ast.Name, ast.Call, ast.Attribute)) for n in ast.walk(arg))
+
+
+def _lookup(expr: ast.AST, frame):
+    """A name or an attribute chain looked up in ``frame`` (no ``eval``, no copy of its locals): the callees of
+    every call the scan meets are looked up, most of them not numpy's."""
+    attrs = []
+    while isinstance(expr, ast.Attribute):
+        attrs.append(expr.attr)
+        expr = expr.value
+    name = expr.id
+    local = frame.f_locals
+    if name in local:
+        obj = local[name]
+    elif name in frame.f_globals:
+        obj = frame.f_globals[name]
+    else:
+        obj = getattr(builtins, name)
+    for attr in reversed(attrs):
+        obj = getattr(obj, attr)
+    return obj
 
 
 def _from_numpy(module) -> bool:
@@ -102,10 +123,10 @@ def check(scanner, frame, call: ast.Call, evaluate, safe, guard) -> None:
         return
     try:
         if _callee_expr(call.func):
-            callee = evaluate(call.func, frame)
+            callee = _lookup(call.func, frame)
             if not callable(callee) or not is_numpy_callable(callee):
                 return
-        elif not _numpy_result(call.func.value, frame, evaluate):
+        elif not _numpy_result(call.func.value, frame):
             return
     except Exception:  # noqa: BLE001  (a name not bound yet: a line that did not run)
         return
