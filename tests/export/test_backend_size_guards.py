@@ -1,6 +1,7 @@
 """Size guards ONNX cannot check are checked by tracejit's onnxruntime / OpenVINO programs (backends/onnx_call.py).
 
-A comparison on an input size, ``(n - 1).bit_length()`` and a float computed from sizes used as a key are
+A comparison on an input size, ``(n - 1).bit_length()``, a float computed from sizes used as a key and a
+comparison on the size of an intermediate tensor (checked on meta tensors: backends/intermediate_sizes.py) are
 guards no ONNX model can hold (export/guards.py: the standalone file keeps the traced branch, warns and lists
 them in its metadata). The programs of ``optimize_for_inference(backend=...)`` check them on each call's input
 sizes first: eager's answer where the guard holds (also for sizes other than the trace's), else the plain
@@ -35,8 +36,34 @@ def half_size_key(x):
     return x * scale
 
 
+def intermediate_view(x):                # the size of an intermediate: a function of the input sizes
+    h = x.reshape(-1)
+    if h.shape[0] > 6:  # @intermediate_view
+        return h * 2
+    return h - 1
+
+
+W = torch.randn(3, 2)
+
+
+def intermediate_linear(x):              # through an op with a captured weight (a constant on meta)
+    h = torch.nn.functional.linear(x, W).flatten()
+    if h.size(0) > 9:  # @intermediate_linear
+        return h * 2
+    return h - 1
+
+
+def data_dependent_count(x):             # the size of nonzero's result depends on the values: refused
+    idx = (x > 0).nonzero()
+    if idx.shape[0] > 2:  # @data_dependent_count
+        return x * 2
+    return x - 1
+
+
 # (function, example size, sizes where the guard holds, sizes where it fails)
 CASES = {
+    "intermediate_view": (intermediate_view, 4, [5, 9], [3, 2]),
+    "intermediate_linear": (intermediate_linear, 4, [5, 7], [3, 1]),
     "longer_than_two": (longer_than_two, 3, [6, 9], [2, 1]),
     "bit_length_bucket": (bit_length_bucket, 3, [], [5, 2]),   # the guard is on n - 1 itself
     "half_size_key": (half_size_key, 3, [], [4, 5]),
@@ -95,3 +122,41 @@ def test_a_program_without_such_guards_calls_the_model_directly():
     assert getattr(program, "size_guards", None) is None
     x = torch.randn(7, 2, 2)
     torch.testing.assert_close(program(x), x.view(7, -1) * 2)
+
+
+class Flattened(torch.nn.Module):        # a parameter in the slice: read on meta
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 4)
+
+    def forward(self, x):
+        h = self.lin(x).flatten()
+        if h.size(0) > 10:  # @flattened_module
+            return h * 2
+        return h - 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_intermediate_size_guard_of_a_module(backend):
+    pytest.importorskip(backend)
+    torch.manual_seed(0)
+    model = Flattened().eval()
+    program = tracejit.optimize_for_inference(tracejit.trace(model, (torch.randn(3, 2),), check_trace=False),
+                                              backend=backend)
+    x = torch.randn(5, 2)
+    torch.testing.assert_close(program(x), model(x))
+    with pytest.raises(tracejit.GuardError) as info:
+        program(torch.randn(2, 2))
+    assert info.value.source.lineno == line_of("flattened_module")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_guard_on_a_data_dependent_size_refuses_the_backend(backend):
+    pytest.importorskip(backend)
+    traced = tracejit.trace(data_dependent_count, (torch.tensor([1.0, 2.0, 3.0, -1.0]),), check_trace=False)
+    x = torch.tensor([1.0, -2.0, -3.0, -1.0])
+    assert not torch.equal(tracejit.trace(data_dependent_count, (torch.tensor([1.0, 2.0, 3.0, -1.0]),),
+                                          check_trace=False, guards=False)(x), data_dependent_count(x))
+    with pytest.raises(tracejit.ExportError, match="shape depends on the data") as info:
+        tracejit.optimize_for_inference(traced, backend=backend)
+    assert "aten::nonzero" in str(info.value) and f":{line_of('data_dependent_count')}" in str(info.value)

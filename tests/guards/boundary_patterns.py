@@ -147,6 +147,11 @@ def item_copysign(x):
     return x + math.copysign(1.0, s)
 
 
+def item_nan_sign(x):                     # found by the long grammar run: min() of [-2, nan] is a NaN with its sign set
+    s = x.min().item()  # @item_nan_sign
+    return x + math.copysign(1.0, s)
+
+
 def item_reciprocal(x):
     s = x.min().item()  # @item_reciprocal
     return x * (1.0 / s if s else math.copysign(1.0, s))
@@ -254,6 +259,11 @@ from boundary_numpy_patterns import (  # noqa: E402  (part 3: traced sizes hande
     numpy_arange, numpy_array_times_size, numpy_fft_freq, numpy_full, numpy_hanning_window, numpy_linspace_kwarg,
     numpy_log2_pad, numpy_nested_list, numpy_pad_width_kwarg, numpy_prod_shape, numpy_seeded_rng,
     numpy_sqrt_scale, numpy_tril_mask, numpy_ufunc_traced_float, numpy_zeros_shape)
+from boundary_numpy_patterns import (  # noqa: E402  (part 4: the numpy gaps of issue #20)
+    numpy_asarray_item, numpy_asarray_sum, numpy_asarray_tolist, numpy_bound_linspace, numpy_bound_zeros,
+    numpy_fft_length, numpy_fft_of_values, numpy_float32_size, numpy_float32_tensor, numpy_int64_size,
+    numpy_ma_masked, numpy_method_chained, numpy_method_repeat, numpy_method_reshape, numpy_method_take,
+    numpy_polynomial_class, numpy_polyval_size, numpy_scalar_method)
 
 
 CASES = [
@@ -277,6 +287,7 @@ CASES = [
     Case("isclose_scalar_all", isclose_scalar_all, (t(1.0, 2.0), t(1.0, 2.0)), [(t(1.0, 2.0), t(0.0, 2.0))]),
     Case("item_nan_branch", item_nan_branch, (t(float("nan"), 1.0),), [(t(1.0, 2.0),)]),
     Case("item_copysign", item_copysign, (t(-0.0, -0.0),), [(t(0.0, 0.0),), (t(1.0, 2.0),)]),
+    Case("item_nan_sign", item_nan_sign, (t(float("nan")),), [(t(-2.0, float("nan")),)]),
     Case("item_reciprocal", item_reciprocal, (t(0.0, 1.0),), [(t(-0.0, 1.0),), (t(2.0, 4.0),)]),
     Case("tolist_nan", tolist_nan, (t(float("nan"), 1.0),), [(t(1.0, 1.0),)]),
     Case("float_signed_zero", float_signed_zero, (t(0.0),), [(t(-0.0),)]),
@@ -343,6 +354,24 @@ CASES += [
     Case("numpy_fft_freq", numpy_fft_freq, (r(2, 4),), [(r(2, 6),)]),
     Case("numpy_nested_list", numpy_nested_list, (r(3),), [(r(4),)]),
     Case("numpy_pad_width_kwarg", numpy_pad_width_kwarg, (r(3),), [(r(4),)]),
+    Case("numpy_method_reshape", numpy_method_reshape, (r(4),), [(r(6),)]),
+    Case("numpy_method_chained", numpy_method_chained, (r(4),), [(r(6),)]),
+    Case("numpy_method_repeat", numpy_method_repeat, (r(3),), [(r(5),)]),
+    Case("numpy_method_take", numpy_method_take, (r(3),), [(r(5),)]),
+    Case("numpy_scalar_method", numpy_scalar_method, (r(3),), [(r(5),)]),
+    Case("numpy_bound_zeros", numpy_bound_zeros, (r(3),), [(r(5),)]),
+    Case("numpy_bound_linspace", numpy_bound_linspace, (r(3),), [(r(5),)]),
+    Case("numpy_float32_size", numpy_float32_size, (r(3),), [(r(5),)]),
+    Case("numpy_int64_size", numpy_int64_size, (r(3),), [(r(5),)]),
+    Case("numpy_float32_tensor", numpy_float32_tensor, (t(1.0, 2.0),), [(t(3.0, 2.0),)]),
+    Case("numpy_asarray_sum", numpy_asarray_sum, (t(1.0, 2.0),), [(t(3.0, 2.0),)]),
+    Case("numpy_asarray_tolist", numpy_asarray_tolist, (t(1.0, 2.0),), [(t(3.0, 2.0),)]),
+    Case("numpy_asarray_item", numpy_asarray_item, (t(1.0, 2.0),), [(t(3.0, 2.0),)]),
+    Case("numpy_ma_masked", numpy_ma_masked, (r(3),), [(r(5),)]),
+    Case("numpy_polyval_size", numpy_polyval_size, (r(3),), [(r(5),)]),
+    Case("numpy_polynomial_class", numpy_polynomial_class, (r(3),), [(r(5),)]),
+    Case("numpy_fft_of_values", numpy_fft_of_values, (t(1.0, 2.0),), [(t(3.0, 2.0),)]),
+    Case("numpy_fft_length", numpy_fft_length, (r(3),), [(r(5),)]),
 ]
 
 # identity-like int methods: recorded, so new sizes replay without any guard

@@ -5,7 +5,7 @@ Each ``StateCase`` builds a fresh model (``make()``), is traced on ``example`` a
 outcome gives (torch.jit.trace's), which the tests prove first. The line a refusal must name is
 marked ``# @<case name>``. Sources: timm's ModelEmaV2 / fairseq's ``num_updates`` counters, VQ-VAE
 EMA codebooks, XLNet-style memories, fairseq's
-LayerDrop (``np.random`` / ``random.uniform``), SpecAugment crops, diffusion samplers seeding inside
+LayerDrop (``np.random`` / ``random.uniform``), SpecAugment crops, samplers seeding from the clock inside
 forward, ``try: x.view(...) except RuntimeError`` fallbacks (older torchvision / detectron code).
 """
 from __future__ import annotations
@@ -188,13 +188,14 @@ def timestamp_feature(x):                # a timestamp feature from a monotonic 
     return x + (time.perf_counter_ns() % 1000) / 1000  # @timestamp_feature
 
 
-def seeded_noise(x):                     # a sampler seeding torch inside forward for reproducible noise
-    torch.manual_seed(1234)  # @seeded_noise
+def clock_seeded_noise(x):               # torch.seed(): a seed from the clock (manual_seed is recorded: test_recorded_rng)
+    torch.seed()  # @clock_seeded_noise
     return x + torch.randn(x.shape)
 
 
-def generator_in_forward(x):             # a sampler making its own seeded generator for reproducible noise
-    g = torch.Generator().manual_seed(7)  # @generator_in_forward
+def generator_clock_seeded(x):           # a generator made in forward, seeded from the clock
+    g = torch.Generator()
+    g.seed()  # @generator_clock_seeded
     return x + torch.randn(x.shape, generator=g)
 
 
@@ -233,8 +234,8 @@ CASES = [
     StateCase("numpy_default_rng", lambda: numpy_default_rng, (r(2, 6),), (r(2, 6),)),
     StateCase("clock_phase", lambda: clock_phase, (r(4),), (r(4),)),
     StateCase("timestamp_feature", lambda: timestamp_feature, (r(4),), (r(4),)),
-    StateCase("seeded_noise", lambda: seeded_noise, (r(4),), (r(4),)),
-    StateCase("generator_in_forward", lambda: generator_in_forward, (r(4),), (r(4),)),
+    StateCase("clock_seeded_noise", lambda: clock_seeded_noise, (r(4),), (r(4),)),
+    StateCase("generator_clock_seeded", lambda: generator_clock_seeded, (r(4),), (r(4),)),
     StateCase("view_fallback", lambda: view_fallback, (r(4, 3).t(),), (r(3, 4),), jit_unusable=True),
     StateCase("index_fallback", lambda: index_fallback, (r(3),), (r(8),), jit_unusable=True),
 ]

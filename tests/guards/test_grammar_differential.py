@@ -1,7 +1,8 @@
 """Generative differential test: hypothesis writes small forward functions, tracejit must match eager.
 
 A grammar of one-line statements (tensor ops; size and value reads; branches on sizes and values;
-``in``; f-strings; dict lookups keyed by a size; int methods; NaN / signed-zero reads) is built
+``in``; f-strings; dict lookups keyed by a size; int methods; NaN / signed-zero reads; seeding inside
+forward; a numpy method given a size) is built
 into a real Python function (compiled, its source registered with linecache so guards name
 lines). It is traced on one input and called on new ones (other lengths, other values, NaN and
 -0.0 among them): live, the traced object must give eager's answer (it retraces where a guard
@@ -17,6 +18,7 @@ import operator
 import os
 import warnings
 
+import numpy as np
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -52,6 +54,9 @@ STATEMENTS = [
     "x = torch.cat([x, x[:1]])",
     "x = x * (2 if str(x.size(0)) == '3' else 1)",
     "x = x * len(repr(x.size(0) / 2))",
+    "x = x + (torch.manual_seed(x.size(0)) and torch.rand(x.shape))",
+    "x = x + torch.randn(x.shape, generator=torch.Generator().manual_seed(5))",
+    "x = x * float(np.arange(12.0).reshape(-1, 2).take(x.size(0) % 12))",
 ]
 VALUES = [-2.0, -1.0, -0.0, 0.0, 0.5, 1.0, 3.0, float("nan")]
 EXAMPLES = int(os.environ.get("TRACEJIT_GRAMMAR_EXAMPLES", "30"))
@@ -65,7 +70,7 @@ def build(statements: list[str]):
     filename = f"<grammar-{_count[0]}>"
     source = "def forward(x):\n" + "".join(f"    {s}\n" for s in statements) + "    return x\n"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    scope = {"torch": torch, "math": math, "operator": operator}
+    scope = {"torch": torch, "math": math, "operator": operator, "np": np}
     exec(compile(source, filename, "exec"), scope)   # noqa: S102  (the grammar's own text)
     return scope["forward"]
 

@@ -22,6 +22,7 @@ from ..passes.graph_copy import copy_graph
 from ..passes.inline import inline_calls
 from ..runtime import specialize
 from ..runtime.method_compiler import compile_method
+from . import intermediate_sizes
 from .fallback import with_captured_check, with_finite_check
 
 
@@ -60,27 +61,38 @@ def with_size_guards(program, traced, graph, call):
 
     The guards are checked by a generated function holding only them and the scalar size math they read
     (``aten::size.int`` of inputs, int / float math, ``sym_math``): it reads sizes, never data. A guard on
-    the size of an intermediate tensor is left as export left it (a TracerWarning and the model's metadata)."""
+    the size of an intermediate tensor is checked by the slice of the program it reads, run on meta tensors of
+    the call's shapes (intermediate_sizes.py); one whose slice has a data-dependent shape (``nonzero``) refuses
+    the program with ExportError naming the line."""
     checked_graph = copy_graph(graph)
     _, unchecked = plan_guards(checked_graph)
     producers = {id(v): n for n in checked_graph.nodes for v in n.outputs if v is not None}
     kept, checks = {}, []
     for guard in unchecked:
         slice_ = _scalar_slice(guard, producers, ScalarType)
-        if slice_ is not None:
-            kept.update(slice_)
-            checks.append(guard)
+        if slice_ is None:   # the size of an intermediate tensor: evaluated on meta tensors, or refused
+            slice_ = intermediate_sizes.tensor_slice(guard, producers)
+            intermediate_sizes.refuse_data_dependent(guard, slice_.values(), program.backend)
+        kept.update(slice_)
+        checks.append(guard)
     if not checks:
         return call
     keep = {id(g) for g in checks} | set(kept)
     checked_graph.nodes = [n for n in checked_graph.nodes if id(n) in keep]
     checked_graph.outputs, checked_graph.out_spec = [], pytree.flatten(())[1]
+    on_meta = intermediate_sizes.reads_tensors(kept.values())
+    if on_meta:
+        intermediate_sizes.on_meta(checked_graph, traced)
     check = compile_method(checked_graph, "forward", f"{program.backend}_size_guards", guards=True,
                            display=program.signature.split("(")[0])
     program.size_guards = check
 
     def guarded(*args, **kwargs):
-        check(None, *args, **kwargs)
+        if on_meta:
+            meta_args, meta_kwargs = intermediate_sizes.meta_arguments(args, kwargs)
+            check(None, *meta_args, **meta_kwargs)
+        else:
+            check(None, *args, **kwargs)
         return call(*args, **kwargs)
     return guarded
 

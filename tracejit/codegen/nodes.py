@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..ir import Node, Value
 from ..pytree import Spec
 from ..trace import indexing
-from . import budget_emit, capture_emit, sym_emit
+from . import budget_emit, capture_emit, rng_emit, sym_emit
 
 
 def emit_node(gen, node: Node) -> None:
@@ -70,6 +70,8 @@ def node_expr(gen, node: Node) -> str | None:
         return f"{gen.const_global(node.attrs['kernel'])}({gen.call_args(node)})"
     if op in sym_emit.OPS:
         return sym_emit.node_expr(gen, node)
+    if op in rng_emit.OPS:
+        return rng_emit.node_expr(gen, node)
     if target is None:
         raise NotImplementedError(f"codegen: no rule for {op} (it has no call target)")
     kind, what = target.kind, target.name

@@ -62,6 +62,12 @@ _DEFS = (
           "in memory only: a callable an inference pass built (attrs.kernel; attrs.ops says what it runs)"),
     OpDef("tracejit::sym_math", {"fn": Attr(str)}, True, ("fn",),
           "math.ceil / floor / trunc, round, max, min of traced sizes (attrs.fn; trace/symfloat.py)"),
+    OpDef("tracejit::manual_seed", {"seed": Attr(int)}, False, ("seed",),
+          "torch.manual_seed(attrs.seed) where forward seeded torch's global generator (trace/rng_record.py)"),
+    OpDef("tracejit::new_generator", {"device": Attr(str)}, True, ("device",),
+          "torch.Generator(attrs.device) made by forward: a generator-typed value"),
+    OpDef("tracejit::seed_generator", {"seed": Attr(int)}, False, ("seed",),
+          "g.manual_seed(attrs.seed) of a generator forward made: args (g,)"),
     OpDef("tracejit::guard", {"kind": Attr(str), "test": Attr(str), "expected": Attr(object),
                               "seen": _optional(object), "what": _optional(str), "line": _optional(str),
                               "call": _optional(str), "path": _optional(str)},
@@ -71,7 +77,8 @@ _DEFS = (
 OPS = {d.name: d for d in _DEFS}
 GUARD = "tracejit::guard"
 # attributes of the other (ATen) nodes: a list result unpacked into n values, a random op
-ATEN_ATTRS = {"unpack": _optional(int), "nondeterministic": _optional(bool)}
+# a random op that draws after the program seeded its own generator (``seeded``: never dropped, trace/rng_record.py)
+ATEN_ATTRS = {"unpack": _optional(int), "nondeterministic": _optional(bool), "seeded": _optional(bool)}
 # what any node may carry: the grad mode / autocast state it ran under and the custom autograd Function
 # whose forward it belongs to (their values are checked by serialize/capture_ops.check_node_attrs)
 REGION_ATTRS = {"grad": _optional(str), "autocast": _optional(list), "in_function": _optional(int)}

@@ -12,6 +12,7 @@ Every function is cached and looks an op up on first use: nothing is enumerated 
     functional_of(op)    ``aten::add_.Tensor`` -> ``aten::add.Tensor`` (the op itself when not in-place)
     may_alias(op)        its result may share memory with its first argument (schema alias ``Tensor(a)``)
     is_mergeable(op)     two calls with equal arguments give equal results (not random, not uninitialized)
+    has_data_dependent_shape(op)  ATen tags it ``dynamic_output_shape`` (nonzero, masked_select, index.Tensor, ...)
     schema_of(op)        torch's FunctionSchema (None for an unknown op); exact_schema, schemas_of
 """
 from __future__ import annotations
@@ -65,6 +66,13 @@ def exact_schema(op: str):
 
 def _tagged(op: str, tag) -> bool:
     return any(tag in o.tags for o in _overloads(op))
+
+
+@functools.lru_cache(maxsize=None)
+def has_data_dependent_shape(op: str) -> bool:
+    """Does ATen tag ``op`` as giving a result whose shape depends on its inputs' values (``dynamic_output_shape``:
+    nonzero, masked_select, unique, index.Tensor, repeat_interleave.Tensor, ...)?"""
+    return _tagged(op, torch.Tag.dynamic_output_shape)
 
 
 @functools.lru_cache(maxsize=None)

@@ -45,7 +45,13 @@ FINFO = "tracejit::finfo"
 AUTOGRAD_FUNCTION = "tracejit::autograd_function"
 KERNEL = "tracejit::kernel"
 SYM_MATH = "tracejit::sym_math"
+MANUAL_SEED = "tracejit::manual_seed"
+NEW_GENERATOR = "tracejit::new_generator"
+SEED_GENERATOR = "tracejit::seed_generator"
 GUARD = "tracejit::guard"
+
+# the program's own random number generation (trace/rng_record.py)
+RNG_OPS = (MANUAL_SEED, NEW_GENERATOR, SEED_GENERATOR)
 
 # values of the module or the trace, not computed from the inputs
 STATE_READS = (GET_ATTR, CONSTANT)

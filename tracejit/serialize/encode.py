@@ -35,7 +35,7 @@ def decode_type(d, where: str):
     if not isinstance(d, dict):
         raise LoadError(f"{where}: malformed type")
     if "scalar" in d:
-        if d["scalar"] not in ("int", "float", "bool", "dtype", "device"):
+        if d["scalar"] not in ("int", "float", "bool", "dtype", "device", "generator"):
             raise LoadError(f"{where}: unknown scalar type {d['scalar']!r}")
         return ScalarType(d["scalar"])
     try:

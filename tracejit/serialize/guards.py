@@ -44,7 +44,7 @@ def encode_attrs(node, where: str) -> dict:
     return out
 
 
-_FLOAT_TEXTS = {"nan", "-0.0", "0.0"}   # trace/boundary.plain_value: the floats == cannot compare
+_FLOAT_TEXTS = {"nan", "-nan", "-0.0", "0.0"}   # trace/boundary.plain_value: the floats == cannot compare
 
 
 def _plain_value(v, at: str, depth: int = 0, test: str = ""):

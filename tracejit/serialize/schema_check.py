@@ -4,7 +4,8 @@ The loader binds a node's arguments to the op's schema the way Python's argument
 parser does (a trailing run of ints may stand for one ``int[]``), then checks every
 argument's value: a Tensor where a Tensor is expected, ints within int64 (dims within
 64; what an op's sizes allocate is its size rule's to bound: size_rules.py), floats where floats go (dropout's ``p``
-in [0, 1]), enums and strings from known sets, no generator, pinning or non-strided
+in [0, 1]), enums and strings from known sets, no generator but one the program makes
+(trace/rng_record.py), no pinning or non-strided
 layout. Ops that touch files, raw storage or unchecked strides, or build sparse /
 nested / quantized tensors whose invariants C++ does not check, are refused by name.
 """
@@ -131,7 +132,7 @@ def _check_view(bound: dict, at: str) -> None:
                         f"{list(sizes)[:8]}")
 
 
-_READ_KINDS = {"dtype": "ScalarType", "device": "Device"}
+_READ_KINDS = {"dtype": "ScalarType", "device": "Device", "generator": "Generator"}   # generator: rng_record.py
 
 
 def _check_value(v, rt: str, name: str, op: str, at: str) -> None:

@@ -18,7 +18,7 @@ from ..ir.ops import saved_attrs
 from ..ops import schemas_of
 from ..ops.names import CALL_MODULE, CONSTANT, GET_ATTR
 from ..trace import ops as opnames
-from . import capture_ops, op_allowlist, op_checks, schema_check, sym_ops
+from . import capture_ops, op_allowlist, op_checks, rng_ops, schema_check, sym_ops
 from .guards import check_guard
 
 NAMESPACES = ("aten",)
@@ -142,6 +142,8 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
         return check_guard(node, at)
     if op in sym_ops.OPS:
         return sym_ops.check_node(node, at)
+    if op in rng_ops.OPS:
+        return rng_ops.check_node(node, at)
     if op in TRACEJIT_OPS:
         _check_tracejit_node(node, at, graph, module_tree, methods_of)
         return

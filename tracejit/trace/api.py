@@ -14,6 +14,7 @@ from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
 from . import boundary, capture, frame_returns, global_state, legacy, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
+from . import rng_record  # noqa: F401  (stand-ins register)
 from .symbolic import get_tracer, set_tracer
 
 

@@ -19,6 +19,8 @@ refused at trace time with ``BoundaryError`` naming the line.
 """
 from __future__ import annotations
 
+import math
+
 import types
 
 import torch
@@ -90,7 +92,7 @@ def plain_value(x, depth: int = 0):
 
     bools, ints and strings stay; a float stays unless it is NaN or a zero, which become their
     ``repr`` (``"nan"``, ``"-0.0"``, ``"0.0"``: ``nan != nan`` and ``-0.0 == 0.0`` would make a guard
-    always fail or pass wrongly); tuples, lists and ``torch.Size`` become lists; a dtype, device,
+    always fail or pass wrongly; a NaN whose sign bit is set is ``"-nan"``, which ``copysign`` tells apart); tuples, lists and ``torch.Size`` become lists; a dtype, device,
     layout or memory format its name; a numpy array or scalar its values; any other object the name
     of its type (``grad_fn`` -> ``"MulBackward0"``, ``None`` stays ``None``).
     """
@@ -100,7 +102,9 @@ def plain_value(x, depth: int = 0):
         return int.__int__(x)
     if isinstance(x, float):
         v = float.__float__(x)
-        return repr(v) if v != v or v == 0.0 else v
+        if v != v:   # NaN keeps its sign bit (math.copysign(1.0, x.min().item()) reads it; repr does not show it)
+            return "-nan" if math.copysign(1.0, v) < 0 else "nan"
+        return repr(v) if v == 0.0 else v
     if isinstance(x, (tuple, list)) and depth < 8:
         return [plain_value(i, depth + 1) for i in x]
     if isinstance(x, (torch.dtype, torch.device, torch.layout, torch.memory_format)):

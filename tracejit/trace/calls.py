@@ -77,6 +77,12 @@ def bind_inputs(tracer: Tracer, frame: Frame, args, kwargs, fn, parent: Frame | 
             frame.bind(leaf, v)
             graph.input_leaves.append(v)
             outer.append(pv)
+        elif isinstance(leaf, torch._C.Generator) and parent is not None and tracer._int_value(leaf, parent) is not None:
+            pv = tracer._int_value(leaf, parent)   # a generator the caller made (trace/rng_record.py)
+            v = graph.add_input(ScalarType("generator"), hint=name, dynamic=True)
+            frame.bind(leaf, v)
+            graph.input_leaves.append(v)
+            outer.append(pv)
         else:
             graph.input_leaves.append(_const_leaf(leaf))
     return outer

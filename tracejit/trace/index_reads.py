@@ -12,6 +12,9 @@ it is used. Two rules make such a read a guard ``index == value`` at the user's 
   is side-effect free (names, attributes, numbers, arithmetic, ``.size()``, ``.shape[...]``,
   ``len()``) is evaluated again in that frame, and each traced size it gives is guarded.
 
+The same scan finds the numpy callables numpy_reads.py cannot replace (``arr.reshape(n, -1)``, ``zeros(n)``
+bound before the trace): numpy_calls.py.
+
 When a user frame returns (frame_returns.py, a profile hook while tracing), the lines it ran
 since its last event are scanned too: ``SCALES[n]`` in a helper that records no op, or a
 subscript on the last lines of ``forward``, is guarded.
@@ -34,7 +37,7 @@ import torch
 from torch import nn
 
 from ..ir import SourceLoc
-from . import patches
+from . import numpy_calls, patches
 from .source import _TORCH_DIR, _skipped
 from .symbolic import TracedInt, get_tracer
 
@@ -49,7 +52,7 @@ AST_LOCK = threading.Lock()
 
 
 def _subscripts_by_line(filename: str):
-    """line -> subscripts that start on it, for a source file (None: no source)."""
+    """line -> subscripts and calls with arguments that start on it, for a source file (None: no source)."""
     if filename not in _trees:
         lines = linecache.getlines(filename)
         table: dict[int, list[ast.Subscript]] | None = None
@@ -61,7 +64,8 @@ def _subscripts_by_line(filename: str):
         if tree is not None:
             table = {}
             for node in ast.walk(tree):
-                if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+                if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) or \
+                        isinstance(node, ast.Call) and (node.args or node.keywords):   # calls: numpy_calls.py
                     table.setdefault(node.lineno, []).append(node)
         _trees[filename] = table
     return _trees[filename]
@@ -175,8 +179,11 @@ class IndexScanner:
         if not table:
             return
         for lineno in range(start, line + 1):
-            for sub in table.get(lineno, ()):
-                self._check(frame, sub)
+            for node in table.get(lineno, ()):
+                if isinstance(node, ast.Call):
+                    numpy_calls.check(self, frame, node, _eval, _safe, guard_index)
+                else:
+                    self._check(frame, node)
 
     def _check(self, frame, sub: ast.Subscript) -> None:
         if not _candidate(sub):

@@ -18,9 +18,9 @@ of its functions, while the calling thread traces:
   (``rng.normal(size=n)``) guard their arguments the same way.
 
 Threads that do not trace call numpy itself (the stand-ins ask ``get_tracer()`` of the calling thread).
-Not covered (docs/CAPTURE.md): the methods of numpy arrays (``arr.reshape(n, -1)``, ``arr[:n]``: numpy's
-types cannot be patched), a numpy function bound to another name before tracing started
-(``from numpy import zeros`` at import time), and numpy's scalar types called on a traced number.
+The methods of numpy arrays (``arr.reshape(n, -1)``: numpy's types cannot be patched) and numpy functions
+bound to another name before tracing started (``from numpy import zeros`` at import time) are found in the
+source instead (numpy_calls.py); ``arr[:n]`` by index_reads.py; numpy's scalar types ask the number.
 """
 from __future__ import annotations
 

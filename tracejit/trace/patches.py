@@ -152,6 +152,14 @@ def register_each(list_entries) -> None:
 
 
 _registered_lists: list = []
+_lifecycles: list = []   # (install, uninstall): process-wide state that is not an attribute (gc.callbacks)
+
+
+def register_lifecycle(install, uninstall) -> None:
+    """Call ``install()`` when the stand-ins are installed and ``uninstall()`` when they are removed (for state a
+    stand-in cannot replace, such as the entries of ``gc.callbacks``: trace/not_forward.py)."""
+    with _lock:
+        _lifecycles.append((install, uninstall))
 
 
 def _own(owner, name: str):
@@ -171,6 +179,8 @@ def _install() -> None:
         _put(owner, name, make(getattr(owner, name, None)))   # None: only instances hold it (nn.Module.training)
     warnings.filters.insert(0, _QUIET_FILTER)
     _filters_changed()
+    for install, _ in _lifecycles:
+        install()
 
 
 def _put(owner, name: str, stand_in) -> None:
@@ -199,6 +209,8 @@ def _same_signature(stand_in, original) -> None:
 
 
 def _uninstall() -> None:
+    for _, uninstall in _lifecycles:
+        uninstall()
     if any(f is _QUIET_FILTER for f in warnings.filters):
         warnings.filters[:] = [f for f in warnings.filters if f is not _QUIET_FILTER]
         _filters_changed()

@@ -21,8 +21,9 @@ such things are detected while tracing (``PythonStateWatch``, one per recording)
 - **Python's ``random`` and ``numpy.random`` draws** (every module-level function bound to their
   global generators, found by that binding, plus ``numpy.random.default_rng()`` without a seed),
   **clocks** (``time.time`` / ``perf_counter`` / ``monotonic`` / ``process_time`` and their ``_ns``
-  forms), **seeding torch's generator inside forward** (``torch.manual_seed``, ``torch.seed``,
-  ``torch.set_rng_state``): stand-ins (trace/patches.register) note the calling line when the caller
+  forms), **seeding torch's generator from outside the program inside forward** (``torch.seed``,
+  ``torch.set_rng_state``; ``torch.manual_seed`` and a ``torch.Generator`` made inside forward are
+  recorded instead: trace/rng_record.py): stand-ins (trace/patches.register) note the calling line when the caller
   is the tracing thread's code (not the standard library, numpy, torch or tracejit);
 - **an exception raised by a recorded op and caught** by the traced code (``try: x.view(...) except
   RuntimeError: ...``): the trace holds the fallback the example took.
@@ -47,6 +48,8 @@ from torch import nn
 
 from ..errors import TraceError
 from . import patches
+from . import not_forward
+from .not_forward import outside_forward
 from .source import user_location
 from .symbolic import get_tracer
 
@@ -199,7 +202,8 @@ def _note(what: str, advice: str):
     def make(original):
         def stand_in(*args, **kwargs):
             tracer = get_tracer()
-            if tracer is not None and not _library(sys._getframe(1).f_code.co_filename):
+            caller = sys._getframe(1)
+            if tracer is not None and not _library(caller.f_code.co_filename) and not outside_forward(caller):
                 watch = getattr(tracer, "python_state", None)
                 if watch is not None and not (what.endswith("default_rng()") and (args or kwargs)):
                     watch.found(what, advice, user_location(2))
@@ -211,38 +215,9 @@ def _note(what: str, advice: str):
     return make
 
 
-def _generator_stand_in(original):
-    """``torch.Generator`` while tracing: a class-like object (``isinstance`` still works) whose call notes a
-    generator made by the tracing thread's code: the program would capture that one generator and go on
-    drawing from it across calls, where eager makes and seeds a new one every call."""
-    what = "torch.Generator() made inside forward"
-
-    class _GeneratorType(type):
-        def __call__(cls, *args, **kwargs):
-            tracer = get_tracer()
-            if tracer is not None and not _library(sys._getframe(1).f_code.co_filename):
-                watch = getattr(tracer, "python_state", None)
-                if watch is not None:
-                    watch.found(what, _GENERATOR_ADVICE, user_location(2))
-            return original(*args, **kwargs)
-
-        def __instancecheck__(cls, obj):
-            return isinstance(obj, original)
-
-        def __subclasscheck__(cls, sub):
-            return issubclass(sub, original)
-
-        def __getattr__(cls, name):
-            return getattr(original, name)
-
-    return _GeneratorType("Generator", (), {"__doc__": original.__doc__, "__module__": original.__module__})
-
-
-_GENERATOR_ADVICE = ("make the generator outside forward (a module attribute, seeded once) and pass it to the ops, "
-                     "or seed torch outside forward; the traced program cannot make and seed a new one per call")
 _RANDOM_ADVICE = "draw with torch (torch.rand, torch.randint, ...), which the trace records, or pass the value in"
 _CLOCK_ADVICE = "pass the value in as an argument"
-_SEED_ADVICE = "seed outside forward, or pass a torch.Generator in"
+_SEED_ADVICE = "seed with torch.manual_seed(k) (recorded), seed outside forward, or pass a torch.Generator in"
 
 
 def _register() -> None:
@@ -253,9 +228,9 @@ def _register() -> None:
                  "process_time", "process_time_ns", "thread_time", "thread_time_ns"):
         if hasattr(time, name):
             patches.register(time, name, _note(f"time.{name}()", _CLOCK_ADVICE))
-    for name in ("manual_seed", "seed", "set_rng_state"):
+    for name in ("seed", "set_rng_state"):   # torch.manual_seed and torch.Generator are recorded (rng_record.py)
         patches.register(torch, name, _note(f"torch.{name}()", _SEED_ADVICE))
-    patches.register(torch, "Generator", _generator_stand_in)
+        patches.register(torch.random, name, _note(f"torch.{name}()", _SEED_ADVICE))
     try:
         import numpy.random as npr
     except ImportError:   # pragma: no cover - numpy is a dependency of torch's numpy bridge, not of torch
@@ -279,6 +254,7 @@ class PythonStateWatch:
         self.module = module
         self.before = snapshot(module)
         self.issues: list = []   # (what, advice, SourceLoc | None)
+        not_forward.reset()
         self._raised: set[int] = set()
 
     def found(self, what: str, advice: str, loc) -> None:

@@ -79,6 +79,7 @@ class Tracer(TorchFunctionMode):
         self.training_reads: dict[str, bool] = {}   # submodule path -> its training flag, read (module_flags.py)
         self.training_written: set[str] = set()     # submodule paths whose flag forward set itself
         self.python_state = None   # trace/python_state.PythonStateWatch, set by trace/api.record
+        self.rng_seeded = False    # forward seeded or made a generator: later draws are never dropped (rng_record.py)
         if root_module is not None:
             for path, m in root_module.named_modules(remove_duplicate=False):
                 self.module_paths.setdefault(id(m), path)
@@ -157,6 +158,9 @@ class Tracer(TorchFunctionMode):
         if isinstance(obj, provenance.TracedFloat):
             v = self._int_value(obj)
             return v if v is not None else float(obj)
+        if isinstance(obj, torch._C.Generator):   # one forward made (rng_record.py), else a captured object
+            v = self._int_value(obj)
+            return v if v is not None else obj
         if isinstance(obj, (list, tuple)):
             items = [self.to_ir(o) for o in obj]
             return items if isinstance(obj, list) else tuple(items)
@@ -165,6 +169,10 @@ class Tracer(TorchFunctionMode):
         if type(obj).__module__ == "numpy" and hasattr(obj, "dtype") and obj.dtype.kind in "iuf" and not obj.shape:
             return obj.item()   # a numpy int / float scalar: torch takes it as the Python number it holds
         return obj
+
+    def generator_value(self, g) -> Value | None:
+        """The Value of a generator forward made (trace/rng_record.py), seen from the current frame."""
+        return self._int_value(g)
 
     def _int_value(self, ti: TracedInt, frame: Frame | None = None) -> Value | None:
         frame = frame or self.frames[-1]
@@ -287,6 +295,8 @@ class Tracer(TorchFunctionMode):
                             "number", loc, len(result), warn=loc is None or not in_torch(loc))
         if op_facts.draws_random(base, args, kwargs):   # ATen's nondeterministic_seeded tag (ops/aten.py)
             node.attrs["nondeterministic"] = True
+            if self.rng_seeded:   # the draw moves a stream the program seeded: DCE keeps it (rng_record.py)
+                node.attrs["seeded"] = True
             self.ledger.add("nondeterministic", f"random op {op}", node.source, None)
         return node
 

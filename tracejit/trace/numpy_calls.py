@@ -1,0 +1,152 @@
+"""numpy callables the stand-ins of numpy_reads.py cannot reach, found in the source (issue #20).
+
+numpy reads an int subclass's digits without asking it, and two kinds of numpy callables cannot be replaced
+while tracing: the methods of numpy's own types (``arr.reshape(n, -1)``, ``arr.repeat(n)``: C types, not
+patchable) and numpy functions bound to another name before the trace started (``from numpy import zeros``
+at import time, then ``zeros(n)`` in forward). Both are found the way index_reads.py finds subscripts: at each
+event, a call on the lines the innermost user frame ran since its last event whose callee is a name or an
+attribute chain (``zeros``, ``arr.reshape``, ``self.table.take``) is looked at; when the callee, looked up
+again in that frame, is numpy's (a bound method of a numpy object, or a function or type numpy defines, not one
+of numpy_reads' stand-ins, which guard for themselves) and an argument is side-effect free (index_reads._safe),
+the argument is evaluated again and each traced size in it is guarded ``== value`` at the call's line.
+
+A receiver that is itself a call (``np.ones(12).reshape(n, -1)``) is never evaluated again (a call may have
+effects): it is numpy's when its callee, looked up again, is a numpy callable (or a method of such a call's
+result, ``np.ones(12).astype(f).reshape(n)``). Limits: an argument with other calls than ``size`` / ``dim`` /
+``numel`` / ``len`` is not evaluated again; a receiver held in a subscript (``arrs[0].reshape(n)``) neither.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import types
+
+import torch
+
+from ..ir import SourceLoc
+from .symbolic import TracedInt
+
+_candidates: dict[int, tuple] = {}
+
+
+def _callee_expr(expr: ast.AST) -> bool:
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return isinstance(expr, ast.Name)
+
+
+def candidate(call: ast.Call, safe) -> bool:
+    """A call worth looking at: a named callee and an argument that may hold a traced size."""
+    hit = _candidates.get(id(call))
+    if hit is None or hit[0] is not call:
+        ok = (_callee_expr(call.func) or _method_of_call(call.func)) and any(
+            _arg_candidate(a, safe) for a in _arguments(call))
+        hit = _candidates[id(call)] = (call, ok)
+    return hit[1]
+
+
+def _method_of_call(func: ast.AST) -> bool:
+    """``<call>.method``: a method of what a named call returned (``np.ones(12).reshape``)."""
+    while isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
+        func = func.value.func
+    return _callee_expr(func)
+
+
+def _numpy_result(expr: ast.AST, frame) -> bool:
+    """Is ``expr`` (a call) made by numpy: a numpy callable's result, or a method of one's (looked up without
+    calling anything again)? numpy's functions and methods give numpy objects (arrays, scalars, lists)."""
+    if not isinstance(expr, ast.Call):
+        return False
+    if _callee_expr(expr.func):
+        fn = _lookup(expr.func, frame)
+        inner = getattr(fn, "__wrapped__", fn)   # numpy_reads' stand-in stands for a numpy function
+        return is_numpy_callable(inner)
+    return isinstance(expr.func, ast.Attribute) and _numpy_result(expr.func.value, frame)
+
+
+def _arguments(call: ast.Call) -> list:
+    return [a.value if isinstance(a, ast.Starred) else a for a in call.args] + [k.value for k in call.keywords]
+
+
+def _arg_candidate(arg: ast.AST, safe) -> bool:
+    return safe(arg) and any(isinstance(n, (ast.Name, ast.Call, ast.Attribute)) for n in ast.walk(arg))
+
+
+def _lookup(expr: ast.AST, frame):
+    """A name or an attribute chain looked up in ``frame`` (no ``eval``, no copy of its locals): the callees of
+    every call the scan meets are looked up, most of them not numpy's."""
+    attrs = []
+    while isinstance(expr, ast.Attribute):
+        attrs.append(expr.attr)
+        expr = expr.value
+    name = expr.id
+    local = frame.f_locals
+    if name in local:
+        obj = local[name]
+    elif name in frame.f_globals:
+        obj = frame.f_globals[name]
+    else:
+        obj = getattr(builtins, name)
+    for attr in reversed(attrs):
+        obj = getattr(obj, attr)
+    return obj
+
+
+def _from_numpy(module) -> bool:
+    return isinstance(module, str) and (module == "numpy" or module.startswith("numpy."))
+
+
+def is_numpy_callable(obj) -> bool:
+    """Is ``obj`` a numpy callable that reads its int arguments without asking them (no stand-in)?"""
+    if getattr(obj, "__wrapped__", None) is not None:
+        return False   # numpy_reads' stand-in: it guards its arguments itself
+    owner = getattr(obj, "__self__", None)
+    if owner is not None and not isinstance(owner, (types.ModuleType, type)):
+        return _from_numpy(type(owner).__module__)   # arr.reshape, np.float64(2).__pow__
+    return _from_numpy(getattr(obj, "__module__", None))   # zeros bound at import, np.float32
+
+
+def traced_ints(obj, depth: int = 0):
+    if isinstance(obj, TracedInt):
+        yield obj
+    elif isinstance(obj, (tuple, list)) and depth < 4 and len(obj) < 64:
+        for item in obj:
+            yield from traced_ints(item, depth + 1)
+    elif isinstance(obj, slice):
+        for part in (obj.start, obj.stop, obj.step):
+            yield from traced_ints(part, depth + 1)
+
+
+def check(scanner, frame, call: ast.Call, evaluate, safe, guard) -> None:
+    """Guard the traced sizes ``call`` passes to a numpy callable (``evaluate(expr, frame)`` looks up again)."""
+    if not candidate(call, safe):
+        return
+    try:
+        if _callee_expr(call.func):
+            callee = _lookup(call.func, frame)
+            if not callable(callee) or not is_numpy_callable(callee):
+                return
+        elif not _numpy_result(call.func.value, frame):
+            return
+    except Exception:  # noqa: BLE001  (a name not bound yet: a line that did not run)
+        return
+    tracer = scanner.tracer
+    name = ast.unparse(call.func) if hasattr(ast, "unparse") else "numpy"
+    loc = SourceLoc(frame.f_code.co_filename, call.lineno, frame.f_code.co_name)
+    for arg in _arguments(call):
+        if not _arg_candidate(arg, safe):
+            continue
+        try:
+            if tracer in torch.overrides._get_current_function_mode_stack():
+                value = evaluate(arg, frame)
+            else:
+                with tracer:
+                    value = evaluate(arg, frame)
+        except Exception:  # noqa: BLE001
+            continue
+        for ti in traced_ints(value):
+            key = (id(frame), id(call), int.__int__(ti))
+            if key in scanner.done:
+                continue
+            scanner.done.add(key)
+            guard(tracer, ti, f"passed to {name}() (numpy reads the number without asking it)", loc)
