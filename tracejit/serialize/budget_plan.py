@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..ir import Value, iter_values
 from ..ops import schemas_of, split_name
 from ..runtime.call_budget import WORK_FACTOR, size_check
-from . import op_allowlist, op_checks, schema_check
+from . import op_checks, schema_check, size_rules
 
 
 class BudgetPlan:
@@ -25,12 +25,14 @@ class BudgetPlan:
         if not isinstance(op, str) or not op.startswith("aten::"):
             return None
         _, name, overload = split_name(op)
-        rule = op_allowlist.size_rule(name)
-        if rule is None or not any(True for _ in iter_values((node.args, node.kwargs))):
+        if not any(True for _ in iter_values((node.args, node.kwargs))):
             return None
         bound = _bind(name, overload, node)
-        if bound is None:
+        rule = None if bound is None else size_rules.rule_for(name, bound)
+        if rule is None:
             return None
+        if rule is size_rules.SEVERAL_TENSORS:   # only its tensors size it
+            bound = {k: v for k, v in bound.items() if _holds_tensor(v)}
         src = node.source
         where = ascii(f"{src.filename}:{src.lineno}" if src is not None else "(no source line)")[1:-1][:160]
         self.checked = True
@@ -52,6 +54,10 @@ def _gate(rule, bound: dict, file_elements: int):
     name, per_element, work_per_element = found
     n = min(file_elements / max(per_element, 1e-9), WORK_FACTOR * file_elements / max(work_per_element, 1))
     return name, int(n)
+
+
+def _holds_tensor(v) -> bool:
+    return any(size_rules.is_tensor(x) for x in (v if isinstance(v, (list, tuple)) else (v,)))
 
 
 def _bind(name: str, overload: str, node):
