@@ -41,19 +41,25 @@ class BudgetPlan:
 
 
 def _gate(rule, bound: dict, file_elements: int):
-    """``(argument name, n)``: below ``n`` elements of that argument the op cannot pass the file's
-    own budget (its growth over it is fixed by the file's tensors, rule.static_factor), so generated
-    code calls the full check only above it: ``if x.numel() > n: check(...)``. None: always check."""
+    """When generated code may skip the full check (None: never):
+
+    - ``("numel", argument name, n)``: below ``n`` elements of that argument the op cannot pass the
+      file's own budget (its growth over it is fixed by the file's tensors, rule.static_factor):
+      ``if x.numel() > n: check(...)``;
+    - ``("shape", a, b)``: an op of exactly two tensors that broadcasts makes no more than either when
+      their shapes are equal (a residual add): ``if a.shape != b.shape: check(...)``."""
     if rule.static_factor is None:
         return None
     constants = {k for k, v in bound.items() if isinstance(v, Value) and v.producer is not None
                  and v.producer.op == "tracejit::get_attr"}
     found = rule.static_factor(op_checks.meta_arguments(bound), constants)
     if found is None or not isinstance(bound.get(found[0]), Value):
+        if rule is size_rules.SEVERAL_TENSORS and len(bound) == 2 and all(isinstance(v, Value) for v in bound.values()):
+            return ("shape", *bound)
         return None
     name, per_element, work_per_element = found
     n = min(file_elements / max(per_element, 1e-9), WORK_FACTOR * file_elements / max(work_per_element, 1))
-    return name, int(n)
+    return "numel", name, int(n)
 
 
 def _holds_tensor(v) -> bool:
