@@ -66,6 +66,7 @@ DOUBLINGS = {
     "repeat": lambda x: x.repeat(2),
     "expand_copy": lambda x: x.expand(2, -1).reshape(-1),
     "broadcast_add": lambda x: (x[:2, None] + x[None, :]).flatten(),
+    "diff_prepend": lambda x: torch.diff(x, prepend=x, append=x[:1]),   # two tensors of one shape, doubled
 }
 STEPS = 64
 
@@ -103,7 +104,7 @@ def _chain(doc, steps: int):
     for s in range(steps):
         for node in step:
             node = copy.deepcopy(node)
-            node["args"] = remap(node["args"], s)
+            node["args"], node["kwargs"] = remap(node["args"], s), remap(node["kwargs"], s)
             for out in node["outputs"]:
                 if out.get("shape"):
                     out["shape"][-1] = out["shape"][-1] << min(s, 40)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..ir import Value, iter_values
 from ..ops import schemas_of, split_name
 from ..runtime.call_budget import WORK_FACTOR, size_check
-from . import op_checks, schema_check, size_rules
+from . import op_allowlist, op_checks, schema_check, size_rules
 
 
 class BudgetPlan:
@@ -37,29 +37,36 @@ class BudgetPlan:
         where = ascii(f"{src.filename}:{src.lineno}" if src is not None else "(no source line)")[1:-1][:160]
         self.checked = True
         return size_check(f"aten::{name}", rule, self.file_elements, where), bound, \
-            _gate(rule, bound, self.file_elements)
+            _gate(rule, bound, self.file_elements, name)
 
 
-def _gate(rule, bound: dict, file_elements: int):
+def _gate(rule, bound: dict, file_elements: int, name: str = ""):
     """When generated code may skip the full check (None: never):
 
     - ``("numel", argument name, n)``: below ``n`` elements of that argument the op cannot pass the
       file's own budget (its growth over it is fixed by the file's tensors, rule.static_factor):
       ``if x.numel() > n: check(...)``;
-    - ``("shape", a, b)``: an op of exactly two tensors that broadcasts makes no more than either when
-      their shapes are equal (a residual add): ``if a.shape != b.shape: check(...)``."""
+    - ``("shape", a, b)``: an element-by-element op (the pointwise family) of exactly two tensors makes
+      no more than either when their shapes are equal (a residual add): ``if a.shape != b.shape:
+      check(...)``. Not for other ops of two tensors: ``diff(x, prepend=x)`` doubles x."""
     if rule.static_factor is None:
         return None
     constants = {k for k, v in bound.items() if isinstance(v, Value) and v.producer is not None
                  and v.producer.op == "tracejit::get_attr"}
     found = rule.static_factor(op_checks.meta_arguments(bound), constants)
     if found is None or not isinstance(bound.get(found[0]), Value):
-        if rule is size_rules.SEVERAL_TENSORS and len(bound) == 2 and all(isinstance(v, Value) for v in bound.values()):
+        if rule is size_rules.SEVERAL_TENSORS and _elementwise(name) and len(bound) == 2 \
+                and all(isinstance(v, Value) for v in bound.values()):
             return ("shape", *bound)
         return None
     name, per_element, work_per_element = found
     n = min(file_elements / max(per_element, 1e-9), WORK_FACTOR * file_elements / max(work_per_element, 1))
     return "numel", name, int(n)
+
+
+def _elementwise(name: str) -> bool:
+    family = op_allowlist.family(name)
+    return family is not None and family.name == "pointwise"
 
 
 def _holds_tensor(v) -> bool:
