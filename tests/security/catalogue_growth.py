@@ -1,6 +1,7 @@
 """Hostile files of issue 21 that grow memory from small inputs at call time: broadcasts and the
 products (each operand holds one element, the result n x n), and chains of 64 ops that each double
-a tensor (cat, repeat, expand then copy, a broadcast add). Each is a real save of a small traced
+a tensor (cat, repeat, expand then copy, a broadcast add, diff with prepend), and a bincount of one
+value n^2. Each is a real save of a small traced
 program with its document edited and the CRC recomputed (tests/filesurgery.py).
 
 A case is ``(name, file bytes, input spec)``; calling the loaded program on the input must raise
@@ -58,6 +59,7 @@ BROADCASTS = {
     "tensordot": lambda x: torch.tensordot(x[:1].expand(_n(x)), x[:1].expand(_n(x)), dims=0),
     "matmul_batch": lambda x: torch.matmul(_col(x, _n(x))[..., None, None], _row(x, _n(x)).t()[None, ..., None]),
     "bmm": lambda x: torch.bmm(_col(x, _n(x))[None], _row(x, _n(x))[None]),
+    "bincount": lambda x: torch.bincount((x[:1] * 0 + _n(x) * _n(x)).long()),   # one counter per value up to n^2
 }
 
 # name -> one step of a chain: x [k] -> [2k]

@@ -10,7 +10,7 @@ deny: such an op is counted as the larger of
 
 - the broadcast of every tensor argument (right-aligned, each dimension the largest of the
   tensors' sizes there; a tensor list counts each of its tensors), and
-- the sum of their elements;
+- the sum of their elements (and at least one: a reduction of empty tensors is a 0-d tensor);
 
 which bounds the output of every op of several tensors in those families (tests/security/
 test_size_rules.py holds them to eager's output). Ops whose output is sized otherwise have their own
@@ -49,8 +49,8 @@ def broadcast_or_sum(b: dict) -> int:
         shapes.append(s)
         total += math.prod(s)
     if len(shapes) == 2 and shapes[0] == shapes[1]:   # the common case: no broadcast, no concatenation of many
-        return total
-    return max(_broadcast_numel(shapes), total)
+        return max(total, 1)
+    return max(_broadcast_numel(shapes), total, 1)   # at least one: a dot of empty vectors is a 0-d zero
 
 
 def constant_factor(b: dict, constants: set):

@@ -90,7 +90,8 @@ RULES: dict[str, SizeRule] = {
     **_rules("adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d adaptive_max_pool2d "
              "adaptive_max_pool3d", args.adaptive_pool),
     **_rules("affine_grid_generator", args.affine_grid),
-    **_rules("histc bincount", args.histogram),
+    **_rules("histc", args.histogram),
+    **_rules("bincount", args.bincount),
     **_rules("fft_fft fft_ifft fft_rfft fft_irfft fft_hfft fft_ihfft fft_fft2 fft_ifft2 fft_rfft2 fft_irfft2 "
              "fft_fftn fft_ifftn fft_rfftn fft_irfftn", args.fft),
     **_rules("stft", args.stft),
