@@ -202,7 +202,7 @@ def _dict_outputs(doc, n):
                      "name": "dict"}
 
 
-SIZE_VERBS = ("load", "inspect", "view", "run")
+SIZE_VERBS = ("load", "inspect", "view", "run", "export")   # export refuses more than 1,024 input dimensions
 
 
 def structure_cases(tools: bytes, chain: bytes) -> list:

@@ -7,6 +7,7 @@ LoadError at load, 0 loads over 1 CPU second.
 """
 from __future__ import annotations
 
+import collections
 import copy
 import os
 
@@ -113,4 +114,6 @@ def test_fuzzed_documents_never_run_code_or_crash(bases, tmp_path):
     assert not slow, slow
     assert not net_caught, net_caught
     outcomes = [r["outcome"] for r in report.values()]
+    print(f"document-edit fuzz: {len(files)} files from {EXAMPLES} examples:",
+          dict(collections.Counter(outcomes)))   # the counts a long run reports (pytest -s)
     assert outcomes.count("load_error") > len(outcomes) // 4   # the edits reach the checks

@@ -142,7 +142,7 @@ def test_every_tool_answers_in_one_line_or_works_quickly(report):
 def test_tools_are_linear_in_the_symbolic_sizes(report):
     """19,200 symbolic sizes (inspect took 8.2 s, 34,560 hung): four times 4,800's work, not sixteen."""
     _, _, done = report
-    for verb in ("load", "inspect", "view", "run"):
+    for verb in ("load", "inspect", "view", "run", "export"):
         small, big = done[("symbolic_sizes_4800", verb)]["cpu_s"], done[("symbolic_sizes_19200", verb)]["cpu_s"]
         assert big <= 4 * small + 1.0, (verb, small, big)
 

@@ -15,6 +15,13 @@ from ..ir import Value
 from ..support.call_budget import INT_OPS, SYMBOLS, enter_call
 
 
+def _add_global(gen, name: str, value) -> None:
+    """A global of the budget checks, counted apart (codegen/python.py numbers constants without them)."""
+    if name not in gen.globals:
+        gen.budget_globals = getattr(gen, "budget_globals", 0) + 1
+    gen.globals[name] = value
+
+
 def before_node(gen, node) -> None:
     """Emit the node's size check, if its op has one and an argument can change from call to call."""
     planned = gen.budget.check_for(node)
@@ -24,12 +31,15 @@ def before_node(gen, node) -> None:
     gen.budget_checked = True
     body = "{" + ", ".join(f"{k!r}: {gen.expr(v)}" for k, v in bound.items()) + "}"
     name = f"_tj_budget{len(gen.globals)}"
-    gen.globals[name] = check
+    _add_global(gen, name, check)
     if gate is None:
         gen.emit(f"{name}({body})", node.source)
-    else:   # a product by a weight of the file: only an argument that big could pass the budget
-        arg, most = gate
+    elif gate[0] == "numel":   # a product by a weight of the file: only an argument that big could pass the budget
+        _, arg, most = gate
         gen.emit(f"if {gen.expr(bound[arg])}.numel() > {most}: {name}({body})", node.source)
+    else:   # two tensors of one shape broadcast to that shape
+        _, a, b = gate
+        gen.emit(f"if {gen.expr(bound[a])}.shape != {gen.expr(bound[b])}.shape: {name}({body})", node.source)
 
 
 def int_op_expr(gen, node) -> str | None:
@@ -43,7 +53,7 @@ def int_op_expr(gen, node) -> str | None:
             isinstance(a, Value) and getattr(a.type, "kind", None) == "int" for a in node.args):
         return None
     left, right = (node.args[1], node.args[0]) if what.startswith("r") else node.args
-    gen.globals["_tj_int"] = INT_OPS
+    _add_global(gen, "_tj_int", INT_OPS)
     return f"_tj_int.{fn}({gen.expr(left)}, {gen.expr(right)})"
 
 
@@ -52,5 +62,5 @@ def enter_line(gen) -> str | None:
     if gen.budget is None or not gen.guards or not (gen.budget_checked or gen.budget.checked):
         return None
     tensors = [gen.name(v) for v in gen.graph.inputs if hasattr(v.type, "shape") and v.hint != "__capture__"]
-    gen.globals["_tj_budget_inputs"] = enter_call
+    _add_global(gen, "_tj_budget_inputs", enter_call)
     return f"_tj_budget_inputs({', '.join(tensors)})"

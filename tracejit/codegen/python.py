@@ -75,7 +75,9 @@ class CodeGen:
         return self.const_global(a)
 
     def const_global(self, obj) -> str:
-        name = f"_tj_k{len(self.globals)}"
+        # numbered without the budget checks' globals (budget_emit.py), so a loaded program's constants
+        # keep the names they have in the traced program's code
+        name = f"_tj_k{len(self.globals) - getattr(self, 'budget_globals', 0)}"
         self.globals[name] = obj
         return name
 

@@ -15,6 +15,19 @@ ir = require("onnx_ir")
 require("onnxscript")
 from onnxscript._internal.builder import GraphBuilder  # noqa: E402
 from onnxscript._internal import evaluator as _evaluator  # noqa: E402
+from onnxscript._internal import param_manipulation as _param_manipulation  # noqa: E402
+
+
+_SIGNATURES: dict = {}
+
+
+def _signature(schema):
+    """onnx_ir's signature of an ONNX op schema, converted once per (domain, op, version)."""
+    key = (schema.domain, schema.name, schema.since_version)
+    found = _SIGNATURES.get(key)
+    if found is None:
+        found = _SIGNATURES[key] = ir.schemas.OpSignature.from_op_schema(schema)
+    return found
 
 
 def output_count(op, kwargs: dict) -> int:
@@ -29,7 +42,15 @@ def output_count(op, kwargs: dict) -> int:
 
 
 class NamingGraphBuilder(GraphBuilder):
-    """GraphBuilder whose initializers always have a (unique) name: torch_lib passes unnamed tensors."""
+    """GraphBuilder whose initializers always have a (unique) name (torch_lib passes unnamed tensors),
+    and that converts each ONNX op schema to its input/attribute signature once, not once per node
+    (that conversion was a third of export's time: 0.3 ms a node)."""
+
+    def _partition_inputs_attributes(self, schema, args, kwargs):
+        if schema is None:
+            return args, kwargs
+        return _param_manipulation.separate_input_attributes_from_arguments(
+            _signature(schema), list(args), kwargs, fill_defaults=False, allow_extra_args=False)
 
     def initializer(self, tensor, name=None, *, qualify=True):
         if name is None and not getattr(tensor, "name", None):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..ir import Value, iter_values
 from ..ops import schemas_of, split_name
 from ..support.call_budget import WORK_FACTOR, size_check
-from . import op_allowlist, op_checks, schema_check
+from . import op_allowlist, op_checks, schema_check, size_rules
 
 
 class BudgetPlan:
@@ -25,33 +25,52 @@ class BudgetPlan:
         if not isinstance(op, str) or not op.startswith("aten::"):
             return None
         _, name, overload = split_name(op)
-        rule = op_allowlist.size_rule(name)
-        if rule is None or not any(True for _ in iter_values((node.args, node.kwargs))):
+        if not any(True for _ in iter_values((node.args, node.kwargs))):
             return None
         bound = _bind(name, overload, node)
-        if bound is None:
+        rule = None if bound is None else size_rules.rule_for(name, bound)
+        if rule is None:
             return None
+        if rule is size_rules.SEVERAL_TENSORS:   # only its tensors size it
+            bound = {k: v for k, v in bound.items() if _holds_tensor(v)}
         src = node.source
         where = ascii(f"{src.filename}:{src.lineno}" if src is not None else "(no source line)")[1:-1][:160]
         self.checked = True
         return size_check(f"aten::{name}", rule, self.file_elements, where), bound, \
-            _gate(rule, bound, self.file_elements)
+            _gate(rule, bound, self.file_elements, name)
 
 
-def _gate(rule, bound: dict, file_elements: int):
-    """``(argument name, n)``: below ``n`` elements of that argument the op cannot pass the file's
-    own budget (its growth over it is fixed by the file's tensors, rule.static_factor), so generated
-    code calls the full check only above it: ``if x.numel() > n: check(...)``. None: always check."""
+def _gate(rule, bound: dict, file_elements: int, name: str = ""):
+    """When generated code may skip the full check (None: never):
+
+    - ``("numel", argument name, n)``: below ``n`` elements of that argument the op cannot pass the
+      file's own budget (its growth over it is fixed by the file's tensors, rule.static_factor):
+      ``if x.numel() > n: check(...)``;
+    - ``("shape", a, b)``: an element-by-element op (the pointwise family) of exactly two tensors makes
+      no more than either when their shapes are equal (a residual add): ``if a.shape != b.shape:
+      check(...)``. Not for other ops of two tensors: ``diff(x, prepend=x)`` doubles x."""
     if rule.static_factor is None:
         return None
     constants = {k for k, v in bound.items() if isinstance(v, Value) and v.producer is not None
                  and v.producer.op == "tracejit::get_attr"}
     found = rule.static_factor(op_checks.meta_arguments(bound), constants)
     if found is None or not isinstance(bound.get(found[0]), Value):
+        if rule is size_rules.SEVERAL_TENSORS and _elementwise(name) and len(bound) == 2 \
+                and all(isinstance(v, Value) for v in bound.values()):
+            return ("shape", *bound)
         return None
     name, per_element, work_per_element = found
     n = min(file_elements / max(per_element, 1e-9), WORK_FACTOR * file_elements / max(work_per_element, 1))
-    return name, int(n)
+    return "numel", name, int(n)
+
+
+def _elementwise(name: str) -> bool:
+    family = op_allowlist.family(name)
+    return family is not None and family.name == "pointwise"
+
+
+def _holds_tensor(v) -> bool:
+    return any(size_rules.is_tensor(x) for x in (v if isinstance(v, (list, tuple)) else (v,)))
 
 
 def _bind(name: str, overload: str, node):

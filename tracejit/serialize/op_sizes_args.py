@@ -42,11 +42,19 @@ def window(b):
 
 
 def histogram(b):
-    """histc: bins counters; bincount: at least minlength (and as many as the largest value + 1: a
-    read of the data, which the caller supplies)."""
-    if "bins" in b:
-        return _count(b["bins"])
-    return _count(b.get("minlength", 0))
+    """histc: bins counters (100 by default)."""
+    return _count(b.get("bins", 100))
+
+
+def bincount(b):
+    """bincount: max(minlength, the largest value + 1) counters. The largest value is a read of the
+    data, made at call time (a program can compute ``2**30`` from its input: one element in, 2^30
+    out); at load, on meta tensors, only minlength is known."""
+    n = _count(b.get("minlength", 0))
+    x = b.get("self")
+    if n is None or not hasattr(x, "device") or x.device.type == "meta" or x.numel() == 0:
+        return n
+    return max(n, int(x.max()) + 1)
 
 
 def fft(b):

@@ -15,6 +15,7 @@ from typing import Callable
 
 from . import op_sizes as size
 from . import op_sizes_args as args
+from . import op_sizes_broadcast as several
 from . import op_sizes_linalg as linalg
 
 
@@ -82,11 +83,15 @@ RULES: dict[str, SizeRule] = {
     **_rules("tensordot", linalg.tensordot_elements, linalg.tensordot_flops),
     **_rules("chain_matmul linalg_multi_dot", linalg.chain_elements, linalg.chain_flops),
     **_rules("cdist", linalg.cdist_elements, linalg.cdist_flops),
+    # more than their input: one result per q per slice; rank coordinates per element
+    **_rules("quantile nanquantile", several.quantile),
+    **_rules("nonzero argwhere", several.nonzero),
     # sized by an int argument next to their input
     **_rules("adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d adaptive_max_pool2d "
              "adaptive_max_pool3d", args.adaptive_pool),
     **_rules("affine_grid_generator", args.affine_grid),
-    **_rules("histc bincount", args.histogram),
+    **_rules("histc", args.histogram),
+    **_rules("bincount", args.bincount),
     **_rules("fft_fft fft_ifft fft_rfft fft_irfft fft_hfft fft_ihfft fft_fft2 fft_ifft2 fft_rfft2 fft_irfft2 "
              "fft_fftn fft_ifftn fft_rfftn fft_irfftn", args.fft),
     **_rules("stft", args.stft),
@@ -105,6 +110,33 @@ RULES: dict[str, SizeRule] = {
     **{op: _pool(op) for op in "avg_pool1d avg_pool2d avg_pool3d max_pool1d max_pool2d max_pool3d "
                             "max_pool1d_with_indices max_pool2d_with_indices max_pool3d_with_indices".split()},
 }
+
+
+# every other op of two or more tensors: their broadcast or their sum (op_sizes_broadcast.py)
+SEVERAL_TENSORS = SizeRule(several.broadcast_or_sum, None, several.constant_factor)
+
+
+def rule_for(name: str, bound: dict) -> SizeRule | None:
+    """The size rule of a node of ``aten::name`` with schema-bound arguments ``bound``: the op's own,
+    else ``SEVERAL_TENSORS`` when it takes two or more tensors and writes a new one (an in-place
+    ``add_`` writes into its ``self``, whose shape the kernel keeps), else None (one tensor: its
+    family says why the output is bounded by it)."""
+    found = rule(name)
+    if found is not None:
+        return found
+    if name.endswith("_") and not name.startswith("_"):
+        return None
+    return SEVERAL_TENSORS if sum(map(is_tensor, _leaves(bound))) >= 2 else None
+
+
+def _leaves(bound: dict):
+    for v in bound.values():
+        yield from (v if isinstance(v, (list, tuple)) else (v,))
+
+
+def is_tensor(v) -> bool:
+    """A tensor, or a traced Value of tensor type (at load and in the code generator)."""
+    return hasattr(v, "numel") or hasattr(getattr(v, "type", None), "shape")
 
 
 def rule(name: str) -> SizeRule | None:

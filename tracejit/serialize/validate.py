@@ -18,7 +18,7 @@ from ..ir.ops import saved_attrs
 from ..ops import schemas_of
 from ..ops.names import CALL_MODULE, CONSTANT, GET_ATTR
 from ..trace import ops as opnames
-from . import capture_ops, op_allowlist, op_checks, rng_ops, schema_check, sym_ops
+from . import capture_ops, op_allowlist, op_checks, rng_ops, schema_check, size_rules, sym_ops
 from .guards import check_guard
 
 NAMESPACES = ("aten",)
@@ -169,7 +169,7 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
     else:
         schema, bound = _any_fitting_schema(name, node, at)
     fam.check(name, bound, at)
-    rule = op_allowlist.size_rule(name)
+    rule = size_rules.rule_for(name, bound)
     if rule is not None:
         op_checks.check_sizes(rule, name, bound, at, max_elements)
     _check_outputs(node, at, schema)

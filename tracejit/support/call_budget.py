@@ -9,10 +9,11 @@ the user's own code is trusted), the generated code
 - calls a size check before each op that can allocate more than its inputs (serialize/size_rules.py
   holds the op's size rule): the elements it is about to allocate must stay within
   max(ALLOC_FLOOR, ALLOC_PER_FILE_BYTE x file bytes, CALL_FACTOR x the elements of the call's
-  input tensors or of the op's largest tensor argument), and its multiply-adds (matmul and the other
-  contractions) within WORK_FACTOR times that. A root method with such checks first records its
-  inputs' elements (``enter_call``); programs without them pay nothing. The same budget
-  (``over_budget``) checks the traced sizes at load.
+  input tensors): one budget for every op of the call, so growth step by step (64 ops each doubling
+  a tensor) is held too; its multiply-adds (matmul and the other contractions) within WORK_FACTOR
+  times that. Ops of several tensors are checked too (their broadcast or sum can outgrow each).
+  A root method with such checks first records its inputs' elements (``enter_call``); programs
+  without them pay nothing. ``over_budget`` also checks the traced sizes at load.
 
 Either raises BudgetError naming the op and the source line that recorded it, before any work.
 """
@@ -98,21 +99,30 @@ def _count(n: int) -> str:
     return str(n) if n < 10 ** 30 else "more than 10^30"
 
 
-def over_budget(rule, args: dict, file_elements: int, call_elements: int = 0) -> str | None:
+def over_budget(rule, args: dict, file_elements: int, call_elements: int | None = None) -> str | None:
     """Why an op with size rule ``rule`` (serialize/size_rules.py) and bound arguments ``args`` is over
-    budget, or None. The one budget of loads (traced shapes, ``call_elements`` 0) and calls: elements
-    within max(``file_elements``, CALL_FACTOR x the call's inputs or the op's largest tensor argument),
-    multiply-adds within WORK_FACTOR times that. Raises ValueError for arguments the kernel would trust
+    budget, or None. Elements within the budget, multiply-adds within WORK_FACTOR times it.
+
+    At a call (``call_elements``: the elements of the call's input tensors) the budget is
+    max(``file_elements``, CALL_FACTOR x ``call_elements``): the same for every op of the call, so a
+    chain of ops that each double a tensor stops where the chain's product passes it, not where one
+    step does. At load (``call_elements`` None, traced shapes) it is max(``file_elements``, CALL_FACTOR x
+    the op's largest tensor argument): ops whose arguments can change are checked again at each call,
+    the others' tensors are the file's own. Raises ValueError for arguments the kernel would trust
     wrongly (op_sizes.rnn)."""
     n = rule.elements(args)
     work = rule.flops(args) if rule.flops is not None else None
     if (n is None or n <= file_elements) and (work is None or work <= WORK_FACTOR * file_elements):
         return None
-    limit = max(file_elements, CALL_FACTOR * max(_largest_tensor(args), call_elements))
+    if call_elements is None:
+        limit = max(file_elements, CALL_FACTOR * _largest_tensor(args))
+        basis = "the op's largest tensor argument"
+    else:
+        limit = max(file_elements, CALL_FACTOR * call_elements)
+        basis = "the call's input tensors"
     if n is not None and n > limit:
         return (f"would allocate {_count(n)} elements, more than this program loaded from a file may allocate "
-                f"({limit}: at least a fixed multiple of the file's size, or {CALL_FACTOR} x the call's inputs or "
-                "the op's largest tensor argument)")
+                f"({limit}: at least a fixed multiple of the file's size, or {CALL_FACTOR} x {basis})")
     if work is not None and work > WORK_FACTOR * limit:
         return (f"would compute {_count(work)} multiply-adds, more than this program loaded from a file may "
                 f"compute ({WORK_FACTOR * limit}: {WORK_FACTOR} per element it may allocate)")

@@ -1,0 +1,76 @@
+"""Default-deny, checked against eager on PyTorch's own sample inputs: every allowed op that PyTorch's
+OpInfo samples reach either has a size rule (its own, or the one derived for ops of several tensors)
+that counts at least what eager made, or makes no more elements than its largest tensor input
+(what its family of op_allowlist.py claims). OpInfo (torch.testing._internal, which needs
+``expecttest``) gives each op inputs of many shapes, ranks and arguments written by the people who
+know the op; a TorchDispatchMode sees every ATen op they run, also inside composite ones."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from tracejit.serialize import op_allowlist, size_rules
+
+SAMPLES_PER_OP = 6
+
+
+def _numels(x) -> list[int]:
+    out = []
+    for t in (x if isinstance(x, (list, tuple)) else [x]):
+        if isinstance(t, torch.Tensor):
+            out.append(t.numel())
+        elif isinstance(t, (list, tuple)):
+            out += _numels(t)
+    return out
+
+
+class _Audit(TorchDispatchMode):
+    """Runs each op, then holds its outputs to its size rule or to its largest tensor input."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen, self.problems = set(), {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = func._schema.name.split("::")[1]
+        if name not in op_allowlist.ALLOWED:
+            return out
+        self.seen.add(name)
+        bound = {a.name: v for a, v in zip(func._schema.arguments, args)} | kwargs
+        made = max(_numels(out), default=0)
+        rule = size_rules.rule_for(name, bound)
+        if rule is not None:
+            counted = rule.elements(bound)
+            if counted is not None and made > counted:
+                self.problems.setdefault(name, f"made {made} elements, its rule counted {counted}")
+        else:
+            largest = max(_numels(list(bound.values())), default=0)
+            if made > max(largest, 1):
+                self.problems.setdefault(name, f"made {made} elements from at most {largest} (no rule)")
+        return out
+
+
+def test_allowed_ops_make_no_more_than_their_rule_or_their_largest_input():
+    common = pytest.importorskip("torch.testing._internal.common_methods_invocations",
+                                 reason="OpInfo needs expecttest (pyproject.toml's test extras)")
+    audit = _Audit()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for info in common.op_db:
+            try:
+                samples = list(info.sample_inputs("cpu", torch.float32, requires_grad=False))[:SAMPLES_PER_OP]
+            except Exception:   # noqa: BLE001 - a sample generator this build cannot run
+                continue
+            for s in samples:
+                try:
+                    with audit:
+                        info.op(s.input, *s.args, **s.kwargs)
+                except Exception:   # noqa: BLE001 - samples meant to raise (error inputs, dtypes)
+                    pass
+    assert len(audit.seen) >= 250, len(audit.seen)   # most of the allow-list is reached
+    assert not audit.problems, audit.problems
