@@ -42,7 +42,8 @@ torch.jit.save; tracejit file size <= 1.02x raw tensor bytes (program included).
 Usage::
 
     python bench/bench_serialize.py [--rounds R] [--quick]
-    python bench/bench_serialize.py --fresh [--runs N] [--quick]   # server start: bench/fresh_load.py
+    python bench/bench_serialize.py --fresh [--runs N] [--quick] [--before DIR] [--threads N]   # server start:
+        # bench/fresh_load.py; --before: also the tracejit of an older checkout, interleaved
 
 ``--quick`` uses 2 rounds and a 4-layer BERT.
 """
@@ -339,10 +340,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="server start instead: load and first call in fresh processes, tiny BERT and BERT-base "
                              "(bench/fresh_load.py)")
     parser.add_argument("--runs", type=int, default=None, help="with --fresh: processes per peer (default 7)")
+    parser.add_argument("--before", default=None, metavar="DIR",
+                        help="with --fresh: also measure the tracejit of another source tree (an older checkout)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="with --fresh: torch threads in the children (default $OMP_NUM_THREADS, else 2)")
+    parser.add_argument("--no-bytecode-cache", action="store_true",
+                        help="with --fresh: every import compiles its source (as PYTHONDONTWRITEBYTECODE=1 does)")
     ns = parser.parse_args(argv)
     if ns.fresh:
         from fresh_load import run as run_fresh
-        run_fresh(ns.quick, ns.runs)
+        run_fresh(ns.quick, ns.runs, ns.before, ns.threads, not ns.no_bytecode_cache)
         return 0
 
     torch.set_num_threads(2)

@@ -6,12 +6,21 @@ Methodology
   ``--quick``: 4), random weights, eval mode, wrapped as in bench_serialize.py (``forward(input_ids, mask)``
   returns the last hidden state), traced once with ``torch.jit.trace`` and once with ``tracejit.trace`` on
   (1, 16) and saved to a temp directory.
-* Each measurement is a new ``python`` process (``-c``, ``torch.set_num_threads(2)``) that times, with
-  ``time.perf_counter``: ``import torch``; ``import tracejit`` (tracejit only); the load; the first call
-  (under ``torch.no_grad()``); the second call. The processes of the peers alternate (so drift of the
-  machine affects both alike); each row is the MEDIAN over ``--runs`` processes (default 7; ``--quick``: 3).
-* ``load`` is the load alone; ``start`` is everything a server pays before its first answer:
-  imports + load + first call. Files are warm in the page cache (caches cannot be dropped here).
+* Each measurement is a new ``python`` process (``-c``, ``torch.set_num_threads(--threads)``, default
+  $OMP_NUM_THREADS else 2) that times, with ``time.perf_counter``: ``import torch``; ``import tracejit``
+  (tracejit only); the load; the first call (under ``torch.no_grad()``); the second call; and, with
+  ``time.process_time``, the CPU time of ``import tracejit`` + load (steadier than wall time on a busy
+  machine). The processes of the peers alternate (so drift of the machine affects both alike); each row is
+  the MEDIAN over ``--runs`` processes (default 7; ``--quick``: 3). ``--before DIR`` adds the tracejit of
+  another source tree (an older checkout) as one more interleaved peer, on the same files.
+* Bytecode: the children read cached bytecode (PYTHONPYCACHEPREFIX in the temp directory, written by one
+  untimed run of each peer), as an installed package has it (pip compiles it at install time); a checkout
+  run with PYTHONDONTWRITEBYTECODE=1 compiles every module it imports, ~3x tracejit's import time
+  (``--no-bytecode-cache`` measures that).
+* ``load`` is the load alone; ``import tracejit + load`` is what tracejit adds where torch.jit.load
+  stands (the target: no more than torch.jit.load); ``import tracejit + load + first call`` is what a
+  server pays after ``import torch`` before its first answer (TorchScript's first call runs its
+  profiling executor); ``start`` adds ``import torch``. Files are warm in the page cache (caches cannot be dropped here).
 * ``tracejit, no CRC`` loads with ``check_integrity=False``: the CRC of the weights runs on a second
   thread while the file is read, so it is hidden where a core is free and shows on a busy machine.
   Profile of a BERT-base load (cProfile, fresh process, busy 2-core machine): reading the 438 MB
@@ -35,26 +44,26 @@ _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CHILD = {
     "torch.jit": """
 import time, json, sys
-t0 = time.perf_counter(); import torch; t1 = time.perf_counter()
-torch.set_num_threads(2)
-m = torch.jit.load(sys.argv[1]); t3 = time.perf_counter()
+t0 = time.perf_counter(); import torch; t1 = time.perf_counter(); c1 = time.process_time()
+torch.set_num_threads(int(sys.argv[2]))
+m = torch.jit.load(sys.argv[1]); t3 = time.perf_counter(); c3 = time.process_time()
 ids = torch.randint(0, 100, (1, 16)); mask = torch.ones(1, 16, dtype=torch.long)
 with torch.no_grad():
     t4 = time.perf_counter(); m(ids, mask); t5 = time.perf_counter(); m(ids, mask); t6 = time.perf_counter()
 print(json.dumps({"import torch": t1 - t0, "import tracejit": 0.0, "load": t3 - t1, "first call": t5 - t4,
-                  "second call": t6 - t5}))
+                  "second call": t6 - t5, "cpu": c3 - c1}))
 """,
     "tracejit": """
 import time, json, sys
-t0 = time.perf_counter(); import torch; t1 = time.perf_counter()
+t0 = time.perf_counter(); import torch; t1 = time.perf_counter(); c1 = time.process_time()
 import tracejit; t2 = time.perf_counter()
-torch.set_num_threads(2)
-m = tracejit.load(sys.argv[1]); t3 = time.perf_counter()
+torch.set_num_threads(int(sys.argv[2]))
+m = tracejit.load(sys.argv[1]); t3 = time.perf_counter(); c3 = time.process_time()
 ids = torch.randint(0, 100, (1, 16)); mask = torch.ones(1, 16, dtype=torch.long)
 with torch.no_grad():
     t4 = time.perf_counter(); m(ids, mask); t5 = time.perf_counter(); m(ids, mask); t6 = time.perf_counter()
 print(json.dumps({"import torch": t1 - t0, "import tracejit": t2 - t1, "load": t3 - t2, "first call": t5 - t4,
-                  "second call": t6 - t5}))
+                  "second call": t6 - t5, "cpu": c3 - c1}))
 """,
 }
 # the same, without the CRC check of the weights (the integrity check's share of the load; docs/SECURITY.md)
@@ -95,30 +104,55 @@ def _save_both(model, directory: str, name: str) -> dict:
     return paths
 
 
-def _child(peer: str, path: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_REPO_ROOT, os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-c", CHILD[peer], path], capture_output=True, text=True, env=env,
-                          timeout=600)
+def _child(peer: str, path: str, threads: int, root: str = _REPO_ROOT, pycache: str | None = None) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    if pycache:   # bytecode cached, as an installed package has it (pip compiles .pyc at install time)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = pycache
+    done = subprocess.run([sys.executable, "-c", CHILD[peer], path, str(threads)], capture_output=True, text=True,
+                          env=env, cwd=root, timeout=600)   # cwd: `python -c` imports from it first
     if done.returncode:
         raise RuntimeError(f"{peer} child failed: {done.stderr.strip().splitlines()[-1:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run(quick: bool, runs: int | None) -> None:
+def run(quick: bool, runs: int | None, before: str | None = None, threads: int | None = None,
+        bytecode: bool = True) -> None:
+    """``before``: another tracejit source tree (a checkout of an older commit), measured as one more peer,
+    interleaved with the others, on the same files (the format is the same). ``bytecode``: the children
+    read compiled bytecode (written by an untimed first run of each peer), as an installed package does;
+    False: every import compiles its source (PYTHONDONTWRITEBYTECODE, as in a bare checkout)."""
     runs = runs or (3 if quick else 7)
+    threads = threads or int(os.environ.get("OMP_NUM_THREADS", "2"))
+    peers = [(peer, peer, _REPO_ROOT) for peer in CHILD]
+    if before:
+        peers.insert(1, ("tracejit (before)", "tracejit", os.path.abspath(before)))
+    print(f"threads {threads}; bytecode {'cached' if bytecode else 'compiled at each import'}; "
+          f"load average at start {os.getloadavg()}")
     with tempfile.TemporaryDirectory() as d:
+        pycache = os.path.join(d, "pycache") if bytecode else None
         for size in ("tiny", "base"):
             paths = _save_both(_bert(size, 4 if quick else None), d, size)
-            rows = {peer: [] for peer in CHILD}
+            rows = {label: [] for label, *_ in peers}
+            if pycache and size == "tiny":
+                for label, peer, root in peers:   # untimed: writes the bytecode caches
+                    _child(peer, paths[peer], threads, root, pycache)
             for _ in range(runs):
-                for peer in CHILD:   # interleaved
-                    rows[peer].append(_child(peer, paths[peer]))
+                for label, peer, root in peers:   # interleaved
+                    rows[label].append(_child(peer, paths[peer], threads, root, pycache))
             label = "BERT-base" + (" (4 layers)" if quick else "") if size == "base" else "tiny BERT"
-            print(f"\n{label}: fresh process, median of {runs} (ms)\n")
-            print("| peer | " + " | ".join(COLUMNS) + " | start (imports + load + first call) |")
-            print("|---" * (len(COLUMNS) + 2) + "|")
+            print(f"\n{label}: fresh process, median of {runs} (ms); load average now {os.getloadavg()}\n")
+            print("| peer | " + " | ".join(COLUMNS) + " | import tracejit + load | / torch.jit.load "
+                  "| CPU of import tracejit + load | import tracejit + load + first call "
+                  "| start (imports + load + first call) |")
+            print("|---" * (len(COLUMNS) + 6) + "|")
+            jit_load = statistics.median(s["load"] for s in rows["torch.jit"])
             for peer, samples in rows.items():
                 med = {c: statistics.median(s[c] for s in samples) * 1e3 for c in COLUMNS}
+                own = statistics.median(s["import tracejit"] + s["load"] for s in samples)
+                answer = statistics.median(s["import tracejit"] + s["load"] + s["first call"] for s in samples)
                 start = statistics.median((s["import torch"] + s["import tracejit"] + s["load"] + s["first call"])
                                           for s in samples) * 1e3
-                print(f"| {peer} | " + " | ".join(f"{med[c]:.1f}" for c in COLUMNS) + f" | {start:.1f} |")
+                print(f"| {peer} | " + " | ".join(f"{med[c]:.1f}" for c in COLUMNS)
+                      + f" | {own * 1e3:.1f} | {own / jit_load:.2f}x | {statistics.median(s['cpu'] for s in samples) * 1e3:.1f}"
+                      + f" | {answer * 1e3:.1f} | {start:.1f} |")

@@ -41,7 +41,8 @@ OPTIONAL = ("onnx", "onnxruntime", "openvino", "transformers", "numexpr", "trito
 # Bottom to top: a module may import (at module level) only from its own layer or below.  The first matching
 # prefix names a module's layer; docs/DESIGN.md "Layers" explains each.
 LAYERS = [
-    ("base", ["tracejit.version", "tracejit.errors", "tracejit.compat", "tracejit.escape", "tracejit.pytree"]),
+    ("base", ["tracejit.version", "tracejit.errors", "tracejit.compat", "tracejit.escape", "tracejit.pytree",
+              "tracejit.gc_pause"]),
     ("ir", ["tracejit.ir"]),
     ("ops", ["tracejit.ops"]),
     ("support", ["tracejit.support"]),
@@ -57,7 +58,7 @@ LAYERS = [
     ("tools", ["tracejit.viewer", "tracejit.migrate", "tracejit.porting", "tracejit.hf_inputs", "tracejit.hf",
                "tracejit.user_methods"]),
     ("api", ["tracejit.api", "tracejit.patch", "tracejit.cli", "tracejit.__init__", "tracejit.__main__",
-             "tracejit"]),
+             "tracejit.lazy_names", "tracejit"]),
 ]
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import statistics
 import time
 from typing import Any, Callable
 
@@ -141,6 +140,7 @@ def _time_rounds(built: dict, args, kwargs, deadline: float, clock) -> dict[str,
                 samples[name].append(clock() - t0)
             if r + 1 >= MIN_ROUNDS and clock() >= deadline:
                 break
+    import statistics   # here: loading a program reads this module's parse_choice, and needs no statistics
     return {n: statistics.median(v) for n, v in samples.items()}
 
 

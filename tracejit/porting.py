@@ -7,12 +7,11 @@ are accepted too.
 """
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 
 from . import serialize
 from .errors import ProgramNotFoundError
+from .gc_pause import collector_paused
 
 
 def save(m, f, _extra_files=None, *, extra_files=None, **options) -> None:
@@ -42,26 +41,8 @@ def load(f, map_location=None, _extra_files=None, *, extra_files=None, **options
     """
     if isinstance(f, (str, os.PathLike)) and not os.path.exists(f):
         raise ProgramNotFoundError(f"The provided filename {os.fspath(f)} does not exist (no such file)")
-    with collector_paused():
+    with collector_paused():   # the loader's allocations would run the collection `import torch` left due
         return serialize.load(f, map_location, extra_files=_pick(_extra_files, extra_files), **options)
-
-
-@contextlib.contextmanager
-def collector_paused():
-    """Python's cyclic garbage collector off while a program is built, back on after (if it was on).
-
-    The loader makes thousands of small acyclic objects (JSON, graphs); right after ``import torch``
-    they trigger the full collection torch's import left due (~1M objects: 250-300 ms, 5x the rest
-    of the first load of a tiny BERT, bench/fresh_load.py). Reference counting frees everything the
-    load drops; the collection stays due, for the process's next allocations (``gc.freeze()`` after a
-    server's imports makes it cheap, docs/DEPLOY.md)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _pick(torch_spelling, tracejit_spelling):

@@ -1,11 +1,11 @@
 """The torch.jit-compatible methods of the objects users hold that need the upper layers: ``.save``
 (serialize/) and ``.to_html`` (viewer/). The runtime defines TracedFunction and TracedModule without
-them, so it imports neither; importing tracejit installs them (``install``)."""
+them, so it imports neither; importing tracejit installs them (``install``). The viewer is imported by
+``to_html`` when it is called: a server that loads and calls programs never needs it."""
 from __future__ import annotations
 
 from .porting import save as _save
 from .runtime.traced import TracedFunction, TracedModule
-from .viewer import view as _view
 
 
 def save(self, f, _extra_files=None, **options) -> None:
@@ -15,7 +15,8 @@ def save(self, f, _extra_files=None, **options) -> None:
 
 def to_html(self, path) -> str:
     """Write an interactive, self-contained HTML view of the graphs (tracejit/viewer)."""
-    return _view(self, path)
+    from .viewer import view
+    return view(self, path)
 
 
 def install() -> None:

@@ -22,7 +22,7 @@ class GuardEmitter:
         operands = [gen.expr(a) for a in node.args]
         pred = guard_expr(test, operands, node.attrs.get("call"), [f"{k}={gen.expr(v)}" for k, v in node.kwargs.items()])
         if test == "training" and node.attrs.get("path"):   # a submodule's flag (trace/module_flags.py)
-            from ..trace.module_flags import predicate
+            from ..trace.flag_paths import predicate
             pred = predicate(node.attrs["path"])
         if needs_plain(test, expected):
             # NaN, signed zeros, tuples, strings and objects compare as trace/boundary.plain_value gives them

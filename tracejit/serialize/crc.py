@@ -2,7 +2,8 @@
 
 The CRC functions release the GIL on large inputs, so halves of a buffer can be
 summed at once; ``combine`` joins two CRCs the way zlib's crc32_combine does
-(by multiplying with the matrix of "append n zero bytes" over GF(2)).
+(by multiplying with the matrix of "append n zero bytes" over GF(2)); the matrices for 2**k zero
+bytes are squared once per process, not at every load.
 """
 from __future__ import annotations
 
@@ -32,26 +33,36 @@ def _square(mat: list[int]) -> list[int]:
     return [_times(mat, mat[n]) for n in range(32)]
 
 
+_zero_bytes: tuple = ()   # [k]: the operator that appends 2**k zero bytes, built once per process (combine)
+
+
+def _zero_byte_operators(n: int) -> tuple:
+    """The operators for 1, 2, 4, ... 2**(n-1) zero bytes; built on first use, extended when a longer
+    length comes (thread-safe: a new tuple replaces the old whole)."""
+    global _zero_bytes
+    ops = _zero_bytes
+    if len(ops) < n:
+        grown = list(ops)
+        if not grown:
+            one_bit = [_POLY] + [1 << k for k in range(31)]
+            grown.append(_square(_square(_square(one_bit))))   # 2, 4, 8 zero bits: one zero byte
+        while len(grown) < n:
+            grown.append(_square(grown[-1]))
+        ops = _zero_bytes = tuple(grown)
+    return ops
+
+
 def combine(crc1: int, crc2: int, len2: int) -> int:
     """CRC of A + B from crc(A), crc(B) and len(B)."""
     if len2 <= 0:
         return crc1
-    odd = [_POLY] + [1 << n for n in range(31)]   # operator for one zero bit
-    even = _square(odd)                             # two zero bits
-    odd = _square(even)                             # four zero bits
-    while True:
-        even = _square(odd)                         # first pass: one zero byte
+    ops = _zero_byte_operators(len2.bit_length())
+    k = 0
+    while len2:
         if len2 & 1:
-            crc1 = _times(even, crc1)
+            crc1 = _times(ops[k], crc1)
         len2 >>= 1
-        if not len2:
-            break
-        odd = _square(even)
-        if len2 & 1:
-            crc1 = _times(odd, crc1)
-        len2 >>= 1
-        if not len2:
-            break
+        k += 1
     return crc1 ^ crc2
 
 

@@ -121,7 +121,7 @@ def check_guard(node, at: str) -> None:
     if unknown:
         raise LoadError(f"{at}: unknown guard attributes {sorted(map(str, unknown))[:5]}")
     if "path" in a:
-        from ..trace.module_flags import PATH_RE
+        from ..trace.flag_paths import PATH_RE
         if a["test"] != "training" or not isinstance(a["path"], str) or not PATH_RE.fullmatch(a["path"]):
             raise LoadError(f"{at}: a guard's submodule path must be module names joined by dots, on a training "
                             "guard")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import NamedTuple
 
 import torch
 
@@ -47,15 +48,39 @@ def check_op_name(name: str, at: str) -> None:
                         "strides or a tensor layout whose invariants are not checked)")
 
 
+class Argument(NamedTuple):
+    """What the checks read of one schema argument, as plain Python (reading torch's is a C++ call each time)."""
+    name: str
+    kwarg_only: bool
+    type: str        # str(argument.type): "List[int]", "Optional[Tensor]", ...
+    real_type: str   # str(argument.real_type)
+    has_default: bool
+
+
+_arguments: dict = {}   # id(schema) -> (schema, its Arguments): the schema is held, so its id stays its own
+
+
+def arguments(schema) -> tuple:
+    """The Arguments of a FunctionSchema, read from torch once per schema and process (a load checks
+    every node of every graph against one; torch hands out the same schema object for an overload)."""
+    hit = _arguments.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    out = tuple(Argument(a.name, a.kwarg_only, str(a.type), str(a.real_type), a.has_default_value())
+                for a in schema.arguments)
+    _arguments[id(schema)] = (schema, out)
+    return out
+
+
 def bind(schema, args, kwargs) -> dict | None:
     """{parameter name: value} as Python's argument parser would bind them, or None."""
-    params = list(schema.arguments)
+    params = arguments(schema)
     out: dict = {}
     i = 0
     for p in (a for a in params if not a.kwarg_only):
         if i >= len(args):
             break
-        if str(p.type) == "List[int]" and len(args) - i > 1 and all(_is_int(x) for x in args[i:]):
+        if p.type == "List[int]" and len(args) - i > 1 and all(_is_int(x) for x in args[i:]):
             out[p.name] = list(args[i:])
             i = len(args)
             break
@@ -63,13 +88,13 @@ def bind(schema, args, kwargs) -> dict | None:
         i += 1
     if i < len(args):
         return None
-    by_name = {a.name: a for a in params}
+    names = {a.name for a in params}
     for k, v in kwargs.items():
-        if k not in by_name or k in out:
+        if k not in names or k in out:
             return None
         out[k] = v
     for a in params:
-        if a.name not in out and not a.has_default_value() and not str(a.type).startswith("Optional["):
+        if a.name not in out and not a.has_default and not a.type.startswith("Optional["):
             return None
     return out
 
@@ -97,7 +122,7 @@ def check_arguments(op_name: str, schema, node, at: str) -> dict:
     numbers = numbers_allowed(op_name, node.target)
     if bound is None:
         raise LoadError(f"{at}: its arguments do not bind to the schema {_short(schema)}")
-    types = {a.name: str(a.real_type) for a in schema.arguments}
+    types = {a.name: a.real_type for a in arguments(schema)}
     for name, value in bound.items():
         rt = types[name]
         if numbers and rt in ("Tensor", "Optional[Tensor]") and isinstance(value, (int, float, complex)):

@@ -184,7 +184,7 @@ def _any_fitting_schema(name: str, node, at: str):
     """A node recorded without an overload must still fit one of the op's schemas."""
     first = None
     for _, schema in schemas_of(f"aten::{name}"):
-        if any(a.name == "out" for a in schema.arguments):
+        if any(a.name == "out" for a in schema_check.arguments(schema)):
             continue
         try:
             return schema, schema_check.check_arguments(name, schema, node, at)

@@ -14,7 +14,6 @@ Threads that do not trace read and write the instance's ``__dict__`` as before.
 """
 from __future__ import annotations
 
-import re
 import sys
 
 from torch import nn
@@ -23,9 +22,6 @@ from ..ir import GUARD, Node
 from . import patches
 from .source import _TRACEJIT_DIR
 from .symbolic import get_tracer
-
-# a path below the root as a file may hold it: module names (attribute names or Sequential indices)
-PATH_RE = re.compile(r"[A-Za-z0-9_]{1,200}(\.[A-Za-z0-9_]{1,200}){0,63}")
 
 
 def _note(module, value, written: bool = False) -> None:
@@ -108,6 +104,3 @@ def add_guards(tracer, graph) -> None:
     graph.nodes[:0] = [submodule_training_guard(p, v) for p, v in sorted(reads.items())]
 
 
-def predicate(path: str) -> str:
-    """``self._modules['a']._modules['0'].training``: the generated code's read of submodule ``path``'s flag."""
-    return "self" + "".join(f"._modules[{name!r}]" for name in path.split(".")) + ".training"

@@ -1,0 +1,171 @@
+"""``import tracejit`` imports what loading and calling need, the rest on first use (tracejit/lazy_names.py,
+issue #22 item 4). Each check runs in a fresh process, where the first use really is the first: what is in
+``sys.modules``, that a trace started by any public name still installs every stand-in (a refused read stays
+refused), that ``tracejit.trace`` stays the function when the loader imports the subpackage ``tracejit/trace/``,
+and 8 threads touching ``tracejit.trace`` and ``tracejit.load`` first at the same time."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import tracejit
+
+# the tracer, the inference passes with their numpy / oneDNN kernels, the exporters, the viewer, migrate, the
+# CLI and the transformers helpers: none is needed to load and call a saved program
+DEFERRED = ("tracejit.api", "tracejit.trace.api", "tracejit.trace.recorder", "tracejit.trace.python_state",
+            "tracejit.trace.numpy_reads", "tracejit.trace.calls", "tracejit.runtime.checker", "tracejit.inference",
+            "tracejit.passes.pipeline", "tracejit.passes.numpy_regions", "tracejit.runtime.numpy_kernel",
+            "tracejit.runtime.onednn_linear", "tracejit.export", "tracejit.viewer", "tracejit.migrate",
+            "tracejit.cli", "tracejit.hf", "tracejit.patch", "onnx", "onnxruntime", "onnxscript", "openvino",
+            "transformers", "numexpr")
+
+
+def _child(code: str, *args: str) -> list:
+    """Run ``code`` in a fresh interpreter (this tree's tracejit); its last stdout line, parsed as JSON."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+class Small(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(8, 8), torch.nn.Linear(8, 2)
+
+    def forward(self, x, mask):
+        return self.b(self.a(x).relu() * mask)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    path = tmp_path_factory.mktemp("lazy") / "small.tjit"
+    torch.manual_seed(0)
+    model = Small().eval()
+    tracejit.save(tracejit.trace(model, (torch.randn(2, 8), torch.ones(2, 8))), path)
+    return model, path
+
+
+def _modules_from(prefix: str, names) -> list:
+    return sorted(m for m in names if any(m == d or m.startswith(d + ".") for d in DEFERRED) and m.startswith(prefix))
+
+
+def test_import_loads_and_calls_without_the_tracer_exporters_viewer_or_optional_libraries(saved):
+    model, path = saved
+    got = _child("""
+        import json, sys, torch
+        before = set(sys.modules)
+        import tracejit
+        after_import = sorted(set(sys.modules) - before)
+        program = tracejit.load(sys.argv[1])
+        out = program(torch.arange(24.0).reshape(3, 8) / 10, torch.ones(3, 8))
+        after_call = sorted(set(sys.modules) - before)
+        print(json.dumps([after_import, after_call, out.tolist(), callable(tracejit.trace),
+                          type(sys.modules["tracejit"].__dict__.get("trace")).__name__]))
+    """, str(path))
+    after_import, after_call, out, trace_is_callable, dict_entry = got
+    assert "tracejit.porting" in after_import and "tracejit.runtime.traced" in after_import   # the load path is there
+    assert _modules_from("", after_import) == [] and _modules_from("", after_call) == []
+    # the loader imported the subpackage tracejit/trace/ (its ledger), and tracejit.trace is still the function
+    assert dict_entry == "module" and trace_is_callable
+    x = torch.arange(24.0).reshape(3, 8) / 10   # another batch size than the trace's
+    torch.testing.assert_close(torch.tensor(out), model(x, torch.ones(3, 8)).detach())
+
+
+@pytest.mark.parametrize("first", ["trace", "trace_module", "optimize_for_inference", "export_onnx", "is_tracing"])
+def test_a_trace_after_any_first_use_still_refuses_python_randomness_and_clocks(first):
+    """The stand-ins that refuse random.random(), numpy.random and time.time() in forward are registered by the
+    modules trace/api.py imports; whichever name is touched first, they are in place before the first trace."""
+    got = _child(f"""
+        import json, random, time, numpy as np, torch
+        import tracejit
+        getattr(tracejit, {first!r})   # the first use of a lazy name
+        seen = []
+        for read in (lambda x: x * random.random(), lambda x: x * float(np.random.rand()),
+                     lambda x: x + time.time() % 1.0):
+            try:
+                tracejit.trace(read, torch.ones(2))
+                seen.append("traced")
+            except tracejit.TraceError as e:
+                seen.append(str(e).splitlines()[1].split(": ", 1)[1].split(";")[0])
+        print(json.dumps(seen))
+    """)
+    assert got == ["random.random()", "numpy.random.rand()", "time.time()"]
+
+
+def test_tracejit_trace_and_migrate_stay_the_functions_and_can_be_replaced():
+    got = _child("""
+        import json, sys, torch
+        import tracejit
+        import tracejit.trace.recorder   # binds the subpackage as the package's attribute, if it were first
+        first = callable(tracejit.trace) and tracejit.trace.__module__
+        import tracejit.trace.python_state
+        real = tracejit.trace
+        tracejit.trace = lambda *a, **k: "replaced"   # what a monkeypatch does
+        replaced = tracejit.trace(None)
+        tracejit.trace = real
+        out = tracejit.trace(lambda x: x * 2, torch.ones(2))(torch.arange(3.0)).tolist()
+        del tracejit.trace
+        try:
+            del tracejit.trace
+            twice = "deleted twice"
+        except AttributeError:
+            twice = "AttributeError"
+        import tracejit.migrate.cli   # the subpackage tracejit/migrate/ likewise
+        print(json.dumps([first, replaced, out, tracejit.trace is real, twice,
+                          sorted(n for n in tracejit.__all__ if not hasattr(tracejit, n)),
+                          tracejit.migrate.__module__, sys.modules["tracejit.migrate"].migrate is tracejit.migrate]))
+    """)
+    assert got == ["tracejit.api", "replaced", [0.0, 2.0, 4.0], True, "AttributeError", [], "tracejit.migrate", True]
+
+
+def test_an_unknown_name_is_an_attribute_error_naming_it():
+    with pytest.raises(AttributeError, match="module 'tracejit' has no attribute 'not_a_name'"):
+        tracejit.not_a_name   # noqa: B018
+    assert not hasattr(tracejit, "_private_thing")
+    assert {"trace", "load", "optimize_for_inference", "export_onnx"} <= set(dir(tracejit))
+
+
+def test_eight_threads_touching_trace_and_load_first_at_once(saved):
+    """In a fresh process, 4 threads trace (and 2 of them try a refused random.random()) while 4 load and call,
+    all released by one barrier, each first touching its name: every result equals eager, every refusal
+    happens, and the collector is back on after (the counted pause of gc_pause.py)."""
+    model, path = saved
+    got = _child("""
+        import gc, json, random, sys, threading, torch
+        import tracejit
+        barrier, results = threading.Barrier(8), {}
+
+        def tracer(i):
+            barrier.wait()
+            f = (lambda x: x * random.random()) if i % 2 else (lambda x: (x * (i + 2)).relu())
+            try:
+                traced = tracejit.trace(f, torch.ones(3))
+                results[i] = traced(torch.arange(-2.0, 3.0)).tolist()
+            except tracejit.TraceError as e:
+                results[i] = "refused" if "random.random()" in str(e) else repr(e)
+
+        def loader(i):
+            barrier.wait()
+            program = tracejit.load(sys.argv[1])
+            results[i] = program(torch.arange(40.0).reshape(5, 8) / 10, torch.ones(5, 8)).tolist()
+
+        threads = [threading.Thread(target=tracer if i < 4 else loader, args=(i,)) for i in range(8)]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        print(json.dumps([results.get(i) for i in range(8)] + [gc.isenabled()]))
+    """, str(path))
+    *results, collector_on = got
+    for i in (0, 2):
+        assert results[i] == torch.arange(-2.0, 3.0).mul(i + 2).relu().tolist()
+    assert results[1] == results[3] == "refused"
+    want = model(torch.arange(40.0).reshape(5, 8) / 10, torch.ones(5, 8)).detach()
+    for out in results[4:]:
+        torch.testing.assert_close(torch.tensor(out), want)
+    assert collector_on is True
