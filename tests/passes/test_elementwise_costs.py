@@ -96,3 +96,30 @@ def test_an_op_without_a_measured_cost_is_never_fused(monkeypatch):
     assert all("sin" not in k.kernel.describe().split(",") for k in kernels(traced))
     x = torch.randn(16)
     assert torch.equal(traced(x), fn(x))
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, k, n):
+        super().__init__()
+        self.fc = torch.nn.Linear(k, n)
+
+    def forward(self, x):
+        return torch.sigmoid(self.fc(x) * 0.5 + 0.25) * 2.0 - 1.0
+
+
+@pytest.mark.parametrize("rows,k,n,in_region", [(4, 64, 64, True), (16, 256, 64, True), (16, 256, 128, False)])
+def test_a_linear_numpys_blas_would_thread_stays_torchs(rows, k, n, in_region):
+    # numpy's OpenBLAS takes its own threads above 262144 multiply-adds (16 * 256 * 128 = 524288)
+    from tracejit.passes.numpy_regions import BLAS_ONE_THREAD_MACS
+    assert (rows * k * n <= BLAS_ONE_THREAD_MACS) == in_region
+    torch.manual_seed(0)
+    model = Mlp(k, n).eval()
+    example = (torch.randn(1, rows, k),)
+    traced, ref = ofi(model, example), jit(model, example)
+    fused = [op for kernel in kernels(traced) for op in kernel.kernel.describe().split(",")]
+    assert ("linear" in fused) == in_region
+    for shape in ((1, rows, k), (2, 3, k)):
+        x = torch.randn(shape)
+        with torch.no_grad():
+            torch.testing.assert_close(traced(x), model(x), rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(traced(x), ref(x), rtol=1e-5, atol=1e-5)

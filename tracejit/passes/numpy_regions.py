@@ -37,6 +37,10 @@ OP = "tracejit::kernel"
 CONSTANT = "tracejit::constant"
 MIN_WEIGHT = 3                 # the kernel's entry and exit cost about as much as two torch ops
 MAX_WEIGHT_ELEMENTS = 1 << 18  # a linear weight larger than this runs in torch (its threads win)
+# numpy's OpenBLAS runs a product of more than 65536 * 4 multiply-adds on its own threads, whatever
+# torch.set_num_threads says; on a busy machine that cost 4.6 ms for a [17, 512] x [512, 128] product
+# (25 us single-threaded at 262144) and slowed the torch ops after it 2.3x: such a linear stays torch's
+BLAS_ONE_THREAD_MACS = 65536 * 4
 _SCALAR_BINARY = {"add", "sub", "mul", "div"}
 _REVERSED = {"sub": "rsub", "div": None, "pow": "rpow"}
 
@@ -197,6 +201,10 @@ def _classify(graph: Graph, name: str, overload: str, args: list):
         w = _const_tensor(graph, args[1])
         b = _const_tensor(graph, args[2]) if len(args) == 3 and args[2] is not None else None
         if w is None or w.dim() != 2 or w.numel() > MAX_WEIGHT_ELEMENTS:
+            return None
+        shape = getattr(getattr(args[0], "type", None), "shape", None)
+        if shape is None or not all(isinstance(d, int) and d >= 0 for d in shape) \
+                or math.prod(shape) * w.shape[0] > BLAS_ONE_THREAD_MACS:
             return None
         if len(args) == 3 and args[2] is not None:
             return ("linear", args) if b is not None and b.dim() == 1 else None
