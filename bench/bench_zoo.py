@@ -198,7 +198,11 @@ def _summary(rows: list[dict], quick: bool) -> str:
            f"tracejit ONNX runs on a new shape: {len(onnx_ok)} of {len(traced)}.",
            "tracejit error above jit freeze's: " + ("; ".join(worse) if worse else "none") + "."]
     if not quick:
-        for col in ("tracejit OFI", "tracejit auto", "jit freeze", "torch.compile", "ORT (torch.onnx)"):
+        for ref in ("eager", "tracejit"):   # issue #25 item 1: the default at or under both
+            slower = [f"{r['model']} b{r['batch']} ({r['us']['tracejit OFI'] / r['us'][ref]:.2f}x)" for r in rows
+                      if r["us"].get("tracejit OFI") and r["us"].get(ref) and r["us"]["tracejit OFI"] > r["us"][ref]]
+            out.append(f"tracejit OFI slower than {ref}: " + ("; ".join(slower) if slower else "none") + ".")
+        for col in ("tracejit OFI", "tracejit auto", "tracejit", "jit freeze", "torch.compile", "ORT (torch.onnx)"):
             ratios = [r["us"][col] / r["us"]["eager"] for r in rows if col in r["us"] and r["us"].get("eager")]
             if ratios:
                 out.append(f"median {col} / eager: {statistics.median(ratios):.2f} over {len(ratios)} rows")
