@@ -25,13 +25,19 @@ checks correctness only (no timing): the mode to run on a loaded machine.
 Usage::
 
     python bench/bench_zoo.py [--quick] [--models resnet18,bert] [--batches 1,8] [--threads 2]
-                              [--rounds R] [--no-compile] [--write-results]
+                              [--rounds R] [--no-compile] [--write-results] [--rows FILE] [--from-rows FILES]
+
+``--rows FILE`` appends each row to FILE as one JSON line as soon as it is measured (a long run that
+stops keeps what it measured); ``--from-rows a.jsonl,b.jsonl`` renders the table from such files
+instead of measuring (a later file's row replaces an earlier one's for the same model and batch: a
+rerun of some models after a change merges into the full run).
 """
 from __future__ import annotations
 
 import argparse
 import datetime
 import gc
+import json
 import os
 import statistics
 import sys
@@ -192,7 +198,11 @@ def _summary(rows: list[dict], quick: bool) -> str:
            f"tracejit ONNX runs on a new shape: {len(onnx_ok)} of {len(traced)}.",
            "tracejit error above jit freeze's: " + ("; ".join(worse) if worse else "none") + "."]
     if not quick:
-        for col in ("tracejit OFI", "tracejit auto", "jit freeze", "torch.compile", "ORT (torch.onnx)"):
+        for ref in ("eager", "tracejit"):   # issue #25 item 1: the default at or under both
+            slower = [f"{r['model']} b{r['batch']} ({r['us']['tracejit OFI'] / r['us'][ref]:.2f}x)" for r in rows
+                      if r["us"].get("tracejit OFI") and r["us"].get(ref) and r["us"]["tracejit OFI"] > r["us"][ref]]
+            out.append(f"tracejit OFI slower than {ref}: " + ("; ".join(slower) if slower else "none") + ".")
+        for col in ("tracejit OFI", "tracejit auto", "tracejit", "jit freeze", "torch.compile", "ORT (torch.onnx)"):
             ratios = [r["us"][col] / r["us"]["eager"] for r in rows if col in r["us"] and r["us"].get("eager")]
             if ratios:
                 out.append(f"median {col} / eager: {statistics.median(ratios):.2f} over {len(ratios)} rows")
@@ -209,7 +219,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--auto-budget", type=float, default=3.0, help="budget_s of backend='auto'")
     p.add_argument("--no-compile", action="store_true", help="leave torch.compile out (slow to build)")
     p.add_argument("--write-results", action="store_true", help="write the table into bench/RESULTS.md")
+    p.add_argument("--rows", default="", help="append each measured row to this JSON-lines file")
+    p.add_argument("--from-rows", default="", help="comma-separated JSON-lines files to render instead of measuring")
     a = p.parse_args(argv)
+    if a.from_rows:
+        return _render_saved(a)
     names = [n for n in a.models.split(",") if n] or list(ZOO)
     unknown = [n for n in names if n not in ZOO]
     if unknown:
@@ -223,12 +237,36 @@ def main(argv: list[str] | None = None) -> int:
         for batch in (int(b) for b in a.batches.split(",")):
             t0 = time.perf_counter()
             rows.append(bench_model(name, batch, a.quick, a.rounds, not a.no_compile, a.auto_budget))
+            if a.rows:
+                with open(a.rows, "a") as f:
+                    f.write(json.dumps(rows[-1]) + "\n")
             log(f"{name} b{batch}: {time.perf_counter() - t0:.1f}s "
                 + " ".join(f"{k}={_fmt_err(v)}" for k, v in rows[-1]["err"].items()))
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     mode = "correctness only (--quick)" if a.quick else f"{a.rounds} interleaved rounds, medians"
     report = (f"## bench_zoo ({stamp}; torch {torch.__version__}; {a.threads} threads; {mode})\n\n"
               + render(rows, a.quick, not a.no_compile))
+    print(report)
+    if a.write_results:
+        peer_report.write_results(RESULTS_PATH, report, BEGIN, END)
+    return 0
+
+
+def _render_saved(a) -> int:
+    """Render (and with ``--write-results`` write) the table from ``--from-rows`` files, in zoo order."""
+    by_key: dict = {}
+    for path in a.from_rows.split(","):
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    row = json.loads(line)
+                    by_key[(row["model"], row["batch"])] = row
+    order = {name: i for i, name in enumerate(ZOO)}
+    rows = sorted(by_key.values(), key=lambda r: (order.get(r["model"], len(order)), r["batch"]))
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    mode = "correctness only (--quick)" if a.quick else f"{a.rounds} interleaved rounds, medians"
+    report = (f"## bench_zoo ({stamp}; torch {torch.__version__}; {a.threads} threads; {mode}; "
+              f"rendered from {a.from_rows})\n\n" + render(rows, a.quick, not a.no_compile))
     print(report)
     if a.write_results:
         peer_report.write_results(RESULTS_PATH, report, BEGIN, END)

@@ -20,6 +20,13 @@ pytestmark = [pytest.mark.filterwarnings("ignore::tracejit.TracerWarning"),
               pytest.mark.skipif(not available(), reason="this torch build has no oneDNN convolution op")]
 
 
+@pytest.fixture(autouse=True)
+def fuse_every_size(monkeypatch):
+    """These tests check the kernel's mechanics on small, fast models: every dense conv is fused here.
+    Which convs pay at which size is tested in test_conv_kernel_costs.py."""
+    monkeypatch.setattr("tracejit.passes.conv_kernels.MIN_DENSE_MACS", 0)
+
+
 class Bottleneck(nn.Module):
     """torchvision's bottleneck: 1x1 / 3x3 (stride, groups, dilation) / 1x1 convs with batch norm,
     a projection shortcut, ``out += identity`` and an in-place relu."""

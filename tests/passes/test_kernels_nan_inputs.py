@@ -35,7 +35,8 @@ class Block(nn.Module):
 
 
 @pytest.mark.parametrize("act", [nn.ReLU(), nn.ReLU6(), nn.Hardsigmoid()], ids=["relu", "relu6", "hardsigmoid"])
-def test_conv_kernels_keep_eager_nan(act):
+def test_conv_kernels_keep_eager_nan(act, monkeypatch):
+    monkeypatch.setattr("tracejit.passes.conv_kernels.MIN_DENSE_MACS", 0)   # fuse these small convs too
     model = Block(act).eval()
     program = _optimized(model, (torch.randn(1, 3, 10, 10),))
     assert program.forward.finite_inputs   # the program has NaN-dropping kernels
@@ -60,6 +61,7 @@ def test_large_linear_relu_keeps_eager_nan():
 
 
 def test_finite_inputs_still_run_the_fused_kernels(monkeypatch):
+    monkeypatch.setattr("tracejit.passes.conv_kernels.MIN_DENSE_MACS", 0)   # fuse these small convs too
     model = Block(nn.ReLU()).eval()
     program = _optimized(model, (torch.randn(1, 3, 10, 10),))
     calls = []

@@ -12,7 +12,7 @@ from torch import nn
 import tracejit
 from tracejit.passes.linear_kernels import linear_kernel_nodes
 from tracejit.passes.linear_weight_layout import transposed_weights
-from tracejit.kernels.onednn_linear import MIN_MACS, OneDnnLinear, available
+from tracejit.kernels.onednn_linear import MIN_MACS, MIN_MACS_ONE_THREAD, OneDnnLinear, available
 
 from region_testlib import assert_eager_and_jit_answers, error_type, jit, ofi, run_graph
 
@@ -176,13 +176,26 @@ def _first(out):
     return out[0] if isinstance(out, (tuple, list)) else out["last_hidden_state"]
 
 
-def test_kernel_alone_uses_onednn_only_for_large_products():
+@pytest.fixture
+def threads():
+    """Set torch's thread count for one test (the one-thread threshold is higher), then put it back."""
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("n_threads", [2, 1])
+def test_kernel_alone_uses_onednn_only_for_large_products(threads, n_threads):
+    threads(n_threads)
     torch.manual_seed(5)
     w, b = torch.randn(256, 64), torch.randn(256)
     linear = OneDnnLinear(w, b, "relu")
-    big = torch.randn(MIN_MACS // 256 // 64 + 1, 64)
+    least = MIN_MACS if n_threads > 1 else MIN_MACS_ONE_THREAD
+    assert MIN_MACS_ONE_THREAD > MIN_MACS
+    big = torch.randn(least // 256 // 64 + 1, 64)
+    below = torch.randn(least // 256 // 64 - 1, 64)    # one thread: above MIN_MACS, below the one-thread bound
     small = torch.randn(3, 64)
-    for x in (big, small):
+    for x in (big, below, small):
         close(linear(x), torch.relu(torch.nn.functional.linear(x, w, b)))
     calls = []
     real = torch.ops.mkldnn._linear_pointwise
@@ -195,6 +208,7 @@ def test_kernel_alone_uses_onednn_only_for_large_products():
     torch.ops.mkldnn._linear_pointwise = Spy()
     try:
         linear(big)
+        linear(below)
         linear(small)
     finally:
         torch.ops.mkldnn._linear_pointwise = real

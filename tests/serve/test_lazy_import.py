@@ -20,8 +20,8 @@ import tracejit
 # CLI and the transformers helpers: none is needed to load and call a saved program
 DEFERRED = ("tracejit.api", "tracejit.trace.api", "tracejit.trace.recorder", "tracejit.trace.python_state",
             "tracejit.trace.numpy_reads", "tracejit.trace.calls", "tracejit.runtime.checker", "tracejit.inference",
-            "tracejit.passes.pipeline", "tracejit.passes.numpy_regions", "tracejit.runtime.numpy_kernel",
-            "tracejit.runtime.onednn_linear", "tracejit.export", "tracejit.viewer", "tracejit.migrate",
+            "tracejit.passes.pipeline", "tracejit.passes.numpy_regions", "tracejit.kernels.numpy_kernel",
+            "tracejit.kernels.onednn_linear", "tracejit.export", "tracejit.viewer", "tracejit.migrate",
             "tracejit.cli", "tracejit.hf", "tracejit.patch", "onnx", "onnxruntime", "onnxscript", "openvino",
             "transformers", "numexpr")
 

@@ -17,7 +17,11 @@ A step is inside a tree when its value is read exactly once, by an elementwise s
 can run, and is not a kernel output; every other value is materialized. So each tree is a
 proper tree (nothing is computed twice) and its leaves are kernel inputs, constants,
 materialized steps (computed earlier) and scalars. A tree becomes a program only when it
-replaces at least ``MIN_CALLS`` ufunc calls (a program call costs about three).
+replaces at least ``MIN_CALLS`` ufunc calls (a program call costs about three) and, for the number of
+elements the kernel saw when traced, its estimated cost is below its ufunc steps' (runtime/
+elementwise_costs.py): numexpr saves calls but is slower per element than numpy on every op, by 20-40
+ns on ``tanh`` / ``sinh`` / ``tan``, so a program pays for small tensors and short trees of cheap ops only.
+``pow`` by 2, 3, -1, -2 or -0.5 is built as torch computes it (products and reciprocals).
 
 ``relu`` and ``clamp*`` are written with ``where`` (numexpr computes maximum and minimum in float64,
 which would make the whole tree float64); they read their operand more than once, which numexpr
@@ -32,6 +36,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from .elementwise_costs import NUMEXPR_CALL_NS, UFUNC_CALL_NS, cost_key, per_element
 
 MIN_CALLS = 4
 
@@ -98,8 +104,10 @@ def _zero():
     return _ne.ConstantNode(np.float32(0.0))
 
 
-def plan(steps: list, outputs: list, excluded: set) -> list:
-    """The kernel's items (see the module docstring); ``excluded`` steps always stay ufunc steps."""
+def plan(steps: list, outputs: list, excluded: set, elements: int | None = None) -> list:
+    """The kernel's items (see the module docstring); ``excluded`` steps always stay ufunc steps.
+    ``elements``: the size of the kernel's tensors when traced (None: unknown, costed at the largest
+    size the numpy path takes, ``numpy_kernel.MAX_ELEMENTS``)."""
     if not available():
         return [("step", j) for j in range(len(steps))]
     eligible = [op in EXPR and j not in excluded and all(k != "v" or w not in excluded for k, w in operands)
@@ -118,7 +126,8 @@ def plan(steps: list, outputs: list, excluded: set) -> list:
             continue
         tree = _tree(steps, j, inner) if eligible[j] else [j]
         program = None
-        if len(tree) > 1 and sum(EXPR[steps[t][0]][1] for t in tree) >= MIN_CALLS:
+        if len(tree) > 1 and sum(EXPR[steps[t][0]][1] for t in tree) >= MIN_CALLS \
+                and _program_pays(steps, tree, elements):
             program = _program(steps, j, inner)
         if program is None:
             items.append(("step", j))
@@ -127,6 +136,37 @@ def plan(steps: list, outputs: list, excluded: set) -> list:
             items.append(("expr", j) + program)
     items.reverse()
     return items
+
+
+def _program_pays(steps: list, tree: list, elements: int | None) -> bool:
+    """Is ``tree`` estimated cheaper as one numexpr program than as its ufunc steps at ``elements``?
+    A step without a measured cost on either path keeps the tree as ufunc steps (default-deny)."""
+    if elements is None:
+        from .numpy_kernel import MAX_ELEMENTS
+        elements = MAX_ELEMENTS
+    program, ufuncs = float(NUMEXPR_CALL_NS), 0.0
+    for t in tree:
+        op, operands, _ = steps[t]
+        key = cost_key(op, operands)
+        ne, np_ = per_element(key, "numexpr"), per_element(key, "numpy")
+        if ne is None or np_ is None:
+            return False
+        program += ne * elements
+        ufuncs += UFUNC_CALL_NS * EXPR[op][1] + np_ * elements
+    return program < ufuncs
+
+
+def _scalar_power(a, exponent: float):
+    """``a ** exponent`` for one of elementwise_costs.SCALAR_POWERS, as torch's CPU kernel computes it."""
+    if exponent == 2.0:
+        return a * a
+    if exponent == 3.0:
+        return a * a * a
+    if exponent == -1.0:
+        return _one() / a
+    if exponent == -2.0:
+        return _one() / (a * a)
+    return _one() / _ne.functions["sqrt"](a)   # -0.5
 
 
 def _bound_trees(steps: list, inner: set) -> None:
@@ -138,7 +178,7 @@ def _bound_trees(steps: list, inner: set) -> None:
         for i, (kind, what) in enumerate(operands):
             if kind == "v" and what in inner:
                 n, d, lv = size[what]
-                copies = COPIES.get(op, 1) if i == 0 else 1
+                copies = (3 if cost_key(op, operands) == "pow_scalar" else COPIES.get(op, 1)) if i == 0 else 1
                 nodes, depth, leaves = nodes + n * copies, max(depth, d + 1), leaves + lv * copies
             elif kind != "s":
                 leaves += 1
@@ -183,6 +223,8 @@ def _program(steps: list, root: int, inner: set) -> tuple:
                 args.append(_ne.ConstantNode(np.float32(what)))
             else:
                 args.append(leaf(operand))
+        if cost_key(op, operands) == "pow_scalar":
+            return _scalar_power(args[0], float(operands[1][1]))
         return EXPR[op][0](*args)
 
     try:   # numexpr's compiler (and node above) recurse; its VM has 255 registers and a buffer limit

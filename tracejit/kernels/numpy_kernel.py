@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from ..codegen.compiler import compile_function
+from .elementwise_costs import SCALAR_POWERS, cost_key
 from .numexpr_groups import plan
 from .numpy_bias_fold import fold_biases
 
@@ -71,6 +72,12 @@ TORCH.update({
     "clamp": "{o} = torch.clamp({a}, {b}, {c})",
     "linear": "{o} = torch._C._nn.linear({a}, {b}, {c})", "linear_nobias": "{o} = torch._C._nn.linear({a}, {b})",
 })
+# pow by a scalar torch's CPU kernel computes without pow: the same products and reciprocals (a cube
+# never writes into its operand: it reads it after the square)
+POWERS = {2.0: "{o} = _np.square({a}{out})", 3.0: "{o} = _np.square({a}); _np.multiply({o}, {a}, {o})",
+          -1.0: "{o} = _np.reciprocal({a}{out})", -2.0: "{o} = _np.square({a}{out}); _np.reciprocal({o}, {o})",
+          -0.5: "{o} = _np.sqrt({a}{out}); _np.reciprocal({o}, {o})"}
+assert set(POWERS) == set(SCALAR_POWERS)
 _UFUNC = re.compile(r"\b_np\.(\w+)\(")
 UNARY = {name for name, text in NUMPY.items() if "{b}" not in text}
 
@@ -105,8 +112,9 @@ class NumpyKernel:
     """
 
     def __init__(self, steps: list, n_inputs: int, constants: list, outputs: list, label: str = "numpy_region",
-                 private=()):
+                 private=(), elements: int | None = None):
         self.steps, self.n_inputs, self.outputs = steps, n_inputs, outputs
+        self.elements = elements   # the tensors' size when traced: what numexpr programs are costed for
         self.constants = list(constants)
         # indices of constants only this program holds and nothing in it writes (frozen copies):
         # their folded copies need no per-call version check
@@ -115,7 +123,7 @@ class NumpyKernel:
         self._scalars: dict = {}
         self._fast = self._fits()   # else (e.g. moved to float64 or another device) torch's steps only
         self._variants = fold_biases(steps, outputs, self.constants) if self._fast else {}
-        self._items = plan(steps, outputs, set(self._variants)) if self._fast else []
+        self._items = plan(steps, outputs, set(self._variants), elements) if self._fast else []
         self._call = self._compile()
 
     def __call__(self, *args):
@@ -124,7 +132,7 @@ class NumpyKernel:
     def moved(self, fn) -> "NumpyKernel":
         """The same kernel over ``fn`` applied to each constant (a ``Module._apply`` conversion)."""
         return NumpyKernel(self.steps, self.n_inputs, [fn(k) for k in self.constants], self.outputs, self.label,
-                           self.private)
+                           self.private, self.elements)
 
     def _fits(self) -> bool:
         """Do the constants fit the numpy path (plain CPU float32 tensors)?"""
@@ -230,6 +238,8 @@ class NumpyKernel:
             fields["out"] = f", {names[0]}" if numpy and inplace else ""
             fields["outk"] = f", out={names[0]}" if numpy and inplace else ""
             template = self._variants[j][0] if numpy and j in self._variants else table[op]
+            if numpy and cost_key(op, operands) == "pow_scalar":
+                template = POWERS[float(operands[1][1])]
             lines.append(template.format(**fields))
         return lines
 

@@ -6,7 +6,12 @@ linears) reach about 330: a BERT feed-forward layer (128x768 by 3072) takes 1.8 
 4.1. The weight is reordered into oneDNN's blocked layout once (``_reorder_linear_weight``, a
 copy of the weight kept beside it), which saves oneDNN that reorder on every call: 7-16% on
 BERT's linears. oneDNN's call costs about 11 us more than torch's, so the kernel uses it only
-when the product has at least ``MIN_MACS`` multiply-adds, and torch's ``linear`` below that.
+when the product has at least ``MIN_MACS`` multiply-adds, and torch's ``linear`` below that. With one
+thread (``torch.set_num_threads(1)``, a server running one model per core) oneDNN's throughput is no better
+than torch's below about 8M multiply-adds (best of 15 interleaved rounds here: 1M 45 vs 28 us, 4M 98 vs 88,
+8M 169 vs 170, 17M 316 vs 337, 34M 614 vs 674, 302M 27 vs 37 ms; the optimized Mistral / Qwen2 decoders at
+batch 8 ran 1.5x their traced programs' time), so a one-thread call takes oneDNN from
+``MIN_MACS_ONE_THREAD`` on.
 
 The answer does not depend on the path: a call that does not fit (not a plain CPU float32
 tensor, tracked by autograd, too small, an error in oneDNN) runs the recorded ops.
@@ -29,7 +34,11 @@ from .onednn_activation import ACTIVATIONS, NAN_TO_NUMBER, label, recorded
 from .onednn_conv import packable, plain_f32
 
 MIN_MACS = 1 << 20   # below about a million multiply-adds torch's linear is faster (oneDNN's call overhead)
+MIN_MACS_ONE_THREAD = 1 << 23   # with one thread: below about 8M multiply-adds torch's linear is as fast or faster
 PACK_ROWS = 128      # the row count oneDNN picks the weight layout for; any count above 1 gave the same speed
+
+
+_threads = torch.get_num_threads
 
 
 def available() -> bool:
@@ -49,6 +58,7 @@ class OneDnnLinear:
         self.drops_nan = activation in NAN_TO_NUMBER   # see backends/fallback.py's finite-input check
         self._packed = self._pack()
         self._min_elements = -(-MIN_MACS // max(1, weight.shape[0])) if weight.dim() == 2 else 0
+        self._min_elements_one_thread = -(-MIN_MACS_ONE_THREAD // max(1, weight.shape[0])) if weight.dim() == 2 else 0
 
     @property
     def function(self):
@@ -73,7 +83,8 @@ class OneDnnLinear:
 
     def __call__(self, x):
         packed = self._packed
-        if packed is not None and plain_f32(x) and x.numel() >= self._min_elements \
+        least = self._min_elements if _threads() > 1 else self._min_elements_one_thread
+        if packed is not None and plain_f32(x) and x.numel() >= least \
                 and not (x.requires_grad and torch.is_grad_enabled()):
             try:
                 return torch.ops.mkldnn._linear_pointwise(x, packed, self.bias, self._attr, list(self.scalars),

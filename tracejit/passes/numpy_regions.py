@@ -10,8 +10,15 @@ The kernel is an in-memory object: this pass runs after the saved pipeline (pass
 ``IN_MEMORY_PASSES``) and a saved program keeps the graph before it.
 
 A run is a sequence of consecutive supported nodes (constant nodes in between do not break it)
-on CPU float32 values; it is fused when it holds at least ``MIN_WEIGHT`` ops' worth of work and
-its tensors (constants aside) had at most ``MAX_ELEMENTS`` elements when traced.
+on CPU float32 values; it is fused when it holds at least ``MIN_WEIGHT`` ops' worth of work, its
+tensors (constants aside) had at most ``MAX_ELEMENTS`` elements when traced, and at that size its
+estimated cost as a kernel is below its cost as torch ops (runtime/elementwise_costs.py: the kernel
+saves the dispatcher per op, but ``clamp``, ``relu``, ``sigmoid`` and ``rsqrt`` cost numpy more per
+element than torch; an op without a measured cost leaves the run in torch).
+
+``pow`` by a scalar is fused only for the exponents torch computes without pow (2, 3, -1, -2, -0.5:
+the kernel computes the same products, bit for bit); ``x ** 2.5`` stays a torch op (np.power differs
+from torch in the last bit and takes ~250 ns per negative element).
 """
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ import torch
 from ..codegen.capture_emit import region_of
 from ..ir import Graph, Node, TensorType, Value, iter_values, verify
 from ..ops import split_name
+from ..kernels.elementwise_costs import SCALAR_POWERS, cost_key, numpy_kernel_ns, torch_ns
 from ..kernels.numpy_kernel import MAX_ELEMENTS, UNARY, NumpyKernel
 from .graph_copy import copy_graph, replace_uses
 
@@ -29,6 +37,10 @@ OP = "tracejit::kernel"
 CONSTANT = "tracejit::constant"
 MIN_WEIGHT = 3                 # the kernel's entry and exit cost about as much as two torch ops
 MAX_WEIGHT_ELEMENTS = 1 << 18  # a linear weight larger than this runs in torch (its threads win)
+# numpy's OpenBLAS runs a product of more than 65536 * 4 multiply-adds on its own threads, whatever
+# torch.set_num_threads says; on a busy machine that cost 4.6 ms for a [17, 512] x [512, 128] product
+# (25 us single-threaded at 262144) and slowed the torch ops after it 2.3x: such a linear stays torch's
+BLAS_ONE_THREAD_MACS = 65536 * 4
 _SCALAR_BINARY = {"add", "sub", "mul", "div"}
 _REVERSED = {"sub": "rsub", "div": None, "pow": "rpow"}
 
@@ -52,14 +64,40 @@ def fuse_numpy_regions(graph: Graph) -> Graph:
     writes = any(n.effectful and n.op != "tracejit::guard" for n in out.nodes)
     for run in runs:
         ops = [n for n in run if n.op != CONSTANT]
-        if sum(3 if n.op.startswith("aten::linear") else 1 for n in ops) >= MIN_WEIGHT and _small(ops):
-            _fuse(out, run, uses, frozen_private=not writes)
+        if sum(3 if n.op.startswith("aten::linear") else 1 for n in ops) >= MIN_WEIGHT and _small(ops) \
+                and _pays(out, ops):
+            _fuse(out, run, uses, frozen_private=not writes, elements=_elements(ops))
             fused += 1
     if fused:
         from .dce import eliminate_dead_code
         eliminate_dead_code(out)
         verify(out)
     return out
+
+
+def _elements(ops: list) -> int:
+    """The largest number of elements of a (non-constant) tensor the run read or wrote when traced."""
+    most = 1
+    for node in ops:
+        for v in list(node.input_values()) + node.outputs:
+            shape = getattr(getattr(v, "type", None), "shape", ())
+            if v.producer is None or v.producer.op != CONSTANT:
+                most = max(most, math.prod(s if isinstance(s, int) and s >= 0 else MAX_ELEMENTS for s in shape))
+    return most
+
+
+def _pays(graph: Graph, ops: list) -> bool:
+    """Is the run estimated cheaper as one numpy kernel (ufunc steps; its numexpr programs are only
+    chosen where they are cheaper still) than as torch ops, at its traced size? Unknown: no."""
+    keys = []
+    for node in ops:
+        op, operands = _step_of(graph, node)
+        keys.append(cost_key(op, operands))
+    from ..runtime.numexpr_groups import EXPR
+    calls = {k: EXPR[k][1] for k in keys if k in EXPR}
+    elements = _elements(ops)
+    kernel, torch_ops = numpy_kernel_ns(keys, calls, elements), torch_ns(keys, elements)
+    return kernel is not None and torch_ops is not None and kernel < torch_ops
 
 
 def _small(ops: list) -> bool:
@@ -138,6 +176,8 @@ def _classify(graph: Graph, name: str, overload: str, args: list):
         a, b = args
         if not all(isinstance(x, Value) or _scalar(x) for x in (a, b)):
             return None
+        if name == "pow" and isinstance(a, Value) and _scalar(b) and float(b) not in SCALAR_POWERS:
+            return None
         if isinstance(a, Value):
             return name, [a, b]
         if name in ("add", "mul"):
@@ -162,13 +202,17 @@ def _classify(graph: Graph, name: str, overload: str, args: list):
         b = _const_tensor(graph, args[2]) if len(args) == 3 and args[2] is not None else None
         if w is None or w.dim() != 2 or w.numel() > MAX_WEIGHT_ELEMENTS:
             return None
+        shape = getattr(getattr(args[0], "type", None), "shape", None)
+        if shape is None or not all(isinstance(d, int) and d >= 0 for d in shape) \
+                or math.prod(shape) * w.shape[0] > BLAS_ONE_THREAD_MACS:
+            return None
         if len(args) == 3 and args[2] is not None:
             return ("linear", args) if b is not None and b.dim() == 1 else None
         return "linear_nobias", args[:2]
     return None
 
 
-def _fuse(graph: Graph, run: list, uses: dict, frozen_private: bool) -> None:
+def _fuse(graph: Graph, run: list, uses: dict, frozen_private: bool, elements: int) -> None:
     in_run = {id(n) for n in run}
     produced: dict[int, int] = {}     # id(Value) -> step index
     inputs: list = []
@@ -195,7 +239,7 @@ def _fuse(graph: Graph, run: list, uses: dict, frozen_private: bool) -> None:
     outputs = [j for j, v in enumerate(step_values) if uses.get(id(v), 0) > inside[id(v)]]
     private = [i for i, c in enumerate(consts) if frozen_private and "frozen_from" in c.producer.attrs]
     kernel = NumpyKernel(steps, len(inputs), [graph.constants[c.producer.attrs["index"]] for c in consts],
-                         outputs, label=f"numpy_region_{len(steps)}ops", private=private)
+                         outputs, label=f"numpy_region_{len(steps)}ops", private=private, elements=elements)
     first = next(n for n in run if n.op != CONSTANT)
     region = Node(OP, "", args=tuple(inputs), attrs={"kernel": kernel.function, "ops": "numpy:" + kernel.describe()},
                   source=first.source, scope=first.scope)
