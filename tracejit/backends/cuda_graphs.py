@@ -99,10 +99,23 @@ class CudaGraphCapture:
 
 
 class _Entry:
-    __slots__ = ("capturer", "inputs", "outputs")
+    """One captured signature: its capturer, static input buffers (one per input leaf) and outputs (the
+    static output buffers), flattened once (``out_leaves``, ``out_spec``) for the clones of every call."""
+
+    __slots__ = ("capturer", "inputs", "outputs", "out_leaves", "out_spec")
 
     def __init__(self, capturer, inputs: list, outputs):
         self.capturer, self.inputs, self.outputs = capturer, inputs, outputs
+        self.out_leaves, self.out_spec = pytree.flatten(outputs)
+
+    def cloned(self):
+        """The outputs with each tensor cloned out of the static buffers (one clone per distinct tensor)."""
+        if self.out_spec.kind == pytree.LEAF:
+            out = self.out_leaves[0]
+            return out.clone() if isinstance(out, torch.Tensor) else out
+        memo: dict = {}
+        leaves = [memo.setdefault(id(t), t.clone()) if isinstance(t, torch.Tensor) else t for t in self.out_leaves]
+        return pytree.unflatten(self.out_spec, leaves)
 
 
 class CudaGraphProgram:
@@ -136,7 +149,10 @@ class CudaGraphProgram:
         if self.not_captured or autocast_on() or captured_changed(self.program) \
                 or nonfinite_input(self._compiled, args, kwargs):
             return self._run(args, kwargs)
-        leaves, spec = pytree.flatten((args, kwargs))
+        if not kwargs and all(type(a) is torch.Tensor for a in args):   # the common call: no flatten
+            leaves, spec = args, ("tensors", len(args))
+        else:
+            leaves, spec = pytree.flatten((args, kwargs))
         key = self.call_key(leaves, spec)
         if key is None:
             return self._run(args, kwargs)
@@ -152,7 +168,7 @@ class CudaGraphProgram:
                         static.copy_(leaf)
                 entry.capturer.replay()
                 self.stats["replays"] += 1
-                return entry.outputs if self.reuse_outputs else _cloned(entry.outputs)
+                return entry.outputs if self.reuse_outputs else entry.cloned()
         return self._run(args, kwargs)
 
     def call_key(self, leaves, spec):
@@ -183,7 +199,7 @@ class CudaGraphProgram:
         with torch.inference_mode(False):   # static buffers are written by every later call, in any mode
             inputs = [self._static(leaf) for leaf in leaves]
         versions = [t._version for t in inputs if isinstance(t, torch.Tensor)]
-        args, kwargs = pytree.unflatten(spec, inputs)
+        args, kwargs = pytree.unflatten(spec, inputs) if isinstance(spec, pytree.Spec) else (tuple(inputs), {})
         capturer = self.capturer(device)
         try:
             with torch.no_grad():   # no input requires grad (call_key); the optimized program holds constants
@@ -226,14 +242,6 @@ class CudaGraphProgram:
 def _swap(flat, dtype):
     leaves, spec = flat
     return spec, [t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in leaves]
-
-
-def _cloned(outputs):
-    """``outputs`` with each tensor cloned out of the static buffers (one clone per distinct tensor)."""
-    leaves, spec = pytree.flatten(outputs)
-    memo: dict = {}
-    out = [memo.setdefault(id(t), t.clone()) if isinstance(t, torch.Tensor) else t for t in leaves]
-    return pytree.unflatten(spec, out)
 
 
 def _graphs(program) -> list:
