@@ -8,7 +8,7 @@
 # Parts, each under `timeout` (its own cap, and never past the total), each run even when the one
 # before failed or timed out:
 #   device.txt          GPU, driver, torch (stops here, status 2, without CUDA)
-#   pytest-cuda.txt     tests/device/test_cuda_graphs.py (the CUDA-graph backend on a real GPU) and every
+#   pytest-cuda.txt     tests/device/test_cuda_graphs_on_gpu.py (the CUDA-graph backend on a real GPU) and every
 #                       test of the suite the `device` fixture runs on cuda
 #   bench_gpu.md/.json  bench/bench_gpu.py: the six rows, every column but torch.compile's (rows are
 #                       written as they finish: a part cut short keeps the rows it did)
@@ -34,7 +34,7 @@ failed=0
 
 DRY=()
 TESTS=(tests -k cuda)
-if [[ "${DRY_RUN:-0}" == 1 ]]; then DRY=(--device cpu --dry-run); TESTS=(tests/device/test_cuda_graphs.py); fi
+if [[ "${DRY_RUN:-0}" == 1 ]]; then DRY=(--device cpu --dry-run); TESTS=(tests/device/test_cuda_graphs_on_gpu.py); fi
 DRY_RUN="${DRY_RUN:-0}" "$PYTHON" - > "$OUT/device.txt" 2>&1 <<'PY'
 import os, sys, torch
 print("torch", torch.__version__, "CUDA build", torch.version.cuda)
@@ -75,7 +75,7 @@ part() {
   echo "$name: $what, $(( SECONDS - t0 ))s: $(grep -v '^$' "$logfile" | tail -n 1)" | tee -a "$SUMMARY"
 }
 
-# -k cuda: every test the `device` fixture runs on cuda ([cuda]), and test_cuda_graphs.py's (tests/device, tests/backends)
+# -k cuda: every test the `device` fixture runs on cuda ([cuda]), and test_cuda_graphs*.py's (tests/device, tests/backends)
 part "pytest: the suite's cuda tests" 150 "$OUT/pytest-cuda.txt" \
   "$PYTHON" -m pytest -q -p no:cacheprovider -rs "${TESTS[@]}"
 # shellcheck disable=SC2086  (BENCH_ARGS is a list of options)

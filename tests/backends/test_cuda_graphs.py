@@ -1,7 +1,7 @@
 """The CUDA-graph backend's logic on the CPU (backends/cuda_graphs.py): the capture seam is replaced by
 ``ReplayOnCpu``, which keeps the same contract as a CUDA graph (static output buffers overwritten in place
 by every replay; the program reads the static input buffers), so the cache, the signature check before
-replay, the fallbacks, output cloning and threads are proved here; tests/device/test_cuda_graphs.py runs
+replay, the fallbacks, output cloning and threads are proved here; tests/device/test_cuda_graphs_on_gpu.py runs
 the real ``torch.cuda.CUDAGraph`` where CUDA is present."""
 from __future__ import annotations
 
