@@ -76,15 +76,15 @@ part() {
 }
 
 # -k cuda: every test the `device` fixture runs on cuda ([cuda]), and test_cuda_graphs*.py's (tests/device, tests/backends)
-part "pytest: the suite's cuda tests" 150 "$OUT/pytest-cuda.txt" \
+part "pytest: the suite's cuda tests" 120 "$OUT/pytest-cuda.txt" \
   "$PYTHON" -m pytest -q -p no:cacheprovider -rs "${TESTS[@]}"
 # shellcheck disable=SC2086  (BENCH_ARGS is a list of options)
-part "bench_gpu.py (every column but torch.compile's)" 210 "$OUT/bench_gpu.md" \
+part "bench_gpu.py (every column but torch.compile's)" 230 "$OUT/bench_gpu.md" \
   "$PYTHON" bench/bench_gpu.py "${DRY[@]}" --json "$OUT/bench_gpu.json" \
   --columns eager eager_cuda_graph jit_trace jit_freeze_ofi ort_cuda tracejit_trace tracejit_ofi \
             tracejit_cuda_graphs tracejit_cuda_graphs_bf16 ${BENCH_ARGS:-}
 # shellcheck disable=SC2086
-part "bench_gpu.py torch.compile at batch 1" 200 "$OUT/bench_compile.md" \
+part "bench_gpu.py torch.compile at batch 1" 150 "$OUT/bench_compile.md" \
   "$PYTHON" bench/bench_gpu.py "${DRY[@]}" --json "$OUT/bench_compile.json" --rows resnet50/1/fp32 bert/1/fp32 \
   --columns eager compile compile_reduce_overhead tracejit_cuda_graphs ${BENCH_ARGS:-}
 
