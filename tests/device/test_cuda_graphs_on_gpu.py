@@ -151,8 +151,8 @@ def test_auto_times_cuda_graphs_for_a_cuda_program():
     traced = tracejit.trace(model, (_image(1, 0),))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        auto = tracejit.optimize_for_inference(traced, backend="auto", candidates=("traced", "torch", "cuda_graphs"),
-                                               budget_s=2.0)
+        auto = tracejit.optimize_for_inference(traced, backend="auto", candidates=("traced", "cuda_graphs"),
+                                               budget_s=6.0)   # builds stop at half the budget: room for both
     assert "cuda_graphs:" in auto.report and "not built" not in auto.report.split("cuda_graphs:")[1].splitlines()[0]
     with torch.no_grad():
         _close(auto(_image(1, 5)), model(_image(1, 5)))
