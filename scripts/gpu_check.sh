@@ -1,43 +1,96 @@
 #!/usr/bin/env bash
 # The one command a session with a GPU runs (issue 23): the suite's CUDA tests and bench/bench_gpu.py,
-# results written under $OUT (default: gpu-results/).
+# everything written under $OUT (default: gpu-results/), in under 8 minutes in all.
 #
 #   OUT=/some/dir scripts/gpu_check.sh                 # PYTHON=... to pick the interpreter
-#   BENCH_ARGS="--rounds 3 --calls 10" scripts/gpu_check.sh
+#   TOTAL_S=480 BENCH_ARGS="--rounds 3" scripts/gpu_check.sh
 #
-# Writes: device.txt (GPU, driver, torch), pytest-cuda.txt (every test the `device` fixture runs on
-# cuda, plus tests/device), bench_gpu.md and bench_gpu.json. Exits 2 without CUDA.
+# Parts, each under `timeout` (its own cap, and never past the total), each run even when the one
+# before failed or timed out:
+#   device.txt          GPU, driver, torch (stops here, status 2, without CUDA)
+#   pytest-cuda.txt     tests/device/test_cuda_graphs_on_gpu.py (the CUDA-graph backend on a real GPU) and every
+#                       test of the suite the `device` fixture runs on cuda
+#   bench_gpu.md/.json  bench/bench_gpu.py: the six rows, every column but torch.compile's (rows are
+#                       written as they finish: a part cut short keeps the rows it did)
+#   bench_compile.md/.json  torch.compile default and reduce-overhead at batch 1 beside eager and tracejit's
+#                       CUDA graphs (compiles take minutes: last, with what time is left)
+#   summary.txt         one line per part: status, seconds, the last line of what it printed
+# Exit status: 0 when every part passed, 1 otherwise, 2 without CUDA.
+#
+# DRY_RUN=1 runs the same parts on a machine without CUDA: the bench with --device cpu --dry-run (tiny
+# models), pytest on tests/device only (its CUDA tests skip): the script's plumbing, not a measurement.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT="${OUT:-gpu-results}"
+TOTAL_S="${TOTAL_S:-470}"
 mkdir -p "$OUT"
 if [[ -z "${PYTHON:-}" ]]; then
   if [[ -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
+failed=0
 
-"$PYTHON" - > "$OUT/device.txt" <<'PY' || { cat "$OUT/device.txt"; exit 2; }
-import sys, torch
+DRY=()
+TESTS=(tests -k cuda)
+if [[ "${DRY_RUN:-0}" == 1 ]]; then DRY=(--device cpu --dry-run); TESTS=(tests/device/test_cuda_graphs_on_gpu.py); fi
+DRY_RUN="${DRY_RUN:-0}" "$PYTHON" - > "$OUT/device.txt" 2>&1 <<'PY'
+import os, sys, torch
 print("torch", torch.__version__, "CUDA build", torch.version.cuda)
+if os.environ["DRY_RUN"] == "1":
+    print("DRY RUN on the CPU: the plumbing only, nothing measured"); sys.exit(0)
 if not torch.cuda.is_available():
     print("no CUDA device: torch.cuda.is_available() is False"); sys.exit(2)
 for i in range(torch.cuda.device_count()):
     print(f"cuda:{i}", torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).total_memory // 2**20, "MiB")
 PY
+device_rc=$?
+if [[ $device_rc -ne 0 ]]; then
+  cat "$OUT/device.txt"
+  echo "device: rc $device_rc: $(tail -n 1 "$OUT/device.txt")" >> "$SUMMARY"
+  exit 2
+fi
 command -v nvidia-smi >/dev/null && nvidia-smi >> "$OUT/device.txt" 2>&1
 cat "$OUT/device.txt"
+echo "device: ok: $(sed -n 2p "$OUT/device.txt")" >> "$SUMMARY"
 
-echo "== CUDA tests (the device fixture's cuda cases, and tests/device)"
-"$PYTHON" -m pytest -q -p no:cacheprovider -rs tests -k "cuda" > "$OUT/pytest-cuda.txt" 2>&1
-tests_rc=$?
-"$PYTHON" -m pytest -q -p no:cacheprovider -rs tests/device >> "$OUT/pytest-cuda.txt" 2>&1
-device_rc=$?
-tail -n 3 "$OUT/pytest-cuda.txt"
+# part NAME CAP_S LOG COMMAND...: run COMMAND under timeout (CAP_S, or what is left of TOTAL_S), output to LOG
+part() {
+  local name="$1" cap="$2" logfile="$3"; shift 3
+  local left=$(( TOTAL_S - SECONDS ))
+  (( left < cap )) && cap=$left
+  if (( cap < 20 )); then
+    echo "$name: not run (the ${TOTAL_S}s budget is spent)" | tee -a "$SUMMARY"
+    failed=1
+    return
+  fi
+  echo "== $name (at most ${cap}s)"
+  local t0=$SECONDS
+  timeout --kill-after=10 "$cap" "$@" > "$logfile" 2> "${logfile%.*}.log"
+  local rc=$?
+  local what="rc $rc"
+  (( rc == 124 || rc == 137 )) && what="TIMED OUT after ${cap}s (rc $rc)"
+  (( rc != 0 )) && failed=1
+  echo "$name: $what, $(( SECONDS - t0 ))s: $(grep -v '^$' "$logfile" | tail -n 1)" | tee -a "$SUMMARY"
+}
 
-echo "== bench/bench_gpu.py"
+# -k cuda: every test the `device` fixture runs on cuda ([cuda]), and test_cuda_graphs*.py's (tests/device, tests/backends)
+part "pytest: the suite's cuda tests" 120 "$OUT/pytest-cuda.txt" \
+  "$PYTHON" -m pytest -q -p no:cacheprovider -rs "${TESTS[@]}"
 # shellcheck disable=SC2086  (BENCH_ARGS is a list of options)
-"$PYTHON" bench/bench_gpu.py --json "$OUT/bench_gpu.json" ${BENCH_ARGS:-} > "$OUT/bench_gpu.md" 2> "$OUT/bench_gpu.log"
-bench_rc=$?
-cat "$OUT/bench_gpu.md"
-echo "pytest cuda: rc $tests_rc, tests/device: rc $device_rc, bench: rc $bench_rc (details under $OUT)"
-[[ $tests_rc -eq 0 && $device_rc -eq 0 && $bench_rc -eq 0 ]]
+part "bench_gpu.py (every column but torch.compile's)" 230 "$OUT/bench_gpu.md" \
+  "$PYTHON" bench/bench_gpu.py "${DRY[@]}" --json "$OUT/bench_gpu.json" \
+  --columns eager eager_cuda_graph jit_trace jit_freeze_ofi ort_cuda tracejit_trace tracejit_ofi \
+            tracejit_cuda_graphs tracejit_cuda_graphs_bf16 ${BENCH_ARGS:-}
+# shellcheck disable=SC2086
+part "bench_gpu.py torch.compile at batch 1" 150 "$OUT/bench_compile.md" \
+  "$PYTHON" bench/bench_gpu.py "${DRY[@]}" --json "$OUT/bench_compile.json" --rows resnet50/1/fp32 bert/1/fp32 \
+  --columns eager compile compile_reduce_overhead tracejit_cuda_graphs ${BENCH_ARGS:-}
+
+echo
+cat "$OUT/bench_gpu.md" "$OUT/bench_compile.md" 2>/dev/null
+echo
+echo "== summary ($SECONDS s; files under $OUT)"
+cat "$SUMMARY"
+exit $failed

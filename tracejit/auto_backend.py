@@ -1,7 +1,8 @@
 """``optimize_for_inference(traced, backend="auto")``: build the backends that apply, time them, keep the fastest.
 
 Candidates, in this order (cheapest to build first): ``traced`` (the traced program as given),
-``torch`` (the default ``optimize_for_inference``: frozen, inference passes, CPU kernels),
+``torch`` (the default ``optimize_for_inference``: frozen, inference passes, CPU kernels), ``cuda_graphs``
+(that program replayed from CUDA graphs: only for a program on a CUDA device),
 ``onnxruntime`` and ``openvino`` (the exported ONNX model; each only when its package is installed and the
 program runs on the CPU).
 A candidate that cannot be built, or whose answer on the example inputs differs from the traced
@@ -33,7 +34,7 @@ from typing import Any, Callable
 
 import torch
 
-CANDIDATES = ("traced", "torch", "onnxruntime", "openvino")
+CANDIDATES = ("traced", "torch", "cuda_graphs", "onnxruntime", "openvino")
 CHOICE_FILE = "tracejit.backend.json"
 DEFAULT_BUDGET_S = 3.0
 MIN_ROUNDS = 3      # one sample per candidate is noise: a median needs a few
@@ -119,7 +120,7 @@ def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, example_inputs=
     if not built:
         raise RuntimeError("optimize_for_inference(backend='auto'): no candidate could be built:\n"
                            + "\n".join(f"  {k}: {v}" for k, v in notes.items()))
-    timings = _time_rounds(built, args, kwargs, deadline, clock)
+    timings = _time_rounds(built, args, kwargs, deadline, clock, _device_of(traced).startswith("cuda"))
     best = min(timings, key=timings.get)
     lines = [f"chose {best}: fastest median per call on the example inputs "
              f"({len(built)} candidates, {clock() - start:.2f}s of a {budget_s:g}s budget)"]
@@ -128,7 +129,9 @@ def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, example_inputs=
     return AutoProgram(traced, built[best], best, "\n".join(lines), timings)
 
 
-def _time_rounds(built: dict, args, kwargs, deadline: float, clock) -> dict[str, float]:
+def _time_rounds(built: dict, args, kwargs, deadline: float, clock, on_cuda: bool = False) -> dict[str, float]:
+    """Median seconds per call of each candidate; on CUDA each call is waited for (launches are
+    asynchronous: without a sync a call would be timed by its launches only)."""
     names = list(built)
     samples: dict[str, list[float]] = {n: [] for n in names}
     with torch.no_grad():
@@ -137,6 +140,8 @@ def _time_rounds(built: dict, args, kwargs, deadline: float, clock) -> dict[str,
             for name in names[k:] + names[:k]:
                 t0 = clock()
                 built[name](*args, **kwargs)
+                if on_cuda:
+                    torch.cuda.synchronize()
                 samples[name].append(clock() - t0)
             if r + 1 >= MIN_ROUNDS and clock() >= deadline:
                 break
@@ -152,6 +157,10 @@ def _unavailable(name: str, traced) -> str:
         device = _device_of(traced)
         if device != "cpu":
             return f"not built: the program runs on {device}; the {name} backend runs on the CPU"
+    if name == "cuda_graphs":
+        device = _device_of(traced)
+        if not device.startswith("cuda") or not torch.cuda.is_available():
+            return f"not built: the program runs on {device}; CUDA graphs need a CUDA program"
     return ""
 
 
@@ -163,8 +172,10 @@ def _device_of(traced) -> str:
     held = list(traced.parameters()) + list(traced.buffers()) if hasattr(traced, "parameters") else []
     if runs_on_cpu(graph, held):
         return "cpu"
-    others = [t.device for t in held if t.device.type != "cpu"]
-    return str(others[0]) if others else "another device"
+    others = [str(t.device) for t in held if t.device.type != "cpu"]
+    others += [v.type.device for v in graph.inputs if getattr(v, "type", None) is not None
+               and getattr(v.type, "device", "cpu") != "cpu"]
+    return others[0] if others else "another device"
 
 
 def _build(name: str, traced):

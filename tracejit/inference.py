@@ -21,7 +21,7 @@ from .passes.pipeline import IN_MEMORY_PASSES, run_passes, runs_on_cpu
 from .runtime import specialize
 from .runtime.traced import TracedFunction, TracedModule
 
-BACKENDS = ("torch", "onnxruntime", "openvino", "auto")   # optimize_for_inference's backends (backends/protocol.py;
+BACKENDS = ("torch", "onnxruntime", "openvino", "cuda_graphs", "auto")   # optimize_for_inference's backends (backends/protocol.py;
 # "auto": auto_backend.py, to be absorbed by backends/)
 
 
@@ -52,8 +52,10 @@ def freeze(traced, preserved_attrs=None):
 def optimize_for_inference(traced, backend: str = "torch", **backend_options):
     """Freeze (modules in eval mode) and run the inference passes; ``backend="onnxruntime"`` runs
     the program in an onnxruntime session instead (options go to ``OrtProgram``), ``"openvino"``
-    compiles it with OpenVINO for CPU (options go to ``OpenVinoProgram``), ``"auto"`` times those that
-    apply and keeps the fastest (options go to ``auto_backend.optimize_auto``: ``budget_s``, ...)."""
+    compiles it with OpenVINO for CPU (options go to ``OpenVinoProgram``), ``"cuda_graphs"`` replays the
+    optimized program from one CUDA graph per input signature (options: ``cache_size``, ``reuse_outputs``,
+    ``dtype``; backends/cuda_graphs.py, docs/CUDA.md), ``"auto"`` times those that apply and keeps the
+    fastest (options go to ``auto_backend.optimize_auto``: ``budget_s``, ...)."""
     if backend not in BACKENDS:
         raise ValueError(f"optimize_for_inference: unknown backend {backend!r}; expected one of {BACKENDS}")
     if backend == "auto":

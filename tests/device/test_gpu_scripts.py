@@ -29,3 +29,27 @@ def test_gpu_check_without_cuda_stops_before_running_anything(tmp_path):
     assert done.returncode == 2
     assert "no CUDA device" in (tmp_path / "device.txt").read_text()
     assert not (tmp_path / "pytest-cuda.txt").exists() and not (tmp_path / "bench_gpu.md").exists()
+
+
+def test_bench_gpu_dry_run_on_the_cpu_fills_the_table(tmp_path):
+    """--device cpu --dry-run: tiny models through the same columns, cells and tables (not a measurement)."""
+    out = tmp_path / "dry.json"
+    done = _run([sys.executable, "bench/bench_gpu.py", "--device", "cpu", "--dry-run", "--rows", "bert/1/fp32",
+                 "--columns", "eager_cuda_graph", "tracejit_cuda_graphs", "tracejit_cuda_graphs_bf16",
+                 "--json", str(out)])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "DRY RUN on tiny models: not a measurement" in done.stdout
+    assert "| bert/1/fp32 |" in done.stdout and "Largest absolute difference to eager" in done.stdout
+    import json
+    cells = json.loads(out.read_text())["results"][0]["cells"]
+    assert set(cells) == {"eager", "eager_cuda_graph", "tracejit_cuda_graphs", "tracejit_cuda_graphs_bf16"}
+    assert cells["eager_cuda_graph"] == {"skipped": "needs CUDA"}
+    assert cells["tracejit_cuda_graphs"]["max_abs_diff"] < 1e-5 and cells["tracejit_cuda_graphs"]["ms"] > 0
+    # on the CPU the default capturer takes nothing: every call ran the optimized program
+    assert cells["tracejit_cuda_graphs"]["cuda_graphs"]["replays"] == 0
+    assert 0 < cells["tracejit_cuda_graphs_bf16"]["max_abs_diff"] < 0.2   # bfloat16's error, reported
+
+
+def test_bench_gpu_names_the_columns_it_knows():
+    done = _run([sys.executable, "bench/bench_gpu.py", "--device", "cpu", "--dry-run", "--columns", "tensorrt"])
+    assert done.returncode == 2 and "unknown columns ['tensorrt']; columns are eager, eager_cuda_graph" in done.stderr

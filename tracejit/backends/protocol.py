@@ -35,6 +35,7 @@ BACKENDS: dict[str, str] = {
     "onnxruntime": "tracejit.backends.onnxruntime",
     "openvino": "tracejit.backends.openvino",
     "program": "tracejit.backends.plain",
+    "cuda_graphs": "tracejit.backends.cuda_graphs",
 }
 
 
