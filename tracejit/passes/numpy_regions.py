@@ -93,7 +93,7 @@ def _pays(graph: Graph, ops: list) -> bool:
     for node in ops:
         op, operands = _step_of(graph, node)
         keys.append(cost_key(op, operands))
-    from ..runtime.numexpr_groups import EXPR
+    from ..kernels.numexpr_groups import EXPR
     calls = {k: EXPR[k][1] for k in keys if k in EXPR}
     elements = _elements(ops)
     kernel, torch_ops = numpy_kernel_ns(keys, calls, elements), torch_ns(keys, elements)
