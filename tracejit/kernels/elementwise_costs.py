@@ -17,6 +17,7 @@ there (``None``).
 """
 from __future__ import annotations
 
+MAX_ELEMENTS = 4096       # a numpy kernel's largest tensor: above this, torch's vectorized multi-threaded kernels win
 TORCH_CALL_NS = 1300      # a torch op through the dispatcher (1.2-3 us measured; the low end)
 KERNEL_CALL_NS = 2000     # a numpy kernel's entry and exit: checks, .numpy() views, from_numpy
 UFUNC_CALL_NS = 350       # one numpy ufunc call on a small array

@@ -37,7 +37,7 @@ import math
 
 import numpy as np
 
-from .elementwise_costs import NUMEXPR_CALL_NS, UFUNC_CALL_NS, cost_key, per_element
+from .elementwise_costs import MAX_ELEMENTS, NUMEXPR_CALL_NS, UFUNC_CALL_NS, cost_key, per_element
 
 MIN_CALLS = 4
 
@@ -107,7 +107,7 @@ def _zero():
 def plan(steps: list, outputs: list, excluded: set, elements: int | None = None) -> list:
     """The kernel's items (see the module docstring); ``excluded`` steps always stay ufunc steps.
     ``elements``: the size of the kernel's tensors when traced (None: unknown, costed at the largest
-    size the numpy path takes, ``numpy_kernel.MAX_ELEMENTS``)."""
+    size the numpy path takes, ``elementwise_costs.MAX_ELEMENTS``)."""
     if not available():
         return [("step", j) for j in range(len(steps))]
     eligible = [op in EXPR and j not in excluded and all(k != "v" or w not in excluded for k, w in operands)
@@ -142,7 +142,6 @@ def _program_pays(steps: list, tree: list, elements: int | None) -> bool:
     """Is ``tree`` estimated cheaper as one numexpr program than as its ufunc steps at ``elements``?
     A step without a measured cost on either path keeps the tree as ufunc steps (default-deny)."""
     if elements is None:
-        from .numpy_kernel import MAX_ELEMENTS
         elements = MAX_ELEMENTS
     program, ufuncs = float(NUMEXPR_CALL_NS), 0.0
     for t in tree:

@@ -23,11 +23,10 @@ import numpy as np
 import torch
 
 from ..codegen.compiler import compile_function
-from .elementwise_costs import SCALAR_POWERS, cost_key
+from .elementwise_costs import MAX_ELEMENTS, SCALAR_POWERS, cost_key
 from .numexpr_groups import plan
 from .numpy_bias_fold import fold_biases
 
-MAX_ELEMENTS = 4096   # above this, torch's vectorized multi-threaded kernels win
 
 # op -> numpy statement template over {o} (the result name), {a}, {b}, {c} (operands), {out} (", <a>": write
 # into the first operand, or "") and {outk} (", out=<a>" or "": np.maximum / np.minimum take out only by keyword)

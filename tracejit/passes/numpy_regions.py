@@ -30,6 +30,7 @@ from ..codegen.capture_emit import region_of
 from ..ir import Graph, Node, TensorType, Value, iter_values, verify
 from ..ops import split_name
 from ..kernels.elementwise_costs import SCALAR_POWERS, cost_key, numpy_kernel_ns, torch_ns
+from ..kernels.numexpr_groups import EXPR
 from ..kernels.numpy_kernel import MAX_ELEMENTS, UNARY, NumpyKernel
 from .graph_copy import copy_graph, replace_uses
 
@@ -93,7 +94,6 @@ def _pays(graph: Graph, ops: list) -> bool:
     for node in ops:
         op, operands = _step_of(graph, node)
         keys.append(cost_key(op, operands))
-    from ..kernels.numexpr_groups import EXPR
     calls = {k: EXPR[k][1] for k in keys if k in EXPR}
     elements = _elements(ops)
     kernel, torch_ops = numpy_kernel_ns(keys, calls, elements), torch_ns(keys, elements)
