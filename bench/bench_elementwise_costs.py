@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tracejit.runtime import numexpr_groups  # noqa: E402
+from tracejit.kernels import numexpr_groups  # noqa: E402
 from tracejit.kernels.elementwise_costs import PER_ELEMENT_NS  # noqa: E402
 from tracejit.kernels.numpy_kernel import NumpyKernel  # noqa: E402
 

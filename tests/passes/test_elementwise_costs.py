@@ -89,7 +89,7 @@ def test_a_run_numpy_computes_slower_than_torch_at_its_size_stays_in_torch():
 
 
 def test_an_op_without_a_measured_cost_is_never_fused(monkeypatch):
-    from tracejit.runtime import elementwise_costs
+    from tracejit.kernels import elementwise_costs
     monkeypatch.delitem(elementwise_costs.PER_ELEMENT_NS, "sin")
     fn = lambda x: torch.sin(x * 2.0 + 1.0) * 3.0 - 1.0   # noqa: E731
     traced = ofi(fn, (torch.randn(16),))

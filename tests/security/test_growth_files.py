@@ -75,7 +75,7 @@ def test_the_budget_is_the_calls_not_each_ops():
     """At a call an op is held to the call's budget (here 2^18 from the file, or 64 x the 8 input
     elements), not to 64 x its own argument as at load, so doubling step by step stops there."""
     loaded = _load(rewrite(_save(DOUBLINGS["cat"]), edit_doc=lambda d: _chain(d, 16)))
-    from tracejit.runtime import call_budget
+    from tracejit.support import call_budget
     why = call_budget.over_budget(size_rules.SEVERAL_TENSORS, {"tensors": [torch.ones(2 ** 18)] * 2}, 2 ** 18, 8)
     assert why is not None and "64 x the call's input tensors" in why
     assert call_budget.over_budget(size_rules.SEVERAL_TENSORS, {"tensors": [torch.ones(2 ** 18)] * 2}, 2 ** 18) \
