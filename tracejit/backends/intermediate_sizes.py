@@ -5,7 +5,9 @@ if h.size(0) > 16``) cannot be held by an ONNX model, which keeps the traced bra
 onnxruntime / OpenVINO programs check such a guard before each run by evaluating the slice of the traced program
 it reads on ``meta`` tensors of the call's input shapes (torch's shape functions: no data is read and nothing is
 computed), so its expression over the input sizes is evaluated exactly, and raise the plain program's GuardError
-naming the line when it fails.
+naming the line when it fails. A slice that cannot run on meta tensors (checked once, on the example's shapes:
+an op without a meta kernel, a device written in the code) runs on the call's own tensors under no_grad: it then
+computes that slice, which gives the trace's own sizes.
 
 A slice holding an op whose result's shape depends on the data (ATen's ``dynamic_output_shape`` tag: nonzero,
 masked_select, boolean indexing, unique, ...; ``ops.has_data_dependent_shape``) cannot be evaluated from sizes:
@@ -20,7 +22,8 @@ from .. import pytree
 from ..export.errors import ExportError
 from ..ir import Node, Value
 from ..ops import has_data_dependent_shape
-from ..ops.names import CONSTANT, GET_ATTR
+from ..errors import GuardError
+from ..ops.names import CONSTANT, GET_ATTR, split_name
 
 META = torch.device("meta")
 
@@ -37,10 +40,22 @@ def tensor_slice(guard, producers: dict) -> dict:
     return found
 
 
+def _data_dependent(node) -> bool:
+    """Does the node's result shape depend on values? ATen's tag says so for ``index.Tensor`` whatever its
+    indices; with integer index tensors only (transformers' ``mask[batch_idx, kv_idx]``) the shape is the
+    indices' broadcast shape: a function of sizes. A boolean (or uint8) index is a mask: data-dependent."""
+    if not (node.op.startswith("aten::") and has_data_dependent_shape(node.op)):
+        return False
+    if split_name(node.op).name == "index" and len(node.args) == 2 and isinstance(node.args[1], (list, tuple)):
+        return not all(i is None or (isinstance(i, Value) and hasattr(i.type, "dtype") and not i.type.dtype.is_floating_point
+                                     and i.type.dtype not in (torch.bool, torch.uint8)) for i in node.args[1])
+    return True
+
+
 def refuse_data_dependent(guard, nodes, backend: str) -> None:
     """ExportError when a node of the slice has a data-dependent shape: the guard is no function of sizes."""
     for node in nodes:
-        if node.op.startswith("aten::") and has_data_dependent_shape(node.op):
+        if _data_dependent(node):
             raise ExportError(
                 f"the trace relied on the size of a tensor whose shape depends on the data ({node.op} at "
                 f"{node.source}; the guard: {guard.attrs.get('what') or guard.attrs.get('test')}); the {backend} "
@@ -49,16 +64,37 @@ def refuse_data_dependent(guard, nodes, backend: str) -> None:
                 guard.source or guard.attrs.get("line"))
 
 
-def on_meta(graph, traced) -> None:
-    """Make ``graph``'s tensors meta: its constants, and each parameter / buffer it reads (a constant now)."""
-    graph.constants = [c.to(META) if isinstance(c, torch.Tensor) else c for c in graph.constants]
+def own_tensors(graph, traced, meta: bool) -> None:
+    """Make each parameter / buffer ``graph`` reads a constant (the check runs without the module), and with
+    ``meta`` every constant a meta tensor."""
+    if meta:
+        graph.constants = [c.to(META) if isinstance(c, torch.Tensor) else c for c in graph.constants]
     for node in graph.nodes:
         if node.op != GET_ATTR:
             continue
-        t = _tensor_at(traced, node.attrs["path"])
+        t = _tensor_at(traced, node.attrs["path"]).detach()
         node.op, node.target = CONSTANT, None
         node.attrs = {"index": len(graph.constants)}
-        graph.constants.append(t.detach().to(META))
+        graph.constants.append(t.to(META) if meta else t)
+
+
+def runs_on_meta(check, graph) -> bool:
+    """Does ``check`` run on meta tensors of the example's shapes? (An op without a meta kernel, a device
+    written in the code, a data-dependent shape torch does not tag: then the check runs on the call's own
+    tensors, which computes the slice: always the trace's own sizes.)"""
+    leaves = [torch.empty(v.type.shape, dtype=v.type.dtype, device=META) if isinstance(v, Value) and
+              hasattr(v.type, "shape") and all(d >= 0 for d in v.type.shape) else v for v in graph.input_leaves]
+    if any(isinstance(v, Value) for v in leaves):
+        return False
+    args, kwargs = pytree.unflatten(graph.in_spec, leaves)
+    try:
+        with torch.no_grad():
+            check(None, *args, **kwargs)
+    except GuardError:
+        return True   # it ran: the example's own guards hold on it, a failure here is its business
+    except Exception:  # noqa: BLE001  (no meta evaluation: the real one)
+        return False
+    return True
 
 
 def _tensor_at(module, path: str) -> torch.Tensor:

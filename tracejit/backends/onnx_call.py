@@ -64,6 +64,36 @@ def with_size_guards(program, traced, graph, call):
     the size of an intermediate tensor is checked by the slice of the program it reads, run on meta tensors of
     the call's shapes (intermediate_sizes.py); one whose slice has a data-dependent shape (``nonzero``) refuses
     the program with ExportError naming the line."""
+    built = _check_graph(graph, program.backend)
+    if built is None:
+        return call
+    checked_graph, on_meta = built
+    display = program.signature.split("(")[0]
+    if on_meta:
+        intermediate_sizes.own_tensors(checked_graph, traced, meta=True)
+    check = compile_method(checked_graph, "forward", f"{program.backend}_size_guards", guards=True, display=display)
+    if on_meta and not intermediate_sizes.runs_on_meta(check, checked_graph):
+        on_meta = False   # the slice on the call's own tensors (intermediate_sizes.py)
+        checked_graph, _ = _check_graph(graph, program.backend)
+        intermediate_sizes.own_tensors(checked_graph, traced, meta=False)
+        check = compile_method(checked_graph, "forward", f"{program.backend}_size_guards", guards=True,
+                               display=display)
+    program.size_guards = check
+
+    def guarded(*args, **kwargs):
+        if on_meta:
+            meta_args, meta_kwargs = intermediate_sizes.meta_arguments(args, kwargs)
+            check(None, *meta_args, **meta_kwargs)
+        else:
+            with torch.no_grad():
+                check(None, *args, **kwargs)
+        return call(*args, **kwargs)
+    return guarded
+
+
+def _check_graph(graph, backend: str):
+    """(a graph holding only the guards ONNX cannot check and what they read, whether it computes tensors), or
+    None when there is no such guard."""
     checked_graph = copy_graph(graph)
     _, unchecked = plan_guards(checked_graph)
     producers = {id(v): n for n in checked_graph.nodes for v in n.outputs if v is not None}
@@ -72,29 +102,15 @@ def with_size_guards(program, traced, graph, call):
         slice_ = _scalar_slice(guard, producers, ScalarType)
         if slice_ is None:   # the size of an intermediate tensor: evaluated on meta tensors, or refused
             slice_ = intermediate_sizes.tensor_slice(guard, producers)
-            intermediate_sizes.refuse_data_dependent(guard, slice_.values(), program.backend)
+            intermediate_sizes.refuse_data_dependent(guard, slice_.values(), backend)
         kept.update(slice_)
         checks.append(guard)
     if not checks:
-        return call
+        return None
     keep = {id(g) for g in checks} | set(kept)
     checked_graph.nodes = [n for n in checked_graph.nodes if id(n) in keep]
     checked_graph.outputs, checked_graph.out_spec = [], pytree.flatten(())[1]
-    on_meta = intermediate_sizes.reads_tensors(kept.values())
-    if on_meta:
-        intermediate_sizes.on_meta(checked_graph, traced)
-    check = compile_method(checked_graph, "forward", f"{program.backend}_size_guards", guards=True,
-                           display=program.signature.split("(")[0])
-    program.size_guards = check
-
-    def guarded(*args, **kwargs):
-        if on_meta:
-            meta_args, meta_kwargs = intermediate_sizes.meta_arguments(args, kwargs)
-            check(None, *meta_args, **meta_kwargs)
-        else:
-            check(None, *args, **kwargs)
-        return call(*args, **kwargs)
-    return guarded
+    return checked_graph, intermediate_sizes.reads_tensors(kept.values())
 
 
 def _scalar_slice(guard, producers: dict, scalar_type) -> dict | None:
