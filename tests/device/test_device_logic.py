@@ -51,7 +51,9 @@ def _net(device) -> nn.Module:
     return net.to(device)
 
 
-def test_cpu_only_kernels_are_chosen_on_cpu_and_never_for_another_device():
+def test_cpu_only_kernels_are_chosen_on_cpu_and_never_for_another_device(monkeypatch):
+    # the device decides here, not the size: the small conv is fused too (passes/conv_kernels.py's cost rule)
+    monkeypatch.setattr("tracejit.passes.conv_kernels.MIN_DENSE_MACS", 0)
     with torch.no_grad():
         on_cpu = tracejit.optimize_for_inference(tracejit.trace(_net("cpu"), (torch.randn(2, 3, 8, 8),)))
         on_meta = tracejit.optimize_for_inference(
