@@ -56,7 +56,10 @@ def test_cpu_only_kernels_are_chosen_on_cpu_and_never_for_another_device():
         on_cpu = tracejit.optimize_for_inference(tracejit.trace(_net("cpu"), (torch.randn(2, 3, 8, 8),)))
         on_meta = tracejit.optimize_for_inference(
             tracejit.trace(_net("meta"), (torch.randn(2, 3, 8, 8, device="meta"),), check_trace=False))
-    assert len(kernel_nodes(on_cpu)) >= 3   # the pattern is one the CPU kernels take
+    # the elementwise chain (a numpy region) and the large linear + gelu (oneDNN); the conv stays torch's
+    # (abs reads a feature map: not layout-free), and so does the lone small linear (kernels/elementwise_costs:
+    # a kernel's entry costs more than it saves on one linear)
+    assert len(kernel_nodes(on_cpu)) >= 2
     assert kernel_nodes(on_meta) == []
     out = on_meta(torch.randn(5, 3, 8, 8, device="meta"))   # another batch size
     assert out.device.type == "meta" and out.shape == (5, 128)
