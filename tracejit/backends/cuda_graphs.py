@@ -46,7 +46,7 @@ from torch import nn
 from .. import pytree
 from ..errors import TracerWarning
 from ..inference import optimized
-from ..ir import state_tests
+from ..ir import nodes_with_callees, state_tests
 from ..ops import aten
 from ..runtime import specialize
 from .fallback import autocast_on, captured_changed, nonfinite_input
@@ -267,24 +267,11 @@ def why_not_captured(program) -> str:
             return (f"a {kind} guard ({node.attrs.get('what') or node.attrs.get('test')}, at "
                     f"{node.source or 'an unknown line'}) is not decided by the input shapes")
     for graph in _graphs(program):
-        for node in _all_nodes(graph):
+        for node in nodes_with_callees(graph):
             if node.op.startswith("aten::") and (node.attrs.get("nondeterministic")
                                                  or aten.draws_random(node.name, node.args, node.kwargs)):
                 return f"{node.op} draws random numbers (at {node.source or 'an unknown line'})"
     return ""
-
-
-def _all_nodes(graph):
-    todo, seen = [graph], set()
-    while todo:
-        g = todo.pop()
-        if id(g) in seen:
-            continue
-        seen.add(id(g))
-        for n in g.nodes:
-            yield n
-            if n.op == "tracejit::call_module" and "graph" in n.attrs:
-                todo.append(n.attrs["graph"])
 
 
 def state_reads(program) -> tuple:

@@ -146,6 +146,21 @@ def iter_values(obj) -> Iterator[Value]:
             yield from iter_values(item)
 
 
+def nodes_with_callees(graph) -> Iterator[Node]:
+    """The nodes of ``graph`` and of every submodule graph it calls (``tracejit::call_module`` with a
+    ``graph`` attribute), each graph once however many paths reach it."""
+    todo, seen = [graph], set()
+    while todo:
+        g = todo.pop()
+        if id(g) in seen:
+            continue
+        seen.add(id(g))
+        for n in g.nodes:
+            yield n
+            if n.op == "tracejit::call_module" and "graph" in n.attrs:
+                todo.append(n.attrs["graph"])
+
+
 def map_values(obj, fn):
     """Rebuild ``obj`` (nested lists / tuples / dicts) with every Value replaced by ``fn(value)``."""
     if isinstance(obj, Value):

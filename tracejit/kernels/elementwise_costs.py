@@ -68,28 +68,24 @@ def per_element(op: str, path: str):
 
 def torch_ns(ops: list, elements: int):
     """Estimated ns of ``ops`` (names) as torch calls on tensors of ``elements`` elements; None if unknown."""
-    total = 0.0
-    for op in ops:
-        if op in ("linear", "linear_nobias"):
-            total += LINEAR_CALL_NS["torch"]
-            continue
-        ns = per_element(op, "torch")
-        if ns is None:
-            return None
-        total += TORCH_CALL_NS + ns * elements
-    return total
+    return _path_ns(ops, "torch", elements, 0.0, lambda op: TORCH_CALL_NS)
 
 
 def numpy_kernel_ns(ops: list, calls: dict, elements: int):
     """Estimated ns of ``ops`` as one numpy kernel of ufunc statements (``calls``: ufunc calls per op,
     1 when absent); None if an op has no measured numpy cost."""
-    total = float(KERNEL_CALL_NS)
+    return _path_ns(ops, "numpy", elements, float(KERNEL_CALL_NS), lambda op: UFUNC_CALL_NS * calls.get(op, 1))
+
+
+def _path_ns(ops: list, path: str, elements: int, total: float, call_ns):
+    """``total`` plus each op's cost on ``path``: its call (``call_ns(op)``) and its elements; None if an op
+    has no measured cost there (default-deny)."""
     for op in ops:
         if op in ("linear", "linear_nobias"):
-            total += LINEAR_CALL_NS["numpy"]
+            total += LINEAR_CALL_NS[path]
             continue
-        ns = per_element(op, "numpy")
+        ns = per_element(op, path)
         if ns is None:
             return None
-        total += UFUNC_CALL_NS * calls.get(op, 1) + ns * elements
+        total += call_ns(op) + ns * elements
     return total

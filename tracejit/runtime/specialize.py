@@ -30,6 +30,7 @@ import threading
 import torch
 
 from ..errors import ArgumentTypeError, GuardError
+from ..ir import nodes_with_callees
 from ..passes.inline import inline_calls
 from ..trace.source import caller_stacklevel, warn_at
 from . import omitted_inputs
@@ -83,18 +84,7 @@ class Specialization:
 
 def required_guards(graph) -> list:
     """The ``tracejit::guard`` nodes of ``graph`` and of the submodule graphs it calls."""
-    out, todo, seen = [], [graph], set()
-    while todo:
-        g = todo.pop()
-        if id(g) in seen:
-            continue
-        seen.add(id(g))
-        for n in g.nodes:
-            if n.op == "tracejit::guard":
-                out.append(n)
-            elif n.op == "tracejit::call_module" and "graph" in n.attrs:
-                todo.append(n.attrs["graph"])
-    return out
+    return [n for n in nodes_with_callees(graph) if n.op == "tracejit::guard"]
 
 
 class SpecializationSet:
