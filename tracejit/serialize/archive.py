@@ -24,7 +24,7 @@ from ..version import __version__
 from ..errors import SaveError
 from ..program import Program
 from ..runtime.traced import TracedFunction, TracedModule, program_of
-from . import atomic_file, encode, limits, specializations
+from . import atomic_file, encode, limits, save_check, specializations
 from .crc import crc_of
 
 FORMAT = "tracejit"
@@ -98,6 +98,7 @@ def _write(out, program: dict, tensors: dict) -> None:
     header = json.dumps(entries, separators=(",", ":")).encode()
     header += b" " * (-len(header) % 8)
     head = struct.pack("<Q", len(header)) + header
+    save_check.check_loadable(program, tensors, len(head) + offset)   # refused here, not on the server
     out.write(head)
     views = [memoryview(tensors[k].reshape(-1).view(torch.uint8).numpy()) for k in order if tensors[k].numel()]
     # the CRC runs over the tensors on a second thread while they are written

@@ -15,7 +15,7 @@ from ..ops.names import GETITEM, SETITEM, base_name
 from ..ir.ops import saved_attrs
 from ..ir.target import CallTargetError, as_target, target_text
 from ..trace import ops as opnames
-from . import limits, schema_check, validate
+from . import limits, schema_check, uninitialized, validate
 from .constants import _DTYPES, _LAYOUTS, _MEMORY_FORMATS, decode_const, dtype_name, encode_const  # noqa: F401
 from .structure import decode_spec, encode_spec
 
@@ -89,8 +89,9 @@ def encode_graph(graph: Graph, where: str) -> dict:
         if aten and opnames.aten_packet(aten) is None:
             raise SaveError(f"{where}: {node.op} at {node.source} cannot be saved: no ATen operator of that name "
                             f"exists, so tracejit.load could not run it{_SAVE_ADVICE.get(aten, '')}")
+        op, target, node_kwargs = uninitialized.as_saved(node.op, target_text(node.target), node.kwargs)
         args = [arg(a) for a in node.args]
-        kwargs = [[k, arg(v)] for k, v in node.kwargs.items()]   # pairs: keyword order is kept
+        kwargs = [[k, arg(v)] for k, v in node_kwargs.items()]   # pairs: keyword order is kept
         for v in node.outputs:
             if v is not None:
                 index[id(v)] = len(index)
@@ -99,7 +100,7 @@ def encode_graph(graph: Graph, where: str) -> dict:
         if node.op == "tracejit::guard":
             from .guards import encode_attrs
             attrs = encode_attrs(node, f"{where}, guard at {node.source}")
-        entry = {"op": node.op, "target": target_text(node.target), "args": args, "kwargs": kwargs,
+        entry = {"op": op, "target": target, "args": args, "kwargs": kwargs,
                  "outputs": [encode_type(v.type) if v is not None else None for v in node.outputs],
                  "dynamic": any(v is not None and v.dynamic for v in node.outputs)}
         if attrs:

@@ -112,6 +112,10 @@ FAMILIES = (
         margin_ranking_loss cosine_embedding_loss poisson_nll_loss triplet_margin_loss multi_margin_loss
         multilabel_margin_loss"""), chk.loss,
         "reduction is an enum (0 none, 1 mean, 2 sum) the kernels switch on: in range; targets are bounds-checked"),
+    Family("samplers_in_place", _ops("normal_ random_ exponential_ cauchy_ log_normal_ geometric_"), chk.schema_only,
+           "fill their own tensor in place with draws (``torch.empty_like(y).normal_(generator=g)``): the output is "
+           "the input, element by element; the kernels check the distribution's parameters (std >= 0, p in (0, 1), "
+           "from < to) and the schema check types them and the generator (only one the program makes)"),
     Family("factories", _ops("""
         zeros ones full rand randn randint randperm normal new_zeros new_ones new_full eye tril_indices triu_indices
         arange range linspace logspace"""), chk.sized,
@@ -174,6 +178,7 @@ BOUNDED_BY_INPUTS = {
     "norm_with_statistics": "normalization: shaped like its input",
     "group_norm": "normalization: shaped like its input",
     "losses": "element by element, then reduced: at most the inputs' broadcast",
+    "samplers_in_place": "each writes its own tensor's elements: the output is the input",
     "like_and_data": "*_like are shaped like their input; scalar_tensor is one element; tensor data is "
                      "held in the file (at most 65,536 numbers)",
     "fft": "fftshift / ifftshift roll their input (the transforms, windows and stft have rules)",
