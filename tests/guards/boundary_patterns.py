@@ -265,6 +265,10 @@ from boundary_numpy_patterns import (  # noqa: E402  (part 4: the numpy gaps of 
     numpy_ma_masked, numpy_method_chained, numpy_method_repeat, numpy_method_reshape, numpy_method_take,
     numpy_polynomial_class, numpy_polyval_size, numpy_scalar_method)
 
+from boundary_receiver_patterns import (  # noqa: E402  (part 5: numpy methods reached through any expression)
+    NumpyAttributeChain, numpy_comprehension_receiver, numpy_dict_receiver, numpy_getattr_receiver,
+    numpy_helper_result_receiver, numpy_lambda_receiver, numpy_repeat_in_subscript, numpy_subscript_receiver)
+
 
 CASES = [
     Case("contains_pad", contains_pad, (t(1, 2, 3),), [(t(0, 2, 3),), (t(4, 5, 6),)]),
@@ -372,6 +376,14 @@ CASES += [
     Case("numpy_polynomial_class", numpy_polynomial_class, (r(3),), [(r(5),)]),
     Case("numpy_fft_of_values", numpy_fft_of_values, (t(1.0, 2.0),), [(t(3.0, 2.0),)]),
     Case("numpy_fft_length", numpy_fft_length, (r(3),), [(r(5),)]),
+    Case("numpy_subscript_receiver", numpy_subscript_receiver, (r(2),), [(r(4),)]),
+    Case("numpy_dict_receiver", numpy_dict_receiver, (r(2),), [(r(4),)]),
+    Case("numpy_attribute_chain", NumpyAttributeChain, (r(2),), [(r(4),)]),
+    Case("numpy_helper_result_receiver", numpy_helper_result_receiver, (r(2),), [(r(4),)]),
+    Case("numpy_comprehension_receiver", numpy_comprehension_receiver, (r(2),), [(r(4),)]),
+    Case("numpy_lambda_receiver", numpy_lambda_receiver, (r(2),), [(r(4),)]),
+    Case("numpy_getattr_receiver", numpy_getattr_receiver, (r(2),), [(r(4),)]),
+    Case("numpy_repeat_in_subscript", numpy_repeat_in_subscript, (r(3),), [(r(5),)]),
 ]
 
 # identity-like int methods: recorded, so new sizes replay without any guard

@@ -6,7 +6,9 @@ looks at a frame's lines when an event happens in it. A per-thread profile hook
 (``sys.setprofile``, this thread only) calls ``IndexScanner.returning`` when a user frame
 (not tracejit's, torch's or the standard library's) returns. A profiler already installed as a Python callable is
 called through and restored after; a C-level one (``cProfile``) is left alone, and the tail
-scan is then off for that trace.
+scan is then off for that trace. The same hook sees each C function a user frame is about to call
+(``c_call``): a numpy one has its traced-size arguments guarded (numpy_calls.check_at_call), whatever
+expression gave its receiver.
 
 Cost: the hook runs for every call while tracing (CPython 3.11 has no per-event monitoring);
 tracing BERT-base took about +20% longer (7 interleaved rounds, median +20%, best +18%)
@@ -19,6 +21,7 @@ import os
 import sys
 import sysconfig
 
+from . import numpy_calls
 from .source import _TORCH_DIR, _skipped
 
 _user_files: dict[str, bool] = {}
@@ -42,18 +45,23 @@ def watching(scanner):
     if previous is not None and not callable(previous):   # a C profiler: do not replace it
         yield
         return
-    returning = scanner.returning
+    returning, numpy_call = scanner.returning, scanner.numpy_call
     user = _user_files
+    numpy_callee = numpy_calls.is_numpy_c_callable
 
     if previous is None:
         def hook(frame, event, arg):
-            if event == "return" and user.get(frame.f_code.co_filename, None) is not False \
-                    and _is_user(frame.f_code.co_filename):
-                returning(frame)
+            if event == "return":
+                if user.get(frame.f_code.co_filename, None) is not False and _is_user(frame.f_code.co_filename):
+                    returning(frame)
+            elif event == "c_call" and numpy_callee(arg) and _is_user(frame.f_code.co_filename):
+                numpy_call(frame)
     else:
         def hook(frame, event, arg):
             if event == "return" and _is_user(frame.f_code.co_filename):
                 returning(frame)
+            elif event == "c_call" and numpy_callee(arg) and _is_user(frame.f_code.co_filename):
+                numpy_call(frame)
             previous(frame, event, arg)
     sys.setprofile(hook)
     try:

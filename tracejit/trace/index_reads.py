@@ -159,6 +159,17 @@ class IndexScanner:
         if not frame.f_code.co_flags & _SUSPENDS:   # a generator's frame comes back after a yield
             self.last.pop(id(frame), None)
 
+    def numpy_call(self, frame) -> None:
+        """``frame`` (a user frame) is about to call a numpy C callable (frame_returns.py): guard what it passes."""
+        if self.busy:
+            return
+        self.busy = True
+        try:
+            numpy_calls.check_at_call(self, frame, _subscripts_by_line(frame.f_code.co_filename), _eval, _safe,
+                                      guard_index)
+        finally:
+            self.busy = False
+
     def _scan(self, frame) -> None:
         self.busy = True   # (parsing runs Python code, whose returns must not come back here)
         try:

@@ -12,8 +12,16 @@ the argument is evaluated again and each traced size in it is guarded ``== value
 
 A receiver that is itself a call (``np.ones(12).reshape(n, -1)``) is never evaluated again (a call may have
 effects): it is numpy's when its callee, looked up again, is a numpy callable (or a method of such a call's
-result, ``np.ones(12).astype(f).reshape(n)``). Limits: an argument with other calls than ``size`` / ``dim`` /
-``numel`` / ``len`` is not evaluated again; a receiver held in a subscript (``arrs[0].reshape(n)``) neither.
+result, ``np.ones(12).astype(f).reshape(n)``).
+
+Any receiver, at the call: while a thread traces, frame_returns.py's profile hook sees every C function a user
+frame is about to call (``c_call``); when it is numpy's (a method of a numpy array or scalar, or a function of a
+numpy module: is_numpy_c_callable, decided by the run-time callee, not by the source's shape), the call running
+at that instruction is found by its source span and its arguments are guarded as above. So ``arrs[0].reshape(n)``,
+``self.cfg.table.reshape(n)``, ``np.ones(3).reshape(n)``, ``[a.reshape(n) for a in arrs]`` and
+``(lambda a: a.reshape(n))(arr)`` are guarded at their line. Limits: an argument with other calls than ``size``
+/ ``dim`` / ``numel`` / ``len`` is not evaluated again; under a C-level profiler (cProfile) the hook is off and
+only the scan above runs.
 """
 from __future__ import annotations
 
@@ -130,6 +138,57 @@ def check(scanner, frame, call: ast.Call, evaluate, safe, guard) -> None:
             return
     except Exception:  # noqa: BLE001  (a name not bound yet: a line that did not run)
         return
+    _guard_arguments(scanner, frame, call, evaluate, safe, guard)
+
+
+# ---- at the call: the callee seen at run time (frame_returns.py's profile hook, ``c_call``) ------------------
+_NUMPY_OWNERS: dict[type, bool] = {}
+_positions: dict = {}   # code object -> its instructions' source spans
+
+
+def is_numpy_c_callable(fn) -> bool:
+    """Is ``fn``, a C function about to be called, numpy's: a method of a numpy object (whatever expression
+    gave the object) or a function of a numpy module? Asked for every C call while tracing: one dict lookup
+    for everything else."""
+    owner = type(getattr(fn, "__self__", None))
+    hit = _NUMPY_OWNERS.get(owner)
+    if hit is None:
+        hit = _NUMPY_OWNERS[owner] = _from_numpy(getattr(owner, "__module__", None))
+    return hit or owner is types.ModuleType and _from_numpy(getattr(fn, "__module__", None))
+
+
+def call_at(frame, table):
+    """The ``ast.Call`` whose call instruction ``frame`` is running (its source span), or None."""
+    code = frame.f_code
+    spans = _positions.get(code)
+    if spans is None:
+        spans = _positions[code] = list(code.co_positions())
+    at = frame.f_lasti // 2
+    if not table or not 0 <= at < len(spans):
+        return None
+    line, end_line, col, end_col = spans[at]
+    for node in table.get(line, ()):
+        if isinstance(node, ast.Call) and (node.end_lineno, node.col_offset, node.end_col_offset) == (
+                end_line, col, end_col):
+            return node
+    return None
+
+
+def check_at_call(scanner, frame, table, evaluate, safe, guard) -> None:
+    """``frame`` calls a numpy C callable now (is_numpy_c_callable): guard the traced sizes among the call's
+    side-effect-free arguments at its line. The receiver is never looked at again (``arrs[0].reshape(n)``,
+    ``self.table.reshape(n)``, ``np.ones(3).reshape(n)``, a comprehension's or a lambda's ``a.reshape(n)``):
+    the run time said whose the method is."""
+    call = call_at(frame, table)
+    if call is not None and candidate_arguments(call, safe):
+        _guard_arguments(scanner, frame, call, evaluate, safe, guard)
+
+
+def candidate_arguments(call: ast.Call, safe) -> bool:
+    return any(_arg_candidate(a, safe) for a in _arguments(call))
+
+
+def _guard_arguments(scanner, frame, call: ast.Call, evaluate, safe, guard) -> None:
     tracer = scanner.tracer
     name = ast.unparse(call.func) if hasattr(ast, "unparse") else "numpy"
     loc = SourceLoc(frame.f_code.co_filename, call.lineno, frame.f_code.co_name)
