@@ -7,6 +7,7 @@ calls, is still refused naming its line.
 """
 from __future__ import annotations
 
+import functools
 import gc
 import inspect
 import random
@@ -14,6 +15,7 @@ import time
 import warnings
 import weakref
 
+import numpy as np
 import pytest
 import torch
 
@@ -126,3 +128,48 @@ def test_the_bracket_is_gone_after_the_trace():
     before = list(gc.callbacks)
     trace_quietly_and_strictly(allocating, (torch.randn(3),))
     assert gc.callbacks == before
+
+
+class Node:
+    pass
+
+
+def test_a_weakref_callback_that_reads_the_clock_and_draws_when_forward_drops_the_object():
+    seen = []
+
+    def on_dead(ref):   # a plain weakref.ref callback, run by the reference count reaching zero (no collection)
+        seen.append((time.perf_counter(), random.random(), np.random.rand()))
+
+    class Owner:
+        def on_dead(self, ref):   # a bound method as the callback
+            seen.append(time.time())
+
+    owner = Owner()
+
+    def drops(x):
+        a, b = Node(), Node()
+        refs = [weakref.ref(a, on_dead), weakref.ref(b, owner.on_dead),
+                weakref.ref(Node(), functools.partial(lambda tag, ref: seen.append(random.random()), "t"))]
+        del a, b
+        return x * 3 + len(refs)
+
+    old = gc.isenabled()
+    gc.disable()   # no collection: the callbacks run from the reference counts alone
+    try:
+        traced = trace_quietly_and_strictly(drops, (torch.randn(3),))
+    finally:
+        if old:
+            gc.enable()
+    assert len(seen) == 3, seen
+    assert not [e for e in traced.ledger if e.kind == "python_state"]
+
+
+def test_forward_reading_the_clock_while_holding_a_live_weakref_is_still_refused():
+    keep = Node()
+
+    def reads(x, ref=weakref.ref(keep)):
+        return x * (time.perf_counter() > 0)  # @reads_with_live_ref
+
+    with pytest.raises(tracejit.TraceError) as err:
+        trace_quietly_and_strictly(reads, (torch.randn(3),))
+    assert f"{FILE}:{LINE('reads_with_live_ref')}:" in str(err.value)

@@ -12,12 +12,15 @@ How it is told (``outside_forward(frame)``):
   ``"stop"``, so every callback, and every ``__del__`` / finalizer / weakref callback the collector runs in
   between, runs with the flag set in the thread that collects;
 - **a finalizer outside a collection** (a reference count reaching zero): a frame of a method named
-  ``__del__`` or of ``weakref.finalize.__call__`` on the stack above the caller.
+  ``__del__`` or of ``weakref.finalize.__call__`` on the stack above the caller;
+- **a ``weakref.ref(obj, callback)`` callback outside a collection**: the interpreter calls it, as if from
+  forward's line, with one argument, the reference itself, whose referent is gone: a frame on the stack whose
+  last positional argument is a dead ``weakref.ref`` (a function, a bound method or a ``functools.partial``
+  given as the callback) is the reference's callback.
 
-Limits: a plain ``weakref.ref(obj, callback)`` callback run by a reference count reaching zero (no collection)
-is called by the interpreter as if from forward's line, and looks like forward's code; a ``gc.callbacks``
-entry added while a trace is running is bracketed on ``"start"`` but not on ``"stop"``; forward calling
-``obj.__del__()`` or a ``weakref.finalize`` object itself is taken as not forward's.
+Limits: a ``gc.callbacks`` entry added while a trace is running is bracketed on ``"start"`` but not on
+``"stop"``; forward calling ``obj.__del__()``, a ``weakref.finalize`` object, or a function with a dead weak
+reference as its last argument itself is taken as not forward's.
 """
 from __future__ import annotations
 
@@ -70,10 +73,19 @@ def outside_forward(frame) -> bool:
     f = frame
     while f is not None:
         code = f.f_code
-        if code.co_name == "__del__" or code is _FINALIZE_CALL:
+        if code.co_name == "__del__" or code is _FINALIZE_CALL or _weakref_callback(f):
             return True
         f = f.f_back
     return False
+
+
+def _weakref_callback(frame) -> bool:
+    """Is ``frame`` a weak reference's callback, called with the reference to an object just freed?"""
+    code = frame.f_code
+    if not code.co_argcount:
+        return False
+    ref = frame.f_locals.get(code.co_varnames[code.co_argcount - 1])
+    return isinstance(ref, weakref.ref) and ref() is None
 
 
 patches.register_lifecycle(_install, _uninstall)
