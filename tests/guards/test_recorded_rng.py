@@ -185,6 +185,37 @@ def test_onnx_refuses_a_seeded_program_naming_the_line():
     assert "test_recorded_rng.py" in str(err.value)
 
 
+def test_the_onnxruntime_backend_refuses_a_seeded_program_saying_why_and_what_to_do():
+    """onnxruntime cannot replay torch's generator stream (OpenVINO's program is built by the same export):
+    refused at the seed's line, with the way out; backend='auto' keeps a torch candidate, with eager's numbers."""
+    pytest.importorskip("onnxruntime")
+    traced = trace(global_noise, (torch.randn(3),))
+    with pytest.raises(tracejit.ExportError) as err:
+        tracejit.optimize_for_inference(traced, backend="onnxruntime")
+    text = str(err.value)
+    assert "cannot draw torch's stream" in text and "pass it in as an input" in text and "backend='torch'" in text
+    assert f"{FILE}:" in text
+    auto = tracejit.optimize_for_inference(traced, backend="auto")
+    assert auto.backend not in ("onnxruntime", "openvino")
+    x = torch.randn(5)
+    assert exact(call(auto, (x,)), call(global_noise, (x,)))
+
+
+def test_export_refuses_a_draw_from_a_generator_made_outside_forward():
+    """The traced program draws on from the captured generator (eager's numbers); an ONNX model would draw its own
+    (it used to export silently, ignoring the generator)."""
+    pytest.importorskip("onnxscript")
+    g = torch.Generator().manual_seed(0)
+
+    def outside(x):
+        return x + torch.rand(x.shape, generator=g)  # @outside_generator
+
+    traced = trace(outside, (torch.randn(3),))
+    with pytest.raises(tracejit.ExportError, match="made outside forward") as err:
+        tracejit.export_onnx(traced)
+    assert f"{FILE}:{LINE('outside_generator')}" in str(err.value)
+
+
 def test_a_generator_made_outside_forward_is_still_captured():
     g = torch.Generator().manual_seed(0)
 

@@ -13,3 +13,14 @@ class ExportError(RuntimeError):
         super().__init__(f"{message}{where}")
         self.op = op
         self.source = source
+
+
+# ONNX's random ops cannot draw torch's stream: a program that seeds it, or draws from a captured generator
+RNG_REFUSAL = {
+    True: "forward seeds torch's random number generator here (torch.manual_seed or a torch.Generator it makes and "
+          "seeds): ONNX's random ops cannot draw torch's stream, so the exported model would not give eager's "
+          "numbers; draw the noise outside the model and pass it in as an input, or keep the program in torch "
+          "(tracejit.save, or optimize_for_inference with backend='torch', replays the seeds)",
+    False: "this random op draws from a torch.Generator made outside forward (captured by the trace): ONNX's random "
+           "ops cannot draw its stream, so the exported model would not give eager's numbers; draw the noise outside "
+           "the model and pass it in as an input, or keep the program in torch"}

@@ -20,7 +20,7 @@ from ..ops import is_dropout
 from ..ops.names import CAPTURE_OPS, RNG_OPS, STATE_READS, OpName, split_name
 from ._deps import require
 from .dtypes import SCALAR_TO_ONNX, onnx_dtype
-from .errors import ExportError
+from .errors import RNG_REFUSAL, ExportError
 from .recorder import inline, split_inputs_attributes
 from .schema_args import bind
 from .special_ops import HANDLERS
@@ -144,11 +144,8 @@ class Lowering:
                               node.source)
         if node.op == "tracejit::sym_math":   # float math on sizes (export/sym_lowering.py)
             return HANDLERS[node.op](self, node, [self.arg(a) for a in node.args], {})
-        if node.op in RNG_OPS:
-            raise ExportError("forward seeds torch's random number generator here (torch.manual_seed or a "
-                              "torch.Generator it makes and seeds): ONNX's random ops cannot draw torch's stream, so "
-                              "the exported model would not give eager's numbers; draw the noise outside the model "
-                              "and pass it in as an input", node.op, node.source)
+        if node.op in RNG_OPS or any(isinstance(a, torch.Generator) for a in (*node.args, *node.kwargs.values())):
+            raise ExportError(RNG_REFUSAL[node.op in RNG_OPS], node.op, node.source)
         if node.op.startswith("tracejit::"):
             raise ExportError(f"no ONNX conversion for tracejit op '{node.op}'", node.op, node.source)
         op_name = self._functional(node)
