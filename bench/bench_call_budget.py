@@ -1,8 +1,10 @@
 """Call-time budget cost: per-call time of a program loaded from a file (with its size checks and
 checked int arithmetic, support/call_budget.py) against the same program traced in this process
-(trusted: no checks). Workloads: the MLP and BERT-base of bench_core.py (same builders, inputs and
-methodology: warm-up, N calibrated once, interleaved rounds, medians). Target (issue 21): at most
-5% (MLP) and 1% (BERT-base) per call.
+(trusted: no checks), and against the same file loaded with the checks switched off (a bench-only
+switch: the code generator's budget hooks patched out while it loads), so the difference is the checks
+alone. Workloads: the MLP and BERT-base of bench_core.py (same builders, inputs and methodology: warm-up,
+N calibrated once, interleaved rounds, medians and minima). Target (issue 21): at most 5% (MLP) and 1%
+(BERT-base) per call.
 
 Also prints how many checks each loaded program runs per call and their own cost, timed in isolation
 (each check against its op's inputs, best of 5), as a share of the traced program's median: the
@@ -25,7 +27,7 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_core import build_bert, build_mlp, cpu_model, time_interleaved  # noqa: E402
+from bench_core import WARMUP_CALLS, _run_batch, build_bert, build_mlp, calibrate, cpu_model  # noqa: E402
 
 import tracejit  # noqa: E402
 
@@ -39,6 +41,29 @@ def _codes(program) -> list[str]:
 def count_checks(program) -> int:
     """Lines of generated code that are budget checks (size checks, the input count, checked int ops)."""
     return sum(len(re.findall(r"_tj_budget\w*\(|_tj_int\.", code)) for code in _codes(program))
+
+
+def load_unchecked(raw: bytes):
+    """The file loaded with no budget checks (bench only): the code generator's hooks return nothing."""
+    from unittest import mock
+    from tracejit.codegen import budget_emit
+    with mock.patch.object(budget_emit, "before_node", lambda gen, node: None), \
+            mock.patch.object(budget_emit, "int_op_expr", lambda gen, node: None), \
+            mock.patch.object(budget_emit, "enter_line", lambda gen: None):
+        return tracejit.load(io.BytesIO(raw))
+
+
+def time_peers(peers: dict, args: tuple, rounds: int) -> dict:
+    """{peer: (median, min)} seconds per call over interleaved rounds (N calibrated once on the first)."""
+    for fn in peers.values():
+        for _ in range(WARMUP_CALLS):
+            fn(*args)
+    n = calibrate(next(iter(peers.values())), args)
+    samples = {name: [] for name in peers}
+    for _ in range(rounds):
+        for name, fn in peers.items():
+            samples[name].append(_run_batch(fn, args, n) / n)
+    return {name: (sorted(v)[len(v) // 2], min(v)) for name, v in samples.items()}
 
 
 def main() -> None:
@@ -55,12 +80,21 @@ def main() -> None:
             buf = io.BytesIO()
             tracejit.save(traced, buf)
             loaded = tracejit.load(io.BytesIO(buf.getvalue()))
+            unchecked = load_unchecked(buf.getvalue())
+            assert count_checks(unchecked) == 0
             torch.testing.assert_close(loaded(*inputs), traced(*inputs))
-            med = time_interleaved({"traced": traced, "loaded": loaded}, inputs, args.rounds)
+            torch.testing.assert_close(unchecked(*inputs), traced(*inputs))
+            t = time_peers({"traced": traced, "unchecked": unchecked, "loaded": loaded}, inputs, args.rounds)
         n = count_checks(loaded)
-        extra = (med["loaded"] - med["traced"]) / med["traced"] * 100
-        print(f"{name}: traced {med['traced'] * 1e6:.1f} us, loaded {med['loaded'] * 1e6:.1f} us per call "
-              f"({extra:+.2f}%), {n} budget check lines in the loaded program")
+        print(f"{name}: {n} budget check lines in the loaded program; per call, median / min of {args.rounds} "
+              f"interleaved rounds:")
+        for peer, (med, best) in t.items():
+            print(f"  {peer:9s} {med * 1e6:9.1f} us / {best * 1e6:9.1f} us")
+        for what, i in (("median", 0), ("min", 1)):
+            base = t["unchecked"][i]
+            print(f"  checks ({what}): {(t['loaded'][i] - base) * 1e6:+.2f} us = "
+                  f"{(t['loaded'][i] - base) / base * 100:+.2f}% of the unchecked call")
+        med = {"traced": t["traced"][0]}
         if n:
             from tracejit.support.call_budget import enter_call, size_check
             from tracejit.serialize.size_rules import RULES

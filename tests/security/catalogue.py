@@ -17,6 +17,14 @@ from security_testlib import (dotless_payload, fix_crc, graphs, injections, modu
                               rewrite, split)
 
 
+def base_of(name: str) -> str:
+    """The base a case edits ("fn" or "net": conftest.make_bases), whose inputs call it."""
+    return "fn" if name.startswith(("inject_keyword", "inject_call_target", "inject_argument", "argument_named",
+                                    "keyword_", "call_target", "namedtuple", "refused_op", "nodes_", "values_",
+                                    "tensors_", "keywords", "ledger_", "extra_files", "nesting", "string_", "zeros",
+                                    "arange", "repeat", "header", "sparse", "misaligned")) else "net"
+
+
 def _edit(raw, fn=None, edit_tensors=None):
     return rewrite(raw, edit_doc=fn, edit_tensors=edit_tensors)
 

@@ -7,6 +7,10 @@ program with its document edited and the CRC recomputed (tests/filesurgery.py).
 A case is ``(name, file bytes, input spec)``; calling the loaded program on the input must raise
 BudgetError before the op allocates (test_growth_files.py runs them in a child process whose
 address space is capped far below what the op would take).
+
+``direct_call_cases`` add a submodule method called directly (``loaded.sub.forward(y)``): it must hold
+its own call to the budget of its own inputs, not to the budget a bigger root call left in the thread
+(test_submodule_calls.py).
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import warnings
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 import tracejit
 from security_testlib import graphs, rewrite
@@ -120,3 +125,56 @@ def growth_cases() -> list:
     cases += [(f"chain_{STEPS}_{name}", rewrite(_save(fn), edit_doc=lambda d: _chain(d, STEPS)), INPUT)
               for name, fn in DOUBLINGS.items()]
     return cases
+
+
+# ------------------------------------------------------------------------- submodule methods called directly
+SUB_FACTOR = 16   # the submodule allocates len(y) x 16 bools; a hostile file raises the 16
+
+
+class Sizer(nn.Module):
+    """Allocates in proportion to its input: what a budget must hold when it is called directly."""
+
+    def forward(self, y):
+        return torch.ones([y.size(0) * SUB_FACTOR], dtype=torch.bool)
+
+
+class Caller(nn.Module):
+    """``forward`` does little (its inputs set the thread's last budget); ``slice_then_grow`` calls the
+    submodule on 8 elements of its input, so the submodule's allocation rides on the outer call's budget."""
+
+    def __init__(self):
+        super().__init__()
+        self.sub = Sizer()
+
+    def forward(self, x):
+        return x * 2
+
+    def slice_then_grow(self, y):
+        return self.sub(y[:8])
+
+
+def caller_file(factor: int | None = None) -> bytes:
+    """A real save of ``Caller`` (both methods traced); with ``factor`` the submodule's 16 is that."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = tracejit.trace_module(Caller(), {"forward": (torch.randn(3),), "slice_then_grow": (torch.randn(8),)})
+    buf = io.BytesIO()
+    tracejit.save(traced, buf)
+    if factor is None:
+        return buf.getvalue()
+
+    def edit(doc):
+        for g in graphs(doc):
+            for node in g["nodes"]:
+                if node["op"] == "aten::mul.int" and node["args"][1] == SUB_FACTOR:
+                    node["args"][1] = factor
+    return rewrite(buf.getvalue(), edit_doc=edit)
+
+
+def direct_call_cases() -> list:
+    """Jobs for sandbox_child.py: ``loaded.sub.forward`` on 8 elements asking for 2^29 bools (512 MB), after a
+    root call on 2^23 elements whose budget (64 x 2^23 = 2^29) would have allowed it, and in a fresh process
+    asking for 2^43."""
+    return [{"name": "direct_submodule_after_big_root_call", "raw": caller_file(2 ** 26), "inputs": "1:8",
+             "prime": f"2:{2 ** 23}", "method": "sub.forward"},
+            {"name": "direct_submodule_fresh", "raw": caller_file(2 ** 40), "inputs": "1:8", "method": "sub.forward"}]

@@ -78,6 +78,11 @@ def to_bytes(traced) -> bytes:
 @pytest.fixture(scope="session")
 def bases():
     """{"net": (traced, file bytes, input spec), "fn": ...}: real saves to edit."""
+    return make_bases()
+
+
+def make_bases() -> dict:
+    """The ``bases`` fixture's value (also for scripts/hostile_sweep.py)."""
     torch.manual_seed(0)
     net = Net().eval()
     with torch.no_grad():

@@ -114,6 +114,8 @@ def test_fuzzed_documents_never_run_code_or_crash(bases, tmp_path):
     assert not slow, slow
     assert not net_caught, net_caught
     outcomes = [r["outcome"] for r in report.values()]
-    print(f"document-edit fuzz: {len(files)} files from {EXAMPLES} examples:",
-          dict(collections.Counter(outcomes)))   # the counts a long run reports (pytest -s)
+    calls = collections.Counter(r.get("call", "") for r in report.values() if r["outcome"] == "loaded")
+    worst = max(r["load_cpu_s"] + r.get("call_cpu_s", 0.0) for r in report.values())
+    print(f"document-edit fuzz: {len(files)} files from {EXAMPLES} examples:",   # the counts a long run reports
+          dict(collections.Counter(outcomes)), "calls:", dict(calls), f"max load + call CPU {worst:.2f} s")
     assert outcomes.count("load_error") > len(outcomes) // 4   # the edits reach the checks

@@ -1,6 +1,8 @@
 """Hypothesis fuzz of the ops a file names and their int arguments (issue 21): an ATen node of a real save
 gets another op (from the allow-list, off it, or made up, its call target to match) and some of its
-int arguments replaced by enum-like and huge values, with the CRC recomputed. All files are then
+int arguments, positional or keyword, replaced by enum-like and huge values, and its string arguments
+(the string enums: reduction, rounding and padding modes, approximations, indexing, norms) by other
+modes, made-up ones and terminal escapes, with the CRC recomputed. All files are then
 loaded and called in one child process under memory and CPU limits: 0 crashes, 0 exceptions other
 than LoadError at load, load and call under 2 CPU seconds each file.
 
@@ -22,6 +24,9 @@ from tracejit.serialize import op_allowlist
 EXAMPLES = int(os.environ.get("TRACEJIT_FUZZ_EXAMPLES", 150))
 OP_NAMES = sorted(op_allowlist.ALLOWED) + OFF_LIST + ["definitely_not_an_op", "add_", "expand_", "_softmax"]
 INTS = [-1, 0, 1, 2, 3, 4, 7, 9, 64, 100, 4096, 2 ** 20, 2 ** 25, 2 ** 31, 2 ** 33, 2 ** 62, 10 ** 18]
+STRINGS = ["none", "mean", "sum", "tanh", "floor", "trunc", "same", "valid", "ij", "xy", "bilinear", "nearest",
+           "bicubic", "reflect", "circular", "fro", "nuc", "left", "right", "amax", "bogus", "", "\x1b[2J",
+           "a" * 300]
 
 
 @pytest.fixture(scope="module")
@@ -33,16 +38,19 @@ def _aten_nodes(doc):
     return [n for g in doc["program"]["graphs"] for n in g["nodes"] if n["op"].startswith("aten::")]
 
 
-def _replace_ints(x, values):
-    """x with its ints (not bools, not value references) replaced from ``values`` in turn."""
+def _replace(x, ints, strings):
+    """x with its ints (not bools, not value references) and strings replaced from ``ints`` / ``strings``
+    in turn."""
     if isinstance(x, bool) or x is None:
         return x
     if isinstance(x, int):
-        return next(values, x)
+        return next(ints, x)
+    if isinstance(x, str):
+        return next(strings, x)
     if isinstance(x, list):
-        return [_replace_ints(v, values) for v in x]
+        return [_replace(v, ints, strings) for v in x]
     if isinstance(x, dict) and "tuple" in x:
-        return {"tuple": _replace_ints(x["tuple"], values)}
+        return {"tuple": _replace(x["tuple"], ints, strings)}
     return x
 
 
@@ -54,8 +62,9 @@ def test_fuzzed_ops_and_int_arguments_never_crash_or_run_long(op_bases, tmp_path
               database=None, suppress_health_check=list(HealthCheck))
     @given(base=st.sampled_from(sorted(op_bases)), which=st.integers(0, 50),
            op=st.one_of(st.none(), st.sampled_from(OP_NAMES)), ints=st.lists(st.sampled_from(INTS), max_size=4),
+           strings=st.lists(st.sampled_from(STRINGS), max_size=2),
            overload=st.sampled_from([None, "default", "int", "Tensor"]))
-    def make(base, which, op, ints, overload):
+    def make(base, which, op, ints, strings, overload):
         doc, tensors = parsed[base]
         doc = copy.deepcopy(doc)
         nodes = _aten_nodes(doc)
@@ -63,7 +72,9 @@ def test_fuzzed_ops_and_int_arguments_never_crash_or_run_long(op_bases, tmp_path
         if op is not None:
             n["op"] = f"aten::{op}" + (f".{overload}" if overload else "")
             n["target"] = f"fn:torch.{op}"
-        n["args"] = _replace_ints(n["args"], iter(ints))
+        ints, strings = iter(ints), iter(strings)
+        n["args"] = _replace(n["args"], ints, strings)
+        n["kwargs"] = [[k, _replace(v, ints, strings)] for k, v in n.get("kwargs", [])]
         files.append({"name": f"fuzz{len(files)}", "raw": assemble(doc, tensors), "inputs": op_bases[base][2]})
 
     make()
@@ -77,6 +88,7 @@ def test_fuzzed_ops_and_int_arguments_never_crash_or_run_long(op_bases, tmp_path
     calls = [r.get("call", "") for r in report.values() if r["outcome"] == "loaded"]
     print(f"{len(outcomes)} files: {outcomes.count('load_error')} refused at load, {len(calls)} loaded; calls: "
           f"{calls.count('ok')} ok, {sum(c.startswith('raised') for c in calls)} raised "
-          f"({sorted(set(c for c in calls if c.startswith('raised')))})")
+          f"({sorted(set(c for c in calls if c.startswith('raised')))}); max load + call CPU "
+          f"{max(r['load_cpu_s'] + r.get('call_cpu_s', 0.0) for r in report.values()):.2f} s")
     assert outcomes.count("load_error") > len(outcomes) // 4   # the edits reach the checks
     assert outcomes.count("loaded") > 0                         # and not every edit is refused

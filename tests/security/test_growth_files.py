@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 import tracejit
-from catalogue_growth import BROADCASTS, DOUBLINGS, _chain, _save, growth_cases
+from catalogue_growth import BROADCASTS, DOUBLINGS, _chain, _save, direct_call_cases, growth_cases
 from security_testlib import rewrite, run_child
 from tracejit.serialize import op_allowlist, size_rules
 from tracejit.trace import ops as opnames
@@ -24,11 +24,13 @@ CPU_S = 2.0
 def test_growing_files_are_refused_before_they_allocate(tmp_path):
     cases = growth_cases()
     assert len(cases) == len(BROADCASTS) + len(DOUBLINGS)
-    jobs = [{"name": name, "raw": raw, "inputs": spec} for name, raw, spec in cases]
-    # 400 MB of address space beyond torch's: one n x n result (2^48 floats) would need 1 PB
+    direct = direct_call_cases()   # submodule methods called directly (test_submodule_calls.py): one child for both
+    jobs = [{"name": name, "raw": raw, "inputs": spec} for name, raw, spec in cases] + direct
+    # 400 MB of address space beyond torch's: one n x n result (2^48 floats) would need 1 PB; the direct
+    # submodule calls ask for 512 MB (after a root call whose budget would have allowed it) and 8 TB
     report = run_child(tmp_path, jobs, str(tmp_path / "canary"), mem_mb=400, cpu_s=120)
     problems = []
-    for name, _, _ in cases:
+    for name in [c[0] for c in cases] + [j["name"] for j in direct]:
         r = report[name]
         if r["outcome"] != "loaded" or r.get("call") != "raised BudgetError":
             problems.append(f"{name}: {r['outcome']} {r.get('message', '')} call={r.get('call')} "

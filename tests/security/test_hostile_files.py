@@ -8,7 +8,7 @@ import os
 import pytest
 
 from security_testlib import output_sum, run_child
-from catalogue import bound_cases, code_cases, crash_and_schema_cases
+from catalogue import base_of, bound_cases, code_cases, crash_and_schema_cases
 
 # CPU seconds (not wall time: the machine is shared) that rejecting a hostile file may take
 REJECT_CPU_S = 1.0
@@ -19,11 +19,7 @@ def _check(bases, tmp_path, make_cases):
     cases = make_cases(bases, canary) if make_cases is code_cases else make_cases(bases)
     jobs = []
     for name, raw, expect in cases:
-        base = "fn" if name.startswith(("inject_keyword", "inject_call_target", "inject_argument", "argument_named",
-                                        "keyword_", "call_target", "namedtuple", "refused_op", "nodes_", "values_", "tensors_", "keywords",
-                                        "ledger_", "extra_files", "nesting", "string_", "zeros", "arange", "repeat",
-                                        "header", "sparse", "misaligned")) else "net"
-        traced, _, inputs = bases[base]
+        traced, _, inputs = bases[base_of(name)]
         job = {"name": name, "raw": raw, "inputs": inputs}
         if expect == "same":
             job["expect_sum"] = output_sum(traced, inputs)

@@ -89,7 +89,7 @@ def test_catalogue_has_the_classes_of_the_issue(report):
     names = [c[0] for c in cases[1:]]
     assert len(names) >= 70
     for prefix in ("html_", "terminal_", "chain_", "paths_", "guard_list", "nodes_", "symbolic_sizes", "dict_outputs",
-                   "root_method_", "zip_"):
+                   "root_method_", "zip_", "nodes_50000"):
         assert any(n.startswith(prefix) for n in names), prefix
 
 
@@ -178,3 +178,16 @@ def test_exponential_programs_are_refused_by_the_expansion_bound(report):
         assert "over all its paths" in done[(name, "load")]["message"]
     for name in ("chain_8_calls_twice", "paths_8_diamonds"):
         assert done[(name, "load")]["outcome"] == "loaded" and done[(name, "load")]["call"] == "ok"
+
+
+def test_export_refuses_a_file_past_its_node_budget_in_one_line(report):
+    """A valid file whose ten calls of a 4,990-node submodule inline to 49,941 nodes (export took ~0.5 ms a
+    node: 25 s) loads and runs, and export refuses it before lowering, naming the count, the limit and the flag."""
+    _, _, done = report
+    load = done[("nodes_50000_inlined", "load")]
+    assert load["outcome"] == "loaded" and load["call"] == "ok"
+    for verb in ("export", "triton"):
+        r = done[("nodes_50000_inlined", verb)]
+        assert r["code"] == 2 and r["cpu_s"] < CPU_S, r
+        assert "the program has 49941 nodes (submodule calls inlined), more than the 10000" in r["stderr"]
+        assert "--max-nodes N" in r["stderr"]

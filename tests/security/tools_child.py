@@ -6,7 +6,8 @@ list of files under memory and CPU limits.
 JOBS.json: {"canary", "mem_mb", "cpu_s", "jobs": [{"name", "path", "verbs": ["load", "inspect", "run",
 "view", "export", "triton"], "out": a directory for the verbs' output files}]}. Before each verb the
 child writes ``{"start": [name, verb]}``, after it ``{"done": [name, verb], ...}`` with the exit status
-(``code``; ``outcome`` for load), the CPU seconds it took, the raw control characters found in what it
+(``code``; ``outcome`` for load), the CPU seconds it took, its peak resident memory (``rss_mb``: the peak is
+reset before each verb), the raw control characters found in what it
 printed (``controls``), its output (``stdout`` / ``stderr``, cut), ``raised`` when something escaped the
 CLI's own error handling, and whether the canary appeared. A crash names the verb and file that caused it.
 """
@@ -27,6 +28,23 @@ def controls(text: str) -> list:
     """The raw control / format characters in ``text`` other than a newline (what could drive a terminal)."""
     return sorted({c for c in text if c != "\n" and (not c.isprintable() or unicodedata.category(c) in
                                                      ("Cf", "Zl", "Zp"))})
+
+
+def _reset_peak_rss() -> None:
+    """Start a new peak resident set size (Linux: writing 5 to clear_refs resets VmHWM)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def _peak_rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def _argv(verb: str, path: str, out: str) -> list:
@@ -87,10 +105,11 @@ def main(jobs_path: str, report_path: str) -> None:
             os.makedirs(job["out"], exist_ok=True)
             for verb in job["verbs"]:
                 report.write(json.dumps({"start": [job["name"], verb]}) + "\n")
+                _reset_peak_rss()
                 t0 = time.process_time()
                 result = _load(job, torch, tracejit) if verb == "load" else _cli(_argv(verb, job["path"], job["out"]),
                                                                                   cli)
-                result.update({"done": [job["name"], verb], "cpu_s": time.process_time() - t0,
+                result.update({"done": [job["name"], verb], "cpu_s": time.process_time() - t0, "rss_mb": _peak_rss_mb(),
                                "canary": os.path.exists(spec["canary"])})
                 report.write(json.dumps(result) + "\n")
 

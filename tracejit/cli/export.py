@@ -32,6 +32,9 @@ def register(sub) -> None:
     p.add_argument("--output", "-o", metavar="ONNX", help="where to write the ONNX model")
     p.add_argument("--opset", type=int, metavar="N", help="ONNX opset to write (default 18, the lowest supported)")
     p.add_argument("--method", default="forward", help="the traced method to export (default forward)")
+    p.add_argument("--max-nodes", type=int, metavar="N", default=None,
+                   help="export a method of at most N nodes, submodule calls inlined (default 10,000: over 10x "
+                        "BERT-base's 727 and ResNet-50's 549; a file's nodes cost about 0.5 ms each to lower)")
     p.add_argument("--triton", metavar="DIR", help="write a Triton model repository entry under DIR")
     p.add_argument("--name", help="the Triton model name (default: the traced module's or function's name)")
     p.add_argument("--max-batch-size", type=int, metavar="N", default=None,
@@ -65,7 +68,7 @@ def cmd_export(args) -> int:
 
 def export(program, args):
     """The ONNX model of ``program`` and the export's warnings (the guards ONNX cannot check)."""
-    return export_quietly(program, args.file, opset=args.opset, method=args.method)
+    return export_quietly(program, args.file, opset=args.opset, method=args.method, max_nodes=args.max_nodes)
 
 
 def export_quietly(program, file: str, f=None, **options):

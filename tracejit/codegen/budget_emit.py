@@ -1,7 +1,7 @@
 """Codegen of the call-time budget checks of programs loaded from a file (support/call_budget.py).
 
-Every line it adds is a call of a ``_tj_budget*`` global (the inputs' count first, a size check
-before an op) and every checked int operation is ``_tj_int.<op>(a, b)``, so the code of a loaded
+Every line it adds is a call of a ``_tj_budget*`` global (the inputs' count first, in every method:
+each may be an entry point; a size check before an op) and every checked int operation is ``_tj_int.<op>(a, b)``, so the code of a loaded
 program reads as the traced program's plus these.
 
 Only when the CodeGen has a ``budget`` plan (serialize/budget_plan.py hands one to loaded
@@ -33,13 +33,16 @@ def before_node(gen, node) -> None:
     name = f"_tj_budget{len(gen.globals)}"
     _add_global(gen, name, check)
     if gate is None:
+        gen.budget_ungated = True
         gen.emit(f"{name}({body})", node.source)
-    elif gate[0] == "numel":   # a product by a weight of the file: only an argument that big could pass the budget
+        return
+    if gate[0] == "numel":   # a product by a weight of the file: only an argument that big could pass the budget
         _, arg, most = gate
         gen.emit(f"if {gen.expr(bound[arg])}.numel() > {most}: {name}({body})", node.source)
     else:   # two tensors of one shape broadcast to that shape
         _, a, b = gate
         gen.emit(f"if {gen.expr(bound[a])}.shape != {gen.expr(bound[b])}.shape: {name}({body})", node.source)
+    gen.budget_gates = getattr(gen, "budget_gates", []) + [len(gen.lines) - 1]
 
 
 def int_op_expr(gen, node) -> str | None:
@@ -58,9 +61,28 @@ def int_op_expr(gen, node) -> str | None:
 
 
 def enter_line(gen) -> str | None:
-    """The root method's first statement when the program has size checks: its inputs' elements."""
-    if gen.budget is None or not gen.guards or not (gen.budget_checked or gen.budget.checked):
+    """The first statement of a method whose call needs a budget: its inputs' elements, the budget of the
+    call when the method is an entry point (a root method, or a submodule method the user calls directly;
+    support/call_budget.enter_call keeps the outer budget for a call from inside the program).
+
+    A method needs one when it has checks or calls a method that may have (a callee not compiled yet
+    counts as one that has: default-deny), a root method also when any method of the program has checks.
+    A leaf method whose checks are all gated (``if x.numel() > N:``, a Linear's) counts its inputs inside
+    each gate instead, so a call within the program pays for nothing but the gate."""
+    if gen.budget is None:
+        return None
+    _add_global(gen, "_tj_budget_inputs", enter_call)   # also marks this code as the program's own (nested calls)
+    plan = gen.budget
+    callees = [n.attrs.get("graph") for n in gen.graph.nodes if n.op == "tracejit::call_module"]
+    callees_need = any(plan.with_checks.get(id(c), True) for c in callees)
+    plan.with_checks[id(gen.graph)] = gen.budget_checked or callees_need
+    if not (gen.budget_checked or callees_need or (gen.guards and plan.checked)):
         return None
     tensors = [gen.name(v) for v in gen.graph.inputs if hasattr(v.type, "shape") and v.hint != "__capture__"]
-    _add_global(gen, "_tj_budget_inputs", enter_call)
-    return f"_tj_budget_inputs({', '.join(tensors)})"
+    call = f"_tj_budget_inputs({', '.join(tensors)})"
+    if gen.guards or callees_need or getattr(gen, "budget_ungated", False):
+        return call
+    for i in getattr(gen, "budget_gates", ()):
+        head, _, check = gen.lines[i].partition(": ")
+        gen.lines[i] = f"{head}: {call}; {check}"
+    return None

@@ -26,14 +26,21 @@ DEFAULT_OPSET = 18   # torch_lib's functions are written against opset 18
 # file with 2,400 inputs of rank 8 (19,200 axes) took 13 s to export (onnxscript's builder costs
 # ~0.3 ms a node); real programs have a few inputs of a few dimensions (docs/SECURITY.md)
 MAX_INPUT_DIMENSIONS = 1024
+# the default node budget of exporting a program loaded from a file (docs/SECURITY.md, "the export bound"):
+# onnxscript lowers ~0.3-0.7 ms a node, so a valid file of 50,000 nodes took 15-35 s. Measured, inlined
+# tracejit nodes: BERT-base 727 (1,192 ONNX nodes), ResNet-50 549 (440 ONNX nodes); 10,000 is over 10x
+# both. A program traced in this process is the user's own and has no budget unless ``max_nodes`` asks.
+MAX_FILE_NODES = 10_000
 
 
 def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False,
-                graph: Graph | None = None):
+                graph: Graph | None = None, max_nodes: int | None = None):
     """Write ``traced`` (a TracedModule or TracedFunction) as an ONNX model to ``f`` (a path or a
     binary file object; None: only return it). Returns the ``onnx.ModelProto``. ``doc_strings``:
     each node's doc string names its ATen op, source line and ledger entries (annotate.py). ``graph``:
     export this graph of ``traced``'s (one of its specializations) instead of ``method``'s first trace.
+    ``max_nodes``: refuse (ExportError) a program whose method has more nodes, submodule calls inlined;
+    by default ``MAX_FILE_NODES`` for a program loaded from a file (tracejit.load), no limit otherwise.
 
     >>> import torch, tracejit
     >>> traced = tracejit.trace(lambda x: torch.relu(x) * 2, torch.randn(2, 3))
@@ -43,7 +50,8 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
     """
     onnx = require("onnx")
     proto = require("onnx_ir").serde.serialize_model(build_model(traced, opset, method=method,
-                                                                      doc_strings=doc_strings, graph=graph))
+                                                                      doc_strings=doc_strings, graph=graph,
+                                                                      max_nodes=max_nodes))
     try:
         onnx.checker.check_model(proto, full_check=True)
         proto = onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
@@ -59,17 +67,53 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
 
 def traced_graph(traced, method: str = "forward") -> Graph:
     """The inlined graph of ``traced``'s ``method`` (a new Graph: the user's is never changed)."""
+    return inline_calls(method_graph(traced, method))
+
+
+def method_graph(traced, method: str = "forward") -> Graph:
+    """``traced``'s graph of ``method``, its submodule calls not inlined."""
     if isinstance(traced, nn.Module):
         graphs = getattr(traced, "method_graphs", None)
         if graphs is None or method not in graphs:
             raise TypeError(f"export needs a traced module or function (tracejit.trace / trace_module); got "
                             f"{type(traced).__name__} without a traced {method!r}")
-        return inline_calls(graphs[method])
+        return graphs[method]
     graph = getattr(traced, "graph", None)
     if not isinstance(graph, Graph):
         raise TypeError(f"export needs a traced module or function (tracejit.trace / trace_module); got "
                         f"{type(traced).__name__}")
-    return inline_calls(graph)
+    return graph
+
+
+def inlined_size(graph: Graph) -> int:
+    """The nodes ``graph`` has with every submodule call inlined, counted without inlining (each callee
+    graph once: a file's calls may expand to millions of nodes)."""
+    sizes: dict[int, int] = {}
+    stack = [graph]
+    while stack:
+        g = stack[-1]
+        callees = [n.attrs["graph"] for n in g.nodes if n.op == "tracejit::call_module"]
+        todo = [c for c in callees if id(c) not in sizes]
+        if todo:
+            stack.extend(todo)
+            continue
+        stack.pop()
+        sizes[id(g)] = len(g.nodes) - len(callees) + sum(sizes[id(c)] for c in callees)
+    return sizes[id(graph)]
+
+
+def check_node_count(graph: Graph, max_nodes: int | None = None) -> Graph:
+    """``graph`` if its inlined size is within ``max_nodes`` (default: ``MAX_FILE_NODES`` for a program
+    loaded from a file, whose graphs carry a call budget; no limit for one traced here), else ExportError."""
+    limit = max_nodes if max_nodes is not None else (
+        MAX_FILE_NODES if getattr(graph, "call_budget", None) is not None else None)
+    if limit is not None:
+        n = inlined_size(graph)
+        if n > limit:
+            raise ExportError(f"the program has {n} nodes (submodule calls inlined), more than the {limit} ONNX "
+                              f"export takes from a file by default (about 0.5 ms a node); raise the limit with "
+                              f"--max-nodes N (export_onnx(..., max_nodes=N))")
+    return graph
 
 
 def input_names(graph: Graph) -> list[str]:
@@ -102,12 +146,15 @@ def _identifier(text: str) -> str:
 
 
 def build_model(traced, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False,
-                graph: Graph | None = None):
-    """The onnx-ir Model of ``traced``'s ``method`` (or of ``graph``, one of its specializations)."""
+                graph: Graph | None = None, max_nodes: int | None = None):
+    """The onnx-ir Model of ``traced``'s ``method`` (or of ``graph``, one of its specializations);
+    ``max_nodes``: see export_onnx."""
     if opset is not None and not (isinstance(opset, int) and opset >= DEFAULT_OPSET):
         raise ValueError(f"export_onnx: opset {opset!r} is not supported; use {DEFAULT_OPSET} or later "
                          "(onnxscript's torch_lib writes opset 18)")
-    graph = traced_graph(traced, method) if graph is None else inline_calls(graph)
+    if max_nodes is not None and not (isinstance(max_nodes, int) and max_nodes > 0):
+        raise ValueError(f"export_onnx: max_nodes must be a positive int; got {max_nodes!r}")
+    graph = inline_calls(check_node_count(method_graph(traced, method) if graph is None else graph, max_nodes))
     _check_input_dimensions(graph)
     ir = require("onnx_ir")
     from .annotate import SourceNotes

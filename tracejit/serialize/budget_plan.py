@@ -17,6 +17,7 @@ class BudgetPlan:
     def __init__(self, file_elements: int):
         self.file_elements = file_elements   # limits.max_elements(file size)
         self.checked = False                 # some node got a check (the root then records its inputs)
+        self.with_checks: dict[int, bool] = {}   # id(graph) -> its method, or one it calls, has checks
 
     def check_for(self, node):
         """``(check, bound arguments, gate)`` for ``node`` (gate: see ``_gate``), or None when it needs

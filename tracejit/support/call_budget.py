@@ -12,8 +12,9 @@ the user's own code is trusted), the generated code
   input tensors): one budget for every op of the call, so growth step by step (64 ops each doubling
   a tensor) is held too; its multiply-adds (matmul and the other contractions) within WORK_FACTOR
   times that. Ops of several tensors are checked too (their broadcast or sum can outgrow each).
-  A root method with such checks first records its inputs' elements (``enter_call``); programs
-  without them pay nothing. ``over_budget`` also checks the traced sizes at load.
+  Every method of a program with such checks first records its inputs' elements (``enter_call``)
+  when it is an entry point (called from outside the program's generated code; a submodule call
+  inside a call keeps the outer budget); programs without checks pay nothing. ``over_budget`` also checks the traced sizes at load.
 
 Either raises BudgetError naming the op and the source line that recorded it, before any work.
 """
@@ -21,8 +22,11 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 import threading
 from types import SimpleNamespace
+
+from torch import Tensor
 
 from ..errors import BudgetError, GuardError
 
@@ -72,9 +76,22 @@ _CALL = threading.local()   # elements of the tensors the current call of a load
 
 
 def enter_call(*inputs) -> None:
-    """Called first by a loaded program's root method (when some op of it has a size check): the
-    inputs' elements, which raise the budget of every check of this call."""
-    _CALL.elements = sum(t.numel() for t in inputs if hasattr(t, "numel"))
+    """The first statement of every method of a loaded program that has size checks (root methods and
+    submodule methods alike): every entry point into the program sets the budget of its call from
+    the elements of *its own* inputs, so ``loaded.encoder.layer[0].forward(x)`` called directly is
+    held to what ``x`` allows, not to the last root call's budget in this thread.
+
+    A call made from a loaded program's own generated code (a submodule call inside a call: its
+    caller's globals hold this function) keeps the outer call's budget: its inputs are the call's
+    intermediates, already within that budget, and counting them again would let each level of
+    nesting raise the budget by CALL_FACTOR."""
+    if sys._getframe(2).f_globals.get("_tj_budget_inputs") is enter_call:
+        return
+    n = 0
+    for t in inputs:
+        if isinstance(t, Tensor):   # a submodule method has no input checks: a direct call may pass anything
+            n += t.numel()
+    _CALL.elements = n
 
 
 def _held(t) -> int:
