@@ -34,8 +34,10 @@ from typing import Any, Callable
 
 import torch
 
+from .serialize.file_format import BACKEND_CHOICE_FILE
+
 CANDIDATES = ("traced", "torch", "cuda_graphs", "onnxruntime", "openvino")
-CHOICE_FILE = "tracejit.backend.json"
+CHOICE_FILE = BACKEND_CHOICE_FILE
 DEFAULT_BUDGET_S = 3.0
 MIN_ROUNDS = 3      # one sample per candidate is noise: a median needs a few
 _MAX_ROUNDS = 200

@@ -41,3 +41,27 @@ def test_weights_are_not_views_of_the_file(bases, tmp_path):
         f.write(bytes(len(raw)))
     assert output_sum(loaded, inputs) == pytest.approx(want)
     assert all(a.equal(b) for a, b in zip(before, loaded.parameters()))
+
+
+def test_a_flipped_byte_in_a_large_weight_is_caught_on_every_read_path(tmp_path, monkeypatch):
+    """Weights of several MiB: the CRC of each chunk read runs on the second thread, through ISA-L (buffers of
+    crc.FAST_FROM bytes and more), and the chunks' CRCs are combined; a file of one chunk is summed in one pass
+    after the read. Either way one flipped bit in the middle of the weights is refused."""
+    import torch
+    from tracejit.serialize import crc
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(1024, 2048)   # 8 MiB of weights
+    x = torch.randn(3, 1024)
+    path = tmp_path / "big.tjit"
+    tracejit.save(tracejit.trace(lin, x), path)
+    raw = path.read_bytes()
+    assert len(raw) > 4 * crc.FAST_FROM
+    bad = bytearray(raw)
+    bad[len(raw) // 2] ^= 0x01
+    for chunk in (3 << 20, 1 << 24):   # chunks on the CRC thread (combined), and one chunk (no thread)
+        monkeypatch.setattr(loader, "_CHUNK", chunk)
+        path.write_bytes(raw)
+        torch.testing.assert_close(tracejit.load(path)(x), lin(x))
+        path.write_bytes(bytes(bad))
+        with pytest.raises(tracejit.LoadError, match="checksum mismatch"):
+            tracejit.load(path)

@@ -23,7 +23,10 @@ DEFERRED = ("tracejit.api", "tracejit.trace.api", "tracejit.trace.recorder", "tr
             "tracejit.passes.pipeline", "tracejit.passes.numpy_regions", "tracejit.kernels.numpy_kernel",
             "tracejit.kernels.onednn_linear", "tracejit.export", "tracejit.viewer", "tracejit.migrate",
             "tracejit.cli", "tracejit.hf", "tracejit.patch", "onnx", "onnxruntime", "onnxscript", "openvino",
-            "transformers", "numexpr")
+            "transformers", "numexpr",
+            # the writer (serialize.save) and what it writes with, the backend choice of an AutoProgram (read only
+            # where the file holds one), ISA-L's CRC (imported for buffers of 1 MiB and more: this file is smaller)
+            "tracejit.serialize.archive", "tracejit.serialize.atomic_file", "tracejit.auto_backend", "isal")
 
 
 def _child(code: str, *args: str) -> list:

@@ -15,6 +15,8 @@ time. Codegen emits ``if <predicate> != expected: fail``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Mapping
 from . import state_tests
 
 
@@ -84,11 +86,21 @@ ATEN_ATTRS = {"unpack": _optional(int), "nondeterministic": _optional(bool), "se
 REGION_ATTRS = {"grad": _optional(str), "autocast": _optional(list), "in_function": _optional(int)}
 
 
-def saved_attrs(op) -> dict:
-    """Attribute name -> type, for every attribute a saved node of ``op`` may carry."""
+_saved_tables: dict = {}   # op name (None: any ATen op) -> (its OpDef, the read-only table saved_attrs gave)
+
+
+def saved_attrs(op) -> Mapping:
+    """Attribute name -> type, for every attribute a saved node of ``op`` may carry (read-only; made once per
+    table entry: the loader asks for every node it reads)."""
     d = OPS.get(op) if isinstance(op, str) else None
+    key = d.name if d is not None else None
+    made = _saved_tables.get(key)
+    if made is not None and made[0] is d:
+        return made[1]
     own = d.attrs if d is not None else ATEN_ATTRS
-    return {k: a.type for k, a in {**own, **REGION_ATTRS}.items() if a.saved}
+    table = MappingProxyType({k: a.type for k, a in {**own, **REGION_ATTRS}.items() if a.saved})
+    _saved_tables[key] = (d, table)   # OPS's names only, plus None: bounded whatever files name
+    return table
 
 
 # test -> (number of operands, Python expression template over the operands)

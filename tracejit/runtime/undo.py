@@ -21,7 +21,7 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from ..errors import GuardError
-from ..ir import Graph, Value
+from ..ir import Graph, Value, nodes_with_callees
 from ..passes.written import FRESH, _may_alias
 from .calling import call_checked
 
@@ -42,6 +42,8 @@ class UndoPlan:
 def undo_plan(graph: Graph) -> UndoPlan | None:
     """The plan for ``graph`` (a root method; submodule calls are followed), or None: nothing it
     writes in place before a guard."""
+    if not any(n.effectful and n.op != GUARD for n in nodes_with_callees(graph)):
+        return None   # writes nothing in place anywhere: no need to flatten the calls (a load compiles many roots)
     from ..passes.inline import inline_calls
     flat = inline_calls(graph) if any(n.op == "tracejit::call_module" for n in graph.nodes) else graph
     nodes = list(flat.nodes)

@@ -24,16 +24,11 @@ from ..version import __version__
 from ..errors import SaveError
 from ..program import Program
 from ..runtime.traced import TracedFunction, TracedModule, program_of
-from . import atomic_file, encode, limits, save_check, specializations
+from . import atomic_file, encode, save_check, specializations
 from .crc import crc_of
+from .file_format import CRC_PLACEHOLDER as _CRC_PLACEHOLDER, FORMAT, MAX_HEADER, SCHEMA_VERSION  # noqa: F401
+from .file_format import ST_DTYPES as _ST_DTYPES
 
-FORMAT = "tracejit"
-SCHEMA_VERSION = 3   # 3: the specializations table (serialize/specializations.py)
-_CRC_PLACEHOLDER = "00000000"
-MAX_HEADER = limits.MAX_HEADER
-_ST_DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16, "BF16": torch.bfloat16,
-              "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
-              "BOOL": torch.bool, "C64": torch.complex64}
 _ST_NAMES = {d: n for n, d in _ST_DTYPES.items()}
 
 

@@ -163,7 +163,7 @@ def _state_value(v, at: str):
                     f"found {type(v).__name__}")
 
 
-_DTYPE_NAMES = {str(getattr(torch, n)) for n in dir(torch) if isinstance(getattr(torch, n, None), torch.dtype)}
+_DTYPE_NAMES = {str(v) for v in vars(torch).values() if isinstance(v, torch.dtype)}   # vars: no getattr per name
 _DEVICE_NAME = re.compile(r"[a-z_]{1,20}(:[0-9]{1,4})?")
 
 

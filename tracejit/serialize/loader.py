@@ -18,7 +18,8 @@ import torch
 from ..version import __version__
 from ..errors import LoadError
 from . import limits
-from .archive import _CRC_PLACEHOLDER, _ST_DTYPES, FORMAT, MAX_HEADER, SCHEMA_VERSION
+from .file_format import BACKEND_CHOICE_FILE, CRC_PLACEHOLDER as _CRC_PLACEHOLDER, FORMAT, MAX_HEADER, SCHEMA_VERSION
+from .file_format import ST_DTYPES as _ST_DTYPES
 from .crc import combine, crc32, crc_of
 from .expansion import check_expansion
 from .program_loader import load_function, load_module
@@ -88,8 +89,18 @@ _CHUNK = 16 * 1024 * 1024
 
 def _read_into(fh, buf, size: int, want_crc: bool):
     """Read the file into ``buf`` in chunks; the CRC of the bytes after the header runs on a
-    second thread while the next chunk is read. Returns (bytes read, that CRC or None)."""
+    second thread while the next chunk is read. Returns (bytes read, that CRC or None). A file of one chunk
+    is read on this thread alone; its CRC is then summed in one pass by ``_check_crc`` (no thread to start,
+    no CRCs to combine)."""
     view = memoryview(buf)
+    if size <= _CHUNK:
+        n = 0
+        while n < size:
+            k = fh.readinto(view[n:])
+            if not k:
+                break
+            n += k
+        return n, None
     n, data_start, crc, running = 0, None, 0, None
     with ThreadPoolExecutor(1) as pool:
         while n < size:
@@ -190,9 +201,9 @@ def _load(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
 def _with_backend_choice(loaded, program: dict):
     """The backend ``optimize_for_inference(backend="auto")`` chose, when it was saved with the program
     (auto_backend.py; docs/FORMAT.md): ``loaded.saved_backend_choice``, so auto does not measure again."""
-    from ..auto_backend import CHOICE_FILE, parse_choice
     stored = program.get("extra_files")
-    if isinstance(stored, dict) and CHOICE_FILE in stored:
+    if isinstance(stored, dict) and BACKEND_CHOICE_FILE in stored:
+        from ..auto_backend import CHOICE_FILE, parse_choice   # only then: a server's load does not import it
         try:
             raw = base64.b64decode(stored[CHOICE_FILE], validate=True)
             loaded.__dict__["saved_backend_choice"] = parse_choice(raw)

@@ -1,0 +1,17 @@
+"""The fixed names and numbers of a tracejit file (docs/FORMAT.md), apart from the writer (archive.py), so
+the loader, a server's only need, imports neither the writer nor what it writes with (atomic_file.py)."""
+from __future__ import annotations
+
+import torch
+
+from .limits import MAX_HEADER  # noqa: F401  (part of the format: the largest header a loader reads)
+
+FORMAT = "tracejit"
+SCHEMA_VERSION = 3   # 3: the specializations table (serialize/specializations.py)
+CRC_PLACEHOLDER = "00000000"   # the document's crc32 while the file's CRC is computed
+# safetensors' dtype names
+ST_DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16, "BF16": torch.bfloat16,
+             "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+             "BOOL": torch.bool, "C64": torch.complex64}
+# the extra file holding optimize_for_inference(backend="auto")'s choice (auto_backend.py)
+BACKEND_CHOICE_FILE = "tracejit.backend.json"
