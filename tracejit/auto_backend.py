@@ -9,13 +9,18 @@ A candidate that cannot be built, or whose answer on the example inputs differs 
 program's (``assert_close`` at ``rtol = atol = 1e-4`` of the output's scale), is left out and the
 report says why: a backend nobody measured is never chosen (default-deny).
 
-Timing: the candidates built are called in interleaved rounds (each round starts one candidate
-later; each was called once already, by the check), one timed call each per round, until the budget
-is spent and at least ``MIN_ROUNDS`` rounds ran; the fastest median per-call time wins. The budget
-bounds the build: no candidate starts building once half of ``budget_s`` has passed (the other half
-is for timing; the plain traced program is always there), so the whole choice takes at most
-``budget_s`` plus one build and ``MIN_ROUNDS`` rounds. Time is read from ``clock``
-(``time.perf_counter``; tests inject a fake one).
+Timing, made for a machine other processes load (load only ever adds time to a call): each candidate
+built is warmed up (``WARMUP_CALLS`` calls after the check's one: first calls allocate, fill caches and
+let onnxruntime / oneDNN pick kernels), then all are called in interleaved rounds (each round starts
+one candidate later, so none always runs after the same one), one timed call each per round, for
+``budget_s`` seconds and at least ``MIN_ROUNDS`` rounds. Each candidate is ranked by the lower quartile of
+its calls (a call slowed by another process says nothing about the candidate; the minimum alone would
+trust one lucky call); the fastest wins, the earlier candidate on a tie (the cheaper to build). Building
+is bounded apart: no candidate starts building once ``build_budget_s`` seconds have passed (the plain
+traced program is always there), so a slow first build (freezing a large model) does not leave the
+ONNX backends unmeasured, and the whole choice takes at most ``build_budget_s`` plus one build, plus
+``budget_s`` and ``MIN_ROUNDS`` rounds. Time is read from ``clock`` (``time.perf_counter``; tests inject
+a fake one). The report gives each candidate's lower quartile and median, and the rounds timed.
 
 The example inputs are ``example_inputs`` when given, else the traced program's stored ones
 (``traced.example_inputs``, kept by ``trace``), else tensors of the recorded input types (floats ``randn``, integers
@@ -38,17 +43,19 @@ from .serialize.file_format import BACKEND_CHOICE_FILE
 
 CANDIDATES = ("traced", "torch", "cuda_graphs", "onnxruntime", "openvino")
 CHOICE_FILE = BACKEND_CHOICE_FILE
-DEFAULT_BUDGET_S = 3.0
-MIN_ROUNDS = 3      # one sample per candidate is noise: a median needs a few
+DEFAULT_BUDGET_S = 3.0         # seconds of timing
+DEFAULT_BUILD_BUDGET_S = 120.0  # no candidate starts building after this (an ONNX export of a large model: ~10 s)
+MIN_ROUNDS = 8      # a lower quartile needs a few calls: with 8, two slowed calls of each candidate are ignored
+WARMUP_CALLS = 2
 _MAX_ROUNDS = 200
 
 
 class AutoProgram:
     """The fastest backend ``optimize_for_inference(backend="auto")`` found; call it like the traced program.
 
-    ``backend``: the chosen candidate's name; ``report``: one line per candidate (median time, or
-    why it was left out); ``timings``: candidate -> median seconds per call; ``program``: the
-    chosen program itself.
+    ``backend``: the chosen candidate's name; ``report``: one line per candidate (its times, or
+    why it was left out); ``timings``: candidate -> seconds per call (the lower quartile of its timed
+    calls, what the choice compared); ``program``: the chosen program itself.
     """
 
     def __init__(self, source, program, backend: str, report: str, timings: dict[str, float]):
@@ -82,16 +89,19 @@ def parse_choice(raw: bytes | str) -> dict:
     return {"backend": data["backend"], "report": data.get("report", "")}
 
 
-def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, example_inputs=None,
-                  candidates=CANDIDATES, clock: Callable[[], float] = time.perf_counter) -> AutoProgram:
-    """Build each applicable candidate within ``budget_s`` seconds, time them on the example inputs,
-    return the fastest as an ``AutoProgram`` (module docstring). ``candidates`` narrows the list."""
+def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, build_budget_s: float = DEFAULT_BUILD_BUDGET_S,
+                  example_inputs=None, candidates=CANDIDATES,
+                  clock: Callable[[], float] = time.perf_counter) -> AutoProgram:
+    """Build each applicable candidate (none started after ``build_budget_s`` seconds), time them on the
+    example inputs for ``budget_s`` seconds, return the fastest as an ``AutoProgram`` (module docstring).
+    ``candidates`` narrows the list."""
     unknown = [c for c in candidates if c not in CANDIDATES]
     if unknown or not candidates:
         raise ValueError(f"optimize_for_inference(backend='auto'): unknown candidates {unknown}; "
                          f"expected a non-empty subset of {CANDIDATES}")
-    if not budget_s > 0:
-        raise ValueError(f"optimize_for_inference(backend='auto'): budget_s must be > 0; got {budget_s!r}")
+    for label, value in (("budget_s", budget_s), ("build_budget_s", build_budget_s)):
+        if not (isinstance(value, (int, float)) and value > 0):
+            raise ValueError(f"optimize_for_inference(backend='auto'): {label} must be > 0; got {value!r}")
     saved = getattr(traced, "saved_backend_choice", None)
     if saved is not None and saved["backend"] in candidates:
         program = _build(saved["backend"], traced)
@@ -99,7 +109,7 @@ def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, example_inputs=
                            + saved["report"], {})
     args, kwargs = _example_inputs(traced, example_inputs)
     start = clock()
-    deadline, build_until = start + budget_s, start + budget_s / 2
+    build_until = start + build_budget_s
     with torch.no_grad():
         reference = traced(*args, **kwargs)
     built, notes = {}, {}
@@ -122,21 +132,50 @@ def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, example_inputs=
     if not built:
         raise RuntimeError("optimize_for_inference(backend='auto'): no candidate could be built:\n"
                            + "\n".join(f"  {k}: {v}" for k, v in notes.items()))
-    timings = _time_rounds(built, args, kwargs, deadline, clock, _device_of(traced).startswith("cuda"))
-    best = min(timings, key=timings.get)
-    lines = [f"chose {best}: fastest median per call on the example inputs "
-             f"({len(built)} candidates, {clock() - start:.2f}s of a {budget_s:g}s budget)"]
+    samples = _time_rounds(built, args, kwargs, budget_s, clock, _device_of(traced).startswith("cuda"))
+    timings = {name: lower_quartile(v) for name, v in samples.items()}
+    best = choose(timings)
+    rounds = len(next(iter(samples.values())))
+    lines = [f"chose {best}: fastest lower quartile per call on the example inputs ({len(built)} candidates, "
+             f"{rounds} interleaved rounds after {WARMUP_CALLS} warm-up calls; {clock() - start:.2f}s)"]
     for name in candidates:
-        lines.append(f"  {name}: {timings[name] * 1e6:.1f} us" if name in timings else f"  {name}: {notes[name]}")
+        if name in timings:
+            lines.append(f"  {name}: {timings[name] * 1e6:.1f} us (median {_median(samples[name]) * 1e6:.1f} us)")
+        else:
+            lines.append(f"  {name}: {notes[name]}")
     return AutoProgram(traced, built[best], best, "\n".join(lines), timings)
 
 
-def _time_rounds(built: dict, args, kwargs, deadline: float, clock, on_cuda: bool = False) -> dict[str, float]:
-    """Median seconds per call of each candidate; on CUDA each call is waited for (launches are
-    asynchronous: without a sync a call would be timed by its launches only)."""
+def lower_quartile(samples: list[float]) -> float:
+    """The lower quartile of ``samples`` (the smallest for fewer than 4): what a candidate is ranked by."""
+    ordered = sorted(samples)
+    return ordered[(len(ordered) - 1) // 4]
+
+
+def choose(timings: dict[str, float]) -> str:
+    """The fastest candidate; on a tie the first (candidates are in the order cheapest to build first)."""
+    return min(timings, key=lambda name: (timings[name], list(timings).index(name)))
+
+
+def _median(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _time_rounds(built: dict, args, kwargs, budget_s: float, clock, on_cuda: bool = False) -> dict[str, list]:
+    """Seconds of each timed call of each candidate: ``WARMUP_CALLS`` untimed calls each, then interleaved
+    rounds for ``budget_s`` seconds and at least ``MIN_ROUNDS`` rounds. On CUDA each call is waited for
+    (launches are asynchronous: without a sync a call would be timed by its launches only)."""
     names = list(built)
     samples: dict[str, list[float]] = {n: [] for n in names}
     with torch.no_grad():
+        for _ in range(WARMUP_CALLS):
+            for name in names:
+                built[name](*args, **kwargs)
+        if on_cuda:
+            torch.cuda.synchronize()
+        deadline = clock() + budget_s
         for r in range(_MAX_ROUNDS):
             k = r % len(names)
             for name in names[k:] + names[:k]:
@@ -147,8 +186,7 @@ def _time_rounds(built: dict, args, kwargs, deadline: float, clock, on_cuda: boo
                 samples[name].append(clock() - t0)
             if r + 1 >= MIN_ROUNDS and clock() >= deadline:
                 break
-    import statistics   # here: loading a program reads this module's parse_choice, and needs no statistics
-    return {n: statistics.median(v) for n, v in samples.items()}
+    return samples
 
 
 def _unavailable(name: str, traced) -> str:

@@ -55,7 +55,7 @@ def optimize_for_inference(traced, backend: str = "torch", **backend_options):
     compiles it with OpenVINO for CPU (options go to ``OpenVinoProgram``), ``"cuda_graphs"`` replays the
     optimized program from one CUDA graph per input signature (options: ``cache_size``, ``reuse_outputs``,
     ``dtype``; backends/cuda_graphs.py, docs/CUDA.md), ``"auto"`` times those that apply and keeps the
-    fastest (options go to ``auto_backend.optimize_auto``: ``budget_s``, ...)."""
+    fastest (options go to ``auto_backend.optimize_auto``: ``budget_s``, ``build_budget_s``, ...)."""
     if backend not in BACKENDS:
         raise ValueError(f"optimize_for_inference: unknown backend {backend!r}; expected one of {BACKENDS}")
     if backend == "auto":

@@ -108,27 +108,109 @@ def test_the_fastest_by_the_clock_wins():
     assert auto.timings["traced"] > auto.timings["torch"] > auto.timings["onnxruntime"]
 
 
-def test_budget_bounds_the_build():
-    """Past half the budget no candidate is built: with a clock at which the first build already spends
-    the budget, only the plain traced program is there, and the rounds stop after MIN_ROUNDS."""
+def test_build_budget_bounds_the_build():
+    """Past ``build_budget_s`` no candidate is built: with a clock at which the first build already spends
+    it, only the plain traced program is there, and the rounds stop after MIN_ROUNDS."""
     from tracejit.auto_backend import MIN_ROUNDS
     _, traced = _traced()
     clock = FakeClock(step=10.0)
-    auto = optimize_auto(traced, budget_s=1.0, clock=clock)
+    auto = optimize_auto(traced, budget_s=1.0, build_budget_s=1.0, clock=clock)
     assert auto.backend == "traced" and list(auto.timings) == ["traced"]
     for name in CANDIDATES[1:]:
         assert f"{name}: not built: the budget was spent" in auto.report
-    # start, one budget check per candidate left out, two readings per round, one deadline check (from the
-    # last of the MIN_ROUNDS rounds on), the report
-    assert clock.reads == 1 + (len(CANDIDATES) - 1) + 2 * MIN_ROUNDS + 1 + 1
+    # start, one budget check per candidate left out, the timing's start, two readings per round, one
+    # deadline check (from the last of the MIN_ROUNDS rounds on), the report
+    assert clock.reads == 1 + (len(CANDIDATES) - 1) + 1 + 2 * MIN_ROUNDS + 1 + 1
 
 
 def test_a_larger_budget_builds_more_and_times_several_rounds():
+    from tracejit.auto_backend import MIN_ROUNDS
     _, traced = _traced()
     clock = FakeClock(step=0.001)
-    auto = optimize_auto(traced, candidates=("traced", "torch"), budget_s=1.0, clock=clock)
+    auto = optimize_auto(traced, candidates=("traced", "torch"), budget_s=0.2, clock=clock)
     assert set(auto.timings) == {"traced", "torch"}
-    assert clock.now < 1.0 + 0.001 * 10   # stopped at the first round past the deadline
+    rounds = int(auto.report.split(" interleaved rounds")[0].rsplit(", ", 1)[1])
+    # each round reads the clock 5 times (2 per candidate, the deadline): 0.2 s of 0.001 s readings
+    assert rounds > MIN_ROUNDS and abs(rounds - 0.2 / 0.005) <= 2
+    assert clock.now < 0.2 + 0.001 * 20   # stopped at the first round past the deadline
+
+
+class Scripted:
+    """A fake candidate: call k advances ``clock`` by ``costs[k]`` seconds (the last cost repeats) and
+    records its name in ``order``; it answers as the traced program did on the example."""
+
+    def __init__(self, name, answer, costs, clock, order):
+        self.name, self.answer, self.costs, self.clock, self.order, self.calls = name, answer, costs, clock, order, 0
+
+    def __call__(self, *a, **k):
+        self.clock.now += self.costs[min(self.calls, len(self.costs) - 1)]
+        self.calls += 1
+        self.order.append(self.name)
+        return self.answer
+
+
+def _scripted_auto(monkeypatch, costs: dict, build_costs: dict | None = None, **options):
+    """optimize_auto over fake candidates with scripted call costs (and build costs) on a fake clock."""
+    import tracejit.auto_backend as ab
+    example = torch.randn(2, 3, 4, 4)
+    traced = tracejit.trace(lambda x: x * 2 + 1, (example,))
+    answer = traced(example)
+    clock, order = FakeClock(step=0.0), []
+
+    def build(name, t):
+        clock.now += (build_costs or {}).get(name, 0.0)
+        return Scripted(name, answer, costs[name], clock, order)
+
+    monkeypatch.setattr(ab, "_build", build)
+    monkeypatch.setattr(ab, "_unavailable", lambda name, t: "")
+    auto = optimize_auto(traced, candidates=tuple(costs), clock=clock, example_inputs=example, **options)
+    return auto, order
+
+
+def test_calls_slowed_by_load_do_not_decide(monkeypatch):
+    """onnxruntime's calls are 1 ms, but most of them were slowed by another process (4 ms); torch's are a
+    steady 2 ms. A median (or a mean) would choose torch; the lower quartile sees onnxruntime's own speed."""
+    from tracejit.auto_backend import WARMUP_CALLS
+    loaded = [0.004, 0.004, 0.001, 0.004, 0.004, 0.001, 0.004, 0.001] * 4
+    auto, _ = _scripted_auto(monkeypatch, {"traced": [0.003], "torch": [0.002],
+                                           "onnxruntime": [0.001] * (1 + WARMUP_CALLS) + loaded},
+                             budget_s=0.01)
+    assert auto.backend == "onnxruntime"
+    assert auto.timings["onnxruntime"] == pytest.approx(0.001) and auto.timings["torch"] == pytest.approx(0.002)
+    assert "onnxruntime: 1000.0 us (median 4000.0 us)" in auto.report
+
+
+def test_first_calls_are_warm_up_not_timing(monkeypatch):
+    """A candidate's first calls (allocation, kernel selection) cost 100x its later ones: they are the check's
+    and the warm-up's, never timed."""
+    from tracejit.auto_backend import WARMUP_CALLS
+    auto, _ = _scripted_auto(monkeypatch, {"traced": [0.003], "torch": [0.002],
+                                           "onnxruntime": [0.1] * (1 + WARMUP_CALLS) + [0.001]}, budget_s=0.01)
+    assert auto.backend == "onnxruntime" and auto.timings["onnxruntime"] == pytest.approx(0.001)
+
+
+def test_rounds_are_interleaved_and_each_starts_one_candidate_later(monkeypatch):
+    from tracejit.auto_backend import MIN_ROUNDS, WARMUP_CALLS
+    names = ("traced", "torch", "onnxruntime")
+    _, order = _scripted_auto(monkeypatch, {n: [0.001] for n in names}, budget_s=1e-9)
+    timed = order[len(names) * (1 + WARMUP_CALLS):]   # after the checks and the warm-up
+    rounds = [timed[i:i + 3] for i in range(0, len(timed), 3)]
+    assert len(rounds) == MIN_ROUNDS and all(sorted(r) == sorted(names) for r in rounds)
+    assert [r[0] for r in rounds[:3]] == ["traced", "torch", "onnxruntime"]
+
+
+def test_a_tie_keeps_the_candidate_cheaper_to_build(monkeypatch):
+    auto, _ = _scripted_auto(monkeypatch, {"traced": [0.002], "torch": [0.002], "onnxruntime": [0.002]},
+                             budget_s=0.01)
+    assert auto.backend == "traced"
+
+
+def test_a_slow_first_build_leaves_time_to_build_the_onnx_backends(monkeypatch):
+    """Freezing a large model took longer than the timing budget: onnxruntime is still built and measured
+    (before, the build stopped at half the timing budget, and ResNet-50 at batch 8 kept the traced program)."""
+    auto, _ = _scripted_auto(monkeypatch, {"traced": [0.9], "torch": [0.45], "onnxruntime": [0.4]},
+                             build_costs={"torch": 5.0, "onnxruntime": 8.0}, budget_s=3.0)
+    assert auto.backend == "onnxruntime" and set(auto.timings) == {"traced", "torch", "onnxruntime"}
 
 
 def test_a_candidate_with_another_answer_is_left_out():
@@ -184,6 +266,8 @@ def test_bad_arguments_are_clear_errors():
         optimize_auto(traced, candidates=("cuda",))
     with pytest.raises(ValueError, match="budget_s must be > 0"):
         optimize_auto(traced, budget_s=0)
+    with pytest.raises(ValueError, match="build_budget_s must be > 0; got -1"):
+        optimize_auto(traced, build_budget_s=-1)
     with pytest.raises(ValueError, match="unknown backend 'fastest'"):
         tracejit.optimize_for_inference(traced, backend="fastest")
 

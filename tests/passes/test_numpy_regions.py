@@ -1,6 +1,7 @@
 """passes/numpy_regions.py and kernels/numpy_kernel.py: small float32 elementwise / linear runs
-fused into one numpy kernel by optimize_for_inference; same numbers as eager and torch.jit.trace
-on new shapes, the fallback (other dtype, autograd, large, moved constants), save / load."""
+fused into one numpy kernel by optimize_for_inference; the same bits as eager and torch.jit.trace on
+new shapes for the elementwise steps (products: BLAS's reassociation), the fallback (other dtype,
+autograd, large, moved constants), save / load."""
 from __future__ import annotations
 
 import io
@@ -20,24 +21,26 @@ pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
 
 
 def mixed_chain(x, y):
-    """Every kind of step the pass takes: unary, scalar (both sides), tensor-tensor, clamp forms."""
+    """Every kind of step the pass takes: unary, scalar (both sides), tensor-tensor, clamp forms, pow by
+    the scalars torch computes without pow."""
     a = 2 * x
     b = 1 - a
     c = b / 3
     d = 2 / (c.abs() + 1)
-    e = (c ** 2) + 2 ** d.clamp(-3, 3)
+    e = (c ** 2) + d.clamp(-3, 3) ** 3
     h = x - y
     i = torch.clamp(h, -1, 1)
     j = torch.clamp(i, min=0.1)
     k = torch.rsqrt(j.abs() + 1)
-    m = torch.sigmoid(torch.relu(k) * 3 - 1)
-    n = -m + torch.tanh(e) * torch.exp(-d) + torch.sin(y).clamp(max=0.5)
-    return n * torch.cos(x) + torch.log1p(torch.sqrt(e.abs())) - torch.floor(y * 4) / 4
+    m = torch.reciprocal(torch.relu(k) * 3 - 1)
+    n = -m + torch.square(e) * (-d) + torch.neg(y).clamp(max=0.5)
+    return (n * torch.abs(x) + (e.abs() + 1) ** -0.5 - torch.floor(y * 4) / 4
+            + torch.ceil(x * 2) * d ** -2 - torch.trunc(y * 3) * (c ** -1))
 
 
 def two_outputs(x):
-    s = torch.sin(x * 1.5)
-    return s, torch.cos(s) * 2 + 1
+    s = torch.abs(x * 1.5)
+    return s, torch.neg(s) * 2 + 1
 
 
 def mlp():
@@ -55,14 +58,14 @@ def test_elementwise_chain_is_one_region_and_matches_eager_and_jit_on_new_length
     traced = ofi(mixed_chain, example)
     ref = jit(mixed_chain, example)
     (ops,) = region_ops(traced)
-    assert ops.count(",") + 1 >= 30 and "sigmoid" in ops and "rsub" in ops and "rpow" in ops
+    assert ops.count(",") + 1 >= 40 and "rsqrt" in ops and "rsub" in ops and "trunc" in ops
     assert "clamp_min" in ops and "clamp_max" in ops and "clamp" in ops.split(",")
     outs = []
     for n in (8, 3, 50, 1000):
         x, y = torch.randn(n) * 2, torch.randn(n)
         out = traced(x, y)
-        torch.testing.assert_close(out, mixed_chain(x, y), rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(out, ref(x, y), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(out, mixed_chain(x, y), rtol=0, atol=0, equal_nan=True)   # the same bits
+        torch.testing.assert_close(out, ref(x, y), rtol=0, atol=0, equal_nan=True)
         outs.append(out)
     assert not torch.allclose(outs[0], traced(torch.randn(8), torch.randn(8)))   # the inputs move the output
 
@@ -70,7 +73,9 @@ def test_elementwise_chain_is_one_region_and_matches_eager_and_jit_on_new_length
 def test_mlp_linear_layers_run_in_the_region_on_new_batch_sizes_and_ranks():
     model = mlp()
     traced = ofi(model, (torch.randn(1, 16),))
-    assert region_ops(traced) == ["linear,relu,linear,tanh,linear"]
+    # tanh stays torch's (numpy's float32 tanh is 1 ulp from torch's on many values: elementwise_costs.BIT_EXACT);
+    # the last linear alone does not pay for a kernel's entry
+    assert region_ops(traced) == ["linear,relu,linear"]
     ref = jit(model, (torch.randn(1, 16),))
     with torch.no_grad():
         for x in (torch.randn(1, 16), torch.randn(5, 16), torch.randn(2, 3, 16), torch.randn(16)):
@@ -144,8 +149,8 @@ def test_two_outputs_unpack_and_no_output_aliases_the_input():
     z = torch.randn(11)
     keep = z.clone()
     s, c = traced(z)
-    torch.testing.assert_close(s, torch.sin(z * 1.5))
-    torch.testing.assert_close(c, torch.cos(torch.sin(z * 1.5)) * 2 + 1)
+    torch.testing.assert_close(s, torch.abs(z * 1.5), rtol=0, atol=0)
+    torch.testing.assert_close(c, torch.neg(torch.abs(z * 1.5)) * 2 + 1, rtol=0, atol=0)
     assert torch.equal(z, keep) and s.data_ptr() != z.data_ptr() and c.data_ptr() != s.data_ptr()
 
 
@@ -194,7 +199,7 @@ def test_moved_program_runs_its_moved_constants():
 
 def test_overflow_gives_inf_without_numpy_warnings():
     def f(x):
-        return torch.exp(x * 100.0) - 1.0, torch.sqrt(x - 2) + 1.0
+        return torch.square(x * 1e30) - 1.0, torch.rsqrt(x - 2) + 1.0
 
     traced = ofi(f, (torch.randn(4),))
     assert region_ops(traced)
@@ -242,7 +247,7 @@ def test_pass_alone_is_verified_leaves_its_input_alone_and_skips_short_or_unsupp
     assert not region_nodes(fuse_numpy_regions(large.graph))   # traced large: torch's kernels are kept
 
     def short(x):
-        return torch.sin(x) + 1
+        return torch.abs(x) + 1
 
     assert not region_nodes(fuse_numpy_regions(tracejit.trace(short, (torch.randn(3),)).graph))
 
@@ -252,15 +257,20 @@ def test_pass_alone_is_verified_leaves_its_input_alone_and_skips_short_or_unsupp
     assert not region_nodes(fuse_numpy_regions(tracejit.trace(ints, (torch.arange(4),)).graph))
 
     def with_gelu(x):
-        return torch.nn.functional.gelu(torch.sin(x) * 2 + 1) * 3 - 1
+        return torch.nn.functional.gelu(torch.abs(x) * 2 + 1) * 3 - 1
 
     ops = [n.op.split(".")[0] for n in fuse_numpy_regions(tracejit.trace(with_gelu, (torch.randn(3),)).graph).nodes]
     assert ops == [OP, "aten::gelu", "aten::mul", "aten::sub"]   # gelu is not numpy's; two ops do not pay
 
 
+class Affine(nn.Module):
+    def forward(self, x):
+        return x * 0.5 - 1
+
+
 def test_a_lone_linear_adds_its_bias_through_a_rank_matched_view_that_stays_current():
     torch.manual_seed(3)
-    model = nn.Sequential(nn.Linear(16, 8), nn.Tanh(), nn.Sigmoid()).eval()
+    model = nn.Sequential(nn.Linear(16, 8), nn.ReLU(), Affine()).eval()
     traced = ofi(model, (torch.randn(1, 16),))
     fn = region_nodes(traced.forward.run_graph)[0].attrs["kernel"]
     (bias_index,) = [i for i, k in enumerate(fn.kernel.constants) if k.dim() == 1]

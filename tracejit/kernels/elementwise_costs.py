@@ -45,6 +45,17 @@ PER_ELEMENT_NS = {
 # so their answer is torch's to the bit (np.power(x, 3.0) is not x * x * x, and takes ~250 ns per
 # negative element); any other scalar exponent stays a torch op
 SCALAR_POWERS = (2.0, 3.0, -1.0, -2.0, -0.5)
+# the steps whose numpy ufunc statement (kernels/numpy_kernel.py) and numexpr node (numexpr_groups.py) give
+# torch's CPU float32 answer to the bit, signed zeros and NaNs included (tests/passes/test_bit_exact_ops.py
+# checks each on ~1M values over every range and the special values): IEEE arithmetic, rounding, comparisons,
+# reciprocals and pow by SCALAR_POWERS as torch computes it. The transcendentals (exp, log, tanh, sigmoid, sin,
+# ...: numpy's and numexpr's float32 loops are 1-4 ulps from torch's) and sqrt (torch's float32 sqrt is not
+# correctly rounded on this CPU; numpy's is) stay torch ops, so an optimized program is as exact as torch.jit's
+# freeze (issue #25 item 3). Default-deny: a step not listed here is never moved out of torch.
+BIT_EXACT = frozenset({
+    "abs", "neg", "reciprocal", "square", "rsqrt", "floor", "ceil", "trunc", "relu",
+    "add", "sub", "mul", "div", "rsub", "clamp", "clamp_min", "clamp_max", "pow_scalar",
+})
 # a linear's product is BLAS on either path; the numpy path saves the dispatcher (1.3 vs 2.6 us measured)
 LINEAR_CALL_NS = {"torch": 2600, "numpy": 1300}
 

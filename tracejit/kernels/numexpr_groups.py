@@ -77,7 +77,7 @@ EXPR = {
     "exp2": (lambda a: _two() ** a, 1),
     "neg": (lambda a: -a, 1),
     "reciprocal": (lambda a: _one() / a, 1),
-    "square": (lambda a: a ** _two(), 1),
+    "square": (lambda a: a * a, 1),   # numexpr's a ** 2 is off by an ulp on some values; torch multiplies
     "rsqrt": (lambda a: _one() / _ne.functions["sqrt"](a), 2),
     "sigmoid": (lambda a: _one() / (_one() + _ne.functions["exp"](-a)), 4),
     "add": (lambda a, b: a + b, 1), "sub": (lambda a, b: a - b, 1),
@@ -90,7 +90,7 @@ EXPR = {
     "clamp_max": (lambda a, hi: _where(a > hi, hi, a), 1),
     "clamp": (lambda a, lo, hi: _where(_where(a < lo, lo, a) > hi, hi, _where(a < lo, lo, a)), 2),
 }
-COPIES = {"relu": 2, "clamp_min": 2, "clamp_max": 2, "clamp": 4}   # how often the first operand is built
+COPIES = {"square": 2, "relu": 2, "clamp_min": 2, "clamp_max": 2, "clamp": 4}   # how often the first operand is built
 MAX_NODES = 1000   # a tree that would build more nodes than this (before numexpr folds repeats) is cut
 MAX_DEPTH = 150    # ... or nest deeper (numexpr's compiler recurses a few frames per level)
 MAX_LEAVES = 100   # ... or read more arrays (its VM has 255 registers for inputs, constants and temporaries)

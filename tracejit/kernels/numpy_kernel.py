@@ -40,7 +40,7 @@ NUMPY = {
     "neg": "{o} = _np.negative({a}{out})", "reciprocal": "{o} = _np.reciprocal({a}{out})",
     "square": "{o} = _np.square({a}{out})", "floor": "{o} = _np.floor({a}{out})", "ceil": "{o} = _np.ceil({a}{out})",
     "trunc": "{o} = _np.trunc({a}{out})",
-    "relu": "{o} = _np.maximum({a}, _ZERO{outk})",
+    "relu": "{o} = _np.maximum(_ZERO, {a}{outk})",   # this order keeps -0.0 and NaN, as torch's relu does
     "rsqrt": "{o} = _np.sqrt({a}{out}); _np.reciprocal({o}, {o})",
     "sigmoid": "{o} = _np.negative({a}{out}); _np.exp({o}, {o}); _np.add({o}, _ONE, {o}); "
                "_np.reciprocal({o}, {o})",

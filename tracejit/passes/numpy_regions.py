@@ -16,9 +16,12 @@ estimated cost as a kernel is below its cost as torch ops (runtime/elementwise_c
 saves the dispatcher per op, but ``clamp``, ``relu``, ``sigmoid`` and ``rsqrt`` cost numpy more per
 element than torch; an op without a measured cost leaves the run in torch).
 
-``pow`` by a scalar is fused only for the exponents torch computes without pow (2, 3, -1, -2, -0.5:
-the kernel computes the same products, bit for bit); ``x ** 2.5`` stays a torch op (np.power differs
-from torch in the last bit and takes ~250 ns per negative element).
+Only steps whose kernel answer is torch's to the bit are fused (``elementwise_costs.BIT_EXACT``:
+arithmetic, rounding, clamps, reciprocals; exp, log, tanh, sigmoid, sin, sqrt, ... stay torch ops, since
+numpy's float32 loops are 1-4 ulps from torch's and the optimized program must be as exact as torch.jit's
+freeze). ``pow`` by a scalar is fused only for the exponents torch computes without pow (2, 3, -1, -2, -0.5:
+the kernel computes the same products, bit for bit); ``x ** 2.5`` and ``x ** y`` stay torch ops (np.power
+differs from torch in the last bit and takes ~250 ns per negative element).
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ import torch
 from ..codegen.capture_emit import region_of
 from ..ir import Graph, Node, TensorType, Value, iter_values, verify
 from ..ops import split_name
-from ..kernels.elementwise_costs import SCALAR_POWERS, cost_key, numpy_kernel_ns, torch_ns
+from ..kernels.elementwise_costs import BIT_EXACT, SCALAR_POWERS, cost_key, numpy_kernel_ns, torch_ns
 from ..kernels.numexpr_groups import EXPR
 from ..kernels.numpy_kernel import MAX_ELEMENTS, UNARY, NumpyKernel
 from .graph_copy import copy_graph, replace_uses
@@ -163,9 +166,11 @@ def _step_of(graph: Graph, node: Node):
     step = _classify(graph, name, overload, args)
     if step is None:
         return None
-    _, operands = step
+    op, operands = step
     if not any(isinstance(a, Value) for a in operands):
         return None
+    if op not in ("linear", "linear_nobias") and cost_key(op, operands) not in BIT_EXACT:
+        return None   # not torch's answer to the bit (elementwise_costs.BIT_EXACT): stays a torch op
     return step
 
 
