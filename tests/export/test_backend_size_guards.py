@@ -160,3 +160,32 @@ def test_a_guard_on_a_data_dependent_size_refuses_the_backend(backend):
     with pytest.raises(tracejit.ExportError, match="shape depends on the data") as info:
         tracejit.optimize_for_inference(traced, backend=backend)
     assert "aten::nonzero" in str(info.value) and f":{line_of('data_dependent_count')}" in str(info.value)
+
+
+def test_a_signature_that_passed_skips_the_meta_check_and_a_failing_one_still_raises():
+    """The meta check's answer is a function of the call's shapes, strides and dtypes: a signature seen to pass
+    is not checked again (BERT-base's 557-node slice cost a quarter of a call); one that fails raises every time,
+    also after passing ones were remembered."""
+    pytest.importorskip("onnxruntime")
+    fn, program = program_for("intermediate_view", "onnxruntime", False)
+    runs = []
+    check = program.size_guards
+    passed = program.size_guard_signatures
+
+    def counting(*args, **kwargs):
+        runs.append(1)
+        return check(*args, **kwargs)
+
+    for size in (5, 5, 9, 5, 9):
+        x = torch.randn(size, 2)
+        with torch.no_grad():
+            assert passed.check(counting, (x,), {}) is None
+        torch.testing.assert_close(program(x), fn(x))
+    assert len(runs) == 2 and len(passed.seen) == 2   # 5 and 9: checked once each
+    for _ in range(2):
+        with pytest.raises(tracejit.GuardError):
+            program(torch.randn(3, 2))
+    assert len(passed.seen) == 2
+    x = torch.randn(5, 2).t().contiguous().t()        # other strides: checked on their own
+    passed.check(counting, (x,), {})
+    assert len(runs) == 3

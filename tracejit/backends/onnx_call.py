@@ -79,11 +79,11 @@ def with_size_guards(program, traced, graph, call):
         check = compile_method(checked_graph, "forward", f"{program.backend}_size_guards", guards=True,
                                display=display)
     program.size_guards = check
+    passed = program.size_guard_signatures = intermediate_sizes.PassedSignatures()
 
     def guarded(*args, **kwargs):
         if on_meta:
-            meta_args, meta_kwargs = intermediate_sizes.meta_arguments(args, kwargs)
-            check(None, *meta_args, **meta_kwargs)
+            passed.check(check, args, kwargs)
         else:
             with torch.no_grad():
                 check(None, *args, **kwargs)

@@ -49,12 +49,15 @@ def watching(scanner):
     user = _user_files
     numpy_callee = numpy_calls.is_numpy_c_callable
 
+    owners = numpy_calls._NUMPY_OWNERS   # receiver type -> numpy's? (False for most: one lookup, no call)
+
     if previous is None:
         def hook(frame, event, arg):
             if event == "return":
                 if user.get(frame.f_code.co_filename, None) is not False and _is_user(frame.f_code.co_filename):
                     returning(frame)
-            elif event == "c_call" and numpy_callee(arg) and _is_user(frame.f_code.co_filename):
+            elif event == "c_call" and owners.get(type(getattr(arg, "__self__", None)), True) \
+                    and numpy_callee(arg) and _is_user(frame.f_code.co_filename):
                 numpy_call(frame)
     else:
         def hook(frame, event, arg):

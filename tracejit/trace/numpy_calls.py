@@ -143,18 +143,24 @@ def check(scanner, frame, call: ast.Call, evaluate, safe, guard) -> None:
 
 # ---- at the call: the callee seen at run time (frame_returns.py's profile hook, ``c_call``) ------------------
 _NUMPY_OWNERS: dict[type, bool] = {}
+_NUMPY_FUNCTIONS: dict = {}   # a module's C function -> numpy's? (they live as long as their module)
 _positions: dict = {}   # code object -> its instructions' source spans
 
 
 def is_numpy_c_callable(fn) -> bool:
     """Is ``fn``, a C function about to be called, numpy's: a method of a numpy object (whatever expression
-    gave the object) or a function of a numpy module? Asked for every C call while tracing: one dict lookup
-    for everything else."""
+    gave the object) or a function of a numpy module? Asked for every C call while tracing: a dict lookup by
+    the receiver's type (by the function itself for a module's functions: ``len``, ``isinstance``)."""
     owner = type(getattr(fn, "__self__", None))
-    hit = _NUMPY_OWNERS.get(owner)
+    if owner is not types.ModuleType:   # (never a key of _NUMPY_OWNERS: frame_returns' hook asks it first)
+        hit = _NUMPY_OWNERS.get(owner)
+        if hit is None:
+            hit = _NUMPY_OWNERS[owner] = _from_numpy(getattr(owner, "__module__", None))
+        return hit
+    hit = _NUMPY_FUNCTIONS.get(fn)
     if hit is None:
-        hit = _NUMPY_OWNERS[owner] = _from_numpy(getattr(owner, "__module__", None))
-    return hit or owner is types.ModuleType and _from_numpy(getattr(fn, "__module__", None))
+        hit = _NUMPY_FUNCTIONS[fn] = _from_numpy(getattr(fn, "__module__", None))
+    return hit
 
 
 def call_at(frame, table):
