@@ -104,7 +104,7 @@ def _run(script: str, spec: dict, tmp: str) -> list:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None, help="directory for the files and reports (default: a temporary one)")
-    ap.add_argument("--chunk", type=int, default=80, help="files per child process")
+    ap.add_argument("--chunk", type=int, default=40, help="files per child process")
     args = ap.parse_args()
     tmp = args.out or tempfile.mkdtemp(prefix="tracejit-sweep-")
     os.makedirs(tmp, exist_ok=True)
@@ -118,10 +118,18 @@ def main() -> None:
     warmup = dict(jobs[0], name="warmup", out=os.path.join(tmp, "warmup"))
     done, crashes = {}, []
     for k in range(0, len(jobs), args.chunk):
-        chunk = [warmup] + jobs[k:k + args.chunk]
-        lines = _run("tools_child.py", {"canary": canary, "mem_mb": 1500, "cpu_s": 3000, "jobs": chunk}, tmp)
-        done.update({tuple(x["done"]): x for x in lines if "done" in x and x["done"][0] != "warmup"})
-        crashes += [x for x in lines if "crash" in x]
+        todo = jobs[k:k + args.chunk]
+        while todo:   # a child that dies (a crash, or its CPU cap: a verb that never ends) resumes after that file
+            cap = 60 + 3 * len(VERBS) * len(todo)
+            lines = _run("tools_child.py", {"canary": canary, "mem_mb": 1500, "cpu_s": cap, "jobs": [warmup] + todo},
+                         tmp)
+            done.update({tuple(x["done"]): x for x in lines if "done" in x and x["done"][0] != "warmup"})
+            died = [x for x in lines if "crash" in x]
+            crashes += died
+            names = [j["name"] for j in todo]
+            if not died or not died[0]["crash"] or died[0]["crash"][0] not in names:
+                break
+            todo = todo[names.index(died[0]["crash"][0]) + 1:]
         print(f"{min(k + args.chunk, len(jobs))} / {len(jobs)} files", file=sys.stderr, flush=True)
     for j in direct:
         j["path"] = os.path.join(tmp, j["name"] + ".tjit")

@@ -228,6 +228,9 @@ def call_budget_cases(b):
         int_op("aten::__lshift__.int", "op:<<", s, f"int_lshift_{s}")
     for m in (2 ** 30, 2 ** 40, 2 ** 61):
         int_op("aten::mul.int", "op:*", m, f"int_mul_{m}_then_zeros")
+    for op, target, args, name in (("aten::pow.int", "op:**", [3, 10 ** 18], "int_pow_two_constants"),
+                                   ("aten::__lshift__.int", "op:<<", [3, 2 ** 40], "int_lshift_two_constants")):
+        c.append((name, _edit(raw, _set_args("aten::mul", args, [], op, target)), "BudgetError"))   # ran for ever
 
     def alloc(name, op, target, args, kwargs=(), mul=2 ** 25):
         def edit(doc):

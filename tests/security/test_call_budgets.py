@@ -59,7 +59,7 @@ def test_only_loaded_programs_carry_the_checks():
     # and pad, and the inputs counted once, first
     assert loaded.code.count("_tj_budget") == 5
     first = next(line for line in loaded.code.splitlines()[1:] if not line.lstrip().startswith("if "))
-    assert first.strip() == "_tj_budget_inputs(x)"
+    assert first.strip() == "_tj_budget_root(x)"
 
 
 def _edit_mul(right, op="aten::mul.int", target="op:*"):
@@ -87,6 +87,35 @@ def test_an_allocation_over_budget_is_a_budget_error_before_it_happens():
 def test_int_arithmetic_on_traced_sizes_stays_within_64_bits(op, target, right, message):
     loaded = _roundtrip(_traced(_grow, torch.randn(3, 2)), _edit_mul(right, op, target))
     with pytest.raises(tracejit.BudgetError, match=message):
+        loaded(torch.randn(3, 2))
+
+
+def test_the_viewers_size_probe_checks_int_arithmetic_too(tmp_path):
+    """inspect and view name sizes by running the generated code on meta tensors: a file's `size ** 10**18`
+    ran for ever there (the probe's code had no checks); now the probe gives up on that size."""
+    from tracejit import cli
+    buf = io.BytesIO()
+    tracejit.save(_traced(_grow, torch.randn(3, 2)), buf)
+    path = tmp_path / "pow.tjit"
+    path.write_bytes(rewrite(buf.getvalue(), edit_doc=_edit_mul(10 ** 18, "aten::pow.int", "op:**")))
+    assert cli.main(["inspect", str(path), "--graph", "--code"]) == 0
+    assert cli.main(["view", str(path), "-o", str(tmp_path / "page.html")]) == 0
+
+
+@pytest.mark.parametrize("op, target, args", [
+    ("aten::pow.int", "op:**", [3, 10 ** 18]),
+    ("aten::__lshift__.int", "op:<<", [3, 2 ** 40]),
+])
+def test_int_arithmetic_on_two_constants_is_checked_too(op, target, args):
+    """A file may write both operands as constants (`3 ** 10**18`): generated as a plain `**` it ran for ever
+    at the call, and in the viewer's size probe (inspect, view)."""
+    def edit(doc):
+        for n in (x for g in doc["program"]["graphs"] for x in g["nodes"]):
+            if n["op"] == "aten::mul.int":
+                n["op"], n["target"], n["args"] = op, target, args
+    loaded = _roundtrip(_traced(_grow, torch.randn(3, 2)), edit)
+    assert f"_tj_int.{'pow' if target == 'op:**' else 'lshift'}({args[0]}, {args[1]})" in loaded.code
+    with pytest.raises(tracejit.BudgetError, match="leaves 64 bits"):
         loaded(torch.randn(3, 2))
 
 

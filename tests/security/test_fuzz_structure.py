@@ -1,5 +1,5 @@
 """Hypothesis fuzz of the program's call structure and string fields (issue #21, items 4-6; the
-op-name and enum fuzz is test_fuzz_documents.py's): children pointed at other modules (ancestors,
+op-name and enum fuzz is test_fuzz_ops.py's): children pointed at other modules (ancestors,
 themselves, many times the same), methods added under any name and pointing at any graph, calls
 redirected to other paths and methods, and every string a tool shows replaced by HTML breakers,
 terminal escapes and code. Each file goes through load, call, ``inspect --graph --code`` and

@@ -12,7 +12,7 @@ functions. Programs traced in this process get neither.
 from __future__ import annotations
 
 from ..ir import Value
-from ..support.call_budget import INT_OPS, SYMBOLS, enter_call
+from ..support.call_budget import INT_OPS, SYMBOLS, enter_call, enter_root
 
 
 def _add_global(gen, name: str, value) -> None:
@@ -46,18 +46,22 @@ def before_node(gen, node) -> None:
 
 
 def int_op_expr(gen, node) -> str | None:
-    """``_tj_int.pow(a, b)`` for ``a ** b`` on a traced int (likewise ``<<``, ``*``), else None."""
+    """``_tj_int.pow(a, b)`` for ``a ** b`` on ints, traced or constant (likewise ``<<``, ``*``), else None."""
     target = node.target
     if gen.budget is None or target is None or target.kind != "op":
         return None
     what = target.name
     fn = SYMBOLS.get(what[1:] if what.startswith("r") else what)
-    if fn is None or len(node.args) != 2 or not any(
-            isinstance(a, Value) and getattr(a.type, "kind", None) == "int" for a in node.args):
-        return None
+    if fn is None or len(node.args) != 2 or not any(_int(a) for a in node.args) or any(
+            isinstance(a, Value) and hasattr(a.type, "shape") for a in node.args):
+        return None   # not int arithmetic (a constant int counts: a file may write `3 ** 10**18` as two constants)
     left, right = (node.args[1], node.args[0]) if what.startswith("r") else node.args
     _add_global(gen, "_tj_int", INT_OPS)
     return f"_tj_int.{fn}({gen.expr(left)}, {gen.expr(right)})"
+
+
+def _int(a) -> bool:
+    return isinstance(a, int) and not isinstance(a, bool) or isinstance(a, Value) and getattr(a.type, "kind", None) == "int"
 
 
 def enter_line(gen) -> str | None:
@@ -80,7 +84,10 @@ def enter_line(gen) -> str | None:
         return None
     tensors = [gen.name(v) for v in gen.graph.inputs if hasattr(v.type, "shape") and v.hint != "__capture__"]
     call = f"_tj_budget_inputs({', '.join(tensors)})"
-    if gen.guards or callees_need or getattr(gen, "budget_ungated", False):
+    if gen.guards:   # a root method is always an entry point: no test of its caller
+        _add_global(gen, "_tj_budget_root", enter_root)
+        return f"_tj_budget_root({', '.join(tensors)})"
+    if callees_need or getattr(gen, "budget_ungated", False):
         return call
     for i in getattr(gen, "budget_gates", ()):
         head, _, check = gen.lines[i].partition(": ")

@@ -185,7 +185,7 @@ def _first_difference(a_nodes, b_nodes, na, nb) -> str | None:
 
 def _run_observed(graph: Graph, self_obj, args, kwargs):
     seen: dict[int, tuple] = {}
-    src, globs = generate(graph, "observed", guards=False, observe=True)
+    src, globs = generate(graph, "observed", guards=False, observe=True, budget=getattr(graph, "call_budget", None))
     globs["_observe"] = lambda i, outs: seen.__setitem__(i, outs)
     fn = compile_function(src, "observed", globs, "checker")
     fn(self_obj, *_clone(args), **_clone(kwargs))

@@ -94,6 +94,15 @@ def enter_call(*inputs) -> None:
     _CALL.elements = n
 
 
+def enter_root(*inputs) -> None:
+    """``enter_call`` for a root method: always an entry point (the file's calls name submodules only, and a
+    module tree has no cycle), its inputs Tensors (its input checks ran first)."""
+    n = 0
+    for t in inputs:
+        n += t.numel()
+    _CALL.elements = n
+
+
 def _held(t) -> int:
     """The elements a tensor argument really holds: an expanded view ([1] -> [2**24]) holds its
     storage's, not its shape's, so a file cannot raise its own budget by expanding."""

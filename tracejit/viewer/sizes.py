@@ -303,7 +303,9 @@ def _method(shadow, graph, name: str, guards: bool, runner: _Runner):
         if not compiled:
             if any(node.op == "tracejit::autograd_function" for node in graph.nodes):
                 raise _Refused("a custom autograd Function would run user code")
-            src, globs = generate(graph, name, guards=guards, input_error=refuse, observe=not guards)
+            # a loaded program's checked int arithmetic and size checks too: `size ** 10**18` ran for ever here
+            src, globs = generate(graph, name, guards=guards, input_error=refuse, observe=not guards,
+                                  budget=getattr(graph, "call_budget", None))
             globs = {k: (_meta(v) if isinstance(v, torch.Tensor) else v) for k, v in globs.items()}
             globs["_tj_guard"] = refuse
             globs["_observe"] = lambda i, outs: _record(runner.seen, graph.nodes[i], outs)
