@@ -9,8 +9,9 @@ Methodology
 * Each measurement is a new ``python`` process (``-c``, ``torch.set_num_threads(--threads)``, default
   $OMP_NUM_THREADS else 2) that times, with ``time.perf_counter``: ``import torch``; ``import tracejit``
   (tracejit only); the load; the first call (under ``torch.no_grad()``); the second call; and, with
-  ``time.process_time``, the CPU time of ``import tracejit`` + load (steadier than wall time on a busy
-  machine). The processes of the peers alternate (so drift of the machine affects both alike); each row is
+  ``time.process_time``, the CPU time of ``import tracejit`` + load and of the first call (steadier than
+  wall time on a busy machine: a first call of 3 ms CPU shows 3 or 11-23 ms of wall time at load average
+  15-20; the CPU columns print the median and the minimum). The processes of the peers alternate (so drift of the machine affects both alike); each row is
   the MEDIAN over ``--runs`` processes (default 7; ``--quick``: 3). ``--before DIR`` adds the tracejit of
   another source tree (an older checkout) as one more interleaved peer, on the same files.
 * Bytecode: the children read cached bytecode (PYTHONPYCACHEPREFIX in the temp directory, written by one
@@ -23,9 +24,12 @@ Methodology
   profiling executor); ``start`` adds ``import torch``. Files are warm in the page cache (caches cannot be dropped here).
 * ``tracejit, no CRC`` loads with ``check_integrity=False``: the CRC of the weights runs on a second
   thread while the file is read, so it is hidden where a core is free and shows on a busy machine.
-  Profile of a BERT-base load (cProfile, fresh process, busy 2-core machine): reading the 438 MB
-  into memory ~0.8-1.2 s (what torch.jit.load pays too), building the program (decode, validate,
-  compile 33 graphs) 0.10-0.14 s.
+  CPU of a BERT-base load (fresh process, process_time per step, minimum of 3, busy 2-core machine):
+  reading the 438 MB into memory with the CRC on the second thread ~307 ms (the read alone ~280-300 ms: what
+  torch.jit.load pays too; ISA-L's CRC ~22 ms), building the program (decode, validate, compile) ~37 ms.
+  Tiny BERT (min of 5): import tracejit ~31 ms (of which 14 dataclass decorators ~9 ms), load ~28 ms: decode
+  33 graphs ~6, validate 22 ~7, generate + compile 22 methods ~9 (generate 4.6, compile() + exec 4.3), header
+  ~2, modules ~1.5; first call ~3 ms.
 """
 from __future__ import annotations
 
@@ -49,9 +53,11 @@ torch.set_num_threads(int(sys.argv[2]))
 m = torch.jit.load(sys.argv[1]); t3 = time.perf_counter(); c3 = time.process_time()
 ids = torch.randint(0, 100, (1, 16)); mask = torch.ones(1, 16, dtype=torch.long)
 with torch.no_grad():
-    t4 = time.perf_counter(); m(ids, mask); t5 = time.perf_counter(); m(ids, mask); t6 = time.perf_counter()
+    t4 = time.perf_counter(); c4 = time.process_time(); m(ids, mask); t5 = time.perf_counter(); c5 = time.process_time()
+    m(ids, mask); t6 = time.perf_counter()
 print(json.dumps({"import torch": t1 - t0, "import tracejit": 0.0, "load": t3 - t1, "first call": t5 - t4,
-                  "second call": t6 - t5, "cpu": c3 - c1}))
+                  "second call": t6 - t5, "cpu": c3 - c1,
+                  "cpu first call": c5 - c4}))
 """,
     "tracejit": """
 import time, json, sys
@@ -61,9 +67,11 @@ torch.set_num_threads(int(sys.argv[2]))
 m = tracejit.load(sys.argv[1]); t3 = time.perf_counter(); c3 = time.process_time()
 ids = torch.randint(0, 100, (1, 16)); mask = torch.ones(1, 16, dtype=torch.long)
 with torch.no_grad():
-    t4 = time.perf_counter(); m(ids, mask); t5 = time.perf_counter(); m(ids, mask); t6 = time.perf_counter()
+    t4 = time.perf_counter(); c4 = time.process_time(); m(ids, mask); t5 = time.perf_counter(); c5 = time.process_time()
+    m(ids, mask); t6 = time.perf_counter()
 print(json.dumps({"import torch": t1 - t0, "import tracejit": t2 - t1, "load": t3 - t2, "first call": t5 - t4,
-                  "second call": t6 - t5, "cpu": c3 - c1}))
+                  "second call": t6 - t5, "cpu": c3 - c1,
+                  "cpu first call": c5 - c4}))
 """,
 }
 # the same, without the CRC check of the weights (the integrity check's share of the load; docs/SECURITY.md)
@@ -116,6 +124,11 @@ def _child(peer: str, path: str, threads: int, root: str = _REPO_ROOT, pycache: 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _med_min(seconds: list) -> str:
+    """Median and minimum in ms: on a busy machine load only adds time, so the minimum is the steadier figure."""
+    return f"{statistics.median(seconds) * 1e3:.1f} ({min(seconds) * 1e3:.1f})"
+
+
 def run(quick: bool, runs: int | None, before: str | None = None, threads: int | None = None,
         bytecode: bool = True) -> None:
     """``before``: another tracejit source tree (a checkout of an older commit), measured as one more peer,
@@ -143,9 +156,9 @@ def run(quick: bool, runs: int | None, before: str | None = None, threads: int |
             label = "BERT-base" + (" (4 layers)" if quick else "") if size == "base" else "tiny BERT"
             print(f"\n{label}: fresh process, median of {runs} (ms); load average now {os.getloadavg()}\n")
             print("| peer | " + " | ".join(COLUMNS) + " | import tracejit + load | / torch.jit.load "
-                  "| CPU of import tracejit + load | import tracejit + load + first call "
+                  "| CPU of import tracejit + load (median, min) | CPU of first call (median, min) | import tracejit + load + first call "
                   "| start (imports + load + first call) |")
-            print("|---" * (len(COLUMNS) + 6) + "|")
+            print("|---" * (len(COLUMNS) + 7) + "|")
             jit_load = statistics.median(s["load"] for s in rows["torch.jit"])
             for peer, samples in rows.items():
                 med = {c: statistics.median(s[c] for s in samples) * 1e3 for c in COLUMNS}
@@ -154,5 +167,6 @@ def run(quick: bool, runs: int | None, before: str | None = None, threads: int |
                 start = statistics.median((s["import torch"] + s["import tracejit"] + s["load"] + s["first call"])
                                           for s in samples) * 1e3
                 print(f"| {peer} | " + " | ".join(f"{med[c]:.1f}" for c in COLUMNS)
-                      + f" | {own * 1e3:.1f} | {own / jit_load:.2f}x | {statistics.median(s['cpu'] for s in samples) * 1e3:.1f}"
+                      + f" | {own * 1e3:.1f} | {own / jit_load:.2f}x | {_med_min([s['cpu'] for s in samples])}"
+                      + f" | {_med_min([s['cpu first call'] for s in samples])}"
                       + f" | {answer * 1e3:.1f} | {start:.1f} |")

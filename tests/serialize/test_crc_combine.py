@@ -8,6 +8,7 @@ import random
 import zlib
 
 import pytest
+import torch
 
 from tracejit.serialize import crc
 
@@ -33,9 +34,36 @@ def test_zero_bytes_of_any_length_match_zlib_and_an_empty_tail_keeps_the_crc():
     assert crc.combine(0xDEADBEEF, 0, n) == crc.combine(crc.combine(0xDEADBEEF, 0, n // 2), 0, n - n // 2)
 
 
+def _bytes(n: int, seed: int) -> bytes:
+    """``n`` bytes without a short period, made in milliseconds (random.randbytes takes ~0.1 s per 8 MiB)."""
+    words = torch.arange(n // 8 + 1, dtype=torch.int64) * (2654435761 + seed) % 4294967291
+    return words.numpy().tobytes()[:n]
+
+
 def test_large_and_small_buffers_give_zlibs_crc():
-    rng = random.Random(7)
-    small = rng.randbytes(crc.FAST_FROM - 1)
-    large = rng.randbytes(crc.FAST_FROM * 9)   # above crc32's split across threads (8 MiB) too
+    small = _bytes(crc.FAST_FROM - 1, 1)
+    large = _bytes(crc.FAST_FROM * 9, 2)   # above crc32's split across threads (8 MiB) too
     assert crc.crc_of([small, large], 5) == zlib.crc32(large, zlib.crc32(small, 5))
     assert crc.crc32(large, 3, value=11) == zlib.crc32(large[3:], 11)
+
+
+def test_threads_that_build_the_lazy_state_at_once_all_get_zlibs_values(monkeypatch):
+    """The table of powers and ISA-L's function are made on first use; 8 threads using them first at the same
+    time (a server loading several files at once) all get zlib's values."""
+    import threading
+    monkeypatch.setattr(crc, "_powers", ())
+    monkeypatch.setattr(crc, "_fast", None)
+    rng = random.Random(3)
+    a, b = rng.randbytes(1000), rng.randbytes(crc.FAST_FROM + 17)
+    want = (zlib.crc32(a + b), zlib.crc32(b))
+    start, got = threading.Barrier(8), []
+
+    def first_use():
+        start.wait()
+        got.append((crc.combine(zlib.crc32(a), crc.crc_of([b]), len(b)), crc.crc_of([b])))
+    threads = [threading.Thread(target=first_use) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [want] * 8
