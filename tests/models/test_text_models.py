@@ -35,3 +35,20 @@ def test_check_inputs_with_other_shapes_and_padding():
         traced = tracejit.trace(case.wrapper, case.example, check_inputs=checks)
     for name in ("longer_padded", "shorter_padded"):
         assert_outputs_equal(run(traced, case.inputs[name]), case.eager(name), name)
+
+
+def test_optimized_gpt2_keeps_eagers_bits_on_new_inputs_as_jit_freeze_does():
+    """issue #25 item 3: optimize_for_inference is as exact as torch.jit's freeze. GPT-2's tanh-GELU
+    (0.5 * x * (1 + tanh(...))) stays torch's tanh, and the arithmetic around it that a numpy kernel runs
+    is exact: the optimized program gives eager's bits on other batch sizes and lengths, as torch.jit's
+    freeze + optimize_for_inference does on its example (numpy's float32 tanh put it 7e-7 off)."""
+    from model_corpus import max_abs_diff, traced_case
+    case = traced_case("gpt2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = tracejit.optimize_for_inference(case.traced)
+        jit_frozen = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(case.wrapper, case.example)))
+    assert max_abs_diff(run(jit_frozen, case.example), case.eager("example")) == 0.0
+    assert max_abs_diff(run(program, case.example), case.eager("example")) == 0.0
+    for alt in case.spec.alts:
+        assert max_abs_diff(run(program, case.inputs[alt]), case.eager(alt)) == 0.0, alt

@@ -19,7 +19,11 @@ from __future__ import annotations
 
 MAX_ELEMENTS = 4096       # a numpy kernel's largest tensor: above this, torch's vectorized multi-threaded kernels win
 TORCH_CALL_NS = 1300      # a torch op through the dispatcher (1.2-3 us measured; the low end)
-KERNEL_CALL_NS = 2000     # a numpy kernel's entry and exit: checks, .numpy() views, from_numpy
+KERNEL_CALL_NS = 1300     # a numpy kernel's entry and exit (its result's from_numpy), whatever it reads
+INPUT_NS = 600            # each tensor a numpy kernel reads: its type, dtype and size checks and its .numpy() view
+# (measured: 1 input and 2 steps 2.5 us, 5 inputs and 6 steps 6.3 us; a constant the kernel holds costs nothing.
+# A Mistral rotary embedding, q * cos + rotate_half(q) * sin: 5 inputs, 3 steps, 9.0 us as a kernel against
+# 5.3 us as torch ops, was fused when the kernel's entry was costed at a flat 2 us)
 UFUNC_CALL_NS = 350       # one numpy ufunc call on a small array
 NUMEXPR_CALL_NS = 700     # one numexpr program call
 
@@ -82,10 +86,11 @@ def torch_ns(ops: list, elements: int):
     return _path_ns(ops, "torch", elements, 0.0, lambda op: TORCH_CALL_NS)
 
 
-def numpy_kernel_ns(ops: list, calls: dict, elements: int):
-    """Estimated ns of ``ops`` as one numpy kernel of ufunc statements (``calls``: ufunc calls per op,
-    1 when absent); None if an op has no measured numpy cost."""
-    return _path_ns(ops, "numpy", elements, float(KERNEL_CALL_NS), lambda op: UFUNC_CALL_NS * calls.get(op, 1))
+def numpy_kernel_ns(ops: list, calls: dict, elements: int, inputs: int = 1):
+    """Estimated ns of ``ops`` as one numpy kernel of ufunc statements reading ``inputs`` tensors (``calls``:
+    ufunc calls per op, 1 when absent); None if an op has no measured numpy cost."""
+    return _path_ns(ops, "numpy", elements, float(KERNEL_CALL_NS + INPUT_NS * inputs),
+                    lambda op: UFUNC_CALL_NS * calls.get(op, 1))
 
 
 def _path_ns(ops: list, path: str, elements: int, total: float, call_ns):

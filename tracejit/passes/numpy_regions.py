@@ -13,8 +13,9 @@ A run is a sequence of consecutive supported nodes (constant nodes in between do
 on CPU float32 values; it is fused when it holds at least ``MIN_WEIGHT`` ops' worth of work, its
 tensors (constants aside) had at most ``MAX_ELEMENTS`` elements when traced, and at that size its
 estimated cost as a kernel is below its cost as torch ops (runtime/elementwise_costs.py: the kernel
-saves the dispatcher per op, but ``clamp``, ``relu``, ``sigmoid`` and ``rsqrt`` cost numpy more per
-element than torch; an op without a measured cost leaves the run in torch).
+saves the dispatcher per op, but pays its entry and a check and view per tensor it reads, and
+``clamp``, ``relu`` and ``rsqrt`` cost numpy more per element than torch; an op without a measured
+cost leaves the run in torch).
 
 Only steps whose kernel answer is torch's to the bit are fused (``elementwise_costs.BIT_EXACT``:
 arithmetic, rounding, clamps, reciprocals; exp, log, tanh, sigmoid, sin, sqrt, ... stay torch ops, since
@@ -99,8 +100,17 @@ def _pays(graph: Graph, ops: list) -> bool:
         keys.append(cost_key(op, operands))
     calls = {k: EXPR[k][1] for k in keys if k in EXPR}
     elements = _elements(ops)
-    kernel, torch_ops = numpy_kernel_ns(keys, calls, elements), torch_ns(keys, elements)
+    kernel, torch_ops = numpy_kernel_ns(keys, calls, elements, _inputs(ops)), torch_ns(keys, elements)
     return kernel is not None and torch_ops is not None and kernel < torch_ops
+
+
+def _inputs(ops: list) -> int:
+    """How many tensors from outside the run (constants aside) the run's kernel would read: each costs the
+    kernel its checks and a .numpy() view per call (elementwise_costs.INPUT_NS)."""
+    inside = {id(v) for node in ops for v in node.outputs}
+    outside = {id(v) for node in ops for v in node.input_values()
+               if id(v) not in inside and (v.producer is None or v.producer.op != CONSTANT)}
+    return len(outside)
 
 
 def _small(ops: list) -> bool:
