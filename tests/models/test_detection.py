@@ -1,8 +1,10 @@
 """torchvision's detection models trace (issue #25 item 5): the ImageList that GeneralizedRCNNTransform
 returns is traced through in place (trace/through.py), and on other image sizes the traced program gives
 eager's boxes, scores, labels and masks. (tests/trace/test_traced_through.py compares with torch.jit.trace.)
-Files cannot hold them yet: ``torchvision::nms`` / ``roi_align`` are not ATen ops, and a file may
-name ATen ops only."""
+``torchvision::nms`` / ``roi_align`` are recorded as one node each (tracejit/ops/custom.py), so Faster R-CNN
+exports to ONNX (NonMaxSuppression, RoiAlign: tests/export/test_vision_ops_export.py) and gives eager's
+detections in onnxruntime on new images. Files cannot hold them yet: a file may name ATen ops only
+(the loader refuses the op by name)."""
 from __future__ import annotations
 
 import warnings
@@ -56,6 +58,43 @@ class AsTuple(nn.Module):
 def _images(*sizes):
     gen = torch.Generator().manual_seed(sum(h * w for h, w in sizes))
     return [torch.rand(3, h, w, generator=gen) for h, w in sizes]
+
+
+@pytest.mark.slow
+def test_faster_rcnn_exports_and_gives_eager_detections_on_new_images():
+    """In onnxruntime, on new images of the traced size (other boxes survive nms): eager's detections.
+    torchvision's transform pins the image size (``torch.tensor(size)``, the resize's ``int(h * scale)``:
+    size guards ONNX turns into static input dimensions), so another size is refused at the model's entry;
+    the pooler's level scale (``float(tensor.log2().round())``, a value read of sizes) needs ``guards="shapes"``."""
+    pytest.importorskip("onnxruntime")
+    model = AsTuple(_detector("fasterrcnn")).eval()
+    example = _images((64, 80))
+    new = [[torch.rand(3, 64, 80, generator=torch.Generator().manual_seed(seed))] for seed in (7, 8)]
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = tracejit.trace(model, (example,), check_trace=False, guards="shapes")
+        assert {n.op for n in traced.inlined_graph.nodes} >= {"torchvision::nms.default", "torchvision::roi_align.default"}
+        program = tracejit.optimize_for_inference(traced, backend="onnxruntime")
+        wants = [model(images) for images in new]
+        assert not torch.equal(wants[0][0], wants[1][0]), "the images must move the boxes"
+        for images, want in zip(new, wants):
+            got = program(images)
+            assert [tuple(g.shape) for g in got] == [tuple(w.shape) for w in want]
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-4)
+        with pytest.raises(RuntimeError, match="Expected: 64"):
+            program(_images((48, 60)))
+
+
+def test_detection_export_refused_with_the_value_read_it_relies_on():
+    """With every guard kept, the pooler's scale is a value read ONNX cannot check: refused, naming the line."""
+    from tracejit.export.errors import ExportError
+    model = AsTuple(_detector("fasterrcnn")).eval()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = tracejit.trace(model, (_images((64, 80)),), check_trace=False)
+        with pytest.raises(ExportError, match=r"tensor values .*poolers\.py:\d+"):
+            tracejit.export_onnx(traced)
 
 
 def _flat(out):

@@ -24,7 +24,7 @@ from .errors import RNG_REFUSAL, ExportError
 from .recorder import inline, split_inputs_attributes
 from .schema_args import bind
 from .special_ops import HANDLERS
-from . import attention, edge_values, sym_lowering, unlisted_ops  # noqa: E402,F401  (register their handlers)
+from . import attention, edge_values, sym_lowering, unlisted_ops, vision_ops  # noqa: E402,F401  (register their handlers)
 from . import view_writes  # noqa: E402
 
 ir = require("onnx_ir")
@@ -258,8 +258,8 @@ class Lowering:
         if isinstance(results, ir.Value) or not isinstance(results, Sequence):
             results = [results]
         results = list(results)
-        if len(outs) > 1 and len(results) == 1 and isinstance(results[0], ir.Value):
-            seq = results[0]   # a sequence (SplitToSequence): take its items
+        if len(results) == 1 and isinstance(results[0], ir.Value) and (len(outs) > 1 or _is_sequence(results[0])):
+            seq = results[0]   # a sequence (SplitToSequence, also of one piece: a split of batch 1): its items
             results = [op.SequenceAt(seq, i) for i in range(len(outs))]
         for i, v in enumerate(outs):
             if v is None:
@@ -285,6 +285,10 @@ class Lowering:
         if value.shape is None or len(value.shape) != rank:
             value.shape = ir.Shape([None] * rank)
         return value
+
+
+def _is_sequence(value) -> bool:
+    return isinstance(value.type, ir.SequenceType) or getattr(value.producer(), "op_type", "") == "SplitToSequence"
 
 
 def _result_type(operands) -> torch.dtype | None:

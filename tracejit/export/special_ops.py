@@ -194,6 +194,79 @@ def tensor_of_number(cx, node, args, kwargs):
     return [op.Constant(value=ir.tensor(args[0], dtype=dtype))]
 
 
+@handles("aten::as_tensor.list", "aten::tensor.default")
+def tensor_of_list(cx, node, args, kwargs):
+    """``torch.as_tensor([0.485, 0.456, 0.406])``, ``torch.tensor([k])`` (torchvision's detection transform
+    and top-k bound): a tensor of the traced result's dtype; a flat list may hold traced numbers (sizes)."""
+    data, dtype = args[0], onnx_dtype(node.outputs[0].type.dtype)
+    if not isinstance(data, (list, tuple)):
+        raise NotImplementedError("data that is not a list")
+    if _numbers(data):
+        return [op.Constant(value=ir.tensor(data, dtype=dtype))]
+    if not all(isinstance(x, (bool, int, float, ir.Value)) for x in data):
+        raise NotImplementedError("a nested list holding traced values")
+    one = op.Constant(value=ir.tensor([1], dtype=ir.DataType.INT64))
+    parts = [op.Reshape(op.Cast(x, to=dtype), one) if isinstance(x, ir.Value)
+             else op.Constant(value=ir.tensor([x], dtype=dtype)) for x in data]
+    return [op.Concat(*parts, axis=0)]
+
+
+@handles("aten::meshgrid.indexing", "aten::meshgrid.default")
+def meshgrid(cx, node, args, kwargs):
+    """``torch.meshgrid(ys, xs, indexing="ij")`` (torchvision's anchor grid): each 1-D input reshaped to
+    its own axis and expanded to the grid; ``"xy"`` swaps the first two axes."""
+    tensors = list(args[0])
+    if any(len(v.type.shape) != 1 for v in node.args[0]):
+        raise NotImplementedError("meshgrid of tensors that are not 1-D")
+    n = len(tensors)
+    order = [1, 0, *range(2, n)] if kwargs.get("indexing", "ij") == "xy" and n >= 2 else list(range(n))
+    grid = op.Concat(*[op.Shape(tensors[j]) for j in order], axis=0)
+    out = []
+    for i, t in enumerate(tensors):
+        shape = [1] * n
+        shape[order.index(i)] = -1
+        out.append(op.Expand(op.Reshape(t, op.Constant(value=ir.tensor(shape, dtype=ir.DataType.INT64))), grid))
+    return out
+
+
+@handles("aten::where.default")
+def where_nonzero(cx, node, args, kwargs):
+    """``torch.where(condition)`` (torchvision's small-box filter): ``nonzero(as_tuple=True)``, one int64
+    index tensor per dimension."""
+    found = op.NonZero(args[0])
+    return [op.Gather(found, op.Constant(value_int=i), axis=0) for i in range(_rank(node))]
+
+
+@handles("aten::conv_transpose1d.default", "aten::conv_transpose2d.input", "aten::conv_transpose3d.input")
+def conv_transpose(cx, node, args, kwargs):
+    """``F.conv_transpose2d`` (Mask R-CNN's mask head) as ONNX ConvTranspose: the weight's layout is
+    torch's (in, out / groups, kernel...), padding on both sides of each axis."""
+    x, weight, bias, stride, padding, output_padding, groups, dilation = (list(args) + [None] * 8)[:8]
+    if not all(isinstance(v, int) for v in (*stride, *padding, *output_padding, *dilation, groups)):
+        raise NotImplementedError("a stride, padding or dilation computed by the trace")
+    inputs = [x, weight] + ([bias] if bias is not None else [])
+    return [op.ConvTranspose(*inputs, strides=list(stride), pads=list(padding) * 2, output_padding=list(output_padding),
+                             dilations=list(dilation), group=groups)]
+
+
+@handles("aten::numel.default")
+def numel(cx, node, args, kwargs):
+    """``x.numel()`` as a traced number (torchvision's batched_nms): the product of the shape, int64."""
+    return [op.ReduceProd(op.Shape(args[0]), keepdims=0)]
+
+
+@handles("aten::_shape_as_tensor.default")
+def shape_as_tensor(cx, node, args, kwargs):
+    """``torch._shape_as_tensor(x)`` (torchvision's box clipping under tracing): the shape, int64."""
+    return [op.Shape(args[0])]
+
+
+def _numbers(data) -> bool:
+    if isinstance(data, (list, tuple)):
+        return all(_numbers(x) for x in data)
+    return isinstance(data, (bool, int, float))
+
+
 @handles("aten::softmax.int", "aten::log_softmax.int")
 def softmax(cx, node, args, kwargs):
     x, dim = args[0], args[1]

@@ -21,7 +21,7 @@ import functools
 
 import torch
 
-from . import overrides
+from . import custom, overrides
 from .names import split_name
 
 
@@ -71,8 +71,9 @@ def _tagged(op: str, tag) -> bool:
 @functools.lru_cache(maxsize=None)
 def has_data_dependent_shape(op: str) -> bool:
     """Does ATen tag ``op`` as giving a result whose shape depends on its inputs' values (``dynamic_output_shape``:
-    nonzero, masked_select, unique, index.Tensor, repeat_interleave.Tensor, ...)?"""
-    return _tagged(op, torch.Tag.dynamic_output_shape)
+    nonzero, masked_select, unique, index.Tensor, repeat_interleave.Tensor, ...), or is it a kept custom op that
+    does (ops/custom.py: torchvision's nms)?"""
+    return _tagged(op, torch.Tag.dynamic_output_shape) or custom.custom_data_dependent_shape(op)
 
 
 @functools.lru_cache(maxsize=None)

@@ -21,6 +21,8 @@ from ..compat import redispatch_function
 from ..errors import TraceError
 from .. import ops as op_facts
 from ..ir import Graph, Node, TensorType, Value, iter_values
+from ..ir.target import function
+from ..ops import custom as custom_ops
 from ..pytree import flatten
 from . import boundary, dtype_reads, grad_mode, ops, provenance, reads, self_results, subscript
 from .guards import GuardMaker
@@ -240,6 +242,11 @@ class Tracer(TorchFunctionMode):
             reads.iteration(self, args[0])
             result = func(*args, **kwargs)
             self.record(func, args, kwargs, result, quiet_pieces=True)
+            return result
+        kept = custom_ops.kept_op(func)
+        if kept is not None:   # a reviewed custom op (torchvision's nms, roi_align): one node, not traced through
+            result = func(*args, **kwargs)
+            self.record(func, args, kwargs, result, (kept, function(custom_ops.call_path(kept))))
             return result
         if not _is_builtin(func):
             if func not in self._python_calls:
