@@ -55,7 +55,7 @@ class SourceNotes:
         outer = _method_graph(program, method)
         self.sites = call_sites(outer) if outer is not None else {}
         self.by_line: dict[tuple, list[str]] = {}
-        for entry in ledger_of(traced):
+        for entry in ledger_of(program):
             key = _line_key(entry.source)
             if key is not None:
                 self.by_line.setdefault(key, []).append(ledger_text(entry))
