@@ -15,9 +15,10 @@ from torch import nn
 from .backends import protocol
 from .backends.fallback import captured_tensors
 from .backends.torch_kernels import FastTracedFunction, FastTracedModule, compile_for_inference
+from .ops.names import CALL_MODULE
 from .passes.freeze import freeze_attributes
 from .passes.graph_copy import copy_graph
-from .passes.pipeline import IN_MEMORY_PASSES, run_passes, runs_on_cpu
+from .passes.pipeline import IN_MEMORY_PASSES, INLINE_PASSES, run_passes, runs_on_cpu
 from .runtime import specialize
 from .runtime.traced import TracedFunction, TracedModule
 
@@ -41,9 +42,7 @@ def freeze(traced, preserved_attrs=None):
     preserved = tuple(preserved_attrs or ())
     for path in preserved:
         _lookup(traced, path)   # a clear error for a misspelt name
-    graph = traced._method("forward").graph
-    frozen = freeze_attributes(graph, lambda path: _lookup(traced, path), preserved)
-    frozen.training = False
+    frozen = _frozen_graph(traced._method("forward").graph, traced, preserved)
     out = _module_from(traced, frozen, preserved)
     _keep_specializations(traced, out, lambda g: _frozen_graph(g, traced, preserved), optimize=False)
     return out
@@ -85,8 +84,11 @@ def optimized(traced, in_memory: bool = True):
 
 
 def _frozen_graph(graph, traced, preserved):
-    frozen = freeze_attributes(graph, lambda path: _lookup(traced, path), preserved)
+    """``graph`` inlined (a pass of its own) and frozen, both stamped in ``.passes``."""
+    flat = run_passes(graph, INLINE_PASSES) if any(n.op == CALL_MODULE for n in graph.nodes) else graph
+    frozen = freeze_attributes(flat, lambda path: _lookup(traced, path), preserved)
     frozen.training = False
+    frozen.passes = tuple(flat.passes) + (("freeze", len(flat.nodes), len(frozen.nodes)),)
     return frozen
 
 

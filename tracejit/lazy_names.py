@@ -13,7 +13,7 @@ start a trace, whichever public name was touched first.
 
 ``tracejit.trace`` names two things: the function, and the subpackage ``tracejit/trace/`` (so does
 ``tracejit.migrate``). Importing the subpackage for the first time binds it as the package's attribute
-``trace`` (the import system's ``setattr``), which the loader's own imports do (serialize/program_loader.py
+``trace`` (the import system's ``setattr``), which the loader's own imports do (serialize/program_decoder.py
 reads trace/ledger.py). ``Package`` keeps the attribute the function: a data descriptor on the package's
 type, which the import system's binding does not replace. Assigning another value (a test's monkeypatch)
 still works.

@@ -47,7 +47,7 @@ def pytest_generate_tests(metafunc):
 
 _FRESH_SCRIPT = textwrap.dedent("""
     import json, os, sys
-    import torch, tracejit
+    import torch, tracejit, tracejit.ir
     from safetensors.torch import load_file, save_file
     root = sys.argv[1]
     report = {}
@@ -67,7 +67,15 @@ _FRESH_SCRIPT = textwrap.dedent("""
                 for i, t in enumerate(out):
                     outputs[f"{group}::{i}"] = t.contiguous()
         save_file(outputs, os.path.join(d, "outputs.safetensors"))
+        todo, seen, impure = [g for _, _, g in loaded.program.graphs()], set(), []
+        while todo:   # every graph of the loaded Program and those it calls: node attributes are plain data
+            g = todo.pop()
+            if id(g) not in seen:
+                seen.add(id(g))
+                todo += list(g.callees.values())
+                impure += [[n.op, k] for n in g.nodes for k, v in n.attrs.items() if not tracejit.ir.is_plain(v)]
         graph_and_ledger = {
+            "impure_attrs": impure,
             "inlined_graph": str(loaded.inlined_graph),
             "ledger": [[e.kind, e.message, e.filename, e.lineno, repr(e.value)] for e in loaded.ledger],
         }

@@ -6,11 +6,18 @@ Two scans of tracejit/'s source (AST, not text):
      A dict keyed by op names is a table of *implementations* (a lowering, a kernel) and may stay.
   2. a literal set of 3+ bare ATen names that are all random, or all dropouts, restates ATen's
      nondeterministic_seeded tag: read ops.is_random / ops.is_dropout instead.
-The allow-list is reviewed: each entry says why it cannot come from the registry.
+  3. any set / tuple / list literal of 3+ strings that are all bare ATen op names ("relu", "conv2d"): an op
+     table written by hand. The ones that exist are listed in BARE_TABLES, each with what it is (a fact
+     torch states elsewhere and that should come from the registry: debt, issue #24; or an implementation
+     table: which ops a kernel / lowering implements); the list only shrinks: a new table fails the test.
+The allow-lists are reviewed: each entry says why it cannot come from the registry (yet).
 """
 import ast
+import functools
 import pathlib
 import re
+
+import torch
 
 import tracejit
 from tracejit import ops
@@ -24,10 +31,66 @@ ALLOWED = {
 }
 
 
+# (file, the name the literal is assigned to, or its first three names) -> what it is
+BARE_TABLES = {
+    # facts written by hand that ATen's tags / schemas could give (debt: issue #24 item 2)
+    ("codegen/inplace.py", "UNARY"): "fact: elementwise unary ops with an in-place twin (ATen: pointwise + `op_`)",
+    ("codegen/inplace.py", "SCALAR_BINARY"): "fact: elementwise binary ops with an in-place twin",
+    ("codegen/inplace.py", "FRESH"): "fact: ops whose result is never a view (ATen: schema alias info)",
+    ("passes/conv_layout.py", "LAYOUT_FREE"): "fact: ops indifferent to channels-last (pointwise + a few)",
+    ("passes/conv_layout.py", "_VIEWS"): "fact: views / no-ops that keep a feature map's layout",
+    ("passes/conv_layout.py", "mean,sum,size"): "fact: reductions whose result comes out contiguous",
+    ("export/lowering.py", "VIEW_OPS"): "fact: view ops (ATen: schema alias info)",
+    ("export/view_writes.py", "RESHAPING"): "fact: reshaping views",
+    ("export/view_writes.py", "INVERTIBLE"): "fact: views whose write-back is invertible",
+    ("passes/fold_constants.py", "GROWING"): "fact: ops whose output outgrows their inputs (not folded)",
+    ("trace/recorder.py", "_PIECES"): "fact: ops returning a list of views of their input",
+    ("serialize/schema_check.py", "NUMBER_OPS"): "fact: ops taking a Python number where the schema says Tensor",
+    ("serialize/schema_check.py", "STRING_CHOICES"): "fact: ops whose str argument is one of a closed set",
+    ("export/lowering.py", "PROMOTING"): "fact: ops promoting mixed dtypes (ATen: type promotion in the schema)",
+    ("export/lowering.py", "ACCUMULATING"): "fact: reductions with a dtype= accumulator",
+    ("export/lowering.py", "COMPARING"): "fact: comparisons (bool result)",
+    ("backends/fallback.py", "NONFINITE_DIFFERS"): "fact of a backend, not of ATen: ops onnxruntime computes "
+                                                   "otherwise than torch on NaN / inf",
+    ("kernels/onednn_activation.py", "NAN_TO_NUMBER"): "fact of oneDNN: activations that turn NaN into numbers",
+    # implementation tables: what one kernel / lowering / emitter implements, not a fact about the op
+    ("kernels/numexpr_groups.py", "EXPR"): "implementation: the functions numexpr evaluates",
+    ("kernels/numpy_kernel.py", "TORCH"): "implementation: steps the numpy kernel runs as torch calls",
+    ("passes/numpy_regions.py", "_SCALAR_BINARY"): "implementation: binary steps with a scalar operand",
+    ("migrate/aten_call.py", "slice,select,index"): "implementation: ATen calls emitted as Python indexing",
+    ("trace/symfloat.py", "_OVERLOADS"): "implementation: int/float overloads of size arithmetic it records",
+    # not tensor ops: Python-level names that happen to share an ATen op's name
+    ("trace/index_reads.py", "_SAFE_CALLS"): "Python calls an index expression may make (x.size(), len())",
+    ("trace/reads.py", "_COMPARISONS"): "Python comparison operators (operator.lt, ...)",
+    ("trace/rng_record.py", "_GENERATOR_ALLOWED"): "torch.Generator methods",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _is_aten_name(name: str) -> bool:
+    try:
+        return isinstance(getattr(torch.ops.aten, name), torch._ops.OpOverloadPacket)
+    except (AttributeError, RuntimeError):
+        return False
+
+
+def _bare_tables():
+    """{(file, owner or first three names): line} of every literal of 3+ bare ATen op names."""
+    found = {}
+    for path, tree in _sources():
+        rel = path.relative_to(ROOT).as_posix()
+        for owner, node in _literals(tree):
+            names = _strings(node)
+            if len(names) >= 3 and len(names) == len(node.elts) and all(_is_aten_name(n) for n in names):
+                found.setdefault((rel, owner or ",".join(names[:3])), node.lineno)
+    return found
+
+
+@functools.lru_cache(maxsize=None)
 def _sources():
-    for path in sorted(ROOT.rglob("*.py")):
-        if not any(path == r or r in path.parents for r in REGISTRY):
-            yield path, ast.parse(path.read_text(), str(path))
+    """(path, AST) of every module outside the registry, parsed once for the scans."""
+    return tuple((path, ast.parse(path.read_text(), str(path))) for path in sorted(ROOT.rglob("*.py"))
+                 if not any(path == r or r in path.parents for r in REGISTRY))
 
 
 def _literals(tree):
@@ -82,3 +145,18 @@ def test_allow_list_entries_still_exist():
     for rel, owner in ALLOWED:
         tree = ast.parse((ROOT / rel).read_text())
         assert any(o == owner for o, _ in _literals(tree)), f"{rel} no longer defines {owner}: drop it from ALLOWED"
+
+
+def test_no_new_hand_written_table_of_bare_op_names():
+    found = _bare_tables()
+    new = sorted(f"{rel}:{line} {owner}" for (rel, owner), line in found.items() if (rel, owner) not in BARE_TABLES)
+    assert new == [], ("tables of bare op names outside tracejit/ops/ (ask the registry, tracejit.ops, or list it "
+                       "in BARE_TABLES with its reason):\n" + "\n".join(new))
+    gone = sorted(f"{rel} {owner}" for rel, owner in BARE_TABLES if (rel, owner) not in found)
+    assert gone == [], "BARE_TABLES entries no longer in the source: drop them (the list only shrinks):\n" + \
+        "\n".join(gone)
+
+
+def test_the_bare_name_scan_would_catch_a_copy():
+    literals = [n for _, n in _literals(ast.parse('LAYOUT = {"relu", "gelu", "tanh"}\nNOT = ("x", "y", "z")'))]
+    assert [all(_is_aten_name(s) for s in _strings(n)) for n in literals] == [True, False]

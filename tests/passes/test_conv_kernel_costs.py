@@ -32,7 +32,8 @@ class SqueezeExcite(nn.Module):
 
 
 def fused(traced) -> list:
-    return sorted(n.attrs["kernel"].groups for n in conv_kernel_nodes(run_graph(traced)))
+    graph = run_graph(traced)
+    return sorted(graph.kernels[n.attrs["index"]].groups for n in conv_kernel_nodes(graph))
 
 
 def test_small_dense_convs_stay_torchs_and_the_depthwise_conv_is_fused():

@@ -129,7 +129,8 @@ def test_calls_that_do_not_fit_run_torchs_ops_with_eagers_answers_and_gradients(
 def test_moved_to_float64_and_back_and_meta_inputs():
     model = net()
     traced = ofi(model, (torch.randn(1, 3, 16, 16),))
-    kernel = conv_kernel_nodes(run_graph(traced))[0].attrs["kernel"]
+    graph = run_graph(traced)
+    kernel = graph.kernels[conv_kernel_nodes(graph)[0].attrs["index"]]
     assert isinstance(kernel, OneDnnConv) and kernel._packed is not None
     with torch.no_grad():
         x = torch.randn(2, 3, 14, 14)

@@ -21,7 +21,8 @@ def gelu_tanh(x):
 
 
 def kernels(traced) -> list:
-    return [n.attrs["kernel"] for n in region_nodes(run_graph(traced))]
+    graph = run_graph(traced)
+    return [graph.kernels[n.attrs["index"]] for n in region_nodes(graph)]
 
 
 def numexpr_programs(traced) -> list:

@@ -96,7 +96,8 @@ def test_calls_that_do_not_fit_run_torchs_ops_with_eagers_answers_gradients_and_
         traced.float()
         model.float()
         close(traced(x.detach()), model(x.detach()))
-        kernel = linear_kernel_nodes(run_graph(traced))[0].attrs["kernel"]
+        graph = run_graph(traced)
+        kernel = graph.kernels[linear_kernel_nodes(graph)[0].attrs["index"]]
         assert kernel._packed is not None   # back on float32: oneDNN again
         meta = torch.randn(2, 16, 128, device="meta")
         plain = tracejit.trace(model, (torch.randn(2, 16, 128),))
@@ -123,7 +124,8 @@ def test_a_value_read_twice_keeps_its_activation_and_tied_weights_stay_one_tenso
     example = torch.randn(4, 16, 128)
     traced, ref = ofi(model, (example,)), jit(model, (example,))
     assert kernel_ops(traced) == ["onednn:linear", "onednn:linear"]
-    first, second = (n.attrs["kernel"] for n in linear_kernel_nodes(run_graph(traced)))
+    graph = run_graph(traced)
+    first, second = (graph.kernels[n.attrs["index"]] for n in linear_kernel_nodes(graph))
     assert first.weight is second.weight
     with torch.no_grad():
         for x in (torch.randn(4, 16, 128), torch.randn(2, 50, 128)):

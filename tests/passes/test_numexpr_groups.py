@@ -20,8 +20,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
 
 
 def kernel_of(traced):
-    (node,) = region_nodes(run_graph(traced))
-    return node.attrs["kernel"]
+    graph = run_graph(traced)
+    (node,) = region_nodes(graph)
+    return graph.kernels[node.attrs["index"]]
 
 
 def programs(traced) -> list:

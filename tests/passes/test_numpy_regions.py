@@ -87,7 +87,7 @@ def test_chained_linears_fold_their_biases_into_the_products_and_stay_current():
     torch.manual_seed(2)
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 8)).eval()
     traced = ofi(model, (torch.randn(1, 16),))
-    fn = region_nodes(traced.forward.run_graph)[0].attrs["kernel"]
+    fn = traced.forward.run_graph.kernels[region_nodes(traced.forward.run_graph)[0].attrs["index"]]
     assert fn.source.count(".dot(_B") == 3 and fn.source.count("_np_add(") == 1   # one bias add for three layers
     # frozen copies only this program holds: no per-call version checks (a frozen program is a snapshot)
     assert "_version" not in fn.source and fn.kernel.private == set(range(6))
@@ -106,7 +106,8 @@ def test_chained_linears_fold_their_biases_into_the_products_and_stay_current():
         return nn.functional.linear(torch.relu(nn.functional.linear(x, w1, b1)), w2, b2)
 
     traced_fn = ofi(chain, (torch.randn(2, 16),))
-    kernel = region_nodes(run_graph(traced_fn))[0].attrs["kernel"]
+    graph = run_graph(traced_fn)
+    kernel = graph.kernels[region_nodes(graph)[0].attrs["index"]]
     assert "_version" in kernel.source and not kernel.kernel.private
     with torch.no_grad():
         x = torch.randn(3, 16)
@@ -134,7 +135,7 @@ class CountingMLP(nn.Module):
 def test_a_program_that_writes_in_place_keeps_the_version_checks():
     model = CountingMLP().eval()
     traced = ofi(model, (torch.randn(2, 8),))
-    kernels = [n.attrs["kernel"] for n in region_nodes(traced.forward.run_graph)]
+    kernels = [traced.forward.run_graph.kernels[n.attrs["index"]] for n in region_nodes(traced.forward.run_graph)]
     assert kernels and all(not k.kernel.private for k in kernels)
     with torch.no_grad():
         for _ in range(3):
@@ -272,7 +273,7 @@ def test_a_lone_linear_adds_its_bias_through_a_rank_matched_view_that_stays_curr
     torch.manual_seed(3)
     model = nn.Sequential(nn.Linear(16, 8), nn.ReLU(), Affine()).eval()
     traced = ofi(model, (torch.randn(1, 16),))
-    fn = region_nodes(traced.forward.run_graph)[0].attrs["kernel"]
+    fn = traced.forward.run_graph.kernels[region_nodes(traced.forward.run_graph)[0].attrs["index"]]
     (bias_index,) = [i for i, k in enumerate(fn.kernel.constants) if k.dim() == 1]
     assert f"_C{bias_index}R if" in fn.source
     with torch.no_grad():
@@ -289,7 +290,8 @@ def test_a_moved_program_swaps_in_a_kernel_over_its_moved_constants_and_back():
     traced = ofi(model, (torch.randn(1, 16),))
 
     def kernel():
-        return region_nodes(traced.forward.run_graph)[0].attrs["kernel"]   # the node keeps the first build
+        graph = traced.forward.run_graph
+        return graph.kernels[region_nodes(graph)[0].attrs["index"]]   # the node keeps the first build
     before = kernel()
     traced.double()
     x = torch.randn(3, 16, dtype=torch.float64)

@@ -71,7 +71,8 @@ def test_schema_1_file_without_guards_still_checks_the_training_flag():
         for g in graphs(doc):
             g["nodes"] = [n for n in g["nodes"] if n["op"] != "tracejit::guard"]
     loaded = load_bytes(rewrite(raw, edit_doc=as_schema_1))
-    assert "tracejit::guard" not in str(loaded.graph)
+    # the decoder upgrades the file: its Program holds the guard node a trace makes today, codegen adds none
+    assert [n.attrs["test"] for n in loaded.graph.nodes if n.op == "tracejit::guard"] == ["training"]
     assert "if self.training: _tj_guard(0, self.training)" in loaded.code
     x = torch.randn(4, 3)
     torch.testing.assert_close(loaded(x), m(x))

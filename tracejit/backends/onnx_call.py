@@ -18,7 +18,7 @@ from ..export.guards import plan_guards
 from ..export.onnx_export import export_onnx, input_names, traced_graph
 from ..inference import optimized
 from ..ir import ScalarType, Value
-from ..passes.graph_copy import copy_graph
+from ..passes.inline import inline_calls
 from ..passes.inline import inline_calls
 from ..runtime import specialize
 from ..runtime.method_compiler import compile_method
@@ -94,7 +94,7 @@ def with_size_guards(program, traced, graph, call):
 def _check_graph(graph, backend: str):
     """(a graph holding only the guards ONNX cannot check and what they read, whether it computes tensors), or
     None when there is no such guard."""
-    checked_graph = copy_graph(graph)
+    checked_graph = inline_calls(graph)   # a new, flat graph
     _, unchecked = plan_guards(checked_graph)
     producers = {id(v): n for n in checked_graph.nodes for v in n.outputs if v is not None}
     kept, checks = {}, []

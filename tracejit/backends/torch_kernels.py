@@ -125,5 +125,5 @@ def compile_for_inference(saved_graph, run_graph, name: str, label: str, display
     fn = compile_method(run_graph, name, label, guards=True, display=display)
     fn.graph = saved_graph
     fn.run_graph = run_graph
-    fn.finite_inputs = any(getattr(n.attrs.get("kernel"), "drops_nan", False) for n in run_graph.nodes)
+    fn.finite_inputs = any(getattr(k, "drops_nan", False) for k in run_graph.kernels)
     return fn

@@ -79,12 +79,13 @@ def cmd_inspect(args) -> int:
     path = args.file
     obj = load(path, map_location="meta")   # validates checksum and graphs; reads no weights, runs nothing
     doc = read_document(path)
-    from ..runtime.traced import TracedFunction
+    from ..runtime.traced import program_of
+    program = program_of(obj)
     size = os.path.getsize(path)
     out = []
-    is_fn = isinstance(obj, TracedFunction)
-    name = obj.__name__ if is_fn else obj.original_name
-    mode = "" if is_fn else f" ({'train' if obj.training else 'eval'} mode)"
+    is_fn = program.kind == "function"
+    name = program.name
+    mode = "" if is_fn else f" ({'train' if program.training else 'eval'} mode)"
     # every line below holds at most one line of each file string: escape() writes a file's newline as \n
     out.append(f"{escape(path)}: tracejit {'function' if is_fn else 'module'} {escape(name)}{mode}")
     out.append(f"  size:    {size} bytes ({human(size)})")
@@ -98,7 +99,7 @@ def cmd_inspect(args) -> int:
     out.append("methods:")
     roots = [(mname, graph) for p, _, mname, graph in methods if p == ""]
     from ..viewer.sizes import value_dims   # the viewer's names: probed on the meta device, no data
-    named = [(mname, graph, value_dims(obj, graph)) for mname, graph in roots]
+    named = [(mname, graph, value_dims(program, graph)) for mname, graph in roots]
     out += [f"  {escape(signature(mname, graph, dims))}" for mname, graph, dims in named]
     if any(dims or symbolic_dims(graph) for _, graph, dims in named):
         out.append("  (s0, s1, ...: sizes the program accepts other values of, as 'tracejit view' names them; "
@@ -111,7 +112,7 @@ def cmd_inspect(args) -> int:
     out += _specialization_lines(obj)
     out += _tensor_lines(obj, methods)
 
-    ledger = tuple(getattr(obj, "ledger", ()))
+    ledger = program.ledger
     out.append("")
     out.append(f"ledger: {plural(len(ledger), 'entry', 'entries')}")
     if ledger:

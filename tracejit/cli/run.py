@@ -39,8 +39,8 @@ def traced_inputs(obj, generator, path=None):
     ``--input`` knows."""
     from ..ir import Value
     from ..pytree import unflatten
-    from ..runtime.traced import TracedFunction
-    graph = obj.graph if isinstance(obj, TracedFunction) else obj._method("forward").graph
+    from ..runtime.traced import program_of
+    graph = program_of(obj).graph("forward")
     if path is not None:   # a file's declared shapes count in its allocation budget
         _cap_declared_inputs(path, [InputSpec(dtype_name(v.type.dtype), dtype_name(v.type.dtype),
                                               tuple(int(d) for d in v.type.shape))

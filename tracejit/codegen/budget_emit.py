@@ -77,12 +77,13 @@ def enter_line(gen) -> str | None:
         return None
     _add_global(gen, "_tj_budget_inputs", enter_call)   # also marks this code as the program's own (nested calls)
     plan = gen.budget
-    callees = [n.attrs.get("graph") for n in gen.graph.nodes if n.op == "tracejit::call_module"]
+    callees = [gen.graph.callees.get((n.attrs["path"], n.attrs["method"])) for n in gen.graph.nodes
+               if n.op == "tracejit::call_module"]
     callees_need = any(plan.with_checks.get(id(c), True) for c in callees)
     plan.with_checks[id(gen.graph)] = gen.budget_checked or callees_need
     if not (gen.budget_checked or callees_need or (gen.guards and plan.checked)):
         return None
-    tensors = [gen.name(v) for v in gen.graph.inputs if hasattr(v.type, "shape") and v.hint != "__capture__"]
+    tensors = [gen.name(v) for v in gen.graph.inputs if hasattr(v.type, "shape") and not v.capture]
     call = f"_tj_budget_inputs({', '.join(tensors)})"
     if gen.guards:   # a root method is always an entry point: no test of its caller
         _add_global(gen, "_tj_budget_root", enter_root)

@@ -60,7 +60,7 @@ def _header(region: tuple) -> str:
 def skipped_nodes(graph) -> set:
     """The forward ops of custom autograd Functions that are called as themselves (in memory)."""
     called = {n.attrs.get("function_id") for n in graph.nodes
-              if n.op == AUTOGRAD_FUNCTION and n.attrs.get("fn") is not None}
+              if n.op == AUTOGRAD_FUNCTION and n.attrs.get("function_id") in graph.functions}
     if not called:
         return set()
     return {id(n) for n in graph.nodes if n.attrs.get("in_function") in called}
@@ -85,7 +85,7 @@ def node_expr(gen, node) -> str:
             raise ValueError(f"codegen: torch.finfo has no attribute {attr!r} tracejit records")
         return f"torch.finfo({gen.expr(a[0])}).{attr}"
     apply_args, outputs = a
-    fn = node.attrs.get("fn")
+    fn = gen.graph.functions.get(node.attrs.get("function_id"))
     if fn is not None:
         return f"{gen.const_global(fn)}.apply({', '.join(gen.expr(x) for x in apply_args)})"
     unpack = node.attrs.get("unpack")

@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-from ..ir import BOOL_TESTS, GUARD, Node, guard_expr
+from ..ir import BOOL_TESTS, Node, guard_expr
 from ..support.guard_failure import GuardFailure
 from ..trace.boundary import needs_plain, plain_value
 
@@ -37,15 +37,6 @@ class GuardEmitter:
         k = len(self.table)
         self.table.append((node, pred))
         gen.emit(f"if {cond}: _tj_guard({k}, {now})", node.source)
-
-    def emit_missing_training_guard(self) -> None:
-        """Graphs from schema-1 files hold the training flag but no guard node for it."""
-        g = self.gen.graph
-        if g.training is None or not self.gen.guards or any(n.op == GUARD and n.attrs.get("test") == "training"
-                                                              for n in g.nodes):
-            return
-        from ..trace.guards import training_guard
-        self.emit(training_guard(g.training))
 
     def failure(self, fn_name: str):
         return GuardFailure(self.table, fn_name)

@@ -67,7 +67,7 @@ def node_expr(gen, node: Node) -> str | None:
     if op in capture_emit.OPS:
         return capture_emit.node_expr(gen, node)
     if op == "tracejit::kernel":   # in memory only (passes/numpy_regions.py): a callable the pass built
-        return f"{gen.const_global(node.attrs['kernel'])}({gen.call_args(node)})"
+        return f"{gen.const_global(gen.graph.kernels[node.attrs['index']])}({gen.call_args(node)})"
     if op in sym_emit.OPS:
         return sym_emit.node_expr(gen, node)
     if op in rng_emit.OPS:

@@ -94,8 +94,6 @@ class CodeGen:
     def generate(self) -> str:
         g = self.graph
         params = signature.signature(self)
-        if not self.observe:
-            self.guard_emitter.emit_missing_training_guard()
         self.skipped = capture_emit.skipped_nodes(g)
         # large intermediates dropped after their last use (release.py); not when observing or when
         # custom autograd Functions re-emit their inner nodes elsewhere
@@ -131,7 +129,7 @@ class CodeGen:
         return self.namer.define(Value(None), hint)
 
     def callee_graph(self, node: Node) -> Graph:
-        return node.attrs["graph"]
+        return self.graph.callee(node)
 
     def rebuild(self, spec: Spec, leaves) -> str:
         if spec.kind == "leaf":

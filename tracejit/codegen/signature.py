@@ -28,7 +28,7 @@ def signature(gen) -> list[str]:
     params = [bind_param(gen, c, leaves, names, next(tops)) for c in args_spec.children]
     keyword = [bind_param(gen, c, leaves, names, next(tops)) for c in kwargs_spec.children]
     captures = [gen.namer.define(v, f"_capture_{i}")
-                for i, v in enumerate(v for v in g.inputs if v.hint == "__capture__")]
+                for i, v in enumerate(v for v in g.inputs if v.capture)]
     if keyword or captures:
         params += ["*"] + keyword + captures
     return params

@@ -36,30 +36,26 @@ def call_sites(graph: Graph, prefix: str = "", outer: tuple = ()) -> dict:
         path = prefix + node.attrs["path"]
         chain = outer + ((path, node.source),)
         sites.setdefault(path, chain)
-        callee = node.attrs.get("graph")
+        callee = graph.callees.get((node.attrs["path"], node.attrs["method"]))
         if isinstance(callee, Graph):
             for inner, inner_chain in call_sites(callee, path + ".", chain).items():
                 sites.setdefault(inner, inner_chain)
     return sites
 
 
-def _method_graph(traced, method: str):
-    graphs = getattr(traced, "method_graphs", None)
-    if graphs is not None and method in graphs:
-        return graphs[method]
-    graph = getattr(traced, "graph", None)
-    return graph if isinstance(graph, Graph) else None
+def _method_graph(program, method: str):
+    return program.root.method(method) if method in program.root.method_names else None
 
 
 class SourceNotes:
     """Writes a doc string on the ONNX nodes each traced node lowers to."""
 
-    def __init__(self, onnx_graph, traced, graph: Graph, method: str = "forward"):
+    def __init__(self, onnx_graph, program, graph: Graph, method: str = "forward"):
         self.onnx_graph = onnx_graph
-        outer = _method_graph(traced, method)
+        outer = _method_graph(program, method)
         self.sites = call_sites(outer) if outer is not None else {}
         self.by_line: dict[tuple, list[str]] = {}
-        for entry in ledger_of(traced):
+        for entry in ledger_of(program):
             key = _line_key(entry.source)
             if key is not None:
                 self.by_line.setdefault(key, []).append(ledger_text(entry))

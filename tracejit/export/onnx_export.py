@@ -11,10 +11,11 @@ from __future__ import annotations
 import os
 
 import torch
-from torch import nn
 
 from ..ir import Graph, Value, iter_values
 from ..passes.inline import inline_calls
+from ..program import Program
+from ..runtime.traced import program_of
 from ._deps import require
 from .dtypes import onnx_dtype
 from .errors import ExportError
@@ -65,24 +66,30 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
     return proto
 
 
+def program_of_traced(traced) -> Program:
+    """The Program export reads: ``traced`` itself, or a traced object's (tracejit/program.py)."""
+    if isinstance(traced, Program):
+        return traced
+    try:
+        return program_of(traced)
+    except TypeError:
+        raise TypeError(f"export needs a traced module or function (tracejit.trace / trace_module); got "
+                        f"{type(traced).__name__}") from None
+
+
 def traced_graph(traced, method: str = "forward") -> Graph:
-    """The inlined graph of ``traced``'s ``method`` (a new Graph: the user's is never changed)."""
+    """The inlined graph of ``method`` of ``traced`` (a Program or a traced object; a new Graph: the user's
+    is never changed)."""
     return inline_calls(method_graph(traced, method))
 
 
 def method_graph(traced, method: str = "forward") -> Graph:
-    """``traced``'s graph of ``method``, its submodule calls not inlined."""
-    if isinstance(traced, nn.Module):
-        graphs = getattr(traced, "method_graphs", None)
-        if graphs is None or method not in graphs:
-            raise TypeError(f"export needs a traced module or function (tracejit.trace / trace_module); got "
-                            f"{type(traced).__name__} without a traced {method!r}")
-        return graphs[method]
-    graph = getattr(traced, "graph", None)
-    if not isinstance(graph, Graph):
+    """The graph of ``method`` of ``traced`` (a Program or a traced object), its submodule calls not inlined."""
+    program = program_of_traced(traced)
+    if method not in program.root.method_names:
         raise TypeError(f"export needs a traced module or function (tracejit.trace / trace_module); got "
-                        f"{type(traced).__name__}")
-    return graph
+                        f"{type(traced).__name__} without a traced {method!r}")
+    return program.root.method(method)
 
 
 def inlined_size(graph: Graph) -> int:
@@ -92,7 +99,7 @@ def inlined_size(graph: Graph) -> int:
     stack = [graph]
     while stack:
         g = stack[-1]
-        callees = [n.attrs["graph"] for n in g.nodes if n.op == "tracejit::call_module"]
+        callees = [g.callee(n) for n in g.nodes if n.op == "tracejit::call_module"]
         todo = [c for c in callees if id(c) not in sizes]
         if todo:
             stack.extend(todo)
@@ -154,7 +161,8 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
                          "(onnxscript's torch_lib writes opset 18)")
     if max_nodes is not None and not (isinstance(max_nodes, int) and max_nodes > 0):
         raise ValueError(f"export_onnx: max_nodes must be a positive int; got {max_nodes!r}")
-    graph = inline_calls(check_node_count(method_graph(traced, method) if graph is None else graph, max_nodes))
+    program = program_of_traced(traced)
+    graph = inline_calls(check_node_count(method_graph(program, method) if graph is None else graph, max_nodes))
     _check_input_dimensions(graph)
     ir = require("onnx_ir")
     from .annotate import SourceNotes
@@ -164,8 +172,8 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
     pinned, unchecked = plan_guards(graph)
     onnx_graph = ir.Graph([], [], nodes=[], opset_imports={"": DEFAULT_OPSET}, name=method)
     builder = GraphBuilder(onnx_graph)
-    lowering = Lowering(builder, _tensor_source(traced, graph), graph)
-    notes = SourceNotes(onnx_graph, traced, graph, method) if doc_strings else None
+    lowering = Lowering(builder, _tensor_source(program, graph), graph)
+    notes = SourceNotes(onnx_graph, program, graph, method) if doc_strings else None
     for k, (v, name) in enumerate(zip(graph.inputs, input_names(graph))):
         if not hasattr(v.type, "shape"):
             raise ExportError(f"input '{name}' is a traced Python number ({v.type}); ONNX export needs tensor inputs")
@@ -206,17 +214,19 @@ def _add_outputs(builder, lowering, graph: Graph) -> None:
             index += 1
 
 
-def _tensor_source(traced, graph: Graph):
-    """node -> the tensor a get_attr / constant node reads (the traced module's own tensors)."""
+def _tensor_source(program: Program, graph: Graph):
+    """node -> the tensor a get_attr / constant node reads (the program's own tensors)."""
     def tensor_of(node):
         if node.op == "tracejit::constant":
             return graph.constants[node.attrs["index"]]
-        if not isinstance(traced, nn.Module):
+        if program.kind == "function":
             raise ExportError(f"get_attr {node.attrs.get('path')!r} in a traced function", node.op, node.source)
-        obj = traced
-        for part in node.attrs["path"].split("."):
-            obj = getattr(obj, part)
-        if not isinstance(obj, torch.Tensor):
+        *mods, last = node.attrs["path"].split(".")
+        entry = program.root
+        for part in mods:
+            entry = program.module(dict(entry.children)[part])
+        t = dict(entry.parameters if node.attrs.get("kind") == "parameter" else entry.buffers).get(last)
+        if not isinstance(t, torch.Tensor):
             raise ExportError(f"attribute {node.attrs['path']!r} is not a tensor", node.op, node.source)
-        return obj
+        return t
     return tensor_of

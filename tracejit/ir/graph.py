@@ -19,6 +19,12 @@ namespace; they are defined once, in ir/ops.py (``OPS``):
 A node's ``args`` / ``kwargs`` hold Values and constants, possibly inside
 lists and tuples. Names are not part of the IR: the printer and codegen name
 Values when they print.
+
+Node attributes are plain data (``PLAIN_ATTR_TYPES``, ``is_plain``): what a file can hold. The live
+objects a program runs sit in the Graph's tables, which attributes index or name: ``constants``
+(tensors, attrs.index), ``callees`` (a call_module's Graph, by attrs.path and attrs.method),
+``kernels`` (an in-memory kernel, attrs.index), ``functions`` (a custom autograd Function, by
+attrs.function_id).
 """
 from __future__ import annotations
 
@@ -79,16 +85,20 @@ class SourceLoc:
 
 
 class Value:
-    """A typed SSA value. ``producer`` is the Node that makes it (None for inputs)."""
+    """A typed SSA value. ``producer`` is the Node that makes it (None for inputs); ``hint``: a name to
+    print it by; ``capture``: a graph input that is not one of the method's arguments but a tensor of the
+    caller's scope the callee used without receiving it (lifted by the tracer, passed as ``_capture_<i>``
+    by the caller's ``call_module`` node, after its arguments)."""
 
-    __slots__ = ("type", "producer", "index", "hint", "dynamic")
+    __slots__ = ("type", "producer", "index", "hint", "dynamic", "capture")
 
-    def __init__(self, type, producer=None, index=0, hint=None, dynamic=False):
+    def __init__(self, type, producer=None, index=0, hint=None, dynamic=False, capture=False):
         self.type = type
         self.producer = producer
         self.index = index
         self.hint = hint
         self.dynamic = dynamic
+        self.capture = capture
 
     def __repr__(self) -> str:
         return f"Value({self.type}, hint={self.hint!r})"
@@ -135,6 +145,24 @@ class Node:
         return f"Node({self.op})"
 
 
+# what a node attribute may hold, nested in tuples, lists and str-keyed dicts: the values a file's JSON
+# gives back (serialize/constants.py writes dtypes, devices, layouts and memory formats by name)
+PLAIN_ATTR_TYPES = (type(None), bool, int, float, str, torch.dtype, torch.device, torch.layout, torch.memory_format)
+
+
+def is_plain(value, depth: int = 0) -> bool:
+    """Is ``value`` plain data a node attribute may hold (``PLAIN_ATTR_TYPES``, nested)?"""
+    if type(value) in PLAIN_ATTR_TYPES:
+        return True
+    if depth > 32:
+        return False
+    if type(value) in (tuple, list):
+        return all(is_plain(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return all(type(k) is str and is_plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
 def iter_values(obj) -> Iterator[Value]:
     if isinstance(obj, Value):
         yield obj
@@ -147,8 +175,8 @@ def iter_values(obj) -> Iterator[Value]:
 
 
 def nodes_with_callees(graph) -> Iterator[Node]:
-    """The nodes of ``graph`` and of every submodule graph it calls (``tracejit::call_module`` with a
-    ``graph`` attribute), each graph once however many paths reach it."""
+    """The nodes of ``graph`` and of every submodule graph it calls (``tracejit::call_module``, linked in
+    ``Graph.callees``), each graph once however many paths reach it."""
     todo, seen = [graph], set()
     while todo:
         g = todo.pop()
@@ -157,8 +185,8 @@ def nodes_with_callees(graph) -> Iterator[Node]:
         seen.add(id(g))
         for n in g.nodes:
             yield n
-            if n.op == "tracejit::call_module" and "graph" in n.attrs:
-                todo.append(n.attrs["graph"])
+            if n.op == "tracejit::call_module":
+                todo.append(g.callee(n))
 
 
 def map_values(obj, fn):
@@ -193,9 +221,25 @@ class Graph:
     call_budget: Any = None # loaded from a file: its call-time budget plan (serialize/budget_plan.py)
     passes: tuple = ()      # what the inference pipeline did to get this graph, oldest first: one
                             # (pass name, nodes before, nodes after) per pass (passes/pipeline.run_passes)
+    callees: dict = field(default_factory=dict)  # (path, method) a call_module node names -> the callee's
+                            # Graph: the graph's link table (filled by the tracer, migrate and the loader,
+                            # as ``constants`` holds the tensors constant nodes index); attrs only name it
+    kernels: list = field(default_factory=list)   # the callables in-memory passes built: a tracejit::kernel
+                            # node's attrs.index (never saved: the lowered program's, not the file's)
+    functions: dict = field(default_factory=dict)  # function_id -> the custom autograd Function class a
+                            # tracejit::autograd_function node calls in memory (a file holds its forward's ops)
 
-    def add_input(self, type, hint=None, dynamic=True) -> Value:
-        v = Value(type, None, len(self.inputs), hint, dynamic)
+    def callee(self, node: Node) -> "Graph":
+        """The Graph that ``node`` (a ``tracejit::call_module`` of this graph) calls."""
+        key = (node.attrs["path"], node.attrs["method"])
+        try:
+            return self.callees[key]
+        except KeyError:
+            raise KeyError(f"graph {self.name!r} calls {key[0]}.{key[1]}, which its link table does not hold "
+                           f"(it holds {sorted(self.callees)})") from None
+
+    def add_input(self, type, hint=None, dynamic=True, capture=False) -> Value:
+        v = Value(type, None, len(self.inputs), hint, dynamic, capture)
         self.inputs.append(v)
         return v
 

@@ -32,7 +32,6 @@ def _optional(t: type) -> Attr:
     return Attr(t, required=False)
 
 
-_IN_MEMORY = Attr(object, required=False, saved=False)
 
 
 @dataclass(frozen=True)
@@ -49,19 +48,20 @@ _DEFS = (
           "a parameter or buffer of the module (attrs.path, attrs.kind)"),
     OpDef("tracejit::constant", {"index": Attr(int)}, True, ("index",),
           "a tensor captured as a constant (attrs.index into graph.constants)"),
-    OpDef("tracejit::call_module", {"path": Attr(str), "method": Attr(str), "n_captures": Attr(int),
-                                    "graph": _IN_MEMORY}, False, ("path", "method"),
-          "calls a submodule's traced method (attrs.graph: the callee Graph, linked in memory)"),
+    OpDef("tracejit::call_module", {"path": Attr(str), "method": Attr(str), "n_captures": Attr(int)}, False,
+          ("path", "method"), "calls a submodule's traced method, named by attrs.path and attrs.method "
+          "(the caller's Graph.callees links the name to the callee's Graph)"),
     OpDef("tracejit::getitem", {}, True, (), "Python indexing of a container: args (obj, idx)"),
     OpDef("tracejit::setitem", {}, False, (), "Python index assignment: args (obj, idx, value)"),
     OpDef("tracejit::dtype_of", {}, True, (), "x.dtype of a tensor value (dtype-relative capture, docs/CAPTURE.md)"),
     OpDef("tracejit::device_of", {}, True, (), "x.device of a tensor value (device-relative capture)"),
     OpDef("tracejit::finfo", {"attr": Attr(str)}, True, ("attr",), "torch.finfo(dtype).<attr> of a recorded dtype"),
-    OpDef("tracejit::autograd_function", {"name": Attr(str), "function_id": Attr(int), "unpack": _optional(int),
-                                          "fn": _IN_MEMORY}, True, ("name",),
-          "a custom autograd Function: args (apply_args, forward_outputs); in memory Cls.apply"),
-    OpDef("tracejit::kernel", {"kernel": Attr(object, saved=False), "ops": Attr(str, saved=False)}, True, ("ops",),
-          "in memory only: a callable an inference pass built (attrs.kernel; attrs.ops says what it runs)"),
+    OpDef("tracejit::autograd_function", {"name": Attr(str), "function_id": Attr(int), "unpack": _optional(int)},
+          True, ("name",), "a custom autograd Function: args (apply_args, forward_outputs); in memory "
+          "Cls.apply (Cls: the graph's functions[attrs.function_id])"),
+    OpDef("tracejit::kernel", {"index": Attr(int, saved=False), "ops": Attr(str, saved=False)}, True, ("ops",),
+          "in memory only: a callable an inference pass built (the graph's kernels[attrs.index]; attrs.ops says "
+          "what it runs)"),
     OpDef("tracejit::sym_math", {"fn": Attr(str)}, True, ("fn",),
           "math.ceil / floor / trunc, round, max, min of traced sizes (attrs.fn; trace/symfloat.py)"),
     OpDef("tracejit::manual_seed", {"seed": Attr(int)}, False, ("seed",),

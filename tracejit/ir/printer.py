@@ -21,7 +21,7 @@ class Namer:
         self.sigil = sigil
         self.counter = 0
         for v in graph.inputs:
-            self.define(v, v.hint or "input")
+            self.define(v, v.hint or ("capture" if v.capture else "input"))
 
     def define(self, v: Value, hint: str | None = None) -> str:
         if hint:

@@ -55,8 +55,9 @@ def _collect(graph, subjects: dict, reads: dict, pinned: set, depth: int, done: 
                 if isinstance(a, Value) and id(a) in local and not any(isinstance(b, Value) for b in node.args
                                                                           if b is not a):
                     pinned.add(local[id(a)])
-        elif node.op == CALL_MODULE and depth < _MAX_DEPTH and node.attrs.get("graph") is not None:
-            callee = node.attrs["graph"]
+        elif node.op == CALL_MODULE and depth < _MAX_DEPTH and (node.attrs.get("path"), node.attrs.get("method")) \
+                in graph.callees:
+            callee = graph.callee(node)
             passed = {id(c): subjects[id(a)] for c, a in zip(_callee_inputs(callee, node), node.args)
                       if isinstance(a, Value) and id(a) in subjects and c is not None}
             if passed:
@@ -74,6 +75,6 @@ def _callee_inputs(callee, node) -> list:
     """The callee's input Value for each of the call node's args (None where a constant is bound)."""
     n_cap = node.attrs.get("n_captures", 0) or 0
     plain = [leaf for leaf in callee.input_leaves if isinstance(leaf, Value)]
-    captures = [v for v in callee.inputs if v.hint == "__capture__"]
+    captures = [v for v in callee.inputs if v.capture]
     n_plain = len(node.args) - n_cap
     return plain[:n_plain] + [None] * (n_plain - len(plain)) + captures[:n_cap]

@@ -1,7 +1,7 @@
-"""Checks that a Graph is well formed: SSA, topological order, known values."""
+"""Checks that a Graph is well formed: SSA, topological order, known values, plain attributes."""
 from __future__ import annotations
 
-from .graph import Graph, Value, iter_values
+from .graph import PLAIN_ATTR_TYPES, Graph, Value, is_plain, iter_values
 from .ops import check_tracejit_node
 
 
@@ -20,6 +20,11 @@ def verify(graph: Graph) -> None:
             problem = check_tracejit_node(node)
             if problem:
                 raise VerificationError(f"node {i}: {problem}")
+        for k, a in node.attrs.items():
+            if not is_plain(a):   # live objects belong in the graph's tables (constants, callees, kernels, functions)
+                raise VerificationError(f"node {i} ({node.op}): attribute {k!r} holds a {type(a).__name__}; node "
+                                        f"attributes are plain data ({', '.join(t.__name__ for t in PLAIN_ATTR_TYPES)}, "
+                                        "and tuples, lists and str-keyed dicts of them)")
         for v in node.input_values():
             if id(v) not in defined:
                 raise VerificationError(f"node {i} ({node.op}) uses a value before it is defined")
@@ -37,6 +42,6 @@ def verify(graph: Graph) -> None:
     if graph.out_spec is not None and graph.out_spec.num_leaves != len(graph.outputs):
         raise VerificationError("output spec does not match the number of outputs")
     if graph.in_spec is not None:
-        n_values = sum(1 for v in graph.inputs if v.hint != "__capture__")
+        n_values = sum(1 for v in graph.inputs if not v.capture)
         if n_values > graph.in_spec.num_leaves:
             raise VerificationError("input spec has fewer leaves than the graph has inputs")

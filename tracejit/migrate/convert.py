@@ -281,7 +281,8 @@ class MethodConversion:
                 raise MigrationError(f"{self.at(n)}: passes {ir_leaf!r} where the first call to "
                                      f"{ref.path}.{name} passed the constant {leaf!r}")
         node = Node("tracejit::call_module", "", plain,
-                    attrs={"path": ref.path, "method": name, "n_captures": 0, "graph": callee})
+                    attrs={"path": ref.path, "method": name, "n_captures": 0})
+        self.graph.callees[(ref.path, name)] = callee
         real_leaves = flatten(real)[0]
         if len(real_leaves) != len(callee.outputs):
             raise MigrationError(f"{self.at(n)}: {ref.path}.{name} returned another structure than on its "

@@ -21,8 +21,12 @@ from .graph_copy import copy_graph
 def freeze_attributes(graph: Graph, tensor_of, preserved=()) -> Graph:
     """A new graph where every get_attr not in ``preserved`` is a constant.
 
-    ``tensor_of(path)`` returns the module's tensor at ``path`` ("layer.0.weight").
+    ``tensor_of(path)`` returns the module's tensor at ``path`` ("layer.0.weight"). ``graph`` must be flat
+    (passes/inline.py first): a submodule's parameters are read inside its own method.
     """
+    if any(n.op == "tracejit::call_module" for n in graph.nodes):
+        raise ValueError(f"freeze_attributes: graph {graph.name!r} calls submodule methods; inline them first "
+                         "(tracejit.passes.inline.inline_calls)")
     out = copy_graph(graph)
     keep = set(preserved)
     copies: dict[int, tuple] = {}   # id(module tensor) -> (index of its frozen copy, the tensor: kept alive)

@@ -124,7 +124,9 @@ def replace_chain(graph: Graph, chain: list, kernel, inputs: tuple, ops: str, re
     from .graph_copy import replace_uses
 
     first, last = chain[0], chain[-1]
-    node = Node(KERNEL, "", args=inputs, attrs={"kernel": kernel, "ops": ops}, source=first.source, scope=first.scope)
+    node = Node(KERNEL, "", args=inputs, attrs={"index": len(graph.kernels), "ops": ops}, source=first.source,
+                scope=first.scope)
+    graph.kernels.append(kernel)
     result = last.outputs[0]
     node.outputs = [Value(result.type, node, 0, result.hint, result.dynamic)]
     values = {id(n.outputs[0]) for n in chain}

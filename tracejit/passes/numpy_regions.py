@@ -256,8 +256,9 @@ def _fuse(graph: Graph, run: list, uses: dict, frozen_private: bool, elements: i
     kernel = NumpyKernel(steps, len(inputs), [graph.constants[c.producer.attrs["index"]] for c in consts],
                          outputs, label=f"numpy_region_{len(steps)}ops", private=private, elements=elements)
     first = next(n for n in run if n.op != CONSTANT)
-    region = Node(OP, "", args=tuple(inputs), attrs={"kernel": kernel.function, "ops": "numpy:" + kernel.describe()},
+    region = Node(OP, "", args=tuple(inputs), attrs={"index": len(graph.kernels), "ops": "numpy:" + kernel.describe()},
                   source=first.source, scope=first.scope)
+    graph.kernels.append(kernel.function)
     if len(outputs) > 1:
         region.attrs["unpack"] = True
     region.outputs = [Value(step_values[j].type, region, i, None, step_values[j].dynamic)

@@ -24,6 +24,7 @@ from .conv_kernels import fuse_conv_kernels
 from .conv_layout import conv_weights_channels_last
 from .fold_conv_bn import fold_conv_batch_norm
 from .graph_copy import copy_graph
+from .inline import inline_calls
 from .linear_kernels import fuse_linear_kernels
 from .linear_weight_layout import transpose_linear_weights
 from .numpy_regions import fuse_numpy_regions
@@ -66,6 +67,9 @@ def dead_code_elimination(graph: Graph) -> Graph:
     """``eliminate_dead_code`` on a copy (it works in place)."""
     return eliminate_dead_code(copy_graph(graph))
 
+
+# what ``freeze`` runs first on a method that calls submodules: passes work on one flat graph
+INLINE_PASSES = (("inline_calls", inline_calls),)
 
 INFERENCE_PASSES = (
     ("drop_identities", drop_identities),

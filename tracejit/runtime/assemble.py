@@ -4,6 +4,8 @@ and installed. Tracing, migrate and the loader build their objects here."""
 from __future__ import annotations
 
 from ..program import Program
+from . import specialize
+from .method_compiler import compile_method
 from .traced import TracedFunction, TracedModule, compile_methods
 
 
@@ -22,6 +24,35 @@ def compile_program(program: Program):
     install(made, compile_methods(methods, root_methods, program.name))
     made[""].ledger = tuple(program.ledger)
     return made[""]
+
+
+def compile_loaded(program: Program, method_compiler):
+    """The object a loaded ``program`` (decoded and validated: serialize/program_decoder.py) runs: its tree
+    with its tensors, each (module, method) compiled by ``method_compiler(graph, name, is_root)`` (the
+    loader's compiles each stored graph once: serialize/compile_once.py), and every specialization the file
+    holds, chosen per call. There is no original to retrace: a call no specialization fits raises GuardError."""
+    if program.kind == "function":
+        out = TracedFunction(program.name, program.graph("forward"), program.ledger)
+        specialize.enable_for_function(out, None)
+    else:
+        made = module_tree(program.modules)
+        # deepest modules first: a root method's code checks its inputs' sizes when any method it runs
+        # checks sizes (the call budget plan learns that while they compile: codegen/budget_emit.py)
+        deepest_first = sorted(program.modules, key=lambda e: -len(e.path.split(".")) if e.path else 0)
+        install(made, {e.path: {name: method_compiler(g, name, e.path == "") for name, g in e.methods}
+                       for e in deepest_first})
+        out = made[""]
+        out.ledger = tuple(program.ledger)
+        specialize.enable_for_module(out, None)
+    sets = specialize.sets_of(out)
+    for method, spec_set in sets.items():   # a file may hold more than a live object keeps: keep them all
+        spec_set.limit = max(spec_set.limit, 1 + sum(1 for s in program.specializations if s.method == method))
+    label = getattr(out, "original_name", None) or out.__name__
+    for k, s in enumerate(program.specializations):
+        fn = compile_method(s.graph, s.method, f"{label}.{s.method}#{k + 1}", guards=True,
+                            display=label if program.kind == "function" else None)
+        sets[s.method].add(specialize.Specialization(s.method, fn, s.reason, s.source))
+    return out
 
 
 def module_tree(entries) -> dict:

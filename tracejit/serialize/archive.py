@@ -6,7 +6,7 @@ JSON document (format, schema version, CRC32 of the whole file, the program).
 See docs/FORMAT.md. Nothing is pickled and no code is stored: the loader
 validates the graphs (tracejit/serialize/validate.py) and generates the Python
 code again with the same code generator tracing uses. This module writes files; loader.py and
-program_loader.py read them.
+program_decoder.py read them.
 """
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ graph, whether it is a root method (input checks and guards), and the graphs its
 its *name* only colours the ``def`` line, the signature its input errors print and the GuardError
 message. So one compilation per (graph, root?, callees) serves every name: another name gets a
 copy of the function object sharing the compiled code, with its own globals for those three.
+runtime/assemble.compile_loaded calls it for each (module, method) of a loaded Program.
 Labels in tracebacks and warnings (``<tracejit:LABEL#n>``) are minted here, never read from the file.
 """
 from __future__ import annotations
@@ -18,17 +19,24 @@ from ..runtime.traced import InputError, compile_method, signature_text
 
 
 class MethodCompiler:
-    """Compiles each (graph index, root?, callee graphs) once; hands out a function per name."""
+    """Compiles each (graph, root?) once; hands out a function per name. The decoder gives one Graph
+    object to every (module, method) that stores the same graph with the same callees
+    (serialize/program_decoder.py), so the Graph's identity is the stored graph and its links."""
 
     def __init__(self):
         self._compiled: dict[tuple, object] = {}
         self._named: dict[tuple, object] = {}
+        self._graphs: list = []   # keeps each compiled graph alive, so its id stays its own
 
-    def method(self, idx: int, graph, name: str, is_root: bool, callees: tuple):
-        key = (idx, is_root, tuple(map(id, callees)))
+    def __call__(self, graph, name: str, is_root: bool):
+        return self.method(graph, name, is_root)
+
+    def method(self, graph, name: str, is_root: bool):
+        key = (id(graph), is_root)
         fn = self._compiled.get(key)
         if fn is None:
-            fn = compile_method(graph, name, f"loaded.graph{idx}", guards=is_root)
+            self._graphs.append(graph)
+            fn = compile_method(graph, name, f"loaded.graph{len(self._graphs) - 1}", guards=is_root)
             self._compiled[key] = fn
             self._named[key + (name,)] = fn
         named = self._named.get(key + (name,))

@@ -19,6 +19,10 @@ from . import limits, schema_check, uninitialized, validate
 from .constants import _DTYPES, _LAYOUTS, _MEMORY_FORMATS, decode_const, dtype_name, encode_const  # noqa: F401
 from .structure import decode_spec, encode_spec
 
+# how a file marks a captured input (Value.capture): its name hint, as files have always written it
+CAPTURE_HINT = "__capture__"
+
+
 # ---- types and specs ------------------------------------------------------------------------------
 def encode_type(t):
     if t is None:
@@ -115,7 +119,8 @@ def encode_graph(graph: Graph, where: str) -> dict:
         "name": graph.name,
         "module_type": graph.module_type,
         "training": graph.training,
-        "inputs": [{"type": encode_type(v.type), "hint": v.hint, "dynamic": v.dynamic} for v in graph.inputs],
+        "inputs": [{"type": encode_type(v.type), "hint": CAPTURE_HINT if v.capture else v.hint, "dynamic": v.dynamic}
+                   for v in graph.inputs],
         "input_leaves": leaves,
         "in_spec": encode_spec(graph.in_spec, where),
         "arg_names": list(graph.arg_names),
@@ -129,8 +134,8 @@ def encode_graph(graph: Graph, where: str) -> dict:
 def decode_graph(d: dict, where: str, callees: list | None = None) -> Graph:
     """Rebuild a Graph from data (structure only; ops are validated by validate.py).
 
-    ``callees``: the Graph each ``tracejit::call_module`` node calls, in node order, linked as the
-    node's ``graph`` attribute when the node is made (the file names callees by module path).
+    ``callees``: the Graph each ``tracejit::call_module`` node calls, in node order, entered in the
+    graph's link table (``Graph.callees``) under the name the node gives (module path, method).
     """
     links = iter(callees) if callees is not None else None
     try:
@@ -144,8 +149,8 @@ def decode_graph(d: dict, where: str, callees: list | None = None) -> Graph:
             hint = _str_or_none(inp.get("hint"), where)
             if hint is not None:
                 limits.text(hint, f"{where}: input name", 200)
-            v = g.add_input(decode_type(inp["type"], where), hint,
-                            bool(inp.get("dynamic", True)))
+            v = g.add_input(decode_type(inp["type"], where), None if hint == CAPTURE_HINT else hint,
+                            bool(inp.get("dynamic", True)), capture=hint == CAPTURE_HINT)
             values.append(v)
 
         def arg(a, depth=0):
@@ -189,7 +194,7 @@ def decode_graph(d: dict, where: str, callees: list | None = None) -> Graph:
                 raise LoadError(f"{at}: malformed attributes")
             validate.check_attrs(nd.get("op"), attrs, at)
             if links is not None and nd.get("op") == "tracejit::call_module":
-                attrs = {**attrs, "graph": next(links)}
+                g.callees[(attrs["path"], attrs["method"])] = next(links)
             node = Node(_str(nd["op"], at), _target(nd.get("target", ""), at),
                         [arg(a) for a in _list(nd.get("args", []), at)],
                         {k: arg(v) for k, v in kwargs}, attrs=attrs, source=source,

@@ -1,6 +1,7 @@
 """tracejit.load, part 1: the container. Reads the file (into memory, or mapped with mmap=True),
 checks the safetensors header, the CRC and the limits, makes the tensors, and hands the program
-document to program_loader.py. See docs/FORMAT.md and docs/SECURITY.md.
+document to program_decoder.py, which returns the Program (decoded, old schemas upgraded, validated);
+the runtime compiles that (runtime/assemble.compile_loaded). See docs/FORMAT.md and docs/SECURITY.md.
 """
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ from .file_format import BACKEND_CHOICE_FILE, CRC_PLACEHOLDER as _CRC_PLACEHOLDE
 from .file_format import ST_DTYPES as _ST_DTYPES
 from .crc import combine, crc32, crc_of
 from .expansion import check_expansion
-from .program_loader import load_function, load_module
+from ..program import Program
+from ..runtime.assemble import compile_loaded
+from .compile_once import MethodCompiler
+from .program_decoder import decode_function, decode_module
 from .torch_files import raise_if_torch_file
 
 def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True, mmap: bool = False):
@@ -35,10 +39,24 @@ def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True
     truncated or rewritten in place, touching a weight can kill the process (SIGBUS).
     Any problem with the file raises ``tracejit.LoadError`` saying what and where.
     """
+    return _read_program(f, map_location, extra_files, check_integrity, mmap, compile_it=True)
+
+
+def read_program(f, map_location=None, *, check_integrity: bool = True, mmap: bool = False) -> Program:
+    """The Program (tracejit/program.py) a file saved by ``tracejit.save`` holds: decoded, upgraded to the
+    current schema and validated, with the file's tensors; nothing is compiled (``load`` compiles it).
+    Arguments and errors as ``load``'s."""
+    return _read_program(f, map_location, None, check_integrity, mmap, compile_it=False)
+
+
+def _read_program(f, map_location, extra_files, check_integrity: bool, mmap: bool, compile_it: bool):
     buf, data_crc = _read(f, mmap, check_integrity)
     try:
         raise_if_torch_file(buf)   # a TorchScript / torch.save file: name it and the migration route
-        return _load(buf, map_location, extra_files, check_integrity, data_crc)
+        program, document = _decode(buf, map_location, extra_files, check_integrity, data_crc)
+        if not compile_it:
+            return program
+        return _with_backend_choice(compile_loaded(program, MethodCompiler()), document)
     except LoadError:
         raise
     except RecursionError:
@@ -162,7 +180,8 @@ def read_header(buf, size: int | None = None):
     return header_len, header, doc
 
 
-def _load(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
+def _decode(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
+    """(the Program, the document's ``program`` object)."""
     size = len(buf)
     try:
         header_len, header, doc = read_header(buf)
@@ -190,11 +209,11 @@ def _load(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
                     raise LoadError(f"extra file {name!r} is damaged") from None
     kind = program.get("kind")
     if kind == "function":
-        return _with_backend_choice(load_function(program, tensors, budget), program)
+        return decode_function(program, tensors, budget, doc["schema_version"]), program
     if kind == "module":
         limits.check_visits(program)
         check_expansion(program)
-        return _with_backend_choice(load_module(program, tensors, budget), program)
+        return decode_module(program, tensors, budget, doc["schema_version"]), program
     raise LoadError(f"unknown program kind {kind!r}")
 
 

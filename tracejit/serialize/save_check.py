@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..errors import LoadError, SaveError
 from . import limits, validate
-from .program_loader import _decode_graph
+from .program_decoder import _decode_graph
 
 
 class _Anything:

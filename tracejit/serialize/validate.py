@@ -48,18 +48,18 @@ def identifier(name, where: str) -> str:
     return name
 
 
-def method_name(name, where: str, module=None) -> str:
+def method_name(name, where: str, taken=()) -> str:
     """A traced method's name: installed on a module, so never private, a dunder or an attribute
     a TracedModule already has, on its class (``train``, ``to``, ``__call__``) or on every instance
-    (``training``, ``original_name``, ``ledger``), except ``forward``; with ``module`` (the loaded
-    module it is installed on), never one of its parameters, buffers or submodules either."""
+    (``training``, ``original_name``, ``ledger``), except ``forward``; never one of ``taken`` either
+    (the names of the parameters, buffers and submodules of the module it is installed on)."""
     identifier(name, where)
     if name == "forward":
         return name
     if name.startswith("_") or name in _module_attributes():
         raise LoadError(f"{where}: {name!r} cannot name a traced method (it is private or an attribute every "
                         "module already has)")
-    if module is not None and (name in module._parameters or name in module._buffers or name in module._modules):
+    if name in taken:
         raise LoadError(f"{where}: {name!r} cannot name a traced method (the module has a parameter, buffer or "
                         "submodule of that name)")
     return name
@@ -113,7 +113,7 @@ def check_graph(graph: Graph, where: str, module_tree, methods_of,
     if len(graph.input_leaves) != n_leaves or len(graph.arg_names) != n_leaves:
         raise LoadError(f"{where}: the input structure has {n_leaves} leaves but {len(graph.input_leaves)} are described")
     named = [id(v) for v in graph.input_leaves if isinstance(v, Value)]
-    regular = [id(v) for v in graph.inputs if v.hint != "__capture__"]
+    regular = [id(v) for v in graph.inputs if not v.capture]
     if len(set(named)) != len(named) or set(named) != set(regular):
         raise LoadError(f"{where}: the input leaves must name each graph input exactly once")
     if len(graph.param_names) != len(graph.in_spec.children[0].children) + len(graph.in_spec.children[1].children):

@@ -58,7 +58,7 @@ def _finish(tracer, frame, start, cls, args, result, loc) -> None:
         forward_outputs = tuple(_forward_value(tracer, frame, t, args, cls, loc) for t in leaves
                                 if isinstance(t, torch.Tensor))
         node_args = (tuple(tracer.to_ir(tuple(args))), forward_outputs)
-        node = Node(OP, "", node_args, attrs={"name": cls.__qualname__, "function_id": function_id, "fn": cls},
+        node = Node(OP, "", node_args, attrs={"name": cls.__qualname__, "function_id": function_id},
                     source=loc)
         if isinstance(result, (tuple, list)):
             node.attrs["unpack"] = len(result)
@@ -66,6 +66,7 @@ def _finish(tracer, frame, start, cls, args, result, loc) -> None:
         dynamic = any(v.dynamic for v in forward_outputs) or any(
             getattr(v, "dynamic", False) for v in node_args[0])
         frame.graph.add_node(node, types_, dynamic)
+        frame.graph.functions[function_id] = cls
         for t, v in zip(leaves, node.outputs):
             if v is not None:
                 frame.bind(t, v)

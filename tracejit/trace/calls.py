@@ -161,8 +161,7 @@ class ModuleCalls:
         rel = path[len(parent.path) + 1:] if parent.path else path
         call_args = [v for v in outer] + [o for o, _ in child.captures]
         node = Node("tracejit::call_module", "", tuple(call_args),
-                    attrs={"path": rel, "method": method, "n_captures": len(child.captures),
-                           "graph": tracer.methods[path][method]},
+                    attrs={"path": rel, "method": method, "n_captures": len(child.captures)},
                     source=user_location(2))
         grad_mode.mark(tracer, node)
         out_types = [TensorType.of(x) if isinstance(x, torch.Tensor) else
@@ -170,6 +169,7 @@ class ModuleCalls:
                      for x, o in zip(out_leaves, graph.outputs)]
         dynamic = any(v is not None and v.dynamic for v in call_args)
         parent.graph.add_node(node, out_types, dynamic)
+        parent.graph.callees[(rel, method)] = tracer.methods[path][method]
         for x, v in zip(out_leaves, node.outputs):
             if v is not None:
                 parent.bind(x, v)

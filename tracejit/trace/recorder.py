@@ -108,7 +108,7 @@ class Tracer(TorchFunctionMode):
                     return self._get_attr(frame, t, n[len(prefix):])
         if frame.parent is not None and self._known_outside(t, frame.parent):
             outer = self.value_of(t, frame.parent)
-            inner = frame.graph.add_input(outer.type, hint="__capture__", dynamic=outer.dynamic)
+            inner = frame.graph.add_input(outer.type, dynamic=outer.dynamic, capture=True)
             frame.captures.append((outer, inner))
             frame.bind(t, inner)
             return inner
@@ -184,7 +184,7 @@ class Tracer(TorchFunctionMode):
         if frame.parent is not None:
             outer = self._int_value(ti, frame.parent)
             if outer is not None:
-                inner = frame.graph.add_input(outer.type, hint="__capture__", dynamic=True)
+                inner = frame.graph.add_input(outer.type, dynamic=True, capture=True)
                 frame.captures.append((outer, inner))
                 frame.bind(ti, inner)
                 return inner

@@ -40,6 +40,10 @@ def splice(parent, child, outer: list, rel: str) -> None:
                    effectful=node.effectful, scope=(prefix + node.scope).rstrip(".") if node.scope else rel)
         if node.op in (GET_ATTR, CALL_MODULE):
             new.attrs["path"] = prefix + node.attrs["path"]
+        if node.op == CALL_MODULE:
+            into.callees[(new.attrs["path"], node.attrs["method"])] = graph.callee(node)
+        if node.attrs.get("function_id") in graph.functions:   # a custom autograd Function's node
+            into.functions[node.attrs["function_id"]] = graph.functions[node.attrs["function_id"]]
         elif node.op == "tracejit::constant":
             new.attrs["index"] = len(into.constants)
             into.constants.append(graph.constants[node.attrs["index"]])

@@ -20,9 +20,9 @@ __all__ = ["view", "program_document", "render_html"]
 
 
 def view(obj, path) -> str:
-    """Write the viewer page for ``obj`` (a TracedModule / TracedFunction, or the path of a saved
+    """Write the viewer page for ``obj`` (a Program, a TracedModule / TracedFunction, or the path of a saved
     tracejit file) to ``path``; returns ``path``."""
-    if isinstance(obj, (str, os.PathLike)):
-        from ..serialize import load
-        obj = load(obj, map_location="meta")
+    if isinstance(obj, (str, os.PathLike)):   # the file's Program, decoded and validated; nothing compiled
+        from ..serialize import read_program
+        obj = read_program(obj, map_location="meta")
     return write_html(program_document(obj), path)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from ..ir import GUARD, Graph, TensorType, Value, iter_values, target_text
 from ..ir.graph import _DTYPE_NAMES
+from ..program import Program
+from ..runtime.traced import program_of
 from .sizes import value_dims
 
 
@@ -75,7 +77,7 @@ class _GraphDoc:
                     self.add("input", name, type=_const_text(leaf), arg=pname, constant=True,
                              guard="checked: must equal the traced constant" if self.is_root else "")
         for v in g.inputs:
-            if v.hint == "__capture__" and id(v) not in self.producer:
+            if v.capture and id(v) not in self.producer:
                 self.producer[id(v)] = [self.add("input", "captured", type=self.type_of(v)), 0]
         for node in g.nodes:
             self.op(node)
@@ -111,7 +113,7 @@ class _GraphDoc:
         elif node.op == "tracejit::constant":
             idx = self.add("constant", "constant", op=node.op, **common)
         elif node.op == "tracejit::call_module":
-            callee_key = self.program.add_module_call(self.doc["module"], node)
+            callee_key = self.program.add_module_call(self.doc["module"], node, self.graph)
             args = [self.producer.get(id(a), None) if isinstance(a, Value) else None for a in node.args]
             idx = self.add("call", node.attrs["path"], op=f"{node.attrs['path']}.{node.attrs['method']}",
                            call=callee_key, args=args, **common)
@@ -130,12 +132,12 @@ SIZES_NOTE = ("s0, s1, ...: input sizes the program accepts other values of (rea
 
 
 class ProgramDoc:
-    """Collects the graphs of a TracedModule / TracedFunction and its ledger."""
+    """Collects the graphs of a Program (tracejit/program.py) and its ledger."""
 
-    def __init__(self, obj):
-        self.obj = obj
+    def __init__(self, program: Program):
+        self.program = program
         self.graphs: dict[str, dict] = {}
-        self.ledger = list(getattr(obj, "ledger", ()))
+        self.ledger = list(program.ledger)
         self.guard_count: dict[str, int] = {}
         self.dims: dict[int, tuple] = {}   # id(Value) -> its sizes by name, where some are symbolic
         self._callee_keys: dict[tuple, str] = {}   # (id(module), method, id(graph)) -> key in graphs
@@ -144,15 +146,15 @@ class ProgramDoc:
     def ledger_at(self, source) -> bool:
         return source is not None and (source.filename, source.lineno) in self._ledger_lines
 
-    def add_module_call(self, caller_path: str, node) -> str:
+    def add_module_call(self, caller_path: str, node, caller) -> str:
         """The key of the callee's graph, described once per (module, method, graph): a module
         reachable by many paths is drawn once, under the first path that reaches it."""
         path = f"{caller_path}.{node.attrs['path']}" if caller_path else node.attrs["path"]
         module = self._module(path)
-        callee = node.attrs.get("graph")
+        callee = caller.callees.get((node.attrs["path"], node.attrs["method"]))
         if callee is None and module is not None:
-            callee = module.method_graphs[node.attrs["method"]]
-        ident = (id(module), node.attrs["method"], id(callee))
+            callee = module.method(node.attrs["method"])
+        ident = (None if module is None else module.path, node.attrs["method"], id(callee))
         key = self._callee_keys.get(ident)
         if key is None:
             key = f"{path}:{node.attrs['method']}"
@@ -160,33 +162,33 @@ class ProgramDoc:
                 key += "'"
             self._callee_keys[ident] = key
             self.graphs[key] = {}   # reserve (recursion guard)
-            self.graphs[key] = _GraphDoc(self, callee, key, path, getattr(module, "original_name", ""),
+            self.graphs[key] = _GraphDoc(self, callee, key, path, "" if module is None else module.type_name,
                                          False).build()
         return key
 
     def _module(self, path: str):
-        m = self.obj
+        """The ModuleEntry at ``path`` (any of its paths: a shared module is one entry), or None."""
+        entry = self.program.root
         for part in path.split("."):
-            m = m._modules.get(part) if m is not None else None
-        return m
+            child = dict(entry.children).get(part)
+            if child is None:
+                return None
+            entry = self.program.module(child)
+        return entry
 
     def build(self) -> dict:
-        from ..runtime.traced import TracedFunction
-        if isinstance(self.obj, TracedFunction):
-            name, roots = self.obj.__name__, [("forward", self.obj.graph)]
-        else:
-            name = self.obj.original_name
-            roots = list(self.obj.method_graphs.items())
+        program = self.program
+        name, roots = program.name, list(program.root.methods)
         root_keys = []
         for _, graph in roots:
-            self.dims.update(value_dims(self.obj, graph))
+            self.dims.update(value_dims(program, graph))
         for method, graph in roots:
             key = f":{method}"
             root_keys.append(key)
             self.graphs[key] = _GraphDoc(self, graph, key, "", name, True).build()
         guards = ["each input is checked for its type, a constant input for its value"]
         guards += [f"{n} {kind} guard{'s' if n > 1 else ''} (orange nodes)" for kind, n in sorted(self.guard_count.items())]
-        return {"name": name, "kind": "function" if isinstance(self.obj, TracedFunction) else "module",
+        return {"name": name, "kind": program.kind,
                 "guards": guards,
                 "roots": root_keys, "graphs": self.graphs,
                 "node_count": sum(len(g["nodes"]) for g in self.graphs.values()),
@@ -196,5 +198,5 @@ class ProgramDoc:
 
 
 def program_document(obj) -> dict:
-    """The viewer's data for a TracedModule or TracedFunction."""
-    return ProgramDoc(obj).build()
+    """The viewer's data for a Program, or a TracedModule / TracedFunction's."""
+    return ProgramDoc(obj if isinstance(obj, Program) else program_of(obj)).build()

@@ -45,8 +45,8 @@ class _Refused(Exception):
     """A guard or input check refused the probe's sizes."""
 
 
-def value_dims(obj, graph) -> dict:
-    """``{id(Value): ("s0", "8", ...)}`` for the values of ``graph`` (a root method of ``obj``) and
+def value_dims(program, graph) -> dict:
+    """``{id(Value): ("s0", "8", ...)}`` for the values of ``graph`` (a root method of ``program``) and
     of the submodule graphs it calls (each graph's first call), where a size is symbolic; only the
     inputs' names when the probe cannot run; ``{}`` when nothing is symbolic."""
     seeds = symbolic_dims(graph)
@@ -58,7 +58,7 @@ def value_dims(obj, graph) -> dict:
     size = _expanded_nodes(graph, {})
     if size > PROBE_MAX_NODES:   # the probe's cost is the program's expanded size: names from the reads only
         return _inputs_only(inputs, seeds)
-    runner = _Runner(obj, graph)
+    runner = _Runner(program, graph)
     plans = [{**seeds, **own}, {**seeds, **companions}, dict(seeds)]
     for plan in [p for i, p in enumerate(plans) if p not in plans[:i]]:
         if not _accepts(runner, inputs, plan):   # a guard refused, or the meta device cannot run an op
@@ -114,7 +114,8 @@ def _expanded_nodes(graph, memo: dict) -> int:
     memo[id(graph)] = 0   # a cycle counts nothing more
     n = len(graph.nodes)
     for node in graph.nodes:
-        callee = node.attrs.get("graph") if node.op == "tracejit::call_module" else None
+        callee = graph.callees.get((node.attrs.get("path"), node.attrs.get("method"))) \
+            if node.op == "tracejit::call_module" else None
         if callee is not None:
             n += _expanded_nodes(callee, memo)
     memo[id(graph)] = n
@@ -214,13 +215,13 @@ class _Runner:
     """Runs one root graph on meta inputs, twice per probe: under its guards (raises when refused),
     then observed. The shadows and their compiled methods are made once and reused by every probe."""
 
-    def __init__(self, obj, graph):
-        from ..runtime.traced import TracedFunction
+    def __init__(self, program, graph):
         self.graph = graph
         self.seen: dict = {}   # the observed run's record: id(Value) -> (Value, shape)
-        root = None if isinstance(obj, TracedFunction) else obj
+        self.entries = {m.path: m for m in program.modules}
+        root = None if program.kind == "function" else program.root
         self.compiled: dict = {}   # (id(graph), name, guards) -> the compiled function, shared by shadows
-        made: dict = {}            # (id(module), guards) -> its shadow
+        made: dict = {}            # (entry path, guards) -> its shadow
         self.shadows = {guards: _Shadow(root, self, guards=guards, made=made) for guards in (True, False)}
         self.roots = {guards: _method(self.shadows[guards], graph, graph.name, guards, self)
                       for guards in (True, False)}
@@ -273,20 +274,21 @@ def _meta(t):
 
 class _Shadow:
     """What generated code reads from ``self`` (``_modules``, ``_parameters``, ``_buffers``,
-    ``training`` and the traced methods), as meta tensors and freshly compiled methods."""
+    ``training`` and the traced methods), as meta tensors and freshly compiled methods, made from the
+    program's ModuleEntry ``entry`` (None: a function's ``self``)."""
 
-    def __init__(self, module, runner: _Runner, *, guards: bool, made: dict, depth: int = 0):
-        made[(id(module), guards)] = self
-        self.training = bool(getattr(module, "training", False))
-        self._parameters = {n: _meta(p) for n, p in getattr(module, "_parameters", {}).items()}
-        self._buffers = {n: _meta(b) for n, b in getattr(module, "_buffers", {}).items()}
+    def __init__(self, entry, runner: _Runner, *, guards: bool, made: dict, depth: int = 0):
+        made[(None if entry is None else entry.path, guards)] = self
+        self.training = False if entry is None else entry.training
+        self._parameters = {} if entry is None else {n: _meta(p) for n, p in entry.parameters}
+        self._buffers = {} if entry is None else {n: _meta(b) for n, b in entry.buffers}
         self._modules = {}
-        for n, m in getattr(module, "_modules", {}).items():
-            if m is not None and depth < 64:
-                shadow = made.get((id(m), guards))
+        for n, child in (() if entry is None else entry.children):
+            if child is not None and depth < 64:
+                shadow = made.get((child, guards))
                 self._modules[n] = shadow if shadow is not None else \
-                    _Shadow(m, runner, guards=guards, made=made, depth=depth + 1)
-        for name, graph in getattr(module, "method_graphs", {}).items():
+                    _Shadow(runner.entries[child], runner, guards=guards, made=made, depth=depth + 1)
+        for name, graph in (() if entry is None else entry.methods):
             setattr(self, name, _method(self, graph, name, guards, runner))
 
 
@@ -323,7 +325,7 @@ def _record_inputs(seen: dict, graph, args, kwargs) -> None:
                                           key=lambda k: int(k.rsplit("_", 1)[1]))]
     leaves, _ = flatten((tuple(args), plain))
     pairs = list(zip(graph.input_leaves, leaves))
-    pairs += zip([v for v in graph.inputs if v.hint == "__capture__"], captures)
+    pairs += zip([v for v in graph.inputs if v.capture], captures)
     for v, o in pairs:
         if isinstance(v, Value) and isinstance(o, torch.Tensor) and isinstance(v.type, TensorType):
             seen.setdefault(id(v), (v, tuple(o.shape)))
