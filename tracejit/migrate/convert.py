@@ -19,7 +19,7 @@ import torch
 from .. import ops as op_facts
 from ..ir import GUARD, Graph, Node, ScalarType, TensorType, Value, iter_values
 from ..ir import target as call_target
-from ..trace.guards import training_guard
+from ..ir.guard_nodes import training_guard
 from ..pytree import Spec, flatten, unflatten
 from ..trace.ledger import LedgerEntry
 from . import aten_call, prims

@@ -15,6 +15,7 @@ import os
 
 import torch
 
+from ..ir.guard_nodes import training_guard
 from ..ir import Graph, TensorType, verify
 from .cse import eliminate_common_subexpressions
 from .dce import eliminate_dead_code
@@ -33,7 +34,6 @@ from .numpy_regions import fuse_numpy_regions
 def add_training_guard(graph: Graph) -> Graph:
     """A root method of a module (``graph.training`` set) first checks the module's training flag."""
     if graph.training is not None:
-        from ..trace.guards import training_guard
         graph.nodes.insert(0, training_guard(graph.training))
     return graph
 

@@ -16,7 +16,7 @@ from torch import nn
 from ..errors import LoadError
 from ..ir import GUARD, SourceLoc, Value
 from ..program import ModuleEntry, Program, SpecializationEntry
-from ..trace.guards import training_guard
+from ..ir.guard_nodes import training_guard
 from ..trace.ledger import LedgerEntry
 from . import encode, limits, validate
 from .budget_plan import BudgetPlan

@@ -13,6 +13,7 @@ import math
 import torch
 
 from ..ir import GUARD, GUARD_KINDS, Node, Value
+from ..ir.guard_nodes import training_guard  # noqa: F401  (the tracer's name for it)
 from .boundary import PLAIN_VALUE_TESTS, plain_value
 from .ledger import attach_guard
 from . import patches
@@ -134,14 +135,6 @@ class GuardMaker:
         v = self.tracer.value_of(t)
         if v.dynamic:
             self.add("rank", "dim", (v,), t.dim(), t.dim(), what, loc)
-
-
-def training_guard(training: bool) -> Node:
-    """The guard on the module's training flag, first in a root method's graph."""
-    mode = "train" if training else "eval"
-    return Node(GUARD, "", (), attrs={"kind": "training", "test": "training", "expected": bool(training),
-                                      "seen": bool(training), "what": f"the module was traced in {mode} mode",
-                                      "line": ""}, effectful=True)
 
 
 # math functions that read an int subclass's digits without asking it: while tracing, a traced
