@@ -24,7 +24,16 @@ def _case(p: bp.Case) -> Case:
                 moves=p.name != "version_counter", source=_SOURCE)
 
 
-CASES = [_case(p) for p in bp.CASES] + [
+def tracing_branch(x):                  # transformers' trace-friendly paths: True while either tracer records
+    if torch.jit.is_tracing():
+        return x * 2
+    return x * 3
+
+
+CASES = [_case(p) for p in bp.CASES + bp.REPLAYS] + [
+    # both tracers answer torch.jit.is_tracing() True while recording: both programs keep that branch (no difference)
+    Case("boundary_jit_is_tracing_branch", tracing_branch, (torch.randn(3),), [(torch.randn(4),)],
+         source="transformers (torch.jit.is_tracing() branches)", trace_kwargs={"check_trace": False}),
     Case("boundary_refuses_storage_address", bp.storage_address, (torch.randn(3),), [(torch.randn(1),)],
          deliberate="boundary-refusals", refuses=BoundaryError, source=_SOURCE,
          trace_kwargs={"check_trace": False}),

@@ -269,6 +269,8 @@ from boundary_receiver_patterns import (  # noqa: E402  (part 5: numpy methods r
     NumpyAttributeChain, numpy_comprehension_receiver, numpy_dict_receiver, numpy_getattr_receiver,
     numpy_helper_result_receiver, numpy_lambda_receiver, numpy_repeat_in_subscript, numpy_subscript_receiver)
 
+import boundary_real_patterns as real  # noqa: E402  (part 6: Python-side reads of real forward code)
+
 
 CASES = [
     Case("contains_pad", contains_pad, (t(1, 2, 3),), [(t(0, 2, 3),), (t(4, 5, 6),)]),
@@ -386,8 +388,38 @@ CASES += [
     Case("numpy_repeat_in_subscript", numpy_repeat_in_subscript, (r(3),), [(r(5),)]),
 ]
 
+t2 = torch.tensor
+CASES += [Case(name, getattr(real, name), ex, new, **kw) for name, ex, new, kw in [
+    ("tolist_sign", (t(1.0, 2.0),), [(t(-3.0, 1.0),)], {}),
+    ("any_row_positive", (t2([[1.0, 2.0], [3.0, 4.0]]),), [(t2([[-1.0, -2.0], [-3.0, -4.0]]),)], {}),
+    ("square_pad", (r(1, 2, 3),), [(r(1, 4, 2),)], {}),
+    ("len_loop", (r(2, 3),), [(r(4, 3),)], {}),
+    ("argmax_table", (t(3.0, 1.0, 0.0),), [(t(0.0, 1.0, 3.0),)], {}),
+    ("nan_cleanup", (t(1.0, 2.0),), [(t(float("nan"), 2.0),)], {}),
+    ("sorted_sides", (r(2, 3),), [(r(4, 1),)], {}),
+    ("shape_equals_list", (r(2, 3),), [(r(3, 3),)], {}),
+    ("divmod_halves", (r(4),), [(r(5),)], {}),
+    ("enumerate_rows", (r(2, 3),), [(r(4, 3),)], {}),
+    ("broadcast_check", (r(2, 3), r(2, 3)), [(r(2, 3), r(2, 4))], {}),
+    ("empty_shortcut", (r(2, 3),), [(r(0, 3),)], {}),
+    ("pad_to_multiple", (r(2, 4),), [(r(2, 5),)], {}),
+    ("item_ratio", (t(1.0, 2.0),), [(t(5.0, 2.0),)], {}),
+    ("isclose_item", (t(0.1, -0.1),), [(t(3.0, 4.0),)], {}),
+    ("rounded_max", (t(1.2, 0.0),), [(t(3.4, 0.0),)], {}),
+    ("percent_format_key", (t(1.2, 0.0),), [(t(123.4, 0.0),)], {}),
+    ("split_by_lengths", (r(5), t2([2, 3])), [(r(5), t2([1, 4]))], {}),
+    ("has_feature_dims", (r(2, 3),), [(r(4),)], {}),
+    ("dtype_name_key", (r(3),), [(r(3).double(),)], {}),
+    ("ndim_branch", (r(2, 3),), [(r(2, 3, 4),)], {}),
+    ("floating_branch", (r(3),), [(t2([1, 2, 3]),)], {}),
+]]
+
 # identity-like int methods: recorded, so new sizes replay without any guard
-REPLAYS = [
+REPLAYS = [Case(name, getattr(real, name), ex, new) for name, ex, new in [
+    ("prod_of_shape", (r(2, 3),), [(r(3, 3),)]), ("finfo_min_mask", (r(3),), [(r(4).double(),)]),
+    ("min_with_cap", (r(3),), [(r(6),)]), ("ceil_division", (r(3),), [(r(7),)]), ("log_size", (r(2),), [(r(5),)]),
+    ("scripting_branch", (r(3),), [(r(4),)]), ("compiling_branch", (r(3),), [(r(4),)])]]
+REPLAYS += [
     Case("size_conjugate", size_conjugate, (r(2, 3),), [(r(4, 3),)]),
     Case("int_of_real", int_of_real, (r(2, 3),), [(r(4, 3),)]),
 ]

@@ -2,7 +2,8 @@
 
 A grammar of one-line statements (tensor ops; size and value reads; branches on sizes and values;
 ``in``; f-strings; dict lookups keyed by a size; int methods; NaN / signed-zero reads; seeding inside
-forward; a numpy method given a size) is built
+forward; a numpy method given a size, also through a subscript; ``tolist`` / ``any`` / ``max(x.shape)`` /
+``len(x)`` / ``math.prod`` / ``divmod`` / ``sorted`` / ``'%.1f' %`` / ``finfo`` reads of real code) is built
 into a real Python function (compiled, its source registered with linecache so guards name
 lines). It is traced on one input and called on new ones (other lengths, other values, NaN and
 -0.0 among them): live, the traced object must give eager's answer (it retraces where a guard
@@ -57,6 +58,20 @@ STATEMENTS = [
     "x = x + (torch.manual_seed(x.size(0)) and torch.rand(x.shape))",
     "x = x + torch.randn(x.shape, generator=torch.Generator().manual_seed(5))",
     "x = x * float(np.arange(12.0).reshape(-1, 2).take(x.size(0) % 12))",
+    # round 4: Python-side reads found in real forward code (tests/guards/boundary_real_patterns.py)
+    "x = x * (sum(x.tolist()) > 0)",
+    "x = x * 2 if any(v > 0 for v in x) else x - 1",
+    "x = x * max(x.shape)",
+    "x = x * len(x)",
+    "x = x * math.prod(x.shape)",
+    "x = x * divmod(x.size(0), 2)[1]",
+    "x = x * sorted([x.size(0), 3])[0]",
+    "x = x * [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0][int(x.argmax())]",
+    "x = x * len('%.1f' % x.max().item())",
+    "x = x * 2 if list(x.shape) == [3] else x",
+    "x = x.masked_fill(x < 0, torch.finfo(x.dtype).min)",
+    "x = x * (-(-x.size(0) // 3))",
+    "x = x * float([np.ones(12)][0].reshape(-1, 2 + x.size(0) % 2).shape[1])",
 ]
 VALUES = [-2.0, -1.0, -0.0, 0.0, 0.5, 1.0, 3.0, float("nan")]
 EXAMPLES = int(os.environ.get("TRACEJIT_GRAMMAR_EXAMPLES", "30"))

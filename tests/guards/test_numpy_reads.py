@@ -109,3 +109,22 @@ def test_a_thread_that_does_not_trace_calls_numpy_itself_meanwhile():
 
 
 ORIGINAL_ZEROS = np.zeros
+
+
+def test_a_numpy_method_in_code_without_a_file_is_guarded():
+    """A notebook cell or a function compiled from text ('<...>' file, source in linecache): the numpy method's
+    receiver reached through a subscript still has its traced size guarded (found by the long grammar run)."""
+    import linecache
+    source = "def cell(x):\n    return x * float([np.ones(12)][0].reshape(-1, 2 + x.size(0) % 2).shape[1])\n"
+    linecache.cache["<notebook-cell-7>"] = (len(source), None, source.splitlines(True), "<notebook-cell-7>")
+    scope = {"np": np}
+    exec(compile(source, "<notebook-cell-7>", "exec"), scope)   # noqa: S102  (the test's own text)
+    cell = scope["cell"]
+    x, y = torch.ones(1), torch.ones(2)
+    assert not torch.equal(cell(y), tracejit.trace(cell, (x,), check_trace=False, guards=False)(y))
+    traced = quiet(tracejit.trace, cell, (x,), check_trace=False)
+    loaded = roundtrip(traced)
+    assert torch.equal(quiet(traced, y), cell(y))
+    with pytest.raises(tracejit.GuardError) as err:
+        loaded(y)
+    assert err.value.source.filename == "<notebook-cell-7>" and err.value.source.lineno == 2

@@ -29,6 +29,18 @@ _STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
 _SITE = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
 
 
+_callers: dict[str, bool] = {}
+
+
+def _is_numpy_caller(filename: str) -> bool:
+    """Code whose numpy calls are guarded: any but tracejit's, torch's, numpy's and the standard library's
+    (also code without a file: a notebook cell, a function compiled from text, when linecache holds its source)."""
+    r = _callers.get(filename)
+    if r is None:
+        r = _callers[filename] = not _skipped(filename) and not filename.startswith(_TORCH_DIR)
+    return r
+
+
 def _is_user(filename: str) -> bool:
     r = _user_files.get(filename)
     if r is None:
@@ -57,13 +69,13 @@ def watching(scanner):
                 if user.get(frame.f_code.co_filename, None) is not False and _is_user(frame.f_code.co_filename):
                     returning(frame)
             elif event == "c_call" and owners.get(type(getattr(arg, "__self__", None)), True) \
-                    and numpy_callee(arg) and _is_user(frame.f_code.co_filename):
+                    and numpy_callee(arg) and _is_numpy_caller(frame.f_code.co_filename):
                 numpy_call(frame)
     else:
         def hook(frame, event, arg):
             if event == "return" and _is_user(frame.f_code.co_filename):
                 returning(frame)
-            elif event == "c_call" and numpy_callee(arg) and _is_user(frame.f_code.co_filename):
+            elif event == "c_call" and numpy_callee(arg) and _is_numpy_caller(frame.f_code.co_filename):
                 numpy_call(frame)
             previous(frame, event, arg)
     sys.setprofile(hook)
