@@ -26,6 +26,7 @@ TRACEJIT_OPS = {GET_ATTR, CONSTANT, CALL_MODULE}
 OPERATORS = {"+", "-", "*", "/", "//", "%", "**", "@", "&", "|", "^", "<<", ">>", "==", "!=", "<", "<=", ">", ">=",
              "r+", "r*", "r-", "r/", "r//", "r%", "r**", "r@", "r&", "r|", "r^", "u-", "u+", "u~"}
 INDEX_KINDS = {"select", "slice", "index", "setitem_index"}
+INDEX_ARGS = {"select": 3, "slice": 5, "index": 2, "setitem_index": 3}   # tensor, dim or spec, the rest
 # call targets: the namespaces a file may name, as they are reached from the torch package
 FUNCTION_NAMESPACES = {"torch": torch, "torch._C._VariableFunctions": torch._C._VariableFunctions,
                        "torch._C._nn": torch._C._nn, "torch._C._linalg": torch._C._linalg,
@@ -219,6 +220,10 @@ def _check_target(node, at: str, aten_name: str) -> None:
             raise LoadError(f"{at}: unknown indexing form {what!r}")
         if not node.args or not isinstance(node.args[0], Value) or not hasattr(node.args[0].type, "shape"):
             raise LoadError(f"{at}: indexing needs a tensor")
+        want = INDEX_ARGS[what]
+        if len(node.args) != want or node.kwargs:   # the code generator reads exactly these (codegen/nodes.py)
+            raise LoadError(f"{at}: indexing form {what!r} takes {want} arguments; the node has {len(node.args)}"
+                            f"{' and keyword arguments' if node.kwargs else ''}")
         rank = len(node.args[0].type.shape)
         spec = node.args[1] if len(node.args) > 1 else None
         if what in ("select", "slice"):

@@ -37,7 +37,8 @@ from ..ir.symbolic_dims import symbolic_dims
 
 MAX_PROBED_DIMS = 16       # input dimensions nothing reads that the probe tries to move, at most ...
 PROBE_NODE_BUDGET = 8_000   # ... and at most this many nodes run over those probes (each runs the program)
-PROBE_MAX_NODES = 20_000    # a program that runs more nodes than this is not probed (names from reads only)
+PROBE_MAX_NODES = 5_000     # a program that runs more nodes than this is not probed (names from reads only):
+# the probe runs it up to five times on the meta device, ~100 us a node (20,000 nodes: inspect took 4.6 s)
 MAX_FORMULA_SYMBOLS = 32   # symbols name_dim combines into products and formulas; beyond: '?'
 
 
