@@ -26,7 +26,10 @@ DEFERRED = ("tracejit.api", "tracejit.trace.api", "tracejit.trace.recorder", "tr
             "transformers", "numexpr",
             # the writer (serialize.save) and what it writes with, the backend choice of an AutoProgram (read only
             # where the file holds one), ISA-L's CRC (imported for buffers of 1 MiB and more: this file is smaller)
-            "tracejit.serialize.archive", "tracejit.serialize.atomic_file", "tracejit.auto_backend", "isal")
+            "tracejit.serialize.archive", "tracejit.serialize.atomic_file", "tracejit.auto_backend", "isal",
+            # the recorder's stand-ins (trace/guards.py imports them all, numpy.random among them: ~45 ms); the
+            # loader's schema upgrade takes the training guard from ir/guard_nodes.py
+            "tracejit.trace.guards", "tracejit.trace.patches", "numpy.random")
 
 
 def _child(code: str, *args: str) -> list:
