@@ -80,7 +80,8 @@ def test_nms_refused_where_onnx_would_not_give_torchvision_answer(fn, why):
 
 def test_detection_helpers_export():
     """What torchvision's detection code records beside nms: ``torch.as_tensor(list)``, ``torch.tensor([k])``,
-    ``torch.meshgrid``, ``torch.where(cond)``, ``numel()``, ``torch._shape_as_tensor``, a batch-1 split."""
+    ``torch.meshgrid``, ``torch.where(cond)``, ``numel()``, ``torch._shape_as_tensor``, a batch-1 split, a split
+    into pieces of other sizes and an unbind (each piece an output of one ONNX Split)."""
     def fn(x, y):
         mean = torch.as_tensor([0.5, -1.0, 2.0], dtype=x.dtype)
         k = torch.min(torch.cat((torch.tensor([4], dtype=torch.long), torch._shape_as_tensor(x)[1].unsqueeze(0))))
@@ -88,7 +89,9 @@ def test_detection_helpers_export():
         hx, hy = torch.meshgrid(y, x[0], indexing="xy")
         (kept,) = y.split([y.shape[0]])
         rows = torch.where(x[0] > 0)[0]
-        return gy + gx, hx * hy, x[:, :3] * mean, k * x.numel(), kept.sum(), rows
+        one, two = y.unsqueeze(0).expand(3, -1).split([1, 2])   # pieces of other sizes (per-level anchors)
+        first, _, third = x.expand(3, -1).mul(2).unbind(0)
+        return gy + gx, hx * hy, x[:, :3] * mean, k * x.numel(), kept.sum(), rows, one, two * 3, first - third
 
     example = (torch.randn(1, 6), torch.randn(5))
     new = [(torch.randn(1, 9), torch.randn(2)), (torch.randn(1, 3), torch.randn(7))]
@@ -106,3 +109,19 @@ def test_conv_transpose_exports(stride, padding, output_padding, groups):
 
     example = (torch.randn(1, 4, 5, 6, generator=gen),)
     assert_backends_match(fn, example, [(torch.randn(2, 4, 7, 3, generator=gen),)], "conv_transpose2d")
+
+
+def test_split_into_pieces_of_other_sizes_is_one_onnx_split():
+    """Faster R-CNN splits its per-level anchors (60 / 135 here). As SplitToSequence + SequenceAt, onnxruntime
+    planned each piece's buffer from one piece's shape ("Shape mismatch attempting to re-use buffer", a failed
+    run in the zoo's Faster R-CNN); as one Split each piece has its own output."""
+    def fn(z, w):
+        a, b = z.split([60, 135], dim=1)
+        c, d = w.split([3, 9], dim=0)
+        return torch.cat([a.sigmoid() * 2, b.sigmoid() + 1], 1), (c.exp() + 1).sum(), (d * 2).relu()
+
+    example = (torch.randn(1, 195), torch.randn(12, 4))
+    proto = tracejit.export_onnx(tracejit.trace(fn, example))
+    ops = [n.op_type for n in proto.graph.node]
+    assert "SequenceAt" not in ops and ops.count("Split") == 2, ops
+    assert_backends_match(fn, example, [(torch.randn(3, 195), torch.randn(12, 7))], "split 60 / 135")

@@ -25,7 +25,7 @@ from .recorder import inline, split_inputs_attributes
 from .schema_args import bind
 from .special_ops import HANDLERS
 from . import attention, edge_values, sym_lowering, unlisted_ops, vision_ops  # noqa: E402,F401  (register their handlers)
-from . import view_writes  # noqa: E402
+from . import sequences, view_writes  # noqa: E402
 
 ir = require("onnx_ir")
 from onnxscript.function_libs.torch_lib import ops as _torch_lib_ops  # noqa: E402,F401  (fills the registry)
@@ -260,7 +260,7 @@ class Lowering:
         results = list(results)
         if len(results) == 1 and isinstance(results[0], ir.Value) and (len(outs) > 1 or _is_sequence(results[0])):
             seq = results[0]   # a sequence (SplitToSequence, also of one piece: a split of batch 1): its items
-            results = [op.SequenceAt(seq, i) for i in range(len(outs))]
+            results = sequences.unpack(self.builder, seq, len(outs))
         for i, v in enumerate(outs):
             if v is None:
                 continue
