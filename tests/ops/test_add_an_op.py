@@ -13,7 +13,6 @@ import torch
 
 import tracejit
 from tracejit import ops
-from tracejit.errors import LoadError
 from tracejit.serialize import op_allowlist
 
 OP = "aten::special_erfcx.default"
@@ -77,11 +76,13 @@ def test_saved_file_is_refused_until_listed_then_loads_and_runs(tmp_path, monkey
     m = Toy().eval()
     traced = _trace(m, torch.randn(3, 4))
     path = tmp_path / "toy.tj"
-    tracejit.save(traced, str(path))
-    with pytest.raises(LoadError, match="special_erfcx is not on the allow-list"):
-        tracejit.load(str(path))
+    # save refuses what load would refuse, with the loader's message (serialize/save_check.py): no file is written
+    with pytest.raises(tracejit.SaveError, match="special_erfcx is not on the allow-list"):
+        tracejit.save(traced, str(path))
+    assert not path.exists()
     # the recipe's one edit: the op joins the reviewed "pointwise" family of serialize/op_allowlist.py
     monkeypatch.setitem(op_allowlist._BY_NAME, "special_erfcx", op_allowlist.family("erf"))
+    tracejit.save(traced, str(path))
     loaded = tracejit.load(str(path))
     x = torch.randn(5, 4)
     torch.testing.assert_close(loaded(x), m(x))
