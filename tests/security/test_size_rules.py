@@ -177,6 +177,19 @@ def test_ops_sized_by_an_argument_count_what_eager_makes():
     assert _check("linalg_qr", {"A": tall, "mode": "reduced"}, torch.linalg.qr(tall)) <= 3 * tall.numel()
 
 
+def test_a_files_huge_exponent_is_not_computed():
+    """combinations counts n^r; a file's r of 2^62 made that a bignum power of ~2 CPU s (found by the op fuzz
+    after its int arguments reached keywords): the rule answers "past 2^64" without computing it."""
+    import time
+    x = torch.randn(3)
+    _check("combinations", {"self": x, "r": 3}, torch.combinations(x, 3))
+    t0 = time.process_time()
+    for r in (65, 2 ** 31, 2 ** 62, 10 ** 18):
+        assert _rule("combinations").elements({"self": x, "r": r}) >= 2 ** 64
+    assert time.process_time() - t0 < 0.5
+    assert _rule("combinations").elements({"self": torch.randn(1), "r": 2 ** 62}) == 2 ** 62   # 1^r: no blow-up
+
+
 def test_an_expanded_view_does_not_raise_its_own_budget():
     """[1] expanded to [2^24] holds one element: the budget of an op on it stays the file's."""
     one = torch.randn(1)

@@ -227,7 +227,10 @@ def combinations(b):
     r = b.get("r", 2)
     if _ints(r) is None:
         return None
-    return _numel(b.get("self")) ** max(r, 0) * max(r, 1)
+    n, r = _numel(b.get("self")), max(r, 0)
+    if n > 1 and r > 64:   # past 2^64 elements whatever n is: never raise a file's int to a file's power
+        return 2 ** 64 * r
+    return n ** r * max(r, 1)
 
 
 def one_hot(b):
