@@ -10,25 +10,20 @@ being compiled and writes nothing into it, so it always describes that graph
 (a mark stored on a node would outlive a later pass that gives its input a
 second use, e.g. common-subexpression elimination).
 
-The input must be produced in this graph by an op that always returns a new
-tensor, have no other use (so no view of it is alive), and have the output's
-dtype and shape, with a floating dtype.
+The node's op must be pointwise with an in-place twin (``ops.inplace_twin``: ATen's
+``pointwise`` tag and its ``op_`` schema), called with Python numbers besides its input. The
+input must be produced in this graph by an op that always returns a new tensor (``ops.is_fresh``:
+schema alias information, the pointwise / reduction tags, the registry's reviewed overrides),
+have no other use (so no view of it is alive), and have the output's dtype and shape, with a
+floating dtype.
 """
 from __future__ import annotations
 
 import torch
 
 from ..ir import Graph, Value, iter_values
+from ..ops import inplace_twin, is_fresh
 
-UNARY = {"abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "exp", "expm1", "floor", "frac", "log", "log10",
-         "log1p", "log2", "neg", "reciprocal", "relu", "round", "rsqrt", "sigmoid", "sign", "sin", "sinh", "sqrt",
-         "square", "tan", "tanh", "trunc", "erf", "erfc", "exp2", "sgn"}
-SCALAR_BINARY = {"add", "sub", "mul", "div", "pow", "remainder", "fmod", "clamp", "clamp_min", "clamp_max"}
-# ops that always return a new tensor (never a view or their input)
-FRESH = UNARY | SCALAR_BINARY | {"linear", "conv1d", "conv2d", "conv3d", "matmul", "mm", "bmm", "addmm", "baddbmm",
-                                 "softmax", "log_softmax", "layer_norm", "group_norm", "gelu", "silu", "mish",
-                                 "hardtanh", "leaky_relu", "elu", "softplus", "cat", "stack", "clone", "sum", "mean",
-                                 "where", "maximum", "minimum", "atan2", "hypot", "lerp", "addcmul", "addcdiv"}
 _OPERATORS = {"+": "add", "*": "mul", "-": "sub", "/": "div", "**": "pow", "r+": "add", "r*": "mul", "u-": "neg",
               "%": "remainder"}
 
@@ -49,22 +44,19 @@ def inplace_candidates(graph: Graph) -> dict[int, str]:
         a = node.args[0] if node.args else None
         if not isinstance(a, Value) or uses.get(id(a), 0) != 1 or a.producer is None:
             continue
-        if _base_name(a.producer) not in FRESH:
+        if not is_fresh(a.producer.op) or a.producer.op.startswith("tracejit::"):
             continue
-        rest = node.args[1:]
-        if name in UNARY and rest:
-            continue
-        if name in SCALAR_BINARY and not (rest and all(isinstance(r, (int, float)) and not isinstance(r, bool)
-                                                       for r in rest)):
+        twin = inplace_twin(name)
+        if twin is None or not all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in node.args[1:]):
             continue
         out = node.outputs[0]
         ta, to = a.type, out.type
         if not (hasattr(ta, "dtype") and hasattr(to, "dtype") and ta.dtype == to.dtype and ta.shape == to.shape
                 and ta.dtype.is_floating_point):
             continue
-        if not hasattr(torch.Tensor, name + "_"):
+        if not hasattr(torch.Tensor, twin):
             continue
-        found[id(node)] = name + "_"
+        found[id(node)] = twin
     return found
 
 
@@ -75,6 +67,5 @@ def _base_name(node) -> str | None:
     if target.kind == "op":
         return _OPERATORS.get(target.name)
     if target.kind in ("method", "fn"):
-        name = target.short_name
-        return name if name in UNARY or name in SCALAR_BINARY or name in FRESH else None
+        return target.short_name
     return None

@@ -178,3 +178,63 @@ def is_mergeable(op: str) -> bool:
     name = split_name(op).name
     return (bool(_overloads(op)) and not is_random(op) and not is_random(name)
             and not overrides.fact(name, "unmergeable"))
+
+
+def _exists(op: str) -> bool:
+    return bool(_overloads(op))
+
+
+def _aliases_first(schema, list_result: bool) -> bool:
+    """Does ``schema``'s first result share memory with its first argument, read only? A Tensor result:
+    ``Tensor(a) self -> Tensor(a)``; with ``list_result`` a Tensor list, whose elements' alias sets torch's
+    Python schema does not expose: ``Tensor(a -> *) self -> Tensor(a)[]`` (self's set joins the wildcard
+    the list's elements are in)."""
+    if not schema.returns or not schema.arguments:
+        return False
+    r, a = schema.returns[0], schema.arguments[0]
+    if isinstance(r.type, torch.ListType) != list_result or a.alias_info is None or a.alias_info.is_write:
+        return False
+    if list_result:
+        return "*" in a.alias_info.after_set
+    return (r.alias_info is not None and not r.alias_info.is_write
+            and bool(set(r.alias_info.before_set) & set(a.alias_info.before_set)))
+
+
+@functools.lru_cache(maxsize=None)
+def inplace_twin(op: str) -> str | None:
+    """The in-place ATen op that computes what the pointwise ``op`` computes, into its first argument:
+    ``sin`` -> ``sin_``, ``aten::add.Tensor`` -> ``add_`` (bare names). None unless ATen tags ``op``
+    pointwise, not random, never a view of its input, and ``op_`` exists and writes its first argument
+    (schema ``Tensor(a!) self``)."""
+    name = split_name(op).name
+    if not is_pointwise(op) or is_random(op) or may_alias(op) or name.endswith("_"):
+        return None
+    twin = name + "_"
+    return twin if _exists(twin) and is_inplace(twin) and not is_random(twin) else None
+
+
+@functools.lru_cache(maxsize=None)
+def is_fresh(op: str) -> bool:
+    """Does every call of ``op`` return new memory (never its input or a view of it)? Its schemas declare no
+    aliased or written argument, and either ATen tags it ``pointwise`` / ``reduction`` (TensorIterator
+    allocates the result) or ops/overrides.py lists it ("fresh": composite ops the tags do not cover).
+    Default-deny: an unannotated op without a tag (``dropout`` returns its input in eval mode,
+    ``_unsafe_view`` shares storage) is not fresh."""
+    found = [o for o in _overloads(op)]
+    if not found or any(_writes_first(o._schema) or _aliases_first(o._schema, False)
+                        or _aliases_first(o._schema, True) for o in found):
+        return False
+    name = split_name(op).name
+    return (is_pointwise(op) or _tagged(op, torch.Tag.reduction) or bool(overrides.fact(name, "fresh")))
+
+
+@functools.lru_cache(maxsize=None)
+def splits_into_views(op: str) -> bool:
+    """Does ``op`` return a list of views of its first argument (``Tensor(a) self -> Tensor(a)[]``: split,
+    chunk, unbind, tensor_split, hsplit, ...)? Their count follows the input's size or a Python argument.
+    ``unsafe_split`` / ``unsafe_chunk`` (the same pieces, with the annotation left off) count as their safe
+    twin."""
+    name = split_name(op).name
+    if name.startswith("unsafe_"):
+        return splits_into_views(name[len("unsafe_"):])
+    return any(_aliases_first(o._schema, True) for o in _overloads(op))

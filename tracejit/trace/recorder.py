@@ -32,7 +32,6 @@ from .symbolic import TracedInt
 
 _VALUE_READS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__complex__",
                 "__array__", "equal", "is_nonzero"}
-_PIECES = {"split", "unbind", "tensor_split", "unsafe_split", "hsplit", "vsplit", "dsplit"}
 
 
 def internal(method):
@@ -296,7 +295,7 @@ class Tracer(TorchFunctionMode):
             if v is not None:
                 frame.bind(x, v)
         base = node.name
-        if base in _PIECES and dynamic and isinstance(result, (tuple, list)) and not quiet_pieces:
+        if op_facts.splits_into_views(base) and dynamic and isinstance(result, (tuple, list)) and not quiet_pieces:
             loc = node.source
             self.ledger.add("size", f"'{base}' split a tensor into {len(result)} pieces; the trace fixes that "
                             "number", loc, len(result), warn=loc is None or not in_torch(loc))
