@@ -1,10 +1,12 @@
 """torchvision's detection models trace (issue #25 item 5): the ImageList that GeneralizedRCNNTransform
-returns is traced through in place (trace/through.py), and on other image sizes the traced program gives
-eager's boxes, scores, labels and masks. (tests/trace/test_traced_through.py compares with torch.jit.trace.)
+returns is traced through in place (trace/through.py), and on other image sizes and image counts the traced
+program gives eager's boxes, scores, labels and masks (retraced), or, loaded from a file or without its
+original, a GuardError naming the line of torchvision that pinned the size or count.
+(tests/trace/test_traced_through.py compares with torch.jit.trace.)
 ``torchvision::nms`` / ``roi_align`` are recorded as one node each (tracejit/ops/custom.py), so Faster R-CNN
 exports to ONNX (NonMaxSuppression, RoiAlign: tests/export/test_vision_ops_export.py) and gives eager's
-detections in onnxruntime on new images. Files cannot hold them yet: a file may name ATen ops only
-(the loader refuses the op by name)."""
+detections in onnxruntime on new images; saved files may name them (serialize/custom_op_checks.py: a
+process that has torchvision's ops registered loads them; hostile files: tests/security/test_vision_op_files.py)."""
 from __future__ import annotations
 
 import warnings
@@ -25,6 +27,8 @@ def _detector(kind: str):
     """A small Faster R-CNN, RetinaNet or Mask R-CNN: torchvision's heads on a two-conv backbone."""
     from torchvision.models import detection
     from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+    from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
     from torchvision.ops import MultiScaleRoIAlign
     torch.manual_seed(0)
     backbone = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(),
@@ -34,12 +38,14 @@ def _detector(kind: str):
     common = dict(min_size=64, max_size=96, anchor_generator=anchors) if kind == "retinanet" else \
         dict(min_size=64, max_size=96, rpn_anchor_generator=anchors, box_score_thresh=0.0,
              rpn_pre_nms_top_n_test=30, rpn_post_nms_top_n_test=12, box_detections_per_img=6,
-             box_roi_pool=MultiScaleRoIAlign(["0"], 7, 2))
+             box_roi_pool=MultiScaleRoIAlign(["0"], 7, 2), box_head=TwoMLPHead(16 * 7 * 7, 32),
+             box_predictor=FastRCNNPredictor(32, 4))
     if kind == "fasterrcnn":
-        return detection.FasterRCNN(backbone, num_classes=4, **common).eval()
+        return detection.FasterRCNN(backbone, **common).eval()
     if kind == "maskrcnn":
-        return detection.MaskRCNN(backbone, num_classes=4, mask_roi_pool=MultiScaleRoIAlign(["0"], 14, 2),
-                                  **common).eval()
+        return detection.MaskRCNN(backbone, mask_roi_pool=MultiScaleRoIAlign(["0"], 14, 2),
+                                  mask_head=MaskRCNNHeads(16, (16, 16), 1),
+                                  mask_predictor=MaskRCNNPredictor(16, 16, 4), **common).eval()
     return detection.RetinaNet(backbone, num_classes=4, score_thresh=0.0, topk_candidates=20,
                                detections_per_img=6, **common).eval()
 

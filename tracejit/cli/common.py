@@ -1,6 +1,6 @@
 """What the commands share: the one-line error (``CLIError``, ``fail``), escaping of text read from
-files, loading a program with the CLI's error wording, and the printing helpers (tables, sizes,
-shapes, the traced methods, parameters and ops of a program)."""
+files, loading a program or reading its Program with the CLI's error wording, and the printing helpers
+(tables, sizes, shapes, the traced methods, parameters and ops of a Program: tracejit/program.py)."""
 from __future__ import annotations
 
 import hashlib
@@ -9,7 +9,6 @@ import sys
 from collections import Counter
 
 from ..escape import terminal
-from ..runtime.traced import TracedFunction, program_of
 from ..serialize.encode import dtype_name  # the one dtype-name table: serialize's
 
 PROG = "tracejit"
@@ -143,10 +142,22 @@ def check_not_torch_file(path: str) -> None:
 def load(path: str, map_location=None):
     """``tracejit.load(path)``; a LoadError becomes a CLIError naming the file."""
     import tracejit
+    return _with_cli_errors(path, tracejit.load, map_location)
+
+
+def read_program(path: str, map_location=None):
+    """The Program the file holds (``tracejit.serialize.read_program``: decoded, upgraded and validated,
+    nothing compiled); a LoadError becomes a CLIError naming the file."""
+    from ..serialize import read_program as read
+    return _with_cli_errors(path, read, map_location)
+
+
+def _with_cli_errors(path: str, read, map_location):
+    from ..errors import LoadError
     check_program_file(path)
     try:
-        return tracejit.load(path, map_location=map_location)
-    except tracejit.LoadError as e:
+        return read(path, map_location=map_location)
+    except LoadError as e:
         msg = str(e)
         raise CLIError(msg if msg.startswith(path) else f"{path}: cannot load: {msg}") from None
 
@@ -159,33 +170,32 @@ def sha256_file(path: str) -> str:
     return h.hexdigest()
 
 
-def methods_of(obj):
-    """``[(path, module_type, method_name, graph)]`` for every traced method, root first; each module once
-    (read from the object's Program, tracejit/program.py)."""
-    program = program_of(obj)
+def methods_of(program):
+    """``[(path, module_type, method_name, graph)]`` for every traced method of ``program`` (a Program),
+    root first; each module once."""
     if program.kind == "function":
         return [("", program.name, program.name, program.graph("forward"))]
     return [(m.path, m.type_name, name, graph) for m in program.modules for name, graph in m.methods]
 
 
-def code_of(obj, path: str, method: str) -> str:
-    """The generated code of ``method`` of the module at ``path`` (torch.jit's ``.code``)."""
-    if isinstance(obj, TracedFunction):
-        return obj.code
-    owner = obj.get_submodule(path) if path else obj
-    return getattr(owner, method).code
-
-
-def tensor_rows(obj):
-    """One row per distinct tensor: (name, kind, shape, dtype, bytes, aliases). Shared tensors appear once."""
-    if isinstance(obj, TracedFunction):
+def tensor_rows(program):
+    """One row per distinct tensor of ``program`` (a Program): (name, kind, shape, dtype, bytes, aliases),
+    named as ``named_modules(remove_duplicate=False)`` walks the tree (a shared module at each of its
+    paths), each module's parameters then its buffers. Shared tensors appear once."""
+    if program.kind == "function":
         return []
+    entries = {m.path: m for m in program.modules}
+    named = []
+
+    def walk(entry, prefix: str) -> None:
+        named.extend((prefix + n, "param", t) for n, t in entry.parameters)
+        named.extend((prefix + n, "buffer", t) for n, t in entry.buffers)
+        for name, child in entry.children:
+            if child is not None:
+                walk(entries[child], f"{prefix}{name}.")
+
+    walk(program.root, "")
     rows, by_id = [], {}
-    named = []   # state_dict order: per module, its parameters then its buffers
-    for path, m in obj.named_modules(remove_duplicate=False):
-        prefix = f"{path}." if path else ""
-        named += [(prefix + n, "param", t) for n, t in m._parameters.items()]
-        named += [(prefix + n, "buffer", t) for n, t in m._buffers.items()]
     for name, kind, t in named:
         if t is None:
             continue
@@ -198,8 +208,8 @@ def tensor_rows(obj):
     return rows
 
 
-def op_histogram(obj) -> Counter:
-    return Counter(node.op for _, _, _, graph in methods_of(obj) for node in graph.nodes)
+def op_histogram(program) -> Counter:
+    return Counter(node.op for _, _, _, graph in methods_of(program) for node in graph.nodes)
 
 
 # ---- printing -------------------------------------------------------------------------------------

@@ -1,15 +1,19 @@
 """``tracejit inspect FILE [--graph] [--code]``: describe a saved program without running it.
 
-The program is loaded on the meta device: the file's checksum and graphs are validated, no tensor
-is materialized and the model never runs."""
+The file's Program is read on the meta device (serialize.read_program: the checksum and graphs are
+validated, no tensor is materialized, nothing is compiled and the model never runs); everything printed,
+``--code`` too (codegen/program_code.py), comes from that Program, never from the runtime's objects."""
 from __future__ import annotations
 
 import argparse
 import os
 import struct
 
-from .common import (CLIError, code_of, escape, human, load, methods_of, op_histogram, plural,
-                     sha256_file, dtype_name, short_path, table, tensor_rows)
+from .common import (CLIError, escape, human, methods_of, op_histogram, plural, read_program, sha256_file,
+                     dtype_name, short_path, table, tensor_rows)
+from .guard_table import guard_rows
+from ..codegen.program_code import method_sources
+from ..codegen.signature_text import signature_text
 from ..ir.graph import _DTYPE_NAMES as TORCHSCRIPT_TYPE_NAMES
 from ..ir.symbolic_dims import symbolic_dims
 from .specs import DEBUG_HELP, FORMATTER, wrap
@@ -57,7 +61,6 @@ def signature(name: str, graph, dims: dict | None = None) -> str:
     viewer/sizes.py ``value_dims``: also the input sizes that move with those, as an attention mask's
     with the ids'), by those names."""
     from ..ir import Value
-    from ..runtime.traced import signature_text
     symbolic = symbolic_dims(graph)
     for leaf in graph.input_leaves:
         named = (dims or {}).get(id(leaf)) if isinstance(leaf, Value) else None
@@ -77,10 +80,8 @@ def signature(name: str, graph, dims: dict | None = None) -> str:
 
 def cmd_inspect(args) -> int:
     path = args.file
-    obj = load(path, map_location="meta")   # validates checksum and graphs; reads no weights, runs nothing
-    doc = read_document(path)
-    from ..runtime.traced import program_of
-    program = program_of(obj)
+    program = read_program(path, map_location="meta")   # validates checksum and graphs; reads no weights, compiles
+    doc = read_document(path)                             # nothing, runs nothing
     size = os.path.getsize(path)
     out = []
     is_fn = program.kind == "function"
@@ -94,7 +95,7 @@ def cmd_inspect(args) -> int:
     out.append(f"  format:  {escape(doc.get('format'))} schema {escape(doc.get('schema_version'))}, "
                f"saved by tracejit {escape(doc.get('tracejit_version'))}")
 
-    methods = methods_of(obj)
+    methods = methods_of(program)
     out.append("")
     out.append("methods:")
     roots = [(mname, graph) for p, _, mname, graph in methods if p == ""]
@@ -109,8 +110,8 @@ def cmd_inspect(args) -> int:
         n_mods = len({p for p, *_ in methods if p})
         out.append(f"  (and {n_sub} traced method(s) of {n_mods} submodule(s); see --graph)")
 
-    out += _specialization_lines(obj)
-    out += _tensor_lines(obj, methods)
+    out += _specialization_lines(program)
+    out += _tensor_lines(program, methods)
 
     ledger = program.ledger
     out.append("")
@@ -120,18 +121,18 @@ def cmd_inspect(args) -> int:
                   " ".join(str(e.message).split())] for e in ledger]
         out += table(lrows, ["kind", "source", "message"], "<<<")
 
-    from ..runtime.guard_table import guard_rows
     grows = guard_rows(methods)
     out += ["", f"guards: {len(grows)} (checked at every call; see docs/DESIGN.md, Guards)"]
     out += table(grows, ["method", "kind", "source", "predicate", "expected"], "<<<<<") if grows else []
 
-    hist = op_histogram(obj)
+    hist = op_histogram(program)
     out.append("")
     out.append(f"ops: {sum(hist.values())} nodes in {len(methods)} graph(s)")
     if hist:
         hrows = [[c, op] for op, c in sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))]
         out += table(hrows, ["count", "op"], "><")
 
+    code = method_sources(program) if args.code else {}
     shown: dict = {}   # id(graph) -> the label it was printed under: a graph shared by many methods prints once
     for p, _, mname, graph in methods:
         label = f"{p}.{mname}" if p else mname
@@ -146,27 +147,32 @@ def cmd_inspect(args) -> int:
         if args.code:
             out.append("")
             out.append(f"code of {escape(label)}:")
-            out.append(code_of(obj, p, mname).rstrip("\n"))
+            out.append(code[("", "forward") if program.kind == "function" else (p, mname)].rstrip("\n"))
     print(escape("\n".join(out), keep_newlines=True))
     return 0
 
 
-def _specialization_lines(obj) -> list:
-    """Each root method's specializations in the order a call tries them, with the guard that made each."""
-    from ..runtime.specialize import sets_of
-    sets = {m: s for m, s in sets_of(obj).items() if len(s.entries) > 1}
-    if not sets:
+def _specialization_lines(program) -> list:
+    """Each root method's specializations in the order a call of the loaded program tries them (the first
+    trace, then the later ones oldest first, as the file stores them), with the guard that made each."""
+    later: dict = {}
+    for s in program.specializations:
+        later.setdefault(s.method, []).append(s)
+    if not later:
         return []
     out = ["", "specializations (a call runs the first whose guards hold; see docs/FORMAT.md):"]
-    for method, spec_set in sets.items():
-        for k, spec in enumerate([spec_set.first] + spec_set.extra(), 1):
+    for method in (m for m in program.entry_points if m in later):
+        specs = later[method]
+        out.append(f"  1. {signature(method, program.graph(method))}")
+        out.append("     traced from the example inputs")
+        for k, spec in enumerate(specs, 2):
             out.append(f"  {k}. {signature(method, spec.graph)}")
-            out.append(f"     {'traced from the example inputs' if k == 1 else 'made because ' + spec.reason}")
+            out.append(f"     made because {spec.reason}")
     return out
 
 
-def _tensor_lines(obj, methods) -> list:
-    rows = tensor_rows(obj)
+def _tensor_lines(program, methods) -> list:
+    rows = tensor_rows(program)
     out = ["", "parameters and buffers:"]
     if rows:
         shown = [[r[0] + (f" (= {', '.join(r[5])})" if r[5] else ""), r[1], r[2], r[3], r[4]] for r in rows]

@@ -12,6 +12,7 @@ import warnings
 from . import hf
 from .common import CLIError, human, ledger_source, methods_of, op_histogram, plural, tensor_rows
 from .specs import DEBUG_HELP, FORMATTER, INPUT_HELP, factory_ref, parse_input_spec, wrap
+from ..runtime.traced import program_of   # the summary reads the trace's Program (tracejit/program.py)
 
 
 def register(sub) -> None:
@@ -127,10 +128,11 @@ def save_program(traced, output: str) -> None:
 
 def _summary(args, traced) -> None:
     size = os.path.getsize(args.output)
-    rows = tensor_rows(traced)
+    program = program_of(traced)
+    rows = tensor_rows(program)
     numel = sum(t.numel() for t in {id(t): t for t in traced.parameters()}.values())
-    hist = op_histogram(traced)
-    n_graphs = len(methods_of(traced))
+    hist = op_histogram(program)
+    n_graphs = len(methods_of(program))
     aten = sum(c for op, c in hist.items() if op.startswith("aten::"))
     ledger = traced.ledger
     print(f"traced {args.factory} ({traced.original_name}) on "

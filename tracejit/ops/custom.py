@@ -42,14 +42,35 @@ def kept_op(func) -> str | None:
     return f"{name}.default" if _reviewed_schema(name) else None
 
 
-@functools.lru_cache(maxsize=None)
+_REGISTERED: set = set()   # the names found registered with their reviewed schema (a library is never unloaded)
+
+
 def _reviewed_schema(name: str) -> bool:
+    """Is ``name`` registered with its reviewed schema? A miss is asked again next time (torchvision may be
+    imported later in the process)."""
+    if name in _REGISTERED:
+        return True
     namespace, op = name.split("::")
     try:
         schema = getattr(getattr(torch.ops, namespace), op).default._schema
     except (AttributeError, RuntimeError):
         return False
-    return str(schema) == KEPT[name][0]
+    if str(schema) != KEPT[name][0]:
+        return False
+    _REGISTERED.add(name)
+    return True
+
+
+def registered(name: str) -> bool:
+    """Is ``name`` (``torchvision::nms``) registered in this process with the schema it was reviewed against?"""
+    return name in KEPT and _reviewed_schema(name)
+
+
+@functools.lru_cache(maxsize=None)
+def reviewed_schema(name: str):
+    """The FunctionSchema ``name`` (one of ``KEPT``) was reviewed against, parsed from its text: what a
+    file's node is checked against, whether or not the op is registered."""
+    return torch._C.parse_schema(KEPT[name][0])
 
 
 def is_kept(op: str) -> bool:

@@ -7,8 +7,9 @@ import reprlib
 import torch
 
 from ..codegen.python import compile_function, generate
+from ..codegen.signature_text import signature_text
 from ..errors import ArgumentTypeError, ArgumentValueError
-from ..ir import Graph, Value
+from ..ir import Graph
 from .undo import undo_plan
 
 
@@ -45,30 +46,6 @@ def _describe(value) -> str:
     if isinstance(shape, tuple) and dtype is not None:   # a numpy array (or alike) passed by mistake
         return f"{type(value).__module__.split('.')[0]}.{type(value).__name__}(shape={shape}, dtype={dtype})"
     return f"{type(value).__name__} {reprlib.repr(value)}"
-
-
-def signature_text(name: str, graph: Graph, leaf_text=None) -> str:
-    """``forward(x: Tensor[4d], pair: (Tensor[2d], Tensor[2d]), flag=True)``.
-
-    ``leaf_text`` formats one input leaf (a Value or a constant); the default shows ranks.
-    """
-    leaf_text = leaf_text or _rank_text
-    args_spec, kwargs_spec = graph.in_spec.children
-    leaves = iter(graph.input_leaves)
-    parts = []
-    for pname, spec in zip(graph.param_names, list(args_spec.children) + list(kwargs_spec.children)):
-        mine = [next(leaves) for _ in range(spec.num_leaves)]
-        if spec.kind == "leaf" and not isinstance(mine[0], Value):
-            parts.append(f"{pname}={mine[0]!r}")
-        else:
-            parts.append(f"{pname}: {spec.describe(leaf_text(x) for x in mine)}")
-    return f"{name}({', '.join(parts)})"
-
-
-def _rank_text(leaf) -> str:
-    if isinstance(leaf, Value):
-        return f"Tensor[{len(leaf.type.shape)}d]" if hasattr(leaf.type, "shape") else str(leaf.type)
-    return repr(leaf)
 
 
 def compile_method(graph: Graph, name: str, label: str, guards: bool, display: str | None = None, budget=None):

@@ -8,7 +8,7 @@ checked at load (op_checks.check_sizes) and get no check.
 from __future__ import annotations
 
 from ..ir import Value, iter_values
-from ..ops import schemas_of, split_name
+from ..ops import custom, schemas_of, split_name
 from ..support.call_budget import WORK_FACTOR, size_check
 from . import op_allowlist, op_checks, schema_check, size_rules
 
@@ -23,6 +23,8 @@ class BudgetPlan:
         """``(check, bound arguments, gate)`` for ``node`` (gate: see ``_gate``), or None when it needs
         no call-time check."""
         op = node.op
+        if isinstance(op, str) and op.split(".")[0] in size_rules.CUSTOM_RULES:
+            return self._custom_check(node)
         if not isinstance(op, str) or not op.startswith("aten::"):
             return None
         _, name, overload = split_name(op)
@@ -34,11 +36,22 @@ class BudgetPlan:
             return None
         if rule is size_rules.SEVERAL_TENSORS:   # only its tensors size it
             bound = {k: v for k, v in bound.items() if _holds_tensor(v)}
-        src = node.source
-        where = ascii(f"{src.filename}:{src.lineno}" if src is not None else "(no source line)")[1:-1][:160]
         self.checked = True
-        return size_check(f"aten::{name}", rule, self.file_elements, where), bound, \
+        return size_check(f"aten::{name}", rule, self.file_elements, _where(node)), bound, \
             _gate(rule, bound, self.file_elements, name)
+
+    def _custom_check(self, node):
+        """A kept custom op (torchvision's nms, roi_align): its size rule, which also checks the values its
+        kernel trusts (op_sizes_vision.py), before every call, ungated."""
+        op = node.op.split(".")[0]
+        bound = schema_check.bind(custom.reviewed_schema(op), node.args, node.kwargs)
+        self.checked = True
+        return size_check(op, size_rules.CUSTOM_RULES[op], self.file_elements, _where(node)), bound, None
+
+
+def _where(node) -> str:
+    src = node.source
+    return ascii(f"{src.filename}:{src.lineno}" if src is not None else "(no source line)")[1:-1][:160]
 
 
 def _gate(rule, bound: dict, file_elements: int, name: str = ""):

@@ -17,6 +17,7 @@ from . import op_sizes as size
 from . import op_sizes_args as args
 from . import op_sizes_broadcast as several
 from . import op_sizes_linalg as linalg
+from . import op_sizes_vision as vision
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,13 @@ RULES: dict[str, SizeRule] = {
     # pooling: the output is at most the input, the work its window times the output
     **{op: _pool(op) for op in "avg_pool1d avg_pool2d avg_pool3d max_pool1d max_pool2d max_pool3d "
                             "max_pool1d_with_indices max_pool2d_with_indices max_pool3d_with_indices".split()},
+}
+
+
+# the custom ops the recorder keeps as nodes (ops/custom.py), by qualified name: torchvision's
+CUSTOM_RULES: dict[str, SizeRule] = {
+    "torchvision::nms": SizeRule(vision.nms, vision.nms_flops),
+    "torchvision::roi_align": SizeRule(vision.roi_align, vision.roi_align_flops),
 }
 
 

@@ -18,10 +18,11 @@ from ..ir.ops import saved_attrs
 from ..ops import schemas_of
 from ..ops.names import CALL_MODULE, CONSTANT, GET_ATTR
 from ..trace import ops as opnames
-from . import capture_ops, op_allowlist, op_checks, rng_ops, schema_check, size_rules, sym_ops
+from . import capture_ops, custom_op_checks, op_allowlist, op_checks, rng_ops, schema_check, size_rules, sym_ops
 from .guards import check_guard
 
 NAMESPACES = ("aten",)
+CUSTOM_NAMESPACES = frozenset(custom_op_checks.namespaces())   # reviewed custom ops only (custom_op_checks.py)
 TRACEJIT_OPS = {GET_ATTR, CONSTANT, CALL_MODULE}
 OPERATORS = {"+", "-", "*", "/", "//", "%", "**", "@", "&", "|", "^", "<<", ">>", "==", "!=", "<", "<=", ">", ">=",
              "r+", "r*", "r-", "r/", "r//", "r%", "r**", "r@", "r&", "r|", "r^", "u-", "u+", "u~"}
@@ -152,8 +153,11 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
     if m is None:
         raise LoadError(f"{at}: malformed op name")
     ns, name, overload = m.groups()
+    if ns in CUSTOM_NAMESPACES:   # torchvision's nms / roi_align (ops/custom.py)
+        return custom_op_checks.check_node(node, at, ns, name, overload, max_elements)
     if ns not in NAMESPACES:
-        raise LoadError(f"{at}: op namespace {ns!r} is not allowed (allowed: {', '.join(NAMESPACES)})")
+        raise LoadError(f"{at}: op namespace {ns!r} is not allowed (allowed: "
+                        f"{', '.join(NAMESPACES + tuple(sorted(CUSTOM_NAMESPACES)))})")
     packet = opnames.aten_packet(name)
     if packet is None:
         raise LoadError(f"{at}: there is no operator aten::{name} in this torch ({torch.__version__})")

@@ -1,4 +1,4 @@
-"""The guards of a traced program as rows, for ``tracejit inspect`` and for users (``guard_rows(traced)``)."""
+"""The guards of a Program's graphs as rows, for ``tracejit inspect`` (read from the graphs: nothing compiled)."""
 from __future__ import annotations
 
 from ..ir import GUARD, guard_expr
@@ -6,8 +6,8 @@ from ..ir.printer import Namer, format_arg
 
 
 def guard_rows(methods) -> list:
-    """``[[method, kind, source, predicate, expected]]`` for every guard; ``methods``: ``(path, module type, method, Graph)`` as
-    cli.common.methods_of gives."""
+    """``[[method, kind, source, predicate, expected]]`` for every guard; ``methods``: ``(path, module type, method,
+    Graph)`` as cli/common.methods_of gives."""
     rows = []
     for path, _, mname, graph in methods:
         namer = Namer(graph)
