@@ -18,7 +18,8 @@ from .backends.torch_kernels import FastTracedFunction, FastTracedModule, compil
 from .ops.names import CALL_MODULE
 from .passes.freeze import freeze_attributes
 from .passes.graph_copy import copy_graph
-from .passes.pipeline import IN_MEMORY_PASSES, INLINE_PASSES, run_passes, runs_on_cpu
+from .passes.lowered import Lowered
+from .passes.pipeline import IN_MEMORY_PASSES, INLINE_PASSES, lower, run_passes, runs_on_cpu
 from .runtime import specialize
 from .runtime.traced import TracedFunction, TracedModule
 
@@ -111,8 +112,8 @@ def _keep_specializations(source, out, transform, optimize: bool) -> None:
         saved = transform(spec.graph)
         if isinstance(out, TracedModule):
             saved.training = False
-        run_graph = run_passes(saved, IN_MEMORY_PASSES) if optimize else saved
-        fn = compile_for_inference(saved, run_graph, "forward", f"frozen.{label}#{k + 1}",
+        lowered = lower(saved, IN_MEMORY_PASSES) if optimize else Lowered(saved)
+        fn = compile_for_inference(saved, lowered, "forward", f"frozen.{label}#{k + 1}",
                                    display=None if isinstance(out, TracedModule) else label)
         target.add(specialize.Specialization("forward", fn, spec.reason, spec.source))
 
@@ -149,8 +150,8 @@ def _module_from(traced: TracedModule, graph, preserved, optimize: bool = False,
         _attach(out, traced, path)
     graph.training = False
     held = list(out.parameters()) + list(out.buffers())
-    run_graph = run_passes(graph, IN_MEMORY_PASSES) if optimize and runs_on_cpu(graph, held) else graph
-    out._install("forward", compile_for_inference(graph, run_graph, "forward", f"frozen.{traced.original_name}"))
+    lowered = lower(graph, IN_MEMORY_PASSES) if optimize and runs_on_cpu(graph, held) else Lowered(graph)
+    out._install("forward", compile_for_inference(graph, lowered, "forward", f"frozen.{traced.original_name}"))
     return out
 
 
@@ -173,6 +174,6 @@ def _attach(out: nn.Module, source: nn.Module, path: str) -> None:
 
 
 def _function_from(traced: TracedFunction, graph, optimize: bool = False) -> TracedFunction:
-    run_graph = run_passes(graph, IN_MEMORY_PASSES) if optimize and runs_on_cpu(graph) else graph
-    fn = compile_for_inference(graph, run_graph, "forward", traced.__name__, display=traced.__name__)
+    lowered = lower(graph, IN_MEMORY_PASSES) if optimize and runs_on_cpu(graph) else Lowered(graph)
+    fn = compile_for_inference(graph, lowered, "forward", traced.__name__, display=traced.__name__)
     return FastTracedFunction.from_compiled(traced.__name__, fn, traced.ledger)

@@ -1,7 +1,8 @@
 """Node attributes are plain data (issue #24 item 3): ``ir.PLAIN_ATTR_TYPES`` (None, bool, int, float, str,
 torch.dtype / device / layout / memory_format) nested in tuples, lists and str-keyed dicts. The live objects a
 program runs sit in the graph's tables: a callee is named by (path, method) and linked in ``Graph.callees``,
-an in-memory kernel is ``Graph.kernels[attrs.index]``, a custom autograd Function ``Graph.functions[id]``.
+an in-memory kernel is the lowered program's ``kernels[attrs.index]`` (passes/lowered.py), a custom autograd
+Function ``Graph.functions[id]``.
 The verifier refuses any other attribute, so every graph a trace, a pass or the loader makes is checked;
 these tests walk the graphs of programs that exercise every tracejit op (the model corpus gets the same walk
 in tests/models/corpus_tests.py, on its traced programs and on the files a fresh process loads)."""
@@ -107,7 +108,10 @@ def test_every_graph_of_traced_optimized_and_loaded_programs_holds_plain_attribu
     fn_nodes = [(g, n) for g in all_graphs(traced.program) for n in g.nodes if n.op == "tracejit::autograd_function"]
     assert len(fn_nodes) == 2   # the first trace's and the specialization's
     assert all(g.functions[n.attrs["function_id"]] is Scale for g, n in fn_nodes)
-    assert all(callable(run_graph.kernels[n.attrs["index"]]) for n in run_graph.nodes if n.op == "tracejit::kernel")
+    lowered = optimized.forward.lowered   # the kernels live in the lowered program, not in any Graph
+    assert lowered.graph is run_graph and lowered.kernels
+    assert all(callable(lowered.kernel(n)) for n in run_graph.nodes if n.op == "tracejit::kernel")
+    assert all(not hasattr(g, "kernels") for g in graphs)
     root = traced.program.graph()
     assert all(root.callee(n).name == "forward" for n in root.nodes if n.op == "tracejit::call_module")
     # and they run as eager does on another batch

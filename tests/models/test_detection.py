@@ -9,6 +9,10 @@ detections in onnxruntime on new images; saved files may name them (serialize/cu
 process that has torchvision's ops registered loads them; hostile files: tests/security/test_vision_op_files.py)."""
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -134,3 +138,99 @@ def test_detection_with_its_list_of_dicts_output():
     assert [list(o) for o in got] == [list(o) for o in want] == [["boxes", "labels", "scores"]]
     for g, w in zip(_flat(got), _flat(want)):
         torch.testing.assert_close(g, w)
+
+
+def _new_content(*sizes):
+    """Other images of the given sizes (other pixels: other boxes survive nms)."""
+    gen = torch.Generator().manual_seed(99)
+    return [torch.rand(3, h, w, generator=gen) for h, w in sizes]
+
+
+class Batched(AsTuple):
+    """The detector called on a batch tensor [N, 3, H, W] (its images as a list): the image count is a size."""
+
+    def forward(self, images):
+        return super().forward(list(images.unbind(0)))
+
+
+def _batch(n, h, w, seed=5):
+    return torch.rand(n, 3, h, w, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["fasterrcnn", "retinanet", "maskrcnn"])
+def test_new_image_count_side_by_side_with_torch_jit_trace(kind):
+    """On another image count (a batch tensor of 3 images where 2 were traced): the traced program gives
+    eager's answer (the ``unbind`` of the batch guards its count, trace/pieces.py, and a failed guard
+    retraces); torch.jit.trace fails deep inside its TorchScript interpreter. On another image size
+    torch.jit.trace follows the sizes (torchvision takes its ONNX-friendly paths when torch.jit traces), as
+    tracejit does by retracing (test_detection_traces_and_follows_new_image_sizes). Loaded from a file:
+    test_saved_detectors_in_a_fresh_process."""
+    model = Batched(_detector(kind))
+    example, other_size, other_count = _batch(2, 64, 80), _batch(2, 56, 90), _batch(3, 64, 80)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = tracejit.trace(model, (example,), check_trace=False)
+        reference = torch.jit.trace(model, (example,), check_trace=False)
+        want = model(other_count)
+        assert len(want) == 3 * len(model(example)) // 2
+        for g, w in zip(traced(other_count), want, strict=True):
+            torch.testing.assert_close(g, w)
+        with pytest.raises(RuntimeError, match="TorchScript interpreter"):
+            reference(other_count)
+        for g, w in zip(reference(other_size), model(other_size), strict=True):
+            torch.testing.assert_close(g, w)
+
+
+_FRESH = """
+import sys, torch, tracejit
+sys.path.insert(0, sys.argv[1])
+from torchvision_ops import import_torchvision
+import_torchvision()
+data = torch.load(sys.argv[2])
+out = {}
+with torch.no_grad():
+    for kind in data["kinds"]:
+        loaded = tracejit.load(sys.argv[3] + "/" + kind + ".tjt")
+        for name, images in data["images"].items():
+            try:
+                out[kind, name] = loaded(images)
+            except tracejit.GuardError as e:
+                out[kind, name] = str(e)
+torch.save(out, sys.argv[2])
+"""
+
+
+@pytest.mark.slow
+def test_saved_detectors_in_a_fresh_process(tmp_path):
+    """Saved, then loaded in a process that registers torchvision's ops: on new images of the traced sizes
+    eager's detections (Mask R-CNN: a GuardError naming the line where torchvision pastes each mask with
+    ``int(box[2] - box[0])``, a read of the boxes' values, so its masks are right only for the traced
+    boxes); on another image size or count a GuardError naming the line that pinned it."""
+    kinds = ["fasterrcnn", "retinanet", "maskrcnn"]
+    images = {"example": _batch(2, 64, 80), "new_pixels": _batch(2, 64, 80, seed=6),
+              "other_size": _batch(2, 56, 90), "other_count": _batch(3, 64, 80)}
+    want = {}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for kind in kinds:
+            model = Batched(_detector(kind))
+            tracejit.trace(model, (images["example"],), check_trace=False).save(str(tmp_path / f"{kind}.tjt"))
+            want[kind] = {name: model(x) for name, x in images.items()}
+    assert not torch.equal(want["fasterrcnn"]["example"][0], want["fasterrcnn"]["new_pixels"][0])
+    torch.save({"kinds": kinds, "images": images}, tmp_path / "io.pt")
+    proc = subprocess.run([sys.executable, "-c", _FRESH, os.path.dirname(__file__), str(tmp_path / "io.pt"),
+                           str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = torch.load(tmp_path / "io.pt")
+    guarded = {("maskrcnn", "new_pixels"): r"roi_heads\.py:\d+ `w = int\(box\[2\] - box\[0\]",
+               "other_size": r"transform\.py:\d+", "other_count": r"test_detection\.py:\d+ `.*unbind"}
+    for kind in kinds:
+        for name in images:
+            line = guarded.get((kind, name), guarded.get(name))
+            if line is None:
+                assert len(got[kind, name]) == len(want[kind][name])
+                for g, w in zip(got[kind, name], want[kind][name]):
+                    torch.testing.assert_close(g, w)
+            else:
+                assert re.search(r"guard failed at \S+" + line, got[kind, name]), (kind, name, got[kind, name])

@@ -22,7 +22,13 @@ def jit(fn, example):
 
 def run_graph(traced):
     """The graph an optimized program runs (with its in-memory kernel nodes)."""
-    return traced.forward.run_graph if isinstance(traced, torch.nn.Module) else traced._fn.run_graph
+    return lowered(traced).graph
+
+
+def lowered(traced):
+    """The lowered program an optimized program runs: its graph and the kernels its kernel nodes call
+    (passes/lowered.py)."""
+    return traced.forward.lowered if isinstance(traced, torch.nn.Module) else traced._fn.lowered
 
 
 def error_type(call):

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from region_testlib import assert_eager_and_jit_answers, jit, ofi, run_graph
+from region_testlib import assert_eager_and_jit_answers, jit, lowered, ofi, run_graph
 from tracejit.passes.conv_kernels import MIN_DENSE_MACS, conv_kernel_nodes, multiply_adds
 from tracejit.kernels.onednn_conv import available
 
@@ -33,7 +33,7 @@ class SqueezeExcite(nn.Module):
 
 def fused(traced) -> list:
     graph = run_graph(traced)
-    return sorted(graph.kernels[n.attrs["index"]].groups for n in conv_kernel_nodes(graph))
+    return sorted(lowered(traced).kernel(n).groups for n in conv_kernel_nodes(graph))
 
 
 def test_small_dense_convs_stay_torchs_and_the_depthwise_conv_is_fused():

@@ -14,7 +14,7 @@ import tracejit
 from tracejit.passes.conv_kernels import conv_kernel_nodes
 from tracejit.kernels.onednn_conv import OneDnnConv, available
 
-from region_testlib import assert_eager_and_jit_answers, error_type, jit, ofi, run_graph
+from region_testlib import assert_eager_and_jit_answers, error_type, jit, lowered, ofi, run_graph
 
 pytestmark = [pytest.mark.filterwarnings("ignore::tracejit.TracerWarning"),
               pytest.mark.skipif(not available(), reason="this torch build has no oneDNN convolution op")]
@@ -130,7 +130,7 @@ def test_moved_to_float64_and_back_and_meta_inputs():
     model = net()
     traced = ofi(model, (torch.randn(1, 3, 16, 16),))
     graph = run_graph(traced)
-    kernel = graph.kernels[conv_kernel_nodes(graph)[0].attrs["index"]]
+    kernel = lowered(traced).kernel(conv_kernel_nodes(graph)[0])
     assert isinstance(kernel, OneDnnConv) and kernel._packed is not None
     with torch.no_grad():
         x = torch.randn(2, 3, 14, 14)

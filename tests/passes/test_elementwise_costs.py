@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from region_testlib import jit, ofi, run_graph
+from region_testlib import jit, lowered, ofi, run_graph
 from tracejit.passes.numpy_regions import region_nodes
 from tracejit.kernels.elementwise_costs import SCALAR_POWERS, numpy_kernel_ns, torch_ns
 
@@ -22,7 +22,7 @@ def gelu_tanh(x):
 
 def kernels(traced) -> list:
     graph = run_graph(traced)
-    return [graph.kernels[n.attrs["index"]] for n in region_nodes(graph)]
+    return [lowered(traced).kernel(n) for n in region_nodes(graph)]
 
 
 def numexpr_programs(traced) -> list:

@@ -14,7 +14,7 @@ from tracejit.passes.linear_kernels import linear_kernel_nodes
 from tracejit.passes.linear_weight_layout import transposed_weights
 from tracejit.kernels.onednn_linear import MIN_MACS, MIN_MACS_ONE_THREAD, OneDnnLinear, available
 
-from region_testlib import assert_eager_and_jit_answers, error_type, jit, ofi, run_graph
+from region_testlib import assert_eager_and_jit_answers, error_type, jit, lowered, ofi, run_graph
 
 pytestmark = [pytest.mark.filterwarnings("ignore::tracejit.TracerWarning"),
               pytest.mark.skipif(not available(), reason="this torch build has no oneDNN linear op")]
@@ -97,7 +97,7 @@ def test_calls_that_do_not_fit_run_torchs_ops_with_eagers_answers_gradients_and_
         model.float()
         close(traced(x.detach()), model(x.detach()))
         graph = run_graph(traced)
-        kernel = graph.kernels[linear_kernel_nodes(graph)[0].attrs["index"]]
+        kernel = lowered(traced).kernel(linear_kernel_nodes(graph)[0])
         assert kernel._packed is not None   # back on float32: oneDNN again
         meta = torch.randn(2, 16, 128, device="meta")
         plain = tracejit.trace(model, (torch.randn(2, 16, 128),))
@@ -125,7 +125,7 @@ def test_a_value_read_twice_keeps_its_activation_and_tied_weights_stay_one_tenso
     traced, ref = ofi(model, (example,)), jit(model, (example,))
     assert kernel_ops(traced) == ["onednn:linear", "onednn:linear"]
     graph = run_graph(traced)
-    first, second = (graph.kernels[n.attrs["index"]] for n in linear_kernel_nodes(graph))
+    first, second = (lowered(traced).kernel(n) for n in linear_kernel_nodes(graph))
     assert first.weight is second.weight
     with torch.no_grad():
         for x in (torch.randn(4, 16, 128), torch.randn(2, 50, 128)):

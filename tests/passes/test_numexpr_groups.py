@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import tracejit
-from region_testlib import jit, ofi, run_graph
+from region_testlib import jit, lowered, ofi, run_graph
 from tracejit.passes.numpy_regions import region_nodes
 from tracejit.kernels import numexpr_groups
 from tracejit.kernels.elementwise_costs import BIT_EXACT
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
 def kernel_of(traced):
     graph = run_graph(traced)
     (node,) = region_nodes(graph)
-    return graph.kernels[node.attrs["index"]]
+    return lowered(traced).kernel(node)
 
 
 def programs(traced) -> list:

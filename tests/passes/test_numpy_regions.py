@@ -12,8 +12,9 @@ import torch
 from torch import nn
 
 import tracejit
-from region_testlib import jit, ofi, run_graph
+from region_testlib import jit, lowered, ofi, run_graph
 from tracejit.ir import verify
+from tracejit.passes.lowered import Lowered
 from tracejit.passes.numpy_regions import OP, fuse_numpy_regions, region_nodes
 from tracejit.passes.pipeline import run_passes
 
@@ -87,7 +88,7 @@ def test_chained_linears_fold_their_biases_into_the_products_and_stay_current():
     torch.manual_seed(2)
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 8)).eval()
     traced = ofi(model, (torch.randn(1, 16),))
-    fn = traced.forward.run_graph.kernels[region_nodes(traced.forward.run_graph)[0].attrs["index"]]
+    fn = traced.forward.lowered.kernel(region_nodes(traced.forward.run_graph)[0])
     assert fn.source.count(".dot(_B") == 3 and fn.source.count("_np_add(") == 1   # one bias add for three layers
     # frozen copies only this program holds: no per-call version checks (a frozen program is a snapshot)
     assert "_version" not in fn.source and fn.kernel.private == set(range(6))
@@ -107,7 +108,7 @@ def test_chained_linears_fold_their_biases_into_the_products_and_stay_current():
 
     traced_fn = ofi(chain, (torch.randn(2, 16),))
     graph = run_graph(traced_fn)
-    kernel = graph.kernels[region_nodes(graph)[0].attrs["index"]]
+    kernel = lowered(traced_fn).kernel(region_nodes(graph)[0])
     assert "_version" in kernel.source and not kernel.kernel.private
     with torch.no_grad():
         x = torch.randn(3, 16)
@@ -135,7 +136,7 @@ class CountingMLP(nn.Module):
 def test_a_program_that_writes_in_place_keeps_the_version_checks():
     model = CountingMLP().eval()
     traced = ofi(model, (torch.randn(2, 8),))
-    kernels = [traced.forward.run_graph.kernels[n.attrs["index"]] for n in region_nodes(traced.forward.run_graph)]
+    kernels = [traced.forward.lowered.kernel(n) for n in region_nodes(traced.forward.run_graph)]
     assert kernels and all(not k.kernel.private for k in kernels)
     with torch.no_grad():
         for _ in range(3):
@@ -239,28 +240,34 @@ def test_a_size_numpy_cannot_combine_gives_torchs_error():
 def test_pass_alone_is_verified_leaves_its_input_alone_and_skips_short_or_unsupported_runs():
     traced = tracejit.trace(mixed_chain, (torch.randn(8), torch.randn(8)))
     before = [n.op for n in traced.graph.nodes]
-    fused = fuse_numpy_regions(run_passes(traced.graph))
+    source = run_passes(traced.graph)
+    lowered_program = fuse_numpy_regions(Lowered(source))
+    fused = lowered_program.graph
     verify(fused)
     assert [n.op for n in traced.graph.nodes] == before
     assert [n.op for n in fused.nodes] == [OP]
+    assert len(lowered_program.kernels) == 1 and callable(lowered_program.kernel(fused.nodes[0]))
+    assert not hasattr(fused, "kernels") and not hasattr(source, "kernels")   # kernels live beside the IR
+    x, y = torch.randn(8), torch.randn(8)                                        # new inputs, eager's answer
+    torch.testing.assert_close(lowered_program.kernel(fused.nodes[0])(x, y), mixed_chain(x, y))
 
     large = tracejit.trace(mixed_chain, (torch.randn(5000), torch.randn(5000)))
-    assert not region_nodes(fuse_numpy_regions(large.graph))   # traced large: torch's kernels are kept
+    assert not region_nodes(fuse_numpy_regions(Lowered(large.graph)).graph)   # traced large: torch's kernels are kept
 
     def short(x):
         return torch.abs(x) + 1
 
-    assert not region_nodes(fuse_numpy_regions(tracejit.trace(short, (torch.randn(3),)).graph))
+    assert not region_nodes(fuse_numpy_regions(Lowered(tracejit.trace(short, (torch.randn(3),)).graph)).graph)
 
     def ints(x):
         return (x * 2 + 1) * 3 - 1
 
-    assert not region_nodes(fuse_numpy_regions(tracejit.trace(ints, (torch.arange(4),)).graph))
+    assert not region_nodes(fuse_numpy_regions(Lowered(tracejit.trace(ints, (torch.arange(4),)).graph)).graph)
 
     def with_gelu(x):
         return torch.nn.functional.gelu(torch.abs(x) * 2 + 1) * 3 - 1
 
-    ops = [n.op.split(".")[0] for n in fuse_numpy_regions(tracejit.trace(with_gelu, (torch.randn(3),)).graph).nodes]
+    ops = [n.op.split(".")[0] for n in fuse_numpy_regions(Lowered(tracejit.trace(with_gelu, (torch.randn(3),)).graph)).graph.nodes]
     assert ops == [OP, "aten::gelu", "aten::mul", "aten::sub"]   # gelu is not numpy's; two ops do not pay
 
 
@@ -273,7 +280,7 @@ def test_a_lone_linear_adds_its_bias_through_a_rank_matched_view_that_stays_curr
     torch.manual_seed(3)
     model = nn.Sequential(nn.Linear(16, 8), nn.ReLU(), Affine()).eval()
     traced = ofi(model, (torch.randn(1, 16),))
-    fn = traced.forward.run_graph.kernels[region_nodes(traced.forward.run_graph)[0].attrs["index"]]
+    fn = traced.forward.lowered.kernel(region_nodes(traced.forward.run_graph)[0])
     (bias_index,) = [i for i, k in enumerate(fn.kernel.constants) if k.dim() == 1]
     assert f"_C{bias_index}R if" in fn.source
     with torch.no_grad():
@@ -291,7 +298,7 @@ def test_a_moved_program_swaps_in_a_kernel_over_its_moved_constants_and_back():
 
     def kernel():
         graph = traced.forward.run_graph
-        return graph.kernels[region_nodes(graph)[0].attrs["index"]]   # the node keeps the first build
+        return traced.forward.lowered.kernel(region_nodes(graph)[0])   # the node keeps the first build
     before = kernel()
     traced.double()
     x = torch.randn(3, 16, dtype=torch.float64)

@@ -119,11 +119,13 @@ def _slow(fn, captured) -> bool:
                 or getattr(fn, "undo", None) is not None)
 
 
-def compile_for_inference(saved_graph, run_graph, name: str, label: str, display: str | None = None):
-    """Compile ``run_graph`` (what runs; may hold in-memory-only nodes) as a guarded method whose
-    ``.graph`` is ``saved_graph`` (what ``save`` writes) and ``.run_graph`` the one that runs."""
-    fn = compile_method(run_graph, name, label, guards=True, display=display)
+def compile_for_inference(saved_graph, lowered, name: str, label: str, display: str | None = None):
+    """Compile ``lowered`` (passes/lowered.py: the graph that runs, whose kernel nodes call its kernels) as a
+    guarded method whose ``.graph`` is ``saved_graph`` (what ``save`` writes), ``.run_graph`` the graph that
+    runs and ``.lowered`` the lowered program (graph and kernels)."""
+    fn = compile_method(lowered.graph, name, label, guards=True, display=display, kernels=lowered.kernels)
     fn.graph = saved_graph
-    fn.run_graph = run_graph
-    fn.finite_inputs = any(getattr(k, "drops_nan", False) for k in run_graph.kernels)
+    fn.run_graph = lowered.graph
+    fn.lowered = lowered
+    fn.finite_inputs = any(getattr(k, "drops_nan", False) for k in lowered.kernels)
     return fn

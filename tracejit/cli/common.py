@@ -4,12 +4,17 @@ files, loading a program or reading its Program with the CLI's error wording, an
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
+import shlex
 import sys
 from collections import Counter
 
+from ..errors import LoadError
 from ..escape import terminal
+from ..serialize import read_program as _read_program
 from ..serialize.encode import dtype_name  # the one dtype-name table: serialize's
+from ..serialize.torch_files import is_torch_file
 
 PROG = "tracejit"
 
@@ -50,9 +55,6 @@ def file_kind(path: str) -> str:
     """``"torchscript"``, ``"torch.save"``, ``"tracejit"`` (a safetensors file: what tracejit saves),
     ``"short"`` (under 9 bytes: the loader says so) or ``"other"`` (text, anything else), from the
     first bytes and a zip's directory: nothing runs."""
-    import mmap
-
-    from ..serialize.torch_files import is_torch_file
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         head = f.read(9)
@@ -114,10 +116,6 @@ def check_archive_file(path: str) -> None:
 
 def check_not_torch_file(path: str) -> None:
     """A TorchScript archive or torch.save file: say so and give the migration command for it."""
-    import mmap
-    import shlex
-
-    from ..serialize.torch_files import is_torch_file
     try:
         with open(path, "rb") as f:
             if os.fstat(f.fileno()).st_size == 0:
@@ -148,12 +146,10 @@ def load(path: str, map_location=None):
 def read_program(path: str, map_location=None):
     """The Program the file holds (``tracejit.serialize.read_program``: decoded, upgraded and validated,
     nothing compiled); a LoadError becomes a CLIError naming the file."""
-    from ..serialize import read_program as read
-    return _with_cli_errors(path, read, map_location)
+    return _with_cli_errors(path, _read_program, map_location)
 
 
 def _with_cli_errors(path: str, read, map_location):
-    from ..errors import LoadError
     check_program_file(path)
     try:
         return read(path, map_location=map_location)

@@ -12,6 +12,10 @@ import struct
 from .common import (CLIError, escape, human, methods_of, op_histogram, plural, read_program, sha256_file,
                      dtype_name, short_path, table, tensor_rows)
 from .guard_table import guard_rows
+from ..errors import LoadError
+from ..ir import Value
+from ..serialize.archive import MAX_HEADER
+from ..serialize.loader import read_header
 from ..codegen.program_code import method_sources
 from ..codegen.signature_text import signature_text
 from ..ir.graph import _DTYPE_NAMES as TORCHSCRIPT_TYPE_NAMES
@@ -41,9 +45,6 @@ def register(sub) -> None:
 def read_document(path: str) -> dict:
     """The ``tracejit`` program document of a saved file, read from its header only (with the
     loader's header reader: serialize/loader.py)."""
-    from ..errors import LoadError
-    from ..serialize.archive import MAX_HEADER
-    from ..serialize.loader import read_header
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         head = f.read(8)
@@ -60,7 +61,6 @@ def signature(name: str, graph, dims: dict | None = None) -> str:
     sizes the graph keeps symbolic by name (ir/symbolic_dims.py); with ``dims`` (the viewer's names,
     viewer/sizes.py ``value_dims``: also the input sizes that move with those, as an attention mask's
     with the ids'), by those names."""
-    from ..ir import Value
     symbolic = symbolic_dims(graph)
     for leaf in graph.input_leaves:
         named = (dims or {}).get(id(leaf)) if isinstance(leaf, Value) else None

@@ -3,10 +3,19 @@ inputs, print its outputs' dtypes and shapes and the median call time."""
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import statistics
 import time
+from collections.abc import Mapping
+
+import torch
 
 from .common import CLIError, dtype_name, escape, load, shape_text
+from ..ir import Value
+from ..pytree import unflatten
+from ..runtime.traced import program_of   # run holds the loaded object; its Program gives the traced inputs
+from ..serialize.limits import max_elements
 from .specs import DEBUG_HELP, DTYPE_NAMES, FORMATTER, INPUT_HELP, InputSpec, parse_input_spec, positive, wrap
 
 
@@ -37,9 +46,6 @@ def traced_inputs(obj, generator, path=None):
     """``(args, kwargs, label)``: random inputs of the dtypes and shapes the root forward was traced with,
     positional, keyword and nested alike (constants as traced); None when a leaf is not a tensor type
     ``--input`` knows."""
-    from ..ir import Value
-    from ..pytree import unflatten
-    from ..runtime.traced import program_of
     graph = program_of(obj).graph("forward")
     if path is not None:   # a file's declared shapes count in its allocation budget
         _cap_declared_inputs(path, [InputSpec(dtype_name(v.type.dtype), dtype_name(v.type.dtype),
@@ -66,9 +72,6 @@ def traced_inputs(obj, generator, path=None):
 
 
 def _leaves(x, prefix="output"):
-    from collections.abc import Mapping
-
-    import torch
     if isinstance(x, torch.Tensor):
         yield prefix, x
     elif isinstance(x, Mapping):   # dicts, ModelOutputs, records
@@ -84,10 +87,6 @@ def _leaves(x, prefix="output"):
 def _cap_declared_inputs(path, specs) -> None:
     """Inputs made from the shapes a file declares count in its allocation budget (a 1 KB file may not
     make run allocate 4 GiB): at most serialize/limits.max_elements(file size) elements in all."""
-    import math
-    import os
-
-    from ..serialize.limits import max_elements
     total = sum(math.prod(s.shape) for s in specs)
     cap = max_elements(os.path.getsize(path))
     if total > cap:
@@ -97,8 +96,6 @@ def _cap_declared_inputs(path, specs) -> None:
 
 
 def cmd_run(args) -> int:
-    import torch
-
     obj = load(args.file)
     g = torch.Generator().manual_seed(args.seed)
     if args.inputs is not None:

@@ -66,8 +66,8 @@ def node_expr(gen, node: Node) -> str | None:
         return call_module_expr(gen, node)
     if op in capture_emit.OPS:
         return capture_emit.node_expr(gen, node)
-    if op == "tracejit::kernel":   # in memory only (passes/numpy_regions.py): a callable the pass built
-        return f"{gen.const_global(gen.graph.kernels[node.attrs['index']])}({gen.call_args(node)})"
+    if op == "tracejit::kernel":   # in memory only: a callable a lowering pass built (passes/lowered.py)
+        return f"{gen.const_global(_kernel(gen, node))}({gen.call_args(node)})"
     if op in sym_emit.OPS:
         return sym_emit.node_expr(gen, node)
     if op in rng_emit.OPS:
@@ -166,3 +166,12 @@ def _attr_path(path: str, kind: str = "module") -> str:
     expr = "self" + "".join(f"._modules[{m!r}]" for m in mods)
     store = {"module": "_modules", "parameter": "_parameters", "buffer": "_buffers"}[kind]
     return f"{expr}.{store}[{last!r}]"
+
+
+def _kernel(gen, node):
+    """The callable a kernel node indexes in the lowered program's table codegen was handed."""
+    index = node.attrs["index"]
+    if not 0 <= index < len(gen.kernels):
+        raise ValueError(f"kernel node {index} of graph {gen.graph.name!r}: the lowered program's kernel table holds "
+                         f"{len(gen.kernels)} (generate a lowered graph with its kernels: passes/lowered.py)")
+    return gen.kernels[index]

@@ -26,8 +26,9 @@ from .release import release_plan
 class CodeGen:
     """The function being generated for one graph: its names, constant globals and lines."""
 
-    def __init__(self, graph: Graph, fn_name: str, guards: bool, observe: bool = False, budget=None):
+    def __init__(self, graph: Graph, fn_name: str, guards: bool, observe: bool = False, budget=None, kernels=()):
         self.observe = observe
+        self.kernels = kernels   # a lowered program's kernels (passes/lowered.py): what its kernel nodes call
         self.budget = budget   # a loaded program's call-time budget plan (budget_emit.py), else None
         self.budget_checked = False
         self.needs_grad_check = False
@@ -162,15 +163,16 @@ class _EmptyGraph:
 
 
 def generate(graph: Graph, fn_name: str = "forward", guards: bool = False, input_error=None, observe: bool = False,
-             budget=None):
+             budget=None, kernels=()):
     """Return ``(source, globals)`` for ``graph`` as a method ``fn_name(self, ...)``.
 
     ``budget``: for a program loaded from a file, its call-time budget plan (budget_emit.py).
+    ``kernels``: for a lowered program (passes/lowered.py), the callables its ``tracejit::kernel`` nodes index.
 
     With ``observe=True`` the code calls ``_observe(node_index, outputs)`` after every node
     (the checker uses it to find the first diverging operation).
     """
-    gen = CodeGen(graph, fn_name, guards, observe, budget)
+    gen = CodeGen(graph, fn_name, guards, observe, budget, kernels)
     src = gen.generate()
     gen.globals["_input_error"] = input_error
     gen.globals["_tj_guard"] = gen.guard_emitter.failure(fn_name)

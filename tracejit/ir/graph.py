@@ -23,8 +23,9 @@ Values when they print.
 Node attributes are plain data (``PLAIN_ATTR_TYPES``, ``is_plain``): what a file can hold. The live
 objects a program runs sit in the Graph's tables, which attributes index or name: ``constants``
 (tensors, attrs.index), ``callees`` (a call_module's Graph, by attrs.path and attrs.method),
-``kernels`` (an in-memory kernel, attrs.index), ``functions`` (a custom autograd Function, by
-attrs.function_id).
+``functions`` (a custom autograd Function the trace recorded, by attrs.function_id). The kernels the
+in-memory lowering passes build are not the IR's: a ``tracejit::kernel`` node's attrs.index names one
+in the lowered program's table (passes/lowered.py).
 """
 from __future__ import annotations
 
@@ -224,8 +225,6 @@ class Graph:
     callees: dict = field(default_factory=dict)  # (path, method) a call_module node names -> the callee's
                             # Graph: the graph's link table (filled by the tracer, migrate and the loader,
                             # as ``constants`` holds the tensors constant nodes index); attrs only name it
-    kernels: list = field(default_factory=list)   # the callables in-memory passes built: a tracejit::kernel
-                            # node's attrs.index (never saved: the lowered program's, not the file's)
     functions: dict = field(default_factory=dict)  # function_id -> the custom autograd Function class a
                             # tracejit::autograd_function node calls in memory (a file holds its forward's ops)
 

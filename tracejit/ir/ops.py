@@ -60,7 +60,7 @@ _DEFS = (
           True, ("name",), "a custom autograd Function: args (apply_args, forward_outputs); in memory "
           "Cls.apply (Cls: the graph's functions[attrs.function_id])"),
     OpDef("tracejit::kernel", {"index": Attr(int, saved=False), "ops": Attr(str, saved=False)}, True, ("ops",),
-          "in memory only: a callable an inference pass built (the graph's kernels[attrs.index]; attrs.ops says "
+          "in memory only: a callable a lowering pass built (the lowered program's kernels[attrs.index]; attrs.ops says "
           "what it runs)"),
     OpDef("tracejit::sym_math", {"fn": Attr(str)}, True, ("fn",),
           "math.ceil / floor / trunc, round, max, min of traced sizes (attrs.fn; trace/symfloat.py)"),

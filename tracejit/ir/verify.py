@@ -21,7 +21,7 @@ def verify(graph: Graph) -> None:
             if problem:
                 raise VerificationError(f"node {i}: {problem}")
         for k, a in node.attrs.items():
-            if not is_plain(a):   # live objects belong in the graph's tables (constants, callees, kernels, functions)
+            if not is_plain(a):   # live objects belong in the graph's tables (constants, callees, functions)
                 raise VerificationError(f"node {i} ({node.op}): attribute {k!r} holds a {type(a).__name__}; node "
                                         f"attributes are plain data ({', '.join(t.__name__ for t in PLAIN_ATTR_TYPES)}, "
                                         "and tuples, lists and str-keyed dicts of them)")

@@ -30,6 +30,7 @@ from ..ops.convs import CONV2D as CONVS
 from ..kernels.onednn_conv import OneDnnConv, available
 from .conv_layout import layout_free
 from .graph_copy import copy_graph
+from .lowered import Lowered
 from .kernel_chains import (activation_after, constant_f32, finish, kernel_nodes, readers_of, replace_chain,
                             sole_reader, write_order, writes_between)
 
@@ -39,11 +40,12 @@ _DEFAULTS = (None, 1, 0, 1, 1)   # conv2d's bias, stride, padding, dilation, gro
 MIN_DENSE_MACS = 4_000_000       # a dense conv below this many multiply-adds per call stays torch's conv2d
 
 
-def fuse_conv_kernels(graph: Graph) -> Graph:
-    """A copy of ``graph`` where each constant-weight conv2d chain is one fused kernel node."""
-    out = copy_graph(graph)
+def fuse_conv_kernels(lowered: Lowered) -> Lowered:
+    """A lowering pass: a copy of ``lowered``'s graph where each constant-weight conv2d chain is one fused
+    kernel node, its kernel appended to the lowered program's table (passes/lowered.py)."""
+    out, kernels = copy_graph(lowered.graph), list(lowered.kernels)
     if not available() or not any(n.op in CONVS for n in out.nodes) or not layout_free(out):
-        return out
+        return Lowered(out, lowered.kernels)
     readers, order = readers_of(out), write_order(out)
     changed = False
     for conv in [n for n in out.nodes if n.op in CONVS]:
@@ -67,9 +69,9 @@ def fuse_conv_kernels(graph: Graph) -> Graph:
         if kernel._packed is None:   # the constants do not fit oneDNN's op: keep torch's
             continue
         inputs = (conv.args[0],) if residual is None else (conv.args[0], residual)
-        replace_chain(out, chain, kernel, inputs, "onednn:" + kernel.describe(), readers)
+        replace_chain(out, kernels, chain, kernel, inputs, "onednn:" + kernel.describe(), readers)
         changed = True
-    return finish(out, changed)
+    return Lowered(finish(out, changed), tuple(kernels))
 
 
 def multiply_adds(weight, stride, padding, dilation, shape) -> int:

@@ -127,7 +127,7 @@ def _evaluate(graph: Graph, nodes: list, live: set) -> dict:
     from ..codegen.python import compile_function, generate
     wanted = [v for n in nodes for v in n.outputs if v is not None and id(v) in live]
     sub = Graph(name="fold", nodes=list(nodes), outputs=list(wanted), constants=graph.constants,
-                kernels=graph.kernels, functions=graph.functions)
+                functions=graph.functions)
     sub.in_spec = pytree.flatten(((), {}))[1]
     sub.out_spec = pytree.flatten(tuple(range(len(wanted))))[1]
     src, globs = generate(sub, "fold")

@@ -6,11 +6,12 @@ Copying never inlines: a ``tracejit::call_module`` node is copied as it is, with
 from __future__ import annotations
 
 from ..ir import Graph, Node, Value, map_values
-from ..ops.names import AUTOGRAD_FUNCTION, CALL_MODULE, CONSTANT, GET_ATTR, GUARD, KERNEL
+from ..ops.names import AUTOGRAD_FUNCTION, CALL_MODULE, CONSTANT, GET_ATTR, GUARD
 
 
 def copy_graph(graph: Graph) -> Graph:
-    """A copy of ``graph``: new Nodes and Values, the same constant tensors, callees, kernels and Functions."""
+    """A copy of ``graph``: new Nodes and Values, the same constant tensors, callees and Functions (a kernel
+    node keeps its index into the lowered program's table: passes/lowered.py)."""
     out = empty_like(graph)
     env = copy_inputs(graph, out)
     copy_nodes(graph, out, env)
@@ -61,9 +62,6 @@ def copy_nodes(src: Graph, out: Graph, env: dict, prefix: str = "", inline: bool
             out.callees[(new.attrs["path"], node.attrs["method"])] = src.callee(node)
         if node.op == CONSTANT:
             new.attrs["index"] = _constant_index(out, src.constants[node.attrs["index"]])
-        elif node.op == KERNEL:
-            new.attrs["index"] = len(out.kernels)
-            out.kernels.append(src.kernels[node.attrs["index"]])
         elif node.op == AUTOGRAD_FUNCTION and node.attrs.get("function_id") in src.functions:
             out.functions[node.attrs["function_id"]] = src.functions[node.attrs["function_id"]]
         out.add_node(new, [None if v is None else v.type for v in node.outputs],

@@ -1,5 +1,6 @@
-"""Shared by the passes that replace a chain of nodes with one in-memory ``tracejit::kernel`` node
-(passes/conv_kernels.py, passes/linear_kernels.py): who reads a value, and the replacement.
+"""Shared by the lowering passes that replace a chain of nodes with one in-memory ``tracejit::kernel`` node
+(passes/conv_kernels.py, passes/linear_kernels.py): who reads a value, and the replacement (its kernel goes
+to the lowered program's table: passes/lowered.py).
 
 A chain is a producer followed by nodes that each read the previous result as its only reader.
 Rank guards (``dim()`` reads) may also read the chain's values: every op these passes fuse keeps
@@ -11,7 +12,9 @@ import bisect
 
 import torch
 
-from ..ir import Graph, Node, Value, iter_values
+from ..ir import Graph, Node, Value, iter_values, verify
+from .dce import eliminate_dead_code
+from .graph_copy import replace_uses
 
 KERNEL = "tracejit::kernel"
 GUARD = "tracejit::guard"
@@ -97,8 +100,6 @@ def finish(graph: Graph, changed: bool) -> Graph:
     """After kernels replaced chains: drop what they made dead (the weights' constant nodes: the kernels
     hold the tensors) and verify."""
     if changed:
-        from ..ir import verify
-        from .dce import eliminate_dead_code
         eliminate_dead_code(graph)
         verify(graph)
     return graph
@@ -118,15 +119,15 @@ def constant_f32(graph: Graph, v) -> torch.Tensor | None:
     return None
 
 
-def replace_chain(graph: Graph, chain: list, kernel, inputs: tuple, ops: str, readers: dict) -> Node:
+def replace_chain(graph: Graph, kernels: list, chain: list, kernel, inputs: tuple, ops: str, readers: dict) -> Node:
     """Replace the nodes of ``chain`` with one kernel node calling ``kernel(*inputs)``, placed where
-    the chain's last node was; rank guards on the chain's values follow it. ``readers`` is updated."""
-    from .graph_copy import replace_uses
-
+    the chain's last node was; rank guards on the chain's values follow it. ``kernel`` is appended to
+    ``kernels`` (the lowered program's table the pass builds: passes/lowered.py), which the node indexes.
+    ``readers`` is updated."""
     first, last = chain[0], chain[-1]
-    node = Node(KERNEL, "", args=inputs, attrs={"index": len(graph.kernels), "ops": ops}, source=first.source,
+    node = Node(KERNEL, "", args=inputs, attrs={"index": len(kernels), "ops": ops}, source=first.source,
                 scope=first.scope)
-    graph.kernels.append(kernel)
+    kernels.append(kernel)
     result = last.outputs[0]
     node.outputs = [Value(result.type, node, 0, result.hint, result.dynamic)]
     values = {id(n.outputs[0]) for n in chain}

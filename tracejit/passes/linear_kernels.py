@@ -16,16 +16,18 @@ import torch
 from ..ir import Graph, Node, TensorType, Value
 from ..kernels.onednn_linear import MIN_MACS, OneDnnLinear, available
 from .graph_copy import copy_graph
+from .lowered import Lowered
 from .kernel_chains import activation_after, constant_f32, finish, kernel_nodes, readers_of, replace_chain, write_order
 
 LINEAR = "aten::linear.default"
 
 
-def fuse_linear_kernels(graph: Graph) -> Graph:
-    """A copy of ``graph`` where each large constant-weight linear chain is one fused kernel node."""
-    out = copy_graph(graph)
+def fuse_linear_kernels(lowered: Lowered) -> Lowered:
+    """A lowering pass: a copy of ``lowered``'s graph where each large constant-weight linear chain is one
+    fused kernel node, its kernel appended to the lowered program's table (passes/lowered.py)."""
+    out, kernels = copy_graph(lowered.graph), list(lowered.kernels)
     if not available() or not any(n.op == LINEAR for n in out.nodes):
-        return out
+        return Lowered(out, lowered.kernels)
     readers, order = readers_of(out), write_order(out)
     changed = False
     for linear in [n for n in out.nodes if n.op == LINEAR]:
@@ -40,9 +42,9 @@ def fuse_linear_kernels(graph: Graph) -> Graph:
         kernel = OneDnnLinear(*spec, *activation)
         if kernel._packed is None:
             continue
-        replace_chain(out, chain, kernel, (linear.args[0],), "onednn:" + kernel.describe(), readers)
+        replace_chain(out, kernels, chain, kernel, (linear.args[0],), "onednn:" + kernel.describe(), readers)
         changed = True
-    return finish(out, changed)
+    return Lowered(finish(out, changed), tuple(kernels))
 
 
 def _linear_spec(graph: Graph, linear: Node):

@@ -6,8 +6,9 @@ weight becomes ``matmul`` + ``add``. The node calls a ``NumpyKernel`` that check
 every call and runs the same steps as torch ops when they do not fit (not CPU float32, too
 large, tracked by autograd), so the answer never depends on the path.
 
-The kernel is an in-memory object: this pass runs after the saved pipeline (passes/pipeline.py,
-``IN_MEMORY_PASSES``) and a saved program keeps the graph before it.
+The kernel is an in-memory object: this lowering pass runs after the saved pipeline (passes/pipeline.py,
+``IN_MEMORY_PASSES``), its kernels live in the lowered program's table (passes/lowered.py), and a saved
+program keeps the graph before it.
 
 A run is a sequence of consecutive supported nodes (constant nodes in between do not break it)
 on CPU float32 values; it is fused when it holds at least ``MIN_WEIGHT`` ops' worth of work, its
@@ -36,7 +37,9 @@ from ..ops import split_name
 from ..kernels.elementwise_costs import BIT_EXACT, SCALAR_POWERS, cost_key, numpy_kernel_ns, torch_ns
 from ..kernels.numexpr_groups import EXPR
 from ..kernels.numpy_kernel import MAX_ELEMENTS, UNARY, NumpyKernel
+from .dce import eliminate_dead_code
 from .graph_copy import copy_graph, replace_uses
+from .lowered import Lowered
 
 OP = "tracejit::kernel"
 CONSTANT = "tracejit::constant"
@@ -50,9 +53,10 @@ _SCALAR_BINARY = {"add", "sub", "mul", "div"}
 _REVERSED = {"sub": "rsub", "div": None, "pow": "rpow"}
 
 
-def fuse_numpy_regions(graph: Graph) -> Graph:
-    """A copy of ``graph`` with each long enough run of supported ops replaced by one region node."""
-    out = copy_graph(graph)
+def fuse_numpy_regions(lowered: Lowered) -> Lowered:
+    """A lowering pass: a copy of ``lowered``'s graph with each long enough run of supported ops replaced by
+    one region node, its kernel appended to the lowered program's table (passes/lowered.py)."""
+    out, kernels = copy_graph(lowered.graph), list(lowered.kernels)
     uses = _count_uses(out)
     runs, run = [], []
     for node in out.nodes:
@@ -71,13 +75,12 @@ def fuse_numpy_regions(graph: Graph) -> Graph:
         ops = [n for n in run if n.op != CONSTANT]
         if sum(3 if n.op.startswith("aten::linear") else 1 for n in ops) >= MIN_WEIGHT and _small(ops) \
                 and _pays(out, ops):
-            _fuse(out, run, uses, frozen_private=not writes, elements=_elements(ops))
+            _fuse(out, kernels, run, uses, frozen_private=not writes, elements=_elements(ops))
             fused += 1
     if fused:
-        from .dce import eliminate_dead_code
         eliminate_dead_code(out)
         verify(out)
-    return out
+    return Lowered(out, tuple(kernels))
 
 
 def _elements(ops: list) -> int:
@@ -227,7 +230,7 @@ def _classify(graph: Graph, name: str, overload: str, args: list):
     return None
 
 
-def _fuse(graph: Graph, run: list, uses: dict, frozen_private: bool, elements: int) -> None:
+def _fuse(graph: Graph, kernels: list, run: list, uses: dict, frozen_private: bool, elements: int) -> None:
     in_run = {id(n) for n in run}
     produced: dict[int, int] = {}     # id(Value) -> step index
     inputs: list = []
@@ -256,9 +259,9 @@ def _fuse(graph: Graph, run: list, uses: dict, frozen_private: bool, elements: i
     kernel = NumpyKernel(steps, len(inputs), [graph.constants[c.producer.attrs["index"]] for c in consts],
                          outputs, label=f"numpy_region_{len(steps)}ops", private=private, elements=elements)
     first = next(n for n in run if n.op != CONSTANT)
-    region = Node(OP, "", args=tuple(inputs), attrs={"index": len(graph.kernels), "ops": "numpy:" + kernel.describe()},
+    region = Node(OP, "", args=tuple(inputs), attrs={"index": len(kernels), "ops": "numpy:" + kernel.describe()},
                   source=first.source, scope=first.scope)
-    graph.kernels.append(kernel.function)
+    kernels.append(kernel.function)
     if len(outputs) > 1:
         region.attrs["unpack"] = True
     region.outputs = [Value(step_values[j].type, region, i, None, step_values[j].dynamic)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import os
+from dataclasses import replace
 
 import torch
 
@@ -28,6 +29,7 @@ from .graph_copy import copy_graph
 from .inline import inline_calls
 from .linear_kernels import fuse_linear_kernels
 from .linear_weight_layout import transpose_linear_weights
+from .lowered import Lowered
 from .numpy_regions import fuse_numpy_regions
 
 
@@ -81,7 +83,8 @@ INFERENCE_PASSES = (
     ("conv_weights_channels_last", conv_weights_channels_last),
 )
 
-# run after INFERENCE_PASSES on the graph that runs; what they emit lives in memory only, so a
+# run after INFERENCE_PASSES on the graph that runs (``lower``): lowering passes, Lowered -> Lowered; the
+# kernels they build live in the lowered program (passes/lowered.py), never in a Graph or a file, so a
 # saved program keeps the graph before them (tracejit/inference.py)
 IN_MEMORY_PASSES = (
     ("fuse_conv_kernels", fuse_conv_kernels),
@@ -123,3 +126,18 @@ def run_passes(graph: Graph, passes=None) -> Graph:
         new.passes = tuple(graph.passes) + ((name, len(graph.nodes), len(new.nodes)),)
         graph = new
     return graph
+
+
+def lower(graph: Graph, passes=None) -> Lowered:
+    """The lowered program of ``graph``: ``passes`` (default ``IN_MEMORY_PASSES``, read at each call), each a
+    ``Lowered -> Lowered`` lowering pass, run in order from ``Lowered(graph)``; each result's graph is verified
+    and stamped as ``run_passes`` stamps (``.passes``), and ``graph`` itself is never written."""
+    lowered = Lowered(graph)
+    for name, fn in IN_MEMORY_PASSES if passes is None else passes:
+        new = fn(lowered)
+        _verify_after(new.graph, name, "inference")
+        stamped = copy.copy(new.graph) if new.graph is lowered.graph else new.graph
+        stamped.training = lowered.graph.training
+        stamped.passes = tuple(lowered.graph.passes) + ((name, len(lowered.graph.nodes), len(stamped.nodes)),)
+        lowered = replace(new, graph=stamped)
+    return lowered

@@ -48,10 +48,13 @@ def _describe(value) -> str:
     return f"{type(value).__name__} {reprlib.repr(value)}"
 
 
-def compile_method(graph: Graph, name: str, label: str, guards: bool, display: str | None = None, budget=None):
+def compile_method(graph: Graph, name: str, label: str, guards: bool, display: str | None = None, budget=None,
+                   kernels=()):
+    """``graph`` compiled as the method ``name``; ``kernels``: a lowered program's (passes/lowered.py), which
+    its ``tracejit::kernel`` nodes call."""
     sig = signature_text(display or name, graph)
     budget = budget if budget is not None else getattr(graph, "call_budget", None)
-    src, globs = generate(graph, name, guards=guards, input_error=InputError(sig), budget=budget)
+    src, globs = generate(graph, name, guards=guards, input_error=InputError(sig), budget=budget, kernels=kernels)
     fn = compile_function(src, name, globs, label)
     fn.graph = graph
     fn.code = src

@@ -24,7 +24,7 @@ from ..ir import Graph, Node, TensorType, Value, iter_values
 from ..ir.target import function
 from ..ops import custom as custom_ops
 from ..pytree import flatten
-from . import boundary, dtype_reads, grad_mode, ops, provenance, reads, self_results, subscript
+from . import boundary, dtype_reads, grad_mode, ops, pieces, provenance, reads, self_results, subscript
 from .guards import GuardMaker
 from .ledger import Ledger, torch_phrase
 from .source import in_torch, user_location
@@ -264,6 +264,8 @@ class Tracer(TorchFunctionMode):
             func = ops.cpp_twin(func)
         if self.force_outplace and _is_inplace(name):
             return self._outplace(func, name, args, kwargs)
+        if name in _PIECES:   # the count of results the program unpacks, where it follows a size (pieces.py)
+            pieces.guard_count(self, name, args, kwargs)
         result = func(*args, **kwargs)
         result = self_results.distinct_result(name, args, kwargs, result)
         self.record(func, args, kwargs, result)
