@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from .reads import sizes_of
 from .source import user_location
 from .symbolic import TracedInt
 
@@ -29,7 +30,6 @@ def guard_count(tracer, name: str, args, kwargs) -> None:
     dim = args[pos] if len(args) > pos else kwargs.get("dim", default)
     if not isinstance(dim, int) or isinstance(dim, TracedInt) or not -x.dim() <= dim < max(x.dim(), 1):
         return   # eager raises, or a dimension the trace computed (its own guards hold it)
-    from .reads import sizes_of
     size = sizes_of(tracer, x, dim % x.dim())
     if not isinstance(size, TracedInt):
         return

@@ -264,8 +264,7 @@ class Tracer(TorchFunctionMode):
             func = ops.cpp_twin(func)
         if self.force_outplace and _is_inplace(name):
             return self._outplace(func, name, args, kwargs)
-        if name in _PIECES:   # the count of results the program unpacks, where it follows a size (pieces.py)
-            pieces.guard_count(self, name, args, kwargs)
+        pieces.guard_count(self, name, args, kwargs)   # the count of results the program unpacks (pieces.py)
         result = func(*args, **kwargs)
         result = self_results.distinct_result(name, args, kwargs, result)
         self.record(func, args, kwargs, result)
