@@ -42,7 +42,7 @@ OPTIONAL = ("onnx", "onnxruntime", "openvino", "transformers", "numexpr", "trito
 # prefix names a module's layer; docs/DESIGN.md "Layers" explains each.
 LAYERS = [
     ("base", ["tracejit.version", "tracejit.errors", "tracejit.compat", "tracejit.escape", "tracejit.pytree",
-              "tracejit.gc_pause"]),
+              "tracejit.gc_pause", "tracejit.records", "tracejit.patterns"]),
     ("ir", ["tracejit.ir"]),
     ("ops", ["tracejit.ops"]),
     ("support", ["tracejit.support"]),

@@ -18,14 +18,15 @@ sink has one function here, and every tool uses it:
 from __future__ import annotations
 
 import json
-import re
 import unicodedata
+
+from .patterns import LazyPattern
 
 _SCRIPT_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
                    ("\u2029", "\\u2029"))
 # candidates, checked one by one: everything but printable ASCII (and the newline, when kept)
-_SUSPECT = re.compile(r"[^\x20-\x7e]")
-_SUSPECT_KEEP_NEWLINES = re.compile(r"[^\x20-\x7e\n]")
+_SUSPECT = LazyPattern(r"[^\x20-\x7e]")
+_SUSPECT_KEEP_NEWLINES = LazyPattern(r"[^\x20-\x7e\n]")
 
 
 def _shown(c: str) -> bool:

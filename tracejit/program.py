@@ -7,7 +7,7 @@ runtime (runtime/program_of.py, runtime/assemble.py) compiles a Program into the
 and gives it back (``traced.program``, ``runtime.traced.program_of(traced)``); save, the CLI and migrate read
 and write Programs, never the compiled methods.
 
-The dataclasses are frozen and their collections are tuples; the graphs and tensors they hold are the
+The records are frozen (records.py) and their collections are tuples; the graphs and tensors they hold are the
 traced object's own (shared, not copied): no pass or tool may mutate them (passes copy:
 tests/codegen/test_ir_untouched.py).
 
@@ -20,27 +20,30 @@ True
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .ir import Graph
+from .records import FrozenRecord
 
 
-@dataclass(frozen=True)
-class ModuleEntry:
+class ModuleEntry(FrozenRecord):
     """One module of the tree, stored once however many parents share it.
 
     ``path``: its first path below the root ("" for the root), in ``named_modules`` order;
     ``parameters`` / ``buffers``: ``(name, tensor or None)`` in state_dict order; ``non_persistent``:
     the buffers a state_dict leaves out; ``children``: ``(name, path of the child's entry or None)``;
     ``methods``: ``(name, Graph)`` of its traced methods (each one's first trace)."""
-    path: str
-    type_name: str
-    training: bool
-    parameters: tuple = ()
-    buffers: tuple = ()
-    non_persistent: frozenset = frozenset()
-    children: tuple = ()
-    methods: tuple = ()
+    __slots__ = _fields = ("path", "type_name", "training", "parameters", "buffers", "non_persistent", "children",
+                           "methods")
+
+    def __init__(self, path: str, type_name: str, training: bool, parameters: tuple = (), buffers: tuple = (),
+                 non_persistent: frozenset = frozenset(), children: tuple = (), methods: tuple = ()):
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "type_name", type_name)
+        object.__setattr__(self, "training", training)
+        object.__setattr__(self, "parameters", parameters)
+        object.__setattr__(self, "buffers", buffers)
+        object.__setattr__(self, "non_persistent", non_persistent)
+        object.__setattr__(self, "children", children)
+        object.__setattr__(self, "methods", methods)
 
     def method(self, name: str) -> Graph:
         for n, g in self.methods:
@@ -54,37 +57,40 @@ class ModuleEntry:
         return tuple(n for n, _ in self.methods)
 
 
-@dataclass(frozen=True)
-class SpecializationEntry:
+class SpecializationEntry(FrozenRecord):
     """A later trace of an entry point, made when a guard of the earlier ones failed: its graph has its
     submodule calls inlined; ``reason``: the failed guard, ``source``: its line (a SourceLoc or None)."""
-    method: str
-    graph: Graph
-    reason: str
-    source: object = None
+    __slots__ = _fields = ("method", "graph", "reason", "source")
+
+    def __init__(self, method: str, graph: Graph, reason: str, source: object = None):
+        object.__setattr__(self, "method", method)
+        object.__setattr__(self, "graph", graph)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "source", source)
 
 
-@dataclass(frozen=True)
-class Program:
+class Program(FrozenRecord):
     """A traced function (``kind == "function"``: one module entry, the root, holding ``forward`` and no
     tensors) or module (``"module"``). ``entry_points``: the methods users call (the root's traced methods:
     guards at entry, specializations); ``specializations``: the later ones, oldest first; ``ledger``: the
     trace's LedgerEntry records (trace/ledger.py)."""
-    kind: str
-    name: str
-    modules: tuple
-    entry_points: tuple = ("forward",)
-    specializations: tuple = ()
-    ledger: tuple = ()
+    __slots__ = _fields = ("kind", "name", "modules", "entry_points", "specializations", "ledger")
 
-    def __post_init__(self):
-        if self.kind not in ("function", "module"):
-            raise ValueError(f"Program.kind must be 'function' or 'module'; got {self.kind!r}")
-        if not self.modules or self.modules[0].path != "":
+    def __init__(self, kind: str, name: str, modules: tuple, entry_points: tuple = ("forward",),
+                 specializations: tuple = (), ledger: tuple = ()):
+        if kind not in ("function", "module"):
+            raise ValueError(f"Program.kind must be 'function' or 'module'; got {kind!r}")
+        if not modules or modules[0].path != "":
             raise ValueError("a Program's first module entry must be the root (path '')")
-        paths = [m.path for m in self.modules]
+        paths = [m.path for m in modules]
         if len(set(paths)) != len(paths):
             raise ValueError(f"a Program describes a module path twice: {paths}")
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "modules", modules)
+        object.__setattr__(self, "entry_points", entry_points)
+        object.__setattr__(self, "specializations", specializations)
+        object.__setattr__(self, "ledger", ledger)
         missing = [m for m in self.entry_points if m not in self.modules[0].method_names]
         if missing:
             raise ValueError(f"entry points {missing} are not methods of the root "

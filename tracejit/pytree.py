@@ -18,21 +18,26 @@ access in the original order.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 import sys
 from collections.abc import Mapping
 from typing import Any
+
+from .records import FrozenRecord
 
 LEAF = "leaf"
 REGISTERED = "registered"   # a class registered with torch.utils._pytree; ``keys`` holds (context,)
 
 
-@dataclass(frozen=True)
-class Spec:
-    kind: str                 # "leaf", "tuple", "list", "dict", "namedtuple", "registered"
-    type: Any = None          # the container type (namedtuple / dict subclass)
-    keys: tuple = ()          # dict keys
-    children: tuple = ()
+class Spec(FrozenRecord):
+    """``kind``: "leaf", "tuple", "list", "dict", "namedtuple" or "registered"; ``type``: the container type
+    (namedtuple / dict subclass); ``keys``: dict keys; ``children``: the children's Specs."""
+    __slots__ = _fields = ("kind", "type", "keys", "children")
+
+    def __init__(self, kind: str, type: Any = None, keys: tuple = (), children: tuple = ()):
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "keys", keys)
+        object.__setattr__(self, "children", children)
 
     @property
     def num_leaves(self) -> int:

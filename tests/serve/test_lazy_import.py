@@ -175,3 +175,58 @@ def test_eight_threads_touching_trace_and_load_first_at_once(saved):
     for out in results[4:]:
         torch.testing.assert_close(torch.tensor(out), want)
     assert collector_on is True
+
+
+def test_the_load_path_runs_no_dataclass_decorator_and_compiles_no_pattern_at_import(saved):
+    """``import tracejit; tracejit.load(f)`` builds no class with ``@dataclass`` (~0.6 ms each: records.py) and
+    every module-level regular expression of the modules it imports is a LazyPattern (patterns.py), compiled
+    only where the load uses it: neither cost comes back to a server's start unnoticed."""
+    model, path = saved
+    got = _child("""
+        import dataclasses, json, re, sys, torch
+        made = []
+        real = dataclasses._process_class
+        def counted(cls, *args, **kwargs):
+            made.append(f"{cls.__module__}.{cls.__qualname__}")
+            return real(cls, *args, **kwargs)
+        dataclasses._process_class = counted
+        import tracejit
+        from tracejit.patterns import LazyPattern
+        compiled_at_import = sorted(f"{n}.{k}" for n, m in list(sys.modules.items()) if n.startswith("tracejit")
+                                    for k, v in vars(m).items() if isinstance(v, LazyPattern) and v._compiled)
+        program = tracejit.load(sys.argv[1])
+        out = program(torch.arange(24.0).reshape(3, 8) / 10, torch.ones(3, 8))
+        eager_patterns = sorted(f"{n}.{k}" for n, m in list(sys.modules.items()) if n.startswith("tracejit")
+                                for k, v in vars(m).items() if isinstance(v, re.Pattern))
+        lazy = [v for n, m in list(sys.modules.items()) if n.startswith("tracejit")
+                for v in vars(m).values() if isinstance(v, LazyPattern)]
+        print(json.dumps([[m for m in made if m.startswith("tracejit")], compiled_at_import, eager_patterns,
+                          len(lazy), sum(v._compiled is None for v in lazy), out.tolist()]))
+    """, str(path))
+    dataclasses_made, compiled_at_import, eager_patterns, n_lazy, n_never_compiled, out = got
+    assert dataclasses_made == [] and compiled_at_import == [] and eager_patterns == []
+    assert n_lazy >= 10 and n_never_compiled >= 5   # the escaping, autocast, state-test and guard-format ones
+    torch.testing.assert_close(torch.tensor(out), model(torch.arange(24.0).reshape(3, 8) / 10,
+                                                        torch.ones(3, 8)).detach())
+
+
+def test_a_lazy_pattern_matches_as_the_compiled_one_from_any_thread():
+    import re
+    import threading
+
+    from tracejit.patterns import LazyPattern
+    texts = ["aten::add.Tensor", "aten::add", "bad name", "x::y.z", ""] * 20
+    want = [bool(re.match(r"^([a-z_]+)::([A-Za-z_]\w*)(?:\.(\w+))?$", t)) for t in texts]
+    lazy, barrier, got = LazyPattern(r"^([a-z_]+)::([A-Za-z_]\w*)(?:\.(\w+))?$"), threading.Barrier(8), {}
+
+    def run(i):
+        barrier.wait()
+        got[i] = [bool(lazy.match(t)) for t in texts]
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(got[i] == want for i in range(8)) and lazy.pattern.startswith("^([a-z_]+)")
+    assert LazyPattern("a|b").sub("-", "cab") == "c--" and "LazyPattern('a|b')" == repr(LazyPattern("a|b"))

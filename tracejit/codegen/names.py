@@ -7,10 +7,10 @@ dunders and codegen's own ``_tj_`` namespace, and suffixed until unique.
 from __future__ import annotations
 
 import keyword
-import re
 
 from ..ir import Value
 from ..ir.printer import Namer
+from ..patterns import LazyPattern
 
 
 class PyNamer(Namer):
@@ -39,7 +39,7 @@ class PyNamer(Namer):
         return name
 
 
-_NON_IDENT = re.compile(r"[^A-Za-z0-9_]")
+_NON_IDENT = LazyPattern(r"[^A-Za-z0-9_]")
 # names the generated code itself reads (globals and builtins); a local may never take one
 # (tests/security checks that every global of generated code is in this set or is a _tj_ name)
 RESERVED = frozenset({"self", "torch", "Tensor", "isinstance", "float", "int", "bool", "complex", "getattr",

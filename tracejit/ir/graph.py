@@ -29,23 +29,26 @@ in the lowered program's table (passes/lowered.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Iterator
 
 import torch
 
 from .ops import grammar as _grammar
 from .target import as_target
+from ..records import FrozenRecord
 
 __doc__ = __doc__.replace("{ops}", _grammar())
 
 
-@dataclass(frozen=True)
-class TensorType:
-    dtype: torch.dtype
-    shape: tuple
-    device: str
-    requires_grad: bool = False
+class TensorType(FrozenRecord):
+    """A tensor value's dtype, shape (a tuple of ints), device (text) and requires_grad flag."""
+    __slots__ = _fields = ("dtype", "shape", "device", "requires_grad")
+
+    def __init__(self, dtype: torch.dtype, shape: tuple, device: str, requires_grad: bool = False):
+        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "device", device)
+        object.__setattr__(self, "requires_grad", requires_grad)
 
     @staticmethod
     def of(t: torch.Tensor) -> "TensorType":
@@ -59,9 +62,12 @@ class TensorType:
         return f"{name}({dims}{', ' if dims else ''}device={self.device})"
 
 
-@dataclass(frozen=True)
-class ScalarType:
-    kind: str  # "int", "float", "bool"
+class ScalarType(FrozenRecord):
+    """A non-tensor value: ``kind`` is "int", "float" or "bool"."""
+    __slots__ = _fields = ("kind",)
+
+    def __init__(self, kind: str):
+        object.__setattr__(self, "kind", kind)
 
     def __str__(self) -> str:
         return self.kind
@@ -75,11 +81,14 @@ _DTYPE_NAMES = {
 }
 
 
-@dataclass(frozen=True)
-class SourceLoc:
-    filename: str
-    lineno: int
-    function: str = ""
+class SourceLoc(FrozenRecord):
+    """A line of the user's source: file name, line number, function name."""
+    __slots__ = _fields = ("filename", "lineno", "function")
+
+    def __init__(self, filename: str, lineno: int, function: str = ""):
+        object.__setattr__(self, "filename", filename)
+        object.__setattr__(self, "lineno", lineno)
+        object.__setattr__(self, "function", function)
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno}"
@@ -203,30 +212,58 @@ def map_values(obj, fn):
     return obj
 
 
-@dataclass
 class Graph:
-    """A traced method: inputs, nodes in execution order, output leaves."""
+    """A traced method: inputs, nodes in execution order, output leaves.
 
-    name: str = "forward"
-    inputs: list = field(default_factory=list)
-    nodes: list = field(default_factory=list)
-    outputs: list = field(default_factory=list)
-    in_spec: Any = None     # pytree spec of (args, kwargs)
-    input_leaves: list = field(default_factory=list)  # per in_spec leaf: an input Value or a constant
-    out_spec: Any = None    # pytree spec of the result; leaves map to ``outputs``
-    arg_names: tuple = ()   # a name per in_spec leaf, from the traced callable's parameters
-    param_names: tuple = () # the traced callable's parameter name per top-level argument
-    constants: list = field(default_factory=list)  # tensors captured as constants
-    module_type: str = ""   # original class name, for printing
-    training: Any = None    # the traced module's training flag (root methods of a module), else None
-    call_budget: Any = None # loaded from a file: its call-time budget plan (serialize/budget_plan.py)
-    passes: tuple = ()      # what the inference pipeline did to get this graph, oldest first: one
-                            # (pass name, nodes before, nodes after) per pass (passes/pipeline.run_passes)
-    callees: dict = field(default_factory=dict)  # (path, method) a call_module node names -> the callee's
-                            # Graph: the graph's link table (filled by the tracer, migrate and the loader,
-                            # as ``constants`` holds the tensors constant nodes index); attrs only name it
-    functions: dict = field(default_factory=dict)  # function_id -> the custom autograd Function class a
-                            # tracejit::autograd_function node calls in memory (a file holds its forward's ops)
+    Fields (the constructor takes each by keyword, or by position in this order):
+      name, inputs, nodes, outputs;
+      in_spec: pytree spec of (args, kwargs); input_leaves: per in_spec leaf, an input Value or a constant;
+      out_spec: pytree spec of the result, its leaves map to ``outputs``;
+      arg_names: a name per in_spec leaf, from the traced callable's parameters; param_names: the traced
+      callable's parameter name per top-level argument;
+      constants: tensors captured as constants; module_type: original class name, for printing;
+      training: the traced module's training flag (root methods of a module), else None;
+      call_budget: loaded from a file, its call-time budget plan (serialize/budget_plan.py);
+      passes: what the inference pipeline did to get this graph, oldest first: one (pass name, nodes
+      before, nodes after) per pass (passes/pipeline.run_passes);
+      callees: (path, method) a call_module node names -> the callee's Graph: the graph's link table
+      (filled by the tracer, migrate and the loader, as ``constants`` holds the tensors constant nodes
+      index); attrs only name it;
+      functions: function_id -> the custom autograd Function class a tracejit::autograd_function node
+      calls in memory (a file holds its forward's ops).
+    ``==`` compares every field (as the dataclass it was did); a Graph is not hashable."""
+
+    _FIELDS = ("name", "inputs", "nodes", "outputs", "in_spec", "input_leaves", "out_spec", "arg_names",
+               "param_names", "constants", "module_type", "training", "call_budget", "passes", "callees",
+               "functions")
+
+    def __init__(self, name: str = "forward", inputs=None, nodes=None, outputs=None, in_spec=None,
+                 input_leaves=None, out_spec=None, arg_names: tuple = (), param_names: tuple = (), constants=None,
+                 module_type: str = "", training=None, call_budget=None, passes: tuple = (), callees=None,
+                 functions=None):
+        self.name = name
+        self.inputs = [] if inputs is None else inputs
+        self.nodes = [] if nodes is None else nodes
+        self.outputs = [] if outputs is None else outputs
+        self.in_spec = in_spec
+        self.input_leaves = [] if input_leaves is None else input_leaves
+        self.out_spec = out_spec
+        self.arg_names = arg_names
+        self.param_names = param_names
+        self.constants = [] if constants is None else constants
+        self.module_type = module_type
+        self.training = training
+        self.call_budget = call_budget
+        self.passes = passes
+        self.callees = {} if callees is None else callees
+        self.functions = {} if functions is None else functions
+
+    def __eq__(self, other):
+        if other.__class__ is self.__class__:
+            return tuple(getattr(self, f) for f in self._FIELDS) == tuple(getattr(other, f) for f in self._FIELDS)
+        return NotImplemented
+
+    __hash__ = None
 
     def callee(self, node: Node) -> "Graph":
         """The Graph that ``node`` (a ``tracejit::call_module`` of this graph) calls."""

@@ -14,18 +14,22 @@ time. Codegen emits ``if <predicate> != expected: fail``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping
 from . import state_tests
+from ..records import FrozenRecord
 
 
-@dataclass(frozen=True)
-class Attr:
-    """One attribute of an op: its type in a file, whether every node has it, whether files hold it."""
-    type: type             # what a saved value must be (``object``: its shape is checked by serialize/guards.py)
-    required: bool = True
-    saved: bool = True     # False: in memory only (a link to a Graph, a Python class), never in a file
+class Attr(FrozenRecord):
+    """One attribute of an op: its type in a file, whether every node has it, whether files hold it.
+    ``type``: what a saved value must be (``object``: its shape is checked by serialize/guards.py);
+    ``saved`` False: in memory only (a link to a Graph, a Python class), never in a file."""
+    __slots__ = _fields = ("type", "required", "saved")
+
+    def __init__(self, type: type, required: bool = True, saved: bool = True):
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "required", required)
+        object.__setattr__(self, "saved", saved)
 
 
 def _optional(t: type) -> Attr:
@@ -34,13 +38,17 @@ def _optional(t: type) -> Attr:
 
 
 
-@dataclass(frozen=True)
-class OpDef:
-    name: str
-    attrs: dict          # attribute name -> Attr
-    pure: bool
-    shown: tuple         # attributes printed by the graph printer
-    doc: str
+class OpDef(FrozenRecord):
+    """One of tracejit's own ops: ``attrs`` (attribute name -> Attr), ``pure``, ``shown`` (the attributes
+    the graph printer prints), ``doc``."""
+    __slots__ = _fields = ("name", "attrs", "pure", "shown", "doc")
+
+    def __init__(self, name: str, attrs: dict, pure: bool, shown: tuple, doc: str):
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "attrs", attrs)
+        object.__setattr__(self, "pure", pure)
+        object.__setattr__(self, "shown", shown)
+        object.__setattr__(self, "doc", doc)
 
 
 _DEFS = (

@@ -11,15 +11,16 @@ module, the RNG state tensor) are left out, here.
 from __future__ import annotations
 
 import functools
-import re
 
 import torch
+
+from ..patterns import LazyPattern
 
 PREFIXES = ("is_", "are_", "get_")
 # answers that are not a setting of the process: the package's path, a module object, a tensor (RNG state)
 NOT_STATE = frozenset({"get_file_path", "get_device_module", "get_rng_state"})
 DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "hpu", "xla", "ipu", "meta")
-_TEST = re.compile(r"(str\()?torch\.([a-z][a-z0-9_]{0,60})\((?:'([a-z]{2,8})')?\)(\))?")
+_TEST = LazyPattern(r"(str\()?torch\.([a-z][a-z0-9_]{0,60})\((?:'([a-z]{2,8})')?\)(\))?")
 
 
 @functools.lru_cache(maxsize=1)

@@ -14,7 +14,7 @@ a file. Which names each kind may carry in a file is checked by serialize/valida
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ..records import FrozenRecord
 
 KINDS = ("method", "fn", "op", "attr", "index")
 
@@ -23,16 +23,18 @@ class CallTargetError(ValueError):
     """A call target text that is not ``kind:name`` with a known kind."""
 
 
-@dataclass(frozen=True)
-class CallTarget:
-    kind: str   # one of KINDS
-    name: str   # method / attribute name, dotted function path, operator symbol or indexing form
+class CallTarget(FrozenRecord):
+    """``kind``: one of KINDS; ``name``: method / attribute name, dotted function path, operator symbol or
+    indexing form."""
+    __slots__ = _fields = ("kind", "name")
 
-    def __post_init__(self):
-        if self.kind not in KINDS:
-            raise CallTargetError(f"call target kind {str(self.kind)[:40]!r} is not one of {', '.join(KINDS)}")
-        if not isinstance(self.name, str) or not self.name:
-            raise CallTargetError(f"call target {self.kind}: has no name")
+    def __init__(self, kind: str, name: str):
+        if kind not in KINDS:
+            raise CallTargetError(f"call target kind {str(kind)[:40]!r} is not one of {', '.join(KINDS)}")
+        if not isinstance(name, str) or not name:
+            raise CallTargetError(f"call target {kind}: has no name")
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "name", name)
 
     @staticmethod
     def parse(text: str) -> "CallTarget":

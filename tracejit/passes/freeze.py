@@ -10,8 +10,6 @@ constants and other values that do not: the types say so.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ..errors import GuardError
 from ..ir import Graph, Node, TensorType, verify
 from ..support.guard_failure import GuardFailure
@@ -71,7 +69,7 @@ def _clear_requires_grad(graph: Graph) -> None:
     def clear(node):
         for v in node.outputs:
             if v is not None and isinstance(v.type, TensorType) and v.type.requires_grad:
-                v.type = replace(v.type, requires_grad=False)
+                v.type = v.type.replace(requires_grad=False)
     for node in graph.nodes:
         if node.op == "tracejit::constant":
             clear(node)

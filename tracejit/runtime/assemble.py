@@ -61,7 +61,7 @@ def module_tree(entries) -> dict:
     made: dict[str, TracedModule] = {}
     for e in entries:
         tm = TracedModule(e.type_name)
-        tm.training = e.training
+        tm.__dict__["training"] = e.training   # a plain flag: past nn.Module.__setattr__ (as nn.Module.__init__ sets it)
         tm._parameters.update(e.parameters)
         tm._buffers.update(e.buffers)
         tm._non_persistent_buffers_set = set(e.non_persistent)

@@ -6,8 +6,6 @@ kernel (kernels/numpy_kernel.py) holds its constants: it is replaced by its move
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 
 from ..ir import TensorType
@@ -64,4 +62,4 @@ def _retype_constants(graph, indices: set) -> None:
             tensor = graph.constants[node.attrs["index"]]
             for v in node.outputs:
                 if v is not None and isinstance(v.type, TensorType):
-                    v.type = replace(v.type, dtype=tensor.dtype, device=str(tensor.device))
+                    v.type = v.type.replace(dtype=tensor.dtype, device=str(tensor.device))

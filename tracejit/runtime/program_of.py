@@ -5,15 +5,13 @@ methods and specializations; everything above it (save, the CLI, tools) asks for
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ..program import ModuleEntry, Program, SpecializationEntry, of_function
 from . import specialize
 
 
 def function_program(obj) -> Program:
     """The Program of a TracedFunction (a snapshot: it does not follow later specializations)."""
-    return replace(of_function(obj.__name__, obj._fn.graph, obj.ledger), specializations=_specializations(obj))
+    return of_function(obj.__name__, obj._fn.graph, obj.ledger).replace(specializations=_specializations(obj))
 
 
 def module_program(obj, traced_module_class) -> Program:

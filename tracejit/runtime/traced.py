@@ -124,11 +124,14 @@ class TracedModule(_TracedProgram, nn.Module):
 
     def __init__(self, original_name: str):
         super().__init__()
-        self.original_name = original_name
-        self._traced_methods: dict[str, types.FunctionType] = {}
-        self.ledger: tuple = ()
-        self._traced_variants: dict[bool, dict] = {}   # training flag -> {path: {method: fn}} (root only)
-        self._traced_retrace = None                  # training flag -> {path: {method: fn}}, or None
+        # plain attributes, none a tensor or module: straight into __dict__, past nn.Module.__setattr__'s
+        # checks (a load builds one TracedModule per submodule: bench/fresh_load.py)
+        self.__dict__.update(
+            original_name=original_name,
+            _traced_methods={},       # method name -> generated function
+            ledger=(),
+            _traced_variants={},      # training flag -> {path: {method: fn}} (root only)
+            _traced_retrace=None)     # training flag -> {path: {method: fn}}, or None
 
     def _get_name(self) -> str:
         return self.original_name

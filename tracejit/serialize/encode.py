@@ -86,7 +86,7 @@ def encode_graph(graph: Graph, where: str) -> dict:
             raise SaveError(f"{where}: {node.op} at {node.source} indexes with a Python object that cannot be "
                             "saved as data")
         aten = base_name(node.op) if node.op.startswith("aten::") else ""
-        if aten and schema_check.DENIED_OP.search(aten):
+        if aten and schema_check.is_denied_op(aten):
             raise SaveError(f"{where}: {node.op} at {node.source} cannot be saved: tracejit.load refuses it "
                             "(it reaches raw storage, files, unchecked strides or a non-strided layout; see "
                             "docs/SECURITY.md)")

@@ -6,7 +6,7 @@ messages. Everything else about a guard is in the op table (ir/ops.py).
 """
 from __future__ import annotations
 
-import re
+import functools
 import types
 
 import torch
@@ -15,6 +15,7 @@ from ..errors import LoadError, SaveError
 from ..ir import GUARD_KINDS, GUARD_TESTS, Value, guard_arity
 from ..trace.boundary import METADATA, PLAIN_VALUE_TESTS
 from .constants import decode_const, encode_const
+from ..patterns import LazyPattern
 
 _TENSOR_TESTS = {"truth", "item", "int", "float", "tolist", "dim", "len", "equal", "dtype", "device"}
 # tests that also read a traced Python number (``int(h * 0.5)``, trace/symfloat.py)
@@ -73,7 +74,7 @@ FILE_CALL_METHODS = frozenset(METADATA) | {"is_same_size", "equal", "allclose", 
 FILE_CALL_FUNCTIONS = {"torch.allclose", "torch.equal", "torch.is_same_size", "torch.numel", "torch.is_nonzero",
                        "torch.result_type", "torch.can_cast", "torch.promote_types", "torch.is_tensor",
                        "torch.is_floating_point", "torch.is_complex"}
-_FORMAT_SPEC = re.compile(r"[^0-9]{0,8}(?:[0-9]{1,3}[^0-9]{0,8}){0,3}")   # widths and precisions below 1000
+_FORMAT_SPEC = LazyPattern(r"[^0-9]{0,8}(?:[0-9]{1,3}[^0-9]{0,8}){0,3}")   # widths and precisions below 1000
 
 
 def file_may_call(call) -> bool:
@@ -163,13 +164,18 @@ def _state_value(v, at: str):
                     f"found {type(v).__name__}")
 
 
-_DTYPE_NAMES = {str(v) for v in vars(torch).values() if isinstance(v, torch.dtype)}   # vars: no getattr per name
-_DEVICE_NAME = re.compile(r"[a-z_]{1,20}(:[0-9]{1,4})?")
+@functools.cache
+def _dtype_names() -> frozenset:
+    """Every dtype's name (``torch.float32``); made on the first dtype guard (0.7 ms: a walk over torch's names)."""
+    return frozenset(str(v) for v in vars(torch).values() if isinstance(v, torch.dtype))   # vars: no getattr per name
+
+
+_DEVICE_NAME = LazyPattern(r"[a-z_]{1,20}(:[0-9]{1,4})?")
 
 
 def _name_of(test: str, v, at: str):
     """A dtype guard compares with a dtype's name (``torch.float32``), a device guard with a device's (``cuda:0``)."""
-    ok = v is None or (isinstance(v, str) and (v in _DTYPE_NAMES if test == "dtype" else bool(_DEVICE_NAME.fullmatch(v))))
+    ok = v is None or (isinstance(v, str) and (v in _dtype_names() if test == "dtype" else bool(_DEVICE_NAME.fullmatch(v))))
     if not ok:
         raise LoadError(f"{at}: a {test} guard compares with a {test} name; found {str(v)[:40]!r}")
     return v

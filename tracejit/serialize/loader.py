@@ -9,7 +9,6 @@ import base64
 import json
 import mmap
 import os
-import re
 import struct
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +27,7 @@ from ..runtime.assemble import compile_loaded
 from .compile_once import MethodCompiler
 from .program_decoder import decode_function, decode_module
 from .torch_files import raise_if_torch_file
+from ..patterns import LazyPattern
 
 def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True, mmap: bool = False):
     """Load a program saved by ``tracejit.save``; returns a TracedFunction or TracedModule.
@@ -243,7 +243,7 @@ def _no_duplicates(pairs):
 
 
 # the stored CRC as it shows in the raw header (the document is JSON inside a JSON string)
-_STORED_CRC = re.compile(rb'crc32\\":\\"([0-9a-f]{8})')
+_STORED_CRC = LazyPattern(rb'crc32\\":\\"([0-9a-f]{8})')
 
 
 def _blame_checksum(buf, data_crc, error: LoadError) -> None:

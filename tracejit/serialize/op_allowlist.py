@@ -16,20 +16,26 @@ review), and add a hostile file for its check to tests/security/catalogue_ops.py
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
+
+from ..records import FrozenRecord
 
 from . import op_checks as chk
 from . import size_rules
 
 
-@dataclass(frozen=True)
-class Family:
-    name: str
-    ops: frozenset
-    check: Callable           # load-time argument check: check(op name, bound arguments, where)
-    review: str               # why this check (with the schema check) is enough for these ops
-    inplace: bool = False     # ``op_`` is allowed too
+class Family(FrozenRecord):
+    """A family of allowed ops: ``name``, ``ops``, ``check`` (the load-time argument check: check(op name,
+    bound arguments, where)), ``review`` (why this check, with the schema check, is enough for these ops),
+    ``inplace`` (``op_`` is allowed too)."""
+    __slots__ = _fields = ("name", "ops", "check", "review", "inplace")
+
+    def __init__(self, name: str, ops: frozenset, check: Callable, review: str, inplace: bool = False):
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "ops", ops)
+        object.__setattr__(self, "check", check)
+        object.__setattr__(self, "review", review)
+        object.__setattr__(self, "inplace", inplace)
 
 
 def _ops(text: str) -> frozenset:

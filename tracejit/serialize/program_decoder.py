@@ -70,6 +70,7 @@ def decode_module(program: dict, tensors: dict, budget: int, version: int) -> Pr
     graphs: dict[str, dict] = {path: {} for path in tree.entries}
     linked: dict[tuple, object] = {}
     checked: set[int] = set()
+    adopted: set[int] = set()   # graphs linked in place (below)
     # deepest modules first, so a caller links to the graphs its submodules really run
     for path in sorted(methods, key=lambda p: -len(p.split(".")) if p else 0):
         for name, idx in methods[path].items():
@@ -101,8 +102,18 @@ def decode_module(program: dict, tensors: dict, budget: int, version: int) -> Pr
             key = (idx, path == "", tuple(map(id, callees)))
             if key not in linked:
                 # a schema-1 root method gets a guard node (upgrade): its own copy, never a graph it shares
-                private = callees or (path == "" and version < 2)
-                linked[key] = table.get(idx, where, callees) if private else g
+                if callees and idx not in adopted:
+                    # the first linking of a graph that calls submodules takes the Graph decoded for
+                    # validation (nothing else is handed a graph with call_module nodes: specializations
+                    # refuse them); later ones, with other callees, decode their own
+                    adopted.add(idx)
+                    g.callees = {(n.attrs["path"], n.attrs["method"]): c for n, c in
+                                 zip((n for n in g.nodes if n.op == "tracejit::call_module"), callees)}
+                    linked[key] = g
+                elif callees or (path == "" and version < 2):
+                    linked[key] = table.get(idx, where, callees)
+                else:
+                    linked[key] = g
                 linked[key].call_budget = plan
             graphs[path][name] = linked[key]
     entries = tuple(_with_methods(e, graphs[e.path]) for e in tree.ordered())

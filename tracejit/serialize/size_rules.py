@@ -10,8 +10,9 @@ bounded by its inputs (tests/security/test_size_rules.py holds every allowed op 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Callable
+
+from ..records import FrozenRecord
 
 from . import op_sizes as size
 from . import op_sizes_args as args
@@ -20,14 +21,18 @@ from . import op_sizes_linalg as linalg
 from . import op_sizes_vision as vision
 
 
-@dataclass(frozen=True)
-class SizeRule:
-    elements: Callable                 # bound arguments -> elements allocated (None: unknown yet)
-    flops: Callable | None = None      # bound arguments -> multiply-adds (None: bounded by the elements)
-    # (bound arguments at load, names of those that are the file's own tensors) -> (the varying
-    # argument, elements and multiply-adds per element of it) when fixed at load, else None: the
-    # call then runs the full check only when that argument's numel() passes a constant
-    static_factor: Callable | None = None
+class SizeRule(FrozenRecord):
+    """``elements``: bound arguments -> elements allocated (None: unknown yet); ``flops``: bound arguments ->
+    multiply-adds (None: bounded by the elements); ``static_factor``: (bound arguments at load, names of
+    those that are the file's own tensors) -> (the varying argument, elements and multiply-adds per element
+    of it) when fixed at load, else None: the call then runs the full check only when that argument's
+    numel() passes a constant."""
+    __slots__ = _fields = ("elements", "flops", "static_factor")
+
+    def __init__(self, elements: Callable, flops: Callable | None = None, static_factor: Callable | None = None):
+        object.__setattr__(self, "elements", elements)
+        object.__setattr__(self, "flops", flops)
+        object.__setattr__(self, "static_factor", static_factor)
 
 
 def _rules(names: str, elements, flops=None, static_factor=None) -> dict:

@@ -7,15 +7,15 @@ read-only ``pytree.Record`` of the same name (a namedtuple: a look-alike made fr
 from __future__ import annotations
 
 import collections
-import re
 
 from ..errors import LoadError, SaveError
 from ..pytree import Record, Spec, lookup_class, record_type
 from .constants import decode_const, encode_const
+from ..patterns import LazyPattern
 
 
 _NAMEDTUPLES: dict = {}
-_ASCII_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,99}")   # namedtuple refuses keywords and leading _
+_ASCII_NAME = LazyPattern(r"[A-Za-z][A-Za-z0-9_]{0,99}")   # namedtuple refuses keywords and leading _
 
 
 def encode_spec(spec: Spec, where: str):

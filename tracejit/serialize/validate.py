@@ -7,7 +7,6 @@ Nothing here imports, evaluates or looks up a name chosen by the file outside th
 from __future__ import annotations
 
 import keyword
-import re
 import types
 
 import torch
@@ -20,6 +19,7 @@ from ..ops.names import CALL_MODULE, CONSTANT, GET_ATTR
 from ..trace import ops as opnames
 from . import capture_ops, custom_op_checks, op_allowlist, op_checks, rng_ops, schema_check, size_rules, sym_ops
 from .guards import check_guard
+from ..patterns import LazyPattern
 
 NAMESPACES = ("aten",)
 CUSTOM_NAMESPACES = frozenset(custom_op_checks.namespaces())   # reviewed custom ops only (custom_op_checks.py)
@@ -36,10 +36,10 @@ FUNCTION_NAMESPACES = {"torch": torch, "torch._C._VariableFunctions": torch._C._
 DENIED = {"from_file", "set_", "data_ptr", "untyped_storage", "storage", "_set_", "share_memory_", "set_flush_denormal",
           "save", "load", "_assert_async", "record_stream", "pin_memory", "_make_subclass", "resize_",
           "set_num_threads", "manual_seed", "seed", "set_default_dtype", "set_grad_enabled"}
-_OP_NAME = re.compile(r"^([a-z_]+)::([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?$")
+_OP_NAME = LazyPattern(r"^([a-z_]+)::([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?$")
 
 
-_ASCII_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
+_ASCII_IDENT = LazyPattern(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 DEFAULT_MAX_ELEMENTS = 2 ** 25
 
 

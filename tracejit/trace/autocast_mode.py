@@ -8,14 +8,14 @@ opens the matching ``torch.autocast(...)`` block (capture_emit).
 """
 from __future__ import annotations
 
-import re
-
 import torch
+
+from ..patterns import LazyPattern
 
 AUTOCAST = torch.amp.autocast_mode.autocast   # torch.autocast
 DEVICES = ("cpu", "cuda")
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
-_ENTRY = re.compile(rf"^({'|'.join(DEVICES)}):(off|{'|'.join(DTYPES)})$")
+_ENTRY = LazyPattern(rf"^({'|'.join(DEVICES)}):(off|{'|'.join(DTYPES)})$")
 
 
 def current() -> dict:

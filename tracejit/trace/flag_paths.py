@@ -3,10 +3,10 @@ pattern a path in a file must match, and the generated code's read of the flag. 
 which installs tracing's stand-ins, so that loading and compiling a program do not import them."""
 from __future__ import annotations
 
-import re
+from ..patterns import LazyPattern
 
 # a path below the root as a file may hold it: module names (attribute names or Sequential indices)
-PATH_RE = re.compile(r"[A-Za-z0-9_]{1,200}(\.[A-Za-z0-9_]{1,200}){0,63}")
+PATH_RE = LazyPattern(r"[A-Za-z0-9_]{1,200}(\.[A-Za-z0-9_]{1,200}){0,63}")
 
 
 def predicate(path: str) -> str:

@@ -18,10 +18,10 @@ and what value was seen. Kinds:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..ir import SourceLoc
+from ..records import FrozenRecord
 from .source import warn_at
 
 
@@ -47,13 +47,18 @@ def torch_phrase(key: str) -> str:
     return TORCH_PHRASES.get(key, f"Reading a Python value from a traced tensor {INCORRECT}")
 
 
-@dataclass(frozen=True)
-class LedgerEntry:
-    kind: str
-    message: str
-    source: SourceLoc | None
-    value: Any = None
-    guard: Any = field(default=None, compare=False, repr=False)   # the tracejit::guard node checking it
+class LedgerEntry(FrozenRecord):
+    """A value the trace froze: ``kind``, ``message``, ``source`` (a SourceLoc or None), ``value`` (the value
+    seen), ``guard`` (the tracejit::guard node checking it, or None: neither compared nor shown)."""
+    __slots__ = _fields = ("kind", "message", "source", "value", "guard")
+    _compared = _shown = ("kind", "message", "source", "value")
+
+    def __init__(self, kind: str, message: str, source: SourceLoc | None, value: Any = None, guard: Any = None):
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "source", source)
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "guard", guard)
 
     @property
     def filename(self) -> str | None:
@@ -110,4 +115,4 @@ def _plain(value):
 def attach_guard(ledger: Ledger, node) -> None:
     """Point the latest entry at the guard node made for it."""
     if ledger.entries and ledger.entries[-1].guard is None:
-        ledger.entries[-1] = replace(ledger.entries[-1], guard=node)
+        ledger.entries[-1] = ledger.entries[-1].replace(guard=node)
