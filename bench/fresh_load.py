@@ -129,6 +129,12 @@ def _med_min(seconds: list) -> str:
     return f"{statistics.median(seconds) * 1e3:.1f} ({min(seconds) * 1e3:.1f})"
 
 
+def _ratios(cpu: list, jit_cpu: list) -> str:
+    """The CPU time over torch.jit.load's, of the medians and of the minimums (load only adds time)."""
+    return (f"{statistics.median(cpu) / statistics.median(jit_cpu):.2f}x "
+            f"({min(cpu) / min(jit_cpu):.2f}x)")
+
+
 def run(quick: bool, runs: int | None, before: str | None = None, threads: int | None = None,
         bytecode: bool = True) -> None:
     """``before``: another tracejit source tree (a checkout of an older commit), measured as one more peer,
@@ -156,10 +162,12 @@ def run(quick: bool, runs: int | None, before: str | None = None, threads: int |
             label = "BERT-base" + (" (4 layers)" if quick else "") if size == "base" else "tiny BERT"
             print(f"\n{label}: fresh process, median of {runs} (ms); load average now {os.getloadavg()}\n")
             print("| peer | " + " | ".join(COLUMNS) + " | import tracejit + load | / torch.jit.load "
-                  "| CPU of import tracejit + load (median, min) | CPU of first call (median, min) | import tracejit + load + first call "
+                  "| CPU of import tracejit + load (median, min) | CPU / torch.jit.load's (median, min) "
+                  "| CPU of first call (median, min) | import tracejit + load + first call "
                   "| start (imports + load + first call) |")
-            print("|---" * (len(COLUMNS) + 7) + "|")
+            print("|---" * (len(COLUMNS) + 8) + "|")
             jit_load = statistics.median(s["load"] for s in rows["torch.jit"])
+            jit_cpu = [s["cpu"] for s in rows["torch.jit"]]
             for peer, samples in rows.items():
                 med = {c: statistics.median(s[c] for s in samples) * 1e3 for c in COLUMNS}
                 own = statistics.median(s["import tracejit"] + s["load"] for s in samples)
@@ -168,5 +176,6 @@ def run(quick: bool, runs: int | None, before: str | None = None, threads: int |
                                           for s in samples) * 1e3
                 print(f"| {peer} | " + " | ".join(f"{med[c]:.1f}" for c in COLUMNS)
                       + f" | {own * 1e3:.1f} | {own / jit_load:.2f}x | {_med_min([s['cpu'] for s in samples])}"
+                      + f" | {_ratios([s['cpu'] for s in samples], jit_cpu)}"
                       + f" | {_med_min([s['cpu first call'] for s in samples])}"
                       + f" | {answer * 1e3:.1f} | {start:.1f} |")
