@@ -310,6 +310,37 @@ def _write_through_broadcast(x):
     return z.sum(0)
 
 
+def _write_after_a_conversion(x):
+    y = x * 2
+    z = y.to(torch.float64)           # to() may alias (schema), but another dtype is always a copy
+    w = y.to(torch.float32)           # the same dtype: y itself, which the write below changes
+    y.add_(1)
+    return z, w * 1
+
+
+def test_a_conversion_to_another_dtype_is_a_copy_and_the_same_dtype_a_view(tmp_path):
+    """Eager: z keeps y's old values, w is y. The export writes z out as a copy, and refuses w (a view made
+    before the write and read after it) rather than give its stale value."""
+    x = torch.randn(3)
+    z, w = _write_after_a_conversion(x)
+    torch.testing.assert_close(z, (x * 2).double())
+    torch.testing.assert_close(w, x * 2 + 1)
+
+    def only_copy(x):
+        return _write_after_a_conversion(x)[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced_copy, traced_view = tracejit.trace(only_copy, x), tracejit.trace(_write_after_a_conversion, x)
+    ort = pytest.importorskip("onnxruntime")
+    tracejit.export_onnx(traced_copy, str(tmp_path / "copy.onnx"))
+    session = ort.InferenceSession(str(tmp_path / "copy.onnx"), providers=["CPUExecutionProvider"])
+    x2 = torch.randn(3)
+    (got,) = session.run(None, {session.get_inputs()[0].name: x2.numpy()})
+    torch.testing.assert_close(torch.from_numpy(got), only_copy(x2))
+    with pytest.raises(tracejit.ExportError, match="another view of the written tensor"):
+        tracejit.export_onnx(traced_view, str(tmp_path / "view.onnx"))
+
+
 def test_writes_through_views_the_old_table_missed_export_right_or_refuse(tmp_path):
     ort = pytest.importorskip("onnxruntime")
     with warnings.catch_warnings():

@@ -26,7 +26,7 @@ True
 """
 from __future__ import annotations
 
-from ..ir import Node, Value
+from ..ir import Node, TensorType, Value
 from ..ops import shares_memory
 from ..ops.names import STATE_READS
 from ._deps import require
@@ -34,6 +34,17 @@ from .schema_args import bind
 
 ir = require("onnx_ir")
 from onnxscript.onnx_opset import opset18 as op  # noqa: E402
+
+def _is_view(node: Node) -> bool:
+    """May ``node``'s result share memory with its first argument? ``ops.shares_memory`` (the schema's alias
+    sets), less what the traced types rule out: a conversion to another dtype or device (``to``) copies."""
+    if not (shares_memory(node.name) and node.args and isinstance(node.args[0], Value)):
+        return False
+    src = node.args[0].type
+    out = node.outputs[0].type if node.outputs and node.outputs[0] is not None else None
+    return not (isinstance(src, TensorType) and isinstance(out, TensorType)
+                and (src.dtype != out.dtype or src.device != out.device))
+
 
 class WriteError(Exception):
     """Why an in-place write cannot be exported (the lowering turns it into an ExportError)."""
@@ -44,7 +55,7 @@ def alias_roots(graph) -> dict[int, tuple[Value, int]]:
     any op whose result may share memory with its first argument (``ops.shares_memory``: schema alias info)."""
     roots: dict[int, tuple[Value, int]] = {}
     for i, node in enumerate(graph.nodes):
-        if shares_memory(node.name) and node.args and isinstance(node.args[0], Value):
+        if _is_view(node):
             base = node.args[0]
             root = roots[id(base)][0] if id(base) in roots else base
             for out in node.outputs:
@@ -56,8 +67,7 @@ def alias_roots(graph) -> dict[int, tuple[Value, int]]:
 def view_chain(target: Value) -> tuple[Value, list[Node]]:
     """(the base tensor, the view nodes from the base to ``target``, outermost first)."""
     chain = []
-    while target.producer is not None and shares_memory(target.producer.name) \
-            and target.producer.args and isinstance(target.producer.args[0], Value):
+    while target.producer is not None and _is_view(target.producer):
         chain.append(target.producer)
         target = target.producer.args[0]
     chain.reverse()
