@@ -72,17 +72,19 @@ def _images(*sizes):
 
 @pytest.mark.slow
 def test_faster_rcnn_exports_and_gives_eager_detections_on_new_images():
-    """In onnxruntime, on new images of the traced size (other boxes survive nms): eager's detections.
-    torchvision's transform pins the image size (``torch.tensor(size)``, the resize's ``int(h * scale)``:
-    size guards ONNX turns into static input dimensions), so another size is refused at the model's entry;
-    the pooler's level scale (``float(tensor.log2().round())``, a value read of sizes) needs ``guards="shapes"``."""
+    """In onnxruntime, on new images of the traced size (other boxes survive nms): eager's detections, with
+    every guard kept. torchvision's transform pins the image size (``torch.tensor(size)``, the resize's
+    ``int(h * scale)``: size guards ONNX turns into static input dimensions), so another size is refused at
+    the model's entry. The pooler's level scale (``float(tensor.log2().round())``) is a value read of a
+    tensor made from constants (its sizes are pinned): it holds at every call, so it no longer needs
+    ``guards="shapes"`` (export/guards.py)."""
     pytest.importorskip("onnxruntime")
     model = AsTuple(_detector("fasterrcnn")).eval()
     example = _images((64, 80))
     new = [[torch.rand(3, 64, 80, generator=torch.Generator().manual_seed(seed))] for seed in (7, 8)]
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        traced = tracejit.trace(model, (example,), check_trace=False, guards="shapes")
+        traced = tracejit.trace(model, (example,), check_trace=False)
         assert {n.op for n in traced.inlined_graph.nodes} >= {"torchvision::nms.default", "torchvision::roi_align.default"}
         program = tracejit.optimize_for_inference(traced, backend="onnxruntime")
         wants = [model(images) for images in new]
@@ -96,15 +98,23 @@ def test_faster_rcnn_exports_and_gives_eager_detections_on_new_images():
             program(_images((48, 60)))
 
 
-def test_detection_export_refused_with_the_value_read_it_relies_on():
-    """With every guard kept, the pooler's scale is a value read ONNX cannot check: refused, naming the line."""
+@pytest.mark.slow
+def test_detection_exports_refused_naming_the_op_and_the_reason():
+    """Where the ONNX model could not give eager's answer, the refusal names the line and why: Mask R-CNN pastes
+    each mask at ``int(box[2] - box[0])`` (a value read of the boxes); RetinaNet's batched nms picks its
+    algorithm on ``boxes.numel() > 4000``, a size that follows the data, which the onnxruntime program cannot
+    check (export_onnx keeps the traced branch and lists the guard in a TracerWarning)."""
+    pytest.importorskip("onnxruntime")
     from tracejit.export.errors import ExportError
-    model = AsTuple(_detector("fasterrcnn")).eval()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        traced = tracejit.trace(model, (_images((64, 80)),), check_trace=False)
-        with pytest.raises(ExportError, match=r"tensor values .*poolers\.py:\d+"):
-            tracejit.export_onnx(traced)
+        masks = tracejit.trace(AsTuple(_detector("maskrcnn")).eval(), (_images((64, 80)),), check_trace=False)
+        with pytest.raises(ExportError, match=r"tensor values \(int\(tensor\)\).*roi_heads\.py:\d+"):
+            tracejit.export_onnx(masks)
+        retina = tracejit.trace(AsTuple(_detector("retinanet")).eval(), (_images((64, 80)),), check_trace=False)
+        with pytest.raises(ExportError, match=r"shape depends on the data \(aten::index\.Tensor at \S+retinanet\.py"
+                                              r":\d+; the guard: a traced size was used in 'gt' with 4000\)"):
+            tracejit.optimize_for_inference(retina, backend="onnxruntime")
 
 
 def _flat(out):
