@@ -10,7 +10,9 @@
   metadata (``tracejit.unchecked_guards``). The onnxruntime / OpenVINO programs check the ones computed
   from input sizes themselves before each run (backends/onnx_call.with_size_guards).
 - ``value`` guards (a tensor's values read in Python) make the export fail: the ONNX model
-  would silently compute the traced branch for other values.
+  would silently compute the traced branch for other values. Except where the value is computed from
+  the graph's constants and parameters alone, by ops that draw nothing at random (torchvision's pooler
+  scale, ``float(torch.tensor(0.25).log2())``): such a guard holds at every call of the exported model.
 """
 from __future__ import annotations
 
