@@ -22,6 +22,7 @@ import warnings
 
 from ..errors import TracerWarning
 from ..ir import Graph, Value
+from ..ops import draws_random, split_name
 from .errors import ExportError
 
 GUARD_OP = "tracejit::guard"
@@ -76,7 +77,6 @@ def _constant_only(args, memo: dict) -> bool:
     """Are the Values in ``args`` computed from the graph's constants and parameters alone, by ops that draw
     nothing at random? Then a guard on them holds at every call (the exported model is the traced program
     of its constants: export keeps no other)."""
-    from ..ops import draws_random, split_name
     todo = [a for a in _leaves(args) if isinstance(a, Value)]
     while todo:
         v = todo.pop()
