@@ -9,6 +9,7 @@ detections in onnxruntime on new images; saved files may name them (serialize/cu
 process that has torchvision's ops registered loads them; hostile files: tests/security/test_vision_op_files.py)."""
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -167,20 +168,39 @@ def _batch(n, h, w, seed=5):
     return torch.rand(n, 3, h, w, generator=torch.Generator().manual_seed(seed))
 
 
+KINDS = ["fasterrcnn", "retinanet", "maskrcnn"]
+
+
+@pytest.fixture(scope="module")
+def batched():
+    """{kind: (the Batched detector, its trace on two 64 x 80 images, the trace's file as saved right after
+    tracing)}: one trace per detector for the tests below (a later call that retraces adds a specialization
+    to the live trace, not to the bytes)."""
+    out = {}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for kind in KINDS:
+            model = Batched(_detector(kind))
+            traced = tracejit.trace(model, (_batch(2, 64, 80),), check_trace=False)
+            buf = io.BytesIO()
+            traced.save(buf)
+            out[kind] = model, traced, buf.getvalue()
+    return out
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["fasterrcnn", "retinanet", "maskrcnn"])
-def test_new_image_count_side_by_side_with_torch_jit_trace(kind):
+@pytest.mark.parametrize("kind", KINDS)
+def test_new_image_count_side_by_side_with_torch_jit_trace(kind, batched):
     """On another image count (a batch tensor of 3 images where 2 were traced): the traced program gives
     eager's answer (the ``unbind`` of the batch guards its count, trace/pieces.py, and a failed guard
     retraces); torch.jit.trace fails deep inside its TorchScript interpreter. On another image size
     torch.jit.trace follows the sizes (torchvision takes its ONNX-friendly paths when torch.jit traces), as
     tracejit does by retracing (test_detection_traces_and_follows_new_image_sizes). Loaded from a file:
     test_saved_detectors_in_a_fresh_process."""
-    model = Batched(_detector(kind))
+    model, traced, _ = batched[kind]
     example, other_size, other_count = _batch(2, 64, 80), _batch(2, 56, 90), _batch(3, 64, 80)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        traced = tracejit.trace(model, (example,), check_trace=False)
         reference = torch.jit.trace(model, (example,), check_trace=False)
         want = model(other_count)
         assert len(want) == 3 * len(model(example)) // 2
@@ -212,20 +232,20 @@ torch.save(out, sys.argv[2])
 
 
 @pytest.mark.slow
-def test_saved_detectors_in_a_fresh_process(tmp_path):
+def test_saved_detectors_in_a_fresh_process(tmp_path, batched):
     """Saved, then loaded in a process that registers torchvision's ops: on new images of the traced sizes
     eager's detections (Mask R-CNN: a GuardError naming the line where torchvision pastes each mask with
     ``int(box[2] - box[0])``, a read of the boxes' values, so its masks are right only for the traced
     boxes); on another image size or count a GuardError naming the line that pinned it."""
-    kinds = ["fasterrcnn", "retinanet", "maskrcnn"]
+    kinds = KINDS
     images = {"example": _batch(2, 64, 80), "new_pixels": _batch(2, 64, 80, seed=6),
               "other_size": _batch(2, 56, 90), "other_count": _batch(3, 64, 80)}
     want = {}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for kind in kinds:
-            model = Batched(_detector(kind))
-            tracejit.trace(model, (images["example"],), check_trace=False).save(str(tmp_path / f"{kind}.tjt"))
+            model, _, raw = batched[kind]
+            (tmp_path / f"{kind}.tjt").write_bytes(raw)
             want[kind] = {name: model(x) for name, x in images.items()}
     assert not torch.equal(want["fasterrcnn"]["example"][0], want["fasterrcnn"]["new_pixels"][0])
     torch.save({"kinds": kinds, "images": images}, tmp_path / "io.pt")
