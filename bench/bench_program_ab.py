@@ -11,7 +11,11 @@ TransformerEncoder, ResNet-50, BERT-base), then times, with ``OMP_NUM_THREADS=1`
 
 Medians over the rounds and the lowest value (load only adds time) are printed as a markdown table.
 
-    python bench/bench_program_ab.py --before /tmp/main-tree --after . --rounds 3
+    python bench/bench_program_ab.py --before /tmp/main-tree --after . --rounds 4
+
+Each tree must hold its own ``bench/`` beside ``tracejit/`` (``git archive <rev> tracejit bench``): the child
+imports bench_peers from it, and bench_peers imports tracejit from that tree (checked: the child refuses to
+time another tree's tracejit). An even number of rounds runs each side first equally often.
 """
 from __future__ import annotations
 
@@ -29,6 +33,9 @@ torch.set_num_threads(1)
 sys.path.insert(0, sys.argv[1])
 import bench_peers as bp
 import tracejit
+import os
+tree = os.path.dirname(sys.argv[1])
+assert os.path.dirname(os.path.dirname(os.path.abspath(tracejit.__file__))) == tree, (tracejit.__file__, tree)
 warnings.simplefilter("ignore")
 out = {}
 
@@ -70,7 +77,12 @@ METRICS = ("trace_s", "ofi_s", "eager_us", "call_us", "ofi_call_us", "save_ms", 
 
 def run(tree: str, keys) -> dict:
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree), OMP_NUM_THREADS="1")
-    bench_dir = os.path.dirname(os.path.abspath(__file__))
+    # the tree's own bench/: bench_peers puts its repository root first on sys.path and imports tracejit from
+    # there, so the bench dir of the tree measured decides which tracejit runs (before this, both sides ran
+    # the tracejit of the tree holding this script: the program4 round compared a tree with itself)
+    bench_dir = os.path.join(os.path.abspath(tree), "bench")
+    if not os.path.exists(os.path.join(bench_dir, "bench_peers.py")):
+        raise SystemExit(f"{tree}: no bench/bench_peers.py (copy the tree's bench/ with its tracejit/)")
     proc = subprocess.run([sys.executable, "-c", CHILD, bench_dir, ",".join(keys)], env=env,
                           capture_output=True, text=True, timeout=1800)
     if proc.returncode:

@@ -94,13 +94,17 @@ class Detections(nn.Module):
         return tuple(t for out in self.model(list(images.unbind(0))) for t in out.values())
 
 
-def _detection():
-    tv = _torchvision()
-    torch.manual_seed(0)
-    model = tv.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(
-        weights=None, weights_backbone=None, num_classes=5, min_size=96, max_size=128, box_score_thresh=0.0,
-        rpn_pre_nms_top_n_test=30, rpn_post_nms_top_n_test=12, box_detections_per_img=6)
-    return Detections(randomise_batch_norm(model)).eval(), _images(3, 96, 112)
+def _detection(ctor: str = "fasterrcnn_mobilenet_v3_large_320_fpn", **kwargs) -> Callable:
+    """A torchvision detector with random weights on 96-128 pixel images, 6 detections per image."""
+    def build():
+        tv = _torchvision()
+        torch.manual_seed(0)
+        heads = kwargs or dict(box_score_thresh=0.0, rpn_pre_nms_top_n_test=30, rpn_post_nms_top_n_test=12,
+                               box_detections_per_img=6)
+        model = getattr(tv.models.detection, ctor)(weights=None, weights_backbone=None, num_classes=5, min_size=96,
+                                                   max_size=128, **heads)
+        return Detections(randomise_batch_norm(model)).eval(), _images(3, 96, 112)
+    return build
 
 
 def _text(ids=1000, seq=16, new_seq=24, mask=True, decoder=False):
@@ -221,7 +225,10 @@ ZOO: dict[str, Callable[[], tuple[nn.Module, Any]]] = {
     "deeplabv3_mobilenet": _vision("deeplabv3_mobilenet_v3_large", key="out", weights_backbone=None,
                                    num_classes=5, aux_loss=False),
     "lraspp_mobilenet": _vision("lraspp_mobilenet_v3_large", key="out", weights_backbone=None, num_classes=5),
-    "fasterrcnn_mobilenet": _detection,
+    "fasterrcnn_mobilenet": _detection(),
+    "retinanet_resnet50": _detection("retinanet_resnet50_fpn", score_thresh=0.0, topk_candidates=20,
+                                     detections_per_img=6),
+    "maskrcnn_resnet50": _detection("maskrcnn_resnet50_fpn"),
     # transformers encoders
     "bert": _hf("BertModel", "BertConfig", **_BERTISH),
     "roberta": _hf("RobertaModel", "RobertaConfig", **_BERTISH),

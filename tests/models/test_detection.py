@@ -9,6 +9,7 @@ detections in onnxruntime on new images; saved files may name them (serialize/cu
 process that has torchvision's ops registered loads them; hostile files: tests/security/test_vision_op_files.py)."""
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -72,17 +73,19 @@ def _images(*sizes):
 
 @pytest.mark.slow
 def test_faster_rcnn_exports_and_gives_eager_detections_on_new_images():
-    """In onnxruntime, on new images of the traced size (other boxes survive nms): eager's detections.
-    torchvision's transform pins the image size (``torch.tensor(size)``, the resize's ``int(h * scale)``:
-    size guards ONNX turns into static input dimensions), so another size is refused at the model's entry;
-    the pooler's level scale (``float(tensor.log2().round())``, a value read of sizes) needs ``guards="shapes"``."""
+    """In onnxruntime, on new images of the traced size (other boxes survive nms): eager's detections, with
+    every guard kept. torchvision's transform pins the image size (``torch.tensor(size)``, the resize's
+    ``int(h * scale)``: size guards ONNX turns into static input dimensions), so another size is refused at
+    the model's entry. The pooler's level scale (``float(tensor.log2().round())``) is a value read of a
+    tensor made from constants (its sizes are pinned): it holds at every call, so it no longer needs
+    ``guards="shapes"`` (export/guards.py)."""
     pytest.importorskip("onnxruntime")
     model = AsTuple(_detector("fasterrcnn")).eval()
     example = _images((64, 80))
     new = [[torch.rand(3, 64, 80, generator=torch.Generator().manual_seed(seed))] for seed in (7, 8)]
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        traced = tracejit.trace(model, (example,), check_trace=False, guards="shapes")
+        traced = tracejit.trace(model, (example,), check_trace=False)
         assert {n.op for n in traced.inlined_graph.nodes} >= {"torchvision::nms.default", "torchvision::roi_align.default"}
         program = tracejit.optimize_for_inference(traced, backend="onnxruntime")
         wants = [model(images) for images in new]
@@ -96,15 +99,23 @@ def test_faster_rcnn_exports_and_gives_eager_detections_on_new_images():
             program(_images((48, 60)))
 
 
-def test_detection_export_refused_with_the_value_read_it_relies_on():
-    """With every guard kept, the pooler's scale is a value read ONNX cannot check: refused, naming the line."""
+@pytest.mark.slow
+def test_detection_exports_refused_naming_the_op_and_the_reason():
+    """Where the ONNX model could not give eager's answer, the refusal names the line and why: Mask R-CNN pastes
+    each mask at ``int(box[2] - box[0])`` (a value read of the boxes); RetinaNet's batched nms picks its
+    algorithm on ``boxes.numel() > 4000``, a size that follows the data, which the onnxruntime program cannot
+    check (export_onnx keeps the traced branch and lists the guard in a TracerWarning)."""
+    pytest.importorskip("onnxruntime")
     from tracejit.export.errors import ExportError
-    model = AsTuple(_detector("fasterrcnn")).eval()
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        traced = tracejit.trace(model, (_images((64, 80)),), check_trace=False)
-        with pytest.raises(ExportError, match=r"tensor values .*poolers\.py:\d+"):
-            tracejit.export_onnx(traced)
+        masks = tracejit.trace(AsTuple(_detector("maskrcnn")).eval(), (_images((64, 80)),), check_trace=False)
+        with pytest.raises(ExportError, match=r"tensor values \(int\(tensor\)\).*roi_heads\.py:\d+"):
+            tracejit.export_onnx(masks)
+        retina = tracejit.trace(AsTuple(_detector("retinanet")).eval(), (_images((64, 80)),), check_trace=False)
+        with pytest.raises(ExportError, match=r"shape depends on the data \(aten::index\.Tensor at \S+retinanet\.py"
+                                              r":\d+; the guard: a traced size was used in 'gt' with 4000\)"):
+            tracejit.optimize_for_inference(retina, backend="onnxruntime")
 
 
 def _flat(out):
@@ -157,20 +168,39 @@ def _batch(n, h, w, seed=5):
     return torch.rand(n, 3, h, w, generator=torch.Generator().manual_seed(seed))
 
 
+KINDS = ["fasterrcnn", "retinanet", "maskrcnn"]
+
+
+@pytest.fixture(scope="module")
+def batched():
+    """{kind: (the Batched detector, its trace on two 64 x 80 images, the trace's file as saved right after
+    tracing)}: one trace per detector for the tests below (a later call that retraces adds a specialization
+    to the live trace, not to the bytes)."""
+    out = {}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for kind in KINDS:
+            model = Batched(_detector(kind))
+            traced = tracejit.trace(model, (_batch(2, 64, 80),), check_trace=False)
+            buf = io.BytesIO()
+            traced.save(buf)
+            out[kind] = model, traced, buf.getvalue()
+    return out
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["fasterrcnn", "retinanet", "maskrcnn"])
-def test_new_image_count_side_by_side_with_torch_jit_trace(kind):
+@pytest.mark.parametrize("kind", KINDS)
+def test_new_image_count_side_by_side_with_torch_jit_trace(kind, batched):
     """On another image count (a batch tensor of 3 images where 2 were traced): the traced program gives
     eager's answer (the ``unbind`` of the batch guards its count, trace/pieces.py, and a failed guard
     retraces); torch.jit.trace fails deep inside its TorchScript interpreter. On another image size
     torch.jit.trace follows the sizes (torchvision takes its ONNX-friendly paths when torch.jit traces), as
     tracejit does by retracing (test_detection_traces_and_follows_new_image_sizes). Loaded from a file:
     test_saved_detectors_in_a_fresh_process."""
-    model = Batched(_detector(kind))
+    model, traced, _ = batched[kind]
     example, other_size, other_count = _batch(2, 64, 80), _batch(2, 56, 90), _batch(3, 64, 80)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        traced = tracejit.trace(model, (example,), check_trace=False)
         reference = torch.jit.trace(model, (example,), check_trace=False)
         want = model(other_count)
         assert len(want) == 3 * len(model(example)) // 2
@@ -202,20 +232,20 @@ torch.save(out, sys.argv[2])
 
 
 @pytest.mark.slow
-def test_saved_detectors_in_a_fresh_process(tmp_path):
+def test_saved_detectors_in_a_fresh_process(tmp_path, batched):
     """Saved, then loaded in a process that registers torchvision's ops: on new images of the traced sizes
     eager's detections (Mask R-CNN: a GuardError naming the line where torchvision pastes each mask with
     ``int(box[2] - box[0])``, a read of the boxes' values, so its masks are right only for the traced
     boxes); on another image size or count a GuardError naming the line that pinned it."""
-    kinds = ["fasterrcnn", "retinanet", "maskrcnn"]
+    kinds = KINDS
     images = {"example": _batch(2, 64, 80), "new_pixels": _batch(2, 64, 80, seed=6),
               "other_size": _batch(2, 56, 90), "other_count": _batch(3, 64, 80)}
     want = {}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for kind in kinds:
-            model = Batched(_detector(kind))
-            tracejit.trace(model, (images["example"],), check_trace=False).save(str(tmp_path / f"{kind}.tjt"))
+            model, _, raw = batched[kind]
+            (tmp_path / f"{kind}.tjt").write_bytes(raw)
             want[kind] = {name: model(x) for name, x in images.items()}
     assert not torch.equal(want["fasterrcnn"]["example"][0], want["fasterrcnn"]["new_pixels"][0])
     torch.save({"kinds": kinds, "images": images}, tmp_path / "io.pt")

@@ -35,6 +35,10 @@ def _trace(m, x):
 def test_the_toy_ops_facts_come_from_torch_not_from_a_table():
     assert ops.is_pointwise(OP) and not ops.is_random(OP) and not ops.may_alias(OP)
     assert not ops.is_inplace(OP) and ops.is_mergeable(OP) and ops.droppable(OP)
+    # the facts the passes read: a fresh result (in-place reuse by the next op), layout-free (conv_layout),
+    # promoted in ONNX (pointwise); no in-place twin in ATen (special_erfcx_), so never itself written in place
+    assert ops.is_fresh(OP) and ops.is_layout_free(OP) and ops.inplace_twin(OP) is None
+    assert not ops.shares_memory(OP) and not ops.outgrows_inputs(OP)
     assert op_allowlist.family("special_erfcx") is None   # default-deny until the recipe's one edit
 
 

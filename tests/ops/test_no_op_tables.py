@@ -7,9 +7,10 @@ Two scans of tracejit/'s source (AST, not text):
   2. a literal set of 3+ bare ATen names that are all random, or all dropouts, restates ATen's
      nondeterministic_seeded tag: read ops.is_random / ops.is_dropout instead.
   3. any set / tuple / list literal of 3+ strings that are all bare ATen op names ("relu", "conv2d"): an op
-     table written by hand. The ones that exist are listed in BARE_TABLES, each with what it is (a fact
-     torch states elsewhere and that should come from the registry: debt, issue #24; or an implementation
-     table: which ops a kernel / lowering implements); the list only shrinks: a new table fails the test.
+     table written by hand. The ones that exist are listed in BARE_TABLES, each with what it is: an
+     implementation table (which ops a kernel / lowering / backend implements) or Python-level names; no
+     fact table is left (the 18 of issue #24 became registry predicates: tests/ops/test_derived_tables.py).
+     The list only shrinks: a new table fails the test.
      The rule for what may stay: a fact about an ATen op (pointwise, a view, fresh memory, random, ...) is
      the registry's, derived from torch's tags and schemas or one reviewed entry of ops/overrides.py; a fact
      about one backend or kernel (how onnxruntime treats NaN, what oneDNN fuses, what numexpr evaluates) is
@@ -37,29 +38,14 @@ ALLOWED = {
 
 # (file, the name the literal is assigned to, or its first three names) -> what it is
 BARE_TABLES = {
-    # facts written by hand that ATen's tags / schemas could give (debt: issue #24 item 2)
-
-
-
-    ("passes/conv_layout.py", "LAYOUT_FREE"): "fact: ops indifferent to channels-last (pointwise + a few)",
-    ("passes/conv_layout.py", "_VIEWS"): "fact: views / no-ops that keep a feature map's layout",
-    ("passes/conv_layout.py", "mean,sum,size"): "fact: reductions whose result comes out contiguous",
-    ("export/lowering.py", "VIEW_OPS"): "fact: view ops (ATen: schema alias info)",
-    ("export/view_writes.py", "RESHAPING"): "fact: reshaping views",
-    ("export/view_writes.py", "INVERTIBLE"): "fact: views whose write-back is invertible",
-    ("passes/fold_constants.py", "GROWING"): "fact: ops whose output outgrows their inputs (not folded)",
-
-    ("serialize/schema_check.py", "NUMBER_OPS"): "fact: ops taking a Python number where the schema says Tensor",
-    ("serialize/schema_check.py", "STRING_CHOICES"): "fact: ops whose str argument is one of a closed set",
-    ("export/lowering.py", "PROMOTING"): "fact: ops promoting mixed dtypes (ATen: type promotion in the schema)",
-    ("export/lowering.py", "ACCUMULATING"): "fact: reductions with a dtype= accumulator",
-    ("export/lowering.py", "COMPARING"): "fact: comparisons (bool result)",
     # implementation tables: what one kernel / lowering / emitter / backend implements or computes, not a fact
     # about the ATen op (torch cannot state it; the backend's module is where it is measured and kept)
     ("backends/fallback.py", "NONFINITE_DIFFERS"): "backend: ops onnxruntime computes otherwise than torch on "
                                                    "NaN / inf (measured by running edge values through both)",
     ("kernels/onednn_activation.py", "NAN_TO_NUMBER"): "backend: activations oneDNN computes as max / clip, "
                                                        "turning NaN into numbers",
+    ("export/view_writes.py", "_INVERSES"): "implementation: the views whose write-back ONNX export implements, "
+                                             "and how (the reshape-like ones: a reshape back)",
     ("kernels/numexpr_groups.py", "EXPR"): "implementation: the functions numexpr evaluates",
     ("kernels/numpy_kernel.py", "TORCH"): "implementation: steps the numpy kernel runs as torch calls",
     ("passes/numpy_regions.py", "_SCALAR_BINARY"): "implementation: binary steps with a scalar operand",

@@ -22,6 +22,11 @@ def chunk_sums(x):
     return torch.stack([p.sum(1) for p in x.split(2, dim=1)], 1)
 
 
+def chunked(x):
+    a, *rest = x.chunk(3, dim=1)
+    return a.sum(1) + len(rest)
+
+
 def _loaded(traced):
     buf = io.BytesIO()
     traced.save(buf)
@@ -32,6 +37,7 @@ def _loaded(traced):
 @pytest.mark.parametrize("fn,example,same_count,other_count", [
     (first_plus_last, (2, 3), (2, 5), (3, 3)),
     (chunk_sums, (2, 5), (4, 6), (2, 7)),          # split(2) of 5 and 6 columns: 3 pieces; of 7: 4
+    (chunked, (2, 6), (2, 8), (2, 2)),             # chunk(3) of 6 and 8 columns: 3 pieces; of 2: 2
 ])
 def test_piece_count_is_guarded_before_the_unpack(fn, example, same_count, other_count):
     traced = tracejit.trace(fn, torch.randn(*example))
@@ -39,7 +45,7 @@ def test_piece_count_is_guarded_before_the_unpack(fn, example, same_count, other
     x = torch.randn(*same_count)
     torch.testing.assert_close(loaded(x), fn(x))
     y = torch.randn(*other_count)
-    assert fn(y).shape != fn(torch.randn(*example)).shape or fn is first_plus_last
+    assert fn(y).shape != fn(torch.randn(*example)).shape or fn is not chunk_sums
     with pytest.raises(tracejit.GuardError, match=r"test_piece_counts\.py:\d+ .*the number of pieces"):
         loaded(y)
     with pytest.warns(tracejit.TracerWarning, match="guard failed"):

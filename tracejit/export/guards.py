@@ -10,7 +10,9 @@
   metadata (``tracejit.unchecked_guards``). The onnxruntime / OpenVINO programs check the ones computed
   from input sizes themselves before each run (backends/onnx_call.with_size_guards).
 - ``value`` guards (a tensor's values read in Python) make the export fail: the ONNX model
-  would silently compute the traced branch for other values.
+  would silently compute the traced branch for other values. Except where the value is computed from
+  the graph's constants and parameters alone, by ops that draw nothing at random (torchvision's pooler
+  scale, ``float(torch.tensor(0.25).log2())``): such a guard holds at every call of the exported model.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import warnings
 
 from ..errors import TracerWarning
 from ..ir import Graph, Value
+from ..ops import draws_random, split_name
 from .errors import ExportError
 
 GUARD_OP = "tracejit::guard"
@@ -52,6 +55,8 @@ def plan_guards(graph: Graph) -> tuple[dict, list]:
         kind = node.attrs.get("kind")
         if kind in ALWAYS_HOLD or (kind == "meta" and _onnx_fact(node)):
             continue
+        if kind in ("value", "meta") and _constant_only(node.args, {}):
+            continue   # computed from constants alone (torchvision's pooler scale from pinned sizes): always holds
         if kind in ("value", "meta"):
             raise ExportError(f"the trace relied on tensor values ({node.attrs.get('what')}); ONNX has no way to "
                               "check them, so the exported model could silently take the traced branch for other "
@@ -66,6 +71,38 @@ def plan_guards(graph: Graph) -> tuple[dict, list]:
         else:
             unchecked.append(node)
     return pinned, unchecked
+
+
+def _constant_only(args, memo: dict) -> bool:
+    """Are the Values in ``args`` computed from the graph's constants and parameters alone, by ops that draw
+    nothing at random? Then a guard on them holds at every call (the exported model is the traced program
+    of its constants: export keeps no other)."""
+    todo = [a for a in _leaves(args) if isinstance(a, Value)]
+    while todo:
+        v = todo.pop()
+        if id(v) in memo:
+            if not memo[id(v)]:
+                return False
+            continue
+        p = v.producer
+        ok = p is not None and (p.op in ("tracejit::constant", "tracejit::get_attr") or (
+            p.op.startswith("aten::") and not draws_random(split_name(p.op)[1], p.args, p.kwargs)))
+        memo[id(v)] = ok
+        if not ok:
+            return False
+        if p.op.startswith("aten::"):
+            todo += [a for a in _leaves((p.args, p.kwargs)) if isinstance(a, Value)]
+    return True
+
+
+def _leaves(x):
+    if isinstance(x, dict):
+        x = list(x.values())
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _leaves(y)
+    else:
+        yield x
 
 
 def _pinned_input_dim(node, index: dict):

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 
 from ..ir import Node, TensorType, Value, iter_values
-from ..ops import is_dropout
+from ..ops import accumulates, is_dropout, is_pointwise
 from ..ops.names import CAPTURE_OPS, RNG_OPS, STATE_READS, OpName, split_name
 from ._deps import require
 from .dtypes import SCALAR_TO_ONNX, onnx_dtype
@@ -25,24 +25,13 @@ from .recorder import inline, split_inputs_attributes
 from .schema_args import bind
 from .special_ops import HANDLERS
 from . import attention, edge_values, sym_lowering, unlisted_ops, vision_ops  # noqa: E402,F401  (register their handlers)
-from . import sequences, view_writes  # noqa: E402
+from . import convolution, sequences, view_writes  # noqa: E402,F401  (convolution registers its handlers)
 
 ir = require("onnx_ir")
 from onnxscript.function_libs.torch_lib import ops as _torch_lib_ops  # noqa: E402,F401  (fills the registry)
 from onnxscript.function_libs.torch_lib.registration import default_registry  # noqa: E402
 from onnxscript.onnx_opset import opset18 as op  # noqa: E402
 from onnxscript._internal.values import TracedOnnxFunction  # noqa: E402
-
-# ops whose tensor operands torch promotes to one dtype (output dtype, or result_type for comparisons)
-PROMOTING = {"add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod", "pow",
-             "maximum", "minimum", "atan2", "where", "masked_fill", "clamp", "lerp", "addcmul", "addcdiv"}
-ACCUMULATING = {"cumsum", "cumprod", "sum", "prod", "mean"}
-COMPARING = {"eq", "ne", "lt", "le", "gt", "ge", "isclose"}
-# ops whose result shares memory with their first input
-VIEW_OPS = {"view", "reshape", "select", "slice", "transpose", "permute", "expand", "expand_as", "unsqueeze",
-            "squeeze", "as_strided", "narrow", "t", "unflatten", "flatten", "diagonal", "alias", "detach", "chunk",
-            "split", "unbind", "view_as", "unfold", "movedim", "swapaxes", "mT", "numpy_T", "real", "imag"}
-
 
 
 # Python operator dunders tracejit records under their own names -> the ATen op torch_lib lists
@@ -92,7 +81,7 @@ class Lowering:
         self._initializers: dict = {}  # name -> the initializer's value (one per tensor)
         self.dtypes: dict[int, torch.dtype] = {}   # dtype_of outputs -> the torch dtype
         self._written: dict = {}   # id(in-place node) -> (written value, its chain of views)
-        self.alias_roots = view_writes.alias_roots(graph, VIEW_OPS)   # views -> the tensor they view
+        self.alias_roots = view_writes.alias_roots(graph)   # views -> the tensor they view
 
     # ------------------------------------------------------------------ args
     def arg(self, a):
@@ -179,7 +168,7 @@ class Lowering:
             raise ExportError(f"cannot export the in-place op {node.op}: it writes no traced tensor", node.op,
                               node.source)
         try:
-            chain = view_writes.check_writable(self, node, target, VIEW_OPS)
+            chain = view_writes.check_writable(self, node, target)
         except view_writes.WriteError as e:
             raise ExportError(f"cannot export the in-place op {node.op}: {e}", node.op, node.source) from None
         self._written[id(node)] = (target, chain)
@@ -217,16 +206,19 @@ class Lowering:
                                                   else tensor, name=name), name=name, qualify=False)
 
     def _promote(self, node: Node, args: list) -> list:
-        """Cast tensor operands of an elementwise op to the dtype torch computes in."""
+        """Cast tensor operands to the dtype torch computes in: of an elementwise op (ATen's pointwise tag) the
+        result's dtype, or for a bool result (a comparison) the operands' promoted type; of an accumulating op
+        (``ops.accumulates``: sum, mean, cumsum, ... with ``dtype=``) the input, to the result's dtype."""
         name = node.name
         if name.endswith("_"):
             name = name[:-1]
-        if name not in PROMOTING and name not in COMPARING and name not in ACCUMULATING:
+        accumulating = accumulates(name)
+        if not accumulating and not is_pointwise(name):
             return args
         out_type = node.outputs[0].type if node.outputs and node.outputs[0] is not None else None
         if not isinstance(out_type, TensorType):
             return args
-        if name in COMPARING:
+        if out_type.dtype == torch.bool and not accumulating:   # a comparison: computed in the operands' type
             target = _result_type(node.args[:2])
         else:
             target = out_type.dtype
@@ -234,7 +226,7 @@ class Lowering:
             return args
         want = onnx_dtype(target)
         skip = {0} if name == "where" else {1} if name == "masked_fill" else set()
-        if name in ACCUMULATING:
+        if accumulating:
             skip = set(range(1, len(args)))   # only the accumulated tensor: bool / int sums give int64
         return [op.Cast(a, to=want) if (i not in skip and isinstance(a, ir.Value) and a.dtype is not None
                                         and a.dtype != want) else a

@@ -20,7 +20,7 @@ from ._deps import require
 from .dtypes import onnx_dtype
 from .errors import ExportError
 from .guards import plan_guards, warn_unchecked
-from .tidy import drop_unused_pool_indices
+from .tidy import drop_unused_pool_indices, fold_constants
 
 DEFAULT_OPSET = 18   # torch_lib's functions are written against opset 18
 # every input dimension becomes a dynamic axis, and each size read of one an ONNX Shape node: a
@@ -187,6 +187,7 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
         _add_outputs(builder, lowering, graph)
     drop_unused_pool_indices(onnx_graph)
     model = ir.Model(onnx_graph, ir_version=10, producer_name="tracejit")
+    fold_constants(model)
     if notes is not None:
         model.doc_string = notes.model_doc(traced)
     unchecked_text = warn_unchecked(unchecked)

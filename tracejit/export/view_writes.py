@@ -26,7 +26,8 @@ True
 """
 from __future__ import annotations
 
-from ..ir import Node, Value
+from ..ir import Node, TensorType, Value
+from ..ops import shares_memory
 from ..ops.names import STATE_READS
 from ._deps import require
 from .schema_args import bind
@@ -34,22 +35,27 @@ from .schema_args import bind
 ir = require("onnx_ir")
 from onnxscript.onnx_opset import opset18 as op  # noqa: E402
 
-# views whose write-back is a reshape of the new value to the base's shape (same elements, same order)
-RESHAPING = {"view", "reshape", "flatten", "unflatten", "view_as", "reshape_as", "unsqueeze", "squeeze",
-             "alias", "detach"}
-# views written back by their own inverse
-INVERTIBLE = RESHAPING | {"slice", "narrow", "select", "transpose", "swapaxes", "t", "mT", "numpy_T", "permute"}
+def _is_view(node: Node) -> bool:
+    """May ``node``'s result share memory with its first argument? ``ops.shares_memory`` (the schema's alias
+    sets), less what the traced types rule out: a conversion to another dtype or device (``to``) copies."""
+    if not (shares_memory(node.name) and node.args and isinstance(node.args[0], Value)):
+        return False
+    src = node.args[0].type
+    out = node.outputs[0].type if node.outputs and node.outputs[0] is not None else None
+    return not (isinstance(src, TensorType) and isinstance(out, TensorType)
+                and (src.dtype != out.dtype or src.device != out.device))
 
 
 class WriteError(Exception):
     """Why an in-place write cannot be exported (the lowering turns it into an ExportError)."""
 
 
-def alias_roots(graph, view_ops) -> dict[int, tuple[Value, int]]:
-    """id(view) -> (the tensor whose memory it views, the position of the node that made the view)."""
+def alias_roots(graph) -> dict[int, tuple[Value, int]]:
+    """id(view) -> (the tensor whose memory it views, the position of the node that made the view). A view is
+    any op whose result may share memory with its first argument (``ops.shares_memory``: schema alias info)."""
     roots: dict[int, tuple[Value, int]] = {}
     for i, node in enumerate(graph.nodes):
-        if node.name in view_ops and node.args and isinstance(node.args[0], Value):
+        if _is_view(node):
             base = node.args[0]
             root = roots[id(base)][0] if id(base) in roots else base
             for out in node.outputs:
@@ -58,27 +64,26 @@ def alias_roots(graph, view_ops) -> dict[int, tuple[Value, int]]:
     return roots
 
 
-def view_chain(target: Value, view_ops) -> tuple[Value, list[Node]]:
+def view_chain(target: Value) -> tuple[Value, list[Node]]:
     """(the base tensor, the view nodes from the base to ``target``, outermost first)."""
     chain = []
-    while target.producer is not None and target.producer.name in view_ops \
-            and target.producer.args and isinstance(target.producer.args[0], Value):
+    while target.producer is not None and _is_view(target.producer):
         chain.append(target.producer)
         target = target.producer.args[0]
     chain.reverse()
     return target, chain
 
 
-def check_writable(cx, node: Node, target: Value, view_ops) -> list[Node]:
+def check_writable(cx, node: Node, target: Value) -> list[Node]:
     """The chain of views to write back through; raises WriteError where eager's write cannot be shown."""
-    base, chain = view_chain(target, view_ops)
+    base, chain = view_chain(target)
     if base.producer is None:
         raise WriteError("the written tensor is (a view of) an input of the traced program (the caller would "
                          "see the change)")
     if base.producer.op in STATE_READS:
         raise WriteError("the written tensor is (a view of) a parameter, buffer or constant of the module")
     for view in chain:
-        if view.name not in INVERTIBLE:
+        if view.name not in _INVERSES:
             raise WriteError(f"the written tensor is a view ({view.op}) that has no inverse in ONNX")
         if view.name == "narrow" and not all(isinstance(a, int) for a in bind(view.op, view.args, view.kwargs)[0][2:4]):
             raise WriteError("the written tensor is a narrow() view with a traced start or length")
@@ -101,26 +106,52 @@ def write_back(cx, target: Value, chain: list[Node], new_value) -> None:
 
 def _inverse(cx, view: Node, parent, child):
     """The value of ``view``'s base once ``child`` (the view's new value) is written into it."""
-    name = view.name
-    if name in RESHAPING:
-        return op.Reshape(child, op.Shape(parent))
     args, _ = bind(view.op, view.args, view.kwargs)
-    args = [cx.arg(a) for a in args]
-    rank = len(view.args[0].type.shape)
-    if name == "slice":
-        dim, start, end, step = args[1:5]
-        return cx.call_aten("aten::slice_scatter.default", [parent, child, dim, start, end, step])
-    if name == "narrow":
-        dim, start, length = args[1:4]
-        return cx.call_aten("aten::slice_scatter.default", [parent, child, dim, start, start + length, 1])
-    if name == "select":
-        return cx.call_aten("aten::select_scatter.default", [parent, child, args[1], args[2]])
-    if name in ("transpose", "swapaxes"):
-        return cx.call_aten("aten::transpose.int", [child, args[1], args[2]])
-    if name in ("t", "numpy_T"):
-        return child if rank < 2 else cx.call_aten("aten::permute.default", [child, list(range(rank))[::-1]])
-    if name == "mT":
-        return cx.call_aten("aten::transpose.int", [child, -2, -1])
-    dims = [d % rank for d in args[1]]   # permute: the inverse permutation
+    return _INVERSES[view.name](cx, [cx.arg(a) for a in args], len(view.args[0].type.shape), parent, child)
+
+
+def _reshaped_back(cx, args, rank, parent, child):
+    return op.Reshape(child, op.Shape(parent))
+
+
+def _slice(cx, args, rank, parent, child):
+    dim, start, end, step = args[1:5]
+    return cx.call_aten("aten::slice_scatter.default", [parent, child, dim, start, end, step])
+
+
+def _narrow(cx, args, rank, parent, child):
+    dim, start, length = args[1:4]
+    return cx.call_aten("aten::slice_scatter.default", [parent, child, dim, start, start + length, 1])
+
+
+def _select(cx, args, rank, parent, child):
+    return cx.call_aten("aten::select_scatter.default", [parent, child, args[1], args[2]])
+
+
+def _transpose(cx, args, rank, parent, child):
+    return cx.call_aten("aten::transpose.int", [child, args[1], args[2]])
+
+
+def _reversed_dims(cx, args, rank, parent, child):
+    return child if rank < 2 else cx.call_aten("aten::permute.default", [child, list(range(rank))[::-1]])
+
+
+def _last_two(cx, args, rank, parent, child):
+    return cx.call_aten("aten::transpose.int", [child, -2, -1])
+
+
+def _permute(cx, args, rank, parent, child):
+    dims = [d % rank for d in args[1]]   # the inverse permutation
     return cx.call_aten("aten::permute.default", [child, sorted(range(rank), key=dims.__getitem__)])
 
+
+# the write-back this module implements for each view (an implementation table: which views ONNX can write
+# through, and how); a view not listed refuses the write (default-deny). A reshape-like view (the same
+# elements in the same order) is written back by reshaping to its base's shape.
+_INVERSES = {
+    **{name: _reshaped_back for name in ("view", "reshape", "flatten", "unflatten", "view_as", "reshape_as",
+                                         "unsqueeze", "squeeze", "alias", "detach")},
+    "slice": _slice, "narrow": _narrow, "select": _select, "transpose": _transpose, "swapaxes": _transpose,
+    "swapdims": _transpose,
+    "t": _reversed_dims, "numpy_T": _reversed_dims, "mT": _last_two, "permute": _permute,
+}

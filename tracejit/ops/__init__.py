@@ -2,19 +2,27 @@
 
   names.py      the one op-name parser (split_name) and the names of tracejit's own ops
   aten.py       ATen op facts derived from torch's tags and schemas: random, dropout, pointwise,
-                in-place, aliasing, generator, fresh memory, in-place twins, splits, schema_of
-  overrides.py  the one reviewed table of facts torch does not state, each with its reason
+                reduction, in-place, aliasing / splits, generator, fresh memory, in-place twins,
+                layout-free, accumulating, schema_of
+  overrides.py  the one reviewed table of facts torch does not state, each with its reason, and the
+                loader's string vocabularies
   purity.py     droppable (DCE) and mergeable (CSE)
   convs.py      the convolution ops the inference passes rewrite
 
 tracejit's own ops (attribute schema, purity, printing) are the OpDef table of ir/ops.py. Modules
 here import only torch and ir/; docs/DESIGN.md "The op registry" says how to add an op.
 """
-from .aten import (draws_random, inplace_twin, is_fresh, splits_into_views, has_data_dependent_shape, exact_schema, functional_of, is_dropout, is_inplace, is_mergeable, is_pointwise, is_random,
-                   may_alias, schema_of, schemas_of, takes_generator)
+from .aten import (accumulates, draws_random, exact_schema, functional_of, gives_tensor, has_data_dependent_shape,
+                   inplace_twin, is_dropout, is_fresh, is_inplace, is_layout_free, is_mergeable, is_pointwise,
+                   is_random, is_reduction, may_alias, outgrows_inputs, schema_of, schemas_of, shares_memory,
+                   splits_into_views, takes_generator, takes_numbers_for_tensors)
 from .names import OpName, base_name, split_name
+from .overrides import STRING_ARGUMENTS
 from .purity import droppable, mergeable
 
-__all__ = ["inplace_twin", "is_fresh", "splits_into_views", "has_data_dependent_shape", "OpName", "base_name", "split_name", "schema_of", "schemas_of", "exact_schema", "is_random", "draws_random", "takes_generator",
-           "is_dropout", "is_pointwise", "is_inplace", "functional_of", "may_alias", "is_mergeable",
+__all__ = ["OpName", "base_name", "split_name", "schema_of", "schemas_of", "exact_schema",
+           "is_random", "draws_random", "takes_generator", "is_dropout", "is_pointwise", "is_reduction",
+           "is_inplace", "functional_of", "may_alias", "splits_into_views", "shares_memory", "inplace_twin",
+           "is_fresh", "is_layout_free", "gives_tensor", "accumulates", "outgrows_inputs",
+           "takes_numbers_for_tensors", "STRING_ARGUMENTS", "has_data_dependent_shape", "is_mergeable",
            "droppable", "mergeable"]

@@ -13,6 +13,15 @@ Every function is cached and looks an op up on first use: nothing is enumerated 
     may_alias(op)        its result may share memory with its first argument (schema alias ``Tensor(a)``)
     is_mergeable(op)     two calls with equal arguments give equal results (not random, not uninitialized)
     has_data_dependent_shape(op)  ATen tags it ``dynamic_output_shape`` (nonzero, masked_select, index.Tensor, ...)
+    shares_memory(op)    may_alias or splits_into_views: its result may be its input's memory
+    inplace_twin(op)     its in-place ATen twin (``sin`` -> ``sin_``) when it is pointwise, not random, not a view
+    is_fresh(op)         every call returns new memory (no alias annotation; pointwise / reduction / overrides)
+    splits_into_views(op)  returns a list of views of its first argument (``Tensor(a -> *) self -> Tensor[]``)
+    accumulates(op)      reads its input into a result of a chosen dtype (keyword ``ScalarType? dtype``)
+    is_reduction(op)     ATen tags it ``reduction``; gives_tensor(op): it returns a Tensor (``size`` does not)
+    is_layout_free(op)   its values ignore its inputs' strides (pointwise, reductions, overrides)
+    outgrows_inputs(op)  its result is sized by its arguments (expand, repeat, factories: overrides)
+    takes_numbers_for_tensors(op)  a saved call may hold a number where the schema says Tensor (overrides)
     schema_of(op)        torch's FunctionSchema (None for an unknown op); exact_schema, schemas_of
 """
 from __future__ import annotations
@@ -130,8 +139,9 @@ def is_dropout(op: str) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def is_pointwise(op: str) -> bool:
-    """Does ATen tag ``op`` pointwise (each output element from the same-index input elements)?"""
-    return _tagged(op, torch.Tag.pointwise)
+    """Does ATen tag ``op`` pointwise (each output element from the same-index input elements), or does
+    ops/overrides.py ("pointwise": floor_divide, isclose, which ATen leaves untagged)?"""
+    return _tagged(op, torch.Tag.pointwise) or bool(overrides.fact(split_name(op).name, "pointwise"))
 
 
 def _writes_first(schema) -> bool:
@@ -216,7 +226,7 @@ def inplace_twin(op: str) -> str | None:
 @functools.lru_cache(maxsize=None)
 def is_fresh(op: str) -> bool:
     """Does every call of ``op`` return new memory (never its input or a view of it)? Its schemas declare no
-    aliased or written argument, and either ATen tags it ``pointwise`` / ``reduction`` (TensorIterator
+    aliased or written argument, and either ATen tags its name ``pointwise`` / ``reduction`` (TensorIterator
     allocates the result) or ops/overrides.py lists it ("fresh": composite ops the tags do not cover).
     Default-deny: an unannotated op without a tag (``dropout`` returns its input in eval mode,
     ``_unsafe_view`` shares storage) is not fresh."""
@@ -224,8 +234,8 @@ def is_fresh(op: str) -> bool:
     if not found or any(_writes_first(o._schema) or _aliases_first(o._schema, False)
                         or _aliases_first(o._schema, True) for o in found):
         return False
-    name = split_name(op).name
-    return (is_pointwise(op) or _tagged(op, torch.Tag.reduction) or bool(overrides.fact(name, "fresh")))
+    name = split_name(op).name   # the tags of the op's family: where.ScalarOther is untagged, where.self is
+    return is_pointwise(name) or _tagged(name, torch.Tag.reduction) or bool(overrides.fact(name, "fresh"))
 
 
 @functools.lru_cache(maxsize=None)
@@ -238,3 +248,66 @@ def splits_into_views(op: str) -> bool:
     if name.startswith("unsafe_"):
         return splits_into_views(name[len("unsafe_"):])
     return any(_aliases_first(o._schema, True) for o in _overloads(op))
+
+
+def takes_numbers_for_tensors(op: str) -> bool:
+    """May a saved call of ``op`` hold a Python number where its schema says Tensor? Only where the reviewed
+    table says so (ops/overrides.py "numbers_as_tensors": torch's Python binding, a Scalar overload); torch's
+    own binding list (``torch._C._should_allow_numbers_as_tensors``) is a subset, and the schemas' Scalar
+    overloads include TorchScript's number math (``acos.Scalar``), too wide for the loader: default-deny."""
+    return bool(overrides.fact(split_name(op).name, "numbers_as_tensors"))
+
+
+def _accumulator_schema(schema) -> bool:
+    args = schema.arguments
+    return (bool(args) and isinstance(args[0].type, torch.TensorType)
+            and any(a.name == "dtype" and a.kwarg_only and str(a.real_type) == "Optional[ScalarType]" for a in args)
+            and not any(a.name == "layout" for a in args))
+
+
+@functools.lru_cache(maxsize=None)
+def accumulates(op: str) -> bool:
+    """Does ``op`` read its first argument's values into a result of a dtype the call may choose (a keyword
+    ``ScalarType? dtype=``: sum, mean, prod, cumsum, cumprod, softmax, norms), torch casting the input to that
+    dtype first? Factories with a dtype (``zeros_like``, ``new_zeros``, ``_to_copy``: their ``layout``
+    argument) do not read values that way."""
+    return any(_accumulator_schema(o._schema) for o in _overloads(op))
+
+
+def outgrows_inputs(op: str) -> bool:
+    """Is ``op``'s result sized by its arguments (expand, repeat, zeros, arange, ``*_like`` ...), so it may hold
+    more than its tensor inputs? A reviewed fact (ops/overrides.py "outgrows"): torch's tags do not state it."""
+    return bool(overrides.fact(split_name(op).name, "outgrows"))
+
+
+@functools.lru_cache(maxsize=None)
+def is_reduction(op: str) -> bool:
+    """Does ATen tag ``op`` ``reduction`` (sum, mean, amax, std, argmax, ...)?"""
+    return _tagged(op, torch.Tag.reduction)
+
+
+@functools.lru_cache(maxsize=None)
+def gives_tensor(op: str) -> bool:
+    """Does one of ``op``'s schemas return a Tensor or a Tensor list (``size`` returns an int)?"""
+    return any(isinstance(r.type, torch.TensorType) or (isinstance(r.type, torch.ListType)
+                                                       and isinstance(r.type.getElementType(), torch.TensorType))
+               for o in _overloads(op) for r in o._schema.returns)
+
+
+@functools.lru_cache(maxsize=None)
+def is_layout_free(op: str) -> bool:
+    """Are ``op``'s result values the same whatever its inputs' strides (a channels-last feature map in, eager's
+    values out)? Pointwise ops (TensorIterator: by index, not by memory order) that draw no random numbers
+    (their draws follow memory order), reductions, and the reviewed "layout_free" overrides (conv2d, pooling,
+    batch_norm, hardswish, padding, size, flatten, reshape, contiguous, dropout)."""
+    name = split_name(op).name
+    if overrides.fact(name, "layout_free"):
+        return True
+    return (is_pointwise(op) or is_reduction(op)) and not is_random(op)
+
+
+def shares_memory(op: str) -> bool:
+    """May ``op``'s result (or the tensors of its list result) share memory with its first argument? The
+    schema's alias information: views, reshape / flatten / contiguous / to (a view when they can be),
+    split / chunk / unbind."""
+    return may_alias(op) or splits_into_views(op)

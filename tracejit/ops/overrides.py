@@ -5,6 +5,14 @@ shares its reason. Facts:
   "unmergeable"  two calls with equal arguments may return different values, though ATen tags no randomness
   "fresh"        every call returns new memory, though ATen tags the op neither pointwise nor reduction
                  (composite and matmul-family ops: ops.is_fresh)
+  "pointwise"    ATen leaves the pointwise tag off an elementwise op (ops.is_pointwise)
+  "layout_free"  its values ignore its inputs' strides, though ATen tags it neither pointwise nor reduction
+                 (ops.is_layout_free, read by passes/conv_layout.py)
+  "outgrows"     the result's size comes from the op's arguments (a size, repeats, another tensor's shape),
+                 not from its tensor inputs' values: it can be larger than all of them (ops.outgrows_inputs)
+  "numbers_as_tensors"  a saved call may hold a Python number where the recorded overload's schema says
+                 Tensor (ops.takes_numbers_for_tensors, read by the loader's schema check)
+STRING_ARGUMENTS: the closed vocabularies of arguments ATen's schemas type only as ``str``.
 RANDOM_SWITCHES: the arguments that turn a seeded op's draws off ("true": drawn only when truthy,
 "nonzero": only when not 0), read by ops.draws_random against each op's schema.
 """
@@ -12,8 +20,23 @@ from __future__ import annotations
 
 _UNINITIALIZED = "returns uninitialized memory: two calls are two different tensors (CSE must not merge them)"
 _TRAIN = "draws only in training (its `train` argument) and with a nonzero dropout probability"
+_BINDING = ("torch's Python binding takes a number for its Tensor operand (python_arg_parser's "
+            "should_allow_numbers_as_tensors)")
+_SCALAR_TWIN = "a Scalar overload stands beside the Tensor one the call is recorded under (eq.Scalar / eq.Tensor)"
+_LOADER = ("accepted by the loader since numbers were first allowed (commit 7c35f59); eager's torch.<op> binding "
+           "refuses a number here (TypeError at the call), so a file can make the call fail, not misbehave")
+_UNTAGGED = ("elementwise (each result element from the same-index input elements, computed by pointwise "
+             "kernels), but ATen's schema carries no pointwise tag")
+_SIZED = ("its result is sized by its arguments (broadcast, repeat, factory): constant folding would store "
+          "more data than it saves; ATen states no such fact (the tags have no 'factory' / 'broadcast'), and "
+          "deriving it by result size would stop folding cat and low-rank products (W + A @ B)")
+_STRIDES = ("computes by index whatever its input's strides (oneDNN and ATen's CPU kernels take channels-last "
+            "input), so a channels-last feature map gives eager's values; no ATen tag says so")
+_SHAPE = "reads or rearranges a tensor's shape, not its memory order (a channels-last view: conv_layout.py checks)"
+_INFERENCE = ("identity in an inference program (eval mode), the only kind conv_layout rewrites; in training its "
+              "mask would follow memory order")
 _ALLOCATES = ("computes its result into a tensor it allocates (a matmul / convolution / normalization / "
-              "softmax / concatenation): never its input or a view of it, for any arguments")
+              "softmax / concatenation / pooling / padding): never its input or a view of it, for any arguments")
 
 
 def _listed(fact: str, value, reason: str, *names: str) -> dict:
@@ -25,8 +48,42 @@ OVERRIDES: dict[tuple[str, str], tuple[object, str]] = {
               "empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided", "empty_permuted"),
     **_listed("fresh", True, _ALLOCATES,
               "linear", "conv1d", "conv2d", "conv3d", "matmul", "mm", "bmm", "addmm", "baddbmm", "softmax",
-              "log_softmax", "layer_norm", "group_norm", "cat", "stack"),
+              "log_softmax", "layer_norm", "group_norm", "cat", "stack", "max_pool2d", "avg_pool2d",
+              "adaptive_avg_pool2d", "adaptive_max_pool2d", "batch_norm", "hardswish", "pad", "constant_pad_nd",
+              "reflection_pad2d", "replication_pad2d"),
+    **_listed("outgrows", True, _SIZED,
+              "expand", "expand_as", "broadcast_to", "repeat", "repeat_interleave", "tile", "new_zeros", "new_ones",
+              "new_full", "new_empty", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange",
+              "eye", "linspace"),
+    **_listed("layout_free", True, _STRIDES,
+              "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "batch_norm",
+              "hardswish", "hardswish_", "pad", "constant_pad_nd", "reflection_pad2d", "replication_pad2d"),
+    **_listed("layout_free", True, _SHAPE, "size", "flatten", "reshape", "contiguous"),
+    **_listed("layout_free", True, _INFERENCE, "dropout"),
+    **_listed("pointwise", True, _UNTAGGED, "floor_divide", "isclose"),
+    **_listed("numbers_as_tensors", True, _BINDING,
+              "add", "sub", "mul", "div", "divide", "true_divide", "floor_divide", "multiply", "subtract"),
+    **_listed("numbers_as_tensors", True, _SCALAR_TWIN,
+              "remainder", "fmod", "eq", "ne", "lt", "le", "gt", "ge", "pow", "float_power", "where",
+              "xlogy", "copysign", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+              "bitwise_right_shift", "__and__", "__or__", "__xor__", "__lshift__", "__rshift__", "rsub", "greater",
+              "greater_equal", "less", "less_equal", "not_equal", "special_xlog1py", "special_zeta", "special_xlogy",
+              "isin", "lerp", "masked_fill", "index_fill", "fill"),
+    **_listed("numbers_as_tensors", True, _LOADER,
+              "atan2", "logical_and", "logical_or", "logical_xor", "hypot", "nextafter", "maximum", "minimum",
+              "fmax", "fmin", "heaviside", "ldexp", "index_put"),
 }
+
+# the loader's closed vocabularies of ``str`` arguments (ATen's schemas say only ``str``): argument name ->
+# the values eager accepts for every op that has it (gelu's approximate, div's rounding_mode, conv's padding,
+# meshgrid's indexing, pad's mode, scatter_reduce's reduce, quantile's interpolation, fft's norm,
+# searchsorted's side); another value is refused at load (default-deny)
+STRING_ARGUMENTS = {"approximate": {"none", "tanh"}, "rounding_mode": {"trunc", "floor"},
+                    "padding": {"same", "valid"}, "indexing": {"ij", "xy"},
+                    "mode": {"constant", "reflect", "replicate", "circular"},
+                    "reduce": {"sum", "prod", "mean", "amax", "amin", "add", "multiply"},
+                    "interpolation": {"linear", "lower", "higher", "midpoint", "nearest"},
+                    "norm": {"forward", "backward", "ortho"}, "side": {"left", "right"}}
 
 # arguments that switch a seeded op's randomness off (ATen tags the op nondeterministic_seeded either way):
 # argument name -> the test its value must pass for the op to draw

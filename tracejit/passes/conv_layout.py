@@ -7,7 +7,8 @@ the same up to float rounding of a different summation order (rtol 1e-5 on ResNe
 
 A channels-last tensor has other strides: ``view`` may refuse it where eager's contiguous
 tensor is accepted. So the pass applies only when every op reading a 4-d value is one that
-does not care about strides (``LAYOUT_FREE``). A 4-d output with more than one spatial element
+does not care about strides (``ops.is_layout_free``: ATen's pointwise and reduction tags, and the
+registry's reviewed overrides: conv2d, pooling, batch_norm, padding, flatten / reshape ...). A 4-d output with more than one spatial element
 (a feature map) would come back channels-last: when an elementwise / conv / pooling op made it
 (eager's result is contiguous there), the pass adds ``.contiguous()`` before it is returned, one
 copy per output; any other such output (a view, an input) leaves the graph as it was. The same
@@ -23,20 +24,12 @@ import torch
 
 from ..ir import Graph, Node, Value, iter_values, map_values
 from ..ops.convs import CONV2D as CONVS
+from ..ops import gives_tensor, is_fresh, is_layout_free, is_reduction
 from ..ops.names import CONSTANT, GUARD, KERNEL, base_name
 from .graph_copy import copy_graph
 
-LAYOUT_FREE = {
-    "conv2d", "relu", "relu_", "add", "add_", "sub", "mul", "mul_", "div", "max_pool2d", "avg_pool2d",
-    "adaptive_avg_pool2d", "adaptive_max_pool2d", "batch_norm", "hardtanh", "hardtanh_", "silu", "silu_",
-    "sigmoid", "sigmoid_", "gelu", "clamp", "clamp_", "leaky_relu", "leaky_relu_", "size", "mean", "sum",
-    "flatten", "reshape", "contiguous", "dropout", "hardswish", "hardswish_", "hardsigmoid", "tanh",
-    "pad", "constant_pad_nd", "reflection_pad2d", "replication_pad2d",
-}
 TRACEJIT_LAYOUT_FREE = {GUARD, KERNEL, CONSTANT}
 CONTIGUOUS = "aten::contiguous.default"
-# ops whose eager result is contiguous for contiguous inputs: an output they make may be made contiguous
-_VIEWS = {"size", "flatten", "reshape", "contiguous", "dropout"}
 
 
 def conv_weights_channels_last(graph: Graph) -> Graph:
@@ -91,8 +84,7 @@ def layout_free(graph: Graph, fixable_outputs: bool = False) -> bool:
         if node.op in TRACEJIT_LAYOUT_FREE:
             continue
         if any(_spatial(v) or id(v) in odd for v in node.input_values()):
-            name = base_name(node.op)
-            if not node.op.startswith("aten::") or name not in LAYOUT_FREE:
+            if not node.op.startswith("aten::") or not is_layout_free(node.op):
                 return False
     for v in iter_values(graph.outputs):
         if not (_spatial(v) or id(v) in odd) or (v.producer is not None and v.producer.op == CONTIGUOUS):
@@ -119,8 +111,8 @@ def _odd_values(graph: Graph) -> set:
             if name in ("flatten", "reshape") and _spatial(ins[0]) and not any(id(x) in odd for x in ins):
                 if _view_of_channels_last(node, ins[0]):
                     odd.add(id(v))
-            elif name not in ("mean", "sum", "size") and any(id(x) in odd for x in ins):
-                odd.add(id(v))   # (a reduction of a feature map comes out contiguous)
+            elif not is_reduction(node.op) and gives_tensor(node.op) and any(id(x) in odd for x in ins):
+                odd.add(id(v))   # (a reduction of a feature map comes out contiguous; size gives a number)
     return odd
 
 
@@ -140,9 +132,9 @@ def _view_of_channels_last(node, x) -> bool:
 
 
 def _fixable(node) -> bool:
-    name = base_name(node.op)
-    # not a view, and not in place (its result is its input, maybe the caller's tensor)
-    return node.op.startswith("aten::") and name in LAYOUT_FREE and name not in _VIEWS and not name.endswith("_")
+    # layout-free and a new tensor: not a view, not in place, not dropout's input (its result may be the
+    # caller's tensor), not a number (size)
+    return node.op.startswith("aten::") and is_layout_free(node.op) and is_fresh(node.op)
 
 
 def _spatial(v) -> bool:

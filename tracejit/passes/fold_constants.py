@@ -4,7 +4,7 @@ The foldable part of the graph is run through tracejit's own code generator (so 
 called exactly as the traced program would call it); every folded value still used by the
 rest of the program becomes a ``tracejit::constant`` (tensors) or a Python number (sizes).
 Ops whose result is larger than their constant inputs (expand, repeat, zeros of a traced size
-...) are left alone: folding them would only store more data. A folded value the program returns
+...: ``ops.outgrows_inputs``) are left alone: folding them would only store more data. A folded value the program returns
 that is not a view of a constant (``self.w * 2``, where eager makes a new tensor every call) is
 returned through ``clone()``, so a caller writing into the result does not change later calls; a
 value the program itself writes into (``c = self.w * 2; c.add_(x)``) is computed every call.
@@ -15,13 +15,9 @@ import torch
 
 from .. import pytree
 from ..ir import Graph, Node, ScalarType, TensorType, Value, iter_values, map_values, verify
-from ..ops import mergeable
+from ..ops import mergeable, outgrows_inputs
 from .graph_copy import copy_graph, replace_uses
 from .written import written_values
-
-GROWING = {"expand", "expand_as", "broadcast_to", "repeat", "repeat_interleave", "tile", "new_zeros",
-           "new_ones", "new_full", "new_empty", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like",
-           "arange", "eye", "linspace"}
 
 
 def fold_constants(graph: Graph) -> Graph:
@@ -35,7 +31,7 @@ def fold_constants(graph: Graph) -> Graph:
             folded.append(node)
             continue
         inputs = list(node.input_values())
-        if not inputs or not mergeable(node) or node.op.startswith("tracejit::") or node.name in GROWING:
+        if not inputs or not mergeable(node) or node.op.startswith("tracejit::") or outgrows_inputs(node.op):
             continue
         if all(id(v) in const_values for v in inputs) and all(
                 v is None or (isinstance(v.type, (TensorType, ScalarType)) and id(v) not in written)

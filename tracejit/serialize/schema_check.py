@@ -18,6 +18,7 @@ import torch
 
 from ..errors import LoadError
 from ..ir import Value
+from ..ops import STRING_ARGUMENTS, takes_numbers_for_tensors
 
 INT64 = 2 ** 63
 MAX_DIMS = 64
@@ -48,12 +49,7 @@ def is_denied_op(name: str) -> bool:
 DIM_NAMES = {"dim", "dim0", "dim1", "dim2", "dims", "start_dim", "end_dim", "source", "destination",
              "dimension", "axis", "axis0", "axis1", "dimname"}
 SCALE_NAMES = {"scale_factors", "scale_factor", "scales", "scales_h", "scales_w", "scales_d"}
-STRING_CHOICES = {"approximate": {"none", "tanh"}, "rounding_mode": {"trunc", "floor"},
-                  "padding": {"same", "valid"}, "indexing": {"ij", "xy"},
-                  "mode": {"constant", "reflect", "replicate", "circular"},
-                  "reduce": {"sum", "prod", "mean", "amax", "amin", "add", "multiply"},
-                  "interpolation": {"linear", "lower", "higher", "midpoint", "nearest"},
-                  "norm": {"forward", "backward", "ortho"}, "side": {"left", "right"}}
+STRING_CHOICES = STRING_ARGUMENTS   # ops/overrides.py: the closed vocabularies of plain `str` arguments
 
 
 def check_op_name(name: str, at: str) -> None:
@@ -113,20 +109,10 @@ def bind(schema, args, kwargs) -> dict | None:
     return out
 
 
-# ops whose Python bindings take a number where the schema says Tensor (python_arg_parser's list);
-# Python operators and indexing (``x[i] = 5.0``) take numbers too
-NUMBER_OPS = {"add", "sub", "mul", "div", "divide", "true_divide", "floor_divide", "remainder", "fmod", "eq", "ne",
-              "lt", "le", "gt", "ge", "pow", "float_power", "atan2", "where", "xlogy", "copysign", "bitwise_and",
-              "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "logical_and", "logical_or",
-              "logical_xor", "__and__", "__or__", "__xor__", "__lshift__", "__rshift__", "rsub", "multiply",
-              "subtract", "greater", "greater_equal", "less", "less_equal", "not_equal", "hypot", "nextafter",
-              "special_xlog1py", "special_zeta", "special_xlogy", "isin", "maximum", "minimum", "fmax", "fmin",
-              "heaviside", "ldexp", "lerp", "masked_fill", "index_put", "index_fill", "fill"}
-
-
 def numbers_allowed(op_name: str, target) -> bool:
-    """Does the call (``target``: a CallTarget or None) take a Python number where the schema says Tensor?"""
-    return (target is not None and target.kind in ("op", "index")) or op_name.rstrip("_") in NUMBER_OPS
+    """Does the call (``target``: a CallTarget or None) take a Python number where the schema says Tensor?
+    Python operators and indexing (``x[i] = 5.0``) do; other ops where the registry says so."""
+    return (target is not None and target.kind in ("op", "index")) or takes_numbers_for_tensors(op_name.rstrip("_"))
 
 
 def check_arguments(op_name: str, schema, node, at: str) -> dict:

@@ -3,10 +3,11 @@
 A node with several results unpacks them into names (``a, b = x.unbind(0)``), so a call whose input has
 another size along that dimension would fail inside the generated code with Python's "too many values to
 unpack". Before such an op the recorder guards the count it relied on, written in sizes:
-``x.size(d) == n`` for ``unbind(d)``, ``(x.size(d) + s - 1) // s == n`` for ``split(s, d)`` with an int
-``s``: a call with another count raises GuardError naming the source line (or retraces), one with the
-same count runs. The other splitting ops return a count fixed by their constant arguments (sections, a list
-of sizes or indices; eager raises where the size does not fit them).
+``x.size(d) == n`` for ``unbind(d)``, ``ceil(x.size(d) / s) == n`` for ``split(s, d)`` with an int ``s``,
+``ceil(x.size(d) / ceil(x.size(d) / c)) == n`` for ``chunk(c, d)`` (3 chunks of a size 2 are 2): a call with
+another count raises GuardError naming the source line (or retraces), one with the same count runs. The
+other splitting ops return a count fixed by their constant arguments (sections, a list of sizes or indices;
+eager raises where the size does not fit them).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from .source import user_location
 from .symbolic import TracedInt
 
 # op name -> (position of ``dim`` in the arguments, its default); the split size is argument 1
-_DIM = {"unbind": (1, 0), "split": (2, 0)}
+_DIM = {"unbind": (1, 0), "split": (2, 0), "chunk": (2, 0)}
 
 
 def guard_count(tracer, name: str, args, kwargs) -> None:
@@ -36,10 +37,14 @@ def guard_count(tracer, name: str, args, kwargs) -> None:
     if name == "unbind":
         count = size
     else:
-        step = args[1] if len(args) > 1 else kwargs.get("split_size", kwargs.get("split_size_or_sections"))
+        keys = ("chunks",) if name == "chunk" else ("split_size", "split_size_or_sections")
+        step = args[1] if len(args) > 1 else next((kwargs[k] for k in keys if k in kwargs), None)
         if not isinstance(step, int) or isinstance(step, (bool, TracedInt)) or step <= 0:
             return   # a list of sizes: the count is its length
+        if name == "chunk":
+            step = (size + (step - 1)) // step   # the size of each chunk but the last
         count = (size + (step - 1)) // step
-    n = int.__int__(count)
-    tracer.guards.size(count, f"the number of pieces {name}() returns ({n}), unpacked by the program", n,
-                       user_location(3), method="__eq__", other=n, outcome=True)
+    n, loc = int.__int__(count), user_location(3)
+    what = f"the number of pieces {name}() returns ({n}), unpacked by the program"
+    tracer.ledger.add("size", what, loc, n, warn=False)   # the entry the guard belongs to (the op's own warns)
+    tracer.guards.size(count, what, n, loc, method="__eq__", other=n, outcome=True)

@@ -1,0 +1,40 @@
+"""ONNX for a convolution without a bias: a ``Conv`` without the optional bias input.
+
+torch_lib's ``aten::conv1d`` / ``conv2d`` / ``conv3d`` build a zero bias when there is none
+(``Expand(CastLike(0.0, x), Expand(Shape(weight, 0, 1), [1]))``: four nodes computed from the
+weight's shape at run time). onnxruntime's NCHWc layout transformer takes a Conv only when its
+bias is an initializer, so such a conv stays in plain NCHW and the blocked layout is left and
+re-entered around it (DenseNet-121, whose dense layers end in a bias-free conv: 61 such chains,
+ReorderInput / ReorderOutput pairs between the layers, its BatchNormalizations not turned into
+blocked convs; 1.3x the run time of torch.onnx's file). ``Conv`` without a bias computes the
+convolution alone, which is eager's math (no ``+ 0.0``). With a bias, or a padding given as a string
+(``padding="same"``), torch_lib's conversion is used as before.
+"""
+from __future__ import annotations
+
+from .special_ops import handles
+
+BIAS_FREE = tuple(f"aten::conv{d}d.default" for d in (1, 2, 3))
+
+
+@handles(*BIAS_FREE)
+def conv_without_bias(cx, node, args, kwargs):
+    """``F.conv2d(x, w, None, ...)`` as ``aten::convolution`` (torch_lib's, which passes a missing bias on as
+    a missing input); any other call as torch_lib's conversion of the op itself."""
+    x, weight, bias, stride, padding, dilation, groups = (list(args) + [None] * 7)[:7]
+    if bias is not None or kwargs.get("bias") is not None or isinstance(padding, str):
+        return cx.call_aten(node.op, args, kwargs)
+    rank = len(node.args[1].type.shape) - 2
+    stride, padding, dilation = (_per_axis(v, default, rank) for v, default in
+                                 ((stride, 1), (padding, 0), (dilation, 1)))
+    return cx.call_aten("aten::convolution", [x, weight, None, stride, padding, dilation, False, [0] * rank,
+                                              1 if groups is None else groups])
+
+
+def _per_axis(value, default: int, rank: int) -> list:
+    """A conv argument (None, an int, or one or ``rank`` ints) as ``rank`` values."""
+    if value is None:
+        return [default] * rank
+    if not isinstance(value, (list, tuple)):
+        return [value] * rank
+    return list(value) * rank if len(value) == 1 else list(value)
