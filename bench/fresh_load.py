@@ -27,9 +27,12 @@ Methodology
   CPU of a BERT-base load (fresh process, process_time per step, minimum of 3, busy 2-core machine):
   reading the 438 MB into memory with the CRC on the second thread ~307 ms (the read alone ~280-300 ms: what
   torch.jit.load pays too; ISA-L's CRC ~22 ms), building the program (decode, validate, compile) ~37 ms.
-  Tiny BERT (min of 5): import tracejit ~31 ms (of which 14 dataclass decorators ~9 ms), load ~28 ms: decode
-  33 graphs ~6, validate 22 ~7, generate + compile 22 methods ~9 (generate 4.6, compile() + exec 4.3), header
-  ~2, modules ~1.5; first call ~3 ms.
+  Tiny BERT (CPU, min of 4-9 fresh processes, branch serve5): import tracejit ~19-20 ms (96 modules: unmarshal
+  of their 860 KB of bytecode ~4.4 ms, the rest the import machinery and the module bodies; no @dataclass left
+  on the path, its regular expressions compiled on first use), load ~23-25 ms: header JSON ~1.7, decode 22
+  graphs ~2.7, validate 22 ~5, generate 22 methods ~4.6, compile() + exec ~3.3, module tree ~0.8, the rest
+  (tensors, expansion bound, module entries, signature texts, CRC) ~4; first call ~3 ms. Before serve5:
+  import ~31 ms (14 dataclass decorators ~8.5 ms, re.compile ~2.2 ms), decode 33 graphs ~3.8 ms.
 """
 from __future__ import annotations
 
