@@ -220,3 +220,46 @@ def test_a_flat_multi_input_program_chooses_per_call():
     for a, b in [example, (torch.randn(3, 4), torch.randn(2, 4)), (torch.randn(7, 6), torch.randn(1, 6)), example]:
         torch.testing.assert_close(program(a, b), fn(a, b), rtol=1e-5, atol=1e-6)
     assert program._dynamic_session is not None
+
+
+class Heads(nn.Module):
+    """Attention on an input holding q, k and v: the pieces of a split of an input axis (a sequence in the
+    exported model, whose items onnxruntime infers no shape for) reshaped by sizes read from them, so each
+    target shape is a Shape / Gather / Concat subgraph onnxruntime cannot fold alone."""
+
+    def __init__(self, dim: int = 16, heads: int = 4):
+        super().__init__()
+        self.dim, self.heads, self.out = dim, heads, nn.Linear(dim, dim)
+
+    def forward(self, x):
+        q, k, v = x.split(self.dim, dim=2)
+        q, k, v = (t.view(t.size(0), t.size(1), self.heads, -1).transpose(1, 2) for t in (q, k, v))
+        y = ((q @ k.transpose(-1, -2)).softmax(-1) @ v).transpose(1, 2)
+        return self.out(y.reshape(y.size(0), y.size(1), -1))
+
+
+def test_traced_shapes_run_a_model_with_the_size_math_folded(tmp_path):
+    torch.manual_seed(0)
+    net = Heads().eval()
+    traced = _trace(net, torch.randn(2, 5, 48))
+    assert {"Shape", "SequenceAt"} <= set(_ops(tracejit.export_onnx(traced)))   # the file keeps every axis dynamic
+    ops = _optimized_ops({}, traced, tmp_path)
+    assert not {"Shape", "Gather", "Concat", "SequenceAt", "Squeeze"} & set(ops), ops
+    program = tracejit.optimize_for_inference(traced, backend="onnxruntime")
+    for shape in [(2, 5, 48), (3, 7, 48), (1, 1, 48), (2, 5, 48)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x), net(x).detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_model_that_cannot_be_folded_runs_with_the_axes_fixed_by_the_session(monkeypatch):
+    import tracejit.backends.onnxruntime as backend
+
+    def refuse(proto, sizes):
+        raise ValueError("no shape inference for this op")
+    monkeypatch.setattr(backend, "with_input_sizes", refuse)
+    net = Heads().eval()
+    program = OrtProgram(_trace(net, torch.randn(2, 5, 48)), threads=1)
+    assert program.session.get_inputs()[0].shape == [2, 5, 48]
+    for shape in [(2, 5, 48), (3, 7, 48)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x), net(x).detach(), rtol=1e-4, atol=1e-5)
