@@ -263,3 +263,35 @@ def test_a_model_that_cannot_be_folded_runs_with_the_axes_fixed_by_the_session(m
     for shape in [(2, 5, 48), (3, 7, 48)]:
         x = torch.randn(shape)
         torch.testing.assert_close(program(x), net(x).detach(), rtol=1e-4, atol=1e-5)
+
+
+class RMSNormGelu(nn.Module):
+    """LLaMA / T5's RMSNorm (``x * rsqrt(mean(x^2) + eps) * weight``) and an exact-erf GELU MLP (Whisper's)."""
+
+    def __init__(self, dim: int = 16):
+        super().__init__()
+        self.weight = nn.Parameter(torch.rand(dim) + 0.5)
+        self.embed, self.up, self.down = nn.Linear(dim, dim), nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        x = self.embed(x)   # the normalized axis has a known size (a mean over an input axis, maybe empty, is not one)
+        h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+        return self.down(F.gelu(self.up(h)))
+
+
+def test_rms_norm_and_gelu_are_in_the_forms_onnxruntime_fuses(tmp_path):
+    torch.manual_seed(0)
+    net = RMSNormGelu().eval()
+    traced = _trace(net, torch.randn(2, 5, 16))
+    assert "Reciprocal" not in _ops(tracejit.export_onnx(traced))
+    ops = _optimized_ops({}, traced, tmp_path)
+    assert "SimplifiedLayerNormalization" in ops and "Gelu" in ops, ops
+    assert not {"Sqrt", "Erf", "ReduceMean"} & set(ops), ops
+    assert_backends_match(net, (torch.randn(2, 5, 16),), [(torch.randn(3, 7, 16) * 3,), (torch.randn(1, 1, 16),)],
+                          "rms norm + gelu")
+
+
+@pytest.mark.parametrize("fn, what", [(lambda x: torch.rsqrt(x.abs() + 0.5), "rsqrt"),
+                                      (lambda x: F.gelu(x), "gelu"), (lambda x: F.gelu(x, approximate="tanh"), "tanh gelu")])
+def test_rsqrt_and_gelu_give_eager_answers(fn, what):
+    assert_backends_match(fn, (torch.randn(4, 6) * 3,), [(torch.randn(2, 9) * 5,)], what)
