@@ -222,9 +222,11 @@ def calibrate(fn: Callable, args: tuple, target_s: float) -> int:
 
 
 def time_interleaved(
-    peers: dict[str, tuple[Callable, tuple]], rounds: int, warmup: int, target_s: float
+    peers: dict[str, tuple[Callable, tuple]], rounds: int, warmup: int, target_s: float,
+    samples_out: dict | None = None,
 ) -> tuple[dict[str, float], int]:
-    """Median per-call seconds per peer over interleaved rounds, and the N used."""
+    """Median per-call seconds per peer over interleaved rounds, and the N used; ``samples_out`` (a dict)
+    receives each peer's per-round samples."""
     for fn, args in peers.values():
         for _ in range(warmup):
             fn(*args)
@@ -238,6 +240,8 @@ def time_interleaved(
         for name in names[k:] + names[:k]:
             fn, args = peers[name]
             samples[name].append(_run_batch(fn, args, n) / n)
+    if samples_out is not None:
+        samples_out.update(samples)
     return {name: statistics.median(v) for name, v in samples.items()}, n
 
 

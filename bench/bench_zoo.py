@@ -139,7 +139,10 @@ def bench_model(name: str, batch: int, quick: bool, rounds: int, compile_: bool,
                 log(f"  {name} b{batch} {col}: {_short(exc, 300)}")
         if not quick:
             timed = {k: v for k, v in peers.items() if isinstance(row["err"].get(k, 0.0), float)}
-            row["us"] = {k: v * 1e6 for k, v in _time_interleaved(timed, rounds).items()}
+            samples: dict[str, list[float]] = {}
+            row["us"] = {k: v * 1e6 for k, v in _time_interleaved(timed, rounds, samples).items()}
+            row["us_min"] = {k: min(v) * 1e6 for k, v in samples.items()}
+            row["load"] = os.getloadavg()[0]
     del module, peers
     peer_builders._ONNX_BYTES.clear()   # the peers' caches hold the model: one model in memory at a time
     peer_builders._TRACED.clear()
@@ -147,9 +150,9 @@ def bench_model(name: str, batch: int, quick: bool, rounds: int, compile_: bool,
     return row
 
 
-def _time_interleaved(peers: dict[str, tuple[Callable, tuple]], rounds: int) -> dict[str, float]:
+def _time_interleaved(peers: dict[str, tuple[Callable, tuple]], rounds: int, samples: dict) -> dict[str, float]:
     import bench_peers
-    return bench_peers.time_interleaved(peers, rounds, warmup=5, target_s=TARGET_BATCH_S)[0]
+    return bench_peers.time_interleaved(peers, rounds, warmup=5, target_s=TARGET_BATCH_S, samples_out=samples)[0]
 
 
 def worse_than_jit(row: dict) -> list[str]:

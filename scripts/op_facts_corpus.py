@@ -38,7 +38,7 @@ FACTS = [   # (name, old answer for a bare name, registry answer for a qualified
     ("in-place twin (UNARY | SCALAR_BINARY)", lambda n: n in old.OLD_UNARY | old.OLD_SCALAR_BINARY,
      lambda op: ops.inplace_twin(op) is not None),
     ("fresh (FRESH)", lambda n: n in old.OLD_FRESH, ops.is_fresh),
-    ("pieces (_PIECES)", lambda n: n in old.OLD_PIECES, lambda op: ops.splits_into_views(ops.base_name(op))),
+    ("pieces (_PIECES)", lambda n: n in old.OLD_PIECES, lambda op: ops.pieces_follow_size(ops.base_name(op))),
     ("layout-free (LAYOUT_FREE)", lambda n: n in old.OLD_LAYOUT_FREE, ops.is_layout_free),
     ("promoting (PROMOTING | COMPARING)", lambda n: n.rstrip("_") in old.OLD_PROMOTING | old.OLD_COMPARING,
      lambda op: ops.is_pointwise(ops.base_name(op).rstrip("_"))),

@@ -220,3 +220,78 @@ def test_a_flat_multi_input_program_chooses_per_call():
     for a, b in [example, (torch.randn(3, 4), torch.randn(2, 4)), (torch.randn(7, 6), torch.randn(1, 6)), example]:
         torch.testing.assert_close(program(a, b), fn(a, b), rtol=1e-5, atol=1e-6)
     assert program._dynamic_session is not None
+
+
+class Heads(nn.Module):
+    """Attention on an input holding q, k and v: the pieces of a split of an input axis (a sequence in the
+    exported model, whose items onnxruntime infers no shape for) reshaped by sizes read from them, so each
+    target shape is a Shape / Gather / Concat subgraph onnxruntime cannot fold alone."""
+
+    def __init__(self, dim: int = 16, heads: int = 4):
+        super().__init__()
+        self.dim, self.heads, self.out = dim, heads, nn.Linear(dim, dim)
+
+    def forward(self, x):
+        q, k, v = x.split(self.dim, dim=2)
+        q, k, v = (t.view(t.size(0), t.size(1), self.heads, -1).transpose(1, 2) for t in (q, k, v))
+        y = ((q @ k.transpose(-1, -2)).softmax(-1) @ v).transpose(1, 2)
+        return self.out(y.reshape(y.size(0), y.size(1), -1))
+
+
+def test_traced_shapes_run_a_model_with_the_size_math_folded(tmp_path):
+    torch.manual_seed(0)
+    net = Heads().eval()
+    traced = _trace(net, torch.randn(2, 5, 48))
+    assert {"Shape", "SequenceAt"} <= set(_ops(tracejit.export_onnx(traced)))   # the file keeps every axis dynamic
+    ops = _optimized_ops({}, traced, tmp_path)
+    assert not {"Shape", "Gather", "Concat", "SequenceAt", "Squeeze"} & set(ops), ops
+    program = tracejit.optimize_for_inference(traced, backend="onnxruntime")
+    for shape in [(2, 5, 48), (3, 7, 48), (1, 1, 48), (2, 5, 48)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x), net(x).detach(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_model_that_cannot_be_folded_runs_with_the_axes_fixed_by_the_session(monkeypatch):
+    import tracejit.backends.onnxruntime as backend
+
+    def refuse(proto, sizes):
+        raise ValueError("no shape inference for this op")
+    monkeypatch.setattr(backend, "with_input_sizes", refuse)
+    net = Heads().eval()
+    program = OrtProgram(_trace(net, torch.randn(2, 5, 48)), threads=1)
+    assert program.session.get_inputs()[0].shape == [2, 5, 48]
+    for shape in [(2, 5, 48), (3, 7, 48)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x), net(x).detach(), rtol=1e-4, atol=1e-5)
+
+
+class RMSNormGelu(nn.Module):
+    """LLaMA / T5's RMSNorm (``x * rsqrt(mean(x^2) + eps) * weight``) and an exact-erf GELU MLP (Whisper's)."""
+
+    def __init__(self, dim: int = 16):
+        super().__init__()
+        self.weight = nn.Parameter(torch.rand(dim) + 0.5)
+        self.embed, self.up, self.down = nn.Linear(dim, dim), nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        x = self.embed(x)   # the normalized axis has a known size (a mean over an input axis, maybe empty, is not one)
+        h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+        return self.down(F.gelu(self.up(h)))
+
+
+def test_rms_norm_and_gelu_are_in_the_forms_onnxruntime_fuses(tmp_path):
+    torch.manual_seed(0)
+    net = RMSNormGelu().eval()
+    traced = _trace(net, torch.randn(2, 5, 16))
+    assert "Reciprocal" not in _ops(tracejit.export_onnx(traced))
+    ops = _optimized_ops({}, traced, tmp_path)
+    assert "SimplifiedLayerNormalization" in ops and "Gelu" in ops, ops
+    assert not {"Sqrt", "Erf", "ReduceMean"} & set(ops), ops
+    assert_backends_match(net, (torch.randn(2, 5, 16),), [(torch.randn(3, 7, 16) * 3,), (torch.randn(1, 1, 16),)],
+                          "rms norm + gelu")
+
+
+@pytest.mark.parametrize("fn, what", [(lambda x: torch.rsqrt(x.abs() + 0.5), "rsqrt"),
+                                      (lambda x: F.gelu(x), "gelu"), (lambda x: F.gelu(x, approximate="tanh"), "tanh gelu")])
+def test_rsqrt_and_gelu_give_eager_answers(fn, what):
+    assert_backends_match(fn, (torch.randn(4, 6) * 3,), [(torch.randn(2, 9) * 5,)], what)

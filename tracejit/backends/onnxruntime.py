@@ -10,14 +10,15 @@ memory (no copy for contiguous CPU tensors) and wraps the numpy results with
 tuple of tensors in and out takes a closure that skips the pytree work (bench_ort_overhead.py
 measures what a call costs over a bare ``session.run``).
 
-Two sessions of one model: ``session`` has every dynamic axis of the inputs pinned to the traced size
-(onnxruntime's free dimension overrides) and runs the calls of the traced shapes; any other call runs in a
-session with the axes left dynamic, opened on the first such call. With sizes it knows, onnxruntime's
-optimizer proves the two operands of a residual ``Add`` have one shape and keeps the net in its blocked
-(NCHWc) layout, fusing the add into the conv; with symbolic sizes it tracks shapes only through the
-convs it blocks, so a conv it leaves in NCHW (ResNeXt's grouped 3x3) breaks the chain and each residual add
-runs apart, between reshapes (ResNeXt-50, MobileNet-V3, EfficientNet-B0: 5-16% slower than torch.onnx's
-file, whose sizes are fixed). ``quantize="int8"`` (opt-in, never the
+Two sessions: ``session`` runs the calls of the traced shapes on the model with every dynamic axis of the
+inputs fixed to the traced size and the size math folded (export/static_shapes.py; onnxruntime's free
+dimension overrides fix the axes where that fails); any other call runs the dynamic model in a session
+opened on the first such call. With sizes it knows, onnxruntime's optimizer folds the size subgraphs
+(``Shape -> Gather -> Concat -> Reshape``: GPT-2's attention) and proves that the two operands of a residual
+``Add`` have one shape, so the net stays in its blocked (NCHWc) layout with the add fused into the conv; with
+symbolic sizes it tracks shapes only through the convs it blocks, so a conv it leaves in NCHW (ResNeXt's
+grouped 3x3) breaks the chain and each residual add runs apart, between reshapes (ResNeXt-50, MobileNet-V3,
+EfficientNet-B0: 5-16% slower than torch.onnx's file, whose sizes are fixed). ``quantize="int8"`` (opt-in, never the
 default) runs onnxruntime's dynamic int8 quantization of the model (ort_quantize.py).
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ import torch
 
 from ..export._deps import require
 from ..export.ort_quantize import quantize_model
+from ..export.static_shapes import with_input_sizes
 from ..ir import Value
 from .fallback import autocast_on as _autocast_on, refuse_autocast
 from .onnx_call import TracedCall, prepare, with_fallbacks, with_size_guards
@@ -46,7 +48,7 @@ class OrtProgram(TracedCall):
 
     def __init__(self, traced, *, threads: int | None = None, spinning: bool = False, optimized_model_path=None,
                  quantize: str | None = None, _model=None):
-        ort = require("onnxruntime")
+        require("onnxruntime")   # before the export: a clear error when it is not installed
         prepared, models = prepare(traced, self.backend) if _model is None else (None, [_model])
         graph, self.proto = models[0]
         self._init_call(traced, graph)
@@ -55,7 +57,7 @@ class OrtProgram(TracedCall):
         self.quantized_model = None if quantize is None else quantize_model(self.proto, quantize)
         self._model_bytes = self.quantized_model or self.proto.SerializeToString()
         self.pinned_sizes = traced_sizes(self.proto, graph)
-        self.session = self._open(self.pinned_sizes, optimized_model_path)
+        self.session = self._open(self.pinned_sizes, optimized_model_path, self._pinned_model())
         self._shapes = [torch.Size(v.type.shape) for v in graph.inputs] if self.pinned_sizes else None
         self._dynamic_session, self._dynamic_lock = (None, threading.Lock()) if self.pinned_sizes else (self.session,
                                                                                                           None)
@@ -68,8 +70,20 @@ class OrtProgram(TracedCall):
             choose_per_call(self, prepared, [OrtProgram(traced, threads=threads, spinning=spinning, quantize=quantize,
                                                         _model=model) for model in models[1:]])
 
-    def _open(self, pinned: dict, optimized_model_path=None):
-        """A CPU session of the model: all graph optimizations, the axes in ``pinned`` fixed to their sizes."""
+    def _pinned_model(self) -> bytes:
+        """The model for the traced shapes: its input axes fixed and the size math folded (export/static_shapes.py);
+        the dynamic model (its axes fixed by the session) where that fails."""
+        if not self.pinned_sizes:
+            return self._model_bytes
+        try:
+            fixed = with_input_sizes(self.proto, self.pinned_sizes)
+            return quantize_model(fixed, self.quantize) if self.quantize else fixed.SerializeToString()
+        except Exception:  # noqa: BLE001  (the dynamic model, pinned by the session, computes the same)
+            return self._model_bytes
+
+    def _open(self, pinned: dict, optimized_model_path=None, model: bytes | None = None):
+        """A CPU session of ``model`` (the dynamic one by default): all graph optimizations, the axes in ``pinned``
+        fixed to their sizes."""
         ort = require("onnxruntime")
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -80,7 +94,8 @@ class OrtProgram(TracedCall):
             options.add_free_dimension_override_by_name(name, size)
         if optimized_model_path is not None:
             options.optimized_model_filepath = str(optimized_model_path)
-        return ort.InferenceSession(self._model_bytes, options, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(self._model_bytes if model is None else model, options,
+                                    providers=["CPUExecutionProvider"])
 
     @property
     def dynamic_session(self):

@@ -23,6 +23,7 @@ import warnings
 from ..errors import TracerWarning
 from ..ir import Graph, Value
 from ..ops import draws_random, split_name
+from ..ops.names import STATE_READS
 from .errors import ExportError
 
 GUARD_OP = "tracejit::guard"
@@ -85,7 +86,7 @@ def _constant_only(args, memo: dict) -> bool:
                 return False
             continue
         p = v.producer
-        ok = p is not None and (p.op in ("tracejit::constant", "tracejit::get_attr") or (
+        ok = p is not None and (p.op in STATE_READS or (
             p.op.startswith("aten::") and not draws_random(split_name(p.op)[1], p.args, p.kwargs)))
         memo[id(v)] = ok
         if not ok:

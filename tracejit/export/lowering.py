@@ -25,7 +25,7 @@ from .recorder import inline, split_inputs_attributes
 from .schema_args import bind
 from .special_ops import HANDLERS
 from . import attention, edge_values, sym_lowering, unlisted_ops, vision_ops  # noqa: E402,F401  (register their handlers)
-from . import convolution, sequences, view_writes  # noqa: E402,F401  (convolution registers its handlers)
+from . import convolution, fusable_forms, sequences, view_writes  # noqa: E402,F401  (handlers register)
 
 ir = require("onnx_ir")
 from onnxscript.function_libs.torch_lib import ops as _torch_lib_ops  # noqa: E402,F401  (fills the registry)

@@ -14,15 +14,16 @@ here import only torch and ir/; docs/DESIGN.md "The op registry" says how to add
 """
 from .aten import (accumulates, draws_random, exact_schema, functional_of, gives_tensor, has_data_dependent_shape,
                    inplace_twin, is_dropout, is_fresh, is_inplace, is_layout_free, is_mergeable, is_pointwise,
-                   is_random, is_reduction, may_alias, outgrows_inputs, schema_of, schemas_of, shares_memory,
-                   splits_into_views, takes_generator, takes_numbers_for_tensors)
+                   is_random, is_reduction, may_alias, outgrows_inputs, pieces_follow_size, schema_of, schemas_of,
+                   shares_memory, splits_into_views, takes_generator, takes_numbers_for_tensors)
 from .names import OpName, base_name, split_name
 from .overrides import STRING_ARGUMENTS
 from .purity import droppable, mergeable
 
 __all__ = ["OpName", "base_name", "split_name", "schema_of", "schemas_of", "exact_schema",
            "is_random", "draws_random", "takes_generator", "is_dropout", "is_pointwise", "is_reduction",
-           "is_inplace", "functional_of", "may_alias", "splits_into_views", "shares_memory", "inplace_twin",
+           "is_inplace", "functional_of", "may_alias", "splits_into_views", "pieces_follow_size", "shares_memory",
+           "inplace_twin",
            "is_fresh", "is_layout_free", "gives_tensor", "accumulates", "outgrows_inputs",
            "takes_numbers_for_tensors", "STRING_ARGUMENTS", "has_data_dependent_shape", "is_mergeable",
            "droppable", "mergeable"]

@@ -13,6 +13,7 @@ Every function is cached and looks an op up on first use: nothing is enumerated 
     may_alias(op)        its result may share memory with its first argument (schema alias ``Tensor(a)``)
     is_mergeable(op)     two calls with equal arguments give equal results (not random, not uninitialized)
     has_data_dependent_shape(op)  ATen tags it ``dynamic_output_shape`` (nonzero, masked_select, index.Tensor, ...)
+    pieces_follow_size(op)  a split whose count of pieces the call does not state (split, unbind, ...)
     shares_memory(op)    may_alias or splits_into_views: its result may be its input's memory
     inplace_twin(op)     its in-place ATen twin (``sin`` -> ``sin_``) when it is pointwise, not random, not a view
     is_fresh(op)         every call returns new memory (no alias annotation; pointwise / reduction / overrides)
@@ -311,3 +312,15 @@ def shares_memory(op: str) -> bool:
     schema's alias information: views, reshape / flatten / contiguous / to (a view when they can be),
     split / chunk / unbind."""
     return may_alias(op) or splits_into_views(op)
+
+
+@functools.lru_cache(maxsize=None)
+def pieces_follow_size(op: str) -> bool:
+    """Does the number of tensors ``op`` returns follow its input's size, for the trace to fix? A split into
+    views (``splits_into_views``) whose call does not state the count itself: ``chunk(x, chunks)`` and
+    ``split_with_sizes(x, split_sizes)`` do (torch.jit.trace says nothing of them either)."""
+    name = split_name(op).name
+    if name.startswith("unsafe_"):
+        return pieces_follow_size(name[len("unsafe_"):])
+    return any(_aliases_first(o._schema, True) and not any(a.name in ("chunks", "split_sizes")
+                                                           for a in o._schema.arguments) for o in _overloads(op))

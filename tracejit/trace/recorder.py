@@ -296,7 +296,7 @@ class Tracer(TorchFunctionMode):
             if v is not None:
                 frame.bind(x, v)
         base = node.name
-        if op_facts.splits_into_views(base) and dynamic and isinstance(result, (tuple, list)) and not quiet_pieces:
+        if op_facts.pieces_follow_size(base) and dynamic and isinstance(result, (tuple, list)) and not quiet_pieces:
             loc = node.source
             self.ledger.add("size", f"'{base}' split a tensor into {len(result)} pieces; the trace fixes that "
                             "number", loc, len(result), warn=loc is None or not in_torch(loc))
