@@ -19,6 +19,8 @@ them when they load the model.
 """
 from __future__ import annotations
 
+import numpy as np
+
 FOLD_INPUT_LIMIT = 8192   # onnxscript's default: weights are never folded (nor copied) at export
 FOLD_OUTPUT_LIMIT = 512 * 512
 
@@ -26,7 +28,6 @@ FOLD_OUTPUT_LIMIT = 512 * 512
 def fold_constants(model) -> None:
     """Fold the constant subgraphs of ``model`` (an onnx-ir Model, changed in place), then remove the nodes
     that folding left unread (those unread before stay)."""
-    import numpy as np
     from onnxscript.optimizer import _constant_folding as folding   # optional dependency (onnx export)
     graph = model.graph
     unread_before = {id(node) for node in graph} - _read_nodes(graph)
