@@ -5,7 +5,6 @@ callable in ``Lowered.kernels``; no Graph holds one. ``lower`` runs them (verifi
 the table with the graph. A toy lowering pass shows the convention end to end."""
 from __future__ import annotations
 
-import inspect
 
 import pytest
 import torch
