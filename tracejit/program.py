@@ -36,14 +36,7 @@ class ModuleEntry(FrozenRecord):
 
     def __init__(self, path: str, type_name: str, training: bool, parameters: tuple = (), buffers: tuple = (),
                  non_persistent: frozenset = frozenset(), children: tuple = (), methods: tuple = ()):
-        object.__setattr__(self, "path", path)
-        object.__setattr__(self, "type_name", type_name)
-        object.__setattr__(self, "training", training)
-        object.__setattr__(self, "parameters", parameters)
-        object.__setattr__(self, "buffers", buffers)
-        object.__setattr__(self, "non_persistent", non_persistent)
-        object.__setattr__(self, "children", children)
-        object.__setattr__(self, "methods", methods)
+        self._set_fields(path, type_name, training, parameters, buffers, non_persistent, children, methods)
 
     def method(self, name: str) -> Graph:
         for n, g in self.methods:
@@ -63,10 +56,7 @@ class SpecializationEntry(FrozenRecord):
     __slots__ = _fields = ("method", "graph", "reason", "source")
 
     def __init__(self, method: str, graph: Graph, reason: str, source: object = None):
-        object.__setattr__(self, "method", method)
-        object.__setattr__(self, "graph", graph)
-        object.__setattr__(self, "reason", reason)
-        object.__setattr__(self, "source", source)
+        self._set_fields(method, graph, reason, source)
 
 
 class Program(FrozenRecord):
@@ -85,12 +75,7 @@ class Program(FrozenRecord):
         paths = [m.path for m in modules]
         if len(set(paths)) != len(paths):
             raise ValueError(f"a Program describes a module path twice: {paths}")
-        object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "modules", modules)
-        object.__setattr__(self, "entry_points", entry_points)
-        object.__setattr__(self, "specializations", specializations)
-        object.__setattr__(self, "ledger", ledger)
+        self._set_fields(kind, name, modules, entry_points, specializations, ledger)
         missing = [m for m in self.entry_points if m not in self.modules[0].method_names]
         if missing:
             raise ValueError(f"entry points {missing} are not methods of the root "
