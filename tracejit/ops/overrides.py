@@ -27,6 +27,8 @@ _LOADER = ("accepted by the loader since numbers were first allowed (commit 7c35
            "refuses a number here (TypeError at the call), so a file can make the call fail, not misbehave")
 _UNTAGGED = ("elementwise (each result element from the same-index input elements, computed by pointwise "
              "kernels), but ATen's schema carries no pointwise tag")
+_UNTAGGED_2_11 = ("elementwise; torch 2.11's schema leaves the pointwise tag off (2.12 and later tag it): the "
+                  "fact must not depend on the torch version")
 _SIZED = ("its result is sized by its arguments (broadcast, repeat, factory): constant folding would store "
           "more data than it saves; ATen states no such fact (the tags have no 'factory' / 'broadcast'), and "
           "deriving it by result size would stop folding cat and low-rank products (W + A @ B)")
@@ -61,6 +63,7 @@ OVERRIDES: dict[tuple[str, str], tuple[object, str]] = {
     **_listed("layout_free", True, _SHAPE, "size", "flatten", "reshape", "contiguous"),
     **_listed("layout_free", True, _INFERENCE, "dropout"),
     **_listed("pointwise", True, _UNTAGGED, "floor_divide", "isclose"),
+    **_listed("pointwise", True, _UNTAGGED_2_11, "leaky_relu", "leaky_relu_", "hardtanh_"),
     **_listed("numbers_as_tensors", True, _BINDING,
               "add", "sub", "mul", "div", "divide", "true_divide", "floor_divide", "multiply", "subtract"),
     **_listed("numbers_as_tensors", True, _SCALAR_TWIN,
