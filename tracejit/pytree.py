@@ -22,6 +22,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from torch.utils import _pytree as torch_pytree   # imported by `import torch` itself
+
 from .records import FrozenRecord
 
 LEAF = "leaf"
@@ -123,10 +125,6 @@ def _describe(spec: Spec, names) -> str:
 # ---- classes registered with torch.utils._pytree (transformers' outputs, user dataclasses) -------------
 def registered_node(obj):
     """torch's pytree registration for ``type(obj)``, for types this module does not handle itself."""
-    try:
-        from torch.utils import _pytree as torch_pytree
-    except ImportError:   # pragma: no cover - torch always has it
-        return None
     return torch_pytree.SUPPORTED_NODES.get(type(obj))
 
 
@@ -141,7 +139,6 @@ def _unflatten_registered(spec: Spec, items):
 
 
 def _registered_type(t):
-    from torch.utils import _pytree as torch_pytree
     return torch_pytree.SUPPORTED_NODES[t]
 
 
@@ -162,6 +159,7 @@ def lookup_class(module: str, qualname: str):
     found = _registered_class(module, qualname)
     if found is None and module.startswith("transformers.") and "transformers" in sys.modules:
         try:
+            # optional dependency, imported only when the process has transformers already (see above)
             import transformers.modeling_outputs  # noqa: F401  (a fixed name: its ModelOutputs register themselves)
         except Exception:   # a broken install: the record below still serves
             return None
@@ -170,7 +168,6 @@ def lookup_class(module: str, qualname: str):
 
 
 def _registered_class(module: str, qualname: str):
-    from torch.utils import _pytree as torch_pytree
     for cls in list(torch_pytree.SUPPORTED_NODES):
         if getattr(cls, "__module__", None) == module and getattr(cls, "__qualname__", None) == qualname:
             return cls

@@ -14,6 +14,7 @@ import re
 
 from ..support.no_backward import call_without_backward
 from ..trace import autocast_mode, grad_mode
+from ..pytree import rebuild_registered as rebuild, registered_node
 from ..ops.names import AUTOGRAD_FUNCTION, DEVICE_OF, DTYPE_OF, FINFO, FINFO_ATTRS
 
 OPS = {DTYPE_OF, DEVICE_OF, FINFO, AUTOGRAD_FUNCTION}
@@ -97,7 +98,6 @@ def node_expr(gen, node) -> str:
 
 # ---- classes registered with torch.utils._pytree ------------------------------------------------------
 def rebuild_registered(gen, spec, items: list) -> str:
-    from ..pytree import rebuild_registered as rebuild
     return f"{gen.const_global(rebuild)}({gen.const_global(spec)}, [{', '.join(items)}])"
 
 
@@ -109,7 +109,6 @@ def registered_children(gen, expr: str, spec, where: str) -> str:
 
 
 def _children_of(obj, spec, where: str) -> list:
-    from ..pytree import registered_node
     node = registered_node(obj)
     if type(obj) is not spec.type or node is None:
         raise TypeError(f"argument '{where}' should be a {spec.type.__qualname__}; got {type(obj).__qualname__}")

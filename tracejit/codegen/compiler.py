@@ -13,6 +13,8 @@ import itertools
 import linecache
 import re
 
+from ..errors import ArgumentTypeError, ArgumentValueError
+
 _counter = itertools.count()
 _SOURCES: dict = {}   # file name -> (what the code is, [source location or None per line, from line 1])
 NOTE_HEAD = "in the traced program:"
@@ -39,7 +41,6 @@ def compile_function(source: str, fn_name: str, globals_: dict, label: str):
 def add_trace_notes(exc: BaseException) -> None:
     """Note on ``exc`` each generated frame it passed through: the generated line and the user source
     line it was traced from (once per exception)."""
-    from ..errors import ArgumentTypeError, ArgumentValueError
     if isinstance(exc, (ArgumentTypeError, ArgumentValueError)):   # says what was expected and seen already
         return
     notes = getattr(exc, "__notes__", None) or ()

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from ..ir import BOOL_TESTS, Node, guard_expr
+from ..ir.guard_nodes import flag_predicate
 from ..support.guard_failure import GuardFailure
 from ..trace.boundary import needs_plain, plain_value
 
@@ -22,8 +23,7 @@ class GuardEmitter:
         operands = [gen.expr(a) for a in node.args]
         pred = guard_expr(test, operands, node.attrs.get("call"), [f"{k}={gen.expr(v)}" for k, v in node.kwargs.items()])
         if test == "training" and node.attrs.get("path"):   # a submodule's flag (trace/module_flags.py)
-            from ..trace.flag_paths import predicate
-            pred = predicate(node.attrs["path"])
+            pred = flag_predicate(node.attrs["path"])
         if needs_plain(test, expected):
             # NaN, signed zeros, tuples, strings and objects compare as trace/boundary.plain_value gives them
             pred = f"_tj_plain({pred})"

@@ -285,8 +285,16 @@ class Graph:
         return node
 
     def __str__(self) -> str:
-        from .printer import format_graph
-        return format_graph(self)
+        return _formatter(self)   # ir/printer.format_graph
 
     def __repr__(self) -> str:
         return f"<Graph {self.name}: {len(self.inputs)} inputs, {len(self.nodes)} nodes>"
+
+
+_formatter = None   # ir/printer.py's format_graph, given by ir/printer.py at its import (it imports this module)
+
+
+def set_formatter(format_graph) -> None:
+    """Called by ir/printer.py at import (``tracejit.ir`` imports it): the function ``str(graph)`` uses."""
+    global _formatter
+    _formatter = format_graph

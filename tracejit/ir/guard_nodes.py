@@ -1,12 +1,18 @@
-"""Guard nodes that are built the same way by the tracer, the decoder (old files) and migrate.
+"""Guard nodes that are built the same way by the tracer, the decoder (old files) and migrate, and the
+submodule training flag a guard names by its path below the root (trace/module_flags.py records the reads):
+the pattern a path in a file must match (serialize/guards.py) and the generated code's read (codegen/guards.py).
 
 >>> training_guard(False).attrs["expected"]
 False
 """
 from __future__ import annotations
 
+from ..patterns import LazyPattern
 from .graph import Node
 from .ops import GUARD
+
+# a path below the root as a file may hold it: module names (attribute names or Sequential indices)
+FLAG_PATH_RE = LazyPattern(r"[A-Za-z0-9_]{1,200}(\.[A-Za-z0-9_]{1,200}){0,63}")
 
 
 def training_guard(training: bool) -> Node:
@@ -15,3 +21,8 @@ def training_guard(training: bool) -> Node:
     return Node(GUARD, "", (), attrs={"kind": "training", "test": "training", "expected": bool(training),
                                       "seen": bool(training), "what": f"the module was traced in {mode} mode",
                                       "line": ""}, effectful=True)
+
+
+def flag_predicate(path: str) -> str:
+    """``self._modules['a']._modules['0'].training``: the generated code's read of submodule ``path``'s flag."""
+    return "self" + "".join(f"._modules[{name!r}]" for name in path.split(".")) + ".training"

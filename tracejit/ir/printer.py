@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .graph import Graph, Node, Value, TensorType
+from .graph import Graph, Node, Value, TensorType, set_formatter
 from .ops import OPS
 from ..escape import terminal
 
@@ -110,3 +110,6 @@ def format_graph(graph: Graph, with_source: bool = True, with_types: bool = True
     outs = ", ".join(format_arg(o, namer) for o in graph.outputs)
     lines.append(f"  return ({outs})")
     return "\n".join(lines) + "\n"
+
+
+set_formatter(format_graph)   # str(graph) (ir/graph.py) prints with it

@@ -5,6 +5,7 @@ import contextlib
 
 import torch
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 from ..errors import TraceError
 from ..ir import Graph
@@ -74,7 +75,6 @@ def _tracing_state(tracer: Tracer):
 
 def _refuse_uninitialized(module: nn.Module) -> None:
     """A lazy module (``nn.LazyLinear``) before its first call has no weights to trace with."""
-    from torch.nn.parameter import is_lazy
     for name, t in list(module.named_parameters()) + list(module.named_buffers()):
         if is_lazy(t):
             owner = name.rpartition(".")[0]

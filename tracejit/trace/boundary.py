@@ -20,14 +20,17 @@ refused at trace time with ``BoundaryError`` naming the line.
 from __future__ import annotations
 
 import math
+import sys
 
 import types
 
 import torch
 
-from ..errors import TraceError
+from ..errors import GuardError, TraceError
 from ..ir import Value
-from .source import in_torch, read_by_torch, user_location
+from ..pytree import flatten
+from .ops import _NAMESPACES
+from .source import _TORCH_DIR, _TRACEJIT_DIR, in_torch, read_by_torch, source_text, user_location
 
 # name -> why the value it returns needs no guard. Keep this list short: every entry is reviewed
 # and tested (tests/guards/test_boundary_rule.py::test_each_exception_holds).
@@ -146,7 +149,6 @@ def call_form(func, name: str) -> str | None:
         return f"method:{name}"
     if isinstance(func, types.BuiltinFunctionType):
         owner = getattr(func, "__self__", None)
-        from .ops import _NAMESPACES
         path = _NAMESPACES.get(id(owner))
         if path is None and getattr(torch, name, None) is func:
             path = "torch"
@@ -215,8 +217,6 @@ def refuse_helper_result(tracer, func, result, before: int) -> None:
 
 def _caller_is_torch(func) -> bool:
     """Is the code that called ``func`` (above its own frame, tracejit's and torch's dispatch) torch's?"""
-    import sys
-    from .source import _TORCH_DIR, _TRACEJIT_DIR
     code = getattr(func, "__code__", None)
     f = sys._getframe(2)
     while f is not None and (f.f_code is code or f.f_code.co_filename.startswith(_TRACEJIT_DIR)
@@ -274,7 +274,6 @@ def _short(v) -> str:
 
 
 def _line(loc) -> str:
-    from .guards import source_text
     return f"`{source_text(loc)}`"
 
 
@@ -294,7 +293,6 @@ def tensor_kind(x) -> str:
 
 def refuse_unguardable_inputs(args, kwargs) -> None:
     """Example inputs that are tensor subclasses or carry Python attributes are refused at trace time."""
-    from ..pytree import flatten
     leaves, _ = flatten((tuple(args), dict(kwargs)))
     for i, leaf in enumerate(leaves):
         if isinstance(leaf, torch.Tensor) and (type(leaf) not in INPUT_TYPES or leaf.__dict__):
@@ -308,7 +306,6 @@ def check_input_kind(where: str, x, input_error) -> None:
     if not isinstance(x, torch.Tensor):
         input_error(where, x, "Tensor", None)
     elif type(x) not in INPUT_TYPES or x.__dict__:
-        from ..errors import GuardError
         raise GuardError(f"input {where!r} is a {tensor_kind(x)}; the trace was made with a plain tensor and "
                          "code may read the type (isinstance) or the attributes, which no guard can check. Pass a "
                          "plain tensor (x.as_subclass(torch.Tensor)), or trace again with such an input",

@@ -7,7 +7,6 @@ ledger entry of each guard pointing at its node.
 """
 from __future__ import annotations
 
-import linecache
 import math
 
 import torch
@@ -17,6 +16,8 @@ from ..ir.guard_nodes import training_guard  # noqa: F401  (the tracer's name fo
 from .boundary import PLAIN_VALUE_TESTS, plain_value
 from .ledger import attach_guard
 from . import patches
+from .index_reads import IndexScanner
+from .source import source_text
 from .symbolic import TracedInt, get_tracer
 
 _COMPARE = {"__eq__": "eq", "__ne__": "ne", "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge"}
@@ -36,12 +37,6 @@ def policy_allows(policy, kind: str) -> bool:
 def check_policy(policy) -> None:
     if policy not in (True, False, "shapes"):
         raise ValueError(f"guards must be True, False or 'shapes'; got {policy!r}")
-
-
-def source_text(loc) -> str:
-    if loc is None:
-        return ""
-    return linecache.getline(loc.filename, loc.lineno).strip()[:200]
 
 
 def _plain(x):
@@ -65,7 +60,6 @@ class GuardMaker:
         self.tracer = tracer
         self.policy = policy
         self.seen: dict[int, set] = {}
-        from .index_reads import IndexScanner
         self.scanner = IndexScanner(tracer)
 
     def add(self, kind: str, test: str, operands: tuple, expected, seen, what: str, loc, call: str | None = None,

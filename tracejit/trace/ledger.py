@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from ..ir import SourceLoc
 from ..records import FrozenRecord
 from .source import warn_at
@@ -99,14 +101,10 @@ class Ledger:
 
 def _plain(value):
     """A small, printable copy of a seen value (no tensors kept alive)."""
-    try:
-        import torch
-        if isinstance(value, torch.Tensor):
-            if value.numel() <= 8:
-                return value.detach().cpu().tolist()
-            return f"tensor(shape={tuple(value.shape)}, dtype={value.dtype})"
-    except Exception:  # pragma: no cover
-        pass
+    if isinstance(value, torch.Tensor):
+        if value.numel() <= 8:
+            return value.detach().cpu().tolist()
+        return f"tensor(shape={tuple(value.shape)}, dtype={value.dtype})"
     if isinstance(value, int) and not isinstance(value, bool):
         return int(value)
     return value

@@ -25,6 +25,7 @@ source instead (numpy_calls.py); ``arr[:n]`` by index_reads.py; numpy's scalar t
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 import types
 
@@ -113,7 +114,6 @@ _LAZY = ("fft", "linalg", "random", "strings", "char", "rec")
 
 def public_modules() -> list:
     """``numpy`` and its public submodules imported so far (no part of the name starts with ``_``)."""
-    import importlib
     for name in _LAZY:
         if f"numpy.{name}" not in sys.modules:
             importlib.import_module(f"numpy.{name}")

@@ -33,6 +33,7 @@ import threading
 import warnings
 
 import torch
+import torch.jit._trace as jit_trace   # read, never called: the wrapper's code object (below)
 from torch import nn
 
 from . import autograd_fn
@@ -57,7 +58,6 @@ def _script_if_tracing_wrapper():
     """The code of the wrapper that ``torch.jit._script_if_tracing`` puts around a helper: while tracing it
     compiles the helper with TorchScript and calls that, which a TorchFunctionMode cannot see into. Its
     ``is_tracing()`` is answered False, so the helper runs as Python and its ops are recorded."""
-    import torch.jit._trace as jit_trace
     outer = getattr(jit_trace, "_script_if_tracing", None)
     consts = getattr(getattr(outer, "__code__", None), "co_consts", ())
     codes = [c for c in consts if getattr(c, "co_name", "") == "wrapper"]

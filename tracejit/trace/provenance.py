@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import linecache
 import re
+import sys
 
 import torch
 
 from ..ops.names import DEVICE_OF, DTYPE_OF, FINFO, FINFO_ATTRS
 from ..ir import Node, ScalarType, Value
 from .source import in_torch, user_location
+from .symbolic import get_tracer
 
 
 _DTYPE_WORDS: dict = {}
@@ -77,7 +79,6 @@ for _name, _sym, _fn in (("add", "+", float.__add__), ("sub", "-", float.__sub__
 
 def _float_op(name: str, sym: str, value: float, operands):
     """Record Python float arithmetic on a TracedFloat as ``aten::<op>.float`` (or ``.int_float`` ...)."""
-    from .symbolic import get_tracer
     tracer = get_tracer()
     if tracer is None or not tracer.frames:
         return value
@@ -209,7 +210,6 @@ def _assigned_a_literal(obj, line: str, loc) -> bool:
 
 
 def _user_frame(loc):
-    import sys
     f = sys._getframe(1)
     while f is not None:
         if f.f_code.co_filename == loc.filename and f.f_lineno == loc.lineno:
@@ -243,7 +243,6 @@ class _TracedFinfo:
 
 def make_finfo(original):
     """A replacement for ``torch.finfo`` that records while a trace records (``get_tracer()``)."""
-    from .symbolic import get_tracer
 
     def finfo(dtype=None):
         real = original() if dtype is None else original(dtype)

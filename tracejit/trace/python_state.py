@@ -43,10 +43,12 @@ import sys
 import sysconfig
 import time
 
+import numpy.random as npr   # numpy is a dependency (pyproject.toml)
 import torch
 from torch import nn
 
 from ..errors import TraceError
+from ..ir import SourceLoc
 from . import patches
 from . import not_forward
 from .not_forward import outside_forward
@@ -157,7 +159,6 @@ def _write_patterns(target: str, key) -> list:
 def _assignment_line(root: nn.Module | None, path: str, key):
     """The line of the traced classes' code that writes the changed attribute, outside ``__init__``: searched
     in the class of the module itself and of each module above it (``self.head.eval()`` in the parent)."""
-    from ..ir import SourceLoc
     if root is None:
         return None
     parts = path.split(".") if path else []
@@ -231,10 +232,6 @@ def _register() -> None:
     for name in ("seed", "set_rng_state"):   # torch.manual_seed and torch.Generator are recorded (rng_record.py)
         patches.register(torch, name, _note(f"torch.{name}()", _SEED_ADVICE))
         patches.register(torch.random, name, _note(f"torch.{name}()", _SEED_ADVICE))
-    try:
-        import numpy.random as npr
-    except ImportError:   # pragma: no cover - numpy is a dependency of torch's numpy bridge, not of torch
-        return
     legacy = getattr(getattr(npr, "mtrand", None), "_rand", None)
     for name in dir(npr):
         if not name.startswith("_") and legacy is not None and getattr(getattr(npr, name), "__self__", None) is legacy:

@@ -12,6 +12,7 @@ reads.py, ``x[idx]`` / ``x[idx] = v`` in subscript.py.
 """
 from __future__ import annotations
 
+import sys
 import types
 
 import torch
@@ -330,7 +331,6 @@ class Tracer(TorchFunctionMode):
 
 def _called_from_tensor_iter() -> bool:
     """Is the current unbind the one ``Tensor.__iter__`` makes (``for row in x``)?"""
-    import sys
     f = sys._getframe(2)
     for _ in range(4):
         if f is None:

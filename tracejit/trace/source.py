@@ -1,12 +1,14 @@
 """Find the user's source line: the innermost frame outside tracejit and torch's internals."""
 from __future__ import annotations
 
+import linecache
 import os
 import sys
 import warnings
 
 import torch
 
+from ..errors import TracerWarning
 from ..ir import SourceLoc
 
 _TRACEJIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -78,10 +80,16 @@ def caller_stacklevel() -> int:
     return level
 
 
+def source_text(loc) -> str:
+    """The source line at ``loc`` (a SourceLoc or None), stripped and cut to 200 characters."""
+    if loc is None:
+        return ""
+    return linecache.getline(loc.filename, loc.lineno).strip()[:200]
+
+
 def warn_at(text: str, source: SourceLoc | None, stacklevel: int) -> None:
     """A TracerWarning at the user's source line when it is known, else ``stacklevel`` frames above
     the caller of ``warn_at``."""
-    from ..errors import TracerWarning
     if source is not None:
         warnings.warn_explicit(text, TracerWarning, source.filename, source.lineno, module="tracejit")
     else:

@@ -157,12 +157,22 @@ for _n, _m in _SPECIALIZE_METHODS.items():
     setattr(TracedInt, _n, _m)
 
 
+_float_op = None   # trace/symfloat.py's float_op, given by symfloat when it is imported (it imports this module)
+
+
+def register_float_op(float_op) -> None:
+    """Called by trace/symfloat.py at import: the function that records ``h / 2``, ``h * 0.5``."""
+    global _float_op
+    _float_op = float_op
+
+
 def _float_math(name, self, other, reflected):
-    """``h / 2``, ``h * 0.5``: recorded as float math (trace/symfloat.py)."""
+    """``h / 2``, ``h * 0.5``: recorded as float math (trace/symfloat.py, imported by trace/guards.py)."""
     if isinstance(other, bool) or not isinstance(other, (int, float)):
         return NotImplemented
-    from .symfloat import float_op
-    return float_op(name, *((other, self) if reflected else (self, other)), depth=4)
+    if _float_op is None:
+        raise RuntimeError("tracejit.trace.symfloat is not imported: float math on a traced size cannot be recorded")
+    return _float_op(name, *((other, self) if reflected else (self, other)), depth=4)
 
 
 _FLOAT_NAMES = {"aten::add.int": "add", "aten::sub.int": "sub", "aten::mul.int": "mul", "aten::floordiv.int": "floordiv"}

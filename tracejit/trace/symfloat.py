@@ -24,7 +24,7 @@ from ..ir import Node, ScalarType, Value
 from . import patches
 from .provenance import TracedFloat
 from .source import user_location
-from .symbolic import TracedInt, get_tracer
+from .symbolic import TracedInt, get_tracer, register_float_op
 
 
 _FLOAT_OPS = {"add": ("+", operator.add), "sub": ("-", operator.sub), "mul": ("*", operator.mul),
@@ -59,6 +59,9 @@ def float_op(name: str, a, b, depth: int = 3):
     node = Node(f"aten::{name}.{overload or 'float'}", f"op:{sym}", args, source=user_location(depth))
     tracer.frame.graph.add_node(node, [ScalarType("float")], dynamic=True)
     return _bind(tracer, TracedFloat(value), node)
+
+
+register_float_op(float_op)   # TracedInt's float math (symbolic.py) records through it
 
 
 def sym_math(fn: str, operands: tuple, value, depth: int = 3):
