@@ -63,3 +63,26 @@ def test_tensor_of_a_python_number():
         return torch.where(c, x * torch.log(a), b), torch.tensor(3) + x.shape[0]
 
     assert_backends_match(fn, (torch.randn(2, 3),), [(torch.randn(5, 4),)], "torch.tensor(number)")
+
+
+def test_threshold():
+    """``nn.Threshold`` / ``F.threshold`` (and its in-place form on a fresh tensor): ``value`` where
+    ``x <= threshold``, else ``x``; a value at the threshold is replaced, a NaN stays NaN (as torch's kernel)."""
+    def fn(x):
+        y = F.threshold(x, 0.25, -3.0)
+        return y, F.threshold(x * 2, 0.5, 7, inplace=True)
+
+    def inputs(*shape, seed, dtype=torch.float32):
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+        x.view(-1)[:3] = torch.tensor([0.25, float("nan"), 0.2500001], dtype=dtype)
+        return (x,)
+
+    example, new = inputs(2, 5, seed=0), [inputs(4, 9, seed=1), inputs(1, 3, seed=2)]
+    assert not torch.equal(fn(*new[1])[0], new[1][0]) and (fn(*new[1])[0] == -3.0).any()
+    assert_backends_match(fn, example, new, "threshold", rtol=0, atol=0, equal_nan=True)
+    program = tracejit.optimize_for_inference(tracejit.trace(fn, inputs(2, 5, seed=0, dtype=torch.float64)),
+                                              backend="onnxruntime")   # float64: OpenVINO refuses it
+    x = inputs(3, 4, seed=3, dtype=torch.float64)
+    for got, want in zip(program(*x), fn(*x), strict=True):
+        assert got.dtype == torch.float64
+        torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)

@@ -249,6 +249,17 @@ def conv_transpose(cx, node, args, kwargs):
                              dilations=list(dilation), group=groups)]
 
 
+@handles("aten::threshold.default")
+def threshold(cx, node, args, kwargs):
+    """``F.threshold(x, threshold, value)`` (``nn.Threshold``): ``value`` where ``x <= threshold``, else ``x``,
+    as torch's kernel writes it (a NaN is not ``<=`` anything, so it stays NaN, as in eager); both numbers in
+    ``x``'s dtype, as the kernel converts them."""
+    x, limit, value = args[0], args[1], args[2]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (limit, value)):
+        raise NotImplementedError("a threshold or value computed by the trace")
+    return [op.Where(op.LessOrEqual(x, constant_like(cx, limit, x)), constant_like(cx, value, x), x)]
+
+
 @handles("aten::numel.default")
 def numel(cx, node, args, kwargs):
     """``x.numel()`` as a traced number (torchvision's batched_nms): the product of the shape, int64."""
