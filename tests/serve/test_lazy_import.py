@@ -44,7 +44,7 @@ LOAD_PATH_MODULES = frozenset({
     "tracejit.patterns", "tracejit.porting", "tracejit.program", "tracejit.pytree", "tracejit.records",
     "tracejit.user_methods", "tracejit.version",
     "tracejit.passes", "tracejit.passes.graph_copy", "tracejit.passes.inline", "tracejit.passes.written",
-    "tracejit.trace", "tracejit.trace.autocast_mode", "tracejit.trace.boundary", "tracejit.trace.flag_paths",
+    "tracejit.trace", "tracejit.trace.autocast_mode", "tracejit.trace.boundary",
     "tracejit.trace.grad_mode", "tracejit.trace.indexing", "tracejit.trace.ledger", "tracejit.trace.ops",
     "tracejit.trace.source", "tracejit.trace.symbolic"})
 
@@ -115,7 +115,7 @@ def test_import_loads_and_calls_without_the_tracer_exporters_viewer_or_optional_
     """, str(path))
     after_import, after_call, out, trace_is_callable, dict_entry = got
     assert "tracejit.porting" in after_import and "tracejit.runtime.traced" in after_import   # the load path is there
-    assert "tracejit.serialize.loader" in after_call and "tracejit.trace.flag_paths" in after_call   # guards' too
+    assert "tracejit.serialize.loader" in after_call and "tracejit.ir.guard_nodes" in after_call   # guards' too
     assert _off_the_load_path(after_import) == [] and _off_the_load_path(after_call) == [], \
         "imported by a load, off its path (tests/serve/test_lazy_import.py, LOAD_PATH_MODULES)"
     # the loader imported the subpackage tracejit/trace/ (its ledger), and tracejit.trace is still the function
