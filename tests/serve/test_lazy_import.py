@@ -257,7 +257,9 @@ def test_the_load_path_runs_no_dataclass_decorator_and_compiles_no_pattern_at_im
     """, str(path))
     dataclasses_made, compiled_at_import, eager_patterns, n_lazy, n_never_compiled, out = got
     assert dataclasses_made == [] and compiled_at_import == [] and eager_patterns == []
-    assert n_lazy >= 10 and n_never_compiled >= 5   # the escaping, autocast, state-test and guard-format ones
+    # the escaping, autocast, state-test, guard-format, CRC and name-escaping ones are there, and none compiles: the
+    # load path's name checks are string tests (patterns.py; tests/arch/test_name_tests.py)
+    assert n_lazy >= 8 and n_never_compiled == n_lazy
     torch.testing.assert_close(torch.tensor(out), model(torch.arange(24.0).reshape(3, 8) / 10,
                                                         torch.ones(3, 8)).detach())
 

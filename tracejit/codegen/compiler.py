@@ -14,6 +14,7 @@ import linecache
 import re
 
 from ..errors import ArgumentTypeError, ArgumentValueError
+from ..patterns import ascii_word
 
 _counter = itertools.count()
 _SOURCES: dict = {}   # file name -> (what the code is, [source location or None per line, from line 1])
@@ -26,7 +27,9 @@ def compile_function(source: str, fn_name: str, globals_: dict, label: str):
     ``globals_["_tj_line_sources"]``, when set (codegen/python.generate), is the source location
     of each line after the ``def`` line, for the notes of ``add_trace_notes``."""
     # ASCII word characters and dots only, whatever the label was made from (a loaded function's is minted)
-    safe = re.sub(r"[^A-Za-z0-9_.]", "_", str(label))[:80] or "program"
+    label = str(label)
+    safe = label if ascii_word(label.replace(".", "_")) else re.sub(r"[^A-Za-z0-9_.]", "_", label)
+    safe = safe[:80] or "program"
     filename = f"<tracejit:{safe}#{next(_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     sources = globals_.get("_tj_line_sources")

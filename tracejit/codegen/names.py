@@ -10,7 +10,7 @@ import keyword
 
 from ..ir import Value
 from ..ir.printer import Namer
-from ..patterns import LazyPattern
+from ..patterns import LazyPattern, ascii_word
 
 
 class PyNamer(Namer):
@@ -50,7 +50,9 @@ RESERVED = frozenset({"self", "torch", "Tensor", "isinstance", "float", "int", "
 def safe_identifier(hint: str | None, limit: int = 60) -> str:
     """An ASCII identifier that codegen may bind: derived from ``hint`` but never a keyword,
     a reserved global/builtin, a dunder, or in codegen's ``_tj_`` namespace."""
-    base = _NON_IDENT.sub("_", (hint or "v")[:limit]) or "v"
+    base = (hint or "v")[:limit]
+    if not ascii_word(base):   # most hints are names already: no pattern to run
+        base = _NON_IDENT.sub("_", base) or "v"
     if base[0].isdigit():
         base = "v" + base
     if base.startswith("_tj") or base.startswith("__"):

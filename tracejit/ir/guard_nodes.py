@@ -1,18 +1,24 @@
 """Guard nodes that are built the same way by the tracer, the decoder (old files) and migrate, and the
 submodule training flag a guard names by its path below the root (trace/module_flags.py records the reads):
-the pattern a path in a file must match (serialize/guards.py) and the generated code's read (codegen/guards.py).
+the test a path in a file must pass (serialize/guards.py) and the generated code's read (codegen/guards.py).
 
 >>> training_guard(False).attrs["expected"]
 False
 """
 from __future__ import annotations
 
-from ..patterns import LazyPattern
+from ..patterns import ascii_word
 from .graph import Node
 from .ops import GUARD
 
-# a path below the root as a file may hold it: module names (attribute names or Sequential indices)
-FLAG_PATH_RE = LazyPattern(r"[A-Za-z0-9_]{1,200}(\.[A-Za-z0-9_]{1,200}){0,63}")
+
+def is_flag_path(path) -> bool:
+    """A path below the root as a file may hold it: module names (attribute names or Sequential indices) joined
+    by dots, ``[A-Za-z0-9_]{1,200}(\\.[A-Za-z0-9_]{1,200}){0,63}`` (string tests, no pattern: patterns.py)."""
+    if not isinstance(path, str):
+        return False
+    parts = path.split(".")
+    return len(parts) <= 64 and all(ascii_word(part, 200) for part in parts)
 
 
 def training_guard(training: bool) -> Node:

@@ -13,7 +13,7 @@ import torch
 
 from ..errors import LoadError, SaveError
 from ..ir import GUARD_KINDS, GUARD_TESTS, Value, guard_arity
-from ..ir.guard_nodes import FLAG_PATH_RE
+from ..ir.guard_nodes import is_flag_path
 from ..trace.boundary import METADATA, PLAIN_VALUE_TESTS
 from .constants import decode_const, encode_const
 from ..patterns import LazyPattern
@@ -123,7 +123,7 @@ def check_guard(node, at: str) -> None:
     if unknown:
         raise LoadError(f"{at}: unknown guard attributes {sorted(map(str, unknown))[:5]}")
     if "path" in a:
-        if a["test"] != "training" or not isinstance(a["path"], str) or not FLAG_PATH_RE.fullmatch(a["path"]):
+        if a["test"] != "training" or not is_flag_path(a["path"]):
             raise LoadError(f"{at}: a guard's submodule path must be module names joined by dots, on a training "
                             "guard")
     test = a["test"]

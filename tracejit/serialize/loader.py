@@ -307,7 +307,7 @@ def _tensors(header: dict, buf, data_start: int, size: int, map_location) -> dic
         numel = 1
         for s in shape:
             numel *= s
-        nbytes = numel * torch.empty((), dtype=dtype).element_size()
+        nbytes = numel * dtype.itemsize
         if not 0 <= begin <= end <= data_len or end - begin != nbytes:
             raise LoadError(f"{where}: its data ({begin}..{end}) does not fit its shape {shape} and dtype, or lies "
                             f"outside the file's {data_len} data bytes")

@@ -9,6 +9,7 @@ allow-list (op_allowlist.py) names its check; ``schema_only`` says the schema ch
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -75,13 +76,20 @@ def sized(name: str, bound: dict, at: str) -> None:
     run by ``check_sizes`` at load and by the generated code at call time."""
 
 
+@functools.lru_cache(maxsize=1024)
+def _meta_tensor(shape: tuple, dtype) -> torch.Tensor:
+    """A meta tensor of that shape and dtype, made once: a load asks for the same few (each node's traced
+    tensors, at load and again by the call-time budget plan). Size functions only read them."""
+    return torch.empty(shape, dtype=dtype, device="meta")
+
+
 def meta_arguments(bound: dict) -> dict:
     """The bound arguments with every traced tensor replaced by a meta tensor of its traced shape
     (what a size function reads at load); traced ints stay Values (unknown until call time)."""
     def meta(v):
         t = getattr(v, "type", None) if isinstance(v, Value) else None
         if t is not None and hasattr(t, "shape"):
-            return torch.empty(t.shape, dtype=t.dtype, device="meta")
+            return _meta_tensor(tuple(t.shape), t.dtype)
         if isinstance(v, (list, tuple)):
             return type(v)(meta(x) for x in v)
         return v

@@ -11,11 +11,15 @@ import collections
 from ..errors import LoadError, SaveError
 from ..pytree import Record, Spec, lookup_class, record_type
 from .constants import decode_const, encode_const
-from ..patterns import LazyPattern
+from ..patterns import ascii_identifier
 
 
 _NAMEDTUPLES: dict = {}
-_ASCII_NAME = LazyPattern(r"[A-Za-z][A-Za-z0-9_]{0,99}")   # namedtuple refuses keywords and leading _
+
+
+def _ascii_name(text) -> bool:
+    """``[A-Za-z][A-Za-z0-9_]{0,99}``: namedtuple refuses keywords and a leading _ (patterns.ascii_identifier)."""
+    return ascii_identifier(text, 100) and text[0] != "_"
 
 
 def encode_spec(spec: Spec, where: str):
@@ -66,7 +70,7 @@ def _found_class(d: dict, where: str):
 
 def _record_name(d: dict, where: str) -> str:
     name = d.get("name")
-    if not (isinstance(name, str) and _ASCII_NAME.fullmatch(name)):
+    if not (_ascii_name(name)):
         raise LoadError(f"{where}: bad class name in the input/output structure")
     return name
 
@@ -82,9 +86,9 @@ def decode_spec(d, where: str, depth: int = 0) -> Spec:
         return Spec(kind, None, (), children)
     if kind == "namedtuple":
         name, fields = d.get("name"), d.get("fields")
-        if not (isinstance(name, str) and _ASCII_NAME.fullmatch(name) and isinstance(fields, list)
+        if not (_ascii_name(name) and isinstance(fields, list)
                 and len(fields) == len(children) and len(fields) <= 1000
-                and all(isinstance(f, str) and _ASCII_NAME.fullmatch(f) for f in fields)):
+                and all(_ascii_name(f) for f in fields)):
             raise LoadError(f"{where}: bad namedtuple description")
         found = _found_class(d, where)
         if found is not None and getattr(found, "_fields", None) == tuple(fields):

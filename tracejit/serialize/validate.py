@@ -19,7 +19,7 @@ from ..ops.names import CALL_MODULE, CONSTANT, GET_ATTR
 from ..trace import ops as opnames
 from . import capture_ops, custom_op_checks, op_allowlist, op_checks, rng_ops, schema_check, size_rules, sym_ops
 from .guards import check_guard
-from ..patterns import LazyPattern
+from ..patterns import ascii_identifier, split_op_name
 
 NAMESPACES = ("aten",)
 CUSTOM_NAMESPACES = frozenset(custom_op_checks.namespaces())   # reviewed custom ops only (custom_op_checks.py)
@@ -36,16 +36,12 @@ FUNCTION_NAMESPACES = {"torch": torch, "torch._C._VariableFunctions": torch._C._
 DENIED = {"from_file", "set_", "data_ptr", "untyped_storage", "storage", "_set_", "share_memory_", "set_flush_denormal",
           "save", "load", "_assert_async", "record_stream", "pin_memory", "_make_subclass", "resize_",
           "set_num_threads", "manual_seed", "seed", "set_default_dtype", "set_grad_enabled"}
-_OP_NAME = LazyPattern(r"^([a-z_]+)::([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?$")
-
-
-_ASCII_IDENT = LazyPattern(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 DEFAULT_MAX_ELEMENTS = 2 ** 25
 
 
 def identifier(name, where: str) -> str:
     """An ASCII identifier that is no keyword (non-ASCII ones are NFKC-normalised by Python)."""
-    if not isinstance(name, str) or not _ASCII_IDENT.fullmatch(name) or keyword.iskeyword(name):
+    if not ascii_identifier(name, 200) or keyword.iskeyword(name):
         raise LoadError(f"{where}: {str(name)[:60]!r} is not an ASCII Python identifier")
     return name
 
@@ -149,10 +145,10 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
     if op in TRACEJIT_OPS:
         _check_tracejit_node(node, at, graph, module_tree, methods_of)
         return
-    m = _OP_NAME.match(op)
-    if m is None:
+    parts = split_op_name(op)   # namespace::name(.overload): lowercase namespace, ASCII identifiers
+    if parts is None:
         raise LoadError(f"{at}: malformed op name")
-    ns, name, overload = m.groups()
+    ns, name, overload = parts
     if ns in CUSTOM_NAMESPACES:   # torchvision's nms / roi_align (ops/custom.py)
         return custom_op_checks.check_node(node, at, ns, name, overload, max_elements)
     if ns not in NAMESPACES:
@@ -167,7 +163,8 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
                         "(tracejit/serialize/op_allowlist.py)")
     schema_check.check_op_name(name, at)
     if overload is not None:
-        schema = dict(schemas_of(f"aten::{name}")).get(overload)
+        found = schemas_of(f"aten::{name}.{overload}")   # that overload alone: torch makes no object for the others
+        schema = found[0][1] if found else None
         if schema is None:
             raise LoadError(f"{at}: aten::{name} has no overload {overload!r}")
         bound = schema_check.check_arguments(name, schema, node, at)
