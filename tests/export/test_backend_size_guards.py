@@ -1,7 +1,7 @@
 """Size guards ONNX cannot check are checked by tracejit's onnxruntime / OpenVINO programs (backends/onnx_call.py).
 
-A comparison on an input size, ``(n - 1).bit_length()``, a float computed from sizes used as a key and a
-comparison on the size of an intermediate tensor (checked on meta tensors: backends/intermediate_sizes.py) are
+A comparison on an input size, ``(n - 1).bit_length()``, a float computed from sizes used as a key, a value
+read of a tensor made from sizes alone (export/guards.py) and a comparison on the size of an intermediate tensor (checked on meta tensors: backends/intermediate_sizes.py) are
 guards no ONNX model can hold (export/guards.py: the standalone file keeps the traced branch, warns and lists
 them in its metadata). The programs of ``optimize_for_inference(backend=...)`` check them on each call's input
 sizes first: eager's answer where the guard holds (also for sizes other than the trace's), else the plain
@@ -60,8 +60,15 @@ def data_dependent_count(x):             # the size of nonzero's result depends 
     return x - 1
 
 
+def level_scale(x):                      # torchvision's pooler scale: a value guard computed from sizes alone
+    half = x[: x.size(0) // 2]
+    scale = float(torch.tensor(half.size(0) / x.size(0)).log2().round())  # @level_scale
+    return x * scale
+
+
 # (function, example size, sizes where the guard holds, sizes where it fails)
 CASES = {
+    "level_scale": (level_scale, 4, [6, 5, 8], [3, 1]),
     "intermediate_view": (intermediate_view, 4, [5, 9], [3, 2]),
     "intermediate_linear": (intermediate_linear, 4, [5, 7], [3, 1]),
     "longer_than_two": (longer_than_two, 3, [6, 9], [2, 1]),
