@@ -196,3 +196,25 @@ def test_a_signature_that_passed_skips_the_meta_check_and_a_failing_one_still_ra
     x = torch.randn(5, 2).t().contiguous().t()        # other strides: checked on their own
     passed.check(counting, (x,), {})
     assert len(runs) == 3
+
+
+def two_rows(x):
+    a, b = x.unbind(0)  # @two_rows
+    h = (a + b).reshape(-1)
+    if h.shape[0] > 3:
+        return h * 2
+    return h - 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pinned_count_fails_with_the_guard_before_later_checks(backend):
+    """The number of pieces ``unbind`` unpacks pins the input's first dimension (a static ONNX dimension); the
+    program that checks the intermediate size guard first checks that one, so another count raises the
+    GuardError naming the unbind line, not Python's "too many values to unpack" from the check's slice."""
+    pytest.importorskip(backend)
+    program = tracejit.optimize_for_inference(tracejit.trace(two_rows, (torch.randn(2, 4),), check_trace=False),
+                                              backend=backend)
+    x = torch.randn(2, 5)
+    torch.testing.assert_close(program(x), two_rows(x))
+    with pytest.raises(tracejit.GuardError, match=f"test_backend_size_guards.py:{line_of('two_rows')} "):
+        program(torch.randn(3, 4))

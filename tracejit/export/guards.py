@@ -80,6 +80,15 @@ def plan_guards(graph: Graph) -> tuple[dict, list]:
     return pinned, unchecked
 
 
+def pinning_guards(graph: Graph) -> list:
+    """The guard nodes that pin an input dimension (plan_guards' ``pinned``): a program that checks the
+    other guards before each run checks these too, in the graph's order, so a call with another size fails
+    with the GuardError naming the line (the count ``unbind`` unpacks) before a later guard's slice runs."""
+    index = {id(v): i for i, v in enumerate(graph.inputs)}
+    return [n for n in graph.nodes if n.op == GUARD_OP and n.attrs.get("kind") in ("size", "length")
+            and _pinned_input_dim(n, index) is not None]
+
+
 def _constant_only(args, memo: dict, sizes: bool = False) -> bool:
     """Are the Values in ``args`` computed from the graph's constants and parameters alone, by ops that draw
     nothing at random? Then a guard on them holds at every call (the exported model is the traced program
