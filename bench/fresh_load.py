@@ -33,6 +33,8 @@ Methodology
   graphs ~2.7, validate 22 ~5, generate 22 methods ~4.6, compile() + exec ~3.3, module tree ~0.8, the rest
   (tensors, expansion bound, module entries, signature texts, CRC) ~4; first call ~3 ms. Before serve5:
   import ~31 ms (14 dataclass decorators ~8.5 ms, re.compile ~2.2 ms), decode 33 graphs ~3.8 ms.
+  Branch serve6: the load ~19 ms (less than torch.jit.load's ~21): the names it checks are string tests, not
+  patterns; the import (~14 ms, 99 modules, 887 KB of bytecode) is the gap left (bench/RESULTS.md).
 """
 from __future__ import annotations
 
