@@ -54,7 +54,7 @@ LAYERS = [
     ("runtime", ["tracejit.runtime"]),
     ("serialize", ["tracejit.serialize"]),
     ("export", ["tracejit.export"]),
-    ("backends", ["tracejit.backends", "tracejit.inference"]),
+    ("backends", ["tracejit.backends", "tracejit.inference", "tracejit.auto_backend"]),
     ("tools", ["tracejit.viewer", "tracejit.migrate", "tracejit.porting", "tracejit.hf_inputs", "tracejit.hf",
                "tracejit.user_methods"]),
     ("api", ["tracejit.api", "tracejit.patch", "tracejit.cli", "tracejit.__init__", "tracejit.__main__",

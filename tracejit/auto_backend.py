@@ -33,15 +33,20 @@ that backend without measuring again.
 from __future__ import annotations
 
 import importlib.util
-import json
 import time
 from typing import Any, Callable
 
 import torch
+from torch.utils._pytree import tree_leaves
 
-from .serialize.file_format import BACKEND_CHOICE_FILE
+from . import pytree
+from .backends import protocol
+from .ir import Value
+from .passes.pipeline import runs_on_cpu
+from .serialize.archive import save
+from .serialize.file_format import BACKEND_CHOICE_FILE, BACKEND_CHOICES, encode_choice, parse_choice  # noqa: F401
 
-CANDIDATES = ("traced", "torch", "cuda_graphs", "onnxruntime", "openvino")
+CANDIDATES = BACKEND_CHOICES
 CHOICE_FILE = BACKEND_CHOICE_FILE
 DEFAULT_BUDGET_S = 3.0         # seconds of timing
 DEFAULT_BUILD_BUDGET_S = 120.0  # no candidate starts building after this (an ONNX export of a large model: ~10 s)
@@ -68,25 +73,10 @@ class AutoProgram:
     def save(self, f, **options) -> None:
         """Save the traced program with this choice: loading it and asking for ``backend="auto"``
         builds ``self.backend`` without measuring again."""
-        from .serialize.archive import save
-        choice = json.dumps({"backend": self.backend, "report": self.report}, sort_keys=True)
-        save(self.source, f, extra_files={CHOICE_FILE: choice}, **options)
+        save(self.source, f, extra_files={CHOICE_FILE: encode_choice(self.backend, self.report)}, **options)
 
     def __repr__(self) -> str:
         return f"<AutoProgram backend={self.backend!r}>"
-
-
-def parse_choice(raw: bytes | str) -> dict:
-    """The saved choice ``{"backend", "report"}`` read back from a file's extra file; ValueError if malformed."""
-    try:
-        data = json.loads(raw)
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"the saved backend choice is not JSON: {e}") from None
-    if (not isinstance(data, dict) or data.get("backend") not in CANDIDATES
-            or not isinstance(data.get("report", ""), str)):
-        raise ValueError(f"the saved backend choice names no known backend (expected one of {CANDIDATES}); "
-                         f"got {str(data)[:80]!r}")
-    return {"backend": data["backend"], "report": data.get("report", "")}
 
 
 def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, build_budget_s: float = DEFAULT_BUILD_BUDGET_S,
@@ -207,7 +197,6 @@ def _unavailable(name: str, traced) -> str:
 def _device_of(traced) -> str:
     """'cpu' when every tensor the program holds and every recorded tensor type is on the CPU, else the
     first other device seen (the ONNX backends run on the CPU: default-deny for any other device)."""
-    from .passes.pipeline import runs_on_cpu
     graph = traced._method("forward").graph if hasattr(traced, "_method") else traced.graph
     held = list(traced.parameters()) + list(traced.buffers()) if hasattr(traced, "parameters") else []
     if runs_on_cpu(graph, held):
@@ -219,17 +208,15 @@ def _device_of(traced) -> str:
 
 
 def _build(name: str, traced):
-    from .inference import optimize_for_inference
+    """The candidate ``name``: the traced program itself, or ``optimize_for_inference(traced, backend=name)``
+    (which is ``protocol.build``: inference.py imports this module, not the other way round)."""
     if name == "traced":
         return traced
-    if name == "torch":
-        return optimize_for_inference(traced)
-    return optimize_for_inference(traced, backend=name)
+    return protocol.build(name, traced)
 
 
 def _check_same(got: Any, want: Any) -> None:
     """``got`` equals the traced program's ``want`` up to reassociation (rtol = atol = 1e-4 of the scale)."""
-    from torch.utils._pytree import tree_leaves
     got_leaves, want_leaves = tree_leaves(got), tree_leaves(want)
     if len(got_leaves) != len(want_leaves):
         raise ValueError(f"{len(got_leaves)} outputs where the traced program gives {len(want_leaves)}")
@@ -259,8 +246,6 @@ def _example_inputs(traced, given) -> tuple[tuple, dict]:
 
 def _synthesized(traced) -> tuple:
     """Tensors of the recorded input types, for a program saved without its example inputs."""
-    from . import pytree
-    from .ir import Value
     graph = traced._method("forward").graph if hasattr(traced, "_method") else traced.graph
     if graph.in_spec is None or graph.in_spec.children[1].num_leaves:
         raise ValueError("optimize_for_inference(backend='auto') needs example_inputs for this program "

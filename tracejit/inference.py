@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .auto_backend import optimize_auto
 from .backends import protocol
 from .backends.fallback import captured_tensors
 from .backends.torch_kernels import FastTracedFunction, FastTracedModule, compile_for_inference
@@ -59,7 +60,6 @@ def optimize_for_inference(traced, backend: str = "torch", **backend_options):
     if backend not in BACKENDS:
         raise ValueError(f"optimize_for_inference: unknown backend {backend!r}; expected one of {BACKENDS}")
     if backend == "auto":
-        from .auto_backend import optimize_auto
         return optimize_auto(traced, **backend_options)
     return protocol.build(backend, traced, **backend_options)
 

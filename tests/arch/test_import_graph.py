@@ -21,15 +21,12 @@ ALLOWED_HIDDEN_UPWARD_EDGES: dict = {
     ("tracejit.hf", "tracejit"): "hf.trace_pretrained is a front end of tracejit.trace / save (the package root)",
     ("tracejit.migrate.cli", "tracejit"): "the migrate command's runner calls tracejit.load / save",
     ("tracejit.viewer.cli", "tracejit"): "the view command's runner calls tracejit.load",
-    ("tracejit.inference", "tracejit.auto_backend"): "backend='auto' measures the backends inference offers: "
-                                                     "auto_backend imports inference",
-    ("tracejit.serialize.loader", "tracejit.auto_backend"): "a saved backend='auto' choice is read back on load",
 }
 # Function-level imports that are not of an optional dependency (scripts/import_graph.py OPTIONAL): each one
 # hides a dependency. The number may only go down: lower it in the commit that removes some. 159 + 3 deferred
 # on purpose for a server's start (issue #22 item 4: user_methods' viewer, the writer behind serialize.save and
 # ISA-L's CRC for large buffers: the load of a small file imports none; auto_backend no longer needs `statistics`).
-MAX_PLAIN_FUNCTION_IMPORTS = 99
+MAX_PLAIN_FUNCTION_IMPORTS = 74
 
 
 def _load_script():

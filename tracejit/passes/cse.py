@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from ..ir import Graph, Value, verify
+from ..ir import Graph, Value, map_values, verify
 from ..ops import mergeable
 from .graph_copy import copy_graph, replace_uses
 from .written import written_values
@@ -73,7 +73,6 @@ def _escapes(node, returned: set) -> bool:
 
 
 def replace_uses_in_node(node, mapping: dict) -> None:
-    from ..ir import map_values
     sub = lambda v: mapping.get(id(v), v)  # noqa: E731
     node.args = map_values(node.args, sub)
     node.kwargs = map_values(node.kwargs, sub)

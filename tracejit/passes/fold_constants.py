@@ -16,6 +16,8 @@ import torch
 from .. import pytree
 from ..ir import Graph, Node, ScalarType, TensorType, Value, iter_values, map_values, verify
 from ..ops import mergeable, outgrows_inputs
+from ..codegen.python import compile_function, generate
+from .dce import eliminate_dead_code
 from .graph_copy import copy_graph, replace_uses
 from .written import written_values
 
@@ -76,7 +78,6 @@ def fold_constants(graph: Graph) -> Graph:
     out.nodes = nodes
     replace_uses(out, mapping)
     _fresh_outputs(out, {id(mapping[k]) for k in fresh})
-    from .dce import eliminate_dead_code
     eliminate_dead_code(out)
     verify(out)
     return out
@@ -120,7 +121,6 @@ def _used_outside(graph: Graph, folded_ids: set, const_values: set) -> set:
 
 def _evaluate(graph: Graph, nodes: list, live: set) -> dict:
     """Run ``nodes`` (constants first) with tracejit's codegen; {id(value): result} for live values."""
-    from ..codegen.python import compile_function, generate
     wanted = [v for n in nodes for v in n.outputs if v is not None and id(v) in live]
     sub = Graph(name="fold", nodes=list(nodes), outputs=list(wanted), constants=graph.constants,
                 functions=graph.functions)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from ..ir import Graph, Node, Value, verify
+from ..ir import Graph, Node, TensorType, Value, verify
 from ..ops.convs import CONV_ND as CONVS
+from .dce import eliminate_dead_code
 from .graph_copy import copy_graph, replace_uses
 
 BATCH_NORM = "aten::batch_norm.default"
@@ -74,7 +75,6 @@ def fold_conv_batch_norm(graph: Graph) -> Graph:
         del p.attrs["_new_const"], p.attrs["_for"]
     out.nodes = nodes
     replace_uses(out, mapping)
-    from .dce import eliminate_dead_code
     eliminate_dead_code(out)
     verify(out)
     return out
@@ -102,7 +102,6 @@ def _const(graph: Graph, v):
 
 
 def _add_constant(graph: Graph, tensor: torch.Tensor, conv: Node) -> Value:
-    from ..ir import TensorType
     node = Node("tracejit::constant", "", attrs={"index": len(graph.constants), "_new_const": True, "_for": conv},
                 source=conv.source, scope=conv.scope)
     graph.constants.append(tensor.contiguous())

@@ -14,6 +14,7 @@ import torch
 from ..codegen.python import compile_function, generate
 from ..errors import TracingCheckError
 from ..ir import GUARD, Graph, format_graph
+from ..ir.printer import Namer, format_node
 from ..passes.inline import inline_calls
 from ..pytree import flatten, unflatten
 from ..trace.patches import quiet_warnings
@@ -162,7 +163,6 @@ def graph_diff(a: Graph, b: Graph) -> str:
 
 
 def first_structural_difference(a: Graph, b: Graph) -> str | None:
-    from ..ir.printer import Namer
     na, nb = Namer(a), Namer(b)
     ops = [n for n in a.nodes if n.op != "tracejit::guard"], [n for n in b.nodes if n.op != "tracejit::guard"]
     # name the first differing op; a guard only when the ops agree
@@ -170,7 +170,6 @@ def first_structural_difference(a: Graph, b: Graph) -> str | None:
 
 
 def _first_difference(a_nodes, b_nodes, na, nb) -> str | None:
-    from ..ir.printer import format_node
     for x, y in zip(a_nodes, b_nodes):
         if format_node(x, na, False) != format_node(y, nb, False):
             return f"{x.op} at {x.source} (retrace records {y.op} at {y.source})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..ir import TensorType
+from .specialize import sets_of   # every specialization's code reads its own constants
 
 
 def move_constants(module, fn) -> None:
@@ -17,7 +18,6 @@ def move_constants(module, fn) -> None:
     fns = list(module._traced_methods.values())
     for variant in getattr(module, "_traced_variants", {}).values():
         fns.extend(f for methods in variant.values() for f in methods.values())
-    from .specialize import sets_of   # every specialization's code reads its own constants
     fns.extend(e.fn for spec_set in sets_of(module).values() for e in spec_set.entries)
     moved: dict[int, tuple] = {}     # id(original) -> (moved, original: kept alive so ids stay unique)
     kernels: dict[int, object] = {}  # id(kernel function) -> its moved replacement

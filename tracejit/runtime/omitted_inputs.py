@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import inspect
 
+from .calling import spread_positional
+
 
 def accepts(fn, args, kwargs) -> bool:
     """Do ``args`` / ``kwargs`` bind to the compiled root method ``fn``'s parameters (by name and
     number only: what each value must be is the generated code's check)?"""
-    from .calling import spread_positional
     try:
         a, k = spread_positional(fn.graph, "", args, kwargs)
         _signature(fn).bind(None, *a, **k)   # None: the generated function's ``self``

@@ -22,7 +22,9 @@ from torch.utils._pytree import tree_leaves
 
 from ..errors import GuardError
 from ..ir import Graph, Value, nodes_with_callees
+from ..passes.inline import inline_calls
 from ..passes.written import FRESH, _may_alias
+from ..pytree import flatten, unflatten
 from .calling import call_checked
 
 GUARD = "tracejit::guard"
@@ -44,7 +46,6 @@ def undo_plan(graph: Graph) -> UndoPlan | None:
     writes in place before a guard."""
     if not any(n.effectful and n.op != GUARD for n in nodes_with_callees(graph)):
         return None   # writes nothing in place anywhere: no need to flatten the calls (a load compiles many roots)
-    from ..passes.inline import inline_calls
     flat = inline_calls(graph) if any(n.op == "tracejit::call_module" for n in graph.nodes) else graph
     nodes = list(flat.nodes)
     last_guard = max((i for i, n in enumerate(nodes) if n.op == GUARD), default=-1)
@@ -167,7 +168,6 @@ class RetraceInputs:
 
     def __init__(self, args, kwargs, keep_history: bool = False):
         self.keep_history = keep_history
-        from ..pytree import flatten, unflatten
         leaves, spec = flatten((args, kwargs))
         memo: dict[int, torch.Tensor] = {}
         self.own = []

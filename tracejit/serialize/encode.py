@@ -16,6 +16,7 @@ from ..ir.ops import saved_attrs
 from ..ir.target import CallTargetError, as_target, target_text
 from ..trace import ops as opnames
 from . import limits, schema_check, uninitialized, validate
+from .guards import encode_attrs
 from .constants import _DTYPES, _LAYOUTS, _MEMORY_FORMATS, decode_const, dtype_name, encode_const  # noqa: F401
 from .structure import decode_spec, encode_spec
 
@@ -102,7 +103,6 @@ def encode_graph(graph: Graph, where: str) -> dict:
         keep = saved_attrs(node.op)
         attrs = {k: v for k, v in node.attrs.items() if k in keep}
         if node.op == "tracejit::guard":
-            from .guards import encode_attrs
             attrs = encode_attrs(node, f"{where}, guard at {node.source}")
         entry = {"op": op, "target": target, "args": args, "kwargs": kwargs,
                  "outputs": [encode_type(v.type) if v is not None else None for v in node.outputs],

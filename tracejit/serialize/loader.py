@@ -18,7 +18,7 @@ import torch
 from ..version import __version__
 from ..errors import LoadError
 from . import limits
-from .file_format import BACKEND_CHOICE_FILE, CRC_PLACEHOLDER as _CRC_PLACEHOLDER, FORMAT, MAX_HEADER, SCHEMA_VERSION
+from .file_format import BACKEND_CHOICE_FILE, parse_choice, CRC_PLACEHOLDER as _CRC_PLACEHOLDER, FORMAT, MAX_HEADER, SCHEMA_VERSION
 from .file_format import ST_DTYPES as _ST_DTYPES
 from .crc import combine, crc32, crc_of
 from .expansion import check_expansion
@@ -222,12 +222,11 @@ def _with_backend_choice(loaded, program: dict):
     (auto_backend.py; docs/FORMAT.md): ``loaded.saved_backend_choice``, so auto does not measure again."""
     stored = program.get("extra_files")
     if isinstance(stored, dict) and BACKEND_CHOICE_FILE in stored:
-        from ..auto_backend import CHOICE_FILE, parse_choice   # only then: a server's load does not import it
         try:
-            raw = base64.b64decode(stored[CHOICE_FILE], validate=True)
+            raw = base64.b64decode(stored[BACKEND_CHOICE_FILE], validate=True)
             loaded.__dict__["saved_backend_choice"] = parse_choice(raw)
         except (ValueError, TypeError) as e:
-            raise LoadError(f"extra file {CHOICE_FILE!r} is damaged: {e}") from None
+            raise LoadError(f"extra file {BACKEND_CHOICE_FILE!r} is damaged: {e}") from None
     return loaded
 
 

@@ -16,6 +16,7 @@ import torch
 
 from ..errors import LoadError
 from ..ir import Value
+from ..support.call_budget import over_budget
 
 
 def schema_only(name: str, bound: dict, at: str) -> None:
@@ -99,7 +100,6 @@ def meta_arguments(bound: dict) -> dict:
 def check_sizes(rule, name: str, bound: dict, at: str, max_elements: int) -> None:
     """The elements and work the op asks for at the traced sizes must fit the budget calls are held
     to (support/call_budget.over_budget: the file's size, or a multiple of the op's largest tensor)."""
-    from ..support.call_budget import over_budget
     try:
         why = over_budget(rule, meta_arguments(bound), max_elements)
     except (ArithmeticError, TypeError, ValueError, IndexError, RuntimeError) as e:

@@ -20,6 +20,7 @@ from ..trace import ops as opnames
 from . import capture_ops, custom_op_checks, op_allowlist, op_checks, rng_ops, schema_check, size_rules, sym_ops
 from .guards import check_guard
 from ..patterns import ascii_identifier, split_op_name
+from ..runtime.traced import TracedModule
 
 NAMESPACES = ("aten",)
 CUSTOM_NAMESPACES = frozenset(custom_op_checks.namespaces())   # reviewed custom ops only (custom_op_checks.py)
@@ -70,7 +71,6 @@ def _module_attributes() -> set:
     """Every attribute name a fresh TracedModule answers to: its class's and its instance's (default-deny:
     a name nn.Module gains in a later torch version is refused without a change here)."""
     if not _MODULE_ATTRIBUTES:
-        from ..runtime.traced import TracedModule
         _MODULE_ATTRIBUTES.update(dir(TracedModule), vars(TracedModule("probe")))
     return _MODULE_ATTRIBUTES
 
