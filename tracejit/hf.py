@@ -34,6 +34,10 @@ from typing import Callable
 
 import torch
 
+from .api import trace
+from .errors import TraceError, TracerWarning
+from .runtime import specialize
+from .serialize.encode import dtype_name
 from .hf_inputs import build_inputs, input_names, max_length, modality, omittable_subsets, serving_shapes  # noqa: F401
 
 # task -> the transformers Auto class that loads it
@@ -128,8 +132,8 @@ def check_sizes(config, batch: int, length: int) -> tuple[int, int, str]:
 
 def load_pretrained(path: str, task: str | None = None, use_cache: bool = False):
     """``(model, config, task)``: the model in eval mode, set for ``return_dict=True`` and the cache choice."""
-    import transformers
-    from transformers.utils import logging as hf_logging
+    import transformers   # optional dependency (pip install transformers): only `tracejit trace hf:...` needs it
+    from transformers.utils import logging as hf_logging   # optional dependency, as above
     hf_logging.disable_progress_bar()   # the caller shows its own progress (the CLI: only on a terminal)
     config = transformers.AutoConfig.from_pretrained(path)
     task = resolve_task(task, config)
@@ -169,7 +173,6 @@ def trace_pretrained(path, task: str | None = None, *, batch: int = 2, length: i
     specialization of the live object (runtime/specialize.py), and ``tracejit.save`` writes every
     specialization, so the file serves those shapes with no GuardError.
     """
-    import tracejit
     step = progress or (lambda name: None)
     step("load")
     model, config, task = load_pretrained(os.fspath(path), task, use_cache)
@@ -177,13 +180,13 @@ def trace_pretrained(path, task: str | None = None, *, batch: int = 2, length: i
     example = build_inputs(config, batch, length, seed, names=names)
     step("trace")
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", tracejit.TracerWarning)   # each one is in the ledger
+        warnings.simplefilter("ignore", TracerWarning)   # each one is in the ledger
         with torch.no_grad():
             try:
-                traced = tracejit.trace(model, example_kwarg_inputs=example, strict=False, check_trace=False)
-            except tracejit.TraceError as e:
+                traced = trace(model, example_kwarg_inputs=example, strict=False, check_trace=False)
+            except TraceError as e:
                 if use_cache and "Cache" in str(e):
-                    raise tracejit.TraceError(
+                    raise TraceError(
                         "use_cache=True: the model passes a transformers DynamicCache, which is not pytree-registered, "
                         "so tracejit cannot trace the tensors inside it; trace without the cache "
                         f"(use_cache=False) or register the cache class with torch.utils._pytree. ({e})") from None
@@ -207,7 +210,6 @@ def trace_pretrained(path, task: str | None = None, *, batch: int = 2, length: i
 def _make_room(traced, n: int) -> None:
     """Let the live object keep ``n`` specializations: one per kind of call the file is to serve
     (a live object drops the least recently used beyond runtime/specialize.py's LIMIT)."""
-    from .runtime import specialize
     spec_set = specialize.sets_of(traced).get("forward")
     if spec_set is not None:
         spec_set.limit = max(spec_set.limit, n)
@@ -235,9 +237,8 @@ def _check(result: PretrainedTrace, model, config, batch: int, length: int, seed
 def _compare(result: PretrainedTrace, model, inputs: dict) -> tuple[list, float]:
     """Run the traced program and eager on ``inputs`` (a failed guard retraces in memory); the output
     names and the largest difference, or PretrainedCheckError."""
-    import tracejit
     with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", tracejit.TracerWarning)   # a retrace for another shape says so
+        warnings.simplefilter("ignore", TracerWarning)   # a retrace for another shape says so
         expected = model(**inputs)
         actual = result.traced(**inputs)
     names, exp = _named_leaves(expected)
@@ -276,5 +277,4 @@ def _named_leaves(out, prefix: str = "") -> tuple[list, list]:
 
 def describe_inputs(inputs: dict) -> str:
     """``input_ids: int64[3, 13], attention_mask: int64[3, 13]``."""
-    from .serialize.encode import dtype_name
     return ", ".join(f"{k}: {dtype_name(v.dtype)}[{', '.join(str(s) for s in v.shape)}]" for k, v in inputs.items())

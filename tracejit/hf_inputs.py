@@ -14,6 +14,7 @@ the check), ``position_ids`` counting from 0, ``pixel_values`` of ``config.image
 from __future__ import annotations
 
 import inspect
+import itertools
 import os
 
 import torch
@@ -53,7 +54,7 @@ def forward_parameters(model) -> list[str]:
 def tokenizer_input_names(path: str, kind: str) -> list[str] | None:
     """``model_input_names`` of the tokenizer (text) or processor (image, speech) saved in ``path``;
     None where there is none (a directory with weights only)."""
-    import transformers
+    import transformers   # optional dependency: only tracing a Hugging Face model needs it
     if not os.path.isdir(path) or not any(os.path.exists(os.path.join(path, f)) for f in PROCESSOR_FILES[kind]):
         return None   # transformers 5 would make an empty tokenizer of the config's class
     loaders = {"text": ("AutoTokenizer",), "image": ("AutoImageProcessor",),
@@ -185,7 +186,6 @@ def omittable_subsets(model, names: list[str]) -> list[tuple[str, ...]]:
     ``OMITTABLE`` that ``model.forward`` has a default for (BERT traced with ``input_ids,
     token_type_ids, attention_mask``: without ``token_type_ids``, without ``attention_mask``, without
     both). The single omissions come first."""
-    import itertools
     params = inspect.signature(model.forward).parameters
     optional = [n for n in names if n in OMITTABLE and n in params and params[n].default is not inspect.Parameter.empty]
     return [c for k in range(1, len(optional) + 1) for c in itertools.combinations(optional, k)]

@@ -25,6 +25,9 @@ import threading
 import torch
 import torch.jit
 
+from . import api, porting
+from .runtime.traced import TracedFunction, TracedModule
+
 _NAMES = ("trace", "trace_module", "save", "load")
 _lock = threading.Lock()
 _depth = 0
@@ -34,8 +37,6 @@ _installed: dict = {}
 
 def _save(m, f, _extra_files=None, **options):
     """torch.jit.save while patched: tracejit's objects are saved by tracejit."""
-    from . import porting
-    from .runtime.traced import TracedFunction, TracedModule
     if isinstance(m, (TracedFunction, TracedModule)):
         return porting.save(m, f, _extra_files, **options)
     return _originals["save"](m, f, _extra_files if _extra_files is not None else {}, **options)
@@ -43,7 +44,6 @@ def _save(m, f, _extra_files=None, **options):
 
 def _load(f, map_location=None, _extra_files=None, **options):
     """torch.jit.load while patched: a TorchScript zip goes to torch, anything else to tracejit."""
-    from . import porting
     if isinstance(f, (str, os.PathLike)) and not os.path.exists(f):
         return _originals["load"](f, map_location, _extra_files, **options)   # torch's own error (ValueError)
     if _starts_with_zip_magic(f):
@@ -92,7 +92,6 @@ def patch_torch_jit() -> _Patch:
     functions come back when the outermost one is undone.
     """
     global _depth
-    from . import api
     with _lock:
         if _depth == 0:
             _originals.update({name: getattr(torch.jit, name) for name in _NAMES})

@@ -15,7 +15,7 @@ def save(self, f, _extra_files=None, **options) -> None:
 
 def to_html(self, path) -> str:
     """Write an interactive, self-contained HTML view of the graphs (tracejit/viewer)."""
-    from .viewer import view
+    from .viewer import view   # the viewer (a higher layer): a server that loads and calls never imports it
     return view(self, path)
 
 

@@ -32,7 +32,7 @@ QUALIFIED = re.compile(r"^(aten|tracejit)::[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?$")
 REGISTRY = {ROOT / "ops", ROOT / "ir" / "ops.py"}
 ALLOWED = {
     # a fact about onnxscript's torch_lib (which overloads its bare-name entry must not stand for), not ATen
-    ("export/lowering.py", "NO_OVERLOAD_FALLBACK"),
+    ("export/torch_lib_lookup.py", "NO_OVERLOAD_FALLBACK"),
 }
 
 

@@ -1,5 +1,6 @@
 """The ``tracejit`` parser and entry point: the subcommands register themselves from their modules
-(inspect.py, trace.py, run.py, export.py, migrate.py, view.py); ``main`` turns every error into one line."""
+(inspect.py, trace.py, run.py, export.py, migrate.py, view.py: verbs.py's table, each imported only when a
+command line names it); ``main`` turns every error into one line."""
 from __future__ import annotations
 
 import argparse
@@ -7,14 +8,17 @@ import os
 import sys
 import warnings
 
-from . import export, inspect, migrate, run, trace, view
 from ..escape import terminal
+from ..gc_pause import collector_paused
+from ..version import __version__
 from .common import PROG, CLIError, fail
 from .specs import DEBUG_HELP, FORMATTER, Parser
+from .verbs import VERBS, named_verb, verb_module
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from ..version import __version__
+def build_parser(verbs=None) -> argparse.ArgumentParser:
+    """The ``tracejit`` parser. ``verbs``: the verbs whose modules are imported and whose parsers are built
+    (None: all); the others are listed with their help line only (verbs.py)."""
     p = Parser(prog=PROG, formatter_class=FORMATTER,
                description="Inspect, trace and run tracejit programs (files saved by tracejit.save).",
                epilog="examples:\n"
@@ -26,14 +30,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     sub.required = True
-    for command in (inspect, trace, run, export, migrate, view):
-        command.register(sub)
+    for verb, (_, help_line) in VERBS.items():
+        if verbs is None or verb in verbs:
+            verb_module(verb).register(sub)
+        else:
+            sub.add_parser(verb, help=help_line)
     return p
 
 
 def main(argv=None) -> int:
     """Entry point of the ``tracejit`` console script and ``python -m tracejit``."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    verb = named_verb(argv)
+    try:
+        parser = build_parser([verb] if verb else [])
+    except ImportError as e:   # a verb's optional dependency (export: the onnx extra)
+        fail(f"tracejit {verb} cannot start: {e}", 1)
     args = parser.parse_args(argv)
     with warnings.catch_warnings():
         warnings.showwarning = _escaped_warning   # a warning's text may quote a file's strings
@@ -58,7 +70,6 @@ DESCRIBE_ONLY = ("inspect", "view", "export")
 
 
 def _dispatch(args) -> int:
-    from ..porting import collector_paused
     try:
         if args.command in DESCRIBE_ONLY:
             with collector_paused():

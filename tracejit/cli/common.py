@@ -10,8 +10,9 @@ import shlex
 import sys
 from collections import Counter
 
-from ..errors import LoadError
+from ..errors import LoadError, SaveError
 from ..escape import terminal
+from ..porting import load as _load, save as _save
 from ..serialize import read_program as _read_program
 from ..serialize.encode import dtype_name  # the one dtype-name table: serialize's
 from ..serialize.torch_files import is_torch_file
@@ -139,8 +140,19 @@ def check_not_torch_file(path: str) -> None:
 
 def load(path: str, map_location=None):
     """``tracejit.load(path)``; a LoadError becomes a CLIError naming the file."""
-    import tracejit
-    return _with_cli_errors(path, tracejit.load, map_location)
+    return _with_cli_errors(path, _load, map_location)
+
+
+def save_program(traced, output: str) -> None:
+    """``tracejit.save(traced, output)``; a failure becomes a CLIError naming the file (trace and trace --hf)."""
+    try:
+        _save(traced, output)
+    except SaveError as e:   # an OSError too; it says what failed and where
+        raise CLIError(f"cannot save the trace to {output}: {e.strerror or e}") from None
+    except OSError as e:
+        raise CLIError(f"{output}: cannot write: {e.strerror or e}") from None
+    except Exception as e:
+        raise CLIError(f"cannot save the trace to {output}: {type(e).__name__}: {e}") from None
 
 
 def read_program(path: str, map_location=None):

@@ -3,7 +3,8 @@ write a saved program as an ONNX model (tracejit.export_onnx) and/or a Triton In
 repository (tracejit.export.triton), and print the model's signature: inputs with their dynamic axes
 by name, outputs, opset, node count, and what became of the trace's guards.
 
-Loading runs no code from the file. A file that does not load and a program that does not export
+The file is read as a Program (``serialize.read_program``: decoded and validated, no runtime object built)
+and exported from it; loading runs no code from the file. A file that does not load and a program that does not export
 (an op without conversion: the error names the ATen op and the source line) exit with status 2."""
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ import argparse
 import os
 import warnings
 
-from .common import CLIError, escape, load, plural, short_path
+from ..errors import TracerWarning
+from ..export._deps import require
+from ..export.errors import ExportError
+from ..export.guards import GUARD_OP, _pinned_input_dim
+from ..export.onnx_export import export_onnx, traced_graph
+from ..export.triton import MODEL_FILE, VERSION, model_config, repository_name, with_triton_names, write_files
+from .common import CLIError, escape, plural, read_program, short_path
+
+onnx = require("onnx")   # the onnx extra (cli/verbs.py imports this module for the export verb only)
 from .specs import DEBUG_HELP, FORMATTER, wrap
 
 USAGE_ERROR = 2
@@ -53,7 +62,7 @@ def cmd_export(args) -> int:
     if args.max_batch_size is not None and args.max_batch_size < 0:
         raise CLIError(f"--max-batch-size must be >= 0; got {args.max_batch_size}", USAGE_ERROR)
     try:
-        program = load(args.file)
+        program = read_program(args.file)   # nothing compiled: export_onnx takes the Program
     except CLIError as e:
         raise CLIError(str(e), USAGE_ERROR) from None
     proto, notes = export(program, args)
@@ -74,23 +83,20 @@ def export(program, args):
 def export_quietly(program, file: str, f=None, **options):
     """``export_onnx(program, f, **options)`` with its TracerWarnings returned as text, not printed;
     an ExportError or a bad option becomes a CLIError (status 2) naming ``file``."""
-    import tracejit
-    from ..export.onnx_export import export_onnx
     try:
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", tracejit.TracerWarning)
+            warnings.simplefilter("always", TracerWarning)
             proto = export_onnx(program, f, **options)
-    except tracejit.ExportError as e:
+    except ExportError as e:
         raise CLIError(f"{file}: cannot export to ONNX: {e}", USAGE_ERROR) from None
     except (ValueError, TypeError) as e:
         raise CLIError(f"{file}: {e}", USAGE_ERROR) from None
     except OSError as e:
         raise CLIError(f"cannot write {f}: {e.strerror or e}") from None
-    return proto, [str(w.message) for w in caught if issubclass(w.category, tracejit.TracerWarning)]
+    return proto, [str(w.message) for w in caught if issubclass(w.category, TracerWarning)]
 
 
 def _write(proto, path: str) -> None:
-    import onnx
     try:
         onnx.save(proto, path)
     except OSError as e:
@@ -99,7 +105,6 @@ def _write(proto, path: str) -> None:
 
 def value_signature(value) -> tuple:
     """(name, ``float32[x_dim0, 16]``, [dynamic axis names], [static dims]) of an ONNX graph value."""
-    import onnx
     t = value.type.tensor_type
     try:
         dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name
@@ -118,8 +123,6 @@ def value_signature(value) -> tuple:
 
 def pinning_guards(program, method: str) -> dict:
     """{(input index, dim): source line of the guard that pins it} (what export made a static dim)."""
-    from ..export.guards import GUARD_OP, _pinned_input_dim
-    from ..export.onnx_export import traced_graph
     graph = traced_graph(program, method)
     index = {id(v): i for i, v in enumerate(graph.inputs)}
     out = {}
@@ -161,14 +164,11 @@ def print_summary(proto, target: str, args, notes: list, pins: dict | None = Non
 
 
 def write_triton(program, proto, args) -> None:
-    import tracejit
-    from ..export.onnx_export import traced_graph
-    from ..export.triton import MODEL_FILE, VERSION, model_config, repository_name, with_triton_names, write_files
     name = repository_name(program, args.name)
     proto = with_triton_names(proto)
     try:
         config = model_config(proto, traced_graph(program, args.method), name, args.max_batch_size)
-    except tracejit.ExportError as e:
+    except ExportError as e:
         raise CLIError(f"{args.file}: cannot write a Triton repository: {e}", USAGE_ERROR) from None
     try:
         model_dir = write_files(proto, config, args.triton)

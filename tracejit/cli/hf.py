@@ -5,15 +5,19 @@ The long steps (load, trace, check, save) show a progress bar (tqdm, imported on
 line per step without it) when stdout is a terminal; otherwise only the summary is printed."""
 from __future__ import annotations
 
+import argparse
 import os
+import shutil
 import sys
 
-from .common import CLIError, human, ledger_source, plural
+from .. import hf
+from ..errors import TraceError
+from ..hf import ALIASES, TASKS, describe_inputs
+from .common import CLIError, human, ledger_source, plural, save_program
 
 
 def add_arguments(parser) -> None:
     """The ``--hf`` options of ``tracejit trace``."""
-    from ..hf import ALIASES, TASKS
     g = parser.add_argument_group("Hugging Face models (--hf)")
     g.add_argument("--hf", metavar="PATH_OR_ID",
                    help="trace a transformers model: a directory saved with save_pretrained, or a hub id (needs the "
@@ -40,7 +44,6 @@ HF_ONLY = ("task", "batch", "length", "hf_inputs")
 
 
 def _names(text: str) -> list[str]:
-    import argparse
     names = [n.strip() for n in text.split(",")]
     if not all(n.isidentifier() for n in names):
         raise argparse.ArgumentTypeError(f"expected input names separated by commas (input_ids,attention_mask); "
@@ -58,7 +61,6 @@ def check_hf_only(args) -> None:
 
 
 def _positive(text: str) -> int:
-    import argparse
     try:
         n = int(text)
     except ValueError:
@@ -80,11 +82,10 @@ class Progress:
         if not enabled:
             return
         try:
-            from tqdm import tqdm
+            from tqdm import tqdm   # optional dependency (transformers installs it): progress bars only
         except ImportError:
             self.lines = True
             return
-        import shutil
         size = shutil.get_terminal_size((80, 24))   # 80 x 24 where the terminal says 0 x 0 (tqdm: no bar)
         self.bar = tqdm(total=len(self.STEPS), desc="load", unit="step", leave=False, ncols=min(80, size.columns),
                         nrows=size.lines, bar_format="{desc:<6} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
@@ -120,10 +121,6 @@ def check_model_path(path: str) -> None:
 
 
 def cmd_trace_hf(args) -> int:
-    import tracejit
-    from .. import hf
-    from .trace import save_program
-
     check_model_path(args.hf)
     progress = Progress(sys.stdout.isatty())
     try:
@@ -135,7 +132,7 @@ def cmd_trace_hf(args) -> int:
             raise CLIError(f"--hf {args.hf}: {_first_line(e)}") from None
         except hf.PretrainedCheckError as e:
             raise CLIError(f"--hf {args.hf}: the traced program differs from eager transformers: {e}") from None
-        except tracejit.TraceError as e:
+        except TraceError as e:
             raise CLIError(f"--hf {args.hf}: tracing failed: {_first_line(e)}") from None
         except Exception as e:
             raise CLIError(f"--hf {args.hf}: {type(e).__name__}: {_first_line(e)}") from None
@@ -159,7 +156,6 @@ def _first_line(e: BaseException) -> str:
 
 
 def _summary(args, result) -> None:
-    from ..hf import describe_inputs
     traced = result.traced
     size = os.path.getsize(args.output)
     numel = sum(t.numel() for t in {id(t): t for t in traced.parameters()}.values())

@@ -20,6 +20,7 @@ from ..codegen.program_code import method_sources
 from ..codegen.signature_text import signature_text
 from ..ir.graph import _DTYPE_NAMES as TORCHSCRIPT_TYPE_NAMES
 from ..ir.symbolic_dims import symbolic_dims
+from ..viewer.sizes import value_dims   # the viewer's names: probed on the meta device, no data
 from .specs import DEBUG_HELP, FORMATTER, wrap
 
 def register(sub) -> None:
@@ -99,7 +100,6 @@ def cmd_inspect(args) -> int:
     out.append("")
     out.append("methods:")
     roots = [(mname, graph) for p, _, mname, graph in methods if p == ""]
-    from ..viewer.sizes import value_dims   # the viewer's names: probed on the meta device, no data
     named = [(mname, graph, value_dims(program, graph)) for mname, graph in roots]
     out += [f"  {escape(signature(mname, graph, dims))}" for mname, graph, dims in named]
     if any(dims or symbolic_dims(graph) for _, graph, dims in named):

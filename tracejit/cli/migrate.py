@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from .common import CLIError, check_archive_file
 from .specs import parse_input_spec
+from ..migrate import cli as migrate_cli
 
 
 def register(sub) -> None:
-    from ..migrate import cli as migrate_cli
     migrate_cli.register(sub, parse_input_spec, CLIError, check_archive_file)

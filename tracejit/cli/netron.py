@@ -5,23 +5,14 @@ from __future__ import annotations
 
 import os
 
-from .common import escape, load
+from .common import escape, read_program
+from .export import export_quietly
 
 NETRON_HINT = "pip install netron"
 
 
-def add_to(parser) -> None:
-    """Add ``--netron`` to the ``view`` subcommand's ``parser``; the HTML view stays the default."""
-    parser.add_argument("--netron", action="store_true",
-                        help="write an ONNX model (-o, default FILE with .onnx) whose nodes name their source line "
-                             "and ledger entries, and open it in Netron if the netron package is installed")
-    html_view = parser.get_default("func")
-    parser.set_defaults(func=lambda args: cmd_netron(args) if args.netron else html_view(args))
-
-
 def cmd_netron(args) -> int:
-    from .export import export_quietly
-    program = load(args.file)
+    program = read_program(args.file)   # the file's Program: nothing compiled (export_onnx takes it)
     out = args.output or os.path.splitext(args.file)[0] + ".onnx"
     proto, notes = export_quietly(program, args.file, out, doc_strings=True)
     print(f"{escape(out)}: ONNX model of {escape(args.file)}, {len(proto.graph.node)} nodes, each with its source "
@@ -29,7 +20,7 @@ def cmd_netron(args) -> int:
     for note in notes:
         print(f"note: {escape(note)}")
     try:
-        import netron
+        import netron   # optional dependency, never installed by tracejit (NETRON_HINT)
     except ImportError:
         print(f"netron is not installed: {NETRON_HINT}, then `netron {escape(out)}` (or open the file in the "
               "Netron app)")

@@ -8,6 +8,8 @@ import re
 import shutil
 import textwrap
 
+import torch
+
 from .common import fail
 
 # dtype names accepted in an input spec
@@ -38,13 +40,11 @@ class InputSpec:
 
     @property
     def dtype(self):
-        import torch
         return getattr(torch, self.dtype_name)
 
     def make(self, generator=None, int_high: int = 10):
         """A random tensor of this dtype and shape: randn, or randint(0, int_high), or random bools.
         The one place the CLI makes input tensors (--input and the traced types' defaults)."""
-        import torch
         d = self.dtype
         if d.is_floating_point:
             return torch.randn(self.shape, dtype=d, generator=generator)

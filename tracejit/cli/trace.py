@@ -9,8 +9,13 @@ import os
 import sys
 import warnings
 
+import torch
+from torch import nn
+
+from ..api import trace
+from ..errors import TracerWarning, TracingCheckError
 from . import hf
-from .common import CLIError, human, ledger_source, methods_of, op_histogram, plural, tensor_rows
+from .common import CLIError, human, save_program, ledger_source, methods_of, op_histogram, plural, tensor_rows
 from .specs import DEBUG_HELP, FORMATTER, INPUT_HELP, factory_ref, parse_input_spec, wrap
 from ..runtime.traced import program_of   # the summary reads the trace's Program (tracejit/program.py)
 
@@ -73,10 +78,6 @@ def import_factory(ref: str):
 
 
 def cmd_trace(args) -> int:
-    import torch
-    from torch import nn
-    import tracejit
-
     if args.hf is not None:
         if args.factory is not None or args.inputs:
             raise CLIError("--hf builds the model and its inputs itself: give no MODULE:CALLABLE and no --input "
@@ -98,11 +99,11 @@ def cmd_trace(args) -> int:
     g = torch.Generator().manual_seed(args.seed)
     inputs = tuple(s.make(g) for s in args.inputs)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", tracejit.TracerWarning)   # every one is in the ledger, shown below
+        warnings.simplefilter("ignore", TracerWarning)   # every one is in the ledger, shown below
         try:
             with torch.no_grad():
-                traced = tracejit.trace(model, inputs, check_trace=True, strict=args.strict)
-        except tracejit.TracingCheckError as e:
+                traced = trace(model, inputs, check_trace=True, strict=args.strict)
+        except TracingCheckError as e:
             raise CLIError(f"the trace check failed: {str(e).strip().splitlines()[0]}") from None
         except Exception as e:
             first = (str(e).strip().splitlines() or [""])[0]
@@ -112,18 +113,6 @@ def cmd_trace(args) -> int:
     save_program(traced, args.output)
     _summary(args, traced)
     return 0
-
-
-def save_program(traced, output: str) -> None:
-    import tracejit
-    try:
-        tracejit.save(traced, output)
-    except tracejit.SaveError as e:   # an OSError too; it says what failed and where
-        raise CLIError(f"cannot save the trace to {output}: {e.strerror or e}") from None
-    except OSError as e:
-        raise CLIError(f"{output}: cannot write: {e.strerror or e}") from None
-    except Exception as e:
-        raise CLIError(f"cannot save the trace to {output}: {type(e).__name__}: {e}") from None
 
 
 def _summary(args, traced) -> None:

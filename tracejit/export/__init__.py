@@ -6,7 +6,7 @@ from .errors import ExportError
 
 
 def export_onnx(traced, f=None, opset=None, **kwargs):
-    from .onnx_export import export_onnx as _export
+    from .onnx_export import export_onnx as _export   # imports onnxscript (the onnx extra): only when an export runs
     return _export(traced, f, opset, **kwargs)
 
 

@@ -95,10 +95,11 @@ class SourceNotes:
                 break
             onnx_node.doc_string = text if not onnx_node.doc_string else f"{onnx_node.doc_string}\n{text}"
 
-    def model_doc(self, traced) -> str:
-        entries = ledger_of(traced)
-        head = f"exported by tracejit from {type(traced).__name__} " \
-               f"{getattr(traced, 'original_name', '') or getattr(traced, '__name__', '')}".rstrip()
+    def model_doc(self, program) -> str:
+        """The model's doc string: what ``program`` (a Program) was traced from, and its ledger."""
+        entries = ledger_of(program)
+        kind = "TracedModule" if program.kind == "module" else "TracedFunction"
+        head = f"exported by tracejit from {kind} {program.name}".rstrip()
         if not entries:
             return head + "; the trace's ledger is empty"
         return "\n".join([head, f"ledger ({len(entries)} entries):"] +

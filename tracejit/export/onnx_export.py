@@ -17,9 +17,13 @@ from ..passes.inline import inline_calls
 from ..program import Program
 from ..runtime.traced import program_of
 from ._deps import require
+from .annotate import SourceNotes
 from .dtypes import onnx_dtype
 from .errors import ExportError
 from .guards import plan_guards, warn_unchecked
+from .lowering import Lowering
+from .recorder import NamingGraphBuilder as GraphBuilder, Recorder
+from onnxscript.onnx_opset import opset18 as op  # noqa: E402  (required by .lowering above: the onnx extra)
 from .tidy import drop_unused_pool_indices, fold_constants
 
 DEFAULT_OPSET = 18   # torch_lib's functions are written against opset 18
@@ -36,7 +40,8 @@ MAX_FILE_NODES = 10_000
 
 def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False,
                 graph: Graph | None = None, max_nodes: int | None = None):
-    """Write ``traced`` (a TracedModule or TracedFunction) as an ONNX model to ``f`` (a path or a
+    """Write ``traced`` (a Program, tracejit/program.py, or a TracedModule / TracedFunction, whose Program is
+    exported: ``program_of``) as an ONNX model to ``f`` (a path or a
     binary file object; None: only return it). Returns the ``onnx.ModelProto``. ``doc_strings``:
     each node's doc string names its ATen op, source line and ledger entries (annotate.py). ``graph``:
     export this graph of ``traced``'s (one of its specializations) instead of ``method``'s first trace.
@@ -165,9 +170,6 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
     graph = inline_calls(check_node_count(method_graph(program, method) if graph is None else graph, max_nodes))
     _check_input_dimensions(graph)
     ir = require("onnx_ir")
-    from .annotate import SourceNotes
-    from .lowering import Lowering
-    from .recorder import NamingGraphBuilder as GraphBuilder, Recorder
 
     pinned, unchecked = plan_guards(graph)
     onnx_graph = ir.Graph([], [], nodes=[], opset_imports={"": DEFAULT_OPSET}, name=method)
@@ -189,18 +191,17 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
     model = ir.Model(onnx_graph, ir_version=10, producer_name="tracejit")
     fold_constants(model)
     if notes is not None:
-        model.doc_string = notes.model_doc(traced)
+        model.doc_string = notes.model_doc(program)
     unchecked_text = warn_unchecked(unchecked)
     if unchecked_text:
         model.metadata_props["tracejit.unchecked_guards"] = unchecked_text
     if opset is not None and opset != DEFAULT_OPSET:
-        from onnxscript import version_converter
+        from onnxscript import version_converter   # optional dependency (the onnx extra), for another opset only
         version_converter.convert_version(model, opset)
     return model
 
 
 def _add_outputs(builder, lowering, graph: Graph) -> None:
-    from onnxscript.onnx_opset import opset18 as op
     seen = set()
     index = 0
     for leaf in graph.outputs:

@@ -30,7 +30,7 @@ def quantize_model(proto, mode: str) -> bytes:
         raise ValueError(f"optimize_for_inference: quantize={mode!r} is not supported; expected one of "
                          f"{QUANTIZE_MODES} or None (full precision)")
     ort = require("onnxruntime")
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.quantization import QuantType, quantize_dynamic   # optional dependency (the onnx extra)
     with tempfile.TemporaryDirectory() as tmp:
         folded, quantized = os.path.join(tmp, "folded.onnx"), os.path.join(tmp, "int8.onnx")
         options = ort.SessionOptions()

@@ -55,7 +55,7 @@ def _read_nodes(graph) -> set:
 def drop_unused_pool_indices(graph) -> int:
     """Replace each ``MaxPool`` whose indices output is unused by a one-output MaxPool; returns
     how many were replaced. ``graph`` is an onnx-ir Graph, changed in place."""
-    import onnx_ir as ir
+    import onnx_ir as ir   # optional dependency (the onnx extra); tidy.py is imported without it
     replaced = 0
     for node in list(graph):
         if node.op_type != "MaxPool" or node.domain not in ("", "ai.onnx") or len(node.outputs) != 2:

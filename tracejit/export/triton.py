@@ -23,6 +23,9 @@ import os
 import re
 from dataclasses import dataclass
 
+from ..ir import iter_values
+from .onnx_export import export_onnx, program_of_traced, traced_graph
+
 from ._deps import require
 from .errors import ExportError
 
@@ -60,7 +63,7 @@ def model_name(text: str) -> str:
 
 def repository_name(traced, name: str | None = None) -> str:
     """``name``, or the traced module's or function's name, as a Triton model name."""
-    return model_name(name or getattr(traced, "original_name", None) or getattr(traced, "__name__", None) or "model")
+    return model_name(name or program_of_traced(traced).name or "model")
 
 
 def tensor_name(text: str) -> str:
@@ -129,7 +132,6 @@ def batch_axis_shared(graph, proto) -> bool:
 
 
 def _output_values(graph):
-    from ..ir import iter_values
     return [v for leaf in graph.outputs for v in iter_values(leaf)]
 
 
@@ -186,7 +188,6 @@ def write_repository(traced, directory, name: str | None = None, *, max_batch_si
     >>> config.max_batch_size, config.inputs[0].dims, config.outputs[0].dims
     (4, [-1], [4])
     """
-    from .onnx_export import export_onnx, traced_graph
     name = repository_name(traced, name)
     proto = with_triton_names(export_onnx(traced, None, opset, method=method))
     config = model_config(proto, traced_graph(traced, method), name, max_batch_size)

@@ -21,6 +21,7 @@ from ._deps import require
 from .dtypes import onnx_dtype
 from .edge_values import element_count, reduced_dims
 from .special_ops import constant_like, handles
+from .torch_lib_lookup import lookup
 
 ir = require("onnx_ir")
 from onnxscript.onnx_opset import opset18 as op  # noqa: E402
@@ -124,7 +125,6 @@ def right_shift_by_number(cx, node, args, kwargs):
     x, shift = args[0], args[1]
     if not isinstance(shift, int) or not 0 <= shift < 63 or x.dtype not in (
             ir.DataType.INT8, ir.DataType.INT16, ir.DataType.INT32, ir.DataType.INT64):
-        from .lowering import lookup
         return cx._call_torch_lib(lookup("aten::bitwise_right_shift.Tensor_Scalar"), args, kwargs)
     divisor = constant_like(cx, 1 << shift, x)
     return [op.Div(op.Sub(x, op.Mod(x, divisor)), divisor)]   # Mod (fmod=0) takes the divisor's sign

@@ -22,6 +22,11 @@ import threading
 import numpy as np
 import torch
 
+try:   # numpy >= 2 keeps the floating-point error state in a context variable (_ignore_fp_errors)
+    from numpy._core._ufunc_config import _extobj_contextvar as _ERRSTATE
+except ImportError:   # older numpy
+    _ERRSTATE = None
+
 from ..codegen.compiler import compile_function
 from .elementwise_costs import MAX_ELEMENTS, SCALAR_POWERS, cost_key
 from .numexpr_groups import plan
@@ -85,12 +90,12 @@ def _ignore_fp_errors():
     """(enter, leave) that silence numpy's overflow / invalid warnings around the fast path
     (torch's ops give inf / nan silently). numpy >= 2 keeps the state in a context variable:
     setting it directly costs a fraction of ``np.errstate``."""
+    var = _ERRSTATE
     try:
-        from numpy._core._ufunc_config import _extobj_contextvar as var
         with np.errstate(all="ignore"):
             quiet = var.get()
         return (lambda: var.set(quiet)), var.reset
-    except (ImportError, AttributeError):   # older numpy: the public (slower) context manager
+    except AttributeError:   # older numpy (var is None): the public (slower) context manager
         def enter():
             state = np.errstate(all="ignore")
             state.__enter__()

@@ -26,7 +26,9 @@ import warnings
 
 import torch
 
+from ..pytree import flatten
 from ..serialize import limits
+from .aten_call import same_kind
 from .build import build_traced_module
 from .convert import Converter
 from ..serialize import torch_files as detect  # noqa: F401  (tracejit.migrate.detect: its old place)
@@ -111,8 +113,6 @@ def _load_archive(f, map_location):
 
 
 def _check(script, traced, args, tol: float, random: bool) -> None:
-    from .aten_call import same_kind
-    from ..pytree import flatten
     with torch.no_grad():
         want = flatten(script(*args))[0]
         got = flatten(traced(*args))[0]

@@ -7,6 +7,14 @@ of the CLI's internals.
 from __future__ import annotations
 
 import argparse
+import os
+
+import torch
+
+from ..porting import save
+from . import migrate as migrate_archive
+from . import archive_methods
+from .errors import MigrationError
 
 HELP = ("Convert a TorchScript archive made by torch.jit.trace (a .pt file) into a tracejit file. Loading the "
         "archive runs its TorchScript code: only migrate files you trust. TorchScript keeps no tensor shapes, so "
@@ -58,14 +66,6 @@ class _MethodAction(argparse.Action):
 
 
 def run(args, error, check_file=None) -> int:
-    import os
-
-    import torch
-
-    import tracejit
-    from . import archive_methods
-    from .errors import MigrationError
-
     if check_file is not None:
         check_file(args.file)   # one clear line for what is not an archive (cli/common.py)
     elif not os.path.isfile(args.file):
@@ -82,11 +82,11 @@ def run(args, error, check_file=None) -> int:
         if left and not args.methods_named:   # never drop a traced method silently
             raise error(f"{args.file}: the archive holds the traced methods {', '.join(in_archive)}; give each "
                         f"its inputs with --method NAME --input SPEC ... (naming methods keeps only those)", 2)
-        traced = tracejit.migrate(args.file, methods=wanted)
+        traced = migrate_archive(args.file, methods=wanted)
     except MigrationError as e:
         raise error(f"{args.file}: cannot migrate: {e}") from None
     try:
-        tracejit.save(traced, args.output)
+        save(traced, args.output)
     except OSError as e:
         raise error(f"cannot write {args.output}: {e.strerror or e}") from None
     n_nodes = sum(len(graph.nodes) for m in traced.modules() for graph in m.method_graphs.values())

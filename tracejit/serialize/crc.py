@@ -27,7 +27,7 @@ def _crc32(data, value: int = 0) -> int:
         return zlib.crc32(data, value)
     if _fast is None:
         try:
-            from isal.isal_zlib import crc32 as fast
+            from isal.isal_zlib import crc32 as fast   # first large buffer only: a small file's load never imports ISA-L
         except ImportError:  # pragma: no cover - isal is a declared dependency; zlib gives the same values
             fast = zlib.crc32
         _fast = fast

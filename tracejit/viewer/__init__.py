@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+from ..serialize import read_program
 from .document import program_document
 from .html import render_html, write_html
 
@@ -23,6 +24,5 @@ def view(obj, path) -> str:
     """Write the viewer page for ``obj`` (a Program, a TracedModule / TracedFunction, or the path of a saved
     tracejit file) to ``path``; returns ``path``."""
     if isinstance(obj, (str, os.PathLike)):   # the file's Program, decoded and validated; nothing compiled
-        from ..serialize import read_program
         obj = read_program(obj, map_location="meta")
     return write_html(program_document(obj), path)

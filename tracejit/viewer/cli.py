@@ -7,6 +7,10 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..errors import LoadError
+from ..escape import terminal
+from . import view
+
 
 def register(sub, error, check_file=None) -> None:
     p = sub.add_parser("view", help="write an interactive HTML view of a saved program's graph",
@@ -23,10 +27,6 @@ def register(sub, error, check_file=None) -> None:
 
 
 def run(args, error, check_file=None) -> int:
-    import tracejit
-    from ..escape import terminal
-    from . import view
-
     if check_file is not None:
         check_file(args.file)   # one clear line for what is not a program (cli/common.py)
     elif not os.path.isfile(args.file):
@@ -34,7 +34,7 @@ def run(args, error, check_file=None) -> int:
     out = args.output or os.path.splitext(args.file)[0] + ".html"
     try:
         view(args.file, out)
-    except tracejit.LoadError as e:
+    except LoadError as e:
         raise error(f"{args.file}: cannot load: {e}") from None
     except OSError as e:
         raise error(f"cannot write {out}: {e.strerror or e}") from None

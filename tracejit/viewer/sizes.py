@@ -31,8 +31,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
+from ..codegen.compiler import compile_function
+from ..codegen.python import generate
 from ..ir import TensorType, Value
 from ..ir.symbolic_dims import symbolic_dims
+from ..pytree import flatten, unflatten
 
 
 MAX_PROBED_DIMS = 16       # input dimensions nothing reads that the probe tries to move, at most ...
@@ -231,7 +234,6 @@ class _Runner:
         """``{id(Value): (Value, shape)}`` of every graph's first call with ``sizes``
         ({(id(input), dim): size}) moved; without ``observe``, only the run under the guards (raises
         when refused)."""
-        from ..pytree import unflatten
         leaves = []
         for leaf in self.graph.input_leaves:
             if isinstance(leaf, Value):
@@ -295,8 +297,6 @@ class _Shadow:
 
 def _method(shadow, graph, name: str, guards: bool, runner: _Runner):
     """The shadow's method for ``graph``: compiled on first use, with guards or observed."""
-    from ..codegen.compiler import compile_function
-    from ..codegen.python import generate
     compiled = runner.compiled.setdefault((id(graph), name, guards), [])
 
     def refuse(*_args, **_kwargs):
@@ -320,7 +320,6 @@ def _method(shadow, graph, name: str, guards: bool, runner: _Runner):
 
 
 def _record_inputs(seen: dict, graph, args, kwargs) -> None:
-    from ..pytree import flatten
     plain = {k: v for k, v in kwargs.items() if not k.startswith("_capture_")}
     captures = [kwargs[k] for k in sorted((k for k in kwargs if k.startswith("_capture_")),
                                           key=lambda k: int(k.rsplit("_", 1)[1]))]
