@@ -1,7 +1,7 @@
 """Size guards ONNX cannot check are checked by tracejit's onnxruntime / OpenVINO programs (backends/onnx_call.py).
 
-A comparison on an input size, ``(n - 1).bit_length()``, a float computed from sizes used as a key and a
-comparison on the size of an intermediate tensor (checked on meta tensors: backends/intermediate_sizes.py) are
+A comparison on an input size, ``(n - 1).bit_length()``, a float computed from sizes used as a key, a value
+read of a tensor made from sizes alone (export/guards.py) and a comparison on the size of an intermediate tensor (checked on meta tensors: backends/intermediate_sizes.py) are
 guards no ONNX model can hold (export/guards.py: the standalone file keeps the traced branch, warns and lists
 them in its metadata). The programs of ``optimize_for_inference(backend=...)`` check them on each call's input
 sizes first: eager's answer where the guard holds (also for sizes other than the trace's), else the plain
@@ -60,8 +60,15 @@ def data_dependent_count(x):             # the size of nonzero's result depends 
     return x - 1
 
 
+def level_scale(x):                      # torchvision's pooler scale: a value guard computed from sizes alone
+    half = x[: x.size(0) // 2]
+    scale = float(torch.tensor(half.size(0) / x.size(0)).log2().round())  # @level_scale
+    return x * scale
+
+
 # (function, example size, sizes where the guard holds, sizes where it fails)
 CASES = {
+    "level_scale": (level_scale, 4, [6, 5, 8], [3, 1]),
     "intermediate_view": (intermediate_view, 4, [5, 9], [3, 2]),
     "intermediate_linear": (intermediate_linear, 4, [5, 7], [3, 1]),
     "longer_than_two": (longer_than_two, 3, [6, 9], [2, 1]),
@@ -189,3 +196,25 @@ def test_a_signature_that_passed_skips_the_meta_check_and_a_failing_one_still_ra
     x = torch.randn(5, 2).t().contiguous().t()        # other strides: checked on their own
     passed.check(counting, (x,), {})
     assert len(runs) == 3
+
+
+def two_rows(x):
+    a, b = x.unbind(0)  # @two_rows
+    h = (a + b).reshape(-1)
+    if h.shape[0] > 3:
+        return h * 2
+    return h - 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pinned_count_fails_with_the_guard_before_later_checks(backend):
+    """The number of pieces ``unbind`` unpacks pins the input's first dimension (a static ONNX dimension); the
+    program that checks the intermediate size guard first checks that one, so another count raises the
+    GuardError naming the unbind line, not Python's "too many values to unpack" from the check's slice."""
+    pytest.importorskip(backend)
+    program = tracejit.optimize_for_inference(tracejit.trace(two_rows, (torch.randn(2, 4),), check_trace=False),
+                                              backend=backend)
+    x = torch.randn(2, 5)
+    torch.testing.assert_close(program(x), two_rows(x))
+    with pytest.raises(tracejit.GuardError, match=f"test_backend_size_guards.py:{line_of('two_rows')} "):
+        program(torch.randn(3, 4))

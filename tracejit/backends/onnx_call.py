@@ -14,7 +14,7 @@ import torch
 
 from .. import pytree
 from ..errors import TracerWarning
-from ..export.guards import plan_guards
+from ..export.guards import pinning_guards, plan_guards
 from ..export.onnx_export import export_onnx, input_names, traced_graph
 from ..inference import optimized
 from ..ir import ScalarType, Value
@@ -107,6 +107,9 @@ def _check_graph(graph, backend: str):
         checks.append(guard)
     if not checks:
         return None
+    for guard in pinning_guards(checked_graph):   # scalar guards on input sizes: checked first, in order
+        kept.update(_scalar_slice(guard, producers, ScalarType) or {})
+        checks.append(guard)
     keep = {id(g) for g in checks} | set(kept)
     checked_graph.nodes = [n for n in checked_graph.nodes if id(n) in keep]
     checked_graph.outputs, checked_graph.out_spec = [], pytree.flatten(())[1]

@@ -11,8 +11,11 @@
   from input sizes themselves before each run (backends/onnx_call.with_size_guards).
 - ``value`` guards (a tensor's values read in Python) make the export fail: the ONNX model
   would silently compute the traced branch for other values. Except where the value is computed from
-  the graph's constants and parameters alone, by ops that draw nothing at random (torchvision's pooler
-  scale, ``float(torch.tensor(0.25).log2())``): such a guard holds at every call of the exported model.
+  the graph's constants and parameters alone, by ops that draw nothing at random (a guard on
+  ``float(torch.tensor(0.25).log2())`` holds at every call of the exported model), and where it is computed
+  from those and tensor sizes alone (torchvision's pooler scale, ``float(torch.tensor(h / H).log2().round())``):
+  such a guard reads no tensor's values, so it is listed with the size guards ONNX cannot check, which the
+  onnxruntime / OpenVINO programs check before each run.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import warnings
 from ..errors import TracerWarning
 from ..ir import Graph, Value
 from ..ops import draws_random, split_name
-from ..ops.names import STATE_READS
+from ..ops.names import SIZE_READS, STATE_READS, SYM_MATH
 from .errors import ExportError
 
 GUARD_OP = "tracejit::guard"
@@ -58,6 +61,9 @@ def plan_guards(graph: Graph) -> tuple[dict, list]:
             continue
         if kind in ("value", "meta") and _constant_only(node.args, {}):
             continue   # computed from constants alone (torchvision's pooler scale from pinned sizes): always holds
+        if kind == "value" and _constant_only(node.args, {}, sizes=True):
+            unchecked.append(node)   # a function of sizes (torchvision's pooler scale): checked like a size guard
+            continue
         if kind in ("value", "meta"):
             raise ExportError(f"the trace relied on tensor values ({node.attrs.get('what')}); ONNX has no way to "
                               "check them, so the exported model could silently take the traced branch for other "
@@ -74,10 +80,21 @@ def plan_guards(graph: Graph) -> tuple[dict, list]:
     return pinned, unchecked
 
 
-def _constant_only(args, memo: dict) -> bool:
+def pinning_guards(graph: Graph) -> list:
+    """The guard nodes that pin an input dimension (plan_guards' ``pinned``): a program that checks the
+    other guards before each run checks these too, in the graph's order, so a call with another size fails
+    with the GuardError naming the line (the count ``unbind`` unpacks) before a later guard's slice runs."""
+    index = {id(v): i for i, v in enumerate(graph.inputs)}
+    return [n for n in graph.nodes if n.op == GUARD_OP and n.attrs.get("kind") in ("size", "length")
+            and _pinned_input_dim(n, index) is not None]
+
+
+def _constant_only(args, memo: dict, sizes: bool = False) -> bool:
     """Are the Values in ``args`` computed from the graph's constants and parameters alone, by ops that draw
     nothing at random? Then a guard on them holds at every call (the exported model is the traced program
-    of its constants: export keeps no other)."""
+    of its constants: export keeps no other). With ``sizes``, from constants and tensor sizes (``x.size(d)``,
+    ``x.numel()``, their ``sym_math``): then the guard reads no tensor's values, and the ONNX backends check it
+    before each run on the call's shapes, as a size guard (backends/onnx_call.py)."""
     todo = [a for a in _leaves(args) if isinstance(a, Value)]
     while todo:
         v = todo.pop()
@@ -86,12 +103,13 @@ def _constant_only(args, memo: dict) -> bool:
                 return False
             continue
         p = v.producer
-        ok = p is not None and (p.op in STATE_READS or (
+        size_read = sizes and p is not None and p.op in SIZE_READS
+        ok = p is not None and (size_read or p.op in STATE_READS or (sizes and p.op == SYM_MATH) or (
             p.op.startswith("aten::") and not draws_random(split_name(p.op)[1], p.args, p.kwargs)))
         memo[id(v)] = ok
         if not ok:
             return False
-        if p.op.startswith("aten::"):
+        if not size_read and (p.op.startswith("aten::") or p.op == SYM_MATH):
             todo += [a for a in _leaves((p.args, p.kwargs)) if isinstance(a, Value)]
     return True
 

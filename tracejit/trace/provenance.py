@@ -55,7 +55,7 @@ class TracedFloat(float):
     __slots__ = ()
 
     def __neg__(self):
-        return _float_op("neg", "u-", -float(self), (self,))
+        return _float_op("neg", "u-", -float.__float__(self), (self,))
 
     def __pos__(self):
         return self
@@ -66,9 +66,17 @@ def _arith(name: str, sym: str, fn, reverse: bool):
         if not isinstance(other, (int, float)) or isinstance(other, bool):
             return NotImplemented
         a, b = (other, self) if reverse else (self, other)
-        return _float_op(name, sym, fn(float(a), float(b)), (a, b))
+        return _float_op(name, sym, fn(_as_float(a), _as_float(b)), (a, b))
     method.__name__ = f"__{'r' if reverse else ''}{name}__"
     return method
+
+
+def _as_float(x) -> float:
+    """A plain float of ``x`` without asking a traced number (``float(x)`` would guard it: ``h / 2 / 3.0``
+    then pinned ``h / 2``; the operation is recorded, so nothing needs the value guarded)."""
+    if isinstance(x, float):
+        return float.__float__(x)
+    return float(int.__int__(x)) if isinstance(x, int) else float(x)
 
 
 for _name, _sym, _fn in (("add", "+", float.__add__), ("sub", "-", float.__sub__), ("mul", "*", float.__mul__),

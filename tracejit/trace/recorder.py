@@ -266,7 +266,7 @@ class Tracer(TorchFunctionMode):
         if self.force_outplace and _is_inplace(name):
             return self._outplace(func, name, args, kwargs)
         pieces.guard_count(self, name, args, kwargs)   # the count of results the program unpacks (pieces.py)
-        result = func(*args, **kwargs)
+        result = func(*_plain_sizes(args), **_plain_sizes(kwargs))
         result = self_results.distinct_result(name, args, kwargs, result)
         self.record(func, args, kwargs, result)
         return result
@@ -327,6 +327,26 @@ class Tracer(TorchFunctionMode):
         if node is not None:
             node.effectful = False
         return result
+
+
+def _plain_sizes(x):
+    """``x`` (an op's args or kwargs) with each traced size a plain int, nested in lists and tuples.
+
+    The node records each traced size as the Value it is bound to (``to_ir``), so the generated code passes
+    the size of each call, and whatever the op's C++ reads of it (``torch.tensor(h, dtype=torch.float32)``
+    reads ``float(h)``) is replayed: such a read needs no guard. A size bound to no Value is recorded as its
+    number, as its reads were (``specialize_size`` guards only bound sizes)."""
+    if isinstance(x, TracedInt):
+        return int.__int__(x)
+    if isinstance(x, dict):
+        return {k: _plain_sizes(v) for k, v in x.items()} if any(_holds_size(v) for v in x.values()) else x
+    if type(x) in (list, tuple) and any(_holds_size(v) for v in x):
+        return type(x)(_plain_sizes(v) for v in x)
+    return x
+
+
+def _holds_size(x) -> bool:
+    return isinstance(x, TracedInt) or (type(x) in (list, tuple) and any(_holds_size(v) for v in x))
 
 
 def _called_from_tensor_iter() -> bool:

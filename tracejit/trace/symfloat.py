@@ -19,6 +19,9 @@ import builtins
 import math
 import operator
 
+import torch
+import torch.nn.functional  # noqa: F401  (its ``_sym_int`` gets a stand-in)
+
 from ..ops.names import SYM_FNS, SYM_MATH  # noqa: F401  (SYM_FNS: the functions sym_math may call)
 from ..ir import Node, ScalarType, Value
 from . import patches
@@ -212,12 +215,33 @@ def _make_extreme(original):
     fn = original.__name__
 
     def stand_in(*args, **kwargs):
-        if kwargs or len(args) != 2 or not any(_traced(a) for a in args) or get_tracer() is None \
-                or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
+        operands = args
+        if len(args) == 1 and type(args[0]) in (list, tuple, torch.Size) and len(args[0]) >= 1:
+            operands = tuple(args[0])   # min(x.shape[-2:]): the iterable's items, folded pairwise in order
+        if kwargs or len(operands) < 2 or not any(_traced(a) for a in operands) or get_tracer() is None \
+                or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in operands):
             return original(*args, **kwargs)
-        value = original(_plain(args[0]), _plain(args[1]))
-        return sym_math(fn, args, value)
+        out = operands[0]
+        for b in operands[1:]:   # Python keeps the first of equal extremes: equal values, the same result
+            out = sym_math(fn, (out, b), original(_plain(out), _plain(b)))
+        return out
     stand_in.__name__ = fn
+    stand_in.__doc__ = original.__doc__
+    return stand_in
+
+
+# ---- torch.sym_int (F.interpolate's output size, ``int(h * scale)``) -----------------------------------
+def _make_sym_int(original):
+    """``torch.sym_int(a)``: for a traced float ``math.trunc(a)`` (recorded; ``int()`` of a float truncates),
+    for a traced size the size itself; anything else as torch does."""
+    def stand_in(a):
+        if get_tracer() is not None:
+            if isinstance(a, TracedFloat):
+                return math.trunc(a)
+            if isinstance(a, TracedInt):
+                return a
+        return original(a)
+    stand_in.__name__ = original.__name__
     stand_in.__doc__ = original.__doc__
     return stand_in
 
@@ -227,3 +251,5 @@ for _name in _MATH_FLOAT_READERS:
         patches.register(math, _name, _math_stand_in)
 patches.register(builtins, "max", _make_extreme)
 patches.register(builtins, "min", _make_extreme)
+patches.register(torch, "sym_int", _make_sym_int)
+patches.register(torch.nn.functional, "_sym_int", _make_sym_int)   # interpolate calls it by this name
