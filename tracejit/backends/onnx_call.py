@@ -19,7 +19,6 @@ from ..export.onnx_export import export_onnx, input_names, traced_graph
 from ..inference import optimized
 from ..ir import ScalarType, Value
 from ..passes.inline import inline_calls
-from ..passes.inline import inline_calls
 from ..runtime import specialize
 from ..runtime.method_compiler import compile_method
 from . import intermediate_sizes

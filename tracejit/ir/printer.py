@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .graph import Graph, Node, Value, TensorType, set_formatter
+from .graph import Graph, Node, Value, set_formatter
 from .ops import OPS
 from ..escape import terminal
 
