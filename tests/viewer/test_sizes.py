@@ -257,3 +257,35 @@ def test_inspect_names_input_sizes_as_the_viewer_does(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "forward(ids: Float[2, s0], mask: Float[2, s0])" in out
     assert signature("forward", traced.graph) == "forward(ids: Float[2, s0], mask: Float[2, 8])"   # no probe
+
+
+class _Twice(nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.c = inner
+
+    def forward(self, x):
+        return self.c(self.c(x)) * 2
+
+
+def test_a_submodule_called_again_with_the_same_shapes_is_probed_once(monkeypatch):
+    """Eight levels of modules calling the next twice are 256 runs of the innermost: the probe runs each
+    module once per distinct input shapes (the names are the same as running them all; inspect of this
+    file took ~1 CPU second, past 2 under load)."""
+    from tracejit.viewer import sizes
+    model = nn.ReLU()
+    for _ in range(8):
+        model = _Twice(model)
+    traced = _trace(model.eval(), torch.randn(3, 4))
+    ops = []
+    original = sizes._MetaOnly.__torch_dispatch__
+    monkeypatch.setattr(sizes._MetaOnly, "__torch_dispatch__",
+                        lambda self, func, *a, **k: (ops.append(func), original(self, func, *a, **k))[1])
+    doc = program_document(traced)
+    relus = sum("relu" in str(op) for op in ops)
+    assert 0 < relus <= 5 * 2, relus   # at most one relu per probe run (5 probe runs at most), not 256
+    assert doc["graphs"][":forward"]["nodes"][0]["type"] == "Float[s0, s1]"
+    assert "Float[s0, s1]" in _types(doc, "c.c.c.c.c.c.c.c:forward")
+    for shape in ((5, 7), (1, 2)):   # the names hold on other sizes
+        x = torch.randn(*shape)
+        torch.testing.assert_close(traced(x), model(x))
