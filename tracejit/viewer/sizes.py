@@ -270,6 +270,11 @@ def _on_meta(x):
     return x
 
 
+def _fresh(x):
+    return torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device="meta") \
+        if isinstance(x, torch.Tensor) else x
+
+
 def _meta(t):
     return None if t is None else torch.empty(t.shape, dtype=t.dtype, device="meta") \
         if isinstance(t, torch.Tensor) else t
@@ -317,10 +322,10 @@ def _method(shadow, graph, name: str, guards: bool, runner: _Runner):
             _record_inputs(runner.seen, graph, args, kwargs)
         key = _call_key(shadow, graph, guards, args, kwargs)
         if key is not None and key in runner.memo:   # the same call again: only its first call records shapes
-            return runner.memo[key]
+            return tree_map(_fresh, runner.memo[key])   # fresh tensors: the caller may write to what it gets
         out = compiled[0](shadow, *args, **kwargs)
         if key is not None:
-            runner.memo[key] = out
+            runner.memo[key] = tree_map(_fresh, out)
         return out
     return run
 
