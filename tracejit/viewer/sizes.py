@@ -35,6 +35,8 @@ from ..codegen.compiler import compile_function
 from ..codegen.python import generate
 from ..ir import TensorType, Value
 from ..ir.symbolic_dims import symbolic_dims
+from ..ops.aten import is_inplace
+from ..ops.names import split_name
 from ..pytree import flatten, unflatten
 
 
@@ -303,6 +305,7 @@ class _Shadow:
 def _method(shadow, graph, name: str, guards: bool, runner: _Runner):
     """The shadow's method for ``graph``: compiled on first use, with guards or observed."""
     compiled = runner.compiled.setdefault((id(graph), name, guards), [])
+    reusable = not any(_may_write(node.op) for node in graph.nodes)   # else every call runs (_call_key)
 
     def refuse(*_args, **_kwargs):
         raise _Refused(name)
@@ -320,7 +323,7 @@ def _method(shadow, graph, name: str, guards: bool, runner: _Runner):
             compiled.append(compile_function(src, name, globs, "viewer-sizes"))
         if not guards:
             _record_inputs(runner.seen, graph, args, kwargs)
-        key = _call_key(shadow, graph, guards, args, kwargs)
+        key = _call_key(shadow, graph, guards, args, kwargs) if reusable else None
         if key is not None and key in runner.memo:   # the same call again: only its first call records shapes
             return tree_map(_fresh, runner.memo[key])   # fresh tensors: the caller may write to what it gets
         out = compiled[0](shadow, *args, **kwargs)
@@ -332,11 +335,8 @@ def _method(shadow, graph, name: str, guards: bool, runner: _Runner):
 
 def _call_key(shadow, graph, guards: bool, args, kwargs):
     """What a method's meta run depends on: the module, the graph and its inputs' shapes, dtypes and strides
-    (plain values as they are); None (no reuse) when an input is another object or the graph writes in
-    place (an op whose name ends in ``_``: it could change what a later call sees). A module calling a
+    (plain values as they are); None (no reuse) when an input is another object. A module calling a
     submodule twice with the same shapes (8 levels of that: 256 runs) then runs it once per probe."""
-    if any(node.op.rsplit("::", 1)[-1].split(".")[0].endswith("_") for node in graph.nodes):
-        return None
     parts = []
     for leaf in flatten((tuple(args), kwargs))[0]:
         if isinstance(leaf, torch.Tensor):
@@ -346,6 +346,12 @@ def _call_key(shadow, graph, guards: bool, args, kwargs):
         else:
             return None
     return id(shadow), id(graph), guards, tuple(parts)
+
+
+def _may_write(op: str) -> bool:
+    """An op that could change what a later call of its graph sees: in place by its schema, or (default-deny,
+    for an op without one) by its name's trailing ``_``."""
+    return is_inplace(op) or split_name(op).name.endswith("_")
 
 
 def _record_inputs(seen: dict, graph, args, kwargs) -> None:
