@@ -83,7 +83,9 @@ def run(tree: str, keys) -> dict:
     bench_dir = os.path.join(os.path.abspath(tree), "bench")
     if not os.path.exists(os.path.join(bench_dir, "bench_peers.py")):
         raise SystemExit(f"{tree}: no bench/bench_peers.py (copy the tree's bench/ with its tracejit/)")
-    proc = subprocess.run([sys.executable, "-c", CHILD, bench_dir, ",".join(keys)], env=env,
+    # cwd = the tree: `python -c` puts the working directory first on sys.path, ahead of PYTHONPATH, so run from
+    # a checkout it would import that checkout's tracejit (the assertion in CHILD caught it)
+    proc = subprocess.run([sys.executable, "-c", CHILD, bench_dir, ",".join(keys)], env=env, cwd=os.path.abspath(tree),
                           capture_output=True, text=True, timeout=1800)
     if proc.returncode:
         raise SystemExit(f"{tree}: {proc.stderr[-2000:]}")
