@@ -80,22 +80,42 @@ def _trace_in_python(name: str, directory: str):
 def served(tmp_path_factory, _offline):
     """``"<model>/<variant>/<case>"`` -> what the fresh process saw ("ok" or the failure)."""
     root = tmp_path_factory.mktemp("serve")
-    programs = {}
-    for name in tiny_models.NAMES:
-        directory = tiny_models.save(name, str(root / name))
-        path = str(root / f"{name}-cli.tjit")
-        assert cli.main(["trace", "--hf", directory, "-o", path]) == 0
-        programs[f"{name}/cli"] = [name, path, directory]
-        path = str(root / f"{name}-python.tjit")
-        tracejit.save(_trace_in_python(name, directory), path)
-        programs[f"{name}/python"] = [name, path, directory]
-    plan = root / "plan.json"
-    plan.write_text(json.dumps({"programs": programs, "cases": CASES}))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, os.path.join(HERE, "serve_child.py"), str(plan)], capture_output=True,
-                          text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]),
+               OMP_NUM_THREADS="1")   # tiny models: one thread each, so no process's OpenMP team waits on a core
+    threads = torch.get_num_threads()   # another process holds (this one traces meanwhile, at one thread too)
+    torch.set_num_threads(1)
+    try:
+        return _trace_and_serve(root, env)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _trace_and_serve(root, env) -> dict:
+    children = []   # one fresh server process per model, started as soon as its files exist: it loads and checks
+    try:            # them while this process traces the next model (CI has 2 cores)
+        for name in tiny_models.NAMES:
+            directory = tiny_models.save(name, str(root / name))
+            path = str(root / f"{name}-cli.tjit")
+            assert cli.main(["trace", "--hf", directory, "-o", path]) == 0
+            programs = {f"{name}/cli": [name, path, directory]}
+            path = str(root / f"{name}-python.tjit")
+            tracejit.save(_trace_in_python(name, directory), path)
+            programs[f"{name}/python"] = [name, path, directory]
+            plan = root / f"plan-{name}.json"
+            plan.write_text(json.dumps({"programs": programs, "cases": CASES}))
+            children.append(subprocess.Popen([sys.executable, os.path.join(HERE, "serve_child.py"), str(plan)],
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+        seen = {}
+        for child in children:
+            out, err = child.communicate(timeout=300)
+            assert child.returncode == 0, err[-3000:]
+            seen.update(json.loads(out.strip().splitlines()[-1]))
+        return seen
+    finally:
+        for child in children:   # a failure above leaves no server process behind
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
 
 
 def _params():
