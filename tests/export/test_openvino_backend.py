@@ -195,7 +195,26 @@ def test_static_shapes_past_the_cache_run_dynamic_and_bad_shapes_keep_the_clear_
     fresh = tracejit.optimize_for_inference(trace(fn, example), backend="openvino", static_shapes=True)
     with pytest.raises(RuntimeError, match=r"openvino could not run this call with Tensor\(shape=\(3, 5\)"):
         fresh(torch.randn(3, 5))
-    assert fresh._static[((3, 5),)] is None   # refused once, remembered, the dynamic model reported it
+    # refused by the shape check before the cache: neither compiled nor remembered as passing
+    assert ((3, 5),) not in fresh._static and ((3, 5),) not in fresh._shapes_ok
+
+
+@pytest.mark.parametrize("static_shapes", [False, True])
+def test_shapes_the_model_cannot_take_raise_at_one_inference_thread(static_shapes):
+    """OpenVINO's CPU plugin with one inference thread ran a [3, 5] input through the MLP's first linear (16
+    features) and returned an empty [0, 8] tensor, no error: the backend checks the call's shapes itself."""
+    fn, example, _ = WORKLOADS["mlp"]()
+    program = tracejit.optimize_for_inference(trace(fn, example), backend="openvino", threads=1,
+                                              static_shapes=static_shapes)
+    for bad in (torch.randn(3, 5), torch.randn(2, 16, 1)):
+        with pytest.raises(RuntimeError, match=r"openvino could not run this call with Tensor\(shape="
+                                               r".*(Incompatible MatMul|rank|dimension)"):
+            program(bad)
+    with torch.no_grad():   # good shapes still answer, the bad ones were not remembered as passing
+        for n in (1, 3, 7):
+            x = torch.randn(n, 16)
+            assert_close(program(x), fn(x), f"batch {n}")
+    assert len(program._shapes_ok) == 3
 
 
 def test_static_shapes_from_several_threads():
