@@ -2,14 +2,14 @@
 
     if <predicate> != expected: _tj_guard(k, <value now>)
 
-``_tj_guard`` (support/guard_failure.py) raises GuardError naming guard ``k``.
+``_tj_guard`` (support/guards.py) raises GuardError naming guard ``k``.
 """
 from __future__ import annotations
 
 from ..ir import BOOL_TESTS, Node, guard_expr
 from ..ir.guard_nodes import flag_predicate
-from ..support.guard_failure import GuardFailure
-from ..trace.boundary import needs_plain, plain_value
+from ..support.guards import GuardFailure
+from ..support.guards import needs_plain, plain_value
 
 
 class GuardEmitter:

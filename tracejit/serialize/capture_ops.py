@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ..errors import LoadError
 from ..ir import Value
-from ..trace import autocast_mode
-from ..trace.grad_mode import REGIONS
+from ..ir import regions
+from ..ir.regions import REGIONS
 from ..ops.names import AUTOGRAD_FUNCTION, DEVICE_OF, DTYPE_OF, FINFO, FINFO_ATTRS
 
 OPS = {DTYPE_OF, DEVICE_OF, FINFO, AUTOGRAD_FUNCTION}
@@ -16,7 +16,7 @@ _SCALAR_OUT = {DTYPE_OF: "dtype", DEVICE_OF: "device", FINFO: "float"}
 def check_node_attrs(node, at: str) -> None:
     """``grad`` must name a grad mode; ``in_function`` / ``function_id`` must be ints."""
     attrs = node.attrs
-    if "autocast" in attrs and not autocast_mode.valid(attrs["autocast"]):
+    if "autocast" in attrs and not regions.valid_autocast(attrs["autocast"]):
         raise LoadError(f"{at}: malformed autocast state {str(attrs['autocast'])[:60]} (expected a list of "
                         "'<device>:<dtype>|off')")
     if "grad" in attrs and attrs["grad"] not in REGIONS:

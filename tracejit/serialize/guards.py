@@ -14,7 +14,7 @@ import torch
 from ..errors import LoadError, SaveError
 from ..ir import GUARD_KINDS, GUARD_TESTS, Value, guard_arity
 from ..ir.guard_nodes import is_flag_path
-from ..trace.boundary import METADATA, PLAIN_VALUE_TESTS
+from ..support.guards import METADATA, PLAIN_VALUE_TESTS
 from .constants import decode_const, encode_const
 from ..patterns import LazyPattern
 
