@@ -25,7 +25,7 @@ class GuardEmitter:
         if test == "training" and node.attrs.get("path"):   # a submodule's flag (trace/module_flags.py)
             pred = flag_predicate(node.attrs["path"])
         if needs_plain(test, expected):
-            # NaN, signed zeros, tuples, strings and objects compare as trace/boundary.plain_value gives them
+            # NaN, signed zeros, tuples, strings and objects compare as support/guards.plain_value gives them
             pred = f"_tj_plain({pred})"
             gen.globals["_tj_plain"] = plain_value
         if test in BOOL_TESTS and isinstance(expected, bool):
