@@ -24,6 +24,7 @@ from ..errors import TraceError
 from ..ir.regions import ENABLE_GRAD, INFERENCE, NO_GRAD
 from . import autocast_mode
 from .symbolic import get_tracer
+
 _CONTEXTS = (_gm.no_grad, _gm.enable_grad, _gm.set_grad_enabled, _gm.inference_mode)
 
 
