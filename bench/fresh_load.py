@@ -35,6 +35,12 @@ Methodology
   import ~31 ms (14 dataclass decorators ~8.5 ms, re.compile ~2.2 ms), decode 33 graphs ~3.8 ms.
   Branch serve6: the load ~19 ms (less than torch.jit.load's ~21): the names it checks are string tests, not
   patterns; the import (~14 ms, 99 modules, 887 KB of bytecode) is the gap left (bench/RESULTS.md).
+  Branch serve7: 96 modules, 849 KB of bytecode (main before: 99, 890 KB): the recorder's boundary rule, its
+  grad-mode / autocast stand-ins and trace/symbolic are off the load path (what a load needs of them lives in
+  ir/regions.py and support/guards.py). import tracejit CPU ~14.2-15.2 / 16.5-17.1 ms (min / median, load average
+  ~4-6; main before 16.1-16.4 / 18.0-18.6); of it ~1 ms is the collector's young collection of what the import
+  made, when the pause ends (gc_pause.py), and ~0.06 ms a module the import system's fixed cost. Importing the
+  writer and the viewer at module level (issue #24 item 5's last two deferrals) would add 9 modules and ~2.5-4 ms.
 """
 from __future__ import annotations
 

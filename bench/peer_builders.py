@@ -6,21 +6,22 @@ a torch.onnx export, OpenVINO on tracejit's ONNX file; tracejit's engines: trace
 tracejit.freeze, optimize_for_inference (torch path, onnxruntime backend, onnxruntime int8,
 openvino backend fp32 / static shapes / bf16).
 Build times of the parts that matter (export + session) are left in ``BUILD_NOTES``.
+torch.onnx's export runs in a child process bounded in memory and time (``export_in_child``): an export past
+its limits is the ORT peer's error ("export > 8 GB"), never the end of the bench.
 """
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
 import os
 import sys
 import tempfile
 import time
-import warnings
 from typing import Any, Callable
 
 import torch
 from torch import nn
+
+from torch_onnx_export import (FnModule, _as_module, _native_output_silenced, _Quiet, _short,  # noqa: E402,F401
+                               export_in_process as _export_in_process, log)
 
 NUM_THREADS = 2
 BUILD_NOTES: dict[str, float] = {}   # "what" -> seconds, for the build table (reset per workload)
@@ -42,43 +43,6 @@ except Exception as exc:  # noqa: BLE001
     ORT_IMPORT_EXC = exc
 
 
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def _short(exc: BaseException, limit: int = 90) -> str:
-    msg = f"{type(exc).__name__}: {exc}".replace("\n", " ").replace("|", "/").replace("`", "'")
-    msg = " ".join(msg.split())
-    return msg if len(msg) <= limit else msg[: limit - 3] + "..."
-
-
-class _Quiet:
-    """Silence Python warnings (jit deprecation, tracer warnings, nested tensor...)."""
-
-    def __enter__(self) -> None:
-        self._cm = warnings.catch_warnings()
-        self._cm.__enter__()
-        warnings.simplefilter("ignore")
-
-    def __exit__(self, *exc: Any) -> None:
-        self._cm.__exit__(*exc)
-
-
-class FnModule(nn.Module):
-    """A plain function as a module (for freezing and ONNX export)."""
-
-    def __init__(self, fn: Callable):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: Any) -> Any:
-        return self.fn(*args)
-
-
-def _as_module(fn: Any) -> nn.Module:
-    return fn if isinstance(fn, nn.Module) else FnModule(fn).eval()
-
-
 def _to_tensor(out: Any) -> Any:
     """onnxruntime returns a list of numpy arrays, OpenVINO a dict of them; every workload has one output."""
     if type(out).__name__ == "OVDict":
@@ -88,24 +52,6 @@ def _to_tensor(out: Any) -> Any:
     if type(out).__module__ == "numpy":
         return torch.from_numpy(out)
     return out
-
-
-@contextlib.contextmanager
-def _native_output_silenced() -> Any:
-    """Discard what native code writes to file descriptors 1 and 2."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(1), os.dup(2)]
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        yield
-    finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in saved + [devnull]:
-            os.close(fd)
 
 
 # --------------------------------------------------------------------------- #
@@ -148,33 +94,108 @@ def _onnx_bytes(fn: Any, args: tuple) -> tuple[bytes, str]:
     return model_bytes, how
 
 
+# torch.onnx's export runs in a child process under these limits: the dynamo exporter took 22.7 GB
+# (and the kernel's OOM killer took the whole bench) on vgg11_bn at batch 8 (bench_zoo, zoo6 round)
+EXPORT_MEMORY_GB = 8.0    # the exporting process's address space (torch imported: ~1.5 GB of it)
+EXPORT_TIME_S = 300.0
+_EXPORTER = "torch_onnx_export:export_in_process"   # a module importing torch only: the child starts fast
+
+# the child: a fresh interpreter (a fork of the bench, whose OpenMP / onnxruntime / OpenVINO threads do not
+# exist in the copy, hung in torch's export now and then); argv: job file, "module:function", out dir, prepare
+_CHILD = r"""
+import importlib, os, sys
+job, target, out, prepare = sys.argv[1:5]
+def _call(spec):
+    mod, name = spec.split(":")
+    return getattr(importlib.import_module(mod), name)
+try:
+    fn, args = None, ()
+    if prepare:
+        _call(prepare)()
+    if os.path.getsize(job):
+        import torch
+        torch.set_num_threads(1)
+        data = torch.load(job, weights_only=False)
+        fn, args = data["fn"], data["args"]
+    model_bytes, how = _call(target)(fn, args)
+    with open(os.path.join(out, "model.onnx"), "wb") as f:
+        f.write(model_bytes)
+    with open(os.path.join(out, "how.txt"), "w") as f:
+        f.write(how)
+except BaseException as exc:
+    text = f"{type(exc).__name__}: {exc}"
+    memory = isinstance(exc, MemoryError) or any(k in text.lower() for k in (
+        "bad_alloc", "can't allocate memory", "cannot allocate memory", "out of memory"))
+    with open(os.path.join(out, "error.txt"), "w") as f:
+        f.write(("memory: " if memory else "") + " ".join(text.split())[:400])
+    sys.exit(1)
+"""
+
+
+class ExportLimitExceeded(RuntimeError):
+    """torch.onnx's export went past ``EXPORT_MEMORY_GB`` or ``EXPORT_TIME_S``: the ORT peer's cell says so."""
+
+
 def _export_with_torch_onnx(fn: Any, args: tuple) -> tuple[bytes, str]:
-    module = _as_module(fn).eval()
-    names = [f"input_{i}" for i in range(len(args))]
-    errors = []
-    onnx_logger = logging.getLogger("torch.onnx")
-    level = onnx_logger.level
-    onnx_logger.setLevel(logging.ERROR)  # "torchvision is not installed" etc.
+    """torch.onnx's export of ``fn`` in a child process bounded in memory and time; in this process where
+    ``fn`` cannot be pickled for the child (a plain function of a bench script) or there is no RLIMIT_AS."""
     try:
-        # redirect_stdout: the dynamo exporter's progress chatter
-        with _Quiet(), contextlib.redirect_stdout(io.StringIO()):
+        import resource  # noqa: F401  (POSIX)
+    except ImportError:
+        return _export_in_process(fn, args)
+    try:
+        return export_in_child(fn, args, EXPORT_MEMORY_GB, EXPORT_TIME_S)
+    except _Unpicklable as exc:
+        log(f"  ORT peer: exporting in this process ({exc})")
+        return _export_in_process(fn, args)
+
+
+class _Unpicklable(Exception):
+    pass
+
+
+def export_in_child(fn: Any, args: tuple, memory_gb: float, time_s: float, export: str = _EXPORTER) -> tuple[bytes, str]:
+    """Run ``export`` ("module:function", called as ``function(fn, args)``, default torch.onnx's export) in a
+    fresh Python process (this one's ``sys.path``) whose address space is limited to ``memory_gb``
+    (RLIMIT_AS) and which is killed after ``time_s``; it writes the .onnx file this process reads.
+    ``fn`` and ``args`` travel by ``torch.save`` (none when ``fn`` is None: the child then does not import
+    torch). Raises ``ExportLimitExceeded`` ("export > N GB" / "export > N s"), or the export's own error."""
+    import pickle
+    import resource
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as tmp:
+        job = os.path.join(tmp, "job.pt")
+        if fn is None:
+            open(job, "wb").close()
+        else:
             try:
-                buf = io.BytesIO()
-                with _native_output_silenced():  # on failure the C++ side dumps the whole TorchScript graph
-                    torch.onnx.export(module, args, buf, input_names=names, dynamo=False)
-                return buf.getvalue(), "legacy exporter"
-            except Exception as exc:  # noqa: BLE001
-                errors.append(f"legacy: {_short(exc, 70)}")
-                log(f"  legacy ONNX export failed ({_short(exc, 200)}); trying dynamo=True")
-            try:
-                program = torch.onnx.export(module, args, input_names=names, dynamo=True)
-                how = "dynamo exporter (legacy failed: " + errors[0].split(": ", 1)[1][:60] + ")"
-                return program.model_proto.SerializeToString(), how
-            except Exception as exc:  # noqa: BLE001
-                errors.append(f"dynamo: {_short(exc, 70)}")
-    finally:
-        onnx_logger.setLevel(level)
-    raise RuntimeError("; ".join(errors))
+                torch.save({"fn": fn, "args": args}, job)
+            except (pickle.PicklingError, AttributeError, TypeError) as exc:
+                raise _Unpicklable(_short(exc, 120)) from exc
+        _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = int(memory_gb * 2**30) if hard == resource.RLIM_INFINITY else min(int(memory_gb * 2**30), hard)
+        prepare = "zoo_models:_torchvision" if "zoo_models" in sys.modules and "torchvision" in sys.modules else ""
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), OMP_NUM_THREADS="1")
+        proc = subprocess.Popen([sys.executable, "-c", _CHILD, job, export, tmp, prepare], env=env,
+                                preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, hard)))
+        try:
+            proc.wait(timeout=time_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise ExportLimitExceeded(f"export > {time_s:g} s") from None
+        paths = {n: os.path.join(tmp, n) for n in ("model.onnx", "how.txt", "error.txt")}
+        if proc.returncode == 0 and os.path.exists(paths["model.onnx"]):
+            with open(paths["model.onnx"], "rb") as f, open(paths["how.txt"]) as h:
+                return f.read(), h.read()
+        error = open(paths["error.txt"]).read() if os.path.exists(paths["error.txt"]) else ""
+        if error.startswith("memory: "):
+            raise ExportLimitExceeded(f"export > {memory_gb:g} GB ({error[8:120]})")
+        if not error:   # died in native code (an uncaught std::bad_alloc aborts; so does a crash)
+            reason = f"killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
+            raise ExportLimitExceeded(f"export died ({reason}; limits {memory_gb:g} GB, {time_s:g} s)")
+        raise RuntimeError(error)
 
 
 def ort_session_options():

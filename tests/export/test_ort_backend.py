@@ -102,3 +102,41 @@ def test_training_mode_module_is_refused():
 def test_corpus_model_backend_gives_eager_answers_on_alt_inputs(model):
     from model_corpus import assert_backend_gives_eager_answers
     assert_backend_gives_eager_answers(model, "onnxruntime")
+
+
+def _held_models(root, min_bytes: int, model_type) -> list:
+    """Serialized models (bytes of at least ``min_bytes``) and ONNX protos reachable from ``root``
+    (gc referents, not through modules, classes or onnxruntime's sessions: an ``InferenceSession`` made
+    from bytes keeps them, for its provider fallback, beyond our reach)."""
+    import gc
+    import types
+
+    seen, todo, found = {id(root)}, [root], []
+    while todo:
+        obj = todo.pop()
+        for ref in gc.get_referents(obj):
+            if id(ref) in seen or isinstance(ref, (types.ModuleType, type, ort.InferenceSession)):
+                continue
+            seen.add(id(ref))
+            if isinstance(ref, (bytes, bytearray)):
+                if len(ref) >= min_bytes:
+                    found.append(ref)
+            elif isinstance(ref, model_type):
+                found.append(ref)
+            else:
+                todo.append(ref)
+    return found
+
+
+def test_program_holds_its_model_once_and_answers_on_new_batches():
+    """The program keeps the serialized model once (it held the ONNX proto and its bytes: the weights twice)."""
+    onnx = pytest.importorskip("onnx")
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 32)).eval()
+    weight_bytes = sum(p.numel() * 4 for p in model.parameters())
+    program = tracejit.optimize_for_inference(trace(model, (torch.randn(4, 64),)), backend="onnxruntime")
+    held = _held_models(program, weight_bytes, onnx.ModelProto)
+    assert len(held) == 1, f"the model's weights are held {len(held)} times: {[type(h).__name__ for h in held]}"
+    for batch in (4, 9):   # 9: the dynamic session, opened from the one copy kept
+        x = torch.randn(batch, 64) * 2
+        with torch.no_grad():
+            assert_close(as_tuple(program(x)), as_tuple(model(x)), f"batch {batch}")

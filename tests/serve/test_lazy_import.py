@@ -44,9 +44,8 @@ LOAD_PATH_MODULES = frozenset({
     "tracejit.patterns", "tracejit.porting", "tracejit.program", "tracejit.pytree", "tracejit.records",
     "tracejit.user_methods", "tracejit.version",
     "tracejit.passes", "tracejit.passes.graph_copy", "tracejit.passes.inline", "tracejit.passes.written",
-    "tracejit.trace", "tracejit.trace.autocast_mode", "tracejit.trace.boundary",
-    "tracejit.trace.grad_mode", "tracejit.trace.indexing", "tracejit.trace.ledger", "tracejit.trace.ops",
-    "tracejit.trace.source", "tracejit.trace.symbolic"})
+    "tracejit.trace", "tracejit.trace.indexing", "tracejit.trace.ledger", "tracejit.trace.ops",
+    "tracejit.trace.source"})
 
 
 def _off_the_load_path(names) -> list:

@@ -50,14 +50,16 @@ class OrtProgram(TracedCall):
                  quantize: str | None = None, _model=None):
         require("onnxruntime")   # before the export: a clear error when it is not installed
         prepared, models = prepare(traced, self.backend) if _model is None else (None, [_model])
-        graph, self.proto = models[0]
+        graph, proto = models[0]
         self._init_call(traced, graph)
         self._threads, self._spinning = threads or torch.get_num_threads(), spinning
         self.quantize = quantize
-        self.quantized_model = None if quantize is None else quantize_model(self.proto, quantize)
-        self._model_bytes = self.quantized_model or self.proto.SerializeToString()
-        self.pinned_sizes = traced_sizes(self.proto, graph)
-        self.session = self._open(self.pinned_sizes, optimized_model_path, self._pinned_model())
+        self.quantized_model = None if quantize is None else quantize_model(proto, quantize)
+        # the model's one copy the program keeps (the dynamic session opens from it): the proto is dropped
+        # after the build, so a program holds its weights once here, not twice (bytes and proto)
+        self._model_bytes = self.quantized_model or proto.SerializeToString()
+        self.pinned_sizes = traced_sizes(proto, graph)
+        self.session = self._open(self.pinned_sizes, optimized_model_path, self._pinned_model(proto))
         self._shapes = [torch.Size(v.type.shape) for v in graph.inputs] if self.pinned_sizes else None
         self._dynamic_session, self._dynamic_lock = (None, threading.Lock()) if self.pinned_sizes else (self.session,
                                                                                                           None)
@@ -70,13 +72,13 @@ class OrtProgram(TracedCall):
             choose_per_call(self, prepared, [OrtProgram(traced, threads=threads, spinning=spinning, quantize=quantize,
                                                         _model=model) for model in models[1:]])
 
-    def _pinned_model(self) -> bytes:
+    def _pinned_model(self, proto) -> bytes:
         """The model for the traced shapes: its input axes fixed and the size math folded (export/static_shapes.py);
         the dynamic model (its axes fixed by the session) where that fails."""
         if not self.pinned_sizes:
             return self._model_bytes
         try:
-            fixed = with_input_sizes(self.proto, self.pinned_sizes)
+            fixed = with_input_sizes(proto, self.pinned_sizes)
             return quantize_model(fixed, self.quantize) if self.quantize else fixed.SerializeToString()
         except Exception:  # noqa: BLE001  (the dynamic model, pinned by the session, computes the same)
             return self._model_bytes

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from ..support.no_backward import call_without_backward
-from ..trace import autocast_mode, grad_mode
+from ..ir import regions
 from ..pytree import rebuild_registered as rebuild, registered_node
 from ..ops.names import AUTOGRAD_FUNCTION, DEVICE_OF, DTYPE_OF, FINFO, FINFO_ATTRS
 
@@ -25,7 +25,7 @@ def region_of(node) -> tuple | None:
     if node is None:
         return None
     grad = node.attrs.get("grad")
-    grad = grad if grad in grad_mode.REGIONS else None
+    grad = grad if grad in regions.REGIONS else None
     autocast = tuple(node.attrs.get("autocast") or ())
     return (grad, autocast) if grad or autocast else None
 
@@ -33,7 +33,7 @@ def region_of(node) -> tuple | None:
 def builds_grad(node) -> bool:
     """Does this node run in an explicit enable_grad region (where in-place reuse is never safe)?"""
     region = region_of(node)
-    return region is not None and region[0] == grad_mode.ENABLE_GRAD
+    return region is not None and region[0] == regions.ENABLE_GRAD
 
 
 def enter_region(gen, node) -> None:
@@ -53,8 +53,8 @@ def enter_region(gen, node) -> None:
 
 def _header(region: tuple) -> str:
     grad, autocast = region
-    parts = [grad_mode.region_context(grad)] if grad else []
-    parts += autocast_mode.header_parts(list(autocast))
+    parts = [regions.region_context(grad)] if grad else []
+    parts += regions.autocast_header_parts(list(autocast))
     return f"with {', '.join(parts)}:"
 
 

@@ -2,14 +2,14 @@
 
     if <predicate> != expected: _tj_guard(k, <value now>)
 
-``_tj_guard`` (support/guard_failure.py) raises GuardError naming guard ``k``.
+``_tj_guard`` (support/guards.py) raises GuardError naming guard ``k``.
 """
 from __future__ import annotations
 
 from ..ir import BOOL_TESTS, Node, guard_expr
 from ..ir.guard_nodes import flag_predicate
-from ..support.guard_failure import GuardFailure
-from ..trace.boundary import needs_plain, plain_value
+from ..support.guards import GuardFailure
+from ..support.guards import needs_plain, plain_value
 
 
 class GuardEmitter:
@@ -25,7 +25,7 @@ class GuardEmitter:
         if test == "training" and node.attrs.get("path"):   # a submodule's flag (trace/module_flags.py)
             pred = flag_predicate(node.attrs["path"])
         if needs_plain(test, expected):
-            # NaN, signed zeros, tuples, strings and objects compare as trace/boundary.plain_value gives them
+            # NaN, signed zeros, tuples, strings and objects compare as support/guards.plain_value gives them
             pred = f"_tj_plain({pred})"
             gen.globals["_tj_plain"] = plain_value
         if test in BOOL_TESTS and isinstance(expected, bool):

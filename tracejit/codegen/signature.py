@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..ir import Value
 from ..pytree import REGISTERED, Spec
-from ..trace.boundary import check_input_kind
+from ..support.guards import check_input_kind
 from . import capture_emit
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..errors import GuardError
 from ..ir import Graph, Node, TensorType, verify
-from ..support.guard_failure import GuardFailure
+from ..support.guards import GuardFailure
 from .graph_copy import copy_graph
 
 

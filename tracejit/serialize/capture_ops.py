@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from ..errors import LoadError
 from ..ir import Value
-from ..trace import autocast_mode
-from ..trace.grad_mode import REGIONS
+from ..ir import regions
 from ..ops.names import AUTOGRAD_FUNCTION, DEVICE_OF, DTYPE_OF, FINFO, FINFO_ATTRS
 
 OPS = {DTYPE_OF, DEVICE_OF, FINFO, AUTOGRAD_FUNCTION}
@@ -16,11 +15,12 @@ _SCALAR_OUT = {DTYPE_OF: "dtype", DEVICE_OF: "device", FINFO: "float"}
 def check_node_attrs(node, at: str) -> None:
     """``grad`` must name a grad mode; ``in_function`` / ``function_id`` must be ints."""
     attrs = node.attrs
-    if "autocast" in attrs and not autocast_mode.valid(attrs["autocast"]):
+    if "autocast" in attrs and not regions.valid_autocast(attrs["autocast"]):
         raise LoadError(f"{at}: malformed autocast state {str(attrs['autocast'])[:60]} (expected a list of "
                         "'<device>:<dtype>|off')")
-    if "grad" in attrs and attrs["grad"] not in REGIONS:
-        raise LoadError(f"{at}: unknown grad mode {str(attrs['grad'])[:40]!r} (expected one of {', '.join(REGIONS)})")
+    if "grad" in attrs and attrs["grad"] not in regions.REGIONS:
+        raise LoadError(f"{at}: unknown grad mode {str(attrs['grad'])[:40]!r} "
+                        f"(expected one of {', '.join(regions.REGIONS)})")
     for key in ("in_function", "function_id"):
         if key in attrs and (not isinstance(attrs[key], int) or isinstance(attrs[key], bool) or attrs[key] < 0):
             raise LoadError(f"{at}: {key} must be a non-negative int")

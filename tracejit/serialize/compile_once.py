@@ -14,7 +14,7 @@ from __future__ import annotations
 import types
 
 from ..codegen.names import safe_identifier
-from ..support.guard_failure import GuardFailure
+from ..support.guards import GuardFailure
 from ..runtime.traced import InputError, compile_method, signature_text
 
 

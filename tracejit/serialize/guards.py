@@ -14,7 +14,7 @@ import torch
 from ..errors import LoadError, SaveError
 from ..ir import GUARD_KINDS, GUARD_TESTS, Value, guard_arity
 from ..ir.guard_nodes import is_flag_path
-from ..trace.boundary import METADATA, PLAIN_VALUE_TESTS
+from ..support.guards import METADATA, PLAIN_VALUE_TESTS
 from .constants import decode_const, encode_const
 from ..patterns import LazyPattern
 
@@ -46,7 +46,7 @@ def encode_attrs(node, where: str) -> dict:
     return out
 
 
-_FLOAT_TEXTS = {"nan", "-nan", "-0.0", "0.0"}   # trace/boundary.plain_value: the floats == cannot compare
+_FLOAT_TEXTS = {"nan", "-nan", "-0.0", "0.0"}   # support/guards.plain_value: the floats == cannot compare
 
 
 def _plain_value(v, at: str, depth: int = 0, test: str = ""):
@@ -66,7 +66,7 @@ def _plain_value(v, at: str, depth: int = 0, test: str = ""):
 
 
 # The reads a file's call guard may make again. trace/boundary.py guards any read that hands Python a
-# value; a file may repeat only these, reviewed: tensor metadata (trace/boundary.METADATA), comparisons
+# value; a file may repeat only these, reviewed: tensor metadata (support/guards.METADATA), comparisons
 # that give a bool, and formatting. Each is read-only and bounded by its operands' sizes. Anything else
 # (a method that writes, a private helper that trusts its arguments) is a LoadError: default-deny.
 FILE_CALL_METHODS = frozenset(METADATA) | {"is_same_size", "equal", "allclose", "__contains__", "is_nonzero",

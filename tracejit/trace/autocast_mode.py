@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import torch
 
-from ..patterns import LazyPattern
+# how the loader checks the states a node carries and codegen opens them: ir/regions.py
+from ..ir.regions import AUTOCAST_DEVICES as DEVICES
 
 AUTOCAST = torch.amp.autocast_mode.autocast   # torch.autocast
-DEVICES = ("cpu", "cuda")
-DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
-_ENTRY = LazyPattern(rf"^({'|'.join(DEVICES)}):(off|{'|'.join(DTYPES)})$")
 
 
 def current() -> dict:
@@ -39,21 +37,3 @@ def region(entry: dict, open_devices: list) -> list | None:
     if now == entry and not open_devices:
         return None
     return [f"{d}:{now.get(d, 'off')}" for d in DEVICES if d in now or d in entry or d in open_devices]
-
-
-def valid(value) -> bool:
-    return isinstance(value, list) and 0 < len(value) <= len(DEVICES) and all(
-        isinstance(v, str) and _ENTRY.match(v) for v in value)
-
-
-def header_parts(value: list) -> list[str]:
-    """``torch.autocast('cpu', dtype=torch.bfloat16)`` / ``torch.autocast('cpu', enabled=False)`` per entry."""
-    parts = []
-    for entry in value:
-        m = _ENTRY.match(entry)
-        if m is None:
-            raise ValueError(f"codegen: malformed autocast state {entry!r}")
-        device, dtype = m.groups()
-        parts.append(f"torch.autocast({device!r}, enabled=False)" if dtype == "off"
-                     else f"torch.autocast({device!r}, dtype=torch.{dtype})")
-    return parts

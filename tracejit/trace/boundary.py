@@ -19,16 +19,18 @@ refused at trace time with ``BoundaryError`` naming the line.
 """
 from __future__ import annotations
 
-import math
 import sys
 
 import types
 
 import torch
 
-from ..errors import GuardError, TraceError
+from ..errors import TraceError
 from ..ir import Value
 from ..pytree import flatten
+# what a call-time guard compares and the call-time input check, shared with codegen and the loader (re-exported)
+from ..support.guards import (INPUT_TYPES, METADATA, PLAIN_VALUE_TESTS, check_input_kind,  # noqa: F401
+                                    needs_plain, plain_value, tensor_kind)
 from .ops import _NAMESPACES
 from .source import _TORCH_DIR, _TRACEJIT_DIR, in_torch, read_by_torch, source_text, user_location
 
@@ -72,64 +74,15 @@ REFUSED = {
 }
 
 # reads of a tensor's metadata (no data, so no device sync): kept by guards="shapes"
-METADATA = {"is_contiguous", "stride", "storage_offset", "requires_grad", "grad_fn", "_version", "nbytes",
-            "is_same_size", "is_leaf", "_is_view", "has_names", "names", "layout", "is_sparse", "is_quantized",
-            "is_nested", "is_mkldnn", "is_pinned", "is_shared", "is_set_to", "is_conj", "is_neg", "is_inference",
-            "retains_grad", "output_nr", "_base", "is_mps", "is_xpu", "is_vulkan", "is_ipu", "is_xla", "is_mtia",
-            "is_maia", "is_sparse_csr", "is_non_overlapping_and_dense", "numel", "nelement", "layout"}
 
 # the Python formatting entry points: guarded on the text they give (``repr(x)`` at call time)
 FORMATTING = {"__repr__": "builtin:repr", "__str__": "builtin:str", "__format__": "builtin:format"}
 
-# guard tests whose expected value is made plain (plain_value) when it is not a bool
-PLAIN_VALUE_TESTS = {"item", "float", "tolist", "int", "call"}
 _MAX_TEXT = 4000
 
 
 class BoundaryError(TraceError):
     """A traced value left the recorded world in a way no call-time guard can check (refused at trace time)."""
-
-
-def plain_value(x, depth: int = 0):
-    """``x`` as the guard compares it: the same at trace time and at call time.
-
-    bools, ints and strings stay; a float stays unless it is NaN or a zero, which become their
-    ``repr`` (``"nan"``, ``"-0.0"``, ``"0.0"``: ``nan != nan`` and ``-0.0 == 0.0`` would make a guard
-    always fail or pass wrongly; a NaN whose sign bit is set is ``"-nan"``, which ``copysign`` tells apart); tuples, lists and ``torch.Size`` become lists; a dtype, device,
-    layout or memory format its name; a numpy array or scalar its values; any other object the name
-    of its type (``grad_fn`` -> ``"MulBackward0"``, ``None`` stays ``None``).
-    """
-    if x is None or isinstance(x, (bool, str)):
-        return x
-    if isinstance(x, int):
-        return int.__int__(x)
-    if isinstance(x, float):
-        v = float.__float__(x)
-        if v != v:   # NaN keeps its sign bit (math.copysign(1.0, x.min().item()) reads it; repr does not show it)
-            return "-nan" if math.copysign(1.0, v) < 0 else "nan"
-        return repr(v) if v == 0.0 else v
-    if isinstance(x, (tuple, list)) and depth < 8:
-        return [plain_value(i, depth + 1) for i in x]
-    if isinstance(x, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
-        return str(x)
-    if type(x).__module__ == "numpy" and hasattr(x, "tolist"):
-        return plain_value(x.tolist(), depth + 1)
-    if isinstance(x, complex):
-        return [plain_value(x.real), plain_value(x.imag)]
-    return f"<{type(x).__qualname__}>"
-
-
-def needs_plain(test: str, expected) -> bool:
-    """Does the guard's predicate go through ``plain_value`` at call time (codegen/guards.py)?"""
-    if test not in PLAIN_VALUE_TESTS or isinstance(expected, (bool, int)):
-        return False
-    if test == "call":
-        return True   # a text may stand for an object's type, a list for a tuple
-    return _holds_text(expected)
-
-
-def _holds_text(v) -> bool:
-    return isinstance(v, str) or (isinstance(v, list) and any(_holds_text(i) for i in v))
 
 
 def holds_tensor(result) -> bool:
@@ -277,20 +230,6 @@ def _line(loc) -> str:
     return f"`{source_text(loc)}`"
 
 
-# ---- inputs: their Python type and attributes ------------------------------------------------------
-# Code may branch on ``isinstance(x, MySubclass)`` or read ``x.scale`` set on an input: neither reaches the
-# recorder. So a traced program takes plain tensors (or nn.Parameters) without Python attributes, checked on
-# entry (codegen/signature.py: ``type(x) is not Tensor or x.__dict__`` first, then ``check_input_kind``).
-INPUT_TYPES = (torch.Tensor, torch.nn.Parameter)
-
-
-def tensor_kind(x) -> str:
-    """``"Tensor"`` for a plain tensor; else its type's name and the names of its Python attributes."""
-    attrs = getattr(x, "__dict__", None)
-    name = type(x).__qualname__
-    return f"{name} with Python attributes {sorted(attrs)}" if attrs else name
-
-
 def refuse_unguardable_inputs(args, kwargs) -> None:
     """Example inputs that are tensor subclasses or carry Python attributes are refused at trace time."""
     leaves, _ = flatten((tuple(args), dict(kwargs)))
@@ -299,14 +238,3 @@ def refuse_unguardable_inputs(args, kwargs) -> None:
             raise BoundaryError(f"example input {i} is a {tensor_kind(leaf)}: what the traced code reads of its Python "
                                 "type (isinstance) or attributes never reaches the recorder, so it cannot be "
                                 "guarded. Pass plain tensors, and other values as arguments")
-
-
-def check_input_kind(where: str, x, input_error) -> None:
-    """Called by generated code for an input that is not exactly a plain Tensor without attributes."""
-    if not isinstance(x, torch.Tensor):
-        input_error(where, x, "Tensor", None)
-    elif type(x) not in INPUT_TYPES or x.__dict__:
-        raise GuardError(f"input {where!r} is a {tensor_kind(x)}; the trace was made with a plain tensor and "
-                         "code may read the type (isinstance) or the attributes, which no guard can check. Pass a "
-                         "plain tensor (x.as_subclass(torch.Tensor)), or trace again with such an input",
-                         expected="Tensor", seen=tensor_kind(x))

@@ -21,11 +21,10 @@ import torch
 from torch.autograd import grad_mode as _gm
 
 from ..errors import TraceError
+from ..ir.regions import ENABLE_GRAD, INFERENCE, NO_GRAD
 from . import autocast_mode
 from .symbolic import get_tracer
 
-NO_GRAD, ENABLE_GRAD, INFERENCE = "no_grad", "enable_grad", "inference"
-REGIONS = (NO_GRAD, ENABLE_GRAD, INFERENCE)
 _CONTEXTS = (_gm.no_grad, _gm.enable_grad, _gm.set_grad_enabled, _gm.inference_mode)
 
 
@@ -143,11 +142,3 @@ def _bare_counting_init(init):
             state.bare += 1
     return traced_init
 
-
-_CONTEXTS_EMITTED = {NO_GRAD: "torch.no_grad()", ENABLE_GRAD: "torch.enable_grad()",
-                     INFERENCE: "torch.inference_mode()"}
-
-
-def region_context(region: str) -> str:
-    """The context manager codegen opens for a region (regions come from REGIONS only)."""
-    return _CONTEXTS_EMITTED[region]
