@@ -254,3 +254,16 @@ def test_dtype_device_and_finfo_read_from_traced_values():
     mask[0, 4:] = 0
     new = (torch.randn(3, 7), mask)
     assert_close(ort_run(proto, new), as_tuple(f(*new)))
+
+
+def test_a_checker_failure_without_a_message_still_says_what_failed(monkeypatch):
+    """vgg11_bn at batch 8 under a memory limit: onnx.checker raised MemoryError(), whose message is empty, and the
+    ExportError ended in "shape inference: " with no reason."""
+    import onnx
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError()
+    monkeypatch.setattr(onnx.checker, "check_model", out_of_memory)
+    traced = tracejit.trace(lambda x: torch.relu(x) * 2, torch.randn(2, 3))
+    with pytest.raises(tracejit.ExportError, match=r"shape inference: MemoryError \(\d+ MB\)$"):
+        tracejit.export_onnx(traced)

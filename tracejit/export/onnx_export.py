@@ -61,8 +61,9 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
     try:
         onnx.checker.check_model(proto, full_check=True)
         proto = onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
-    except Exception as e:  # noqa: BLE001
-        raise ExportError(f"the exported ONNX model does not pass onnx.checker / shape inference: {e}") from e
+    except Exception as e:  # noqa: BLE001  (named by its class too: a MemoryError's message is empty)
+        raise ExportError(f"the exported ONNX model does not pass onnx.checker / shape inference: "
+                          f"{type(e).__name__}{': ' if str(e) else ''}{e} ({proto.ByteSize() / 2**20:.0f} MB)") from e
     if f is not None:
         if isinstance(f, (str, os.PathLike)):
             onnx.save(proto, os.fspath(f))
