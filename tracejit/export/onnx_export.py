@@ -22,6 +22,7 @@ from .dtypes import onnx_dtype
 from .errors import ExportError
 from .guards import plan_guards, warn_unchecked
 from .lowering import Lowering
+from .model_check import check_and_infer
 from .recorder import NamingGraphBuilder as GraphBuilder, Recorder
 from onnxscript.onnx_opset import opset18 as op  # noqa: E402  (required by .lowering above: the onnx extra)
 from .tidy import drop_unused_pool_indices, fold_constants
@@ -59,8 +60,7 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
                                                                       doc_strings=doc_strings, graph=graph,
                                                                       max_nodes=max_nodes))
     try:
-        onnx.checker.check_model(proto, full_check=True)
-        proto = onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True)
+        proto = check_and_infer(onnx, proto)   # on a copy without the weights' bytes (model_check.py)
     except Exception as e:  # noqa: BLE001  (named by its class too: a MemoryError's message is empty)
         raise ExportError(f"the exported ONNX model does not pass onnx.checker / shape inference: "
                           f"{type(e).__name__}{': ' if str(e) else ''}{e} ({proto.ByteSize() / 2**20:.0f} MB)") from e
