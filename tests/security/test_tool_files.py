@@ -80,7 +80,7 @@ def report(tmp_path_factory):
         env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
         procs.append(subprocess.Popen([sys.executable, os.path.join(HERE, "tools_child.py"), str(spec), str(outs[k])],
                                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
-    lines = []
+    lines, tails = [], []
     for proc, out in zip(procs, outs):
         try:
             _, stderr = proc.communicate(timeout=1200)
@@ -95,9 +95,9 @@ def report(tmp_path_factory):
                 p.kill()
             pytest.fail(f"the child died ({proc.returncode}) in {started[-1] if started else None}: {stderr[-2000:]}")
         lines += part
-        proc.stderr_tail = stderr[-2000:]
+        tails.append(stderr[-2000:])
     done = {tuple(x["done"]): x for x in lines if "done" in x}
-    assert len(done) == sum(len(j["verbs"]) for j in jobs), [p.stderr_tail for p in procs]
+    assert len(done) == sum(len(j["verbs"]) for j in jobs), tails
     return cases, jobs, done
 
 
