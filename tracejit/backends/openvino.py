@@ -6,8 +6,9 @@ reads the ONNX model from memory and compiles it for CPU with
 ``PERFORMANCE_HINT=LATENCY`` and ``INFERENCE_NUM_THREADS = torch.get_num_threads()``; the
 export's symbolic axes stay dynamic dimensions, so other batch sizes / lengths run on the same
 compiled model; each new set of input shapes is first checked by OpenVINO's shape inference
-(``_check_shapes``: its compiled model does not always refuse shapes it cannot take). One InferRequest serves every call, driven by its own set_input_tensor / infer /
-get_output_tensor (InferRequest.infer's Python wrapper doubled a small model's call time):
+(``_check_shapes``: its compiled model does not always refuse shapes it cannot take). One
+InferRequest serves every call, driven by its own set_input_tensor / infer / get_output_tensor
+(InferRequest.infer's Python wrapper doubled a small model's call time):
 inputs share the tensors' memory (no copy when contiguous), outputs are copied out of the
 request's buffers (which the next call overwrites), so two calls' results never alias; calls from
 several threads take turns.
@@ -95,11 +96,10 @@ class OpenVinoProgram(TracedCall):
         except (AttributeError, RuntimeError, TypeError):
             feed = list(self._checked_feed(tensors).values())
         shapes = tuple(a.shape for a in feed)
-        if shapes not in self._shapes_ok:
-            self._check_shapes(tensors, shapes)
+        reshaped = None if shapes in self._shapes_ok else self._check_shapes(tensors, shapes)
         request, lock = self.request, self._lock
         if self._static is not None:
-            request, lock = self._static_request(shapes) or (request, lock)
+            request, lock = self._static_request(shapes, reshaped) or (request, lock)
         make_tensor = self._ov_tensor
         try:
             # the request's own calls: half the per-call cost of InferRequest.infer's Python wrapper
@@ -116,10 +116,11 @@ class OpenVinoProgram(TracedCall):
             return torch.from_numpy(results[0])
         return self._outputs([torch.from_numpy(r) for r in results], self._plain_out)
 
-    def _check_shapes(self, tensors, shapes: tuple) -> None:
-        """Raise the run error when OpenVINO's shape inference refuses these input shapes (a [3, 5] input to a
-        linear of 16 features): its compiled model does not always check them itself (at one inference thread
-        it returned an empty [0, 8] tensor for that call). Checked once per new set of shapes, by OpenVINO's
+    def _check_shapes(self, tensors, shapes: tuple):
+        """The model reshaped to these input shapes (static_shapes compiles it), or the run error when
+        OpenVINO's shape inference refuses them (a [3, 5] input to a linear of 16 features): its compiled
+        model does not always check them itself (at one inference thread it returned an empty [0, 8] tensor
+        for that call). Checked once per new set of shapes, by OpenVINO's
         shape inference on a copy of the model: the first call with new shapes pays it (an MLP ~1 ms, a 4-layer
         TransformerEncoder d256 ~60 ms, BERT-base ~110 ms, one thread, load 5); a refused set is never
         remembered, at most ``MAX_CHECKED`` passing sets are."""
@@ -133,10 +134,12 @@ class OpenVinoProgram(TracedCall):
         if len(self._shapes_ok) >= MAX_CHECKED:
             self._shapes_ok = set()
         self._shapes_ok.add(shapes)
+        return model
 
-    def _static_request(self, shapes: tuple):
-        """(request, lock) of the model compiled for these input shapes (compiled on first use), or
-        None when the cache is full or OpenVINO refuses the shapes (the dynamic model runs)."""
+    def _static_request(self, shapes: tuple, reshaped=None):
+        """(request, lock) of the model compiled for these input shapes (compiled on first use, from
+        ``reshaped`` when the shape check just made it), or None when the cache is full or OpenVINO refuses
+        the shapes (the dynamic model runs)."""
         hit = self._static.get(shapes, False)
         if hit is not False:
             return hit
@@ -144,9 +147,11 @@ class OpenVinoProgram(TracedCall):
             if shapes in self._static or len(self._static) >= MAX_STATIC:
                 return self._static.get(shapes)
             try:
-                model = self.core.read_model(self.proto.SerializeToString(), b"")
-                model.reshape({port.get_any_name(): self._ov.PartialShape(list(shape))
-                               for port, shape in zip(model.inputs, shapes)})
+                model = reshaped
+                if model is None:
+                    model = self.core.read_model(self.proto.SerializeToString(), b"")
+                    model.reshape({port.get_any_name(): self._ov.PartialShape(list(shape))
+                                   for port, shape in zip(model.inputs, shapes)})
                 compiled = self.core.compile_model(model, "CPU", self.config)
                 hit = (compiled.create_infer_request(), threading.Lock())
             except Exception:  # noqa: BLE001  (shapes the model cannot take: the dynamic model reports it)

@@ -25,7 +25,8 @@ LARGE_BYTES = 1 << 16   # an initializer larger than this is checked by its type
 
 def check_and_infer(onnx, proto):
     """Run the full checker and strict shape inference (``check_type``) on ``proto`` without its large
-    initializers' bytes; return ``proto`` with the inferred ``value_info`` and output types. Raises what the checks raise."""
+    initializers' bytes; return ``proto`` with the inferred ``value_info`` and output types. Raises what
+    the checks raise."""
     skeleton = _without_large_initializers(onnx, proto)
     onnx.checker.check_model(skeleton, full_check=True)
     inferred = onnx.shape_inference.infer_shapes(skeleton, check_type=True, strict_mode=True)
@@ -38,12 +39,13 @@ def check_and_infer(onnx, proto):
 
 def _without_large_initializers(onnx, proto):
     """A copy of ``proto`` whose initializers over LARGE_BYTES are graph inputs of their type and shape."""
-    initializers = proto.graph.initializer
     skeleton = _copy_without(proto, "graph")
     skeleton.graph.CopyFrom(_copy_without(proto.graph, "initializer"))
-    skeleton.graph.initializer.extend(t for t in initializers if t.ByteSize() <= LARGE_BYTES)
-    skeleton.graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
-                                for t in initializers if t.ByteSize() > LARGE_BYTES)
+    for t in proto.graph.initializer:
+        if t.ByteSize() <= LARGE_BYTES:
+            skeleton.graph.initializer.append(t)
+        else:
+            skeleton.graph.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     return skeleton
 
 
