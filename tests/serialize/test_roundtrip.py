@@ -348,6 +348,29 @@ def test_optimizer_step_on_module_loaded_from_path(tmp_path):
     assert torch.equal(tracejit.load(path).weight, m.weight)
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork: POSIX only")
+def test_a_forked_worker_writing_a_loaded_weight_leaves_the_parent_s_alone(tmp_path):
+    """A pre-fork server loads once, then forks workers: a worker's in-place write to a loaded parameter stays
+    its own (the loader's memory is private, copy-on-write after fork; shared anonymous memory would hand the
+    write to the parent and every sibling)."""
+    torch.manual_seed(5)
+    m = nn.Linear(64, 64)
+    path = tmp_path / "lin.tj"
+    tracejit.save(tracejit.trace(m, torch.randn(2, 64)), path)
+    loaded = tracejit.load(path)
+    before = loaded.weight.detach().clone()
+    pid = os.fork()
+    if pid == 0:   # the worker: write, then leave without running the parent's cleanup
+        with torch.no_grad():
+            loaded.weight.add_(1.0)
+        os._exit(0 if torch.equal(loaded.weight, before + 1.0) else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert torch.equal(loaded.weight, before)
+    x = torch.randn(3, 64)
+    assert torch.equal(loaded(x), m(x))
+
+
 # ---------------------------------------------------------------------------------------------
 # map_location, paths, extra_files
 # ---------------------------------------------------------------------------------------------
