@@ -24,7 +24,7 @@ for _p in (_BENCH_DIR, os.path.dirname(_BENCH_DIR)):
         sys.path.insert(0, _p)
 
 import tracejit  # noqa: E402
-import tracejit.inference as inference  # noqa: E402
+import tracejit.backends.torch_program as inference  # noqa: E402  (freeze + the inference passes)
 from peer_builders import make_jit_frozen  # noqa: E402
 from tracejit.passes import pipeline  # noqa: E402
 from zoo_models import ZOO  # noqa: E402

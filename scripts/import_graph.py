@@ -7,12 +7,14 @@ Stdlib only (ast), so it runs without importing the package. Usage::
 * **cycles**: strongly connected components (more than one module) of the graph of module-level imports
   (imports run when a module is imported: at top level, in ``if`` / ``try`` blocks and class bodies, not in
   functions). ``from .pkg import name`` is an edge to ``pkg/__init__`` unless ``name`` is a submodule.
-  The same is printed counting function-level imports too: what those imports hide.
+  The same is printed counting function-level imports and declared lazy imports too: what those imports hide.
 * **upward edges**: module-level imports from a lower layer to a higher one, by ``LAYERS`` below (the order
   written in docs/DESIGN.md, "Layers").
 * **function-level imports**: import statements inside a function body, with the optional dependencies
   (``OPTIONAL``) counted apart; ``uncommented_function_imports`` lists those without a comment (on the
   statement's lines or the line above) saying why the import waits.
+* **declared lazy imports**: ``LazyModule(".name", __package__)`` (tracejit/lazy_module.py) and the entries of the
+  tables of modules imported by name (``DECLARED_TABLES``); counted as edges with the function-level imports.
 * **long files**: files over ``MAX_LINES`` lines.
 
 Before issue #24's refactor (main at 0733351, 2026-11-26), 167 modules:
@@ -30,7 +32,9 @@ After issue #24 item 5 (branch imports6, main at 64d7ce4 before it: 227 modules,
 function-level imports, 0 upward edges (5 counting them), 144 function-level imports, 15 of optional
 dependencies): 228 modules, 0 cycles and 0 upward edges even counting function-level imports, 16 function-level
 imports (13 of optional dependencies, 3 reviewed deferrals: tests/arch/test_import_graph.py DEFERRED_IMPORTS),
-each with a comment. The numbers of each round are in docs/DESIGN.md, "Layers".
+each with a comment. Session 8 (main at 84a026b): the 3 deferrals became declared ``LazyModule`` edges, and the
+tables of modules imported by name are read as edges too; 13 function-level imports, all of optional dependencies.
+The numbers of each round are in docs/DESIGN.md, "Layers".
 """
 import argparse
 import ast
@@ -47,7 +51,7 @@ OPTIONAL = ("onnx", "onnxruntime", "openvino", "transformers", "numexpr", "trito
 # prefix names a module's layer; docs/DESIGN.md "Layers" explains each.
 LAYERS = [
     ("base", ["tracejit.version", "tracejit.errors", "tracejit.compat", "tracejit.escape", "tracejit.pytree",
-              "tracejit.gc_pause", "tracejit.records", "tracejit.patterns"]),
+              "tracejit.gc_pause", "tracejit.records", "tracejit.patterns", "tracejit.lazy_module"]),
     ("ir", ["tracejit.ir"]),
     ("ops", ["tracejit.ops"]),
     ("support", ["tracejit.support"]),
@@ -91,6 +95,19 @@ def resolve(importer, is_package, level, target):
     return ".".join(base + ([target] if target else []))
 
 
+# Module-level tables that name the modules a function imports by name (declared dynamic imports): lazy_names.LAZY
+# (the package's names imported on first use; relative to the package), cli/verbs.py's VERBS, and
+# backends/protocol.py's BACKENDS. Their entries, and every ``LazyModule(".name", __package__)``, are edges of the
+# graph that wait for first use, counted with the function-level imports (cycles, upward edges).
+DECLARED_TABLES = ("LAZY", "VERBS", "BACKENDS")
+
+
+def _strings(node):
+    """The string constants of a table entry: the value itself, or the items of a tuple."""
+    items = node.elts if isinstance(node, ast.Tuple) else [node]
+    return [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+
+
 class ImportVisitor(ast.NodeVisitor):
     """Collects (target, in_function, line) for every import statement of one file."""
 
@@ -98,6 +115,7 @@ class ImportVisitor(ast.NodeVisitor):
         self.module, self.is_package, self.modules = module, is_package, modules
         self.depth = 0
         self.found = []
+        self.lazy = []   # (target, line, how): a LazyModule or an entry of a declared table
 
     def _function(self, node):
         self.depth += 1
@@ -124,6 +142,36 @@ class ImportVisitor(ast.NodeVisitor):
             sub = f"{base}.{alias.name}"
             self._add(sub if sub in self.modules else self._existing(base), node, None)
 
+    def visit_Call(self, node):
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        if name == "LazyModule" and node.args and _strings(node.args[0]):
+            text = _strings(node.args[0])[0]
+            level = len(text) - len(text.lstrip("."))
+            target = resolve(self.module, self.is_package, level, text.lstrip(".") or None)
+            if target in self.modules:
+                self.lazy.append((target, node.lineno, "LazyModule"))
+        self.generic_visit(node)
+
+    def _table(self, node, targets):
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        if self.depth == 0 and isinstance(node.value, ast.Dict) and set(names) & set(DECLARED_TABLES):
+            for value in node.value.values:
+                for text in _strings(value):
+                    target = PACKAGE + text if text.startswith(".") else text   # lazy_names: relative to the package
+                    if target in self.modules and (target, node.lineno, names[0]) not in self.lazy:
+                        self.lazy.append((target, node.lineno, names[0]))
+        self.generic_visit(node)
+
+    def visit_Assign(self, node):
+        self._table(node, node.targets)
+
+    def visit_AnnAssign(self, node):
+        if node.value is not None:
+            self._table(node, [node.target])
+        else:
+            self.generic_visit(node)
+
     def _existing(self, name):
         while name and name not in self.modules:
             name = name.rpartition(".")[0]
@@ -133,6 +181,7 @@ class ImportVisitor(ast.NodeVisitor):
 def scan(root):
     files = {module_name(root, p).removesuffix(".__init__"): p for p in sorted(root.rglob("*.py"))}
     edges, function_imports, long_files, uncommented = {m: set() for m in files}, [], [], []
+    lazy_imports = []
     all_edges = {m: set() for m in files}
     for module, path in files.items():
         text = path.read_text()
@@ -151,7 +200,11 @@ def scan(root):
                 edges[module].add(target)
             if target and target != module:
                 all_edges[module].add(target)
-    return files, edges, all_edges, function_imports, long_files, uncommented
+        for target, line, how in visitor.lazy:
+            lazy_imports.append((module, line, target, how))
+            if target != module:
+                all_edges[module].add(target)
+    return files, edges, all_edges, function_imports, long_files, uncommented, lazy_imports
 
 
 def _commented(lines, first: int, last: int) -> bool:
@@ -222,7 +275,7 @@ def upward_edges(edges):
 
 
 def report(root):
-    files, edges, all_edges, function_imports, long_files, uncommented = scan(root)
+    files, edges, all_edges, function_imports, long_files, uncommented, lazy_imports = scan(root)
     optional = [f for f in function_imports if str(f[2]).split(".")[0] in OPTIONAL]
     return {"modules": len(files), "cycles": strongly_connected(edges), "upward_edges": upward_edges(edges),
             "cycles_with_function_imports": strongly_connected(all_edges),
@@ -231,6 +284,7 @@ def report(root):
             "function_imports": len(function_imports), "function_imports_optional": len(optional),
             "function_import_sites": [f"{m}:{line} -> {t}" for m, line, t in function_imports],
             "uncommented_function_imports": uncommented,
+            "lazy_import_sites": [f"{m}:{line} -> {t} ({how})" for m, line, t, how in lazy_imports],
             "long_files": long_files}
 
 
@@ -248,14 +302,18 @@ def main(argv=None):
     for component in result["cycles"]:
         print(f"  {len(component)} modules: {' '.join(component)}")
     hidden = result["cycles_with_function_imports"]
-    print(f"cycles counting function-level imports too: {len(hidden)} (sizes {[len(c) for c in hidden]})")
-    print(f"upward edges: {len(result['upward_edges'])} (counting function-level imports too: "
+    print(f"cycles counting function-level and declared lazy imports too: {len(hidden)} (sizes {[len(c) for c in hidden]})")
+    print(f"upward edges: {len(result['upward_edges'])} (counting function-level and declared lazy imports too: "
           f"{result['upward_edges_with_function_imports']})")
     for low, high in result["upward_edges"]:
         print(f"  {low} -> {high}")
     print(f"function-level imports: {result['function_imports']} ({result['function_imports_optional']} of "
           f"optional dependencies; {len(result['uncommented_function_imports'])} without a comment)")
     for site in result["function_import_sites"]:
+        print(f"  {site}")
+    print(f"declared lazy imports (LazyModule and the tables {', '.join(DECLARED_TABLES)}): "
+          f"{len(result['lazy_import_sites'])}")
+    for site in result["lazy_import_sites"]:
         print(f"  {site}")
     print(f"files over {MAX_LINES} lines: {len(result['long_files'])}")
     for path, lines in result["long_files"]:

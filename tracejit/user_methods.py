@@ -4,8 +4,11 @@ them, so it imports neither; importing tracejit installs them (``install``). The
 ``to_html`` when it is called: a server that loads and calls programs never needs it."""
 from __future__ import annotations
 
+from .lazy_module import LazyModule
 from .porting import save as _save
 from .runtime.traced import TracedFunction, TracedModule
+
+_viewer = LazyModule(".viewer", __package__)   # a server that loads and calls programs never imports it (issue #22)
 
 
 def save(self, f, _extra_files=None, **options) -> None:
@@ -15,8 +18,7 @@ def save(self, f, _extra_files=None, **options) -> None:
 
 def to_html(self, path) -> str:
     """Write an interactive, self-contained HTML view of the graphs (tracejit/viewer)."""
-    from .viewer import view   # the viewer (a higher layer): a server that loads and calls never imports it
-    return view(self, path)
+    return _viewer.view(self, path)
 
 
 def install() -> None:

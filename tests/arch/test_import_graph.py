@@ -1,6 +1,7 @@
 """The package's import graph stays acyclic (issue #24 items 1 and 5), measured by scripts/import_graph.py:
-no cycle and no upward edge, even counting function-level imports; those are of optional dependencies or on
-the reviewed DEFERRED_IMPORTS list, each with a comment.
+no cycle and no upward edge, even counting function-level imports and declared lazy imports (``LazyModule`` and the
+tables of modules imported by name); function-level imports are of optional dependencies only, each with a comment;
+every ``LazyModule`` is on the reviewed LAZY_MODULES list.
 
 The allow-lists hold the cycles and long files not broken yet, each with its issue; they may only shrink: a
 listed cycle that is gone (or changed) fails too, so the list is edited in the commit that breaks it."""
@@ -22,16 +23,18 @@ ALLOWED_UPWARD_EDGES: dict = {}
 ALLOWED_HIDDEN_UPWARD_EDGES: dict = {}
 # Cycles that only function-level imports close (the import graph does not show them), reviewed: none left.
 ALLOWED_HIDDEN_CYCLES: list = []
-# Function-level imports of tracejit's own modules, each deferred on purpose (reviewed, with its reason; the
-# statement carries a comment too). Every other function-level import is of an optional dependency
-# (scripts/import_graph.py OPTIONAL), commented: issue #24 item 5.
-DEFERRED_IMPORTS: dict = {
+# Function-level imports of tracejit's own modules: none (issue #24 item 5). A module imported on first use is a
+# declared ``LazyModule`` (tracejit/lazy_module.py), reviewed here with its reason; the import graph counts it.
+DEFERRED_IMPORTS: dict = {}
+LAZY_MODULES: dict = {
     ("tracejit.export", "tracejit.export.onnx_export"): "onnx_export imports onnxscript (the onnx extra): "
                                                         "tracejit.export / ExportError stay importable without it",
     ("tracejit.serialize", "tracejit.serialize.archive"): "the writer: a server that only loads never imports it "
                                                           "(issue #22 item 4, tests/serve)",
-    ("tracejit.user_methods", "tracejit.viewer"): ".to_html: the viewer is a higher layer, and a server that loads "
-                                                  "and calls programs never imports it (issue #22 item 4)",
+    ("tracejit.user_methods", "tracejit.viewer"): ".to_html: a server that loads and calls programs never imports "
+                                                  "the viewer (issue #22 item 4)",
+    ("tracejit.cli.view", "tracejit.cli.netron"): "view --netron runs the ONNX exporter (the onnx extra); the HTML "
+                                                  "view works without it",
 }
 
 
@@ -104,6 +107,15 @@ def test_function_level_imports_are_optional_dependencies_or_reviewed_deferrals(
     assert not stale, f"these reviewed deferred imports are gone: remove them from DEFERRED_IMPORTS: {stale}"
 
 
+def test_every_lazy_module_is_reviewed(report):
+    found = [(site.split(":")[0], site.split(" -> ")[1].split(" ")[0]) for site in report["lazy_import_sites"]
+             if site.endswith("(LazyModule)")]
+    new = [k for k in found if k not in LAZY_MODULES]
+    assert not new, f"LazyModule imports not reviewed (import at module level, or add them with a reason): {new}"
+    stale = [k for k in LAZY_MODULES if k not in found]
+    assert not stale, f"these reviewed lazy modules are gone: remove them from LAZY_MODULES: {stale}"
+
+
 def test_every_function_level_import_says_why(report):
     assert not report["uncommented_function_imports"], (
         "function-level imports without a comment (on the statement or the line above) saying why they wait: "
@@ -143,6 +155,38 @@ def test_the_measure_sees_cycles_upward_edges_and_hidden_imports(tmp_path):
     assert result["hidden_upward_edges"] == [("tracejit.serialize.archive", "tracejit.viewer.html")]
     assert result["function_imports"] == 3 and result["function_imports_optional"] == 1
     assert result["uncommented_function_imports"] == ["tracejit.serialize.archive:2 -> tracejit.viewer.html"]
+
+
+def test_the_measure_sees_lazy_modules_and_declared_tables(tmp_path):
+    """A ``LazyModule(".name", __package__)`` and an entry of a declared table (lazy_names' LAZY, relative to the
+    package; a backend table's absolute names) are edges: a cycle or an upward edge they close is found, though no
+    import statement closes it; a string in any other dict is not an edge."""
+    package = _write_package(tmp_path, {
+        "__init__.py": "",
+        "lazy_module.py": "",
+        "runtime/__init__.py": "",
+        "runtime/traced.py": "from ..lazy_module import LazyModule\n_v = LazyModule('..viewer.html', __package__)\n",
+        "viewer/__init__.py": "",
+        "viewer/html.py": "from ..runtime import traced\n",
+        "backends/__init__.py": "",
+        "backends/protocol.py": "BACKENDS: dict = {'a': 'tracejit.backends.one'}\nOTHER = {'b': 'tracejit.backends.two'}\n",
+        "backends/one.py": "from . import protocol\n",
+        "backends/two.py": "from . import protocol\n",
+        "lazy_names.py": "LAZY = {'trace': '.api', 'trace_module': '.api'}\n",
+        "api.py": "",
+    })
+    result = import_graph.report(package)
+    assert result["cycles"] == []
+    hidden = result["cycles_with_function_imports"]
+    assert ["tracejit.runtime.traced", "tracejit.viewer.html"] in hidden
+    assert ["tracejit.backends.one", "tracejit.backends.protocol"] in hidden
+    assert not any("tracejit.backends.two" in c for c in hidden)
+    assert ("tracejit.runtime.traced", "tracejit.viewer.html") in result["hidden_upward_edges"]
+    assert result["lazy_import_sites"] == [
+        "tracejit.backends.protocol:1 -> tracejit.backends.one (BACKENDS)",
+        "tracejit.lazy_names:1 -> tracejit.api (LAZY)",
+        "tracejit.runtime.traced:2 -> tracejit.viewer.html (LazyModule)"]
+    assert result["function_imports"] == 0
 
 
 def test_the_measure_counts_long_files(tmp_path):

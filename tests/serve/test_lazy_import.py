@@ -40,7 +40,8 @@ DEFERRED = ("tracejit.api", "tracejit.trace.api", "tracejit.trace.recorder", "tr
 LOAD_PATH_PACKAGES = ("tracejit.codegen", "tracejit.ir", "tracejit.ops", "tracejit.runtime", "tracejit.serialize",
                       "tracejit.support")
 LOAD_PATH_MODULES = frozenset({
-    "tracejit", "tracejit.compat", "tracejit.errors", "tracejit.escape", "tracejit.gc_pause", "tracejit.lazy_names",
+    "tracejit", "tracejit.compat", "tracejit.errors", "tracejit.escape", "tracejit.gc_pause", "tracejit.lazy_module",
+    "tracejit.lazy_names",
     "tracejit.patterns", "tracejit.porting", "tracejit.program", "tracejit.pytree", "tracejit.records",
     "tracejit.user_methods", "tracejit.version",
     "tracejit.passes", "tracejit.passes.graph_copy", "tracejit.passes.inline", "tracejit.passes.written",

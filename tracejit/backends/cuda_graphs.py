@@ -45,7 +45,7 @@ from torch import nn
 
 from .. import pytree
 from ..errors import TracerWarning
-from ..inference import optimized
+from .torch_program import optimized
 from ..ir import nodes_with_callees, state_tests
 from ..ops import aten
 from ..runtime import specialize

@@ -16,7 +16,7 @@ from .. import pytree
 from ..errors import TracerWarning
 from ..export.guards import pinning_guards, plan_guards
 from ..export.onnx_export import export_onnx, input_names, traced_graph
-from ..inference import optimized
+from .torch_program import optimized
 from ..ir import ScalarType, Value
 from ..passes.inline import inline_calls
 from ..runtime import specialize

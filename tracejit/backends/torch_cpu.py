@@ -2,7 +2,7 @@
 backends/torch_kernels.py's lean traced objects (numpy, numexpr and oneDNN kernels in memory)."""
 from __future__ import annotations
 
-from ..inference import optimized
+from .torch_program import optimized
 
 NAME = "torch"
 

@@ -17,14 +17,12 @@ VERBS = {
     "migrate": ("tracejit.cli.migrate", "convert a torch.jit.trace archive (.pt) into a tracejit file"),
     "view": ("tracejit.cli.view", "write an interactive HTML view of a saved program's graph"),
 }
-# runners a verb's option hands over to: imported only when the option is given
-OPTION_RUNNERS = {"view --netron": "tracejit.cli.netron"}   # the ONNX exporter (the onnx extra)
 
 
 def verb_module(name: str):
-    """The module of verb ``name`` (a key of VERBS or OPTION_RUNNERS), imported now. A missing optional
-    dependency (the onnx extra for export) is an ImportError naming it (export/_deps.py)."""
-    return importlib.import_module(VERBS[name][0] if name in VERBS else OPTION_RUNNERS[name])   # the CLI's one dynamic import
+    """The module of verb ``name`` (a key of VERBS), imported now. A missing optional dependency (the onnx extra
+    for export) is an ImportError naming it (export/_deps.py)."""
+    return importlib.import_module(VERBS[name][0])   # the CLI's one import by name
 
 
 def named_verb(argv: list) -> str | None:

@@ -2,12 +2,14 @@
 
 The ONNX stack is imported only when an export runs: ``pip install 'tracejit[onnx]'``.
 """
+from ..lazy_module import LazyModule
 from .errors import ExportError
+
+_onnx_export = LazyModule(".onnx_export", __package__)   # imports onnxscript (the onnx extra): when an export runs
 
 
 def export_onnx(traced, f=None, opset=None, **kwargs):
-    from .onnx_export import export_onnx as _export   # imports onnxscript (the onnx extra): only when an export runs
-    return _export(traced, f, opset, **kwargs)
+    return _onnx_export.export_onnx(traced, f, opset, **kwargs)
 
 
 export_onnx.__doc__ = """Write a traced program as an ONNX model; see tracejit.export.onnx_export.export_onnx."""
