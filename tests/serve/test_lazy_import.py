@@ -284,3 +284,26 @@ def test_a_lazy_pattern_matches_as_the_compiled_one_from_any_thread():
         t.join()
     assert all(got[i] == want for i in range(8)) and lazy.pattern.startswith("^([a-z_]+)")
     assert LazyPattern("a|b").sub("-", "cab") == "c--" and "LazyPattern('a|b')" == repr(LazyPattern("a|b"))
+
+
+def test_a_lazy_module_imports_on_first_attribute_read_once_across_threads():
+    """LazyModule (issue #24 item 5): creating one imports nothing, nor does dunder probing (copy, pickle); the first
+    attribute read imports the module, and eight threads reading first at the same time all get the module's own
+    attribute."""
+    found = _child("""
+        import json, sys, threading
+        from tracejit.lazy_module import LazyModule
+        name = "tracejit.serialize.archive"
+        lazy = LazyModule(".serialize.archive", "tracejit")
+        states = [name in sys.modules]
+        states += [hasattr(lazy, "__deepcopy__"), name in sys.modules]
+        got, gate = [], threading.Barrier(8)
+        def read():
+            gate.wait()
+            got.append(lazy.save)
+        threads = [threading.Thread(target=read) for _ in range(8)]
+        [t.start() for t in threads]; [t.join() for t in threads]
+        same = all(f is sys.modules[name].save for f in got)
+        print(json.dumps(states + [name in sys.modules, len(got), same, "not imported" in repr(LazyModule("x"))]))
+    """)
+    assert found == [False, False, False, True, 8, True, True]
