@@ -33,7 +33,7 @@ import torch
 
 from ..codegen.capture_emit import region_of
 from ..ir import Graph, Node, TensorType, Value, iter_values, verify
-from ..ops import split_name
+from ..ops import is_fresh, split_name
 from ..kernels.elementwise_costs import BIT_EXACT, SCALAR_POWERS, cost_key, numpy_kernel_ns, torch_ns
 from ..kernels.numexpr_groups import EXPR
 from ..kernels.numpy_kernel import MAX_ELEMENTS, UNARY, NumpyKernel
@@ -44,6 +44,7 @@ from .lowered import Lowered
 OP = "tracejit::kernel"
 CONSTANT = "tracejit::constant"
 MIN_WEIGHT = 3                 # the kernel's entry and exit cost about as much as two torch ops
+MIN_SHARE = 0.5                # kernels pay in a program only where they hold this share of its compute ops
 MAX_WEIGHT_ELEMENTS = 1 << 18  # a linear weight larger than this runs in torch (its threads win)
 # numpy's OpenBLAS runs a product of more than 65536 * 4 multiply-adds on its own threads, whatever
 # torch.set_num_threads says; on a busy machine that cost 4.6 ms for a [17, 512] x [512, 128] product
@@ -71,16 +72,38 @@ def fuse_numpy_regions(lowered: Lowered) -> Lowered:
     fused = 0
     # a frozen constant is a copy only this program holds; unless some node writes in place, it never changes
     writes = any(n.effectful and n.op != "tracejit::guard" for n in out.nodes)
-    for run in runs:
+    chosen = [run for run in runs if _chosen([n for n in run if n.op != CONSTANT], out)]
+    if not _numpy_dominated(out, chosen):
+        return lowered
+    for run in chosen:
         ops = [n for n in run if n.op != CONSTANT]
-        if sum(3 if n.op.startswith("aten::linear") else 1 for n in ops) >= MIN_WEIGHT and _small(ops) \
-                and _pays(out, ops):
-            _fuse(out, kernels, run, uses, frozen_private=not writes, elements=_elements(ops))
-            fused += 1
+        _fuse(out, kernels, run, uses, frozen_private=not writes, elements=_elements(ops))
+        fused += 1
     if fused:
         eliminate_dead_code(out)
         verify(out)
     return Lowered(out, tuple(kernels))
+
+
+def _chosen(ops: list, graph: Graph) -> bool:
+    """Is this run worth a kernel on its own: enough work, small tensors, cheaper as a kernel (cost model)?"""
+    return (sum(3 if n.op.startswith("aten::linear") else 1 for n in ops) >= MIN_WEIGHT and _small(ops)
+            and _pays(graph, ops))
+
+
+def _numpy_dominated(graph: Graph, chosen: list) -> bool:
+    """Would the kernels hold at least ``MIN_SHARE`` of the program's compute ops (aten ops returning new
+    tensors)? Measured in whole programs (bench/pass_time_bisect.py), a kernel among torch ops costs ~3x what
+    it costs in a loop of its own: numpy's code and its allocations are cold between torch ops (a linear + mul
+    region of Whisper's encoder, 7 us alone, took 21-24 us in the program; torch's ops took ~2x their loop
+    time there). Such programs ran slower with their kernels than without (Whisper encoder, Mistral, GPT-2, T5
+    at batch 1: by 3-16%, with 1-12 kernels each holding under a tenth of the ops); an MLP whose forward is one
+    kernel runs faster."""
+    in_runs = sum(1 for run in chosen for n in run if n.op != CONSTANT)
+    if not in_runs:
+        return False
+    compute = sum(1 for n in graph.nodes if n.op.startswith("aten::") and is_fresh(split_name(n.op)[1]))
+    return in_runs >= MIN_SHARE * max(compute, in_runs)
 
 
 def _elements(ops: list) -> int:

@@ -1,0 +1,85 @@
+"""Which inference pass makes a zoo model's optimized program slower than its traced program (issue #25 item 1)?
+
+Builds ``optimize_for_inference`` with every pass, with none, and without each pass in turn (the trace pipeline's
+INFERENCE_PASSES and the in-memory kernels' IN_MEMORY_PASSES), and times each against the traced program in
+interleaved rounds (N calls per sample, calibrated on the traced program to ~``--target`` s; each round starts one
+variant later). Prints each variant's minimum and median per-call time and its ratio to the traced program's.
+Load only adds time: under load read the minimum. Run at normal priority with OMP_NUM_THREADS=1.
+
+    OMP_NUM_THREADS=1 PYTHONPATH=$PWD python bench/pass_time_bisect.py whisper_encoder 1
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import warnings
+
+import torch
+
+_BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+for _p in (_BENCH_DIR, os.path.dirname(_BENCH_DIR)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+import tracejit  # noqa: E402
+import tracejit.backends.torch_program as torch_program  # noqa: E402  (freeze + the inference passes)
+from tracejit.passes import pipeline  # noqa: E402
+from zoo_models import ZOO  # noqa: E402
+
+
+def _optimized(traced, passes, memory_passes):
+    every, in_memory = pipeline.INFERENCE_PASSES, torch_program.IN_MEMORY_PASSES
+    pipeline.INFERENCE_PASSES, torch_program.IN_MEMORY_PASSES = passes, memory_passes
+    try:
+        return tracejit.optimize_for_inference(traced)
+    finally:
+        pipeline.INFERENCE_PASSES, torch_program.IN_MEMORY_PASSES = every, in_memory
+
+
+def _sample(fn, args, n: int) -> float:
+    start = time.perf_counter()
+    for _ in range(n):
+        fn(*args)
+    return (time.perf_counter() - start) / n
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("model")
+    p.add_argument("batch", type=int, nargs="?", default=1)
+    p.add_argument("--rounds", type=int, default=9)
+    p.add_argument("--target", type=float, default=0.03)
+    ns = p.parse_args(argv)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    warnings.simplefilter("ignore")
+    module, make_inputs = ZOO[ns.model]()
+    args = make_inputs(ns.batch)
+    every, in_memory = pipeline.INFERENCE_PASSES, torch_program.IN_MEMORY_PASSES
+    with torch.no_grad():
+        traced = tracejit.trace(module, args, check_trace=False)
+        variants = {"traced": traced, "every pass": _optimized(traced, every, in_memory),
+                    "no pass": _optimized(traced, (), ())}
+        for i, (name, _) in enumerate(every):
+            variants[f"without {name}"] = _optimized(traced, every[:i] + every[i + 1:], in_memory)
+        for i, (name, _) in enumerate(in_memory):
+            variants[f"without {name}"] = _optimized(traced, every, in_memory[:i] + in_memory[i + 1:])
+        for fn in variants.values():
+            fn(*args)
+        n = max(1, int(ns.target / _sample(traced, args, 3)))
+        names, times = list(variants), {k: [] for k in variants}
+        for r in range(ns.rounds):
+            for k in names[r % len(names):] + names[:r % len(names)]:
+                times[k].append(_sample(variants[k], args, n))
+    base_min, base_med = min(times["traced"]), statistics.median(times["traced"])
+    print(f"{ns.model} b{ns.batch}: {ns.rounds} rounds x {n} calls, load {os.getloadavg()[0]:.1f}; us, min / median, "
+          "ratio to the traced program")
+    for k in names:
+        lo, med = min(times[k]), statistics.median(times[k])
+        print(f"  {k:42s} {lo * 1e6:9.1f} {med * 1e6:9.1f}   {lo / base_min:5.2f} {med / base_med:5.2f}")
+
+
+if __name__ == "__main__":
+    main()
