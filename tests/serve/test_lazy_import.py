@@ -307,3 +307,30 @@ def test_a_lazy_module_imports_on_first_attribute_read_once_across_threads():
         print(json.dumps(states + [name in sys.modules, len(got), same, "not imported" in repr(LazyModule("x"))]))
     """)
     assert found == [False, False, False, True, 8, True, True]
+
+
+def test_without_the_onnx_extra_tracing_loading_and_export_errors_still_work(saved):
+    """The ONNX exporter is a LazyModule behind ``tracejit.export.export_onnx`` (issue #24 item 5): where onnx,
+    onnxscript, onnx-ir and onnxruntime cannot be imported, a program still traces, loads and runs,
+    ``tracejit.ExportError`` imports, and an export raises an ImportError that names the extra to install."""
+    found = _child("""
+        import importlib.abc, json, sys
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name.split(".")[0] in ("onnx", "onnxscript", "onnx_ir", "onnxruntime"):
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        sys.meta_path.insert(0, Block())
+        import torch, tracejit
+        from tracejit.export import ExportError
+        traced = tracejit.trace(lambda x: x * 2, torch.ones(2))
+        loaded = tracejit.load(sys.argv[1])
+        try:
+            tracejit.export_onnx(traced)
+            message = None
+        except ImportError as e:
+            message = str(e)
+        print(json.dumps([traced(torch.ones(3)).tolist(), list(loaded(torch.ones(2, 8), torch.ones(2, 8)).shape),
+                          ExportError is tracejit.ExportError, message]))
+    """, str(saved[1]))
+    assert found[:3] == [[2.0, 2.0, 2.0], [2, 2], True]
+    assert "pip install 'tracejit[onnx]'" in found[3]
