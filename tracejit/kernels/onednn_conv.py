@@ -12,7 +12,8 @@ The answer does not depend on the path: a call that does not fit (not a plain CP
 tensor, tracked by autograd, a residual of another shape or dtype, an error in oneDNN) runs
 torch's ``conv2d`` / ``add_`` / ``relu``, the ops the trace recorded. The output is channels-last,
 as torch's conv2d gives with a channels-last weight (passes/conv_layout.py, which must have
-found the graph layout-free before passes/conv_kernels.py uses this kernel).
+found the graph layout-free before passes/conv_kernels.py uses this kernel), or with ``contiguous``
+(no residual) NCHW, as torch's conv2d gives for an NCHW input.
 
 Example:
     >>> import torch
@@ -48,7 +49,8 @@ class OneDnnConv:
     (with a residual: "none" or "relu")."""
 
     def __init__(self, weight, bias, stride, padding, dilation, groups: int, *, residual: bool,
-                 activation: str = "none", scalars: tuple = (), example_shape=None, inplace_add: bool = True):
+                 activation: str = "none", scalars: tuple = (), example_shape=None, inplace_add: bool = True,
+                 contiguous: bool = False):
         self.weight, self.bias = weight, bias
         self.stride, self.padding, self.dilation = _pair(stride), _pair(padding), _pair(dilation)
         self.groups = int(groups)
@@ -57,6 +59,7 @@ class OneDnnConv:
         if residual and activation not in ("none", "relu"):
             raise ValueError(f"OneDnnConv: a residual add takes activation 'none' or 'relu'; got {activation!r}")
         self.example_shape = example_shape
+        self.contiguous = contiguous   # the result as torch's conv2d gives it (NCHW), for graphs that read strides
         self.constants = [weight] + ([bias] if bias is not None else [])
         self.kernel = self   # the protocol runtime/constants.py moves kernels by (``.kernel.moved(fn).function``)
         self._unary, self._algorithm, _ = ACTIVATIONS[activation]
@@ -80,7 +83,7 @@ class OneDnnConv:
         return OneDnnConv(fn(self.weight), None if self.bias is None else fn(self.bias), self.stride,
                           self.padding, self.dilation, self.groups, residual=self.residual,
                           activation=self.activation, scalars=self.scalars, example_shape=self.example_shape,
-                          inplace_add=self.inplace_add)
+                          inplace_add=self.inplace_add, contiguous=self.contiguous)
 
     def _pack(self):
         """The weight in oneDNN's layout, or None when the constants do not fit the fused op."""
@@ -100,9 +103,10 @@ class OneDnnConv:
         if packed is not None and plain_f32(x) and x.dim() == 4 and not (x.requires_grad and torch.is_grad_enabled()):
             try:
                 if not self.residual:
-                    return torch.ops.mkldnn._convolution_pointwise(
+                    y = torch.ops.mkldnn._convolution_pointwise(
                         x, packed, self.bias, self.padding, self.stride, self.dilation, self.groups,
                         self._unary, list(self.scalars), self._algorithm)
+                    return y.contiguous() if self.contiguous else y
                 if plain_f32(residual) and not (residual.requires_grad and torch.is_grad_enabled()) \
                         and residual.shape == self._output_shape(x):
                     return torch.ops.mkldnn._convolution_pointwise.binary(

@@ -10,9 +10,13 @@ they move after the fused node (passes/kernel_chains.py).
 
 Each chain becomes a ``tracejit::kernel`` node calling a ``OneDnnConv`` (kernels/onednn_conv.py),
 which reorders W into oneDNN's layout once and runs the fused op; calls that do not fit run the
-recorded ops. The fused op returns channels-last tensors, so the pass applies only to graphs
-conv_layout found layout-free. The kernel is an in-memory object (``IN_MEMORY_PASSES``): a
-saved program keeps the graph before this pass.
+recorded ops. The fused op returns channels-last tensors, which a graph conv_layout found layout-free
+takes as they are. In a graph that reads strides (a detection head's ``view``), a conv (and its
+activation; no residual) is fused only where torch's conv2d would run its im2col path instead of oneDNN, on
+a map of at most ``SMALL_MAP`` positions (``_torch_takes_its_slow_path``), and the kernel returns torch's NCHW
+result (``contiguous``): detection and segmentation heads on their smallest feature maps (bench/RESULTS.md,
+"convs torch runs without oneDNN"). The kernel is an in-memory object (``IN_MEMORY_PASSES``): a saved program
+keeps the graph before this pass.
 
 Only where it pays (measured, one thread): oneDNN's fused call costs about 27 us whatever the size,
 torch's dense conv2d 6-25 us below a million multiply-adds. So a dense conv (groups 1) is fused when
@@ -38,22 +42,25 @@ ADD_INPLACE = "aten::add_.Tensor"
 ADD = "aten::add.Tensor"
 _DEFAULTS = (None, 1, 0, 1, 1)   # conv2d's bias, stride, padding, dilation, groups
 MIN_DENSE_MACS = 4_000_000       # a dense conv below this many multiply-adds per call stays torch's conv2d
+SMALL_MAP = 16                   # in a graph that reads strides, a conv is fused only on a map this small
 
 
 def fuse_conv_kernels(lowered: Lowered) -> Lowered:
     """A lowering pass: a copy of ``lowered``'s graph where each constant-weight conv2d chain is one fused
     kernel node, its kernel appended to the lowered program's table (passes/lowered.py)."""
     out, kernels = copy_graph(lowered.graph), list(lowered.kernels)
-    if not available() or not any(n.op in CONVS for n in out.nodes) or not layout_free(out):
+    if not available() or not any(n.op in CONVS for n in out.nodes):
         return Lowered(out, lowered.kernels)
+    free = layout_free(out)   # else each kernel gives torch's NCHW result, where torch's own conv is slow
     readers, order = readers_of(out), write_order(out)
     changed = False
     for conv in [n for n in out.nodes if n.op in CONVS]:
         spec = _conv_spec(out, conv)
-        if spec is None or not _pays(spec, conv.args[0].type.shape):
+        if spec is None or not _pays(spec, conv.args[0].type.shape) or (
+                not free and not _torch_takes_its_slow_path(spec, conv.args[0].type.shape)):
             continue
         chain, residual = [conv], None
-        add = sole_reader(conv.outputs[0], readers)
+        add = sole_reader(conv.outputs[0], readers) if free else None
         other = _residual(add, conv.outputs[0]) if add is not None else None
         if other is not None and not writes_between(order, conv, add):
             chain.append(add)
@@ -65,7 +72,7 @@ def fuse_conv_kernels(lowered: Lowered) -> Lowered:
             activation = found[1]
         kernel = OneDnnConv(*spec, residual=residual is not None, activation=activation[0], scalars=activation[1],
                             example_shape=conv.args[0].type.shape, inplace_add=chain[1].op == ADD_INPLACE
-                            if residual is not None else True)
+                            if residual is not None else True, contiguous=not free)
         if kernel._packed is None:   # the constants do not fit oneDNN's op: keep torch's
             continue
         inputs = (conv.args[0],) if residual is None else (conv.args[0], residual)
@@ -87,6 +94,31 @@ def _pays(spec, shape) -> bool:
     """Is oneDNN's fused call measured faster than torch's conv2d for this conv at its traced size?"""
     weight, _, stride, padding, dilation, groups = spec
     return groups > 1 or multiply_adds(weight, stride, padding, dilation, shape) >= MIN_DENSE_MACS
+
+
+def _torch_takes_its_slow_path(spec, shape) -> bool:
+    """Would torch's conv2d run this conv at its traced size without oneDNN, on a map small enough that
+    oneDNN was measured much faster and as exact? torch's ``use_mkldnn`` (ATen's Convolution.cpp, float32, one
+    thread) sends a batch of 1 whose input has at most 20480 elements and whose kernel is at most 3x3 to its
+    im2col path, and a 1x1 unstrided conv under batch 16 too. On maps of at most ``SMALL_MAP`` positions
+    oneDNN's call with the weight packed once, NCHW result included, ran 5-15x faster with the same distance
+    from float64 (one thread: a 3x3 conv of 256 channels on a 3x3 map 1747 -> 113 us, a 1x1 conv of 2048 -> 256
+    channels 2105 -> 336 us). On larger maps it was 0.6-2.5x as fast and 2-6x further from float64 (a 3x3 conv
+    of 256 channels on 6x6: 5.1e-5 -> 2.6e-4; FCN-ResNet50's answer 1.1e-5 -> 2.0e-5 off eager's, above
+    torch.jit freeze's 1.3e-5): those stay torch's."""
+    weight, _, stride, padding, dilation, groups = spec
+    n, c, h, w = (s if isinstance(s, int) and s > 0 else None for s in shape)
+    if None in (n, c, h, w) or groups > 1:
+        return False
+    kh, kw = weight.shape[2:]
+    out_h, out_w = (max((size + 2 * p - d * (k - 1) - 1) // st + 1, 1) for size, k, st, p, d in
+                    zip((h, w), (kh, kw), _pair(stride), _pair(padding), _pair(dilation)))
+    if out_h * out_w > SMALL_MAP:
+        return False
+    plain = all(v == 1 for v in _pair(stride)) and all(v == 1 for v in _pair(dilation))
+    if (kh, kw) == (1, 1) and plain and n < 16:
+        return True
+    return n == 1 and n * c * h * w <= 20480 and kh <= 3 and kw <= 3
 
 
 def _pair(v):
