@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 import tracejit
+from tracejit.passes import numpy_regions
 from tracejit.ir import PLAIN_ATTR_TYPES, Node, is_plain, verify
 from tracejit.ir.verify import VerificationError
 
@@ -94,7 +95,10 @@ def _programs():
     return model, (img, x), traced, optimized, loaded
 
 
-def test_every_graph_of_traced_optimized_and_loaded_programs_holds_plain_attributes():
+def test_every_graph_of_traced_optimized_and_loaded_programs_holds_plain_attributes(monkeypatch):
+    # the toy's numpy kernel must be fused for its attributes to be checked, though it holds under half of the
+    # toy's compute ops (passes/numpy_regions.py MIN_SHARE)
+    monkeypatch.setattr(numpy_regions, "MIN_SHARE", 0.0)
     model, (img, x), traced, optimized, loaded = _programs()
     ops = {n.op for g in all_graphs(traced.program) for n in g.nodes}
     assert {"tracejit::call_module", "tracejit::autograd_function", "tracejit::sym_math", "tracejit::guard",

@@ -12,9 +12,9 @@ Each chain becomes a ``tracejit::kernel`` node calling a ``OneDnnConv`` (kernels
 which reorders W into oneDNN's layout once and runs the fused op; calls that do not fit run the
 recorded ops. The fused op returns channels-last tensors, which a graph conv_layout found layout-free
 takes as they are. In a graph that reads strides (a detection head's ``view``), a conv (and its
-activation; no residual) is fused only where torch's conv2d would run its im2col path instead of oneDNN, on
-a map of at most ``SMALL_MAP`` positions (``_torch_takes_its_slow_path``), and the kernel returns torch's NCHW
-result (``contiguous``): detection and segmentation heads on their smallest feature maps (bench/RESULTS.md,
+activation; no residual) is fused only where it is a 1x1 conv that torch's conv2d would run without oneDNN,
+on a map of at most ``SMALL_MAP`` positions (``_torch_takes_its_slow_path``), and the kernel returns torch's
+NCHW result (``contiguous``): detection and segmentation heads on their smallest feature maps (bench/RESULTS.md,
 "convs torch runs without oneDNN"). The kernel is an in-memory object (``IN_MEMORY_PASSES``): a saved program
 keeps the graph before this pass.
 
@@ -42,7 +42,7 @@ ADD_INPLACE = "aten::add_.Tensor"
 ADD = "aten::add.Tensor"
 _DEFAULTS = (None, 1, 0, 1, 1)   # conv2d's bias, stride, padding, dilation, groups
 MIN_DENSE_MACS = 4_000_000       # a dense conv below this many multiply-adds per call stays torch's conv2d
-SMALL_MAP = 16                   # in a graph that reads strides, a conv is fused only on a map this small
+SMALL_MAP = 16                   # in a graph that reads strides, a 1x1 conv is fused only on a map this small
 
 
 def fuse_conv_kernels(lowered: Lowered) -> Lowered:
@@ -97,28 +97,21 @@ def _pays(spec, shape) -> bool:
 
 
 def _torch_takes_its_slow_path(spec, shape) -> bool:
-    """Would torch's conv2d run this conv at its traced size without oneDNN, on a map small enough that
-    oneDNN was measured much faster and as exact? torch's ``use_mkldnn`` (ATen's Convolution.cpp, float32, one
-    thread) sends a batch of 1 whose input has at most 20480 elements and whose kernel is at most 3x3 to its
-    im2col path, and a 1x1 unstrided conv under batch 16 too. On maps of at most ``SMALL_MAP`` positions
-    oneDNN's call with the weight packed once, NCHW result included, ran 5-15x faster with the same distance
-    from float64 (one thread: a 3x3 conv of 256 channels on a 3x3 map 1747 -> 113 us, a 1x1 conv of 2048 -> 256
-    channels 2105 -> 336 us). On larger maps it was 0.6-2.5x as fast and 2-6x further from float64 (a 3x3 conv
-    of 256 channels on 6x6: 5.1e-5 -> 2.6e-4; FCN-ResNet50's answer 1.1e-5 -> 2.0e-5 off eager's, above
-    torch.jit freeze's 1.3e-5): those stay torch's."""
+    """Is this a 1x1 unstrided conv under batch 16 on a map of at most ``SMALL_MAP`` positions? torch's conv2d
+    runs it without oneDNN at one thread (ATen's ``use_mkldnn``, Convolution.cpp), and there oneDNN's call with
+    the weight packed once, NCHW result included, ran 5-7x faster as close to float64 (a 1x1 conv of 2048 -> 256
+    channels on a 3x3 map: 938-2105 -> 139-336 us; RetinaNet b1 0.98 -> 0.89x eager, its answer as far from
+    eager's as jit freeze's). Not fused: a 1x1 conv on a larger map (one product in torch too: FCN-ResNet50's
+    ran ~5% faster fused and 1.1e-5 -> 2.0e-5 off eager, above jit freeze's 1.3e-5), and 3x3 convs on small maps,
+    which oneDNN ran 2-15x faster but further from float64 (RetinaNet b1 0.74x eager, 1.9e-4 off eager against
+    jit freeze's 1.2e-4; Inception-v3's answer 2.3x jit freeze's distance: tests/models/test_zoo_architectures)."""
     weight, _, stride, padding, dilation, groups = spec
     n, c, h, w = (s if isinstance(s, int) and s > 0 else None for s in shape)
-    if None in (n, c, h, w) or groups > 1:
+    if None in (n, c, h, w) or groups > 1 or tuple(weight.shape[2:]) != (1, 1) or n >= 16:
         return False
-    kh, kw = weight.shape[2:]
-    out_h, out_w = (max((size + 2 * p - d * (k - 1) - 1) // st + 1, 1) for size, k, st, p, d in
-                    zip((h, w), (kh, kw), _pair(stride), _pair(padding), _pair(dilation)))
-    if out_h * out_w > SMALL_MAP:
-        return False
-    plain = all(v == 1 for v in _pair(stride)) and all(v == 1 for v in _pair(dilation))
-    if (kh, kw) == (1, 1) and plain and n < 16:
-        return True
-    return n == 1 and n * c * h * w <= 20480 and kh <= 3 and kw <= 3
+    plain = all(v == 1 for v in _pair(stride)) and all(v == 1 for v in _pair(dilation)) and \
+        all(v == 0 for v in _pair(padding))
+    return plain and h * w <= SMALL_MAP
 
 
 def _pair(v):
