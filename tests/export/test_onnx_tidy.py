@@ -82,3 +82,50 @@ def test_onnxruntime_keeps_the_blocked_layout_across_the_pool(tmp_path):
         pytest.skip("this onnxruntime build does not use the NCHWc layout (no AVX2/AVX-512)")
     assert "ReorderInput" not in ops[1:], ops   # reordered once at the entry (fused into the first conv)
     assert ops.count("ReorderOutput") == 1, ops
+
+
+class HiddenAndUnusedPooler(nn.Module):
+    """BERT's shape: a pooler computed on every call, its result not returned."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer, self.norm = nn.Linear(8, 8), nn.LayerNorm(8)
+        self.pooler = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+
+    def forward(self, x):
+        hidden = self.norm(x + self.layer(x))
+        pooled = self.pooler(hidden[:, 0])   # noqa: F841  (computed, not returned)
+        return hidden
+
+
+def _unread(graph) -> list:
+    """The op types of the nodes of ``graph`` (an onnx GraphProto) no output depends on."""
+    producer = {o: n for n in graph.node for o in n.output}
+    read, todo = set(), [o.name for o in graph.output]
+    while todo:
+        node = producer.get(todo.pop())
+        if node is not None and id(node) not in read:
+            read.add(id(node))
+            todo.extend(node.input)
+    return [n.op_type for n in graph.node if id(n) not in read]
+
+
+def test_the_model_of_the_traced_sizes_drops_nodes_no_output_reads():
+    """onnxruntime ran BERT's pooler, computed but not returned, as a FusedGemm on every call: the model whose
+    input sizes are fixed (the one the onnxruntime backend runs at the traced sizes) drops the nodes no output
+    reads; the exported file keeps them (at another size they may fail as eager's would), and the program gives
+    eager's answer at the traced size and at others."""
+    from tracejit.backends.onnxruntime import traced_sizes
+    from tracejit.export.onnx_export import traced_graph
+    from tracejit.export.static_shapes import with_input_sizes
+    torch.manual_seed(0)
+    m = HiddenAndUnusedPooler().eval()
+    traced = _trace(m, torch.randn(2, 5, 8))
+    exported = tracejit.export_onnx(traced)
+    assert _unread(exported.graph) == ["Gather", "Gemm", "Tanh"]   # the pooler is in the file
+    pinned = with_input_sizes(exported, traced_sizes(exported, traced_graph(traced)))
+    assert _unread(pinned.graph) == [] and "LayerNormalization" in [n.op_type for n in pinned.graph.node]
+    program = tracejit.optimize_for_inference(traced, backend="onnxruntime")
+    for shape in [(2, 5, 8), (3, 7, 8)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x), m(x).detach(), rtol=1e-5, atol=1e-5)
