@@ -94,10 +94,19 @@ def variants(program, args):
             {n: C.OrtValue.ortvalue_from_numpy(a.numpy(), cpu) for n, a in zip(in_names, args)},
             out_names, run_opts)],
         "run_with_ort_values (dlpack)": lambda: [torch.from_dlpack(v.to_dlpack()) for v in raw.run_with_ort_values(
-            {n: C.OrtValue.from_dlpack(torch.utils.dlpack.to_dlpack(a), False) for n, a in zip(in_names, args)},
+            {n: _ortvalue_from_dlpack(C, torch.utils.dlpack.to_dlpack(a)) for n, a in zip(in_names, args)},
             out_names, run_opts)],
         "run_with_iobinding": iobinding,
     }
+
+
+def _ortvalue_from_dlpack(C, capsule):
+    """``OrtValue.from_dlpack``: onnxruntime 1.31 took ``(capsule, is_bool_tensor)``, later builds take the capsule
+    alone (the two-argument call raised TypeError before reading the capsule)."""
+    try:
+        return C.OrtValue.from_dlpack(capsule, False)
+    except TypeError:
+        return C.OrtValue.from_dlpack(capsule)
 
 
 BATCH = 50   # calls per timed batch: short batches, many rounds, so that the minimum is meaningful

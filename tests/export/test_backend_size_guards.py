@@ -218,3 +218,17 @@ def test_pinned_count_fails_with_the_guard_before_later_checks(backend):
     torch.testing.assert_close(program(x), two_rows(x))
     with pytest.raises(tracejit.GuardError, match=f"test_backend_size_guards.py:{line_of('two_rows')} "):
         program(torch.randn(3, 4))
+
+
+def test_the_signature_of_plain_positional_tensors_is_the_general_key():
+    """Positional plain tensors take a short path to the signature key (no pytree walk); it is the key the
+    general path gives the same leaves, so a remembered pass means the same thing on both paths, and shapes,
+    strides and dtypes still tell calls apart."""
+    from tracejit.backends.intermediate_sizes import signature
+    x, y = torch.randn(4, 3), torch.arange(6).reshape(2, 3)
+    as_kwargs = signature((), {"a": x, "b": y})           # the general path (keyword arguments)
+    assert signature((x, y), {}) == as_kwargs == ((x.dtype, x.shape, x.stride()), (y.dtype, y.shape, y.stride()))
+    assert signature((torch.nn.Parameter(x), y), {}) == as_kwargs   # a subclass: the general path, same key
+    others = [(x.t(), y), (x.double(), y), (x[:2], y), (x, y.float())]
+    assert len({signature(o, {}) for o in others} | {as_kwargs}) == len(others) + 1
+    assert signature((x, [y, 2]), {}) == ((x.dtype, x.shape, x.stride()), (y.dtype, y.shape, y.stride()), (int, 2))

@@ -82,3 +82,96 @@ def test_onnxruntime_keeps_the_blocked_layout_across_the_pool(tmp_path):
         pytest.skip("this onnxruntime build does not use the NCHWc layout (no AVX2/AVX-512)")
     assert "ReorderInput" not in ops[1:], ops   # reordered once at the entry (fused into the first conv)
     assert ops.count("ReorderOutput") == 1, ops
+
+
+class HiddenAndUnusedPooler(nn.Module):
+    """BERT's shape: a pooler computed on every call, its result not returned."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer, self.norm = nn.Linear(8, 8), nn.LayerNorm(8)
+        self.pooler = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+
+    def forward(self, x):
+        hidden = self.norm(x + self.layer(x))
+        pooled = self.pooler(hidden[:, 0])   # noqa: F841  (computed, not returned)
+        return hidden
+
+
+def _unread(graph) -> list:
+    """The op types of the nodes of ``graph`` (an onnx GraphProto) no output depends on."""
+    producer = {o: n for n in graph.node for o in n.output}
+    read, todo = set(), [o.name for o in graph.output]
+    while todo:
+        node = producer.get(todo.pop())
+        if node is not None and id(node) not in read:
+            read.add(id(node))
+            todo.extend(node.input)
+    return [n.op_type for n in graph.node if id(n) not in read]
+
+
+def test_the_model_of_the_traced_sizes_drops_nodes_no_output_reads():
+    """onnxruntime ran BERT's pooler, computed but not returned, as a FusedGemm on every call: the model whose
+    input sizes are fixed (the one the onnxruntime backend runs at the traced sizes) drops the nodes no output
+    reads; the exported file keeps them (at another size they may fail as eager's would), and the program gives
+    eager's answer at the traced size and at others."""
+    from tracejit.backends.onnxruntime import traced_sizes
+    from tracejit.export.onnx_export import traced_graph
+    from tracejit.export.static_shapes import with_input_sizes
+    torch.manual_seed(0)
+    m = HiddenAndUnusedPooler().eval()
+    traced = _trace(m, torch.randn(2, 5, 8))
+    exported = tracejit.export_onnx(traced)
+    assert _unread(exported.graph) == ["Gather", "Gemm", "Tanh"]   # the pooler is in the file
+    pinned = with_input_sizes(exported, traced_sizes(exported, traced_graph(traced)))
+    assert _unread(pinned.graph) == [] and "LayerNormalization" in [n.op_type for n in pinned.graph.node]
+    program = tracejit.optimize_for_inference(traced, backend="onnxruntime")
+    for shape in [(2, 5, 8), (3, 7, 8)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x), m(x).detach(), rtol=1e-5, atol=1e-5)
+
+
+class PackedProjection(nn.Module):
+    """torchvision's multi-head attention splitting its packed q / k / v projection."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 24)
+
+    def forward(self, x):
+        qkv = self.proj(x).unflatten(-1, (3, 8)).unsqueeze(0).transpose(0, -2).squeeze(-2)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        return (q.view(x.shape[0], -1, 2, 4) * k.view(x.shape[0], -1, 2, 4)).unsqueeze(1).squeeze(1) + v.reshape(
+            x.shape[0], -1, 2, 4)
+
+
+def _reshape_links(graph) -> list:
+    """(op, op) of each reshape reading another reshape's output that nothing else reads."""
+    from tracejit.export.reshape_chains import RESHAPES
+    producer = {o: n for n in graph.node for o in n.output}
+    readers = {}
+    for n in graph.node:
+        for name in n.input:
+            readers[name] = readers.get(name, 0) + 1
+    return [(producer[n.input[0]].op_type, n.op_type) for n in graph.node if n.op_type in RESHAPES
+            and n.input[0] in producer and producer[n.input[0]].op_type in RESHAPES and readers[n.input[0]] == 1]
+
+
+def test_the_model_of_the_traced_sizes_runs_each_chain_of_reshapes_as_one():
+    """``Reshape -> Unsqueeze`` (unflatten, unsqueeze) and ``Unsqueeze -> Squeeze`` are one Reshape each in the
+    model whose sizes are fixed (onnxruntime runs each link as a kernel); the exported file keeps them, and the
+    program gives eager's answer at the traced size and at others."""
+    from tracejit.backends.onnxruntime import traced_sizes
+    from tracejit.export.onnx_export import traced_graph
+    from tracejit.export.static_shapes import with_input_sizes
+    torch.manual_seed(0)
+    m = PackedProjection().eval()
+    traced = _trace(m, torch.randn(2, 5, 8))
+    exported = tracejit.export_onnx(traced)
+    assert len(_reshape_links(exported.graph)) >= 2, _reshape_links(exported.graph)
+    pinned = with_input_sizes(exported, traced_sizes(exported, traced_graph(traced)))
+    assert _reshape_links(pinned.graph) == [], [n.op_type for n in pinned.graph.node]
+    program = tracejit.optimize_for_inference(traced, backend="onnxruntime")
+    for shape in [(2, 5, 8), (3, 7, 8)]:
+        x = torch.randn(shape)
+        torch.testing.assert_close(program(x), m(x).detach(), rtol=1e-5, atol=1e-5)

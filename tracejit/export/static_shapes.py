@@ -9,11 +9,14 @@ its own shape inference rarely establishes past the first computed reshape (GPT-
 whose sizes are constants). ``with_input_sizes`` fixes the axes and folds the model again with onnxscript's
 constant folding, which propagates the sizes through each reshape (GPT-2: 372 -> 111 nodes, 78 after
 onnxruntime's optimizer against torch.onnx's 75). The result is valid for those sizes only: the onnxruntime
-backend runs it for calls of the traced shapes and the dynamic model for any other.
+backend runs it for calls of the traced shapes and the dynamic model for any other. Nodes no output reads
+(BERT's pooler when the model returns the hidden states) are dropped from it: onnxruntime runs them otherwise;
+each chain of reshapes becomes one (reshape_chains.py).
 """
 from __future__ import annotations
 
 from ._deps import require
+from .reshape_chains import collapse_reshape_chains
 from .tidy import fold_constants
 
 
@@ -34,5 +37,6 @@ def with_input_sizes(proto, sizes: dict[str, int]):
         for dim in value.type.tensor_type.shape.dim:
             dim.Clear()   # an unknown size: inferred again (an output axis may be named after an input axis)
     model = ir.serde.deserialize_model(fixed)
-    fold_constants(model)
+    fold_constants(model, drop_unread=True)   # nodes no output reads: onnxruntime would run them
+    collapse_reshape_chains(model.graph)   # the sizes are known: a chain of reshapes is one (reshape_chains.py)
     return ir.serde.serialize_model(model)

@@ -14,8 +14,12 @@ neither its conv nor its blocked layout (MobileNet-V2: 70 CastLike, 1.3x the run
 ``fold_constants`` runs onnxscript's constant folding (the pass torch.onnx's own exporter runs on torch_lib's
 output): nodes whose inputs are all constants are computed once at export (on inputs of at most
 ``FOLD_INPUT_LIMIT`` elements); the nodes folding leaves unread are removed. Nodes the lowering left unread
-stay as they were (a guard's size reads carry its source line in ``doc_strings=True`` exports); runtimes drop
-them when they load the model.
+stay as they were (a guard's size reads carry its source line in ``doc_strings=True`` exports; on another input
+size such a read may fail as eager's would). onnxruntime does NOT drop them when it loads the model: BERT's
+pooler (``Gather -> Gemm -> Tanh``), computed by the traced model but not returned, ran on every call as a
+FusedGemm whose output nothing reads. The model with the input sizes fixed (static_shapes.py), whose sizes are
+the traced ones, drops them (``drop_unread``): ONNX operators have no side effects, and at the traced sizes
+those nodes computed without error in the trace.
 """
 from __future__ import annotations
 
@@ -25,12 +29,13 @@ FOLD_INPUT_LIMIT = 8192   # onnxscript's default: weights are never folded (nor 
 FOLD_OUTPUT_LIMIT = 512 * 512
 
 
-def fold_constants(model) -> None:
+def fold_constants(model, *, drop_unread: bool = False) -> None:
     """Fold the constant subgraphs of ``model`` (an onnx-ir Model, changed in place), then remove the nodes
-    that folding left unread (those unread before stay)."""
+    that folding left unread (those unread before stay, unless ``drop_unread``: every node no output depends on
+    goes, for a model whose input sizes are fixed: static_shapes.py)."""
     from onnxscript.optimizer import _constant_folding as folding   # optional dependency (onnx export)
     graph = model.graph
-    unread_before = {id(node) for node in graph} - _read_nodes(graph)
+    unread_before = set() if drop_unread else {id(node) for node in graph} - _read_nodes(graph)
     with np.errstate(all="ignore"):   # log(0) = -inf in T5's position buckets: what the runtime computes, silently
         folding.FoldConstantsPass(shape_inference=True, input_size_limit=FOLD_INPUT_LIMIT,
                                   output_size_limit=FOLD_OUTPUT_LIMIT)(model)

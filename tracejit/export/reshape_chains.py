@@ -1,0 +1,52 @@
+"""One ``Reshape`` for each chain of reshapes in a model whose sizes are all known (static_shapes.py).
+
+torchvision's ``multi_head_attention_forward`` splits its packed projection with ``unflatten -> unsqueeze ->
+transpose -> squeeze`` and each head's slice with ``select -> view``: exported, a ``Reshape -> Unsqueeze`` and
+``Squeeze -> Reshape`` per projection, which onnxruntime's optimizer leaves as they are (each one more kernel
+call; ViT-B/16's two layers at batch 1 ran 8 more nodes than torch.onnx's file). ``Reshape``, ``Squeeze``
+and ``Unsqueeze`` only re-read the same row-major elements under another shape, so a chain of them equals one
+``Reshape`` of the chain's input to the last one's shape: ``collapse_reshape_chains`` rewrites each link whose
+output shape is static and whose input is the single-use output of another such node (not a graph output).
+Only for a model whose input sizes are fixed: there the inferred shapes are the ones every call has.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+RESHAPES = ("Reshape", "Squeeze", "Unsqueeze")
+
+
+def collapse_reshape_chains(graph) -> int:
+    """Rewrite each reshape link of ``graph`` (an onnx-ir Graph, changed in place) that reads another one's
+    single-use output into one ``Reshape`` of the chain's input; returns how many were rewritten."""
+    import onnx_ir as ir   # optional dependency (the onnx extra)
+    rewritten = 0
+    for node in list(graph):
+        if not _is_reshape(node):
+            continue
+        source = node.inputs[0]
+        first = source.producer() if source is not None else None
+        out = node.outputs[0]
+        if (first is None or not _is_reshape(first) or len(source.uses()) != 1 or source.is_graph_output()
+                or out.shape is None or not out.shape.is_static() or first.inputs[0] is None):
+            continue
+        dims = np.array([int(d) for d in out.shape], dtype=np.int64)
+        target = ir.Value(name=f"{out.name}_collapsed_shape", shape=ir.Shape([len(dims)]),
+                          type=ir.TensorType(ir.DataType.INT64), const_value=ir.tensor(dims))
+        graph.register_initializer(target)
+        # allowzero: a 0 in the target is a size, never "copy the input's dim"
+        single = ir.Node("", "Reshape", [first.inputs[0], target], [ir.Attr("allowzero", ir.AttributeType.INT, 1)],
+                         num_outputs=1, name=f"{node.name}_collapsed")
+        single.outputs[0].shape, single.outputs[0].type = out.shape, out.type
+        name = out.name
+        graph.insert_before(node, single)
+        out.replace_all_uses_with(single.outputs[0], replace_graph_outputs=True)
+        graph.remove(node, safe=True)
+        graph.remove(first, safe=True)   # its one use was the link just replaced
+        single.outputs[0].name = name
+        rewritten += 1
+    return rewritten
+
+
+def _is_reshape(node) -> bool:
+    return node.op_type in RESHAPES and node.domain in ("", "ai.onnx") and len(node.outputs) == 1
