@@ -32,6 +32,9 @@ from .errors import ExportError
 GUARD_OP = "tracejit::guard"
 # an ONNX model's input dtypes are fixed; it is the program of the global torch state at trace time (``state``:
 # grad mode, autocast, default dtype... have no meaning in onnxruntime)
+GUARD_OUTPUTS_HINT = ("export_onnx(..., guard_outputs=True) (tracejit export --guard-outputs) exports such guards "
+                      "as boolean outputs the model computes, tracejit_guard_<k>, True where the guard holds: "
+                      "a caller must check them, or it can get the traced branch's answer for other data")
 ALWAYS_HOLD = ("training", "rank", "dtype", "device", "state")
 
 
@@ -48,8 +51,9 @@ def _onnx_fact(node) -> bool:
     return node.attrs.get("expected") is want or node.attrs.get("expected") == want
 
 
-def plan_guards(graph: Graph) -> tuple[dict, list]:
-    """({(input index, dim): size} pinned by guards, [guard nodes ONNX cannot check])."""
+def plan_guards(graph: Graph, guard_outputs: bool = False) -> tuple[dict, list]:
+    """({(input index, dim): size} pinned by guards, [guard nodes ONNX cannot check]). ``guard_outputs``: a
+    value guard is one of those (the model computes it as an output: guard_outputs.py) instead of an error."""
     index = {id(v): i for i, v in enumerate(graph.inputs)}
     pinned: dict = {}
     unchecked = []
@@ -64,11 +68,15 @@ def plan_guards(graph: Graph) -> tuple[dict, list]:
         if kind == "value" and _constant_only(node.args, {}, sizes=True):
             unchecked.append(node)   # a function of sizes (torchvision's pooler scale): checked like a size guard
             continue
+        if kind == "value" and guard_outputs:
+            unchecked.append(node)
+            continue
         if kind in ("value", "meta"):
             raise ExportError(f"the trace relied on tensor values ({node.attrs.get('what')}); ONNX has no way to "
-                              "check them, so the exported model could silently take the traced branch for other "
-                              "values. Export of value guards is not supported", GUARD_OP,
-                              node.source or node.attrs.get("line"))
+                              "check them at the entry, so the exported model could silently take the traced branch "
+                              "for other values. "
+                              + (GUARD_OUTPUTS_HINT if kind == "value" else "Export of this guard is not supported"),
+                              GUARD_OP, node.source or node.attrs.get("line"))
         if kind not in ("size", "length"):   # "meta" (strides, contiguity, requires_grad): ONNX has none of them
             raise ExportError(f"no ONNX form for a guard of kind {kind!r} ({node.attrs.get('what')})", GUARD_OP,
                               node.source or node.attrs.get("line"))
@@ -149,7 +157,9 @@ def warn_unchecked(unchecked: list) -> str:
              for n in unchecked]
     shown = "; ".join(lines[:3]) + (f"; and {len(lines) - 3} more" if len(lines) > 3 else "")
     warnings.warn(TracerWarning(f"export_onnx: {len(lines)} size guard(s) of the trace cannot be checked by the "
-                                f"ONNX model, which keeps the traced branch for any size: {shown}"),
+                                f"ONNX model, which keeps the traced branch for any size: {shown}. "
+                                f"export_onnx(..., guard_outputs=True) makes the model compute them as boolean "
+                                f"outputs its caller checks"),
                   stacklevel=_user_stacklevel())
     return "\n".join(lines)
 
