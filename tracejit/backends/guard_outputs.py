@@ -9,6 +9,7 @@ guard's line (support/guards.py) instead of returning the traced branch's answer
 """
 from __future__ import annotations
 
+from ..export._deps import require
 from ..export.guard_outputs import OUTPUT_PREFIX
 from ..export.guards import _constant_only, plan_guards
 from ..ir import ScalarType, Value, guard_expr
@@ -19,14 +20,13 @@ from . import intermediate_sizes
 def after_run_guards(graph) -> list:
     """The guards of ``graph`` (inlined) that only the model's outputs can check: value guards that read a
     tensor's values, and guards on the size of a tensor whose shape depends on the data."""
-    from .onnx_call import _scalar_slice   # the shared slicing of a guard's reads
     _, unchecked = plan_guards(graph, guard_outputs=True)
     producers = {id(v): n for n in graph.nodes for v in n.outputs if v is not None}
     found = []
     for guard in unchecked:
         if guard.attrs.get("kind") == "value" and not _constant_only(guard.args, {}, sizes=True):
             found.append(guard)
-        elif _scalar_slice(guard, producers, ScalarType) is None and any(
+        elif scalar_slice(guard, producers, ScalarType) is None and any(
                 intermediate_sizes._data_dependent(n)
                 for n in intermediate_sizes.tensor_slice(guard, producers).values()):
             found.append(guard)
@@ -73,8 +73,7 @@ class GuardOutputs:
 
 def guards_only(model: bytes, names: list) -> bytes:
     """The serialized ONNX ``model`` reduced to its outputs ``names`` and the nodes they read."""
-    import onnx   # the onnx extra: these backends export with it
-    proto = onnx.load_from_string(model)
+    proto = require("onnx").load_from_string(model)
     graph = proto.graph
     needed, kept = set(names), []
     for node in reversed(graph.node):
@@ -89,6 +88,20 @@ def guards_only(model: bytes, names: list) -> bytes:
     graph.output.extend(outputs)
     graph.node.extend(reversed(kept))
     return proto.SerializeToString()
+
+
+def scalar_slice(guard, producers: dict, scalar_type) -> dict | None:
+    """{id(node): node} that ``guard`` reads, when all of them compute Python numbers (else None)."""
+    found, todo = {}, list(guard.input_values())
+    while todo:
+        node = producers.get(id(todo.pop()))
+        if node is None or id(node) in found:
+            continue   # a graph input, or seen
+        if not all(isinstance(v.type, scalar_type) for v in node.outputs if v is not None):
+            return None   # a tensor op: an intermediate's size
+        found[id(node)] = node
+        todo.extend(node.input_values())
+    return found
 
 
 class _NotRead:

@@ -22,7 +22,7 @@ from ..passes.inline import inline_calls
 from ..runtime import specialize
 from ..runtime.method_compiler import compile_method
 from . import intermediate_sizes
-from .guard_outputs import GuardOutputs, after_run_guards
+from .guard_outputs import GuardOutputs, after_run_guards, scalar_slice as _scalar_slice
 from .fallback import with_captured_check, with_finite_check
 
 
@@ -122,20 +122,6 @@ def _check_graph(graph, backend: str):
     checked_graph.nodes = [n for n in checked_graph.nodes if id(n) in keep]
     checked_graph.outputs, checked_graph.out_spec = [], pytree.flatten(())[1]
     return checked_graph, intermediate_sizes.reads_tensors(kept.values())
-
-
-def _scalar_slice(guard, producers: dict, scalar_type) -> dict | None:
-    """{id(node): node} that ``guard`` reads, when all of them compute Python numbers (else None)."""
-    found, todo = {}, list(guard.input_values())
-    while todo:
-        node = producers.get(id(todo.pop()))
-        if node is None or id(node) in found:
-            continue   # a graph input, or seen
-        if not all(isinstance(v.type, scalar_type) for v in node.outputs if v is not None):
-            return None   # a tensor op: an intermediate's size
-        found[id(node)] = node
-        todo.extend(node.input_values())
-    return found
 
 
 class TracedCall:

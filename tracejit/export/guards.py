@@ -10,7 +10,8 @@
   metadata (``tracejit.unchecked_guards``). The onnxruntime / OpenVINO programs check the ones computed
   from input sizes themselves before each run (backends/onnx_call.with_size_guards).
 - ``value`` guards (a tensor's values read in Python) make the export fail: the ONNX model
-  would silently compute the traced branch for other values. Except where the value is computed from
+  would silently compute the traced branch for other values; with ``guard_outputs=True`` they are
+  listed with the unchecked ones, which the model then computes as boolean outputs (guard_outputs.py). Except where the value is computed from
   the graph's constants and parameters alone, by ops that draw nothing at random (a guard on
   ``float(torch.tensor(0.25).log2())`` holds at every call of the exported model), and where it is computed
   from those and tensor sizes alone (torchvision's pooler scale, ``float(torch.tensor(h / H).log2().round())``):
