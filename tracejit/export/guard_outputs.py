@@ -62,6 +62,10 @@ def lower_guard(lowering, node):
 
 def _value_test(lowering, test: str, x, expected):
     """``bool(x) is expected``, ``int(x) == expected``, ``float(x) == expected``, ``x.item() == expected``."""
+    if isinstance(expected, str) and expected in ("0.0", "-0.0"):   # a zero as support/guards.plain_value gives it
+        return _signed_zero(lowering, x, negative=expected.startswith("-"))
+    if not isinstance(expected, (bool, int, float)):   # a NaN's sign ("nan" / "-nan"), a list, an object: no form
+        raise ExportError(f"a guard expects {expected!r}, which has no ONNX form as a guard output")
     if test == "truth" or isinstance(expected, bool):
         b = op.Cast(x, to=ir.DataType.BOOL)   # nonzero (and NaN) is True, as Python's bool
         return b if (expected if test == "truth" else expected) else op.Not(b)
@@ -75,6 +79,14 @@ def _value_test(lowering, test: str, x, expected):
                 return op.Equal(op.Cast(x, to=ir.DataType.DOUBLE), _const(lowering, float(expected), ir.DataType.DOUBLE))
         return op.Equal(op.Cast(x, to=ir.DataType.INT64), _const(lowering, int(expected), ir.DataType.INT64))
     return op.Equal(op.Cast(x, to=ir.DataType.DOUBLE), _const(lowering, float(expected), ir.DataType.DOUBLE))
+
+
+def _signed_zero(lowering, x, negative: bool):
+    """``x == 0`` with the sign Python's reads tell apart: ``1 / x`` is -inf for -0.0, +inf for 0.0."""
+    x = op.Cast(x, to=ir.DataType.DOUBLE)
+    zero = _const(lowering, 0.0, ir.DataType.DOUBLE)
+    below = op.Less(op.Div(_const(lowering, 1.0, ir.DataType.DOUBLE), x), zero)
+    return op.And(op.Equal(x, zero), below if negative else op.Not(below))
 
 
 def _scalar_of(value):
