@@ -103,23 +103,82 @@ def test_faster_rcnn_exports_and_gives_eager_detections_on_new_images():
                 torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-4)
 
 
+def _spread_retinanet():
+    """The small RetinaNet with a classification head whose scores spread (torchvision's init gives every anchor
+    ~0.01: ties, whose order is any runtime's choice) and a score threshold some images do not reach."""
+    model = _detector("retinanet")
+    gen = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for conv in model.head.classification_head.modules():
+            if isinstance(conv, nn.Conv2d):
+                conv.weight.normal_(0, 0.1, generator=gen)
+                conv.bias.zero_()
+    model.score_thresh = 0.61
+    return model
+
+
+def _guard_flags(session, proto, images):
+    """(the model's outputs, its guard outputs) in onnxruntime."""
+    names = [o.name for o in proto.graph.output]
+    results = session.run(None, {proto.graph.input[0].name: images[0].numpy()})
+    flags = [bool(r) for n, r in zip(names, results) if n.startswith("tracejit_guard_")]
+    return [torch.from_numpy(r) for n, r in zip(names, results) if not n.startswith("tracejit_guard_")], flags
+
+
+# kind -> (images where the guards hold: other pixel values, same size; an image where eager takes another branch,
+# the line named). RetinaNet: ``boxes.numel() == 0`` after ``scores > score_thresh`` (a boolean-mask index: a
+# data-dependent size), False where no score passes; Mask R-CNN: ``int(box[2] - box[0] + 1)`` when pasting masks
+GUARDED = {"retinanet": (lambda x: [[x * 0.9], [x * 0.2]], lambda x: [x.flip(-1)], r"boxes\.py:\d+"),
+           "maskrcnn": (lambda x: [[x + 1e-4 * torch.rand(x.shape, generator=torch.Generator().manual_seed(1))]],
+                        lambda x: [torch.rand(x.shape, generator=torch.Generator().manual_seed(2))],
+                        r"roi_heads\.py:\d+")}
+
+
 @pytest.mark.slow
-def test_detection_exports_refused_naming_the_op_and_the_reason():
-    """Where the ONNX model could not give eager's answer, the refusal names the line and why: Mask R-CNN pastes
-    each mask at ``int(box[2] - box[0])`` (a value read of the boxes); RetinaNet's batched nms picks its
-    algorithm on ``boxes.numel() > 4000``, a size that follows the data, which the onnxruntime program cannot
-    check (export_onnx keeps the traced branch and lists the guard in a TracerWarning)."""
+@pytest.mark.parametrize("kind", ["retinanet", "maskrcnn"])
+def test_detection_exports_with_guard_outputs(kind):
+    """RetinaNet and Mask R-CNN export with ``guard_outputs=True`` (export/guard_outputs.py): in onnxruntime, on new
+    images where the guards hold, eager's boxes, scores, labels (and masks); on an image where eager takes another
+    branch a guard output is False, and the onnxruntime program raises the GuardError naming torchvision's line.
+    By default Mask R-CNN's value guards refuse the export naming the option."""
     pytest.importorskip("onnxruntime")
+    import onnx
+    import onnxruntime as ort
+    from tracejit.backends.guard_outputs import guards_only
     from tracejit.export.errors import ExportError
+    detector = _spread_retinanet() if kind == "retinanet" else _detector(kind)
+    model = AsTuple(detector).eval()
+    example = _images((64, 80))
+    held, broken, line = GUARDED[kind]
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        masks = tracejit.trace(AsTuple(_detector("maskrcnn")).eval(), (_images((64, 80)),), check_trace=False)
-        with pytest.raises(ExportError, match=r"tensor values \(int\(tensor\)\).*roi_heads\.py:\d+"):
-            tracejit.export_onnx(masks)
-        retina = tracejit.trace(AsTuple(_detector("retinanet")).eval(), (_images((64, 80)),), check_trace=False)
-        with pytest.raises(ExportError, match=r"shape depends on the data \(aten::index\.Tensor at \S+retinanet\.py"
-                                              r":\d+; the guard: a traced size was used in 'gt' with 4000\)"):
-            tracejit.optimize_for_inference(retina, backend="onnxruntime")
+        traced = tracejit.trace(model, (example,), check_trace=False)
+        if kind == "maskrcnn":
+            with pytest.raises(ExportError, match=r"tensor values \(int\(tensor\)\).*guard_outputs=True"
+                                                  r".*roi_heads\.py:\d+"):
+                tracejit.export_onnx(traced)
+        proto = tracejit.export_onnx(traced, guard_outputs=True)
+        session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+        program = tracejit.optimize_for_inference(traced, backend="onnxruntime")
+        first = model(example)
+        for images in held(example[0]):
+            want = model(images)
+            assert len(want[0]) and any(w.shape != f.shape or not torch.equal(w, f) for w, f in zip(want, first)), \
+                "the images move the detections"
+            got, flags = _guard_flags(session, proto, images)
+            assert flags and all(flags)
+            for outs in (got, program(images)):
+                assert [tuple(g.shape) for g in outs] == [tuple(w.shape) for w in want]
+                for g, w in zip(outs, want):
+                    torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-4)
+        images = broken(example[0])
+        # the guard outputs alone (the traced branch's shapes may not fit an image where a guard fails)
+        names = [o.name for o in proto.graph.output if o.name.startswith("tracejit_guard_")]
+        alone = onnx.load_from_string(guards_only(proto.SerializeToString(), names))
+        session = ort.InferenceSession(alone.SerializeToString(), providers=["CPUExecutionProvider"])
+        assert not all(_guard_flags(session, alone, images)[1])
+        with pytest.raises(tracejit.GuardError, match=f"guard failed at \\S+{line}"):
+            program(images)
 
 
 def _flat(out):

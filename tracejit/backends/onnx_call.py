@@ -22,6 +22,7 @@ from ..passes.inline import inline_calls
 from ..runtime import specialize
 from ..runtime.method_compiler import compile_method
 from . import intermediate_sizes
+from .guard_outputs import GuardOutputs, after_run_guards, scalar_slice as _scalar_slice
 from .fallback import with_captured_check, with_finite_check
 
 
@@ -30,19 +31,24 @@ def prepare(traced, backend: str):
     (freezing, constant and conv + batch-norm folding, ...: runtimes fuse a Conv with a
     BatchNormalization only when the norm's parameters are plain initializers, which the exported
     norm's are not), and one exported model per specialization of ``forward``: the first trace first,
-    then the others oldest first (``specializations.SpecializationChoice`` chooses among them per call)."""
+    then the others oldest first (``specializations.SpecializationChoice`` chooses among them per call).
+    A graph with guards only the model can compute (backends/guard_outputs.py) is exported with them as
+    boolean outputs, which the program checks after each run (``TracedCall._init_guard_outputs``)."""
     if getattr(traced, "training", False) is True:
         raise RuntimeError(f"optimize_for_inference: {getattr(traced, 'original_name', 'the module')} is in "
                            f"training mode; the {backend} backend is for inference. Call .eval() on it first.")
     prepared = optimized(traced, in_memory=False)   # the export reads the saved graph: no in-memory kernels
     spec_set = specialize.sets_of(prepared).get("forward")
     extra = spec_set.extra() if spec_set is not None else []
+    first = traced_graph(prepared)
     if not extra:
-        return prepared, [(traced_graph(prepared), export_onnx(prepared))]
+        return prepared, [(first, export_onnx(prepared, guard_outputs=bool(after_run_guards(first))))]
     with warnings.catch_warnings():   # the per-call choice checks every guard: none is left unchecked
         warnings.filterwarnings("ignore", "export_onnx: .* cannot be checked by the ONNX model", TracerWarning)
-        models = [(traced_graph(prepared), export_onnx(prepared))]
-        models += [(inline_calls(spec.graph), export_onnx(prepared, graph=spec.graph)) for spec in extra]
+        models = [(first, export_onnx(prepared, guard_outputs=bool(after_run_guards(first))))]
+        for spec in extra:
+            graph = inline_calls(spec.graph)
+            models.append((graph, export_onnx(prepared, graph=spec.graph, guard_outputs=bool(after_run_guards(graph)))))
     return prepared, models
 
 
@@ -61,8 +67,9 @@ def with_size_guards(program, traced, graph, call):
     The guards are checked by a generated function holding only them and the scalar size math they read
     (``aten::size.int`` of inputs, int / float math, ``sym_math``): it reads sizes, never data. A guard on
     the size of an intermediate tensor is checked by the slice of the program it reads, run on meta tensors of
-    the call's shapes (intermediate_sizes.py); one whose slice has a data-dependent shape (``nonzero``) refuses
-    the program with ExportError naming the line."""
+    the call's shapes (intermediate_sizes.py). A value guard that reads a tensor's values, and one whose slice has
+    a data-dependent shape (``nonzero``), are the model's guard outputs, checked after the run
+    (backends/guard_outputs.py)."""
     built = _check_graph(graph, program.backend)
     if built is None:
         return call
@@ -94,7 +101,9 @@ def _check_graph(graph, backend: str):
     """(a graph holding only the guards ONNX cannot check and what they read, whether it computes tensors), or
     None when there is no such guard."""
     checked_graph = inline_calls(graph)   # a new, flat graph
-    _, unchecked = plan_guards(checked_graph)
+    _, unchecked = plan_guards(checked_graph, guard_outputs=True)
+    after_run = {id(g) for g in after_run_guards(checked_graph)}   # the model's guard outputs check these
+    unchecked = [g for g in unchecked if id(g) not in after_run]
     producers = {id(v): n for n in checked_graph.nodes for v in n.outputs if v is not None}
     kept, checks = {}, []
     for guard in unchecked:
@@ -115,24 +124,11 @@ def _check_graph(graph, backend: str):
     return checked_graph, intermediate_sizes.reads_tensors(kept.values())
 
 
-def _scalar_slice(guard, producers: dict, scalar_type) -> dict | None:
-    """{id(node): node} that ``guard`` reads, when all of them compute Python numbers (else None)."""
-    found, todo = {}, list(guard.input_values())
-    while todo:
-        node = producers.get(id(todo.pop()))
-        if node is None or id(node) in found:
-            continue   # a graph input, or seen
-        if not all(isinstance(v.type, scalar_type) for v in node.outputs if v is not None):
-            return None   # a tensor op: an intermediate's size
-        found[id(node)] = node
-        todo.extend(node.input_values())
-    return found
-
-
 class TracedCall:
     """The traced call signature of an exported program; ``_init_call`` fills it in."""
 
     backend = "onnx"
+    _guard_outputs = None   # GuardOutputs where the model computes guards (_init_guard_outputs)
 
     def _init_call(self, traced, graph) -> None:
         self.graph = graph
@@ -151,6 +147,11 @@ class TracedCall:
         self._out_leaves = list(graph.outputs)
         self.signature = signature(traced, graph)
 
+    def _init_guard_outputs(self, proto) -> None:
+        """Check the model's guard outputs (export/guard_outputs.py) after each run, where it has some."""
+        checks = GuardOutputs(proto, self.graph, self.signature.split("(")[0])
+        self._guard_outputs = checks if checks.count else None
+
     def _tensors(self, args, kwargs):
         """The graph's input tensors, in order, from a call's arguments."""
         if self._flat and not kwargs and len(args) == self._n_inputs:
@@ -158,7 +159,10 @@ class TracedCall:
         return self._flatten(args, kwargs)
 
     def _outputs(self, outs, plain: bool):
-        """The traced output structure around the runtime's output tensors ``outs``."""
+        """The traced output structure around the runtime's output tensors ``outs`` (GuardError where a guard
+        output of the model is False)."""
+        if self._guard_outputs is not None:
+            outs = self._guard_outputs.split(outs)
         if plain:
             return pytree.unflatten(self._out_spec, outs) if self._out_spec is not None else outs[0]
         it = iter(outs)
@@ -166,7 +170,18 @@ class TracedCall:
         return pytree.unflatten(self._out_spec, leaves)
 
     def _run_error(self, tensors, e: Exception) -> RuntimeError:
-        """The runtime's errors name ONNX nodes, not the user's call: say which call failed."""
+        """The runtime's errors name ONNX nodes, not the user's call: say which call failed. Where the model has
+        guard outputs and the backend can compute them alone (``_guard_flags``), a failed guard is the reason:
+        its GuardError is raised (the traced branch's shapes no longer fit: Mask R-CNN pastes each mask at the
+        traced box size)."""
+        flags = getattr(self, "_guard_flags", None)
+        if self._guard_outputs is not None and flags is not None:
+            try:
+                values = flags(tensors)
+            except Exception:  # noqa: BLE001  (the guards cannot be computed either: the run's error stands)
+                values = None
+            if values is not None:
+                self._guard_outputs.check_flags(values)
         return RuntimeError(f"{self.signature}: {self.backend} could not run this call with {describe(tensors)}: {e}")
 
     def _checked_feed(self, tensors) -> dict:

@@ -52,6 +52,7 @@ class OrtProgram(TracedCall):
         prepared, models = prepare(traced, self.backend) if _model is None else (None, [_model])
         graph, proto = models[0]
         self._init_call(traced, graph)
+        self._init_guard_outputs(proto)
         self._threads, self._spinning = threads or torch.get_num_threads(), spinning
         self.quantize = quantize
         self.quantized_model = None if quantize is None else quantize_model(proto, quantize)
@@ -181,6 +182,13 @@ class OrtProgram(TracedCall):
         except Exception as e:  # noqa: BLE001
             raise self._run_error(tensors, e) from None
         return self._outputs([torch.from_numpy(r) for r in results], self._plain_out)
+
+    def _guard_flags(self, tensors) -> list:
+        """The model's guard outputs alone for this call: a session of the model whose only outputs they are
+        (onnxruntime drops the nodes they do not read), opened on the first call that needs it."""
+        if getattr(self, "_guards_session", None) is None:
+            self._guards_session = self._open({}, model=self._guard_outputs.guards_only_model(self._model_bytes))
+        return self._guards_session.run(self._guard_outputs.names, self._checked_feed(tensors))
 
     def __repr__(self) -> str:
         return f"<OrtProgram {self.signature}>"

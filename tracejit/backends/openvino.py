@@ -56,6 +56,7 @@ class OpenVinoProgram(TracedCall):
         prepared, models = prepare(traced, self.backend) if _model is None else (None, [_model])
         graph, self.proto = models[0]
         self._init_call(traced, graph)
+        self._init_guard_outputs(self.proto)
         _refuse_double(graph, self.signature)
         self._ov_tensor = ov.Tensor
         self.core = ov.Core()

@@ -44,6 +44,11 @@ def register(sub) -> None:
     p.add_argument("--max-nodes", type=int, metavar="N", default=None,
                    help="export a method of at most N nodes, submodule calls inlined (default 10,000: over 10x "
                         "BERT-base's 727 and ResNet-50's 549; a file's nodes cost about 0.5 ms each to lower)")
+    p.add_argument("--guard-outputs", action="store_true",
+                   help="export each guard the model cannot check at its entry (a value read in Python, the size of "
+                        "a tensor whose shape depends on the data) as a boolean output tracejit_guard_<k>, True "
+                        "where it holds; the caller must check them, or it can get the traced branch's answer for "
+                        "other data (default: such value guards refuse the export)")
     p.add_argument("--triton", metavar="DIR", help="write a Triton model repository entry under DIR")
     p.add_argument("--name", help="the Triton model name (default: the traced module's or function's name)")
     p.add_argument("--max-batch-size", type=int, metavar="N", default=None,
@@ -77,7 +82,8 @@ def cmd_export(args) -> int:
 
 def export(program, args):
     """The ONNX model of ``program`` and the export's warnings (the guards ONNX cannot check)."""
-    return export_quietly(program, args.file, opset=args.opset, method=args.method, max_nodes=args.max_nodes)
+    return export_quietly(program, args.file, opset=args.opset, method=args.method, max_nodes=args.max_nodes,
+                          guard_outputs=args.guard_outputs)
 
 
 def export_quietly(program, file: str, f=None, **options):
@@ -153,6 +159,12 @@ def print_summary(proto, target: str, args, notes: list, pins: dict | None = Non
         print(escape(f"  {name}: {text}"))
     meta = {p.key: p.value for p in proto.metadata_props}
     unchecked = meta.get("tracejit.unchecked_guards")
+    checked = meta.get("tracejit.guard_outputs")
+    if checked:
+        print("guard outputs (True where the guard holds; a caller must check them, else the other outputs can be "
+              "the traced branch's answer for other data):")
+        for line in checked.splitlines():
+            print(f"  {escape(line)}")
     if unchecked:
         print("guards ONNX cannot check (the model keeps the traced branch for any size; listed in the model's "
               "metadata 'tracejit.unchecked_guards'):")

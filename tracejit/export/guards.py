@@ -10,7 +10,8 @@
   metadata (``tracejit.unchecked_guards``). The onnxruntime / OpenVINO programs check the ones computed
   from input sizes themselves before each run (backends/onnx_call.with_size_guards).
 - ``value`` guards (a tensor's values read in Python) make the export fail: the ONNX model
-  would silently compute the traced branch for other values. Except where the value is computed from
+  would silently compute the traced branch for other values; with ``guard_outputs=True`` they are
+  listed with the unchecked ones, which the model then computes as boolean outputs (guard_outputs.py). Except where the value is computed from
   the graph's constants and parameters alone, by ops that draw nothing at random (a guard on
   ``float(torch.tensor(0.25).log2())`` holds at every call of the exported model), and where it is computed
   from those and tensor sizes alone (torchvision's pooler scale, ``float(torch.tensor(h / H).log2().round())``):
@@ -32,6 +33,9 @@ from .errors import ExportError
 GUARD_OP = "tracejit::guard"
 # an ONNX model's input dtypes are fixed; it is the program of the global torch state at trace time (``state``:
 # grad mode, autocast, default dtype... have no meaning in onnxruntime)
+GUARD_OUTPUTS_HINT = ("export_onnx(..., guard_outputs=True) (tracejit export --guard-outputs) exports such guards "
+                      "as boolean outputs the model computes, tracejit_guard_<k>, True where the guard holds: "
+                      "a caller must check them, or it can get the traced branch's answer for other data")
 ALWAYS_HOLD = ("training", "rank", "dtype", "device", "state")
 
 
@@ -48,8 +52,9 @@ def _onnx_fact(node) -> bool:
     return node.attrs.get("expected") is want or node.attrs.get("expected") == want
 
 
-def plan_guards(graph: Graph) -> tuple[dict, list]:
-    """({(input index, dim): size} pinned by guards, [guard nodes ONNX cannot check])."""
+def plan_guards(graph: Graph, guard_outputs: bool = False) -> tuple[dict, list]:
+    """({(input index, dim): size} pinned by guards, [guard nodes ONNX cannot check]). ``guard_outputs``: a
+    value guard is one of those (the model computes it as an output: guard_outputs.py) instead of an error."""
     index = {id(v): i for i, v in enumerate(graph.inputs)}
     pinned: dict = {}
     unchecked = []
@@ -64,11 +69,15 @@ def plan_guards(graph: Graph) -> tuple[dict, list]:
         if kind == "value" and _constant_only(node.args, {}, sizes=True):
             unchecked.append(node)   # a function of sizes (torchvision's pooler scale): checked like a size guard
             continue
+        if kind == "value" and guard_outputs:
+            unchecked.append(node)
+            continue
         if kind in ("value", "meta"):
             raise ExportError(f"the trace relied on tensor values ({node.attrs.get('what')}); ONNX has no way to "
-                              "check them, so the exported model could silently take the traced branch for other "
-                              "values. Export of value guards is not supported", GUARD_OP,
-                              node.source or node.attrs.get("line"))
+                              "check them at the entry, so the exported model could silently take the traced branch "
+                              "for other values. "
+                              + (GUARD_OUTPUTS_HINT if kind == "value" else "Export of this guard is not supported"),
+                              GUARD_OP, node.source or node.attrs.get("line"))
         if kind not in ("size", "length"):   # "meta" (strides, contiguity, requires_grad): ONNX has none of them
             raise ExportError(f"no ONNX form for a guard of kind {kind!r} ({node.attrs.get('what')})", GUARD_OP,
                               node.source or node.attrs.get("line"))
@@ -149,7 +158,9 @@ def warn_unchecked(unchecked: list) -> str:
              for n in unchecked]
     shown = "; ".join(lines[:3]) + (f"; and {len(lines) - 3} more" if len(lines) > 3 else "")
     warnings.warn(TracerWarning(f"export_onnx: {len(lines)} size guard(s) of the trace cannot be checked by the "
-                                f"ONNX model, which keeps the traced branch for any size: {shown}"),
+                                f"ONNX model, which keeps the traced branch for any size: {shown}. "
+                                f"export_onnx(..., guard_outputs=True) makes the model compute them as boolean "
+                                f"outputs its caller checks"),
                   stacklevel=_user_stacklevel())
     return "\n".join(lines)
 

@@ -26,7 +26,7 @@ from .schema_args import bind
 from .special_ops import HANDLERS
 from .torch_lib_lookup import lookup
 from . import attention, edge_values, sym_lowering, unlisted_ops, vision_ops  # noqa: E402,F401  (register their handlers)
-from . import convolution, fusable_forms, sequences, view_writes  # noqa: E402,F401  (handlers register)
+from . import convolution, fusable_forms, guard_outputs, sequences, view_writes  # noqa: E402,F401  (handlers register)
 
 ir = require("onnx_ir")
 from onnxscript.onnx_opset import opset18 as op  # noqa: E402
@@ -51,6 +51,7 @@ class Lowering:
         self.dtypes: dict[int, torch.dtype] = {}   # dtype_of outputs -> the torch dtype
         self._written: dict = {}   # id(in-place node) -> (written value, its chain of views)
         self.alias_roots = view_writes.alias_roots(graph)   # views -> the tensor they view
+        self.guard_values: dict | None = None   # id(guard node) -> its boolean, for the guards made outputs
 
     # ------------------------------------------------------------------ args
     def arg(self, a):
@@ -88,8 +89,10 @@ class Lowering:
             view_writes.write_back(self, target, chain, new_value)
 
     def _lower(self, node: Node):
-        if node.op == "tracejit::guard":
-            return []   # checked at the entry or listed as unchecked (guards.py)
+        if node.op == "tracejit::guard":   # checked at the entry, listed as unchecked (guards.py) or an output
+            if self.guard_values is not None and id(node) in self.guard_values:
+                self.guard_values[id(node)] = guard_outputs.lower_guard(self, node)
+            return []
         if node.op in STATE_READS:
             return [self._initializer(node)]
         if node.op == "tracejit::getitem":

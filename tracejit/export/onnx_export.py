@@ -20,6 +20,8 @@ from ._deps import require
 from .annotate import SourceNotes
 from .dtypes import onnx_dtype
 from .errors import ExportError
+from .guard_outputs import METADATA_KEY as GUARDS_METADATA, add_outputs as add_guard_outputs
+from .guard_outputs import check_supported as checked_guard_form
 from .guards import plan_guards, warn_unchecked
 from .lowering import Lowering
 from .model_check import check_and_infer
@@ -40,7 +42,7 @@ MAX_FILE_NODES = 10_000
 
 
 def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False,
-                graph: Graph | None = None, max_nodes: int | None = None):
+                graph: Graph | None = None, max_nodes: int | None = None, guard_outputs: bool = False):
     """Write ``traced`` (a Program, tracejit/program.py, or a TracedModule / TracedFunction, whose Program is
     exported: ``program_of``) as an ONNX model to ``f`` (a path or a
     binary file object; None: only return it). Returns the ``onnx.ModelProto``. ``doc_strings``:
@@ -48,6 +50,12 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
     export this graph of ``traced``'s (one of its specializations) instead of ``method``'s first trace.
     ``max_nodes``: refuse (ExportError) a program whose method has more nodes, submodule calls inlined;
     by default ``MAX_FILE_NODES`` for a program loaded from a file (tracejit.load), no limit otherwise.
+    ``guard_outputs``: each guard the model cannot check at its entry (a value read in Python, the size of a
+    tensor whose shape depends on the data, size math of inputs) becomes a boolean output
+    ``tracejit_guard_<k>``, after the program's outputs, True where the guard holds; the metadata
+    ``tracejit.guard_outputs`` names each one's source line. A caller must check them: where one is False, the
+    other outputs are the traced branch's answer (export/guard_outputs.py). By default value guards refuse the
+    export.
 
     >>> import torch, tracejit
     >>> traced = tracejit.trace(lambda x: torch.relu(x) * 2, torch.randn(2, 3))
@@ -58,7 +66,8 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
     onnx = require("onnx")
     proto = require("onnx_ir").serde.serialize_model(build_model(traced, opset, method=method,
                                                                       doc_strings=doc_strings, graph=graph,
-                                                                      max_nodes=max_nodes))
+                                                                      max_nodes=max_nodes,
+                                                                      guard_outputs=guard_outputs))
     try:
         proto = check_and_infer(onnx, proto)   # on a copy without the weights' bytes (model_check.py)
     except Exception as e:  # noqa: BLE001  (named by its class too: a MemoryError's message is empty)
@@ -159,7 +168,7 @@ def _identifier(text: str) -> str:
 
 
 def build_model(traced, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False,
-                graph: Graph | None = None, max_nodes: int | None = None):
+                graph: Graph | None = None, max_nodes: int | None = None, guard_outputs: bool = False):
     """The onnx-ir Model of ``traced``'s ``method`` (or of ``graph``, one of its specializations);
     ``max_nodes``: see export_onnx."""
     if opset is not None and not (isinstance(opset, int) and opset >= DEFAULT_OPSET):
@@ -172,10 +181,15 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
     _check_input_dimensions(graph)
     ir = require("onnx_ir")
 
-    pinned, unchecked = plan_guards(graph)
+    pinned, unchecked = plan_guards(graph, guard_outputs=guard_outputs)
+    if guard_outputs:
+        for guard in unchecked:
+            checked_guard_form(guard)
     onnx_graph = ir.Graph([], [], nodes=[], opset_imports={"": DEFAULT_OPSET}, name=method)
     builder = GraphBuilder(onnx_graph)
     lowering = Lowering(builder, _tensor_source(program, graph), graph)
+    if guard_outputs:
+        lowering.guard_values = {id(g): None for g in unchecked}
     notes = SourceNotes(onnx_graph, program, graph, method) if doc_strings else None
     for k, (v, name) in enumerate(zip(graph.inputs, input_names(graph))):
         if not hasattr(v.type, "shape"):
@@ -188,12 +202,16 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
             if notes is not None:
                 notes.after(node)
         _add_outputs(builder, lowering, graph)
+        if guard_outputs and unchecked:
+            guards_text = add_guard_outputs(builder, [lowering.guard_values[id(g)] for g in unchecked], unchecked)
     drop_unused_pool_indices(onnx_graph)
     model = ir.Model(onnx_graph, ir_version=10, producer_name="tracejit")
     fold_constants(model)
     if notes is not None:
         model.doc_string = notes.model_doc(program)
-    unchecked_text = warn_unchecked(unchecked)
+    if guard_outputs and unchecked:
+        model.metadata_props[GUARDS_METADATA] = guards_text
+    unchecked_text = "" if guard_outputs else warn_unchecked(unchecked)
     if unchecked_text:
         model.metadata_props["tracejit.unchecked_guards"] = unchecked_text
     if opset is not None and opset != DEFAULT_OPSET:

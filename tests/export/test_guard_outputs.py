@@ -1,0 +1,135 @@
+"""Guards the exported model checks itself (export/guard_outputs.py, backends/guard_outputs.py).
+
+``export_onnx(..., guard_outputs=True)`` turns each guard ONNX cannot check at the model's entry (a value read
+in Python, the size of a tensor whose shape depends on the data) into a boolean output ``tracejit_guard_<k>``,
+True where it holds, named with its source line in the metadata. In onnxruntime: eager's answer and True on
+new inputs where the guard holds; False where eager takes the other branch (where torch.jit.trace's program,
+which has no guards, silently gives the traced branch's answer). The onnxruntime / OpenVINO programs check the
+outputs after each run and raise the GuardError naming the line. By default a value guard refuses the export
+and a guard on a data-dependent size warns, both naming the option.
+"""
+from __future__ import annotations
+
+import io
+import warnings
+
+import pytest
+import torch
+
+import tracejit
+from tracejit.export.errors import ExportError
+
+ort = pytest.importorskip("onnxruntime")
+
+
+def positives_counted(x):
+    kept = x[x > 0]                       # a boolean-mask index: its size follows the values
+    if kept.shape[0] > 3:  # @positives_counted
+        return kept.sum() * 2
+    return kept.sum() - 1
+
+
+def sum_as_int(x):
+    if int(x.sum()) > 0:  # @sum_as_int
+        return x * 2
+    return x - 1
+
+
+def sign_of_max(x):
+    if x.max() > 0.5:  # @sign_of_max
+        return x.softmax(0)
+    return x.tanh()
+
+
+EXAMPLE = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0])
+# fn, an input where the guard holds (other values; eager's answer moves), an input where eager branches otherwise
+CASES = {
+    "data-dependent size": (positives_counted, torch.tensor([7.0, -2.0, 0.5, 3.0, 1.5]),
+                            torch.tensor([1.0, -2.0, -3.0, -4.0, 2.0])),
+    "int(value)": (sum_as_int, torch.tensor([5.0, 4.0, 3.0, 2.0, 1.0]), torch.tensor([-1.0, -2.0, -3.0, -4.0, 1.0])),
+    "bool(value)": (sign_of_max, torch.tensor([0.7, -2.0, 0.1, 0.2, 0.0]), torch.tensor([0.1, -2.0, 0.3, 0.2, 0.0])),
+}
+
+
+def line_of(name: str) -> int:
+    with open(__file__) as f:
+        return next(i for i, text in enumerate(f, 1) if f"# @{name}" in text)
+
+
+def _traced(fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return tracejit.trace(fn, (EXAMPLE,), check_trace=False)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_guard_outputs_report_where_eager_takes_another_branch(case):
+    fn, held, broken = CASES[case]
+    traced = _traced(fn)
+    proto = tracejit.export_onnx(traced, guard_outputs=True)
+    names = [o.name for o in proto.graph.output]
+    assert names == ["output", "tracejit_guard_0"]
+    meta = {p.key: p.value for p in proto.metadata_props}
+    assert meta["tracejit.guard_outputs"].startswith("tracejit_guard_0: ")
+    assert f"test_guard_outputs.py:{line_of(fn.__name__)}" in meta["tracejit.guard_outputs"]
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert not torch.equal(fn(held), fn(EXAMPLE)), "the new input moves eager's answer"
+    out, ok = session.run(None, {"x": held.numpy()})
+    torch.testing.assert_close(torch.from_numpy(out), fn(held))
+    assert ok.dtype == bool and ok.shape == () and bool(ok)
+    out, ok = session.run(None, {"x": broken.numpy()})
+    assert not bool(ok)
+    assert not torch.allclose(torch.from_numpy(out), fn(broken)), "the traced branch's answer is another one"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reference = torch.jit.trace(fn, (EXAMPLE,), check_trace=False)
+    torch.testing.assert_close(reference(broken), torch.from_numpy(out))   # torch.jit: same answer, no flag
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "openvino"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_backends_check_the_guard_outputs_and_raise_the_guard_error(case, backend):
+    pytest.importorskip(backend)
+    fn, held, broken = CASES[case]
+    program = tracejit.optimize_for_inference(_traced(fn), backend=backend)
+    torch.testing.assert_close(program(held), fn(held))
+    with pytest.raises(tracejit.GuardError, match=f"guard failed at \\S+test_guard_outputs.py:{line_of(fn.__name__)}"
+                                                  r" .*model's output tracejit_guard_0 was False"):
+        program(broken)
+    torch.testing.assert_close(program(held), fn(held))   # a failed call leaves the program usable
+
+
+def test_the_default_export_refuses_a_value_guard_and_warns_on_a_data_dependent_size_naming_the_option():
+    with pytest.raises(ExportError, match=r"tensor values \(int\(tensor\)\).*guard_outputs=True.*"
+                                          r"a caller must check them") as info:
+        tracejit.export_onnx(_traced(sum_as_int))
+    assert f"test_guard_outputs.py:{line_of('sum_as_int')}" in str(info.value)
+    with pytest.warns(tracejit.TracerWarning, match=r"cannot be checked by the ONNX model.*guard_outputs=True"):
+        proto = tracejit.export_onnx(_traced(positives_counted))
+    assert [o.name for o in proto.graph.output] == ["output"]
+
+
+def test_the_cli_exports_guard_outputs(tmp_path, capsys):
+    from tracejit import cli
+    saved = tmp_path / "f.tjit"
+    tracejit.save(_traced(sum_as_int), str(saved))
+    argv = ["export", str(saved), "-o", str(tmp_path / "f.onnx")]
+    with pytest.raises(SystemExit) as refused:
+        cli.main(argv)
+    assert refused.value.code == 2 and "--guard-outputs" in capsys.readouterr().err
+    assert cli.main(argv + ["--guard-outputs"]) == 0
+    out = capsys.readouterr().out
+    assert "tracejit_guard_0: int(tensor)" in out and f"test_guard_outputs.py:{line_of('sum_as_int')}" in out
+    session = ort.InferenceSession(str(tmp_path / "f.onnx"), providers=["CPUExecutionProvider"])
+    assert [bool(session.run(None, {"x": x.numpy()})[1]) for x in CASES["int(value)"][1:]] == [True, False]
+
+
+def test_guard_outputs_survive_a_saved_and_loaded_program():
+    buffer = io.BytesIO()
+    tracejit.save(_traced(positives_counted), buffer)
+    loaded = tracejit.load(io.BytesIO(buffer.getvalue()))
+    program = tracejit.optimize_for_inference(loaded, backend="onnxruntime")
+    fn, held, broken = CASES["data-dependent size"]
+    torch.testing.assert_close(program(held), fn(held))
+    with pytest.raises(tracejit.GuardError, match=f"test_guard_outputs.py:{line_of('positives_counted')}"):
+        program(broken)
