@@ -50,7 +50,8 @@ def measure(name: str, batch: int, rounds: int, target_s: float, auto: bool, onn
             columns["tracejit auto"] = tracejit.optimize_for_inference(traced, backend="auto")
         if onnx:
             columns["tracejit ONNX"] = tracejit.optimize_for_inference(traced, backend="onnxruntime")
-            columns["ORT (torch.onnx)"] = make_ort(module, args)[0]
+            ort_run, ort_args = make_ort(module, args)   # a session's run and its own (output names, feed)
+            columns["ORT (torch.onnx)"] = lambda *_, run=ort_run, a=ort_args: run(*a)
         for fn in columns.values():
             for _ in range(3):
                 fn(*args)
