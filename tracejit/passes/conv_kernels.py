@@ -13,7 +13,7 @@ which reorders W into oneDNN's layout once and runs the fused op; calls that do 
 recorded ops. The fused op returns channels-last tensors, which a graph conv_layout found layout-free
 takes as they are. In a graph that reads strides (a detection head's ``view``), a conv (and its
 activation; no residual) is fused only where it is a 1x1 conv that torch's conv2d would run without oneDNN,
-on a map of at most ``SMALL_MAP`` positions (``_torch_takes_its_slow_path``), and the kernel returns torch's
+on a map of at most ``SMALL_MAP`` positions (``_pays_with_nchw_result``), and the kernel returns torch's
 NCHW result (``contiguous``): detection and segmentation heads on their smallest feature maps (bench/RESULTS.md,
 "convs torch runs without oneDNN"). The kernel is an in-memory object (``IN_MEMORY_PASSES``): a saved program
 keeps the graph before this pass.
@@ -57,7 +57,7 @@ def fuse_conv_kernels(lowered: Lowered) -> Lowered:
     for conv in [n for n in out.nodes if n.op in CONVS]:
         spec = _conv_spec(out, conv)
         if spec is None or not _pays(spec, conv.args[0].type.shape) or (
-                not free and not _torch_takes_its_slow_path(spec, conv.args[0].type.shape)):
+                not free and not _pays_with_nchw_result(spec, conv.args[0].type.shape)):
             continue
         chain, residual = [conv], None
         add = sole_reader(conv.outputs[0], readers) if free else None
@@ -96,11 +96,11 @@ def _pays(spec, shape) -> bool:
     return groups > 1 or multiply_adds(weight, stride, padding, dilation, shape) >= MIN_DENSE_MACS
 
 
-def _torch_takes_its_slow_path(spec, shape) -> bool:
+def _pays_with_nchw_result(spec, shape) -> bool:
     """Is this a 1x1 unstrided conv under batch 16 on a map of at most ``SMALL_MAP`` positions? torch's conv2d
     runs it without oneDNN at one thread (ATen's ``use_mkldnn``, Convolution.cpp), and there oneDNN's call with
     the weight packed once, NCHW result included, ran 5-7x faster as close to float64 (a 1x1 conv of 2048 -> 256
-    channels on a 3x3 map: 938-2105 -> 139-336 us; RetinaNet b1 0.98 -> 0.89x eager, its answer as far from
+    channels on a 3x3 map: 938-2105 -> 139-336 us; RetinaNet b1 0.96 -> 0.90x eager, its answer as far from
     eager's as jit freeze's). Not fused: a 1x1 conv on a larger map (one product in torch too: FCN-ResNet50's
     ran ~5% faster fused and 1.1e-5 -> 2.0e-5 off eager, above jit freeze's 1.3e-5), and 3x3 convs on small maps,
     which oneDNN ran 2-15x faster but further from float64 (RetinaNet b1 0.74x eager, 1.9e-4 off eager against
