@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..export._deps import require
 from ..export.guard_outputs import OUTPUT_PREFIX
 from ..export.guards import _constant_only, plan_guards
+from ..export.tidy import drop_unread_nodes
 from ..ir import ScalarType, Value, guard_expr
 from ..support.guards import GuardFailure
 from . import intermediate_sizes
@@ -72,22 +73,16 @@ class GuardOutputs:
 
 
 def guards_only(model: bytes, names: list) -> bytes:
-    """The serialized ONNX ``model`` reduced to its outputs ``names`` and the nodes they read."""
-    proto = require("onnx").load_from_string(model)
-    graph = proto.graph
-    needed, kept = set(names), []
-    for node in reversed(graph.node):
-        if any(o in needed for o in node.output):
-            kept.append(node)
-            needed.update(node.input)
-            for attr in node.attribute:   # a subgraph's reads of outer values
-                for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-                    needed.update(i for n in sub.node for i in n.input)
-    outputs = [o for o in graph.output if o.name in names]
-    del graph.output[:], graph.node[:]
-    graph.output.extend(outputs)
-    graph.node.extend(reversed(kept))
-    return proto.SerializeToString()
+    """The serialized ONNX ``model`` reduced to its outputs ``names`` and the nodes they read (export/tidy.py's
+    ``drop_unread_nodes``, which the model of the traced sizes is tidied with too)."""
+    ir = require("onnx_ir")
+    reduced = ir.serde.deserialize_model(require("onnx").load_from_string(model))
+    outputs = reduced.graph.outputs
+    kept = [v for v in outputs if v.name in names]
+    outputs.clear()
+    outputs.extend(kept)
+    drop_unread_nodes(reduced.graph)
+    return ir.serde.serialize_model(reduced).SerializeToString()
 
 
 def scalar_slice(guard, producers: dict, scalar_type) -> dict | None:

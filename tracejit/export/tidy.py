@@ -39,9 +39,15 @@ def fold_constants(model, *, drop_unread: bool = False) -> None:
     with np.errstate(all="ignore"):   # log(0) = -inf in T5's position buckets: what the runtime computes, silently
         folding.FoldConstantsPass(shape_inference=True, input_size_limit=FOLD_INPUT_LIMIT,
                                   output_size_limit=FOLD_OUTPUT_LIMIT)(model)
+    drop_unread_nodes(graph, keep=unread_before)
+
+
+def drop_unread_nodes(graph, keep=frozenset()) -> None:
+    """Remove from ``graph`` (an onnx-ir Graph, changed in place) each node no graph output depends on, except
+    those whose ids are in ``keep``; a node whose value a subgraph still reads stays."""
     read = _read_nodes(graph)
     for node in reversed(list(graph)):
-        if id(node) not in read and id(node) not in unread_before and not any(v.uses() for v in node.outputs):
+        if id(node) not in read and id(node) not in keep and not any(v.uses() for v in node.outputs):
             graph.remove(node, safe=True)
 
 
