@@ -5,6 +5,7 @@ depends on the machine's speed."""
 from __future__ import annotations
 
 import io
+import sys
 
 import pytest
 import torch
@@ -190,13 +191,53 @@ def test_first_calls_are_warm_up_not_timing(monkeypatch):
 
 
 def test_rounds_are_interleaved_and_each_starts_one_candidate_later(monkeypatch):
-    from tracejit.auto_backend import MIN_ROUNDS, WARMUP_CALLS
+    from itertools import groupby
+    from tracejit.auto_backend import MAX_PRIMING_CALLS, MIN_ROUNDS, WARMUP_CALLS
     names = ("traced", "torch", "onnxruntime")
     _, order = _scripted_auto(monkeypatch, {n: [0.001] for n in names}, budget_s=1e-9)
     timed = order[len(names) * (1 + WARMUP_CALLS):]   # after the checks and the warm-up
-    rounds = [timed[i:i + 3] for i in range(0, len(timed), 3)]
+    # each candidate's turn: its priming calls (1 ms calls: the most), then its timed call
+    turns = [(name, len(list(calls))) for name, calls in groupby(timed)]
+    assert all(n == 1 + MAX_PRIMING_CALLS for _, n in turns), turns
+    turns = [name for name, _ in turns]
+    rounds = [turns[i:i + 3] for i in range(0, len(turns), 3)]
     assert len(rounds) == MIN_ROUNDS and all(sorted(r) == sorted(names) for r in rounds)
     assert [r[0] for r in rounds[:3]] == ["traced", "torch", "onnxruntime"]
+
+
+def test_a_candidate_is_timed_warm_not_just_after_the_others(monkeypatch):
+    """onnxruntime's call takes 4 ms right after another candidate's (its caches taken) and 1 ms once warm;
+    torch's a steady 2 ms (three candidates: with rotated rounds onnxruntime's timed call then never follows its own). Timed just after the others, onnxruntime would look slower; a server calling it over
+    and over sees 1 ms: the priming calls before each timed one make the choice see that."""
+    import tracejit.auto_backend as ab
+    order: list = []
+
+    class ColdAfterOthers(Scripted):
+        def __call__(self, *a, **k):
+            cold = bool(order) and order[-1] != self.name
+            self.costs = [0.004 if cold else 0.001]
+            return super().__call__(*a, **k)
+
+    steady = Scripted
+
+    def scripted(name, answer, costs, clock, _order):
+        return (ColdAfterOthers if name == "onnxruntime" else steady)(name, answer, costs, clock, order)
+
+    monkeypatch.setattr(sys.modules[__name__], "Scripted", scripted)
+    costs = {"traced": [0.003], "torch": [0.002], "onnxruntime": [0.001]}
+    auto, _ = _scripted_auto(monkeypatch, costs, budget_s=0.05)
+    assert auto.backend == "onnxruntime" and auto.timings["onnxruntime"] == pytest.approx(0.001), auto.report
+    assert set(auto.timings) == set(costs)
+    monkeypatch.setattr(ab, "MAX_PRIMING_CALLS", 0)   # timed just after the other candidate: it looks slow
+    order.clear()
+    auto, _ = _scripted_auto(monkeypatch, costs, budget_s=0.05)
+    assert auto.backend == "torch" and auto.timings["onnxruntime"] == pytest.approx(0.004), auto.report
+
+
+def test_priming_calls_fit_in_the_priming_time():
+    from tracejit.auto_backend import MAX_PRIMING_CALLS, PRIMING_S, priming_calls
+    assert priming_calls(None) == MAX_PRIMING_CALLS == priming_calls(PRIMING_S / 100)
+    assert priming_calls(PRIMING_S / 2) == 2 and priming_calls(PRIMING_S) == 0 and priming_calls(1.0) == 0
 
 
 def test_a_tie_keeps_the_candidate_cheaper_to_build(monkeypatch):
