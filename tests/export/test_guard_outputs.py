@@ -99,6 +99,29 @@ def test_backends_check_the_guard_outputs_and_raise_the_guard_error(case, backen
     torch.testing.assert_close(program(held), fn(held))   # a failed call leaves the program usable
 
 
+def reshaped_by_count(x):
+    kept = x[x > 0]
+    n = int((x > 0).sum())  # @reshaped_by_count
+    return kept.reshape(n, 1) * 2
+
+
+@pytest.mark.parametrize("backend, options", [("onnxruntime", {}), ("openvino", {}),
+                                              ("openvino", {"static_shapes": True})])
+def test_where_the_traced_shapes_no_longer_fit_the_run_names_the_failed_guard(backend, options):
+    """With another count of positives the exported Reshape to the traced count cannot run: the backend computes
+    the guard outputs alone and raises the GuardError naming the line, not the runtime's error. Later calls where
+    the guard holds are answered (OpenVINO kept the failed run's shapes in its compiled model: each later call
+    failed until the model was compiled again)."""
+    pytest.importorskip(backend)
+    program = tracejit.optimize_for_inference(_traced(reshaped_by_count), backend=backend, **options)
+    held = torch.tensor([3.0, 1.0, 4.0, 1.0, 5.0])
+    torch.testing.assert_close(program(held), reshaped_by_count(held))
+    with pytest.raises(tracejit.GuardError, match=f"guard failed at \\S+test_guard_outputs.py:"
+                                                  f"{line_of('reshaped_by_count')}"):
+        program(torch.tensor([3.0, -1.0, 4.0, 1.0, 5.0]))
+    torch.testing.assert_close(program(held * 2), reshaped_by_count(held * 2))
+
+
 def test_the_default_export_refuses_a_value_guard_and_warns_on_a_data_dependent_size_naming_the_option():
     with pytest.raises(ExportError, match=r"tensor values \(int\(tensor\)\).*guard_outputs=True.*"
                                           r"a caller must check them") as info:

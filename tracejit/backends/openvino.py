@@ -112,10 +112,27 @@ class OpenVinoProgram(TracedCall):
                 # copies: the request's output buffers are overwritten by the next call
                 results = [request.get_output_tensor(i).data.copy() for i in range(self._n_outputs)]
         except Exception as e:  # noqa: BLE001
+            self._renew(request, shapes)
             raise self._run_error(tensors, e) from None
         if self._single:
             return torch.from_numpy(results[0])
         return self._outputs([torch.from_numpy(r) for r in results], self._plain_out)
+
+    def _renew(self, failed, shapes: tuple) -> None:
+        """Replace the compiled model whose request ``failed`` to run. OpenVINO's CPU plugin keeps the shapes it
+        inferred in a failed run: every later call of that compiled model, from any of its requests, then failed
+        with them (after a failed guard whose traced Reshape no longer fit, the calls where the guard held too).
+        The failure path pays one compile of the model; a static-shape model is dropped (compiled again on its
+        next use)."""
+        with self._lock:
+            if failed is self.request:
+                self.compiled = self.core.compile_model(self.model, "CPU", self.config)
+                self.request = self.compiled.create_infer_request()
+        if self._static is not None:
+            with self._static_lock:
+                hit = self._static.get(shapes)
+                if hit is not None and hit[0] is failed:
+                    del self._static[shapes]
 
     def _check_shapes(self, tensors, shapes: tuple):
         """The model reshaped to these input shapes (static_shapes compiles it), or the run error when
@@ -159,6 +176,17 @@ class OpenVinoProgram(TracedCall):
                 hit = None
             self._static[shapes] = hit
             return hit
+
+    def _guard_flags(self, tensors) -> list:
+        """The model's guard outputs alone for this call (``_run_error``: the traced branch's shapes no longer fit
+        the call's data): the model reduced to them (backends/guard_outputs.py), compiled on the first call that
+        needs it."""
+        compiled = self.__dict__.get("_guards_compiled")
+        if compiled is None:
+            alone = self.core.read_model(self._guard_outputs.guards_only_model(self.proto.SerializeToString()), b"")
+            compiled = self._guards_compiled = self.core.compile_model(alone, "CPU", self.config)
+        results = compiled(list(self._checked_feed(tensors).values()))
+        return [results[port] for port in compiled.outputs]
 
     def __repr__(self) -> str:
         return f"<OpenVinoProgram {self.signature}{'' if self.precision == 'f32' else ' ' + self.precision}>"
