@@ -145,3 +145,43 @@ def test_loaded_module_with_function_in_forward_runs_and_refuses_backward():
         assert_same(loaded(x), model(x))
     with pytest.raises(RuntimeError, match="RoundSTE.*loaded from a file"):
         loaded(x).sum().backward()       # the parameters require grad: the gradient would cross RoundSTE
+
+
+class DoubleInPlace(torch.autograd.Function):   # writes its input in place and says so (mark_dirty)
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return 2 * g
+
+
+def doubled_in_place(a):
+    y = a * 1.5
+    z = DoubleInPlace.apply(y)
+    return z + y, y
+
+
+def test_a_function_that_writes_its_input_in_place_equals_eager_where_torch_jit_refuses():
+    """Before, the call's argument was read after the forward had rebound it to its in-place op (which the
+    in-memory program skips): code generation failed with an internal KeyError. torch.jit.trace refuses it
+    ("inplace DoubleInPlace not supported in the JIT")."""
+    traced = quiet_trace(doubled_in_place, (torch.randn(3),))
+    a = torch.randn(5, dtype=torch.float64)
+    assert_same(traced(a), doubled_in_place(a))
+    assert_grads_equal(traced, doubled_in_place, [a])
+    x = torch.randn(4)
+    eager_x, traced_x = x.clone(), x.clone()
+
+    def writes_caller(t):
+        return DoubleInPlace.apply(t) + 1
+    traced_writes = quiet_trace(writes_caller, (torch.randn(4),))
+    assert_same(traced_writes(traced_x), writes_caller(eager_x))
+    assert torch.equal(traced_x, eager_x) and torch.equal(traced_x, x * 2)   # the caller's tensor written, as eager
+    with torch.no_grad():
+        assert_same(round_trip(traced)(a), doubled_in_place(a))
+    with pytest.raises(torch.jit.TracingCheckError, match="inplace DoubleInPlace not supported"):
+        torch.jit.trace(doubled_in_place, (torch.randn(3),))

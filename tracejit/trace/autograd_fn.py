@@ -37,18 +37,22 @@ def traced_apply(tracer, original_apply, cls, args, kwargs):
         raise TraceError(f"{cls.__qualname__}.apply was called with keyword arguments at {user_location(2)}; "
                          "tracejit records custom autograd Functions called with positional arguments only")
     frame = tracer.frame
-    start = len(frame.graph.nodes)
     loc = user_location(2)
+    with torch._C.DisableTorchFunction():
+        # the arguments as they are before the call: a forward that writes an input in place (``mark_dirty``)
+        # rebinds it to its forward's ops, which the in-memory program skips
+        arg_values = tuple(tracer.to_ir(tuple(args)))
+    start = len(frame.graph.nodes)
     tracer.autograd_fn_depth = getattr(tracer, "autograd_fn_depth", 0) + 1
     try:
         result = call_classmethod(original_apply, cls, *args)
     finally:
         tracer.autograd_fn_depth -= 1
-    _finish(tracer, frame, start, cls, args, result, loc)
+    _finish(tracer, frame, start, cls, args, arg_values, result, loc)
     return result
 
 
-def _finish(tracer, frame, start, cls, args, result, loc) -> None:
+def _finish(tracer, frame, start, cls, args, arg_values, result, loc) -> None:
     with torch._C.DisableTorchFunction():
         function_id = getattr(tracer, "_autograd_fn_count", 0)
         tracer._autograd_fn_count = function_id + 1
@@ -57,7 +61,7 @@ def _finish(tracer, frame, start, cls, args, result, loc) -> None:
         leaves, _ = flatten(result) if isinstance(result, (tuple, list)) else ([result], None)
         forward_outputs = tuple(_forward_value(tracer, frame, t, args, cls, loc) for t in leaves
                                 if isinstance(t, torch.Tensor))
-        node_args = (tuple(tracer.to_ir(tuple(args))), forward_outputs)
+        node_args = (arg_values, forward_outputs)
         node = Node(OP, "", node_args, attrs={"name": cls.__qualname__, "function_id": function_id},
                     source=loc)
         if isinstance(result, (tuple, list)):
