@@ -162,9 +162,13 @@ def priming_calls(last_sample: float | None) -> int:
     another candidate's runs cold (the other's weights and buffers took the caches; roberta at batch 8 here:
     2x its steady time after one call of each other candidate, steady after 2-3 calls of its own). Priming
     times each candidate as a server calling it over and over (and bench/ scripts) see it. Up to
-    ``MAX_PRIMING_CALLS``, as many as fit in ``PRIMING_S`` at the candidate's last timed call (in the first
-    round, the most); a call of ``PRIMING_S`` or longer is not primed (its own cold start is a small part)."""
-    if last_sample is None or last_sample <= 0:
+    ``MAX_PRIMING_CALLS``, as many as fit in ``PRIMING_S`` at the candidate's last timed call (none in the first
+    round: nothing is known yet, and three more calls of a 1 s model would cost more than its cold start; that
+    round's cold call is one sample of many); a call of ``PRIMING_S`` or longer is not primed (its own cold start
+    is a small part of it)."""
+    if last_sample is None:
+        return 0
+    if last_sample <= 0:
         return MAX_PRIMING_CALLS
     return 0 if last_sample >= PRIMING_S else min(MAX_PRIMING_CALLS, int(PRIMING_S / last_sample))
 
