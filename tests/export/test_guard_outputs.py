@@ -29,6 +29,15 @@ def positives_counted(x):
     return kept.sum() - 1
 
 
+def written_then_counted(x):
+    buf = torch.zeros(x.shape[0] + 1)
+    buf[: x.shape[0]].copy_(x)            # a write through a view (torchvision's batch_images pads so)
+    kept = torch.where(buf > 0)[0]        # one-argument where (nonzero), which ATen tags no dynamic shape
+    if kept.shape[0] > 3:  # @written_then_counted
+        return x[kept].sum() * 2
+    return x.sum() - 1
+
+
 def sum_as_int(x):
     if int(x.sum()) > 0:  # @sum_as_int
         return x * 2
@@ -46,6 +55,10 @@ EXAMPLE = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0])
 CASES = {
     "data-dependent size": (positives_counted, torch.tensor([7.0, -2.0, 0.5, 3.0, 1.5]),
                             torch.tensor([1.0, -2.0, -3.0, -4.0, 2.0])),
+    # the backends computed this guard before the run from the program's slice that it reads, without the write:
+    # a count of 0, a GuardError on the example itself (zoo Mask R-CNN's regions after nms, issue #25)
+    "where(cond) after a write": (written_then_counted, torch.tensor([7.0, -2.0, 0.5, 3.0, 1.5]),
+                                  torch.tensor([1.0, -2.0, -3.0, -4.0, 2.0])),
     "int(value)": (sum_as_int, torch.tensor([5.0, 4.0, 3.0, 2.0, 1.0]), torch.tensor([-1.0, -2.0, -3.0, -4.0, 1.0])),
     "bool(value)": (sign_of_max, torch.tensor([0.7, -2.0, 0.1, 0.2, 0.0]), torch.tensor([0.1, -2.0, 0.3, 0.2, 0.0])),
 }

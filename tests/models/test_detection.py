@@ -336,3 +336,83 @@ def test_saved_detectors_in_a_fresh_process(tmp_path, batched):
                     torch.testing.assert_close(g, w)
             else:
                 assert re.search(r"guard failed at \S+" + line, got[kind, name]), (kind, name, got[kind, name])
+
+
+class TwoLevels(nn.Module):
+    """A two-conv backbone with a second, coarser feature map: the pooler maps each region to a level and counts
+    them with ``num_rois = len(rois)`` (torchvision's poolers.py)."""
+
+    out_channels = 16
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(),
+                                  nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU())
+        self.down = nn.Conv2d(16, 16, 3, stride=2, padding=1)
+
+    def forward(self, x):
+        f = self.body(x)
+        return {"0": f, "1": self.down(f)}
+
+
+def _two_level_mask_rcnn():
+    """The small Mask R-CNN on two levels, keeping every region nms keeps of the best 40 per level (~65 on a
+    64 x 80 image; the count follows the pixels)."""
+    from torchvision.models import detection
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.models.detection.faster_rcnn import FastRCNNPredictor, TwoMLPHead
+    from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
+    from torchvision.ops import MultiScaleRoIAlign
+    torch.manual_seed(0)
+    return detection.MaskRCNN(
+        TwoLevels(), min_size=64, max_size=96, box_score_thresh=0.0, box_detections_per_img=6,
+        rpn_anchor_generator=AnchorGenerator(sizes=((16,), (32,)), aspect_ratios=((0.5, 1.0, 2.0),) * 2),
+        rpn_pre_nms_top_n_test=40, rpn_post_nms_top_n_test=80,
+        box_roi_pool=MultiScaleRoIAlign(["0", "1"], 5, 1), box_head=TwoMLPHead(16 * 5 * 5, 32),
+        box_predictor=FastRCNNPredictor(32, 4), mask_roi_pool=MultiScaleRoIAlign(["0", "1"], 8, 1),
+        mask_head=MaskRCNNHeads(16, (16, 16), 1), mask_predictor=MaskRCNNPredictor(16, 16, 4)).eval()
+
+
+def _patched(image, corner, size, seed):
+    """``image`` with a ``size`` x ``size`` square of other pixels in one corner (top-right / bottom-right)."""
+    out = image.clone()
+    rows = slice(0, size) if corner == "top" else slice(-size, None)
+    out[:, rows, -size:] = torch.rand(3, size, size, generator=torch.Generator().manual_seed(seed))
+    return out
+
+
+@pytest.mark.slow
+def test_region_count_follows_the_image_without_the_original():
+    """The pooler's ``len(rois)`` is the region count the image gave (trace/len_reads.py): loaded from a file
+    (no original to retrace) and in onnxruntime, images whose count differs from the traced one give eager's
+    boxes, labels, scores and masks (before: GuardError at poolers.py ``num_rois = len(rois)``); an image whose
+    boxes move the pasted masks' pixel sizes raises the GuardError naming roi_heads.py's ``int(box[2] -
+    box[0])``, a real read of the boxes' values."""
+    pytest.importorskip("onnxruntime")
+    detector = _two_level_mask_rcnn()
+    model = AsTuple(detector).eval()
+    example = [torch.rand(3, 64, 80, generator=torch.Generator().manual_seed(5))]
+    images = [_patched(example[0], "bottom", 6, 101)]
+    moved = [torch.rand(3, 64, 80, generator=torch.Generator().manual_seed(6))]   # other boxes: other mask sizes
+    counts = []
+    hook = detector.roi_heads.box_roi_pool.register_forward_pre_hook(lambda _, a: counts.append(len(a[1][0])))
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first, want = model(example), model(images)
+        hook.remove()   # (a hook runs inside the trace)
+        assert counts[0] != counts[1], "the image gives another region count"
+        assert any(not torch.equal(w, f) for w, f in zip(want, first)), "the image moves the detections"
+        traced = tracejit.trace(model, (example,), check_trace=False)
+        buf = io.BytesIO()
+        traced.save(buf)
+        buf.seek(0)
+        loaded = tracejit.load(buf)
+        program = tracejit.optimize_for_inference(traced, backend="onnxruntime")
+        for got in (loaded(images), program(images)):
+            assert [tuple(g.shape) for g in got] == [tuple(w.shape) for w in want]
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-4)
+        for run in (loaded, program):
+            with pytest.raises(tracejit.GuardError, match=r"roi_heads\.py:\d+ `[wh] = int\(box"):
+                run(moved)
+    assert traced._specializations.traces == 0

@@ -10,9 +10,13 @@ an op without a meta kernel, a device written in the code) runs on the call's ow
 computes that slice, which gives the trace's own sizes.
 
 A slice holding an op whose result's shape depends on the data (ATen's ``dynamic_output_shape`` tag: nonzero,
-masked_select, boolean indexing, unique, ...; ``ops.has_data_dependent_shape``) cannot be evaluated from sizes:
-the backend refuses the program with ``ExportError`` naming the guard's line (default-deny), where the torch
-backend answers.
+masked_select, boolean indexing, unique, ...; torchvision's nms; the one-argument ``where``, which ATen does not
+tag: ``ops.has_data_dependent_shape``) cannot be evaluated from sizes: its guard is one of the model's guard
+outputs (backends/guard_outputs.py), or, where the model has none, the backend refuses the program with
+``ExportError`` naming the guard's line (default-deny), where the torch backend answers. (Before nms and ``where``
+counted, the zoo's Mask R-CNN computed its region count before each run on the slice alone, which misses writes
+through views (the transform's ``pad_img[...].copy_(img)``): 12 regions where the trace saw 9, a GuardError on the
+example itself, and most of the network run twice per call.)
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from .. import pytree
 from ..export.errors import ExportError
 from ..ir import Node, Value
 from ..ops import has_data_dependent_shape
+from ..ops.custom import is_kept
 from ..errors import GuardError
 from ..ops.names import CONSTANT, GET_ATTR, split_name
 
@@ -41,10 +46,11 @@ def tensor_slice(guard, producers: dict) -> dict:
 
 
 def _data_dependent(node) -> bool:
-    """Does the node's result shape depend on values? ATen's tag says so for ``index.Tensor`` whatever its
-    indices; with integer index tensors only (transformers' ``mask[batch_idx, kv_idx]``) the shape is the
-    indices' broadcast shape: a function of sizes. A boolean (or uint8) index is a mask: data-dependent."""
-    if not (node.op.startswith("aten::") and has_data_dependent_shape(node.op)):
+    """Does the node's result shape depend on values (an ATen op or a kept custom op: nms)? ATen's tag says so
+    for ``index.Tensor`` whatever its indices; with integer index tensors only (transformers'
+    ``mask[batch_idx, kv_idx]``) the shape is the indices' broadcast shape: a function of sizes. A boolean (or
+    uint8) index is a mask: data-dependent."""
+    if not ((node.op.startswith("aten::") or is_kept(node.op)) and has_data_dependent_shape(node.op)):
         return False
     if split_name(node.op).name == "index" and len(node.args) == 2 and isinstance(node.args[1], (list, tuple)):
         return not all(i is None or (isinstance(i, Value) and hasattr(i.type, "dtype") and not i.type.dtype.is_floating_point

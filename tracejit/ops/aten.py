@@ -12,7 +12,8 @@ Every function is cached and looks an op up on first use: nothing is enumerated 
     functional_of(op)    ``aten::add_.Tensor`` -> ``aten::add.Tensor`` (the op itself when not in-place)
     may_alias(op)        its result may share memory with its first argument (schema alias ``Tensor(a)``)
     is_mergeable(op)     two calls with equal arguments give equal results (not random, not uninitialized)
-    has_data_dependent_shape(op)  ATen tags it ``dynamic_output_shape`` (nonzero, masked_select, index.Tensor, ...)
+    has_data_dependent_shape(op)  ATen tags it ``dynamic_output_shape`` (nonzero, masked_select, index.Tensor, ...;
+                         + overrides: the one-argument where)
     pieces_follow_size(op)  a split whose count of pieces the call does not state (split, unbind, ...)
     shares_memory(op)    may_alias or splits_into_views: its result may be its input's memory
     inplace_twin(op)     its in-place ATen twin (``sin`` -> ``sin_``) when it is pointwise, not random, not a view
@@ -82,8 +83,13 @@ def _tagged(op: str, tag) -> bool:
 def has_data_dependent_shape(op: str) -> bool:
     """Does ATen tag ``op`` as giving a result whose shape depends on its inputs' values (``dynamic_output_shape``:
     nonzero, masked_select, unique, index.Tensor, repeat_interleave.Tensor, ...), or is it a kept custom op that
-    does (ops/custom.py: torchvision's nms)?"""
-    return _tagged(op, torch.Tag.dynamic_output_shape) or custom.custom_data_dependent_shape(op)
+    does (ops/custom.py: torchvision's nms), or an untagged composite that calls nonzero (ops/overrides.py
+    "data_dependent": the one-argument ``where``)? A bare name answers for any of its overloads."""
+    if _tagged(op, torch.Tag.dynamic_output_shape) or custom.custom_data_dependent_shape(op):
+        return True
+    _, name, overload = split_name(op)
+    listed = overrides.fact(name, "data_dependent")
+    return bool(listed) and (not overload or overload in listed)
 
 
 @functools.lru_cache(maxsize=None)

@@ -10,6 +10,8 @@ shares its reason. Facts:
                  (ops.is_layout_free, read by passes/conv_layout.py)
   "outgrows"     the result's size comes from the op's arguments (a size, repeats, another tensor's shape),
                  not from its tensor inputs' values: it can be larger than all of them (ops.outgrows_inputs)
+  "data_dependent"  the result's shape depends on its inputs' values, though ATen tags the op no
+                 ``dynamic_output_shape`` (the value: the overloads it holds for; ops.has_data_dependent_shape)
   "numbers_as_tensors"  a saved call may hold a Python number where the recorded overload's schema says
                  Tensor (ops.takes_numbers_for_tensors, read by the loader's schema check)
 STRING_ARGUMENTS: the closed vocabularies of arguments ATen's schemas type only as ``str``.
@@ -37,6 +39,9 @@ _STRIDES = ("computes by index whatever its input's strides (oneDNN and ATen's C
 _SHAPE = "reads or rearranges a tensor's shape, not its memory order (a channels-last view: conv_layout.py checks)"
 _INFERENCE = ("identity in an inference program (eval mode), the only kind conv_layout rewrites; in training its "
               "mask would follow memory order")
+_NONZERO = ("a composite op that calls nonzero (``torch.where(cond)`` is ``cond.nonzero(as_tuple=True)``): its "
+            "results' length is the count of true elements, but only nonzero itself carries ATen's "
+            "dynamic_output_shape tag (``where.self``, the three-argument where, is elementwise)")
 _ALLOCATES = ("computes its result into a tensor it allocates (a matmul / convolution / normalization / "
               "softmax / concatenation / pooling / padding): never its input or a view of it, for any arguments")
 
@@ -64,6 +69,7 @@ OVERRIDES: dict[tuple[str, str], tuple[object, str]] = {
     **_listed("layout_free", True, _INFERENCE, "dropout"),
     **_listed("pointwise", True, _UNTAGGED, "floor_divide", "isclose"),
     **_listed("pointwise", True, _UNTAGGED_2_11, "leaky_relu", "leaky_relu_", "hardtanh_"),
+    **_listed("data_dependent", ("default",), _NONZERO, "where", "nonzero_numpy"),
     **_listed("numbers_as_tensors", True, _BINDING,
               "add", "sub", "mul", "div", "divide", "true_divide", "floor_divide", "multiply", "subtract"),
     **_listed("numbers_as_tensors", True, _SCALAR_TWIN,

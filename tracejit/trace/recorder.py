@@ -25,7 +25,7 @@ from ..ir import Graph, Node, TensorType, Value, iter_values
 from ..ir.target import function
 from ..ops import custom as custom_ops
 from ..pytree import flatten
-from . import boundary, dtype_reads, grad_mode, ops, pieces, provenance, reads, self_results, subscript
+from . import boundary, dtype_reads, grad_mode, len_reads, ops, pieces, provenance, reads, self_results, subscript
 from .guards import GuardMaker
 from .ledger import Ledger, torch_phrase
 from .source import in_torch, user_location
@@ -233,6 +233,8 @@ class Tracer(TorchFunctionMode):
                              "hooks cannot be part of a traced program; register them on the traced module's "
                              "outputs instead")
         if name == "__len__" and isinstance(args[0], torch.Tensor) and self.value_of(args[0]).dynamic:
+            if len_reads.asked_by_builtin(args[0]) and args[0].dim():   # len(t): t.size(0) (len_reads.py)
+                return reads.sizes_of(self, args[0], 0)
             self.ledger.add("size", f"{torch_phrase('len')}: len(tensor) returns a plain Python int, so the trace fixes it; use "
                             "tensor.size(0) to keep it symbolic", user_location(2),
                             args[0].shape[0] if args[0].dim() else 0)
