@@ -44,17 +44,18 @@ def inplace_candidates(graph: Graph) -> dict[int, str]:
         a = node.args[0] if node.args else None
         if not isinstance(a, Value) or uses.get(id(a), 0) != 1 or a.producer is None:
             continue
-        if not is_fresh(a.producer.op) or a.producer.op.startswith("tracejit::"):
-            continue
-        twin = inplace_twin(name)
-        if twin is None or not all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in node.args[1:]):
+        if not all(isinstance(r, (int, float)) and not isinstance(r, bool) for r in node.args[1:]):
             continue
         out = node.outputs[0]
         ta, to = a.type, out.type
         if not (hasattr(ta, "dtype") and hasattr(to, "dtype") and ta.dtype == to.dtype and ta.shape == to.shape
                 and ta.dtype.is_floating_point):
             continue
-        if not hasattr(torch.Tensor, twin):
+        # the facts from torch's registry last: the first lookup of an op costs ~50 us (a load's first time)
+        if a.producer.op.startswith("tracejit::") or not is_fresh(a.producer.op):
+            continue
+        twin = inplace_twin(name)
+        if twin is None or not hasattr(torch.Tensor, twin):
             continue
         found[id(node)] = twin
     return found
