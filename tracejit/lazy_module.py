@@ -4,9 +4,10 @@ importing another of its modules (issue #24 item 5).
 Declared at module level, beside the file's imports, so the dependency is in plain sight:
 ``scripts/import_graph.py`` reads every ``LazyModule(".name", __package__)`` as an edge of the import graph
 (checked like a function-level import: no cycle, no upward edge) and tests/arch/test_import_graph.py lists
-each with its reason. tracejit defers three: the writer behind ``serialize.save``, the viewer behind
-``.to_html`` (a server that loads and calls a program imports neither: issue #22's start time) and the ONNX
-exporter behind ``tracejit.export.export_onnx`` (it needs onnxscript, an optional dependency).
+each with its reason. tracejit defers the writer behind ``serialize.save``, the viewer behind ``.to_html`` and
+what only a retrace of a live object needs (the inliner, its private random and module state: a server that loads
+and calls a program imports none of them, issue #22's start time), and the ONNX exporter behind
+``tracejit.export.export_onnx`` (it needs onnxscript, an optional dependency).
 
 >>> from tracejit.lazy_module import LazyModule
 >>> text = LazyModule("textwrap")

@@ -29,7 +29,10 @@ DEFERRED = ("tracejit.api", "tracejit.trace.api", "tracejit.trace.recorder", "tr
             "tracejit.serialize.archive", "tracejit.serialize.atomic_file", "tracejit.auto_backend", "isal",
             # the recorder's stand-ins (trace/guards.py imports them all, numpy.random among them: ~45 ms); the
             # loader's schema upgrade takes the training guard from ir/guard_nodes.py
-            "tracejit.trace.guards", "tracejit.trace.patches", "numpy.random")
+            "tracejit.trace.guards", "tracejit.trace.patches", "numpy.random",
+            # what only a retrace of a live object (or .inlined_graph, an in-place undo plan) needs: the inliner and
+            # the passes package, the retrace's private random state and module state (bench/RESULTS.md, load9)
+            "tracejit.passes", "tracejit.runtime.private_rng", "tracejit.runtime.state", "tracejit.compat")
 
 
 # Default-deny for the load path: the tracejit modules ``import tracejit; tracejit.load(f)`` and a call may
@@ -40,11 +43,10 @@ DEFERRED = ("tracejit.api", "tracejit.trace.api", "tracejit.trace.recorder", "tr
 LOAD_PATH_PACKAGES = ("tracejit.codegen", "tracejit.ir", "tracejit.ops", "tracejit.runtime", "tracejit.serialize",
                       "tracejit.support")
 LOAD_PATH_MODULES = frozenset({
-    "tracejit", "tracejit.compat", "tracejit.errors", "tracejit.escape", "tracejit.gc_pause", "tracejit.lazy_module",
+    "tracejit", "tracejit.errors", "tracejit.escape", "tracejit.gc_pause", "tracejit.lazy_module",
     "tracejit.lazy_names",
     "tracejit.patterns", "tracejit.porting", "tracejit.program", "tracejit.pytree", "tracejit.records",
     "tracejit.user_methods", "tracejit.version",
-    "tracejit.passes", "tracejit.passes.graph_copy", "tracejit.passes.inline", "tracejit.passes.written",
     "tracejit.trace", "tracejit.trace.indexing", "tracejit.trace.ledger", "tracejit.trace.ops",
     "tracejit.trace.source"})
 

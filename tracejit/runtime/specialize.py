@@ -31,13 +31,16 @@ import torch
 
 from ..errors import ArgumentTypeError, GuardError
 from ..ir import nodes_with_callees
-from ..passes.inline import inline_calls
 from ..trace.source import caller_stacklevel, warn_at
 from . import omitted_inputs
 from .method_compiler import compile_method
-from .private_rng import PrivateRandomness
-from .state import ModuleState
 from .undo import RetraceInputs, inputs_for_retrace, reads_history, undoable_call
+from ..lazy_module import LazyModule
+
+# what a retrace of a live object needs: a loaded program never retraces (a server's load imports none, issue #22)
+_inline = LazyModule("..passes.inline", __package__)
+_private_rng = LazyModule(".private_rng", __package__)
+_state = LazyModule(".state", __package__)
 
 LIMIT = 8
 _ROUNDS = 8   # retraces one call may make while what its guards read keeps changing
@@ -192,9 +195,9 @@ class SpecializationSet:
         copies of the inputs with no grad and private randomness, and ``module``'s buffers are put
         back after: preparing changes nothing the caller can see."""
         failures = []
-        state = ModuleState(module)
+        state = _state.ModuleState(module)
         try:
-            with torch.no_grad(), PrivateRandomness():
+            with torch.no_grad(), _private_rng.PrivateRandomness():
                 for spec in self.entries:
                     if not omitted_inputs.accepts(spec.fn, args, kwargs):   # traced with other inputs
                         continue
@@ -341,7 +344,7 @@ def enable_for_module(traced, retrace_methods, signatures=None) -> None:
 
         def retrace(owner, args, kwargs):
             made = retrace_methods(owner.training, owner, {name: (args, kwargs)})[""][name]
-            return compile_method(inline_calls(made.graph), name, f"{owner.original_name}.{name}", guards=True)
+            return compile_method(_inline.inline_calls(made.graph), name, f"{owner.original_name}.{name}", guards=True)
         return retrace
 
     sets = {name: SpecializationSet(traced, name, fn, retrace_for(name), signature=(signatures or {}).get(name))

@@ -12,7 +12,6 @@ from torch import nn
 
 from ..errors import ArgumentTypeError, GuardError
 from ..ir import Graph
-from ..passes.inline import inline_calls
 from ..program import Program
 from . import specialize
 from .calling import call_checked, spread_positional  # noqa: F401  (importers read them here too)
@@ -20,6 +19,9 @@ from .constants import move_constants
 from .method_compiler import InputError, compile_method, signature_text  # noqa: F401  (likewise)
 from .program_of import function_program, module_program
 from .undo import undoable_call
+from ..lazy_module import LazyModule
+
+_inline = LazyModule("..passes.inline", __package__)   # .inlined_graph only: a server's load never imports it (#22)
 
 
 class _TracedProgram:
@@ -185,7 +187,7 @@ class TracedModule(_TracedProgram, nn.Module):
 
     @property
     def inlined_graph(self) -> Graph:
-        return inline_calls(self._method("forward").graph)
+        return _inline.inline_calls(self._method("forward").graph)
 
     def _method(self, name: str):
         fn = self._traced_methods.get(name)

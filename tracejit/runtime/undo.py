@@ -22,10 +22,13 @@ from torch.utils._pytree import tree_leaves
 
 from ..errors import GuardError
 from ..ir import Graph, Value, nodes_with_callees
-from ..passes.inline import inline_calls
-from ..passes.written import FRESH, _may_alias
+from ..lazy_module import LazyModule
 from ..pytree import flatten, unflatten
 from .calling import call_checked
+
+# only for a root method that writes in place before a guard (rare): a server's load imports neither (issue #22)
+_inline = LazyModule("..passes.inline", __package__)
+_written = LazyModule("..passes.written", __package__)
 
 GUARD = "tracejit::guard"
 
@@ -46,7 +49,7 @@ def undo_plan(graph: Graph) -> UndoPlan | None:
     writes in place before a guard."""
     if not any(n.effectful and n.op != GUARD for n in nodes_with_callees(graph)):
         return None   # writes nothing in place anywhere: no need to flatten the calls (a load compiles many roots)
-    flat = inline_calls(graph) if any(n.op == "tracejit::call_module" for n in graph.nodes) else graph
+    flat = _inline.inline_calls(graph) if any(n.op == "tracejit::call_module" for n in graph.nodes) else graph
     nodes = list(flat.nodes)
     last_guard = max((i for i, n in enumerate(nodes) if n.op == GUARD), default=-1)
     todo = [v for n in nodes[:last_guard] if n.effectful and n.op != GUARD
@@ -69,7 +72,7 @@ def undo_plan(graph: Graph) -> UndoPlan | None:
             t = flat.constants[producer.attrs["index"]]
             if isinstance(t, torch.Tensor):
                 constants[id(t)] = t
-        elif producer.op not in FRESH and _may_alias(producer.op):
+        elif producer.op not in _written.FRESH and _written._may_alias(producer.op):
             todo += list(producer.input_values())
     if not (inputs or attrs or constants):
         return None
