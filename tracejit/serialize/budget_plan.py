@@ -30,6 +30,8 @@ class BudgetPlan:
         _, name, overload = split_name(op)
         if not any(True for _ in iter_values((node.args, node.kwargs))):
             return None
+        if size_rules.rule(name) is None and not _may_take_several_tensors(name, node):
+            return None   # rule_for gives None whatever the binding: no need to bind (most nodes of a load)
         bound = _bind(name, overload, node)
         rule = None if bound is None else size_rules.rule_for(name, bound)
         if rule is None:
@@ -81,6 +83,15 @@ def _gate(rule, bound: dict, file_elements: int, name: str = ""):
 def _elementwise(name: str) -> bool:
     family = op_allowlist.family(name)
     return family is not None and family.name == "pointwise"
+
+
+def _may_take_several_tensors(name: str, node) -> bool:
+    """Could ``size_rules.rule_for`` give SEVERAL_TENSORS for this node: not an in-place op, and two or more
+    tensors among its arguments (a binding holds the same values: an argument, or a list's elements)?"""
+    if name.endswith("_") and not name.startswith("_"):
+        return False
+    values = (*node.args, *node.kwargs.values())
+    return sum(size_rules.is_tensor(x) for v in values for x in (v if isinstance(v, (list, tuple)) else (v,))) >= 2
 
 
 def _holds_tensor(v) -> bool:
