@@ -46,6 +46,12 @@ LAZY_MODULES: dict = {
                                                                      "loaded program never retraces (#22)",
     ("tracejit.runtime.specialize", "tracejit.runtime.state"): "the module state a retrace puts back: a loaded "
                                                                "program never retraces (#22)",
+    ("tracejit.runtime.traced", "tracejit.runtime.constants"): ".to() / .cuda() of a traced module: not a "
+                                                               "server's load and call (#22)",
+    ("tracejit.runtime.traced", "tracejit.runtime.program_of"): ".program (save, migrate, the viewer): not a "
+                                                                "server's load and call (#22)",
+    ("tracejit.codegen.capture_emit", "tracejit.support.no_backward"): "only a custom autograd Function's node "
+                                                                       "calls it: most loads have none (#22)",
 }
 
 

@@ -32,7 +32,9 @@ DEFERRED = ("tracejit.api", "tracejit.trace.api", "tracejit.trace.recorder", "tr
             "tracejit.trace.guards", "tracejit.trace.patches", "numpy.random",
             # what only a retrace of a live object (or .inlined_graph, an in-place undo plan) needs: the inliner and
             # the passes package, the retrace's private random state and module state (bench/RESULTS.md, load9)
-            "tracejit.passes", "tracejit.runtime.private_rng", "tracejit.runtime.state", "tracejit.compat")
+            "tracejit.passes", "tracejit.runtime.private_rng", "tracejit.runtime.state", "tracejit.compat",
+            # .to() / .program of a traced module, a custom autograd Function's node (the Guarded model has none)
+            "tracejit.runtime.constants", "tracejit.runtime.program_of", "tracejit.support.no_backward")
 
 
 # Default-deny for the load path: the tracejit modules ``import tracejit; tracejit.load(f)`` and a call may
@@ -112,10 +114,14 @@ def test_import_loads_and_calls_without_the_tracer_exporters_viewer_or_optional_
         program = tracejit.load(sys.argv[1])
         out = program(torch.arange(24.0).reshape(3, 8) / 10, torch.ones(3, 8))["y"]
         after_call = sorted(set(sys.modules) - before)
+        # what the load path leaves to first use (LazyModules) works when first used: .inlined_graph, .to(), .program
+        later = [len(program.inlined_graph.nodes) > 0, program.to("cpu") is program, program.program.kind,
+                 program(torch.arange(24.0).reshape(3, 8) / 10, torch.ones(3, 8))["y"].tolist() == out.tolist()]
         print(json.dumps([after_import, after_call, out.tolist(), callable(tracejit.trace),
-                          type(sys.modules["tracejit"].__dict__.get("trace")).__name__]))
+                          type(sys.modules["tracejit"].__dict__.get("trace")).__name__, later]))
     """, str(path))
-    after_import, after_call, out, trace_is_callable, dict_entry = got
+    after_import, after_call, out, trace_is_callable, dict_entry, later = got
+    assert later == [True, True, "module", True]
     assert "tracejit.porting" in after_import and "tracejit.runtime.traced" in after_import   # the load path is there
     assert "tracejit.serialize.loader" in after_call and "tracejit.ir.guard_nodes" in after_call   # guards' too
     assert _off_the_load_path(after_import) == [] and _off_the_load_path(after_call) == [], \

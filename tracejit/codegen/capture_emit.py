@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import re
 
-from ..support.no_backward import call_without_backward
 from ..ir import regions
 from ..pytree import rebuild_registered as rebuild, registered_node
 from ..ops.names import AUTOGRAD_FUNCTION, DEVICE_OF, DTYPE_OF, FINFO, FINFO_ATTRS
+from ..lazy_module import LazyModule
+
+# only for a custom autograd Function's node (rare): a server's load imports it when a graph has one (#22)
+_no_backward = LazyModule("..support.no_backward", __package__)
 
 OPS = {DTYPE_OF, DEVICE_OF, FINFO, AUTOGRAD_FUNCTION}
 
@@ -91,7 +94,7 @@ def node_expr(gen, node) -> str:
         return f"{gen.const_global(fn)}.apply({', '.join(gen.expr(x) for x in apply_args)})"
     unpack = node.attrs.get("unpack")
     layout = None if unpack is None else tuple(v is not None for v in node.outputs)
-    helper = gen.const_global(call_without_backward)
+    helper = gen.const_global(_no_backward.call_without_backward)
     return (f"{helper}({str(node.attrs['name'])!r}, {str(node.source)!r}, {gen.expr(tuple(apply_args))}, "
             f"{gen.expr(tuple(outputs))}, {layout!r})")
 

@@ -15,13 +15,14 @@ from ..ir import Graph
 from ..program import Program
 from . import specialize
 from .calling import call_checked, spread_positional  # noqa: F401  (importers read them here too)
-from .constants import move_constants
 from .method_compiler import InputError, compile_method, signature_text  # noqa: F401  (likewise)
-from .program_of import function_program, module_program
 from .undo import undoable_call
 from ..lazy_module import LazyModule
 
-_inline = LazyModule("..passes.inline", __package__)   # .inlined_graph only: a server's load never imports it (#22)
+# a server that loads and calls a program imports none of these (issue #22 item 4)
+_inline = LazyModule("..passes.inline", __package__)   # .inlined_graph
+_constants = LazyModule(".constants", __package__)   # .to() / .cuda(): the captured constants move too
+_program_of = LazyModule(".program_of", __package__)   # .program, save, migrate, the viewer
 
 
 class _TracedProgram:
@@ -109,7 +110,7 @@ class TracedFunction(_TracedProgram):
     @property
     def program(self) -> Program:
         """This function's Program: its graph, specializations and ledger as plain data."""
-        return function_program(self)
+        return _program_of.function_program(self)
 
     def __call__(self, *args, **kwargs):
         fn = self._fn
@@ -140,7 +141,7 @@ class TracedModule(_TracedProgram, nn.Module):
 
     def _apply(self, fn, *args, **kwargs):
         result = super()._apply(fn, *args, **kwargs)
-        move_constants(self, fn)   # tensors captured as constants move with the parameters
+        _constants.move_constants(self, fn)   # tensors captured as constants move with the parameters
         return result
 
     def extra_repr(self) -> str:
@@ -177,7 +178,7 @@ class TracedModule(_TracedProgram, nn.Module):
         for own in (self._modules, self._parameters, self._buffers):
             if "program" in own:
                 return own["program"]
-        return module_program(self, TracedModule)
+        return _program_of.module_program(self, TracedModule)
 
     @property
     def method_graphs(self) -> types.MappingProxyType:
@@ -201,9 +202,9 @@ def program_of(obj) -> Program:
     """The Program (plain data, tracejit/program.py) of a TracedFunction or TracedModule; a TypeError for
     anything else (and for a module tree holding a module that is not traced)."""
     if isinstance(obj, TracedFunction):
-        return function_program(obj)
+        return _program_of.function_program(obj)
     if isinstance(obj, TracedModule):
-        return module_program(obj, TracedModule)
+        return _program_of.module_program(obj, TracedModule)
     raise TypeError(f"expected a TracedFunction or TracedModule (from tracejit.trace); got {type(obj).__name__}")
 
 
