@@ -27,20 +27,14 @@ Methodology
   CPU of a BERT-base load (fresh process, process_time per step, minimum of 3, busy 2-core machine):
   reading the 438 MB into memory with the CRC on the second thread ~307 ms (the read alone ~280-300 ms: what
   torch.jit.load pays too; ISA-L's CRC ~22 ms), building the program (decode, validate, compile) ~37 ms.
-  Tiny BERT (CPU, min of 4-9 fresh processes, branch serve5): import tracejit ~19-20 ms (96 modules: unmarshal
-  of their 860 KB of bytecode ~4.4 ms, the rest the import machinery and the module bodies; no @dataclass left
-  on the path, its regular expressions compiled on first use), load ~23-25 ms: header JSON ~1.7, decode 22
-  graphs ~2.7, validate 22 ~5, generate 22 methods ~4.6, compile() + exec ~3.3, module tree ~0.8, the rest
-  (tensors, expansion bound, module entries, signature texts, CRC) ~4; first call ~3 ms. Before serve5:
-  import ~31 ms (14 dataclass decorators ~8.5 ms, re.compile ~2.2 ms), decode 33 graphs ~3.8 ms.
-  Branch serve6: the load ~19 ms (less than torch.jit.load's ~21): the names it checks are string tests, not
-  patterns; the import (~14 ms, 99 modules, 887 KB of bytecode) is the gap left (bench/RESULTS.md).
-  Branch serve7: 96 modules, 849 KB of bytecode (main before: 99, 890 KB): the recorder's boundary rule, its
-  grad-mode / autocast stand-ins and trace/symbolic are off the load path (what a load needs of them lives in
-  ir/regions.py and support/guards.py). import tracejit CPU ~14.2-15.2 / 16.5-17.1 ms (min / median, load average
-  ~4-6; main before 16.1-16.4 / 18.0-18.6); of it ~1 ms is the collector's young collection of what the import
-  made, when the pause ends (gc_pause.py), and ~0.06 ms a module the import system's fixed cost. Importing the
-  writer and the viewer at module level (issue #24 item 5's last two deferrals) would add 9 modules and ~2.5-4 ms.
+  Tiny BERT (branch load9, quiet, 1 thread, cached bytecode; earlier passes: bench/RESULTS.md "Server start"):
+  import tracejit ~13.5 ms (87 modules: ~50 us each is the import system's fixed cost, ~1 ms the collector's young
+  collection of what the import made when its pause ends, the rest the module bodies, thinly spread); load ~18 ms:
+  decode + validate 22 graphs (137 nodes) ~7.4 (validate ~3.9, decode ~2.1), generate ~3.4, compile() + exec ~3.0,
+  header JSON ~1.7, expansion bound, tensors, module entries and tree ~0.5 each. Steady state the same load is
+  ~15 ms: ~3 ms is a process's first time (torch's registry: op overloads, schema arguments; the young collection
+  of what the load made ~0.45 ms). ~80-100 us per node over decode, validate, generate and compile: no hot spot.
+  First call ~2.4-2.8 ms.
 """
 from __future__ import annotations
 
