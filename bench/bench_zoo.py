@@ -224,9 +224,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write-results", action="store_true", help="write the table into bench/RESULTS.md")
     p.add_argument("--rows", default="", help="append each measured row to this JSON-lines file")
     p.add_argument("--from-rows", default="", help="comma-separated JSON-lines files to render instead of measuring")
+    p.add_argument("--fixed-malloc", action="store_true",
+                   help="glibc keeps freed memory: no page faults per call for any peer (bench/fixed_malloc.py)")
     a = p.parse_args(argv)
     if a.from_rows:
         return _render_saved(a)
+    if a.fixed_malloc:
+        from fixed_malloc import fix_malloc
+        log(fix_malloc())
     names = [n for n in a.models.split(",") if n] or list(ZOO)
     unknown = [n for n in names if n not in ZOO]
     if unknown:
