@@ -68,6 +68,37 @@ def test_a_frozen_network_holds_few_activations_at_once_like_eager(make):
             torch.testing.assert_close(program(new), ref(new), rtol=1e-4, atol=1e-5)
 
 
+class Attention(nn.Module):
+    """Twelve Swin-like attention blocks: ``qkv`` is large (147,456 elements), ``q``, ``k``, ``v`` are views of it
+    below the release size; a view keeps its base alive."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.blocks = nn.ModuleList(nn.Linear(24, 72) for _ in range(12))
+
+    def forward(self, x):
+        b, n, c = x.shape
+        for lin in self.blocks:
+            qkv = lin(x).reshape(b, n, 3, c).permute(2, 0, 1, 3)
+            q, k, v = qkv[0], qkv[1], qkv[2]
+            x = x + (q @ k.transpose(-2, -1) * 0.2).softmax(-1) @ v
+        return x
+
+
+@pytest.mark.parametrize("make", [tracejit.freeze, tracejit.optimize_for_inference])
+def test_views_of_a_large_intermediate_are_released_too(make):
+    model = Attention().eval()
+    x = torch.randn(8, 256, 24)
+    assert 3 * x.numel() >= MIN_ELEMENTS > x.numel()
+    program = make(tracejit.trace(model, (x,)))
+    eager, ours = most_alive(model, x), most_alive(program, x)
+    assert ours <= eager + 1 and ours < 12, (ours, eager)   # before: every block's qkv stayed alive
+    with torch.no_grad():
+        new = torch.randn(8, 256, 24)
+        torch.testing.assert_close(program(new), model(new), rtol=1e-4, atol=1e-5)
+
+
 def test_small_programs_get_no_release_statements():
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2)).eval()
     program = tracejit.freeze(tracejit.trace(model, (torch.randn(2, 8),)))

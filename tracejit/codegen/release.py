@@ -6,13 +6,18 @@ submodule returns; an inlined, frozen ResNet-50 kept all of them, and the alloca
 fresh pages every call (first-touch page faults): freeze ran at 1.9x eager. Like torch's FX
 codegen, which deletes values after their last use, the function rebinds the name of a large
 tensor to ``None`` right after the last node that reads it. Only tensors with at least
-``MIN_ELEMENTS`` elements when traced are released, so small programs run no extra statements.
+``MIN_ELEMENTS`` elements when traced are released, so small programs run no extra statements; a view
+counts with the memory it keeps alive (its base's elements: ``ops.shares_memory``). Before, Swin's
+attention kept every block's ``q, k, v = qkv[0], qkv[1], qkv[2]`` (49,152 elements each, holding the
+147,456 of ``qkv``) to the end of the frozen program: each op then wrote into fresh, cache-cold memory,
+and the optimized Swin-T at batch 8 ran 1.07-1.12x its traced program's time (gelu 2.2 -> 5.4 ms).
 """
 from __future__ import annotations
 
 import math
 
-from ..ir import Graph, TensorType, iter_values
+from ..ir import Graph, TensorType, Value, iter_values
+from ..ops import shares_memory
 from ..ops.names import STATE_READS
 
 MIN_ELEMENTS = 1 << 16
@@ -24,11 +29,16 @@ def release_plan(graph: Graph) -> dict[int, list]:
     kept = {id(v) for v in iter_values(graph.outputs)}
     last: dict[int, int] = {}
     values: dict[int, object] = {}
+    large_memory: set[int] = set()   # values holding a large storage: their own, or a large base's (a view)
     for i, node in enumerate(graph.nodes):
+        first = node.args[0] if node.args else None
+        view_of_large = isinstance(first, Value) and id(first) in large_memory and _aliases(node.op)
         for v in node.outputs:
-            if v is not None and _large(v) and id(v) not in kept and node.op not in _HELD:
-                values[id(v)] = v
-                last[id(v)] = i
+            if v is not None and (view_of_large or _large(v)):
+                large_memory.add(id(v))
+                if id(v) not in kept and node.op not in _HELD:
+                    values[id(v)] = v
+                    last[id(v)] = i
         for v in node.input_values():
             if id(v) in values:
                 last[id(v)] = i
@@ -36,6 +46,11 @@ def release_plan(graph: Graph) -> dict[int, list]:
     for key, i in last.items():
         plan.setdefault(i, []).append(values[key])
     return plan
+
+
+def _aliases(op) -> bool:
+    """May the node's result be a view of its first argument's memory (an ATen view, reshape, split, ...)?"""
+    return isinstance(op, str) and op.startswith("aten::") and shares_memory(op)
 
 
 def _large(v) -> bool:
