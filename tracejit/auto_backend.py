@@ -190,8 +190,11 @@ def _time_rounds(built: dict, args, kwargs, budget_s: float, clock, on_cuda: boo
         for r in range(_MAX_ROUNDS):
             k = r % len(names)
             for name in names[k:] + names[:k]:
-                for _ in range(priming_calls(samples[name][-1] if samples[name] else None)):
+                primes = priming_calls(samples[name][-1] if samples[name] else None)
+                for _ in range(primes):
                     built[name](*args, **kwargs)
+                if on_cuda and primes:
+                    torch.cuda.synchronize()   # the priming calls' kernels finish before the clock starts
                 t0 = clock()
                 built[name](*args, **kwargs)
                 if on_cuda:

@@ -336,3 +336,21 @@ def test_a_program_on_another_device_gets_no_cpu_backend():
         optimize_auto(traced, candidates=("onnxruntime", "openvino"), example_inputs=torch.randn(2, 3, 8, 8,
                                                                                                   device="meta"))
     assert "the program runs on meta; the onnxruntime backend runs on the CPU" in str(info.value)
+
+
+def test_on_cuda_the_priming_calls_finish_before_the_timed_call_starts(monkeypatch):
+    """CUDA launches are asynchronous: without a sync after the priming calls, the timed call's wait would also
+    wait for their kernels (up to 4x its own time). Events in order, with torch.cuda.synchronize recorded."""
+    import tracejit.auto_backend as ab
+    events = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: events.append("sync"))
+    clock = FakeClock(step=0.001)
+
+    def fake(*a, **k):
+        events.append("call")
+
+    samples = ab._time_rounds({"a": fake}, (), {}, budget_s=1e-9, clock=clock, on_cuda=True)
+    assert len(samples["a"]) == ab.MIN_ROUNDS
+    turns = "".join("c" if e == "call" else "s" for e in events[ab.WARMUP_CALLS + 1:])   # after the warm-up's sync
+    primes = "c" * ab.MAX_PRIMING_CALLS
+    assert turns == "cs" + f"{primes}scs" * (ab.MIN_ROUNDS - 1), turns
