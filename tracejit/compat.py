@@ -13,7 +13,9 @@ instead of reaching into torch for them, so a new torch release is handled here.
     the one hop (named directly, or reached through ``torch`` / ``torch.overrides``). Nothing process-wide is patched, so other threads (and helpers the body calls,
     which have their own globals) dispatch as usual; the copy runs the same code object, so
     source locations (``trace.source.user_location``) and tracebacks are those of the helper.
-    A callable that is not a Python function (nothing to copy) gets a TypeError that says so.
+    A ``torch.ops`` operator handle (``torch.ops.torchvision.nms``) is a C++ operator: its one hop is the
+    whole call, which runs with ``__torch_function__`` off. Any other callable that is not a Python function
+    (nothing to copy) gets a TypeError that says so.
 
 ``call_classmethod``
     ``torch.autograd.Function.apply`` is a Python ``classmethod`` up to torch 2.13 and a C
@@ -60,6 +62,9 @@ class _ChecksAnswerFalse:
 _CHECK_MODULES = (torch, torch.overrides, torch._C)
 
 
+# torch.ops.<ns>.<op> and its overloads: handles of C++ operators (torchvision's nms reaches a mode as one)
+_TORCH_OPS = (torch._ops.OpOverloadPacket, torch._ops.OpOverload)
+
 _check_names: dict[int, list[str]] = {}   # id(module globals) -> the names its checks go by
 
 
@@ -71,6 +76,9 @@ def _redispatch_by_copy(func, types_, args, kwargs):
     bound_to = None
     if isinstance(func, types.MethodType):   # a bound method: copy its function, keep what it is bound to
         target, bound_to = func.__func__, func.__self__
+    if isinstance(target, _TORCH_OPS):   # a C++ op behind a Python handle: its one hop is the whole call
+        with torch._C.DisableTorchFunction():
+            return func(*args, **kwargs)
     if not isinstance(target, types.FunctionType):
         raise TypeError(
             f"tracejit cannot trace through {func!r} ({type(func).__name__}) on torch "
@@ -95,6 +103,17 @@ def _redispatch_by_copy(func, types_, args, kwargs):
         copied_globals[name] = _no_override
     for name in through:
         copied_globals[name] = _ChecksAnswerFalse(module_globals[name])
+    if not _CHECK_NAMES.intersection(target.__code__.co_names):
+        # no check in its own body: the check is in a helper of its module it calls (``meshgrid`` ->
+        # ``_meshgrid``, whose handle_torch_function names the public ``meshgrid``); copy those helpers too
+        for name in target.__code__.co_names:
+            helper = module_globals.get(name)
+            if isinstance(helper, types.FunctionType) and helper.__globals__ is module_globals \
+                    and _CHECK_NAMES.intersection(helper.__code__.co_names):
+                twin = types.FunctionType(helper.__code__, copied_globals, helper.__name__, helper.__defaults__,
+                                          helper.__closure__)
+                twin.__kwdefaults__, twin.__qualname__ = helper.__kwdefaults__, helper.__qualname__
+                copied_globals[name] = twin
     copy = types.FunctionType(target.__code__, copied_globals, target.__name__, target.__defaults__, closure)
     copy.__kwdefaults__ = target.__kwdefaults__
     copy.__qualname__ = target.__qualname__

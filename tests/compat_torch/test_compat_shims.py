@@ -149,6 +149,26 @@ def test_fallback_refuses_what_it_cannot_copy():
         compat._redispatch_by_copy(CallableObject(), (), (torch.ones(1),), {})
 
 
+@pytest.mark.parametrize("redispatch", [
+    pytest.param(NATIVE, id="torch", marks=pytest.mark.skipif(NATIVE is None, reason="torch < 2.13")),
+    pytest.param(compat._redispatch_by_copy, id="fallback")])
+def test_an_operator_handle_runs_with_its_one_hop_skipped(redispatch):
+    """torch.ops.<ns>.<op> (torchvision's nms in a detector's retrace on torch 2.11, found on a GPU machine):
+    a C++ operator, run once without reaching the mode again, as torch's own redispatch does."""
+    seen = []
+
+    class Log(TorchFunctionMode):
+        def __torch_function__(self, func, types_, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    x = torch.arange(4.0)
+    with Log():
+        results = [redispatch(op, (), (x, x), {}) for op in (torch.ops.aten.mul, torch.ops.aten.mul.Tensor)]
+    assert seen == []
+    assert [r.tolist() for r in results] == [[0.0, 1.0, 4.0, 9.0]] * 2
+
+
 def test_fallback_calls_bound_methods_and_keyword_only_defaults():
     def helper(x, *, k=5):
         if has_torch_function_unary(x):
@@ -194,6 +214,24 @@ def test_traces_with_the_fallback_are_the_traces_of_torchs_own(monkeypatch):
     other = torch.randn(3, 4, 5, 5)   # another batch size and other values: eager's answer moves
     assert not torch.allclose(net(other)[:1], net(example))
     torch.testing.assert_close(traced(other), net(other))
+
+
+def _grids(x, y):
+    a, b = torch.meshgrid(x, y, indexing="ij")   # meshgrid's check is in its helper _meshgrid
+    c, d = torch.meshgrid([x, y], indexing="xy")
+    return a * b + c.t() - d.t() + torch.cartesian_prod(x, y).sum() + torch.block_diag(x[:, None], y[None]).sum()
+
+
+def test_a_helper_whose_check_is_in_a_helper_it_calls(monkeypatch):
+    """torch.meshgrid has no check of its own: _meshgrid, which it calls, has (torchvision's anchor generator;
+    on torch 2.11 a detector's trace failed with a TypeError from the C meshgrid, found on a GPU machine)."""
+    example = (torch.arange(3.0), torch.arange(4.0))
+    reference = tracejit.trace(_grids, example)
+    monkeypatch.setattr(recorder, "redispatch_function", compat._redispatch_by_copy)
+    traced = tracejit.trace(_grids, example)
+    assert traced.code == reference.code and "meshgrid" in traced.code
+    x, y = torch.randn(5), torch.randn(2)
+    torch.testing.assert_close(traced(x, y), _grids(x, y))
 
 
 def test_source_lines_with_the_fallback_point_at_the_user(monkeypatch):
