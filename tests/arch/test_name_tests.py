@@ -19,7 +19,8 @@ _NAMES = st.one_of(st.text(_ALPHABET, max_size=12), st.text(st.sampled_from("ab_
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 WORD = re.compile(r"[A-Za-z0-9_]+")
 NAMEDTUPLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,99}")
-FLAG_PATH = re.compile(r"[A-Za-z0-9_]{1,200}(\.[A-Za-z0-9_]{1,200}){0,63}")
+# module names: ASCII words and "-" (torchvision's RegNet: "block4-8")
+FLAG_PATH = re.compile(r"[A-Za-z0-9_-]{1,200}(\.[A-Za-z0-9_-]{1,200}){0,63}")
 OP_NAME = re.compile(r"([a-z_]+)::([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?")
 
 
@@ -44,6 +45,9 @@ def test_identifier_word_and_namedtuple_name_accept_what_their_patterns_accept(t
 @example("a" * 200 + ".b")
 @example("a" * 201)
 @example("0.1")
+@example("trunk_output.block4-8.f")
+@example("a'b.c\\d")
+@example("-.--")
 def test_a_flag_path_is_what_the_path_pattern_accepts(path):
     assert is_flag_path(path) == bool(FLAG_PATH.fullmatch(path))
 

@@ -7,18 +7,20 @@ False
 """
 from __future__ import annotations
 
-from ..patterns import ascii_word
 from .graph import Node
 from .ops import GUARD
+from ..patterns import ascii_word
 
 
 def is_flag_path(path) -> bool:
-    """A path below the root as a file may hold it: module names (attribute names or Sequential indices) joined
-    by dots, ``[A-Za-z0-9_]{1,200}(\\.[A-Za-z0-9_]{1,200}){0,63}`` (string tests, no pattern: patterns.py)."""
+    """A path below the root as a file may hold it: up to 64 module names joined by dots, each 1-200 ASCII
+    letters, digits, ``_`` or ``-`` (torchvision's RegNet names its blocks ``block4-8``; ``nn.Module.add_module``
+    takes more, but a name with quotes or brackets is refused: default-deny, though the generated code reads each
+    name as a quoted dict key, ``flag_predicate``, never as code)."""
     if not isinstance(path, str):
         return False
     parts = path.split(".")
-    return len(parts) <= 64 and all(ascii_word(part, 200) for part in parts)
+    return len(parts) <= 64 and all(ascii_word(part.replace("-", "_"), 200) for part in parts)
 
 
 def training_guard(training: bool) -> Node:

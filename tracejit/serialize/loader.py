@@ -21,6 +21,7 @@ from . import limits
 from .file_format import BACKEND_CHOICE_FILE, parse_choice, CRC_PLACEHOLDER as _CRC_PLACEHOLDER, FORMAT, MAX_HEADER, SCHEMA_VERSION
 from .file_format import ST_DTYPES as _ST_DTYPES
 from .crc import combine, crc32, crc_of
+from .relocate import relocate
 from .expansion import check_expansion
 from ..program import Program
 from ..runtime.assemble import compile_loaded
@@ -54,6 +55,8 @@ def _read_program(f, map_location, extra_files, check_integrity: bool, mmap: boo
     try:
         raise_if_torch_file(buf)   # a TorchScript / torch.save file: name it and the migration route
         program, document = _decode(buf, map_location, extra_files, check_integrity, data_crc)
+        if map_location is not None:
+            relocate(program, map_location)
         if not compile_it:
             return program
         return _with_backend_choice(compile_loaded(program, MethodCompiler()), document)
