@@ -44,7 +44,7 @@ from torch.utils._pytree import tree_leaves
 from . import pytree
 from .backends import protocol
 from .ir import Value
-from .passes.pipeline import runs_on_cpu
+from .passes.pipeline import program_device
 from .serialize.archive import save
 from .serialize.file_format import BACKEND_CHOICE_FILE, BACKEND_CHOICES, encode_choice, parse_choice  # noqa: F401
 
@@ -126,7 +126,7 @@ def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, build_budget_s:
     if not built:
         raise RuntimeError("optimize_for_inference(backend='auto'): no candidate could be built:\n"
                            + "\n".join(f"  {k}: {v}" for k, v in notes.items()))
-    samples = _time_rounds(built, args, kwargs, budget_s, clock, _device_of(traced).startswith("cuda"))
+    samples = _time_rounds(built, args, kwargs, budget_s, clock, program_device(traced).startswith("cuda"))
     timings = {name: lower_quartile(v) for name, v in samples.items()}
     best = choose(timings)
     rounds = len(next(iter(samples.values())))
@@ -210,27 +210,14 @@ def _unavailable(name: str, traced) -> str:
     if name in ("onnxruntime", "openvino"):
         if importlib.util.find_spec(name) is None:
             return f"not built: {name} is not installed"
-        device = _device_of(traced)
+        device = program_device(traced)
         if device != "cpu":
             return f"not built: the program runs on {device}; the {name} backend runs on the CPU"
     if name == "cuda_graphs":
-        device = _device_of(traced)
+        device = program_device(traced)
         if not device.startswith("cuda") or not torch.cuda.is_available():
             return f"not built: the program runs on {device}; CUDA graphs need a CUDA program"
     return ""
-
-
-def _device_of(traced) -> str:
-    """'cpu' when every tensor the program holds and every recorded tensor type is on the CPU, else the
-    first other device seen (the ONNX backends run on the CPU: default-deny for any other device)."""
-    graph = traced._method("forward").graph if hasattr(traced, "_method") else traced.graph
-    held = list(traced.parameters()) + list(traced.buffers()) if hasattr(traced, "parameters") else []
-    if runs_on_cpu(graph, held):
-        return "cpu"
-    others = [str(t.device) for t in held if t.device.type != "cpu"]
-    others += [v.type.device for v in graph.inputs if getattr(v, "type", None) is not None
-               and getattr(v.type, "device", "cpu") != "cpu"]
-    return others[0] if others else "another device"
 
 
 def _build(name: str, traced):

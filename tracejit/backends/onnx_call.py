@@ -19,6 +19,7 @@ from ..export.onnx_export import export_onnx, input_names, traced_graph
 from .torch_program import optimized
 from ..ir import ScalarType, Value
 from ..passes.inline import inline_calls
+from ..passes.pipeline import program_device
 from ..runtime import specialize
 from ..runtime.method_compiler import compile_method
 from . import intermediate_sizes
@@ -37,6 +38,11 @@ def prepare(traced, backend: str):
     if getattr(traced, "training", False) is True:
         raise RuntimeError(f"optimize_for_inference: {getattr(traced, 'original_name', 'the module')} is in "
                            f"training mode; the {backend} backend is for inference. Call .eval() on it first.")
+    device = program_device(traced)
+    if device != "cpu":
+        raise ValueError(f"optimize_for_inference(backend={backend!r}): the {backend} backend runs on the CPU; this "
+                         f"program holds tensors on {device}. Use backend='torch' (or 'cuda_graphs' on CUDA), or "
+                         f"move it to the CPU first (.to('cpu')); tracejit.export_onnx writes a device-free model")
     prepared = optimized(traced, in_memory=False)   # the export reads the saved graph: no in-memory kernels
     spec_set = specialize.sets_of(prepared).get("forward")
     extra = spec_set.extra() if spec_set is not None else []
@@ -189,7 +195,12 @@ class TracedCall:
         for name, t in zip(self._names, tensors):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"{self.signature}: argument '{name}' should be a Tensor; got {type(t).__name__}")
-            feed[name] = t.detach().cpu().numpy()
+            if t.device.type != "cpu":   # eager would answer on that device: a CPU engine's answer is not eager's
+                raise RuntimeError(f"{self.signature}: the {self.backend} backend runs on the CPU and takes CPU "
+                                   f"tensors; argument '{name}' is on {t.device}. Move the inputs to the CPU, or "
+                                   f"use optimize_for_inference(backend='torch' or 'cuda_graphs') for a "
+                                   f"{t.device.type} program")
+            feed[name] = t.detach().numpy()
         return feed
 
     def _flatten(self, args, kwargs) -> list:

@@ -174,6 +174,8 @@ class Lowering:
 
     def _new_initializer(self, node: Node, name: str):
         tensor = self.tensors_of(node).detach()
+        if tensor.device.type not in ("cpu", "meta"):   # a CUDA program's weights: ONNX holds host bytes
+            tensor = tensor.cpu()
         return self.builder.initializer(ir.tensor(tensor.contiguous().numpy() if tensor.dtype != torch.bfloat16
                                                   else tensor, name=name), name=name, qualify=False)
 

@@ -105,6 +105,19 @@ def runs_on_cpu(graph: Graph, tensors=()) -> bool:
     return all(t.device == "cpu" for t in _tensor_types(graph))
 
 
+def program_device(traced) -> str:
+    """'cpu' when every tensor the program holds and every recorded tensor type is on the CPU, else the
+    first other device seen (the ONNX backends run on the CPU: default-deny for any other device)."""
+    graph = traced._method("forward").graph if hasattr(traced, "_method") else traced.graph
+    held = list(traced.parameters()) + list(traced.buffers()) if hasattr(traced, "parameters") else []
+    if runs_on_cpu(graph, held):
+        return "cpu"
+    others = [str(t.device) for t in held if t.device.type != "cpu"]
+    others += [v.type.device for v in graph.inputs if getattr(v, "type", None) is not None
+               and getattr(v.type, "device", "cpu") != "cpu"]
+    return others[0] if others else "another device"
+
+
 def _tensor_types(graph: Graph):
     for v in list(graph.inputs) + [o for n in graph.nodes for o in n.outputs]:
         t = getattr(v, "type", None)
