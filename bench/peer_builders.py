@@ -175,7 +175,10 @@ def export_in_child(fn: Any, args: tuple, memory_gb: float, time_s: float, expor
                 raise _Unpicklable(_short(exc, 120)) from exc
         _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         limit = int(memory_gb * 2**30) if hard == resource.RLIM_INFINITY else min(int(memory_gb * 2**30), hard)
-        prepare = "zoo_models:_torchvision" if "zoo_models" in sys.modules and "torchvision" in sys.modules else ""
+        # (no fn: the child imports no torch, so no torchvision either; a test module that imported zoo_models
+        # made the 0.1 GB child of test_bench_ort_peer_bound load torch, and fail to map it)
+        prepare = "zoo_models:_torchvision" if fn is not None and "zoo_models" in sys.modules \
+            and "torchvision" in sys.modules else ""
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), OMP_NUM_THREADS="1")
         proc = subprocess.Popen([sys.executable, "-c", _CHILD, job, export, tmp, prepare], env=env,
                                 preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, hard)))
