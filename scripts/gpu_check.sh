@@ -4,6 +4,7 @@
 #
 #   OUT=/some/dir scripts/gpu_check.sh                 # PYTHON=... to pick the interpreter
 #   TOTAL_S=480 BENCH_ARGS="--rounds 3" scripts/gpu_check.sh
+#   PARTS="tests bench" PYTEST_ARGS="-n 4" scripts/gpu_check.sh    # parts: tests bench compile (default: all)
 #
 # Parts, each under `timeout` (its own cap, and never past the total), each run even when the one
 # before failed or timed out:
@@ -15,6 +16,7 @@
 #   bench_compile.md/.json  torch.compile default and reduce-overhead at batch 1 beside eager and tracejit's
 #                       CUDA graphs (compiles take minutes: last, with what time is left)
 #   summary.txt         one line per part: status, seconds, the last line of what it printed
+#   results.tgz         every file above in one archive (a device machine hands back at most 8 files)
 # Exit status: 0 when every part passed, 1 otherwise, 2 without CUDA.
 #
 # DRY_RUN=1 runs the same parts on a machine without CUDA: the bench with --device cpu --dry-run (tiny
@@ -75,16 +77,21 @@ part() {
   echo "$name: $what, $(( SECONDS - t0 ))s: $(grep -v '^$' "$logfile" | tail -n 1)" | tee -a "$SUMMARY"
 }
 
+PARTS="${PARTS:-tests bench compile}"
+wanted() { [[ " $PARTS " == *" $1 "* ]]; }
+
 # -k cuda: every test the `device` fixture runs on cuda ([cuda]), and test_cuda_graphs*.py's (tests/device, tests/backends)
-part "pytest: the suite's cuda tests" 120 "$OUT/pytest-cuda.txt" \
-  "$PYTHON" -m pytest -q -p no:cacheprovider -rs "${TESTS[@]}"
-# shellcheck disable=SC2086  (BENCH_ARGS is a list of options)
-part "bench_gpu.py (every column but torch.compile's)" 230 "$OUT/bench_gpu.md" \
-  "$PYTHON" bench/bench_gpu.py "${DRY[@]}" --json "$OUT/bench_gpu.json" \
+# (test_cuda_models.py, test_cuda_paths.py: real models and device paths on the GPU)
+# shellcheck disable=SC2086  (PYTEST_ARGS and BENCH_ARGS are lists of options)
+wanted tests && part "pytest: the suite's cuda tests" "${TESTS_S:-200}" "$OUT/pytest-cuda.txt" \
+  "$PYTHON" -m pytest -q -p no:cacheprovider -rs --durations=15 ${PYTEST_ARGS:-} "${TESTS[@]}"
+# shellcheck disable=SC2086
+wanted bench && part "bench_gpu.py (every column but torch.compile's)" "${BENCH_S:-230}" "$OUT/bench_gpu.md" \
+  "$PYTHON" bench/bench_gpu.py "${DRY[@]}" --json "$OUT/bench_gpu.json" ${ROWS:+--rows $ROWS} \
   --columns eager eager_cuda_graph jit_trace jit_freeze_ofi ort_cuda tracejit_trace tracejit_ofi \
             tracejit_cuda_graphs tracejit_cuda_graphs_bf16 ${BENCH_ARGS:-}
 # shellcheck disable=SC2086
-part "bench_gpu.py torch.compile at batch 1" 150 "$OUT/bench_compile.md" \
+wanted compile && part "bench_gpu.py torch.compile at batch 1" "${COMPILE_S:-150}" "$OUT/bench_compile.md" \
   "$PYTHON" bench/bench_gpu.py "${DRY[@]}" --json "$OUT/bench_compile.json" --rows resnet50/1/fp32 bert/1/fp32 \
   --columns eager compile compile_reduce_overhead tracejit_cuda_graphs ${BENCH_ARGS:-}
 
@@ -93,4 +100,5 @@ cat "$OUT/bench_gpu.md" "$OUT/bench_compile.md" 2>/dev/null
 echo
 echo "== summary ($SECONDS s; files under $OUT)"
 cat "$SUMMARY"
+(cd "$OUT" && tar czf results.tgz --exclude=results.tgz ./*)
 exit $failed
