@@ -216,3 +216,48 @@ def test_auto_on_cuda_leaves_the_cpu_engines_out_and_says_why():
         for name in ("onnxruntime", "openvino"):
             line = next((ln for ln in auto.report.splitlines() if ln.strip().startswith(name + ":")), None)
             assert line is None or "runs on the CPU" in line or "not installed" in line, auto.report
+
+
+class _ResBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.bn = nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.b = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        y = F.relu(self.bn(self.a(x)))
+        return F.relu(self.b(y) + x)
+
+
+@real_cuda_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cudnn_fused_convs_give_eagers_answers_and_keep_nan(dtype):
+    from tracejit.kernels.cudnn_conv import fusion_keeps_nan
+    from tracejit.passes.cuda_conv_kernels import cudnn_conv_nodes
+    torch.manual_seed(0)
+    net = _ResBlock().eval()
+    with torch.no_grad():
+        net.bn.running_mean.uniform_(-1, 1)
+        net.bn.running_var.uniform_(0.5, 2)
+    net = net.to(DEVICE, dtype)
+    x = torch.randn(2, 8, 10, 10, device=DEVICE, dtype=dtype)
+    with torch.no_grad():
+        traced = tracejit.trace(net, (x,))
+        optimized = tracejit.optimize_for_inference(traced)
+        graphs = tracejit.optimize_for_inference(traced, backend="cuda_graphs")
+        fused = cudnn_conv_nodes(optimized.forward.run_graph)
+        print("fusion keeps NaN:", fusion_keeps_nan(str(DEVICE if DEVICE.index is not None else "cuda:0")),
+              "fused:", [n.attrs["ops"] for n in fused])
+        if fusion_keeps_nan(f"cuda:{torch.cuda.current_device()}"):
+            assert len(fused) == 2
+        tol = 1e-3 if dtype == torch.float32 else 3e-2
+        for shape in ((3, 8, 10, 10), (1, 8, 7, 12)):
+            y = torch.randn(shape, device=DEVICE, dtype=dtype)
+            for program in (optimized, graphs):
+                _close(program(y).float(), net(y).float(), tol)
+        bad = torch.randn(1, 8, 7, 12, device=DEVICE, dtype=dtype)
+        bad[0, 0, 3, 3] = float("nan")
+        want = torch.isnan(net(bad))
+        assert want.any()
+        for program in (optimized, graphs):
+            assert torch.equal(torch.isnan(program(bad)), want)

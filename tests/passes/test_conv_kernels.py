@@ -178,9 +178,9 @@ def test_residual_from_the_caller_is_not_written_and_broadcasts_through_torch():
 def test_rank_guard_still_raises_on_an_unbatched_input(monkeypatch):
     model = net()
     traced = ofi(model, (torch.randn(1, 3, 16, 16),))
-    from tracejit.backends import torch_program
-    monkeypatch.setattr(torch_program, "IN_MEMORY_PASSES",
-                        tuple(p for p in torch_program.IN_MEMORY_PASSES if p[0] != "fuse_conv_kernels"))
+    from tracejit.passes import pipeline
+    monkeypatch.setattr(pipeline, "IN_MEMORY_PASSES",
+                        tuple(p for p in pipeline.IN_MEMORY_PASSES if p[0] != "fuse_conv_kernels"))
     unfused = ofi(model, (torch.randn(1, 3, 16, 16),))
     assert kernel_ops(unfused) == [] and len(kernel_ops(traced)) == 5
     x = torch.randn(3, 16, 16)   # batch norm's rank check (a guard once folded into the conv)

@@ -46,6 +46,7 @@ from torch import nn
 from .. import pytree
 from ..errors import TracerWarning
 from .torch_program import optimized
+from ..passes.pipeline import program_device
 from ..ir import nodes_with_callees, state_tests
 from ..ops import aten
 from ..runtime import specialize
@@ -302,7 +303,9 @@ def build(traced, *, cache_size: int = DEFAULT_CACHE_SIZE, reuse_outputs: bool =
                         f"got {reuse_outputs!r}")
     if dtype is not None and isinstance(traced, nn.Module):
         traced = copy.deepcopy(traced).to(dtype)   # the caller's program is never changed
-    # without the CPU-only kernels (numpy, oneDNN: IN_MEMORY_PASSES), which no CUDA graph can hold; on CUDA
-    # they are never chosen anyway, and on the CPU (a test's capturer) the program stays torch ops only
-    return CudaGraphProgram(optimized(traced, in_memory=False), cache_size=cache_size, reuse_outputs=reuse_outputs, dtype=dtype,
-                            capturer=capturer)
+    # a CUDA program gets its lowering passes (cuDNN's fused conv + relu: CUDA_IN_MEMORY_PASSES); any other keeps
+    # torch's ops: the CPU-only kernels (numpy, oneDNN) can be in no CUDA graph, and on the CPU (a test's
+    # capturer) the program stays torch ops only
+    on_cuda = program_device(traced).startswith("cuda")
+    return CudaGraphProgram(optimized(traced, in_memory=on_cuda), cache_size=cache_size, reuse_outputs=reuse_outputs,
+                            dtype=dtype, capturer=capturer)

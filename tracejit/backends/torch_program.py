@@ -13,7 +13,7 @@ from ..ops.names import CALL_MODULE
 from ..passes.freeze import freeze_attributes
 from ..passes.graph_copy import copy_graph
 from ..passes.lowered import Lowered
-from ..passes.pipeline import IN_MEMORY_PASSES, INLINE_PASSES, lower, run_passes, runs_on_cpu
+from ..passes.pipeline import INLINE_PASSES, in_memory_passes, lower, run_passes
 from ..runtime import specialize
 from ..runtime.traced import TracedFunction, TracedModule
 from .fallback import captured_tensors
@@ -90,7 +90,8 @@ def _keep_specializations(source, out, transform, optimize: bool) -> None:
         saved = transform(spec.graph)
         if isinstance(out, TracedModule):
             saved.training = False
-        lowered = lower(saved, IN_MEMORY_PASSES) if optimize else Lowered(saved)
+        held = list(out.parameters()) + list(out.buffers()) if isinstance(out, TracedModule) else []
+        lowered = lower(saved, in_memory_passes(saved, held)) if optimize else Lowered(saved)
         fn = compile_for_inference(saved, lowered, "forward", f"frozen.{label}#{k + 1}",
                                    display=None if isinstance(out, TracedModule) else label)
         target.add(specialize.Specialization("forward", fn, spec.reason, spec.source))
@@ -128,7 +129,7 @@ def _module_from(traced: TracedModule, graph, preserved, optimize: bool = False,
         _attach(out, traced, path)
     graph.training = False
     held = list(out.parameters()) + list(out.buffers())
-    lowered = lower(graph, IN_MEMORY_PASSES) if optimize and runs_on_cpu(graph, held) else Lowered(graph)
+    lowered = lower(graph, in_memory_passes(graph, held)) if optimize else Lowered(graph)
     out._install("forward", compile_for_inference(graph, lowered, "forward", f"frozen.{traced.original_name}"))
     return out
 
@@ -152,6 +153,6 @@ def _attach(out: nn.Module, source: nn.Module, path: str) -> None:
 
 
 def _function_from(traced: TracedFunction, graph, optimize: bool = False) -> TracedFunction:
-    lowered = lower(graph, IN_MEMORY_PASSES) if optimize and runs_on_cpu(graph) else Lowered(graph)
+    lowered = lower(graph, in_memory_passes(graph)) if optimize else Lowered(graph)
     fn = compile_for_inference(graph, lowered, "forward", traced.__name__, display=traced.__name__)
     return FastTracedFunction.from_compiled(traced.__name__, fn, traced.ledger)

@@ -24,6 +24,7 @@ from .drop_identities import drop_identities
 from .fold_constants import fold_constants
 from .conv_kernels import fuse_conv_kernels
 from .conv_layout import conv_weights_channels_last
+from .cuda_conv_kernels import fuse_cudnn_convs
 from .fold_conv_bn import fold_conv_batch_norm
 from .graph_copy import copy_graph
 from .inline import inline_calls
@@ -91,6 +92,22 @@ IN_MEMORY_PASSES = (
     ("fuse_numpy_regions", fuse_numpy_regions),
     ("fuse_linear_kernels", fuse_linear_kernels),
 )
+# the lowering passes of a program whose tensors are all on CUDA (cuDNN's fused conv + relu)
+CUDA_IN_MEMORY_PASSES = (
+    ("fuse_cudnn_convs", fuse_cudnn_convs),
+)
+
+
+def in_memory_passes(graph: Graph, tensors=()) -> tuple:
+    """The lowering passes for ``graph`` on the device it runs on: ``IN_MEMORY_PASSES`` where every tensor it holds
+    (its constants and ``tensors``) and every recorded tensor type is on the CPU, ``CUDA_IN_MEMORY_PASSES`` where
+    they are all on CUDA, none elsewhere (default-deny: a device nobody measured gets torch's ops)."""
+    if runs_on_cpu(graph, tensors):
+        return IN_MEMORY_PASSES
+    held = [c for c in graph.constants if isinstance(c, torch.Tensor)] + list(tensors)
+    if all(t.device.type == "cuda" for t in held) and all(t.device.startswith("cuda") for t in _tensor_types(graph)):
+        return CUDA_IN_MEMORY_PASSES
+    return ()
 
 
 def runs_on_cpu(graph: Graph, tensors=()) -> bool:
