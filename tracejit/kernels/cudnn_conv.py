@@ -8,7 +8,8 @@ Measured on an H200 (bench/gpu_peer_profile.py, ResNet-50 with folded batch norm
 The answer does not depend on the path: a call that does not fit (not a CUDA tensor of the weight's dtype and
 device, tracked by autograd, a residual of another shape, dtype or device, an error in cuDNN) runs the ops the
 trace recorded. ``fusion_keeps_nan(device)`` asks the device once whether the fused relu keeps a NaN as
-``torch.relu`` does; where it does not (or the op is missing), passes/cuda_conv_kernels.py fuses nothing.
+``torch.relu`` does and adds the residual and bias as eager does (a 2x2 probe); where it does not (or the op is
+missing), passes/cuda_conv_kernels.py fuses nothing.
 """
 from __future__ import annotations
 
@@ -21,19 +22,22 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 @functools.lru_cache(maxsize=None)
 def fusion_keeps_nan(device: str) -> bool:
-    """Do both fused ops run on ``device`` and keep a NaN through their relu, as eager's relu does? Asked once
-    per device with a 1-pixel convolution (default-deny: any error answers False)."""
+    """Do both fused ops run on ``device``, give eager's values (bias and residual added, then relu) and keep a
+    NaN through their relu as eager's relu does? Asked once per device with a 1x1 convolution of a 2x2 image
+    (default-deny: any error answers False)."""
     try:
         dev = torch.device(device)
         if dev.type != "cuda" or not torch.cuda.is_available():
             return False
         x = torch.tensor([[[[float("nan"), 1.0], [2.0, -3.0]]]], device=dev)
-        w = torch.ones(1, 1, 1, 1, device=dev)
-        b = torch.zeros(1, device=dev)
-        y = torch.cudnn_convolution_relu(x, w, b, [1, 1], [0, 0], [1, 1], 1)
-        z = torch.cudnn_convolution_add_relu(x, w, torch.zeros_like(x), 1.0, b, [1, 1], [0, 0], [1, 1], 1)
-        want = torch.relu(torch.conv2d(x, w, b))
-        return all(bool(torch.isnan(r[0, 0, 0, 0])) and torch.equal(r[0, 0, 1:], want[0, 0, 1:]) for r in (y, z))
+        w = torch.full((1, 1, 1, 1), 2.0, device=dev)
+        b = torch.full((1,), 0.5, device=dev)
+        r = torch.tensor([[[[1.0, -5.0], [0.25, 7.0]]]], device=dev)
+        got = (torch.cudnn_convolution_relu(x, w, b, [1, 1], [0, 0], [1, 1], 1),
+               torch.cudnn_convolution_add_relu(x, w, r, 1.0, b, [1, 1], [0, 0], [1, 1], 1))
+        want = (torch.relu(torch.conv2d(x, w, b)), torch.relu(torch.conv2d(x, w, b) + r))
+        return all(bool(torch.isnan(g[0, 0, 0, 0])) and torch.equal(g.flatten()[1:], e.flatten()[1:])
+                   for g, e in zip(got, want))
     except Exception:  # noqa: BLE001  (no such op, no cuDNN, a driver error: no fusion)
         return False
 
