@@ -35,8 +35,8 @@ from ..kernels.onednn_conv import OneDnnConv, available
 from .conv_layout import layout_free
 from .graph_copy import copy_graph
 from .lowered import Lowered
-from .kernel_chains import (activation_after, constant_f32, finish, kernel_nodes, readers_of, replace_chain,
-                            sole_reader, write_order, writes_between)
+from .kernel_chains import (activation_after, constant_f32, finish, int_or_pair, kernel_nodes, readers_of,
+                            replace_chain, sole_reader, write_order, writes_between)
 
 ADD_INPLACE = "aten::add_.Tensor"
 ADD = "aten::add.Tensor"
@@ -147,7 +147,7 @@ def _conv_spec(graph: Graph, conv: Node):
             return None
     if isinstance(args[4], str):
         args[4] = _explicit_padding(args[4], weight, args[5])
-    if not all(_ints(a) for a in args[3:6]) or not isinstance(args[6], int) or isinstance(args[6], bool):
+    if not all(int_or_pair(a) for a in args[3:6]) or not isinstance(args[6], int) or isinstance(args[6], bool):
         return None
     return weight, bias, args[3], args[4], args[5], args[6]
 
@@ -157,7 +157,7 @@ def _explicit_padding(mode: str, weight, dilation):
     extent pads one side more: torch's conv2d runs it)."""
     if mode == "valid":
         return (0, 0)
-    if mode != "same" or not _ints(dilation):
+    if mode != "same" or not int_or_pair(dilation):
         return None
     dilation = (dilation, dilation) if isinstance(dilation, int) else dilation
     total = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:])]
@@ -167,13 +167,6 @@ def _explicit_padding(mode: str, weight, dilation):
 def _f32_4d(v) -> bool:
     t = getattr(v, "type", None) if isinstance(v, Value) else None
     return isinstance(t, TensorType) and t.dtype == torch.float32 and t.device == "cpu" and len(t.shape) == 4
-
-
-def _ints(a) -> bool:
-    if isinstance(a, int) and not isinstance(a, bool):
-        return True
-    return isinstance(a, (tuple, list)) and len(a) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
-                                                                for x in a)
 
 
 def conv_kernel_nodes(graph: Graph) -> list:

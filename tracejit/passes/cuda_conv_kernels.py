@@ -25,8 +25,8 @@ from ..ir import Graph, Node, TensorType, Value
 from ..kernels.cudnn_conv import DTYPES, CudnnConvRelu, fusion_keeps_nan
 from ..ops.convs import CONV2D as CONVS
 from .graph_copy import copy_graph
-from .kernel_chains import (activation_after, finish, kernel_nodes, readers_of, replace_chain, sole_reader,
-                            write_order, writes_between)
+from .kernel_chains import (activation_after, finish, int_or_pair, kernel_nodes, readers_of, replace_chain,
+                            sole_reader, write_order, writes_between)
 from .lowered import Lowered
 
 ADD_INPLACE = "aten::add_.Tensor"
@@ -96,7 +96,7 @@ def _conv_spec(graph: Graph, conv: Node):
         bias = _constant(graph, args[2])
         if bias is None or bias.dim() != 1 or bias.dtype != weight.dtype or bias.device != weight.device:
             return None
-    if not all(_ints(a) for a in args[3:6]) or not isinstance(args[6], int) or isinstance(args[6], bool):
+    if not all(int_or_pair(a) for a in args[3:6]) or not isinstance(args[6], int) or isinstance(args[6], bool):
         return None   # ("same" / "valid" padding strings: torch's conv2d)
     return weight, bias, args[3], args[4], args[5], args[6]
 
@@ -111,13 +111,6 @@ def _residual(add: Node, c: Value):
     if other is None or other is c or not _cuda_4d(other, c.type.dtype, c.type.device):
         return None
     return other if tuple(other.type.shape) == tuple(c.type.shape) else None
-
-
-def _ints(a) -> bool:
-    if isinstance(a, int) and not isinstance(a, bool):
-        return True
-    return isinstance(a, (tuple, list)) and len(a) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
-                                                                for x in a)
 
 
 def cudnn_conv_nodes(graph: Graph) -> list:

@@ -149,6 +149,14 @@ def replace_chain(graph: Graph, kernels: list, chain: list, kernel, inputs: tupl
     return node
 
 
+def int_or_pair(a) -> bool:
+    """A conv's stride / padding / dilation as a kernel takes it: an int, or a pair of ints."""
+    if isinstance(a, int) and not isinstance(a, bool):
+        return True
+    return isinstance(a, (tuple, list)) and len(a) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                                for x in a)
+
+
 def kernel_nodes(graph: Graph, prefix: str) -> list:
     """The kernel nodes of ``graph`` whose ``ops`` start with ``prefix`` (for tests and tools)."""
     return [n for n in graph.nodes if n.op == KERNEL and n.attrs["ops"].startswith(prefix)]
