@@ -4,7 +4,7 @@
 #
 #   OUT=/some/dir scripts/gpu_check.sh                 # PYTHON=... to pick the interpreter
 #   TOTAL_S=480 BENCH_ARGS="--rounds 3" scripts/gpu_check.sh
-#   PARTS="tests bench" PYTEST_ARGS="-n 4" scripts/gpu_check.sh    # parts: tests bench compile (default: all)
+#   PARTS="tests bench" PYTEST_ARGS="-n 4" scripts/gpu_check.sh    # parts: tests bench profile compile (default: all)
 #
 # Parts, each under `timeout` (its own cap, and never past the total), each run even when the one
 # before failed or timed out:
@@ -13,6 +13,8 @@
 #                       test of the suite the `device` fixture runs on cuda
 #   bench_gpu.md/.json  bench/bench_gpu.py: the six rows, every column but torch.compile's (rows are
 #                       written as they finish: a part cut short keeps the rows it did)
+#   profile.md          bench/gpu_peer_profile.py: CUDA kernels per call of eager / jit freeze / tracejit, the cuDNN
+#                       conv fusion and BERT linear-layout experiments
 #   bench_compile.md/.json  torch.compile default and reduce-overhead at batch 1 beside eager and tracejit's
 #                       CUDA graphs (compiles take minutes: last, with what time is left)
 #   summary.txt         one line per part: status, seconds, the last line of what it printed
@@ -77,7 +79,9 @@ part() {
   echo "$name: $what, $(( SECONDS - t0 ))s: $(grep -v '^$' "$logfile" | tail -n 1)" | tee -a "$SUMMARY"
 }
 
-PARTS="${PARTS:-tests bench compile}"
+PARTS="${PARTS:-tests bench profile compile}"
+# the CUDA tests in 8 workers where pytest-xdist is installed (about 110 s on an H200 host's 16 cores, not 400)
+if [[ -z "${PYTEST_ARGS+set}" ]] && "$PYTHON" -c "import xdist" 2>/dev/null; then PYTEST_ARGS="-n 8"; fi
 wanted() { [[ " $PARTS " == *" $1 "* ]]; }
 
 # -k cuda: every test the `device` fixture runs on cuda ([cuda]), and test_cuda_graphs*.py's (tests/device, tests/backends)
@@ -90,6 +94,9 @@ wanted bench && part "bench_gpu.py (every column but torch.compile's)" "${BENCH_
   "$PYTHON" bench/bench_gpu.py "${DRY[@]}" --json "$OUT/bench_gpu.json" ${ROWS:+--rows $ROWS} \
   --columns eager eager_cuda_graph jit_trace jit_freeze_ofi ort_cuda tracejit_trace tracejit_ofi \
             tracejit_cuda_graphs tracejit_cuda_graphs_bf16 ${BENCH_ARGS:-}
+# (not in a dry run: it measures cuDNN and CUDA kernels, nothing the CPU has)
+wanted profile && [[ "${DRY_RUN:-0}" != 1 ]] && part "gpu_peer_profile.py (kernels per call; cuDNN fusion and linear layout experiments)" \
+  "${PROFILE_S:-90}" "$OUT/profile.md" "$PYTHON" bench/gpu_peer_profile.py
 # shellcheck disable=SC2086
 wanted compile && part "bench_gpu.py torch.compile at batch 1" "${COMPILE_S:-150}" "$OUT/bench_compile.md" \
   "$PYTHON" bench/bench_gpu.py "${DRY[@]}" --json "$OUT/bench_compile.json" --rows resnet50/1/fp32 bert/1/fp32 \
