@@ -171,7 +171,8 @@ def export_in_child(fn: Any, args: tuple, memory_gb: float, time_s: float, expor
         else:
             try:
                 torch.save({"fn": fn, "args": args}, job)
-            except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            except (pickle.PicklingError, AttributeError, TypeError, RuntimeError) as exc:
+                # (RuntimeError: torch refuses to pickle a parametrized module, wav2vec2's weight norm)
                 raise _Unpicklable(_short(exc, 120)) from exc
         _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
         limit = int(memory_gb * 2**30) if hard == resource.RLIM_INFINITY else min(int(memory_gb * 2**30), hard)
