@@ -31,7 +31,10 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_gpu import time_calls  # noqa: E402
 from gpu_engines import build_engine, build_row  # noqa: E402
+
+CUDA = torch.device("cuda")
 
 
 def _kernels(fn, args, calls: int = 5) -> tuple[int, float, list]:
@@ -122,18 +125,6 @@ class _FoldedResNet(nn.Module):
         return self.fc(torch.flatten(self.avg(x), 1))
 
 
-def _time(fn, args, calls: int) -> list[float]:
-    out = []
-    for _ in range(calls):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(*args)
-        end.record()
-        end.synchronize()
-        out.append(start.elapsed_time(end))
-    return out
-
-
 def part_convs() -> None:
     print("\n## ResNet-50, batch norms folded: eager ops against one cuDNN call per conv (+ add) + relu\n")
     print("| row | layout | eager (unfolded) | folded, eager ops | folded, cuDNN fused | largest difference "
@@ -160,7 +151,7 @@ def part_convs() -> None:
                     samples: dict = {k: [] for k in engines}
                     for _ in range(3):
                         for k, (fn, a) in engines.items():
-                            samples[k] += _time(fn, a, 10)
+                            samples[k] += time_calls(fn, a, 10, CUDA)
             except Exception as e:  # noqa: BLE001  (the line says why)
                 print(f"| {row} | {layout} | failed: {type(e).__name__}: {str(e)[:140]} | | | | |")
                 continue
@@ -212,7 +203,7 @@ def part_linears() -> None:
             samples: dict = {k: [] for k in variants}
             for _ in range(3):
                 for k, v in variants.items():
-                    samples[k] += _time(v, args, 10)
+                    samples[k] += time_calls(v, args, 10, CUDA)
         ms = {k: statistics.median(v) for k, v in samples.items()}
         print(f"| {row} | {ms['eager']:.2f} | {ms['strided']:.2f} ({ms['strided'] / ms['eager']:.2f}x) | "
               f"{ms['matmul']:.2f} ({ms['matmul'] / ms['eager']:.2f}x) | {diff:.1e} |", flush=True)
