@@ -104,7 +104,7 @@ def in_memory_passes(graph: Graph, tensors=()) -> tuple:
     they are all on CUDA, none elsewhere (default-deny: a device nobody measured gets torch's ops)."""
     if runs_on_cpu(graph, tensors):
         return IN_MEMORY_PASSES
-    held = [c for c in graph.constants if isinstance(c, torch.Tensor)] + list(tensors)
+    held = _held(graph, tensors)
     if all(t.device.type == "cuda" for t in held) and all(t.device.startswith("cuda") for t in _tensor_types(graph)):
         return CUDA_IN_MEMORY_PASSES
     return ()
@@ -116,7 +116,7 @@ def runs_on_cpu(graph: Graph, tensors=()) -> bool:
     and buffers) and every tensor type it recorded is on the CPU. A program traced on another device,
     moved there or loaded there with ``map_location`` keeps torch's ops, which run on every device
     (default-deny: a device nobody listed gets no CPU kernel)."""
-    held = [c for c in graph.constants if isinstance(c, torch.Tensor)] + list(tensors)
+    held = _held(graph, tensors)
     if any(t.device.type != "cpu" for t in held):
         return False
     return all(t.device == "cpu" for t in _tensor_types(graph))
@@ -133,6 +133,11 @@ def program_device(traced) -> str:
     others += [v.type.device for v in graph.inputs if getattr(v, "type", None) is not None
                and getattr(v.type, "device", "cpu") != "cpu"]
     return others[0] if others else "another device"
+
+
+def _held(graph: Graph, tensors) -> list:
+    """The tensors a program holds: its constants and ``tensors`` (a module's preserved parameters and buffers)."""
+    return [c for c in graph.constants if isinstance(c, torch.Tensor)] + list(tensors)
 
 
 def _tensor_types(graph: Graph):
