@@ -5,6 +5,7 @@
 #   OUT=/some/dir scripts/gpu_check.sh                 # PYTHON=... to pick the interpreter
 #   TOTAL_S=480 BENCH_ARGS="--rounds 3" scripts/gpu_check.sh
 #   PARTS="tests bench" PYTEST_ARGS="-n 4" scripts/gpu_check.sh    # parts: tests bench profile compile (default: all)
+#   COLUMNS="eager jit_freeze_ofi tracejit_cuda_graphs" ROWS="bert/1/fp32" scripts/gpu_check.sh   # fewer bench cells
 #
 # Parts, each under `timeout` (its own cap, and never past the total), each run even when the one
 # before failed or timed out:
@@ -92,8 +93,8 @@ wanted tests && part "pytest: the suite's cuda tests" "${TESTS_S:-200}" "$OUT/py
 # shellcheck disable=SC2086
 wanted bench && part "bench_gpu.py (every column but torch.compile's)" "${BENCH_S:-230}" "$OUT/bench_gpu.md" \
   "$PYTHON" bench/bench_gpu.py "${DRY[@]}" --json "$OUT/bench_gpu.json" ${ROWS:+--rows $ROWS} \
-  --columns eager eager_cuda_graph jit_trace jit_freeze_ofi ort_cuda tracejit_trace tracejit_ofi \
-            tracejit_cuda_graphs tracejit_cuda_graphs_bf16 ${BENCH_ARGS:-}
+  --columns ${COLUMNS:-eager eager_cuda_graph jit_trace jit_freeze_ofi ort_cuda tracejit_trace tracejit_ofi \
+            tracejit_cuda_graphs tracejit_cuda_graphs_bf16} ${BENCH_ARGS:-}
 # (not in a dry run: it measures cuDNN and CUDA kernels, nothing the CPU has)
 wanted profile && [[ "${DRY_RUN:-0}" != 1 ]] && part "gpu_peer_profile.py (kernels per call; cuDNN fusion and linear layout experiments)" \
   "${PROFILE_S:-90}" "$OUT/profile.md" "$PYTHON" bench/gpu_peer_profile.py

@@ -261,3 +261,29 @@ def test_cudnn_fused_convs_give_eagers_answers_and_keep_nan(dtype):
         assert want.any()
         for program in (optimized, graphs):
             assert torch.equal(torch.isnan(program(bad)), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_linear_weights_on_cuda_are_stored_transposed_and_answers_stay_eagers(dtype):
+    from tracejit.passes.linear_weight_layout import transposed_weights
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64), nn.LayerNorm(64)).eval().to(DEVICE, dtype)
+    x = torch.randn(2, 5, 64, device=DEVICE, dtype=dtype)
+    with torch.no_grad():
+        traced = tracejit.trace(net, (x,))
+        optimized = tracejit.optimize_for_inference(traced)
+        graphs = tracejit.optimize_for_inference(traced, backend="cuda_graphs")
+        assert transposed_weights(optimized.graph) == 2   # the "nn" GEMM layout torch.jit's freeze runs
+        tol = 1e-4 if dtype == torch.float32 else 3e-2
+        for shape in ((1, 1, 64), (4, 9, 64), (3, 64)):
+            y = torch.randn(shape, device=DEVICE, dtype=dtype)
+            want = net(y)
+            assert want.std() > 0.1   # the input moves the output
+            for program in (traced, optimized, graphs):
+                _close(program(y).float(), want.float(), tol)
+        buffer = io.BytesIO()
+        tracejit.save(optimized, buffer)
+        buffer.seek(0)
+        loaded = tracejit.load(buffer)
+        y = torch.randn(2, 3, 64, device=DEVICE, dtype=dtype)
+        _close(loaded(y).float(), net(y).float(), tol)
