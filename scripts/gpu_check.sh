@@ -6,6 +6,7 @@
 #   TOTAL_S=480 BENCH_ARGS="--rounds 3" scripts/gpu_check.sh
 #   PARTS="tests bench" PYTEST_ARGS="-n 4" scripts/gpu_check.sh    # parts: tests bench profile compile (default: all)
 #   COLUMNS="eager jit_freeze_ofi tracejit_cuda_graphs" ROWS="bert/1/fp32" scripts/gpu_check.sh   # fewer bench cells
+#   PROFILE_ARGS="--part kernels" scripts/gpu_check.sh   # one part of the profile
 #
 # Parts, each under `timeout` (its own cap, and never past the total), each run even when the one
 # before failed or timed out:
@@ -97,7 +98,7 @@ wanted bench && part "bench_gpu.py (every column but torch.compile's)" "${BENCH_
             tracejit_cuda_graphs tracejit_cuda_graphs_bf16} ${BENCH_ARGS:-}
 # (not in a dry run: it measures cuDNN and CUDA kernels, nothing the CPU has)
 wanted profile && [[ "${DRY_RUN:-0}" != 1 ]] && part "gpu_peer_profile.py (kernels per call; cuDNN fusion and linear layout experiments)" \
-  "${PROFILE_S:-90}" "$OUT/profile.md" "$PYTHON" bench/gpu_peer_profile.py
+  "${PROFILE_S:-90}" "$OUT/profile.md" "$PYTHON" bench/gpu_peer_profile.py ${PROFILE_ARGS:-}
 # shellcheck disable=SC2086
 wanted compile && part "bench_gpu.py torch.compile at batch 1" "${COMPILE_S:-150}" "$OUT/bench_compile.md" \
   "$PYTHON" bench/bench_gpu.py "${DRY[@]}" --json "$OUT/bench_compile.json" --rows resnet50/1/fp32 bert/1/fp32 \

@@ -34,3 +34,9 @@ def no_tf32():
     def restore():
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
     return restore
+
+
+def cpu_only_kernels(graph) -> list:
+    """The kernel nodes of ``graph`` that are not CUDA ones (cuDNN's fused convs, passes/cuda_conv_kernels.py):
+    numpy, numexpr and oneDNN kernels have no business in a CUDA program."""
+    return [n.attrs["ops"] for n in graph.nodes if n.op == "tracejit::kernel" and not n.attrs["ops"].startswith("cudnn:")]

@@ -19,7 +19,7 @@ import torch
 
 import tracejit
 
-from cuda_case import DEVICE, needs_cuda, no_tf32, on
+from cuda_case import DEVICE, cpu_only_kernels, needs_cuda, no_tf32, on
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench"))
 from zoo_models import ZOO  # noqa: E402
@@ -105,7 +105,7 @@ def test_traced_on_cuda_gives_eagers_answers_on_new_shapes(name):
         graph = optimized.forward.run_graph if hasattr(optimized, "forward") and hasattr(optimized.forward, "run_graph") \
             else None
         if graph is not None and DEVICE.type != "cpu":   # (a dry run on the CPU may choose them)
-            assert [n for n in graph.nodes if n.op == "tracejit::kernel"] == [], "a CPU-only kernel on CUDA"
+            assert cpu_only_kernels(graph) == [], "a CPU-only kernel on CUDA"
         for what, args in _calls(make).items():
             _assert_eager(optimized(*args), model(*args), OPTIMIZED_TOL_OF.get(name, OPTIMIZED_TOL),
                           f"{name} optimized on cuda, {what}")

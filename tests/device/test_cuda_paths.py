@@ -16,7 +16,7 @@ from torch import nn
 
 import tracejit
 
-from cuda_case import DEVICE, needs_cuda, no_tf32, real_cuda_only
+from cuda_case import DEVICE, cpu_only_kernels, needs_cuda, no_tf32, real_cuda_only
 
 pytestmark = [needs_cuda, pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")]
 
@@ -165,7 +165,7 @@ def test_save_on_the_cpu_load_onto_cuda_and_back():
             _close(again(x), want, 1e-3)
         if DEVICE.type != "cpu":
             graph = again.forward.run_graph
-            assert [n for n in graph.nodes if n.op == "tracejit::kernel"] == [], "a CPU-only kernel on CUDA"
+            assert cpu_only_kernels(graph) == [], "a CPU-only kernel on CUDA"
         buf = io.BytesIO()
         tracejit.save(loaded, buf)
         buf.seek(0)
@@ -267,15 +267,17 @@ def test_cudnn_fused_convs_give_eagers_answers_and_keep_nan(dtype):
 def test_linear_weights_on_cuda_are_stored_transposed_and_answers_stay_eagers(dtype):
     from tracejit.passes.linear_weight_layout import transposed_weights
     torch.manual_seed(0)
-    net = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64), nn.LayerNorm(64)).eval().to(DEVICE, dtype)
-    x = torch.randn(2, 5, 64, device=DEVICE, dtype=dtype)
+    # BERT-base's sizes: large enough that the CPU would hand them to oneDNN (passes/linear_kernels.MIN_MACS)
+    net = nn.Sequential(nn.Linear(768, 3072), nn.GELU(), nn.Linear(3072, 768), nn.LayerNorm(768)).eval().to(DEVICE, dtype)
+    x = torch.randn(2, 64, 768, device=DEVICE, dtype=dtype)
     with torch.no_grad():
         traced = tracejit.trace(net, (x,))
         optimized = tracejit.optimize_for_inference(traced)
         graphs = tracejit.optimize_for_inference(traced, backend="cuda_graphs")
-        assert transposed_weights(optimized.graph) == 2   # the "nn" GEMM layout torch.jit's freeze runs
+        if DEVICE.type == "cuda":   # (a dry run on the CPU hands these sizes to oneDNN instead)
+            assert transposed_weights(optimized.graph) == 2   # the "nn" GEMM layout torch.jit's freeze runs
         tol = 1e-4 if dtype == torch.float32 else 3e-2
-        for shape in ((1, 1, 64), (4, 9, 64), (3, 64)):
+        for shape in ((1, 1, 768), (4, 9, 768), (3, 768)):
             y = torch.randn(shape, device=DEVICE, dtype=dtype)
             want = net(y)
             assert want.std() > 0.1   # the input moves the output
@@ -285,5 +287,21 @@ def test_linear_weights_on_cuda_are_stored_transposed_and_answers_stay_eagers(dt
         tracejit.save(optimized, buffer)
         buffer.seek(0)
         loaded = tracejit.load(buffer)
-        y = torch.randn(2, 3, 64, device=DEVICE, dtype=dtype)
+        y = torch.randn(2, 3, 768, device=DEVICE, dtype=dtype)
         _close(loaded(y).float(), net(y).float(), tol)
+
+
+def test_load_without_map_location_puts_tensors_back_on_the_gpu_as_torch_jit_load_does():
+    net = _net()
+    x = _x(2, 4)
+    with torch.no_grad():
+        for program in (tracejit.trace(net, (x,)), tracejit.optimize_for_inference(tracejit.trace(net, (x,)))):
+            buf = io.BytesIO()
+            tracejit.save(program, buf)
+            buf.seek(0)
+            loaded = tracejit.load(buf)
+            held = [t for t in loaded.state_dict().values()] + [c for _, _, g in loaded.program.graphs()
+                                                                for c in g.constants if isinstance(c, torch.Tensor)]
+            assert held and {t.device for t in held} == {x.device}
+            y = _x(5, 4)
+            _close(loaded(y), net(y), 1e-3)

@@ -168,3 +168,18 @@ def test_linear_weights_keep_their_layout_off_the_cpu():
 
     assert transposed_weights(optimized("cpu").graph) == 2   # the layout the CPU's BLAS runs fastest
     assert transposed_weights(optimized("meta").graph) == 0
+
+
+def test_a_large_linear_off_the_cpu_is_never_left_to_onednn(monkeypatch):
+    """The CPU hands a large linear to oneDNN (and keeps its weight plain for it); a weight on another device
+    (meta standing for CUDA, whose layout was measured) gets the transposed layout instead."""
+    from tracejit.passes import linear_weight_layout
+    from tracejit.passes.linear_kernels import runs_in_onednn
+    monkeypatch.setattr(linear_weight_layout, "MEASURED_DEVICES", ("cpu", "cuda", "meta"))
+    net = nn.Sequential(nn.Linear(768, 3072), nn.GELU(), nn.Linear(3072, 768)).eval().to("meta")
+    with torch.no_grad():
+        traced = tracejit.trace(net, (torch.randn(4, 64, 768, device="meta"),), check_trace=False)
+        optimized = tracejit.optimize_for_inference(traced)
+    linears = [n for n in optimized.graph.nodes if n.op == "aten::linear.default"]
+    assert len(linears) == 2 and not any(runs_in_onednn(n, torch.empty(3072, 768, device="meta")) for n in linears)
+    assert linear_weight_layout.transposed_weights(optimized.graph) == 2

@@ -53,3 +53,44 @@ def test_a_device_read_follows_map_location(make):
     x = torch.randn(5, 4)
     torch.testing.assert_close(back(x), fn(x))
     assert program_device(back) == "cpu"
+
+
+# ------------------------------------------------------------------ load without map_location: the saved devices
+def _net_file_naming(device_text):
+    """A saved CPU Net whose document says its weight was saved on ``device_text`` (what a GPU save writes)."""
+    from filesurgery import rewrite
+    torch.manual_seed(0)
+    net = Net().eval()
+    raw = _saved(tracejit.trace(net, (torch.randn(2, 4),))).getvalue()
+
+    def edit(doc):
+        assert "tensor_devices" not in doc["program"]   # an all-CPU program writes no device table
+        doc["program"]["tensor_devices"] = {"lin.weight": device_text}
+    return net, rewrite(raw, edit)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CUDA machine loads it there: tests/device/test_cuda_paths.py")
+def test_a_file_saved_on_cuda_needs_map_location_where_cuda_is_missing():
+    net, raw = _net_file_naming("cuda:0")
+    with pytest.raises(tracejit.LoadError, match=r"saved with tensors on cuda:0.*no CUDA device.*map_location='cpu'"):
+        tracejit.load(io.BytesIO(raw))
+    loaded = tracejit.load(io.BytesIO(raw), map_location="cpu")   # as torch.jit.load: map_location puts it here
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(loaded(x), net(x))
+
+
+@pytest.mark.parametrize("text", ["mps", "cpu", "cuda:1; rm -rf", "cuda:99999", "", 7])
+def test_a_file_names_only_cuda_devices(text):
+    _, raw = _net_file_naming(text)
+    for where in (None, "cpu"):
+        with pytest.raises(tracejit.LoadError, match="names the device .*a file records only 'cuda' or 'cuda:N'"):
+            tracejit.load(io.BytesIO(raw), map_location=where)
+
+
+def test_a_malformed_device_table_is_a_load_error():
+    from filesurgery import rewrite
+    raw = _saved(tracejit.trace(Net(), (torch.randn(2, 4),))).getvalue()
+    bad = rewrite(raw, lambda doc: doc["program"].__setitem__("tensor_devices", ["lin.weight", "cuda:0"]))
+    for where in (None, "cpu"):
+        with pytest.raises(tracejit.LoadError, match="tensor_devices table is malformed"):
+            tracejit.load(io.BytesIO(bad), map_location=where)

@@ -67,7 +67,7 @@ def cmd_export(args) -> int:
     if args.max_batch_size is not None and args.max_batch_size < 0:
         raise CLIError(f"--max-batch-size must be >= 0; got {args.max_batch_size}", USAGE_ERROR)
     try:
-        program = read_program(args.file)   # nothing compiled: export_onnx takes the Program
+        program = read_program(args.file, map_location="cpu")   # nothing compiled; ONNX is device-free
     except CLIError as e:
         raise CLIError(str(e), USAGE_ERROR) from None
     proto, notes = export(program, args)

@@ -12,7 +12,7 @@ NETRON_HINT = "pip install netron"
 
 
 def cmd_netron(args) -> int:
-    program = read_program(args.file)   # the file's Program: nothing compiled (export_onnx takes it)
+    program = read_program(args.file, map_location="cpu")   # the file's Program: nothing compiled (export_onnx takes it)
     out = args.output or os.path.splitext(args.file)[0] + ".onnx"
     proto, notes = export_quietly(program, args.file, out, doc_strings=True)
     print(f"{escape(out)}: ONNX model of {escape(args.file)}, {len(proto.graph.node)} nodes, each with its source "

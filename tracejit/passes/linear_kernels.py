@@ -70,10 +70,12 @@ def _linear_spec(graph: Graph, linear: Node):
 
 def runs_in_onednn(linear: Node, weight) -> bool:
     """Will this pass hand ``linear`` (weight ``weight``) to oneDNN: is oneDNN there and the product
-    large when traced (below ``MIN_MACS`` torch's linear costs less than oneDNN's call)?"""
+    large when traced (below ``MIN_MACS`` torch's linear costs less than oneDNN's call)? Never for a weight off the
+    CPU (oneDNN here is the CPU's)."""
     x = linear.args[0] if linear.args else None
     shape = getattr(getattr(x, "type", None), "shape", None)
-    if not available() or not isinstance(weight, torch.Tensor) or weight.dim() != 2 or not shape \
+    if not available() or not isinstance(weight, torch.Tensor) or weight.device.type != "cpu" or weight.dim() != 2 \
+            or not shape \
             or any(not isinstance(s, int) or s < 0 for s in shape):
         return False
     return math.prod(shape) * weight.shape[0] >= MIN_MACS

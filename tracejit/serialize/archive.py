@@ -122,6 +122,7 @@ class _Tensors:
     def __init__(self):
         self.by_id: dict[int, str] = {}
         self.tensors: dict[str, torch.Tensor] = {}
+        self.devices: dict[str, str] = {}   # key -> the device of a tensor saved off the CPU (load puts it back)
 
     def key(self, t: torch.Tensor, key: str) -> str:
         if id(t) in self.by_id:
@@ -129,6 +130,8 @@ class _Tensors:
         data = t.detach()
         if data.device.type == "meta":
             raise SaveError(f"tensor {key!r} is on the meta device and has no data to save")
+        if data.device.type != "cpu":
+            self.devices[key] = str(data.device)
         data = data.to("cpu").contiguous()
         self.by_id[id(t)] = key
         self.tensors[key] = data
@@ -173,9 +176,9 @@ def program_document(program: Program):
     if program.kind == "function":
         idx = graphs.add(program.graph("forward"), "", "forward")
         specs = specializations.encode_table(program, graphs)
-        return {"kind": "function", "name": str(program.name), "graphs": graphs.table,
-                "methods": [["forward", idx]], "specializations": specs,
-                "ledger": _ledger(program.ledger)}, store.tensors
+        return _with_devices({"kind": "function", "name": str(program.name), "graphs": graphs.table,
+                              "methods": [["forward", idx]], "specializations": specs,
+                              "ledger": _ledger(program.ledger)}, store)
     modules = []
     for m in program.modules:
         path = m.path
@@ -189,8 +192,16 @@ def program_document(program: Program):
                         "buffers": buffers, "non_persistent": sorted(m.non_persistent),
                         "methods": methods, "children": [list(c) for c in m.children]})
     specs = specializations.encode_table(program, graphs)
-    return {"kind": "module", "name": program.name, "graphs": graphs.table, "modules": modules,
-            "specializations": specs, "ledger": _ledger(program.ledger)}, store.tensors
+    return _with_devices({"kind": "module", "name": program.name, "graphs": graphs.table, "modules": modules,
+                          "specializations": specs, "ledger": _ledger(program.ledger)}, store)
+
+
+def _with_devices(document: dict, store: _Tensors):
+    """``(document, tensors)``, the document naming the device of each tensor saved off the CPU (a program all
+    on the CPU writes the same document as before the field existed)."""
+    if store.devices:
+        document["tensor_devices"] = dict(sorted(store.devices.items()))
+    return document, store.tensors
 
 
 def _ledger(entries) -> list:

@@ -21,7 +21,7 @@ from . import limits
 from .file_format import BACKEND_CHOICE_FILE, parse_choice, CRC_PLACEHOLDER as _CRC_PLACEHOLDER, FORMAT, MAX_HEADER, SCHEMA_VERSION
 from .file_format import ST_DTYPES as _ST_DTYPES
 from .crc import combine, crc32, crc_of
-from .relocate import relocate
+from .relocate import relocate, saved_devices
 from .expansion import check_expansion
 from ..program import Program
 from ..runtime.assemble import compile_loaded
@@ -33,7 +33,8 @@ from ..patterns import LazyPattern
 def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True, mmap: bool = False):
     """Load a program saved by ``tracejit.save``; returns a TracedFunction or TracedModule.
 
-    ``map_location``: a device or string ("cpu", "cuda:0", "meta") to put the tensors on.
+    ``map_location``: a device or string ("cpu", "cuda:0", "meta") to put the tensors on; without it each tensor
+    goes back to the device it was saved from, as with ``torch.jit.load`` (LoadError where this machine lacks it).
     ``extra_files``: a dict whose keys name extra files to read back; their contents (bytes) are filled in.
     ``mmap``: map the weights from the file (copy-on-write) instead of reading them into memory.
     Faster for big files, but the file must then stay as it is while the program lives: if it is
@@ -204,10 +205,11 @@ def _decode(buf, map_location, extra_files, check_integrity: bool, data_crc=None
     if check_integrity:
         _check_crc(buf, header_len, doc.get("crc32"), data_crc)
     data_start = 8 + header_len
-    tensors = _tensors(header, buf, data_start, size, map_location)
     program = doc.get("program")
     if not isinstance(program, dict):
         raise LoadError("the file holds no program")
+    devices = saved_devices(program, restore=map_location is None)
+    tensors = _tensors(header, buf, data_start, size, map_location, devices)
     budget = limits.max_elements(size)
     if extra_files is not None:
         stored = program.get("extra_files", {})
@@ -294,8 +296,9 @@ def _check_crc(buf, header_len: int, stored, data_crc=None) -> None:
                         "damaged (a flipped byte, a truncation, or an edit)")
 
 
-def _tensors(header: dict, buf, data_start: int, size: int, map_location) -> dict:
-    device = torch.device(map_location) if map_location is not None else None
+def _tensors(header: dict, buf, data_start: int, size: int, map_location, saved_on: dict) -> dict:
+    """The file's tensors by key, on ``map_location``, else each on the device ``saved_on`` names, else the CPU."""
+    mapped = torch.device(map_location) if map_location is not None else None
     spans = []
     out = {}
     data_len = size - data_start
@@ -323,6 +326,7 @@ def _tensors(header: dict, buf, data_start: int, size: int, map_location) -> dic
             raise LoadError(f"{where}: its data ({begin}..{end}) does not fit its shape {shape} and dtype, or lies "
                             f"outside the file's {data_len} data bytes")
         spans.append((begin, end, key))
+        device = mapped if mapped is not None else saved_on.get(key)
         if device is not None and device.type == "meta":
             out[key] = torch.empty(shape, dtype=dtype, device="meta")
             continue

@@ -1,4 +1,12 @@
-"""``load(..., map_location=device)`` moves a program's devices, not only its tensors.
+"""Where a loaded program's tensors go: back to the devices they were saved from, or to ``map_location``.
+
+``load`` without ``map_location`` puts each tensor back on the device it was saved from, as ``torch.jit.load``
+and ``torch.load`` do: the file records, for each tensor saved off the CPU, its device (``"tensor_devices"`` in
+the program document; docs/FORMAT.md), read back here only as ``cuda`` or ``cuda:N``. A file that names a device
+this machine lacks fails with a LoadError that says to pass ``map_location``. Files from before the field load on
+the CPU, as they always did.
+
+``load(..., map_location=device)`` moves a program's devices, not only its tensors.
 
 A program traced on one device and loaded onto another with ``map_location`` runs its tensors there; what
 it recorded about devices moves with them:
@@ -14,9 +22,38 @@ says (docs/CAPTURE.md).
 """
 from __future__ import annotations
 
+import re
+
 import torch
 
+from ..errors import LoadError
 from ..ir import GUARD, TensorType
+
+_SAVED_DEVICE = re.compile(r"cuda(:[0-9]{1,3})?")
+
+
+def saved_devices(program: dict, restore: bool = True) -> dict:
+    """``{tensor key: torch.device}`` for the tensors ``program`` (a file's program document) records as saved off
+    the CPU; with ``restore`` (no ``map_location``) checks each device is one this machine has (LoadError
+    otherwise, naming ``map_location``), else checks the table's form only and returns ``{}``."""
+    recorded = program.get("tensor_devices", {})
+    if not isinstance(recorded, dict):
+        raise LoadError("the program's tensor_devices table is malformed (expected tensor name -> device)")
+    out = {}
+    for key, text in recorded.items():
+        if not isinstance(text, str) or not _SAVED_DEVICE.fullmatch(text):
+            raise LoadError(f"tensor {str(key)[:80]!r} names the device {str(text)[:40]!r}: a file records only "
+                            "'cuda' or 'cuda:N'")
+        device = torch.device(text)
+        if not restore:
+            continue
+        if not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count():
+            have = f"{torch.cuda.device_count()} CUDA device(s)" if torch.cuda.is_available() else \
+                "no CUDA device (torch.cuda.is_available() is False)"
+            raise LoadError(f"the program was saved with tensors on {text}, and this machine has {have}; "
+                            "pass map_location='cpu' (or another device) to load it there")
+        out[key] = device
+    return out
 
 
 def target_device(map_location) -> str:
