@@ -265,6 +265,7 @@ def test_cudnn_fused_convs_give_eagers_answers_and_keep_nan(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_linear_weights_on_cuda_are_stored_transposed_and_answers_stay_eagers(dtype):
+    from tracejit.passes.cuda_linear_kernels import cuda_linear_nodes
     from tracejit.passes.linear_weight_layout import transposed_weights
     torch.manual_seed(0)
     # BERT-base's sizes: large enough that the CPU would hand them to oneDNN (passes/linear_kernels.MIN_MACS)
@@ -276,13 +277,20 @@ def test_linear_weights_on_cuda_are_stored_transposed_and_answers_stay_eagers(dt
         graphs = tracejit.optimize_for_inference(traced, backend="cuda_graphs")
         if DEVICE.type == "cuda":   # (a dry run on the CPU hands these sizes to oneDNN instead)
             assert transposed_weights(optimized.graph) == 2   # the "nn" GEMM layout torch.jit's freeze runs
+            assert len(cuda_linear_nodes(optimized.forward.run_graph)) == 2   # run as x @ Wt + b
         tol = 1e-4 if dtype == torch.float32 else 3e-2
-        for shape in ((1, 1, 768), (4, 9, 768), (3, 768)):
+        for shape in ((1, 1, 768), (4, 9, 768), (3, 768), (2, 700, 768)):   # the last: more rows than MAX_ROWS
             y = torch.randn(shape, device=DEVICE, dtype=dtype)
             want = net(y)
             assert want.std() > 0.1   # the input moves the output
             for program in (traced, optimized, graphs):
                 _close(program(y).float(), want.float(), tol)
+    x = torch.randn(3, 4, 768, device=DEVICE, dtype=dtype, requires_grad=True)   # autograd: torch's linear
+    optimized(x).float().square().sum().backward()
+    got, x.grad = x.grad, None
+    net(x).float().square().sum().backward()
+    _close(got.float(), x.grad.float(), tol * 10)
+    with torch.no_grad():
         buffer = io.BytesIO()
         tracejit.save(optimized, buffer)
         buffer.seek(0)

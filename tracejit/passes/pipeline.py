@@ -25,6 +25,7 @@ from .fold_constants import fold_constants
 from .conv_kernels import fuse_conv_kernels
 from .conv_layout import conv_weights_channels_last
 from .cuda_conv_kernels import fuse_cudnn_convs
+from .cuda_linear_kernels import fuse_cuda_linears
 from .fold_conv_bn import fold_conv_batch_norm
 from .graph_copy import copy_graph
 from .inline import inline_calls
@@ -92,9 +93,10 @@ IN_MEMORY_PASSES = (
     ("fuse_numpy_regions", fuse_numpy_regions),
     ("fuse_linear_kernels", fuse_linear_kernels),
 )
-# the lowering passes of a program whose tensors are all on CUDA (cuDNN's fused conv + relu)
+# the lowering passes of a program whose tensors are all on CUDA (cuDNN's fused conv + relu; linears as "nn" GEMMs)
 CUDA_IN_MEMORY_PASSES = (
     ("fuse_cudnn_convs", fuse_cudnn_convs),
+    ("fuse_cuda_linears", fuse_cuda_linears),
 )
 
 
