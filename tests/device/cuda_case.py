@@ -37,6 +37,7 @@ def no_tf32():
 
 
 def cpu_only_kernels(graph) -> list:
-    """The kernel nodes of ``graph`` that are not CUDA ones (cuDNN's fused convs, passes/cuda_conv_kernels.py):
-    numpy, numexpr and oneDNN kernels have no business in a CUDA program."""
-    return [n.attrs["ops"] for n in graph.nodes if n.op == "tracejit::kernel" and not n.attrs["ops"].startswith("cudnn:")]
+    """The kernel nodes of ``graph`` that are not CUDA ones (cuDNN's fused convs, passes/cuda_conv_kernels.py; linears
+    as "nn" GEMMs, passes/cuda_linear_kernels.py): numpy, numexpr and oneDNN kernels have no business in a CUDA program."""
+    return [n.attrs["ops"] for n in graph.nodes if n.op == "tracejit::kernel"
+            and not n.attrs["ops"].startswith(("cudnn:", "cuda:"))]
