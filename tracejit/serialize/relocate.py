@@ -22,14 +22,13 @@ says (docs/CAPTURE.md).
 """
 from __future__ import annotations
 
-import re
-
 import torch
 
 from ..errors import LoadError
 from ..ir import GUARD, TensorType
+from ..patterns import LazyPattern
 
-_SAVED_DEVICE = re.compile(r"cuda(:[0-9]{1,3})?")
+_SAVED_DEVICE = LazyPattern(r"cuda(:[0-9]{1,3})?")   # (compiled on first use: a server's import compiles none)
 
 
 def saved_devices(program: dict, restore: bool = True) -> dict:
