@@ -118,9 +118,22 @@ def reshaped_by_count(x):
     return kept.reshape(n, 1) * 2
 
 
+@pytest.fixture(params=[None, 1], ids=["threads-default", "threads-1"])
+def threads(request):
+    """torch's thread count while the program is built (the backends take theirs from it). At one inference thread
+    OpenVINO's synchronous infer returned without computing where the traced Reshape no longer fit the data: the
+    last call's answer came back as this call's, its guard outputs True (found running the suite with
+    OMP_NUM_THREADS=1)."""
+    before = torch.get_num_threads()
+    if request.param is not None:
+        torch.set_num_threads(request.param)
+    yield request.param
+    torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("backend, options", [("onnxruntime", {}), ("openvino", {}),
                                               ("openvino", {"static_shapes": True})])
-def test_where_the_traced_shapes_no_longer_fit_the_run_names_the_failed_guard(backend, options):
+def test_where_the_traced_shapes_no_longer_fit_the_run_names_the_failed_guard(backend, options, threads):
     """With another count of positives the exported Reshape to the traced count cannot run: the backend computes
     the guard outputs alone and raises the GuardError naming the line, not the runtime's error. Later calls where
     the guard holds are answered (OpenVINO kept the failed run's shapes in its compiled model: each later call
