@@ -23,3 +23,16 @@ def device(request) -> torch.device:
     """The device a test runs on: the CPU always, and CUDA where one is present (skipped otherwise).
     A test that takes it builds its inputs and modules there and compares with eager on the same device."""
     return torch.device(request.param)
+
+
+# Tests that bound CPU seconds or wall time, or count threads: `make test` runs them alone, after the rest has run
+# in two pytest-xdist workers (a neighbour's work would eat their budgets). A directory or a file, from tests/.
+SERIAL = ("security/", "threads/", "ir/test_graph_printer.py", "export/test_bench_ort_peer_bound.py",
+          "passes/test_numexpr_groups.py", "serialize/test_save_effects.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        where = os.path.relpath(str(item.path), _HERE).replace(os.sep, "/")
+        if where.startswith(SERIAL):
+            item.add_marker(pytest.mark.serial)
