@@ -17,21 +17,17 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .weights_kernel import WeightsKernel
+
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAX_ROWS = 1024
 
 
-class CudaLinear:
+class CudaLinear(WeightsKernel):
     """``linear(x, weight, bias)`` with ``weight`` stored transposed (``weight.t()`` contiguous), called as ``k(x)``."""
 
     def __init__(self, weight, bias):
-        self.weight, self.bias = weight, bias
-        self.constants = [weight] + ([bias] if bias is not None else [])
-        self.kernel = self   # the protocol runtime/constants.py moves kernels by (``.kernel.moved(fn).function``)
-
-    @property
-    def function(self):
-        return self
+        self._hold(weight, bias)
 
     def describe(self) -> str:
         return f"linear {tuple(self.weight.shape)} as matmul" + (" + bias" if self.bias is not None else "")

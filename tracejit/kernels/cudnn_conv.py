@@ -17,6 +17,8 @@ import functools
 
 import torch
 
+from .weights_kernel import WeightsKernel
+
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -46,20 +48,14 @@ def _pair(v) -> list[int]:
     return [int(v), int(v)] if isinstance(v, int) else [int(x) for x in v]
 
 
-class CudnnConvRelu:
+class CudnnConvRelu(WeightsKernel):
     """``relu(conv2d(x, weight, bias, ...) [+ residual])``, called as ``conv(x)`` or ``conv(x, residual)``."""
 
     def __init__(self, weight, bias, stride, padding, dilation, groups: int, *, residual: bool,
                  inplace_add: bool = True):
-        self.weight, self.bias = weight, bias
+        self._hold(weight, bias)
         self.stride, self.padding, self.dilation = _pair(stride), _pair(padding), _pair(dilation)
         self.groups, self.residual, self.inplace_add = int(groups), residual, inplace_add
-        self.constants = [weight] + ([bias] if bias is not None else [])
-        self.kernel = self   # the protocol runtime/constants.py moves kernels by (``.kernel.moved(fn).function``)
-
-    @property
-    def function(self):
-        return self
 
     def describe(self) -> str:
         return "conv2d" + ("+add" if self.residual else "") + "+relu"

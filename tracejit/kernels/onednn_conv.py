@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 
 from .onednn_activation import ACTIVATIONS, NAN_TO_NUMBER, label, recorded
+from .weights_kernel import WeightsKernel
 
 _F32 = torch.float32
 _STRIDED = torch.strided
@@ -43,7 +44,7 @@ def _pair(v) -> list[int]:
     return [int(v), int(v)] if isinstance(v, int) else [int(x) for x in v]
 
 
-class OneDnnConv:
+class OneDnnConv(WeightsKernel):
     """``activation(conv2d(x, weight, bias, ...) [+ residual], *scalars)``, called as ``conv(x)`` or
     ``conv(x, residual)``; ``activation`` is a key of kernels/onednn_activation.py's ``ACTIVATIONS``
     (with a residual: "none" or "relu")."""
@@ -51,7 +52,7 @@ class OneDnnConv:
     def __init__(self, weight, bias, stride, padding, dilation, groups: int, *, residual: bool,
                  activation: str = "none", scalars: tuple = (), example_shape=None, inplace_add: bool = True,
                  contiguous: bool = False):
-        self.weight, self.bias = weight, bias
+        self._hold(weight, bias)
         self.stride, self.padding, self.dilation = _pair(stride), _pair(padding), _pair(dilation)
         self.groups = int(groups)
         self.residual, self.activation, self.scalars = residual, activation, tuple(scalars)
@@ -60,8 +61,6 @@ class OneDnnConv:
             raise ValueError(f"OneDnnConv: a residual add takes activation 'none' or 'relu'; got {activation!r}")
         self.example_shape = example_shape
         self.contiguous = contiguous   # the result as torch's conv2d gives it (NCHW), for graphs that read strides
-        self.constants = [weight] + ([bias] if bias is not None else [])
-        self.kernel = self   # the protocol runtime/constants.py moves kernels by (``.kernel.moved(fn).function``)
         self._unary, self._algorithm, _ = ACTIVATIONS[activation]
         self.drops_nan = activation in NAN_TO_NUMBER   # see backends/fallback.py's finite-input check
         self._packed = self._pack()
@@ -70,10 +69,6 @@ class OneDnnConv:
             (ph, pw), (sh, sw), (dh, dw) = self.padding, self.stride, self.dilation
             # output size per spatial axis: (size + add) // stride + 1
             self._geometry = (ph * 2 - dh * (kh - 1) - 1, sh, pw * 2 - dw * (kw - 1) - 1, sw)
-
-    @property
-    def function(self):
-        return self
 
     def describe(self) -> str:
         return "conv2d" + ("+add" if self.residual else "") + label(self.activation)

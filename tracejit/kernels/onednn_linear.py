@@ -32,6 +32,7 @@ import torch
 
 from .onednn_activation import ACTIVATIONS, NAN_TO_NUMBER, label, recorded
 from .onednn_conv import packable, plain_f32
+from .weights_kernel import WeightsKernel
 
 MIN_MACS = 1 << 20   # below about a million multiply-adds torch's linear is faster (oneDNN's call overhead)
 MIN_MACS_ONE_THREAD = 1 << 23   # with one thread: below about 8M multiply-adds torch's linear is as fast or faster
@@ -46,23 +47,18 @@ def available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
-class OneDnnLinear:
+class OneDnnLinear(WeightsKernel):
     """``activation(linear(x, weight, bias), *scalars)``, called as ``linear(x)``; ``activation`` is a
     key of kernels/onednn_activation.py's ``ACTIVATIONS``."""
 
     def __init__(self, weight, bias, activation: str = "none", scalars: tuple = ()):
-        self.weight, self.bias, self.activation, self.scalars = weight, bias, activation, tuple(scalars)
-        self.constants = [weight] + ([bias] if bias is not None else [])
-        self.kernel = self   # the protocol runtime/constants.py moves kernels by (``.kernel.moved(fn).function``)
+        self._hold(weight, bias)
+        self.activation, self.scalars = activation, tuple(scalars)
         self._attr, self._algorithm, _ = ACTIVATIONS[activation]
         self.drops_nan = activation in NAN_TO_NUMBER   # see backends/fallback.py's finite-input check
         self._packed = self._pack()
         self._min_elements = -(-MIN_MACS // max(1, weight.shape[0])) if weight.dim() == 2 else 0
         self._min_elements_one_thread = -(-MIN_MACS_ONE_THREAD // max(1, weight.shape[0])) if weight.dim() == 2 else 0
-
-    @property
-    def function(self):
-        return self
 
     def describe(self) -> str:
         return "linear" + label(self.activation)

@@ -19,19 +19,16 @@ True
 """
 from __future__ import annotations
 
-import torch
-
 from ..ir import Graph, Node, TensorType, Value
 from ..kernels.cudnn_conv import DTYPES, CudnnConvRelu, fusion_keeps_nan
 from ..ops.convs import CONV2D as CONVS
 from .graph_copy import copy_graph
-from .kernel_chains import (activation_after, finish, int_or_pair, kernel_nodes, readers_of, replace_chain,
-                            sole_reader, write_order, writes_between)
+from .kernel_chains import (activation_after, finish, frozen_constant, int_or_pair, kernel_nodes, readers_of,
+                            replace_chain, sole_reader, write_order, writes_between)
 from .lowered import Lowered
 
 ADD_INPLACE = "aten::add_.Tensor"
 ADD = "aten::add.Tensor"
-CONSTANT = "tracejit::constant"
 DEVICE_TYPE = "cuda"   # (tests/passes/test_cuda_conv_kernels.py sets "meta" to prove the chains on a CPU machine)
 _DEFAULTS = (None, 1, 0, 1, 1)   # conv2d's bias, stride, padding, dilation, groups
 
@@ -75,12 +72,7 @@ def _cuda_4d(v, dtype=None, device=None) -> bool:
 
 def _constant(graph: Graph, v):
     """The frozen CUDA tensor ``v`` reads (a constant node), or None."""
-    if isinstance(v, Value) and v.producer is not None and v.producer.op == CONSTANT:
-        c = graph.constants[v.producer.attrs["index"]]
-        if type(c) in (torch.Tensor, torch.nn.Parameter) and c.device.type == DEVICE_TYPE and c.dtype in DTYPES \
-                and c.layout == torch.strided and not c.requires_grad:
-            return c
-    return None
+    return frozen_constant(graph, v, DEVICE_TYPE, DTYPES)
 
 
 def _conv_spec(graph: Graph, conv: Node):

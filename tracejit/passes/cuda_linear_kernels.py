@@ -13,16 +13,13 @@ True
 """
 from __future__ import annotations
 
-import torch
-
 from ..ir import Graph, TensorType, Value
 from ..kernels.cuda_linear import DTYPES, CudaLinear
 from .graph_copy import copy_graph
-from .kernel_chains import finish, kernel_nodes, readers_of, replace_chain
+from .kernel_chains import finish, frozen_constant, kernel_nodes, readers_of, replace_chain
 from .lowered import Lowered
 
 LINEAR = "aten::linear.default"
-CONSTANT = "tracejit::constant"
 DEVICE_TYPE = "cuda"   # (tests/passes/test_cuda_linear_kernels.py sets "meta" to prove the rewrite on a CPU machine)
 
 
@@ -59,12 +56,7 @@ def _on(v, weight) -> bool:
 
 def _constant(graph: Graph, v):
     """The frozen tensor on ``DEVICE_TYPE`` that ``v`` reads (a constant node), or None."""
-    if isinstance(v, Value) and v.producer is not None and v.producer.op == CONSTANT:
-        c = graph.constants[v.producer.attrs["index"]]
-        if type(c) in (torch.Tensor, torch.nn.Parameter) and c.device.type == DEVICE_TYPE and c.dtype in DTYPES \
-                and c.layout == torch.strided and not c.requires_grad:
-            return c
-    return None
+    return frozen_constant(graph, v, DEVICE_TYPE, DTYPES)
 
 
 def cuda_linear_nodes(graph: Graph) -> list:

@@ -111,9 +111,15 @@ def _rank_guard(node: Node) -> bool:
 
 def constant_f32(graph: Graph, v) -> torch.Tensor | None:
     """The frozen CPU float32 tensor ``v`` reads (a constant node), or None."""
+    return frozen_constant(graph, v, "cpu", (torch.float32,))
+
+
+def frozen_constant(graph: Graph, v, device_type: str, dtypes: tuple) -> torch.Tensor | None:
+    """The frozen strided tensor ``v`` reads (a constant node) when it is on ``device_type`` with one of ``dtypes``
+    and needs no gradient, else None."""
     if isinstance(v, Value) and v.producer is not None and v.producer.op == CONSTANT:
         c = graph.constants[v.producer.attrs["index"]]
-        if type(c) in (torch.Tensor, torch.nn.Parameter) and c.dtype == torch.float32 and c.device.type == "cpu" \
+        if type(c) in (torch.Tensor, torch.nn.Parameter) and c.dtype in dtypes and c.device.type == device_type \
                 and c.layout == torch.strided and not c.requires_grad:
             return c
     return None
