@@ -25,10 +25,7 @@ def device(request) -> torch.device:
     return torch.device(request.param)
 
 
-# Tests that bound CPU seconds or wall time, or count threads: `make test` runs them alone, after the rest has run
-# in two pytest-xdist workers (a neighbour's work would eat their budgets). A directory or a file, from tests/.
-SERIAL = ("security/", "threads/", "ir/test_graph_printer.py", "export/test_bench_ort_peer_bound.py",
-          "passes/test_numexpr_groups.py", "serialize/test_save_effects.py")
+from serial_tests import SERIAL  # noqa: E402  (the tests `make test` runs alone, after the parallel phase)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,0 +1,53 @@
+"""`make test` runs the suite in two pytest-xdist workers, then the tests marked serial alone
+(tests/serial_tests.py). A test that bounds time or CPU seconds, or counts threads, must run alone: a neighbour's
+work eats its budget. Default-deny: every test file that reads a clock or a thread count is in SERIAL, or listed here with the
+reason it is no bound (a new one fails this test until someone decides)."""
+from __future__ import annotations
+
+import os
+import re
+
+from serial_tests import SERIAL
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+READS_TIME = re.compile(r"perf_counter|process_time|monotonic\(|getrusage|RLIMIT_|get_num_threads|active_count|"
+                        r"threading\.enumerate")
+NOT_A_BOUND = {
+    "conftest.py": "marks the serial tests",
+    "serial_tests.py": "SERIAL itself",
+    "arch/test_serial_tests.py": "this test",
+    "compat/cases_model_code.py": "a clock read as a traced pattern (it must be refused), not a bound",
+    "guards/state_patterns.py": "clock reads as traced patterns, not bounds",
+    "guards/test_not_forward_code.py": "clock reads as traced patterns, not bounds",
+    "guards/test_state_patterns.py": "clock reads as traced patterns, not bounds",
+    "models/model_corpus.py": "records how long a trace took for the report; asserts nothing on it",
+    "viewer/test_sizes.py": "mentions CPU seconds in a docstring only",
+    "export/test_ort_backend.py": "compares onnxruntime's thread count with torch's in the same process",
+    "export/test_openvino_backend.py": "compares OpenVINO's thread count with torch's in the same process",
+    "passes/test_linear_kernels.py": "sets torch's threads for a case and restores them",
+    "serialize/test_bad_files.py": "names torch.set_num_threads as a function a file may not call",
+    "serve/test_serve_hf.py": "sets one thread while its children serve, and restores it",
+    "export/test_guard_outputs.py": "sets one thread for a case and restores it",
+}
+
+
+def test_every_file_that_reads_a_clock_or_a_thread_count_is_serial_or_says_why_not():
+    unlisted = []
+    for root, _, files in os.walk(TESTS):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(root, name)
+            where = os.path.relpath(path, TESTS).replace(os.sep, "/")
+            with open(path, encoding="utf-8") as f:
+                if not READS_TIME.search(f.read()):
+                    continue
+            if not where.startswith(SERIAL) and where not in NOT_A_BOUND:
+                unlisted.append(where)
+    assert unlisted == [], (f"these test files read a clock or a thread count but run in the parallel phase: "
+                            f"{unlisted}; add them to tests/conftest.py SERIAL, or to NOT_A_BOUND here with the reason")
+
+
+def test_the_reasons_name_files_that_exist():
+    missing = [w for w in NOT_A_BOUND if not os.path.exists(os.path.join(TESTS, w))]
+    assert missing == []
