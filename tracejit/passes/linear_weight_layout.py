@@ -7,10 +7,12 @@ FrozenLinearTranspose pass). The weight keeps its shape, values and dtype: only 
 change, so the graph is unchanged and saves as before (a saved tensor is written contiguous;
 ``optimize_for_inference`` on the loaded program lays it out again).
 
-Applies to a constant 2-d floating-point tensor on the CPU or on CUDA (measured on both: on an H200, cuBLAS runs
-BERT-base's linears at batch 1 as split-K "tn" GEMMs, 2.0 ms of a 2.9 ms call, where torch.jit's frozen program,
-whose weights are stored transposed, runs "nn" GEMMs in 0.77 ms; bench/gpu_peer_profile.py); a device nobody
-measured keeps its weights as they are (default-deny). Only a weight whose every use is the weight of an
+Applies to a constant 2-d floating-point tensor on the CPU or on CUDA (measured on both; a device nobody measured
+keeps its weights as they are: default-deny). On an H200 (bench/RESULTS.md, "GPU", 2026-11-27), BERT-base at batch
+32 (4096 rows, ``F.linear`` on the transposed weight) went from 18.95 to 18.37 ms per call in a CUDA graph; at batch
+1 (128 rows) the layout alone did not pay (cuBLAS picked unaligned kernels for ``F.linear``'s bias epilogue, 2.94 ms
+of GPU time against eager's 2.81) until passes/cuda_linear_kernels.py ran those linears as ``x @ Wt`` + bias, as
+torch.jit's frozen program does: 1.64 ms. Only a weight whose every use is the weight of an
 ``aten::linear`` that oneDNN will not run (passes/linear_kernels.py: that kernel runs a copy in
 oneDNN's blocked layout, and the plain weight only serves its fallback).
 """
