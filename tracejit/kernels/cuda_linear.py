@@ -28,6 +28,7 @@ class CudaLinear(WeightsKernel):
 
     def __init__(self, weight, bias):
         self._hold(weight, bias)
+        self._transposed = weight.dim() == 2 and weight.t().is_contiguous()   # (a conversion may lay it out again)
 
     def describe(self) -> str:
         return f"linear {tuple(self.weight.shape)} as matmul" + (" + bias" if self.bias is not None else "")
@@ -41,7 +42,7 @@ class CudaLinear(WeightsKernel):
         return type(x) in (torch.Tensor, torch.nn.Parameter) and x.is_cuda and x.dtype == w.dtype \
             and x.device == w.device and x.layout is torch.strided and x.dim() >= 1 \
             and not (x.requires_grad and torch.is_grad_enabled()) and x.numel() <= MAX_ROWS * x.shape[-1] \
-            and w.t().is_contiguous()
+            and self._transposed
 
     def __call__(self, x):
         if self._fits(x):

@@ -12,8 +12,9 @@ once per device). The kernel is an in-memory object: a saved program keeps the g
 The example runs on any machine: without CUDA nothing is fused.
 
 >>> import torch, tracejit
->>> net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval()
->>> optimized = tracejit.optimize_for_inference(tracejit.trace(net, (torch.randn(1, 3, 8, 8),)))
+>>> device = "cuda" if torch.cuda.is_available() else "cpu"
+>>> net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval().to(device)
+>>> optimized = tracejit.optimize_for_inference(tracejit.trace(net, (torch.randn(1, 3, 8, 8, device=device),)))
 >>> len(cudnn_conv_nodes(optimized.forward.run_graph)) == (1 if torch.cuda.is_available() else 0)
 True
 """

@@ -6,8 +6,9 @@ object: a saved program keeps the graph before this pass.
 The example runs on any machine: without CUDA nothing changes.
 
 >>> import torch, tracejit
->>> net = torch.nn.Linear(8, 4).eval()
->>> optimized = tracejit.optimize_for_inference(tracejit.trace(net, (torch.randn(2, 8),)))
+>>> device = "cuda" if torch.cuda.is_available() else "cpu"
+>>> net = torch.nn.Linear(8, 4).eval().to(device)
+>>> optimized = tracejit.optimize_for_inference(tracejit.trace(net, (torch.randn(2, 8, device=device),)))
 >>> len(cuda_linear_nodes(optimized.forward.run_graph)) == (1 if torch.cuda.is_available() else 0)
 True
 """
