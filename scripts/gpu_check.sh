@@ -4,7 +4,7 @@
 #
 #   OUT=/some/dir scripts/gpu_check.sh                 # PYTHON=... to pick the interpreter
 #   TOTAL_S=480 BENCH_ARGS="--rounds 3" scripts/gpu_check.sh
-#   PARTS="tests bench" PYTEST_ARGS="-n 4" scripts/gpu_check.sh    # parts: tests bench profile compile (default: all)
+#   PARTS="tests bench" PYTEST_ARGS="-n 4" scripts/gpu_check.sh    # parts: tests bench profile siblings compile (default: all)
 #   COLUMNS="eager jit_freeze_ofi tracejit_cuda_graphs" ROWS="bert/1/fp32" scripts/gpu_check.sh   # fewer bench cells
 #   PROFILE_ARGS="--part kernels" scripts/gpu_check.sh   # one part of the profile
 #
@@ -17,8 +17,10 @@
 #                       written as they finish: a part cut short keeps the rows it did)
 #   profile.md          bench/gpu_peer_profile.py: CUDA kernels per call of eager / jit freeze / tracejit, the cuDNN
 #                       conv fusion and BERT linear-layout experiments
+#   siblings.md         bench/gpu_sibling_linears.py: query, key and value as three GEMMs or one batched GEMM
 #   bench_compile.md/.json  torch.compile default and reduce-overhead at batch 1 beside eager and tracejit's
-#                       CUDA graphs (compiles take minutes: last, with what time is left)
+#                       CUDA graphs (compiles take minutes: last, with what time is left; COMPILE_ROWS and
+#                       COMPILE_COLUMNS pick other rows and peers, e.g. batch 32 beside every peer)
 #   summary.txt         one line per part: status, seconds, the last line of what it printed
 #   results.tgz         every file above in one archive (a device machine hands back at most 8 files)
 # Exit status: 0 when every part passed, 1 otherwise, 2 without CUDA.
@@ -81,7 +83,7 @@ part() {
   echo "$name: $what, $(( SECONDS - t0 ))s: $(grep -v '^$' "$logfile" | tail -n 1)" | tee -a "$SUMMARY"
 }
 
-PARTS="${PARTS:-tests bench profile compile}"
+PARTS="${PARTS:-tests bench profile siblings compile}"
 # the CUDA tests in 8 workers where pytest-xdist is installed (about 110 s on an H200 host's 16 cores, not 400)
 if [[ -z "${PYTEST_ARGS+set}" ]] && "$PYTHON" -c "import xdist" 2>/dev/null; then PYTEST_ARGS="-n 8"; fi
 wanted() { [[ " $PARTS " == *" $1 "* ]]; }
@@ -99,13 +101,15 @@ wanted bench && part "bench_gpu.py (every column but torch.compile's)" "${BENCH_
 # (not in a dry run: it measures cuDNN and CUDA kernels, nothing the CPU has)
 wanted profile && [[ "${DRY_RUN:-0}" != 1 ]] && part "gpu_peer_profile.py (kernels per call; cuDNN fusion and linear layout experiments)" \
   "${PROFILE_S:-90}" "$OUT/profile.md" "$PYTHON" bench/gpu_peer_profile.py ${PROFILE_ARGS:-}
+wanted siblings && [[ "${DRY_RUN:-0}" != 1 ]] && part "gpu_sibling_linears.py (query, key, value as one batched GEMM)" \
+  "${SIBLINGS_S:-90}" "$OUT/siblings.md" "$PYTHON" bench/gpu_sibling_linears.py
 # shellcheck disable=SC2086
-wanted compile && part "bench_gpu.py torch.compile at batch 1" "${COMPILE_S:-150}" "$OUT/bench_compile.md" \
-  "$PYTHON" bench/bench_gpu.py "${DRY[@]}" --json "$OUT/bench_compile.json" --rows resnet50/1/fp32 bert/1/fp32 \
-  --columns eager compile compile_reduce_overhead tracejit_cuda_graphs ${BENCH_ARGS:-}
+wanted compile && part "bench_gpu.py torch.compile" "${COMPILE_S:-150}" "$OUT/bench_compile.md" \
+  "$PYTHON" bench/bench_gpu.py "${DRY[@]}" --json "$OUT/bench_compile.json" --rows ${COMPILE_ROWS:-resnet50/1/fp32 bert/1/fp32} \
+  --columns ${COMPILE_COLUMNS:-eager compile compile_reduce_overhead tracejit_cuda_graphs} ${BENCH_ARGS:-}
 
 echo
-cat "$OUT/bench_gpu.md" "$OUT/bench_compile.md" 2>/dev/null
+cat "$OUT/bench_gpu.md" "$OUT/siblings.md" "$OUT/bench_compile.md" 2>/dev/null
 echo
 echo "== summary ($SECONDS s; files under $OUT)"
 cat "$SUMMARY"

@@ -313,3 +313,55 @@ def test_load_without_map_location_puts_tensors_back_on_the_gpu_as_torch_jit_loa
             assert held and {t.device for t in held} == {x.device}
             y = _x(5, 4)
             _close(loaded(y), net(y), 1e-3)
+
+
+class _SelfAttention(nn.Module):
+    """BERT's attention at BERT-base's width: query, key and value read one input (passes/cuda_sibling_linears.py)."""
+
+    def __init__(self, width=768, heads=12):
+        super().__init__()
+        self.heads = heads
+        self.query, self.key, self.value, self.out = (nn.Linear(width, width) for _ in range(4))
+        self.norm = nn.LayerNorm(width)
+
+    def forward(self, x, mask):
+        b, s, w = x.shape
+        q, k, v = (m(x).view(b, s, self.heads, -1).transpose(1, 2) for m in (self.query, self.key, self.value))
+        att = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(b, s, w)
+        return self.norm(self.out(att) + x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_query_key_value_run_as_one_batched_gemm_and_answers_stay_eagers(dtype):
+    from tracejit.passes.cuda_sibling_linears import sibling_linear_nodes
+    torch.manual_seed(0)
+    net = _SelfAttention().eval().to(DEVICE, dtype)
+
+    def inputs(b, s):
+        return torch.randn(b, s, 768, device=DEVICE, dtype=dtype), torch.rand(b, 1, s, s, device=DEVICE) > 0.2
+    with torch.no_grad():
+        traced = tracejit.trace(net, inputs(2, 16))
+        optimized = tracejit.optimize_for_inference(traced)
+        graphs = tracejit.optimize_for_inference(traced, backend="cuda_graphs")
+        if DEVICE.type == "cuda":
+            assert len(sibling_linear_nodes(optimized.forward.run_graph)) == 1
+        tol = 1e-4 if dtype == torch.float32 else 3e-2
+        for b, s in ((1, 1), (3, 7), (1, 128), (16, 128)):   # the last: 2048 rows
+            x, mask = inputs(b, s)
+            want = net(x, mask)
+            assert want.std() > 0.1   # the input moves the output
+            for program in (traced, optimized, graphs):
+                _close(program(x, mask).float(), want.float(), tol)
+    x, mask = inputs(2, 5)
+    x.requires_grad_(True)   # autograd: torch's linears
+    optimized(x, mask).float().square().sum().backward()
+    got, x.grad = x.grad, None
+    net(x, mask).float().square().sum().backward()
+    _close(got.float(), x.grad.float(), tol * 10)
+    with torch.no_grad():
+        buffer = io.BytesIO()
+        tracejit.save(optimized, buffer)
+        buffer.seek(0)
+        loaded = tracejit.load(buffer)
+        x, mask = inputs(2, 9)
+        _close(loaded(x, mask).float(), net(x, mask).float(), tol)

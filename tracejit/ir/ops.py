@@ -67,9 +67,10 @@ _DEFS = (
     OpDef("tracejit::autograd_function", {"name": Attr(str), "function_id": Attr(int), "unpack": _optional(int)},
           True, ("name",), "a custom autograd Function: args (apply_args, forward_outputs); in memory "
           "Cls.apply (Cls: the graph's functions[attrs.function_id])"),
-    OpDef("tracejit::kernel", {"index": Attr(int, saved=False), "ops": Attr(str, saved=False)}, True, ("ops",),
+    OpDef("tracejit::kernel", {"index": Attr(int, saved=False), "ops": Attr(str, saved=False),
+                               "unpack": Attr(int, required=False, saved=False)}, True, ("ops",),
           "in memory only: a callable a lowering pass built (the lowered program's kernels[attrs.index]; attrs.ops says "
-          "what it runs)"),
+          "what it runs; attrs.unpack: the number of results it returns as a tuple, where it returns several)"),
     OpDef("tracejit::sym_math", {"fn": Attr(str)}, True, ("fn",),
           "math.ceil / floor / trunc, round, max, min of traced sizes (attrs.fn; trace/symfloat.py)"),
     OpDef("tracejit::manual_seed", {"seed": Attr(int)}, False, ("seed",),

@@ -26,6 +26,7 @@ from .conv_kernels import fuse_conv_kernels
 from .conv_layout import conv_weights_channels_last
 from .cuda_conv_kernels import fuse_cudnn_convs
 from .cuda_linear_kernels import fuse_cuda_linears
+from .cuda_sibling_linears import fuse_cuda_sibling_linears
 from .fold_conv_bn import fold_conv_batch_norm
 from .graph_copy import copy_graph
 from .inline import inline_calls
@@ -93,9 +94,11 @@ IN_MEMORY_PASSES = (
     ("fuse_numpy_regions", fuse_numpy_regions),
     ("fuse_linear_kernels", fuse_linear_kernels),
 )
-# the lowering passes of a program whose tensors are all on CUDA (cuDNN's fused conv + relu; linears as "nn" GEMMs)
+# the lowering passes of a program whose tensors are all on CUDA (cuDNN's fused conv + relu; sibling linears as one
+# batched GEMM; the other linears as "nn" GEMMs)
 CUDA_IN_MEMORY_PASSES = (
     ("fuse_cudnn_convs", fuse_cudnn_convs),
+    ("fuse_cuda_sibling_linears", fuse_cuda_sibling_linears),
     ("fuse_cuda_linears", fuse_cuda_linears),
 )
 

@@ -1,0 +1,130 @@
+"""passes/cuda_sibling_linears.py and kernels/cuda_sibling_linears.py, proved on any machine: the rewrite runs on a
+program traced on the meta device (standing for CUDA); the kernel's two paths give F.linear's answers on the CPU;
+and a whole program with the kernel in it (the pass let onto the CPU) gives eager's answers on new shapes, with
+the kernel's results laid out as the linears' own. On a GPU, tests/device/test_cuda_paths.py runs the kernel."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tracejit
+from tracejit.kernels.cuda_sibling_linears import CudaSiblingLinears
+from tracejit.passes import cuda_sibling_linears, pipeline
+from tracejit.passes.cuda_sibling_linears import fuse_cuda_sibling_linears, sibling_linear_nodes
+from tracejit.passes.lowered import Lowered
+
+pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
+
+
+class Attention(nn.Module):
+    """q, k, v of one input (one group); ``o`` reads another value; ``a`` and ``b`` read one input but differ in
+    shape; ``c`` writes its input in place between two siblings (``x2``: no group)."""
+
+    def __init__(self, bias=True):
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.Linear(8, 8, bias=bias) for _ in range(4))
+        self.a, self.b = nn.Linear(8, 4), nn.Linear(8, 6)
+        self.c, self.d = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x, mask):
+        b, s, _ = x.shape
+        q, k, v = (m(x).view(b, s, 2, 4).transpose(1, 2) for m in (self.q, self.k, self.v))
+        att = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(b, s, 8)
+        y = self.o(att)
+        x2 = x * 2
+        first = self.c(x2)
+        x2.add_(1)
+        second = self.d(x2)
+        return y + first + second, self.a(x).sum(-1) + self.b(x).sum(-1)
+
+
+def _inputs(b, s, seed):
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.randn(b, 1, s, s, generator=g) > -1.0
+    return torch.randn(b, s, 8, generator=g), mask
+
+
+def _graph(device, bias=True):
+    torch.manual_seed(0)
+    net = Attention(bias).eval().to(device)
+    x, mask = _inputs(2, 5, 0)
+    traced = tracejit.trace(net, (x.to(device), mask.to(device)), check_trace=False)
+    return tracejit.optimize_for_inference(traced).forward.run_graph
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_query_key_value_become_one_kernel_and_nothing_else_does(monkeypatch, bias):
+    monkeypatch.setattr(cuda_sibling_linears, "DEVICE_TYPE", "meta")
+    lowered = fuse_cuda_sibling_linears(Lowered(_graph("meta", bias)))
+    nodes = sibling_linear_nodes(lowered.graph)
+    assert [n.attrs["ops"] for n in nodes] == ["cuda:3 linears (8, 8) as one batched matmul" + (" + bias" * bias)]
+    assert nodes[0].attrs["unpack"] == 3 and len(nodes[0].outputs) == 3
+    # o (another input), a and b (other shapes), c and d (a write in place between them) stay linears
+    assert [n.op for n in lowered.graph.nodes].count("aten::linear.default") == 5
+
+
+def test_nothing_changes_off_cuda():
+    graph = _graph("cpu")
+    assert sibling_linear_nodes(fuse_cuda_sibling_linears(Lowered(graph)).graph) == []
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [(8,), (5, 8), (2, 3, 8), (0, 8)])
+def test_both_paths_give_the_linears_answers(monkeypatch, shape, bias):
+    torch.manual_seed(0)
+    weights = [torch.randn(6, 8) for _ in range(3)]
+    biases = [torch.randn(6) for _ in range(3)] if bias else None
+    kernel = CudaSiblingLinears.of(weights, biases)
+    x = torch.randn(shape)
+    want = [F.linear(x, w, None if biases is None else biases[i]) for i, w in enumerate(weights)]
+    for got in (kernel(x), None):   # a CPU tensor does not fit: the recorded ops; then the batched path
+        if got is None:
+            monkeypatch.setattr(CudaSiblingLinears, "_fits", lambda self, t: True)
+            got = kernel(x)
+        assert len(got) == 3
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.is_contiguous()
+            torch.testing.assert_close(g, w)
+
+
+def test_calls_that_do_not_fit_keep_torchs_linears(monkeypatch):
+    kernel = CudaSiblingLinears.of([torch.randn(4, 8) for _ in range(2)], None)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))   # stand in for a CUDA tensor
+    assert kernel._fits(torch.randn(3, 8))
+    assert not kernel._fits(torch.randn(3, 8, requires_grad=True))
+    assert not kernel._fits(torch.randn(3, 8, dtype=torch.float64))
+    assert not kernel._fits(torch.randn(3, 7))
+
+
+def test_a_program_with_the_kernel_gives_eagers_answers_on_new_shapes(monkeypatch):
+    """The pass let onto the CPU (and the kernel's batched path with it): generated code unpacks the kernel's
+    three results, and every later op (view, transpose, attention, in-place adds) sees them as the linears'."""
+    monkeypatch.setattr(cuda_sibling_linears, "DEVICE_TYPE", "cpu")
+    monkeypatch.setattr(pipeline, "IN_MEMORY_PASSES", (("fuse_cuda_sibling_linears", fuse_cuda_sibling_linears),))
+    calls = []
+    fits = CudaSiblingLinears._fits
+    monkeypatch.setattr(CudaSiblingLinears, "_fits",
+                        lambda self, t: calls.append(1) or (fits(self, t) or (t.dtype == self.weight.dtype
+                                                                             and not t.requires_grad)))
+    torch.manual_seed(0)
+    net = Attention().eval()
+    with torch.no_grad():
+        optimized = tracejit.optimize_for_inference(tracejit.trace(net, _inputs(2, 5, 0), check_trace=False))
+        assert len(sibling_linear_nodes(optimized.forward.run_graph)) == 1
+        for b, s, seed in ((1, 1, 1), (3, 7, 2), (4, 33, 3)):
+            x, mask = _inputs(b, s, seed)
+            want = net(x, mask)
+            assert want[0].std() > 0.1   # the input moves the output
+            got = optimized(x, mask)
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w)
+    assert calls   # the kernel ran
+    x, mask = _inputs(2, 3, 4)
+    x.requires_grad_(True)   # autograd: torch's linears
+    net.requires_grad_(False)   # (else eager's c would need the x2 that add_ overwrote)
+    optimized(x, mask)[0].square().sum().backward()
+    got, x.grad = x.grad, None
+    net(x, mask)[0].square().sum().backward()
+    torch.testing.assert_close(got, x.grad)
