@@ -8,6 +8,9 @@ transposed weight and adds the bias apart (H200, fp32 without TF32, bench/gpu_pe
 the separate bias pass costs memory traffic the epilogue saves: a call with more than ``MAX_ROWS`` rows runs
 ``F.linear`` as the trace recorded (measured at 128 rows; 4096 rows, BERT at batch 32, keep torch's linear).
 
+Float32 only: in bfloat16 cuBLASLt's epilogue kernels win (``x @ Wt`` + bias took 1.46x ``F.linear``'s GPU time for
+three 768 x 768 linears at 128 rows, 1.66x at 4096, H200), so a bfloat16 or float16 linear keeps ``F.linear``.
+
 The answer does not depend on the path beyond float reassociation of the bias add: a call that does not fit (not
 a CUDA tensor of the weight's dtype and device, tracked by autograd, more rows than ``MAX_ROWS``) runs
 ``F.linear``.
@@ -19,7 +22,7 @@ import torch.nn.functional as F
 
 from .weights_kernel import WeightsKernel
 
-DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+DTYPES = (torch.float32,)   # bfloat16: 1.46x F.linear at 128 rows (bench/gpu_sibling_linears.py), so it keeps F.linear
 MAX_ROWS = 1024
 
 

@@ -3,9 +3,11 @@ run as one batched GEMM (kernels/cuda_sibling_linears.py): a lowering pass of ``
 (passes/pipeline.py), before ``fuse_cuda_linears`` takes the linears one by one. The kernel is an in-memory object:
 a saved program keeps the graph before this pass.
 
-The kernel node stands where the first of the linears stood and gives one result per linear, each shaped and laid
-out as that linear's own. No node that writes in place may run between the first and the last of them (the later
-ones would have read what it wrote).
+The kernel node stands where the first of the linears stood and gives one result per linear. No node that writes
+in place may run between the first and the last of them (the later ones would have read what it wrote). In float32
+the results are laid out as the linears' own (one batched GEMM); in bfloat16 and float16 they are column slices of
+one GEMM (what the GPU measured fastest), used only where every reader is proven safe with them
+(passes/sibling_slices.py; default-deny: any other reader keeps the linears).
 
 The example runs on any machine: without CUDA nothing changes.
 
@@ -25,9 +27,10 @@ True
 from __future__ import annotations
 
 from ..ir import Node, Value
-from ..kernels.cuda_sibling_linears import DTYPES, CudaSiblingLinears
+from ..kernels.cuda_sibling_linears import BATCHED_DTYPES, DTYPES, CudaSiblingLinears
 from .graph_copy import copy_graph, replace_uses
-from .kernel_chains import KERNEL, finish, frozen_constant, kernel_nodes, write_order, writes_between
+from .kernel_chains import KERNEL, finish, frozen_constant, kernel_nodes, readers_of, write_order, writes_between
+from .sibling_slices import slice_safe
 from .lowered import Lowered
 
 LINEAR = "aten::linear.default"
@@ -41,14 +44,17 @@ def fuse_cuda_sibling_linears(lowered: Lowered) -> Lowered:
     groups = _sibling_groups(out)
     if not groups:
         return Lowered(out, lowered.kernels)
-    order = write_order(out)
+    order, readers = write_order(out), readers_of(out)
     changed = False
     for members in groups:
         if writes_between(order, members[0], members[-1]):
             continue
         weights = [frozen_constant(out, n.args[1], DEVICE_TYPE, DTYPES) for n in members]
+        batched = weights[0].dtype in BATCHED_DTYPES
+        if not batched and not all(slice_safe(m.outputs[0], m.args[0], readers) for m in members):
+            continue
         biases = [_bias(out, n) for n in members]
-        kernel = CudaSiblingLinears.of(weights, None if biases[0] is None else biases)
+        kernel = CudaSiblingLinears.of(weights, None if biases[0] is None else biases, batched)
         _replace(out, kernels, members, kernel)
         changed = True
     return Lowered(finish(out, changed), tuple(kernels))
@@ -112,4 +118,4 @@ def _replace(graph, kernels: list, members: list, kernel) -> None:
 
 def sibling_linear_nodes(graph) -> list:
     """The batched sibling-linear kernel nodes of ``graph`` (for tests and tools)."""
-    return [n for n in kernel_nodes(graph, "cuda:") if "as one batched matmul" in n.attrs["ops"]]
+    return [n for n in kernel_nodes(graph, "cuda:") if n.attrs.get("unpack") and " linears (" in n.attrs["ops"]]
