@@ -64,6 +64,36 @@ def time_calls(engine: Callable, args: tuple, calls: int, device: torch.device) 
     return times
 
 
+def interleaved_ms(engines: dict, rounds: int, calls: int, device: torch.device, warmup: int = 5) -> dict:
+    """{name: median ms per call} for ``engines`` (name -> (callable, args)): each warmed up with ``warmup`` calls,
+    then ``rounds`` rounds of ``calls`` timed calls of each in turn (interleaved: drift affects them alike)."""
+    for fn, args in engines.values():
+        for _ in range(warmup):
+            fn(*args)
+    samples: dict = {k: [] for k in engines}
+    for _ in range(rounds):
+        for k, (fn, args) in engines.items():
+            samples[k] += time_calls(fn, args, calls, device)
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def run_parts(description: str, script: str, parts: dict, argv: list[str] | None = None) -> int:
+    """The ``main`` of a GPU experiment script made of parts (name -> function): ``--part NAME`` or all, on CUDA
+    only, fp32 without TF32."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--part", choices=(*parts, "all"), default="all")
+    opts = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print(f"{script} needs a CUDA device", file=sys.stderr)
+        return 2
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, fp32 without TF32")
+    for name, part in parts.items():
+        if opts.part in (name, "all"):
+            part()
+    return 0
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize()

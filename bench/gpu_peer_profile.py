@@ -21,17 +21,15 @@ GPU time at batch 1) where eager's ``linear`` took cuBLAS's split-K kernels (2.0
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import os
-import statistics
 import sys
 
 import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_gpu import time_calls  # noqa: E402
+from bench_gpu import interleaved_ms, run_parts  # noqa: E402
 from gpu_engines import build_engine, build_row  # noqa: E402
 
 CUDA = torch.device("cuda")
@@ -145,13 +143,7 @@ def part_convs() -> None:
                     want = model(args[0]).float()
                     diff = (fused(x).float() - want).abs().max().item()
                     engines = {"eager": (model, args), "folded": (folded, (x,)), "fused": (fused, (x,))}
-                    for fn, a in engines.values():
-                        for _ in range(5):
-                            fn(*a)
-                    samples: dict = {k: [] for k in engines}
-                    for _ in range(3):
-                        for k, (fn, a) in engines.items():
-                            samples[k] += time_calls(fn, a, 10, CUDA)
+                    ms = interleaved_ms(engines, 3, 10, CUDA)
             except Exception as e:  # noqa: BLE001  (the line says why)
                 print(f"| {row} | {layout} | failed: {type(e).__name__}: {str(e)[:140]} | | | | |")
                 continue
@@ -159,7 +151,6 @@ def part_convs() -> None:
                 bad = x.clone()
                 bad[0, 0, 0, 0] = float("nan")
                 nan_eager, nan_fused = (int(torch.isnan(m(bad)).sum()) for m in (folded, fused))
-            ms = {k: statistics.median(v) for k, v in samples.items()}
             print(f"| {row} | {layout} | {ms['eager']:.2f} | {ms['folded']:.2f} ({ms['folded'] / ms['eager']:.2f}x) | "
                   f"{ms['fused']:.2f} ({ms['fused'] / ms['eager']:.2f}x) | {diff:.1e} | {nan_eager} / {nan_fused} |", flush=True)
 
@@ -197,31 +188,13 @@ def part_linears() -> None:
         with torch.no_grad():
             want = model(*args).float()
             diff = max((v(*args).float() - want).abs().max().item() for v in variants.values())
-            for v in variants.values():
-                for _ in range(5):
-                    v(*args)
-            samples: dict = {k: [] for k in variants}
-            for _ in range(3):
-                for k, v in variants.items():
-                    samples[k] += time_calls(v, args, 10, CUDA)
-        ms = {k: statistics.median(v) for k, v in samples.items()}
+            ms = interleaved_ms({k: (v, args) for k, v in variants.items()}, 3, 10, CUDA)
         print(f"| {row} | {ms['eager']:.2f} | {ms['strided']:.2f} ({ms['strided'] / ms['eager']:.2f}x) | "
               f"{ms['matmul']:.2f} ({ms['matmul'] / ms['eager']:.2f}x) | {diff:.1e} |", flush=True)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("kernels", "convs", "linears", "all"), default="all")
-    opts = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("gpu_peer_profile.py needs a CUDA device", file=sys.stderr)
-        return 2
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, fp32 without TF32")
-    for name, part in (("kernels", part_kernels), ("convs", part_convs), ("linears", part_linears)):
-        if opts.part in (name, "all"):
-            part()
-    return 0
+    return run_parts(__doc__.splitlines()[0], "gpu_peer_profile.py", {"kernels": part_kernels, "convs": part_convs, "linears": part_linears})
 
 
 if __name__ == "__main__":

@@ -16,16 +16,14 @@ passes/cuda_sibling_linears.py, interleaved, median ms per call.
 """
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_gpu import time_calls  # noqa: E402
+from bench_gpu import interleaved_ms, run_parts  # noqa: E402
 from gpu_engines import build_row, cuda_graph  # noqa: E402
 
 CUDA = torch.device("cuda")
@@ -67,11 +65,8 @@ def part_gemm() -> None:
             diff = max((g.float() - w.float()).abs().max().item() for way in ways.values()
                        for g, w in zip(way(x), want))
             graphs = {k: cuda_graph(f, (x,)) for k, f in ways.items()}
-            samples: dict = {k: [] for k in graphs}
-            for _ in range(7):
-                for k, g in graphs.items():
-                    samples[k] += time_calls(lambda: [g(x) for _ in range(20)], (), 1, CUDA)
-        ms = {k: statistics.median(v) / 20 for k, v in samples.items()}
+            replays = {k: (lambda g=g: [g(x) for _ in range(20)], ()) for k, g in graphs.items()}
+            ms = {k: v / 20 for k, v in interleaved_ms(replays, 7, 1, CUDA, warmup=1).items()}
         base = ms[head[0]]
         print(f"| {rows}, {str(dtype)[6:]} | " + " | ".join(f"{ms[k]:.4f} ({ms[k] / base:.2f}x)" for k in head)
               + f" | {diff:.1e} |", flush=True)
@@ -97,31 +92,13 @@ def part_model() -> None:
                     pipeline.CUDA_IN_MEMORY_PASSES = full
             want = model(*args).float()
             diff = (engines["with"](*args).float() - want).abs().max().item()
-            for e in engines.values():
-                for _ in range(5):
-                    e(*args)
-            samples: dict = {k: [] for k in engines}
-            for _ in range(5):
-                for k, e in engines.items():
-                    samples[k] += time_calls(e, args, 10, CUDA)
-        ms = {k: statistics.median(v) for k, v in samples.items()}
+            ms = interleaved_ms({k: (e, args) for k, e in engines.items()}, 5, 10, CUDA)
         print(f"| {row} | {ms['eager']:.2f} | {ms['without']:.2f} | {ms['with']:.2f} | "
               f"{ms['with'] / ms['without']:.3f}x | {diff:.1e} |", flush=True)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=("gemm", "model", "all"), default="all")
-    opts = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("gpu_sibling_linears.py needs a CUDA device", file=sys.stderr)
-        return 2
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, fp32 without TF32")
-    for name, part in (("gemm", part_gemm), ("model", part_model)):
-        if opts.part in (name, "all"):
-            part()
-    return 0
+    return run_parts(__doc__.splitlines()[0], "gpu_sibling_linears.py", {"gemm": part_gemm, "model": part_model})
 
 
 if __name__ == "__main__":

@@ -286,18 +286,24 @@ def test_linear_weights_on_cuda_are_stored_transposed_and_answers_stay_eagers(dt
             assert want.std() > 0.1   # the input moves the output
             for program in (traced, optimized, graphs):
                 _close(program(y).float(), want.float(), tol)
-    x = torch.randn(3, 4, 768, device=DEVICE, dtype=dtype, requires_grad=True)   # autograd: torch's linear
-    optimized(x).float().square().sum().backward()
+    _gradients_and_file_match(optimized, net, (torch.randn(3, 4, 768, device=DEVICE, dtype=dtype),),
+                              (torch.randn(2, 3, 768, device=DEVICE, dtype=dtype),), tol)
+
+
+def _gradients_and_file_match(optimized, net, args: tuple, new_args: tuple, tol: float) -> None:
+    """Gradients through ``optimized`` (autograd: torch's ops, not the kernels) equal eager's for ``args[0]``, and
+    the program saved and loaded answers as eager on ``new_args``."""
+    x = args[0].requires_grad_(True)
+    optimized(*args).float().square().sum().backward()
     got, x.grad = x.grad, None
-    net(x).float().square().sum().backward()
+    net(*args).float().square().sum().backward()
     _close(got.float(), x.grad.float(), tol * 10)
     with torch.no_grad():
         buffer = io.BytesIO()
         tracejit.save(optimized, buffer)
         buffer.seek(0)
         loaded = tracejit.load(buffer)
-        y = torch.randn(2, 3, 768, device=DEVICE, dtype=dtype)
-        _close(loaded(y).float(), net(y).float(), tol)
+        _close(loaded(*new_args).float(), net(*new_args).float(), tol)
 
 
 def test_load_without_map_location_puts_tensors_back_on_the_gpu_as_torch_jit_load_does():
@@ -353,16 +359,4 @@ def test_query_key_value_run_as_one_batched_gemm_and_answers_stay_eagers(dtype):
             assert want.std() > 0.1   # the input moves the output
             for program in (traced, optimized, graphs):
                 _close(program(x, mask).float(), want.float(), tol)
-    x, mask = inputs(2, 5)
-    x.requires_grad_(True)   # autograd: torch's linears
-    optimized(x, mask).float().square().sum().backward()
-    got, x.grad = x.grad, None
-    net(x, mask).float().square().sum().backward()
-    _close(got.float(), x.grad.float(), tol * 10)
-    with torch.no_grad():
-        buffer = io.BytesIO()
-        tracejit.save(optimized, buffer)
-        buffer.seek(0)
-        loaded = tracejit.load(buffer)
-        x, mask = inputs(2, 9)
-        _close(loaded(x, mask).float(), net(x, mask).float(), tol)
+    _gradients_and_file_match(optimized, net, inputs(2, 5), inputs(2, 9), tol)
