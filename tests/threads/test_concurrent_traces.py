@@ -391,3 +391,35 @@ def test_registered_entry_points_are_installed_once_and_act_only_for_the_tracing
     assert seen == {"a": "tracing", "a after meeting": "tracing", "bystander": "eager"}
     assert "describe" not in Child.__dict__ and Child().describe() == "eager"
     assert_nothing_patched()
+
+
+def test_a_stand_in_is_made_once_and_outlives_every_uninstall():
+    """A thread outside any trace may still call a stand-in it looked up just before the last trace ended (its
+    bound method, CPython's borrowed type-cache entries). tests/threads once died of that: the stand-in's closure
+    had been cleared by the garbage collector (a segmentation fault in COPY_FREE_VARS). Each stand-in is now made
+    on the first install, reused by every later one, and never freed."""
+    import gc
+    import weakref
+    import tracejit.api  # noqa: F401  (registers the tracer's stand-ins, torch.no_grad's among them)
+    from tracejit.trace import patches
+
+    def installed_enter():
+        with patches.installed():
+            return torch.no_grad.__dict__["__enter__"]
+
+    original = torch.no_grad.__dict__["__enter__"]
+    first = installed_enter()
+    assert first is not original   # a stand-in was installed
+    alive = weakref.ref(first)
+    bound = torch.no_grad().__enter__   # looked up while nothing is installed: the original
+    del first
+    gc.collect()
+    assert alive() is not None and alive().__closure__ is not None   # not freed, not cleared
+    assert installed_enter() is alive()   # the next install reuses it
+    assert torch.no_grad.__dict__["__enter__"] is original and bound.__func__ is original
+    context = torch.no_grad()
+    alive()(context)   # a call of the kept stand-in outside any trace does what the original does
+    assert not torch.is_grad_enabled()
+    context.__exit__(None, None, None)
+    assert torch.is_grad_enabled()
+    assert_nothing_patched()
