@@ -6,10 +6,13 @@ product is wide. Values never depend on strides, but a ``view`` does: it refuses
 with another. So every reader must be proven safe, default-deny, and only this chain is (a transformer's heads,
 BERT's ``x.view(b, s, -1, d).transpose(1, 2)`` into ``scaled_dot_product_attention``):
 
-* the slice is read by rank guards, ``size`` reads, and ``view``\\ s whose shape keeps each leading dim (read as
-  ``size(x, i)`` of the linears' input or of the slice) and splits the last one into ``(-1 or n // d, d)`` or ``(h, -1)``;
-* such a view is read by rank guards, ``size`` reads, ``scaled_dot_product_attention`` (query, key or value), and
-  ``transpose`` / ``permute`` read only by those.
+* the slice is read by ``size``, dtype and device reads, guards on those or the rank, and ``view``\\ s whose
+  shape keeps each leading dim (read as ``size(x, i)`` of the linears' input or of the slice) and splits the last
+  one into ``(-1 or n // d, d)`` or ``(h, -1)``; one leading dim may be ``-1`` where the last two are explicit
+  and make ``n`` (T5's ``view(b, -1, heads, d)``: the ``-1`` can then only be that dim);
+* such a view is read by those, ``scaled_dot_product_attention`` (query, key or value), and
+  ``transpose`` / ``permute`` read only by those, by ``matmul`` (T5's ``q @ k.transpose(3, 2)``) or by another
+  transpose / permute (two deep).
 
 Nothing else may read them (a graph output neither): an elementwise op would hand the strides on to a tensor that
 anything may read.
@@ -20,9 +23,12 @@ from ..ir import Value
 
 GUARD = "tracejit::guard"
 SIZE = "aten::size.int"
+STRIDE_BLIND = (SIZE, "tracejit::device_of", "tracejit::dtype_of")
+STRIDE_BLIND_TESTS = ("dim", "dtype", "device")
 VIEW = "aten::view.default"
 ATTENTION = "aten::scaled_dot_product_attention.default"
 REARRANGE = ("aten::transpose.int", "aten::permute.default")
+MATMUL = "aten::matmul.default"   # any strides: it copies where its kernel needs to; the result is a new tensor
 
 
 def slice_safe(result: Value, source: Value, readers: dict) -> bool:
@@ -40,8 +46,9 @@ def slice_safe(result: Value, source: Value, readers: dict) -> bool:
 
 
 def _harmless(node) -> bool:
-    """A rank guard or a size read: neither depends on strides."""
-    return node is not None and (node.op == SIZE or (node.op == GUARD and node.attrs.get("kind") == "rank"))
+    """A size, dtype or device read, or a guard on the rank, dtype or device: none depends on strides."""
+    return node is not None and (node.op in STRIDE_BLIND or (node.op == GUARD and node.attrs.get("test") in
+                                                              STRIDE_BLIND_TESTS and len(node.args) == 1))
 
 
 def _attention(node, value: Value) -> bool:
@@ -50,12 +57,14 @@ def _attention(node, value: Value) -> bool:
         and all(a is not value for a in node.args[3:])
 
 
-def _rearranged(node, readers: dict) -> bool:
-    """A transpose / permute read only by harmless nodes and attention."""
+def _rearranged(node, readers: dict, depth: int = 2) -> bool:
+    """A transpose / permute read only by harmless nodes, attention, ``matmul`` and (``depth`` deep) rearranges
+    like itself."""
     if node is None or node.op not in REARRANGE or not node.outputs or node.outputs[0] is None:
         return False
     out = node.outputs[0]
-    return all(_harmless(r) or _attention(r, out) for r in readers.get(id(out), [None]))
+    return all(_harmless(r) or _attention(r, out) or (r is not None and r.op == MATMUL)
+               or (depth > 0 and _rearranged(r, readers, depth - 1)) for r in readers.get(id(out), [None]))
 
 
 def _splits_last_dim(view, result: Value, source: Value) -> bool:
@@ -74,7 +83,11 @@ def _splits_last_dim(view, result: Value, source: Value) -> bool:
             return False
     elif last <= 0 or width % last or pieces not in (-1, width // last):   # (-1 or width // d, d)
         return False
-    return all(_size_of(s, i, (result, source)) for i, s in enumerate(sizes[:-2]))
+    leading = sizes[:-2]
+    if -1 in leading:   # one leading dim left to torch: then the last two must be explicit and make the width
+        if sum(1 for s in leading if _int(s) and s == -1) != 1 or -1 in (pieces, last) or pieces * last != width:
+            return False
+    return all((_int(s) and s == -1) or _size_of(s, i, (result, source)) for i, s in enumerate(leading))
 
 
 def _size_of(s, dim: int, tensors: tuple) -> bool:
