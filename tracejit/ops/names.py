@@ -57,6 +57,8 @@ RNG_OPS = (MANUAL_SEED, NEW_GENERATOR, SEED_GENERATOR)
 STATE_READS = (GET_ATTR, CONSTANT)
 # reads of a tensor's shape (the traced sizes), never of its values
 SIZE_READS = ("aten::size.int", "aten::sym_size.int", "aten::numel.default")
+# views that only reorder a tensor's dims (its strides permuted, no value touched; passes/sibling_slices.py)
+DIM_ORDER_VIEWS = ("aten::transpose.int", "aten::permute.default")
 # a dtype / device / finfo read: capture by provenance (docs/CAPTURE.md)
 CAPTURE_OPS = (DTYPE_OF, DEVICE_OF, FINFO)
 # the torch.finfo fields a tracejit::finfo node may read

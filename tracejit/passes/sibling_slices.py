@@ -20,14 +20,14 @@ anything may read.
 from __future__ import annotations
 
 from ..ir import Value
+from ..ops.names import DEVICE_OF, DIM_ORDER_VIEWS, DTYPE_OF, GUARD, SIZE_READS
 
-GUARD = "tracejit::guard"
 SIZE = "aten::size.int"
-STRIDE_BLIND = (SIZE, "tracejit::device_of", "tracejit::dtype_of")
+STRIDE_BLIND = (*SIZE_READS, DTYPE_OF, DEVICE_OF)   # reads that no stride changes
 STRIDE_BLIND_TESTS = ("dim", "dtype", "device")
 VIEW = "aten::view.default"
 ATTENTION = "aten::scaled_dot_product_attention.default"
-REARRANGE = ("aten::transpose.int", "aten::permute.default")
+REARRANGE = DIM_ORDER_VIEWS
 MATMUL = "aten::matmul.default"   # any strides: it copies where its kernel needs to; the result is a new tensor
 
 
