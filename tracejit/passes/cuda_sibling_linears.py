@@ -46,14 +46,13 @@ def fuse_cuda_sibling_linears(lowered: Lowered) -> Lowered:
         return Lowered(out, lowered.kernels)
     order, readers = write_order(out), readers_of(out)
     changed = False
-    for members in groups:
+    for group in groups:
+        members, weights, biases = (list(column) for column in zip(*group))
         if writes_between(order, members[0], members[-1]):
             continue
-        weights = [frozen_constant(out, n.args[1], DEVICE_TYPE, DTYPES) for n in members]
         batched = weights[0].dtype in BATCHED_DTYPES
         if not batched and not all(slice_safe(m.outputs[0], m.args[0], readers) for m in members):
             continue
-        biases = [_bias(out, n) for n in members]
         kernel = CudaSiblingLinears.of(weights, None if biases[0] is None else biases, batched)
         _replace(out, kernels, members, kernel)
         changed = True
@@ -61,8 +60,9 @@ def fuse_cuda_sibling_linears(lowered: Lowered) -> Lowered:
 
 
 def _sibling_groups(graph) -> list:
-    """Lists of two or more linear nodes (in graph order) that read one input, each with a frozen weight of one
-    shape, dtype and device, and all with a frozen bias of that dtype or none."""
+    """Lists of two or more ``(linear node, its frozen weight, its frozen bias or None)`` (in graph order) whose
+    nodes read one input, each with a weight of one shape, dtype and device, and all with a bias of that dtype or
+    none."""
     groups: dict = {}
     for node in graph.nodes:
         if node.op != LINEAR or node.kwargs or len(node.args) not in (2, 3) or not isinstance(node.args[0], Value) \
@@ -71,19 +71,18 @@ def _sibling_groups(graph) -> list:
         weight = frozen_constant(graph, node.args[1], DEVICE_TYPE, DTYPES)
         if weight is None or weight.dim() != 2 or not _on(node.args[0], weight):
             continue
-        bias = _bias(graph, node)
+        bias = _bias(graph, node, weight)
         if bias is False:
             continue
         key = (id(node.args[0]), tuple(weight.shape), weight.dtype, str(weight.device), bias is None)
-        groups.setdefault(key, []).append(node)
+        groups.setdefault(key, []).append((node, weight, bias))
     return [members for members in groups.values() if len(members) >= 2]
 
 
-def _bias(graph, node):
+def _bias(graph, node, weight):
     """The linear's frozen bias (1-d, the weight's dtype and device), None without one, False for any other."""
     if len(node.args) < 3 or node.args[2] is None:
         return None
-    weight = frozen_constant(graph, node.args[1], DEVICE_TYPE, DTYPES)
     bias = frozen_constant(graph, node.args[2], DEVICE_TYPE, DTYPES)
     if bias is None or bias.dim() != 1 or bias.dtype != weight.dtype or bias.device != weight.device:
         return False
