@@ -423,3 +423,30 @@ def test_a_stand_in_is_made_once_and_outlives_every_uninstall():
     context.__exit__(None, None, None)
     assert torch.is_grad_enabled()
     assert_nothing_patched()
+
+
+def test_a_new_registration_for_the_same_attribute_gets_its_own_stand_in():
+    """Stand-ins are kept per (attribute, make, original): registering another ``make`` for an attribute after the
+    first was removed installs the new one, never the kept one."""
+    from tracejit.trace import patches
+
+    class Owner:
+        def say(self):
+            return "original"
+
+    def maker(word):
+        def make(original):
+            def say(self):
+                return word
+            return say
+        return make
+
+    for word in ("first", "second"):
+        patches.register(Owner, "say", maker(word))
+        try:
+            with patches.installed():
+                assert Owner().say() == word
+        finally:
+            patches._registered.pop()
+        assert Owner().say() == "original"
+    assert_nothing_patched()

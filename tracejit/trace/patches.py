@@ -168,30 +168,35 @@ def _own(owner, name: str):
     return getattr(owner, name, _ABSENT)
 
 
-# every stand-in ever made, for the life of the process: (id(owner), name, id(original)) -> (owner, original,
-# stand-in). A later install reuses the same function object, and none is ever freed or cleared by the collector.
+# every stand-in ever made, for the life of the process: (id(owner), name, id(make), ids of the originals) ->
+# (owner, make, originals, stand-in). A later install reuses the same function object, and none is ever freed or
+# cleared by the collector.
 # A thread outside any trace may still hold a stand-in it looked up just before the uninstall (and CPython's type
 # attribute cache hands out borrowed references): tests/threads once crashed in such a call, the stand-in's
 # closure already cleared by the garbage collector (COPY_FREE_VARS on a NULL closure; docs/DESIGN.md, threads).
 _made: dict = {}
 
 
-def _made_once(owner, name: str, original, make):
-    """The stand-in ``make(original)`` for ``owner.name``, made on the first install and kept. ``original`` may be
-    a tuple of the objects the stand-ins are made from (each compared by identity)."""
-    parts = original if type(original) is tuple else (original,)
-    key = (id(owner), name, tuple(map(id, parts)))
+def _made_once(owner, name: str, originals: tuple, make):
+    """The stand-in ``make(*originals)`` for ``owner.name``, made on the first install with this ``make`` and these
+    originals (each compared by identity) and kept."""
+    key = (id(owner), name, id(make), tuple(map(id, originals)))
     hit = _made.get(key)
-    if hit is not None and hit[0] is owner and all(a is b for a, b in zip(hit[1], parts)):
-        return hit[2]
-    stand_in = make(original)
-    _made[key] = (owner, parts, stand_in)
+    if hit is not None and hit[0] is owner and hit[1] is make and all(a is b for a, b in zip(hit[2], originals)):
+        return hit[3]
+    stand_in = make(*originals)
+    _made[key] = (owner, make, originals, stand_in)
     return stand_in
+
+
+def _core_stand_ins(*originals) -> list:
+    """``_stand_ins()``, made once for each set of the originals it reads."""
+    return _stand_ins()
 
 
 def _install() -> None:
     originals = (nn.Module.__call__, torch.autograd.Function.__dict__["apply"], torch._C._is_tracing)
-    for owner, name, stand_in in _made_once(_stand_ins, "core", originals, lambda _: _stand_ins()):
+    for owner, name, stand_in in _made_once(_stand_ins, "core", originals, _core_stand_ins):
         _put(owner, name, stand_in)
     entries = []
     for list_entries in _registered_lists:   # first: they nest inside single registrations, which ask who called
@@ -199,7 +204,7 @@ def _install() -> None:
     entries += _registered
     for owner, name, make in entries:   # one after the other: two stand-ins for one attribute nest
         original = getattr(owner, name, None)   # None: only instances hold it (nn.Module.training)
-        _put(owner, name, _made_once(owner, name, original, make))
+        _put(owner, name, _made_once(owner, name, (original,), make))
     warnings.filters.insert(0, _QUIET_FILTER)
     _filters_changed()
     for install, _ in _lifecycles:
