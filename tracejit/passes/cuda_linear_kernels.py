@@ -14,10 +14,10 @@ True
 """
 from __future__ import annotations
 
-from ..ir import Graph, TensorType, Value
+from ..ir import Graph
 from ..kernels.cuda_linear import DTYPES, CudaLinear
 from .graph_copy import copy_graph
-from .kernel_chains import finish, frozen_constant, kernel_nodes, readers_of, replace_chain
+from .kernel_chains import finish, frozen_constant, kernel_nodes, readers_of, replace_chain, traced_like
 from .lowered import Lowered
 
 LINEAR = "aten::linear.default"
@@ -41,18 +41,12 @@ def fuse_cuda_linears(lowered: Lowered) -> Lowered:
         if len(node.args) == 3 and node.args[2] is not None and (
                 bias is None or bias.dim() != 1 or bias.dtype != weight.dtype or bias.device != weight.device):
             continue
-        if not _on(node.args[0], weight):
+        if not traced_like(node.args[0], weight):
             continue
         kernel = CudaLinear(weight, bias)
         replace_chain(out, kernels, [node], kernel, (node.args[0],), "cuda:" + kernel.describe(), readers)
         changed = True
     return Lowered(finish(out, changed), tuple(kernels))
-
-
-def _on(v, weight) -> bool:
-    """Was ``v`` traced as a tensor of ``weight``'s dtype and device?"""
-    t = getattr(v, "type", None) if isinstance(v, Value) else None
-    return isinstance(t, TensorType) and t.device == str(weight.device) and t.dtype == weight.dtype and len(t.shape) >= 1
 
 
 def _constant(graph: Graph, v):

@@ -29,7 +29,8 @@ from __future__ import annotations
 from ..ir import Node, Value
 from ..kernels.cuda_sibling_linears import BATCHED_DTYPES, DTYPES, CudaSiblingLinears
 from .graph_copy import copy_graph, replace_uses
-from .kernel_chains import KERNEL, finish, frozen_constant, kernel_nodes, readers_of, write_order, writes_between
+from .kernel_chains import (KERNEL, finish, frozen_constant, kernel_nodes, readers_of, traced_like, write_order,
+                            writes_between)
 from .sibling_slices import slice_safe
 from .lowered import Lowered
 
@@ -69,7 +70,7 @@ def _sibling_groups(graph) -> list:
                 or len(node.outputs) != 1 or node.outputs[0] is None:
             continue
         weight = frozen_constant(graph, node.args[1], DEVICE_TYPE, DTYPES)
-        if weight is None or weight.dim() != 2 or not _on(node.args[0], weight):
+        if weight is None or weight.dim() != 2 or not traced_like(node.args[0], weight):
             continue
         bias = _bias(graph, node, weight)
         if bias is False:
@@ -87,13 +88,6 @@ def _bias(graph, node, weight):
     if bias is None or bias.dim() != 1 or bias.dtype != weight.dtype or bias.device != weight.device:
         return False
     return bias
-
-
-def _on(v, weight) -> bool:
-    """Was ``v`` traced as a tensor of ``weight``'s dtype and device?"""
-    t = getattr(v, "type", None)
-    return getattr(t, "device", None) == str(weight.device) and getattr(t, "dtype", None) == weight.dtype \
-        and len(getattr(t, "shape", ())) >= 1
 
 
 def _replace(graph, kernels: list, members: list, kernel) -> None:

@@ -12,7 +12,7 @@ import bisect
 
 import torch
 
-from ..ir import Graph, Node, Value, iter_values, verify
+from ..ir import Graph, Node, TensorType, Value, iter_values, verify
 from .dce import eliminate_dead_code
 from .graph_copy import replace_uses
 
@@ -112,6 +112,12 @@ def _rank_guard(node: Node) -> bool:
 def constant_f32(graph: Graph, v) -> torch.Tensor | None:
     """The frozen CPU float32 tensor ``v`` reads (a constant node), or None."""
     return frozen_constant(graph, v, "cpu", (torch.float32,))
+
+
+def traced_like(v, weight) -> bool:
+    """Was ``v`` traced as a tensor (rank 1 or more) of ``weight``'s dtype and device?"""
+    t = getattr(v, "type", None) if isinstance(v, Value) else None
+    return isinstance(t, TensorType) and t.device == str(weight.device) and t.dtype == weight.dtype and len(t.shape) >= 1
 
 
 def frozen_constant(graph: Graph, v, device_type: str, dtypes: tuple) -> torch.Tensor | None:
