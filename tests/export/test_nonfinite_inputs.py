@@ -75,3 +75,54 @@ def test_onnxruntime_programs_without_such_ops_skip_the_check():
     x = _poisoned(3, 6)
     with torch.no_grad():
         torch.testing.assert_close(program(x), model(x), equal_nan=True)   # onnxruntime's relu keeps NaN
+
+
+def test_the_model_sums_its_float_inputs_and_the_call_reads_them_after_the_run():
+    """The check is the model's own output (backends/input_sums.py): one sum per floating-point input, after the
+    program's outputs; no torch call wraps the run. An integer input gets no sum."""
+    def f(x, idx):
+        return nn.functional.max_pool1d(x, 2).gather(-1, idx)
+    x, idx = torch.randn(2, 3, 8), torch.zeros(2, 3, 2, dtype=torch.long)
+    with torch.no_grad():
+        program = tracejit.optimize_for_inference(tracejit.trace(f, (x, idx)), backend="onnxruntime")
+    outputs = [o.name for o in program.session.get_outputs()]
+    assert outputs[-1] == "tracejit_input_sum_0" and len(outputs) == 2   # x only: idx is an integer tensor
+    assert program._call.__name__ != "checked" and program._n_sums == 1
+    for scale in (1.0, 3.0):   # new values and a new batch: the answer is eager's
+        y, j = torch.randn(4, 3, 10) * scale, torch.randint(0, 5, (4, 3, 2))
+        j[0, 0, 0] = 3   # reads the pooled window of y's element 7
+        torch.testing.assert_close(program(y, j), f(y, j))
+        y.view(-1)[7] = float("nan")
+        assert f(y, j).isnan().any()
+        torch.testing.assert_close(program(y, j), f(y, j), equal_nan=True)
+        y.view(-1)[7] = -float("inf")
+        torch.testing.assert_close(program(y, j), f(y, j), equal_nan=True)
+
+
+def test_input_sums_cover_keyword_nested_and_double_inputs():
+    """The general call path (keyword and tuple arguments) and a float64 input: each leaf is summed, in its
+    own dtype, and a NaN in any of them runs the traced program."""
+    def f(pair, *, w):
+        a, b = pair
+        return torch.sort(a * w, dim=-1)[0] + b
+    a, b, w = torch.randn(2, 5), torch.randn(2, 5), torch.randn(5, dtype=torch.float64)
+    with torch.no_grad():
+        program = tracejit.optimize_for_inference(tracejit.trace(f, ((a, b),), example_kwarg_inputs={"w": w}), backend="onnxruntime")
+    assert program._n_sums == 3
+    for k in range(3):
+        args = [torch.randn(2, 5), torch.randn(2, 5), torch.randn(5, dtype=torch.float64)]
+        torch.testing.assert_close(program((args[0], args[1]), w=args[2]), f((args[0], args[1]), w=args[2]))
+        args[k].view(-1)[1] = float("nan")
+        want = f((args[0], args[1]), w=args[2])
+        assert want.isnan().any()
+        torch.testing.assert_close(program((args[0], args[1]), w=args[2]), want, equal_nan=True)
+
+
+def test_a_sum_that_overflows_only_costs_the_safe_path():
+    """Finite values whose float32 sum overflows to inf: the traced program answers, with eager's values."""
+    model = ConvPool().eval()
+    program = _program(model, (torch.randn(1, 3, 10, 10),), "onnxruntime")
+    x = torch.full((1, 3, 10, 10), 3e37)
+    with torch.no_grad():
+        assert torch.isfinite(x).all() and not torch.isfinite(x.sum())
+        torch.testing.assert_close(program(x), model(x))

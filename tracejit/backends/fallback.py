@@ -8,7 +8,8 @@ eager, the call runs the safe program instead (or, for autocast in an exported m
 * **Non-finite inputs**: some kernels turn NaN / inf into numbers. A program holding one
   (``NONFINITE_DIFFERS`` per backend; the torch backend's oneDNN kernels say so themselves:
   ``fn.finite_inputs``) checks its floating-point arguments per call (``nonfinite_argument``: their
-  sum is finite, one pass) and runs the safe program for a call with NaN or inf.
+  sum is finite, one pass) and runs the safe program for a call with NaN or inf. The ONNX backends
+  have the model compute those sums as extra outputs, read after the run (backends/input_sums.py).
 * **The caller's autocast** (``autocast_on``, any device): the torch backend runs its unoptimized
   program, whose recorded ops follow autocast as eager's do; an exported model computes in the dtypes
   it was exported with, so the call is refused (``refuse_autocast``).
@@ -97,12 +98,18 @@ def captured_changed(program) -> bool:
     return False
 
 
+def nonfinite_differs(backend: str, graph) -> bool:
+    """Could ``backend`` answer otherwise than eager for ``graph`` on a NaN / inf input? True for a backend
+    not listed in ``NONFINITE_DIFFERS`` (default-deny), else where the graph holds one of its listed ops."""
+    ops = NONFINITE_DIFFERS.get(backend)
+    return ops is None or any(n.name.rstrip("_") in ops for n in graph.nodes if n.op.startswith("aten::"))
+
+
 def with_finite_check(backend: str, graph, safe, call):
     """``call``, or, when ``graph`` holds an op ``backend`` computes differently on NaN / inf, a call
     that first checks its floating-point tensor arguments are finite and otherwise runs ``safe``,
     which gives eager's answer."""
-    ops = NONFINITE_DIFFERS.get(backend)
-    if ops is not None and not any(n.name.rstrip("_") in ops for n in graph.nodes if n.op.startswith("aten::")):
+    if not nonfinite_differs(backend, graph):
         return call
 
     def checked(*args, **kwargs):

@@ -24,7 +24,8 @@ from ..runtime import specialize
 from ..runtime.method_compiler import compile_method
 from . import intermediate_sizes
 from .guard_outputs import GuardOutputs, after_run_guards, scalar_slice as _scalar_slice
-from .fallback import with_captured_check, with_finite_check
+from .fallback import nonfinite_differs, with_captured_check, with_finite_check
+from .input_sums import add_input_sums
 
 
 def prepare(traced, backend: str):
@@ -60,9 +61,11 @@ def prepare(traced, backend: str):
 
 def with_fallbacks(program, traced, graph, call):
     """``call`` behind the shared fallback policy (backends/fallback.py): the traced program answers a
-    call whose captured tensors changed or whose non-finite input this backend would compute otherwise."""
-    return with_captured_check(program, getattr(traced, "graph", None), traced,
-                               with_finite_check(program.backend, graph, traced, call))
+    call whose captured tensors changed or whose non-finite input this backend would compute otherwise (checked
+    by the model's input sums after the run where it has them: ``TracedCall._init_input_sums``)."""
+    if not program._n_sums:
+        call = with_finite_check(program.backend, graph, traced, call)
+    return with_captured_check(program, getattr(traced, "graph", None), traced, call)
 
 
 def with_size_guards(program, traced, graph, call):
@@ -135,6 +138,7 @@ class TracedCall:
 
     backend = "onnx"
     _guard_outputs = None   # GuardOutputs where the model computes guards (_init_guard_outputs)
+    _n_sums = 0   # the model's input sum outputs, after every other output (_init_input_sums)
 
     def _init_call(self, traced, graph) -> None:
         self.graph = graph
@@ -157,6 +161,13 @@ class TracedCall:
         """Check the model's guard outputs (export/guard_outputs.py) after each run, where it has some."""
         checks = GuardOutputs(proto, self.graph, self.signature.split("(")[0])
         self._guard_outputs = checks if checks.count else None
+
+    def _init_input_sums(self, traced, proto) -> None:
+        """Where this backend computes some op of the graph otherwise than eager on NaN / inf, the model ``proto``
+        (not yet serialized) gets an input sum output per floating-point input (backends/input_sums.py): a run whose
+        sums are not finite is answered by the traced program (``_safe``)."""
+        self._safe = traced
+        self._n_sums = add_input_sums(proto) if nonfinite_differs(self.backend, self.graph) else 0
 
     def _tensors(self, args, kwargs):
         """The graph's input tensors, in order, from a call's arguments."""

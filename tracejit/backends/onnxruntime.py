@@ -33,6 +33,7 @@ from ..export.ort_quantize import quantize_model
 from ..export.static_shapes import with_input_sizes
 from ..ir import Value
 from .fallback import autocast_on as _autocast_on, refuse_autocast
+from .input_sums import finite
 from .onnx_call import TracedCall, prepare, with_fallbacks, with_size_guards
 from .specializations import choose_per_call
 
@@ -53,6 +54,7 @@ class OrtProgram(TracedCall):
         graph, proto = models[0]
         self._init_call(traced, graph)
         self._init_guard_outputs(proto)
+        self._init_input_sums(traced, proto)
         self._threads, self._spinning = threads or torch.get_num_threads(), spinning
         self.quantize = quantize
         self.quantized_model = None if quantize is None else quantize_model(proto, quantize)
@@ -66,7 +68,7 @@ class OrtProgram(TracedCall):
                                                                                                           None)
         self._run = _run_of(self.session)
         self._output_names = [o.name for o in self.session.get_outputs()]
-        self._plain_out = (len(self._out_leaves) == len(self._output_names)
+        self._plain_out = (len(self._out_leaves) == len(self._output_names) - self._n_sums
                            and all(isinstance(o, Value) for o in self._out_leaves))
         self._call = with_size_guards(self, traced, graph, with_fallbacks(self, traced, graph, self._fast_call()))
         if _model is None:   # every other specialization: its own session, chosen per call by its guards
@@ -128,6 +130,7 @@ class OrtProgram(TracedCall):
         run, out_names, names, n = self._run, self._output_names, self._names, self._n_inputs
         from_numpy, general, checked_feed, run_error = torch.from_numpy, self._call_general, self._checked_feed, \
             self._run_error
+        n_sums, safe = self._n_sums, getattr(self, "_safe", None)
         out_kind = self._out_spec.kind if self._out_spec is not None else "leaf"
         flat_out = self._plain_out and (out_kind == "leaf" or (
             out_kind in ("tuple", "list") and all(c.kind == "leaf" for c in self._out_spec.children)))
@@ -147,10 +150,12 @@ class OrtProgram(TracedCall):
                 except (AttributeError, RuntimeError, TypeError):
                     feed = checked_feed(args)
                 try:
-                    return from_numpy((run if shape is None or x.shape == shape else run_for(args))(
-                        out_names, feed, None)[0])
+                    results = (run if shape is None or x.shape == shape else run_for(args))(out_names, feed, None)
                 except Exception as e:  # noqa: BLE001
                     raise run_error(args, e) from None
+                if n_sums and not finite(results, n_sums):
+                    return safe(*args, **kwargs)
+                return from_numpy(results[0])
             return call_one
 
         def call_flat(*args, **kwargs):
@@ -165,6 +170,10 @@ class OrtProgram(TracedCall):
                     out_names, feed, None)
             except Exception as e:  # noqa: BLE001
                 raise run_error(args, e) from None
+            if n_sums:
+                if not finite(results, n_sums):
+                    return safe(*args, **kwargs)
+                del results[-n_sums:]
             if out_kind == "leaf":
                 return from_numpy(results[0])
             outs = list(map(from_numpy, results))
@@ -181,6 +190,10 @@ class OrtProgram(TracedCall):
             results = self._run_for(tensors)(self._output_names, feed, None)
         except Exception as e:  # noqa: BLE001
             raise self._run_error(tensors, e) from None
+        if self._n_sums:
+            if not finite(results, self._n_sums):
+                return self._safe(*args, **kwargs)
+            del results[-self._n_sums:]
         return self._outputs([torch.from_numpy(r) for r in results], self._plain_out)
 
     def _guard_flags(self, tensors) -> list:

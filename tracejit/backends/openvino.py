@@ -32,6 +32,7 @@ import torch
 from ..export._deps import require
 from ..ir import Value
 from .fallback import autocast_on as _autocast_on, refuse_autocast
+from .input_sums import finite
 from .onnx_call import TracedCall, prepare, with_fallbacks, with_size_guards
 from .specializations import choose_per_call
 
@@ -57,6 +58,7 @@ class OpenVinoProgram(TracedCall):
         graph, self.proto = models[0]
         self._init_call(traced, graph)
         self._init_guard_outputs(self.proto)
+        self._init_input_sums(traced, self.proto)
         _refuse_double(graph, self.signature)
         self._ov_tensor = ov.Tensor
         self.core = ov.Core()
@@ -72,7 +74,7 @@ class OpenVinoProgram(TracedCall):
         self.request = self.compiled.create_infer_request()
         self._lock = threading.Lock()   # one request: calls from several threads take turns
         self._n_outputs = len(self.compiled.outputs)
-        self._plain_out = (len(self._out_leaves) == self._n_outputs
+        self._plain_out = (len(self._out_leaves) == self._n_outputs - self._n_sums
                            and all(isinstance(o, Value) for o in self._out_leaves))
         self._single = self._plain_out and self._out_spec is None
         self._ov = ov
@@ -122,6 +124,10 @@ class OpenVinoProgram(TracedCall):
         except Exception as e:  # noqa: BLE001
             self._renew(request, shapes)
             raise self._run_error(tensors, e) from None
+        if self._n_sums:
+            if not finite(results, self._n_sums):
+                return self._safe(*args, **kwargs)
+            del results[-self._n_sums:]
         if self._single:
             return torch.from_numpy(results[0])
         return self._outputs([torch.from_numpy(r) for r in results], self._plain_out)
