@@ -24,6 +24,7 @@ $(BASE): pyproject.toml
 # requirement must never let pip fetch a CUDA torch) and in a folder of its own: its C++ ops do not load
 # beside the CPU torch, so a plain `import torchvision` (transformers tries one when it finds it) fails.
 # tests/models/torchvision_ops.py puts the folder on sys.path and defines those ops in pure torch.
+# timm 1.0.31 (tests/models/test_timm_models.py, bench/zoo_models.py) goes in the same folder: it imports torchvision.
 $(TEST): $(BASE)
 	$(PIP) install -q -e '.[test]'
 	$(PIP) install -q --no-deps --target $(VENV)/vision-tests torchvision==0.28.0

@@ -30,6 +30,26 @@ def _torchvision():
     return tv
 
 
+def _timm(name: str, size: int, new_size: int | None = None, **kwargs) -> Callable:
+    """A timm model (``timm.create_model``, random weights, 10 classes) on ``size`` pixel images; transformers
+    made for another size are built for ``size`` (``img_size``). Without ``new_size`` (the model fixes its
+    size) the new inputs are another batch of the same size."""
+    def build():
+        _torchvision()   # timm imports torchvision
+        import timm
+        torch.manual_seed(0)
+        try:
+            model = timm.create_model(name, pretrained=False, num_classes=10, img_size=size, **kwargs)
+        except TypeError:   # a convnet: any size
+            model = timm.create_model(name, pretrained=False, num_classes=10, **kwargs)
+        images = _images(3, size, new_size or size)
+
+        def make(batch, new=False):
+            return images(batch + 1 if new and new_size is None else batch, new)
+        return First(randomise_batch_norm(model)).eval(), make
+    return build
+
+
 def randomise_batch_norm(module: nn.Module, seed: int = 0) -> nn.Module:
     """Give every BatchNorm non-trivial running statistics and affine parameters (eval mode)."""
     gen = torch.Generator().manual_seed(seed)
@@ -271,4 +291,27 @@ ZOO: dict[str, Callable[[], tuple[nn.Module, Any]]] = {
                      decoder_hidden_size=64),
     "resnet_hf": _hf("ResNetModel", "ResNetConfig", names=("pixel_values",), inputs=_images(3, 64, 96),
                      hidden_sizes=[32, 64, 128, 256], depths=[1, 1, 1, 1], embedding_size=16),
+    # timm: the models issue #25 found slow, inexact or not exportable, and one of each other family
+    "levit_128s": _timm("levit_128s", 128),
+    "pvt_v2_b0": _timm("pvt_v2_b0", 96, 128),
+    "eva02_tiny": _timm("eva02_tiny_patch14_224", 112),
+    "deit_tiny": _timm("deit_tiny_patch16_224", 112),
+    "xcit_nano": _timm("xcit_nano_12_p16_224", 112, 128),
+    "vit_tiny": _timm("vit_tiny_patch16_224", 112),
+    "edgenext_xx_small": _timm("edgenext_xx_small", 96, 128),
+    "mobilenetv3_small_timm": _timm("mobilenetv3_small_100", 96, 128),
+    "efficientnet_b0_timm": _timm("efficientnet_b0", 96, 128),
+    "regnety_004_timm": _timm("regnety_004", 96, 128),
+    "inception_v3_timm": _timm("inception_v3", 96, 128),
+    "nfnet_l0": _timm("nfnet_l0", 96, 128),
+    "ghostnet_100": _timm("ghostnet_100", 96, 128),
+    "maxvit_tiny": _timm("maxvit_tiny_tf_224", 64),
+    "swin_tiny_timm": _timm("swin_tiny_patch4_window7_224", 112),
+    "mobilevitv2_050": _timm("mobilevitv2_050", 96, 128),
+    "convnext_atto": _timm("convnext_atto", 96, 128),
+    "poolformer_s12": _timm("poolformer_s12", 96, 128),
+    "fastvit_t8": _timm("fastvit_t8", 96, 128),
+    "tiny_vit_5m": _timm("tiny_vit_5m_224", 224),
+    "repvgg_a0": _timm("repvgg_a0", 96, 128),
+    "dla34": _timm("dla34", 96, 128),
 }
