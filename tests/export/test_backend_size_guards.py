@@ -160,7 +160,8 @@ def test_intermediate_size_guard_of_a_module(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_guard_on_a_data_dependent_size_is_checked_by_the_models_guard_output(backend):
     """No check before the run can decide it (nonzero's size follows the values): the model computes it as a
-    guard output (export/guard_outputs.py) and the program raises the plain program's GuardError after the run
+    guard output (export/guard_outputs.py); where it is False the traced program answers (a live one traces
+    again: eager's answer) and, once it holds no original, raises its GuardError naming the line
     (tests/export/test_guard_outputs.py checks the file)."""
     pytest.importorskip(backend)
     traced = tracejit.trace(data_dependent_count, (torch.tensor([1.0, 2.0, 3.0, -1.0]),), check_trace=False)
@@ -170,6 +171,10 @@ def test_a_guard_on_a_data_dependent_size_is_checked_by_the_models_guard_output(
     program = tracejit.optimize_for_inference(traced, backend=backend)
     held = torch.tensor([-5.0, 4.0, 7.0, 0.5, 2.0])   # another length and values, still over 2 positives
     torch.testing.assert_close(program(held), data_dependent_count(held))
+    torch.testing.assert_close(program(x), data_dependent_count(x))   # the traced program traced again
+    gone = tracejit.trace(data_dependent_count, (torch.tensor([1.0, 2.0, 3.0, -1.0]),), check_trace=False)
+    gone.drop_original()   # as a loaded program
+    program = tracejit.optimize_for_inference(gone, backend=backend)
     with pytest.raises(tracejit.GuardError, match=f"test_backend_size_guards.py:{line_of('data_dependent_count')}"):
         program(x)
 

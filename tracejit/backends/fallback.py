@@ -10,6 +10,8 @@ eager, the call runs the safe program instead (or, for autocast in an exported m
   ``fn.finite_inputs``) checks its floating-point arguments per call (``nonfinite_argument``: their
   sum is finite, one pass) and runs the safe program for a call with NaN or inf. The ONNX backends
   have the model compute those sums as extra outputs, read after the run (backends/input_sums.py).
+* **A guard output that is False** (ONNX backends: the guards the model computes itself, backends/guard_outputs.py):
+  the run's answer is dropped and the safe program's guards decide.
 * **The caller's autocast** (``autocast_on``, any device): the torch backend runs its unoptimized
   program, whose recorded ops follow autocast as eager's do; an exported model computes in the dtypes
   it was exported with, so the call is refused (``refuse_autocast``).

@@ -156,17 +156,17 @@ class TracedCall:
         self._out_spec = graph.out_spec
         self._out_leaves = list(graph.outputs)
         self.signature = signature(traced, graph)
+        self._safe = traced   # answers the calls this backend cannot (backends/fallback.py)
 
     def _init_guard_outputs(self, proto) -> None:
         """Check the model's guard outputs (export/guard_outputs.py) after each run, where it has some."""
         checks = GuardOutputs(proto, self.graph, self.signature.split("(")[0])
         self._guard_outputs = checks if checks.count else None
 
-    def _init_input_sums(self, traced, proto) -> None:
+    def _init_input_sums(self, proto) -> None:
         """Where this backend computes some op of the graph otherwise than eager on NaN / inf, the model ``proto``
         (not yet serialized) gets an input sum output per floating-point input (backends/input_sums.py): a run whose
         sums are not finite is answered by the traced program (``_safe``)."""
-        self._safe = traced
         self._n_sums = add_input_sums(proto) if nonfinite_differs(self.backend, self.graph) else 0
 
     def _tensors(self, args, kwargs):
@@ -175,30 +175,36 @@ class TracedCall:
             return args
         return self._flatten(args, kwargs)
 
+    def _guards_fail(self, results) -> bool:
+        """Is a guard output among the runtime's ``results`` (after the program's outputs) False? The call is then
+        the traced program's (``_safe``): its guards, computed by torch, decide (backends/guard_outputs.py)."""
+        return self._guard_outputs is not None and not self._guard_outputs.hold(results)
+
     def _outputs(self, outs, plain: bool):
-        """The traced output structure around the runtime's output tensors ``outs`` (GuardError where a guard
-        output of the model is False)."""
+        """The traced output structure around the runtime's output tensors ``outs`` (guard outputs dropped)."""
         if self._guard_outputs is not None:
-            outs = self._guard_outputs.split(outs)
+            outs = self._guard_outputs.strip(outs)
         if plain:
             return pytree.unflatten(self._out_spec, outs) if self._out_spec is not None else outs[0]
         it = iter(outs)
         leaves = [next(it) if isinstance(o, Value) else o for o in self._out_leaves]
         return pytree.unflatten(self._out_spec, leaves)
 
-    def _run_error(self, tensors, e: Exception) -> RuntimeError:
-        """The runtime's errors name ONNX nodes, not the user's call: say which call failed. Where the model has
-        guard outputs and the backend can compute them alone (``_guard_flags``), a failed guard is the reason:
-        its GuardError is raised (the traced branch's shapes no longer fit: Mask R-CNN pastes each mask at the
-        traced box size)."""
+    def _run_failed_on_a_guard(self, tensors) -> bool:
+        """After a failed run: where the model has guard outputs, did one of them fail for this call (computed alone
+        by ``_guard_flags``)? Then the traced branch's shapes no longer fit the data (Mask R-CNN pastes each mask at
+        the traced box size) and the call is the traced program's; otherwise the run's error stands."""
         flags = getattr(self, "_guard_flags", None)
-        if self._guard_outputs is not None and flags is not None:
-            try:
-                values = flags(tensors)
-            except Exception:  # noqa: BLE001  (the guards cannot be computed either: the run's error stands)
-                values = None
-            if values is not None:
-                self._guard_outputs.check_flags(values)
+        if self._guard_outputs is None or flags is None:
+            return False
+        try:
+            values = flags(tensors)
+        except Exception:  # noqa: BLE001  (the guards cannot be computed either: the run's error stands)
+            return False
+        return not self._guard_outputs.hold(values, alone=True)
+
+    def _run_error(self, tensors, e: Exception) -> RuntimeError:
+        """The runtime's errors name ONNX nodes, not the user's call: say which call failed."""
         return RuntimeError(f"{self.signature}: {self.backend} could not run this call with {describe(tensors)}: {e}")
 
     def _checked_feed(self, tensors) -> dict:

@@ -54,7 +54,7 @@ class OrtProgram(TracedCall):
         graph, proto = models[0]
         self._init_call(traced, graph)
         self._init_guard_outputs(proto)
-        self._init_input_sums(traced, proto)
+        self._init_input_sums(proto)
         self._threads, self._spinning = threads or torch.get_num_threads(), spinning
         self.quantize = quantize
         self.quantized_model = None if quantize is None else quantize_model(proto, quantize)
@@ -189,11 +189,15 @@ class OrtProgram(TracedCall):
         try:
             results = self._run_for(tensors)(self._output_names, feed, None)
         except Exception as e:  # noqa: BLE001
+            if self._run_failed_on_a_guard(tensors):
+                return self._safe(*args, **kwargs)
             raise self._run_error(tensors, e) from None
         if self._n_sums:
             if not finite(results, self._n_sums):
                 return self._safe(*args, **kwargs)
             del results[-self._n_sums:]
+        if self._guards_fail(results):
+            return self._safe(*args, **kwargs)
         return self._outputs([torch.from_numpy(r) for r in results], self._plain_out)
 
     def _guard_flags(self, tensors) -> list:

@@ -58,7 +58,7 @@ class OpenVinoProgram(TracedCall):
         graph, self.proto = models[0]
         self._init_call(traced, graph)
         self._init_guard_outputs(self.proto)
-        self._init_input_sums(traced, self.proto)
+        self._init_input_sums(self.proto)
         _refuse_double(graph, self.signature)
         self._ov_tensor = ov.Tensor
         self.core = ov.Core()
@@ -123,11 +123,15 @@ class OpenVinoProgram(TracedCall):
                 results = [request.get_output_tensor(i).data.copy() for i in range(self._n_outputs)]
         except Exception as e:  # noqa: BLE001
             self._renew(request, shapes)
+            if self._run_failed_on_a_guard(tensors):
+                return self._safe(*args, **kwargs)
             raise self._run_error(tensors, e) from None
         if self._n_sums:
             if not finite(results, self._n_sums):
                 return self._safe(*args, **kwargs)
             del results[-self._n_sums:]
+        if self._guards_fail(results):
+            return self._safe(*args, **kwargs)
         if self._single:
             return torch.from_numpy(results[0])
         return self._outputs([torch.from_numpy(r) for r in results], self._plain_out)
