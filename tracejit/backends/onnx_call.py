@@ -25,7 +25,7 @@ from ..runtime.method_compiler import compile_method
 from . import intermediate_sizes
 from .guard_outputs import GuardOutputs, after_run_guards, scalar_slice as _scalar_slice
 from .fallback import nonfinite_differs, with_captured_check, with_finite_check
-from .input_sums import add_input_sums
+from .input_sums import add_input_sums, finite
 
 
 def prepare(traced, backend: str):
@@ -175,10 +175,15 @@ class TracedCall:
             return args
         return self._flatten(args, kwargs)
 
-    def _guards_fail(self, results) -> bool:
-        """Is a guard output among the runtime's ``results`` (after the program's outputs) False? The call is then
-        the traced program's (``_safe``): its guards, computed by torch, decide (backends/guard_outputs.py)."""
-        return self._guard_outputs is not None and not self._guard_outputs.hold(results)
+    def _answers(self, results: list) -> bool:
+        """Do the runtime's ``results`` (a list) answer the call? Not where an input sum is not finite (input_sums.py)
+        or a guard output is False (guard_outputs.py): the traced program (``_safe``) answers those calls, its guards
+        computed by torch. The input sums are dropped from ``results``."""
+        if self._n_sums:
+            if not finite(results, self._n_sums):
+                return False
+            del results[-self._n_sums:]
+        return self._guard_outputs is None or self._guard_outputs.hold(results)
 
     def _outputs(self, outs, plain: bool):
         """The traced output structure around the runtime's output tensors ``outs`` (guard outputs dropped)."""

@@ -192,11 +192,7 @@ class OrtProgram(TracedCall):
             if self._run_failed_on_a_guard(tensors):
                 return self._safe(*args, **kwargs)
             raise self._run_error(tensors, e) from None
-        if self._n_sums:
-            if not finite(results, self._n_sums):
-                return self._safe(*args, **kwargs)
-            del results[-self._n_sums:]
-        if self._guards_fail(results):
+        if not self._answers(results):
             return self._safe(*args, **kwargs)
         return self._outputs([torch.from_numpy(r) for r in results], self._plain_out)
 

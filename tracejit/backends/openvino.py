@@ -32,7 +32,6 @@ import torch
 from ..export._deps import require
 from ..ir import Value
 from .fallback import autocast_on as _autocast_on, refuse_autocast
-from .input_sums import finite
 from .onnx_call import TracedCall, prepare, with_fallbacks, with_size_guards
 from .specializations import choose_per_call
 
@@ -126,11 +125,7 @@ class OpenVinoProgram(TracedCall):
             if self._run_failed_on_a_guard(tensors):
                 return self._safe(*args, **kwargs)
             raise self._run_error(tensors, e) from None
-        if self._n_sums:
-            if not finite(results, self._n_sums):
-                return self._safe(*args, **kwargs)
-            del results[-self._n_sums:]
-        if self._guards_fail(results):
+        if not self._answers(results):
             return self._safe(*args, **kwargs)
         if self._single:
             return torch.from_numpy(results[0])
