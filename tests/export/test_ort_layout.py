@@ -291,6 +291,17 @@ def test_rms_norm_and_gelu_are_in_the_forms_onnxruntime_fuses(tmp_path):
                           "rms norm + gelu")
 
 
+def test_tanh_gelu_is_in_the_form_onnxruntime_fuses(tmp_path):
+    """``F.gelu(x, approximate="tanh")`` (timm's MaxViT) runs as one FastGelu in onnxruntime, with eager's answers."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(16, 64), nn.GELU(approximate="tanh"), nn.Linear(64, 16)).eval()
+    traced = _trace(net, torch.randn(2, 5, 16))
+    ops = _optimized_ops({}, traced, tmp_path)
+    assert "FastGelu" in ops and "Tanh" not in ops and "Pow" not in ops, ops
+    assert_backends_match(net, (torch.randn(2, 5, 16),), [(torch.randn(3, 7, 16) * 3,), (torch.randn(1, 1, 16),)],
+                          "tanh gelu")
+
+
 @pytest.mark.parametrize("fn, what", [(lambda x: torch.rsqrt(x.abs() + 0.5), "rsqrt"),
                                       (lambda x: F.gelu(x), "gelu"), (lambda x: F.gelu(x, approximate="tanh"), "tanh gelu")])
 def test_rsqrt_and_gelu_give_eager_answers(fn, what):
