@@ -27,7 +27,7 @@ $(BASE): pyproject.toml
 # timm 1.0.31 (tests/models/test_timm_models.py, bench/zoo_models.py) goes in the same folder: it imports torchvision.
 $(TEST): $(BASE)
 	$(PIP) install -q -e '.[test]'
-	$(PIP) install -q --no-deps --target $(VENV)/vision-tests torchvision==0.28.0
+	$(PIP) install -q --no-deps --target $(VENV)/vision-tests torchvision==0.28.0 timm==1.0.31
 	$(PIP) install -q pillow
 	touch $(TEST)
 
