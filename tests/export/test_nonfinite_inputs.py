@@ -126,3 +126,16 @@ def test_a_sum_that_overflows_only_costs_the_safe_path():
     with torch.no_grad():
         assert torch.isfinite(x).all() and not torch.isfinite(x.sum())
         torch.testing.assert_close(program(x), model(x))
+
+
+def test_a_model_without_input_sums_is_checked_in_torch(monkeypatch):
+    """Where the model cannot sum its inputs (an input type input_sums.py lists nowhere: it adds none), the
+    arguments are checked in torch before the run, as before (default-deny)."""
+    from tracejit.backends import onnx_call
+    monkeypatch.setattr(onnx_call, "add_input_sums", lambda proto: 0)
+    model = ConvPool().eval()
+    program = _program(model, (torch.randn(1, 3, 10, 10),), "onnxruntime")
+    assert program._n_sums == 0 and program._call.__name__ == "checked"
+    x = _poisoned(2, 3, 12, 9)
+    with torch.no_grad():
+        torch.testing.assert_close(program(x), model(x), equal_nan=True, rtol=1e-4, atol=1e-5)

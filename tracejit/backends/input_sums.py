@@ -21,6 +21,9 @@ checking after it gives the same answers as checking before.
 ['y', 'tracejit_input_sum_0']
 >>> finite([None, 3.0], 1), finite([None, float("nan")], 1)
 (True, False)
+>>> z = helper.make_tensor_value_info("z", TensorProto.FLOAT8E4M3FN, [2])   # a type nobody listed: no sums
+>>> add_input_sums(helper.make_model(helper.make_graph([], "g", [z], [])))
+0
 """
 from __future__ import annotations
 
@@ -34,16 +37,22 @@ SUM_PREFIX = "tracejit_input_sum_"
 # are cast to float first (a sum of half values overflows where the values are finite)
 _FLOAT, _DOUBLE = 1, 11
 _CAST_FIRST = (10, 16)   # FLOAT16, BFLOAT16
+# types that hold no NaN / inf (integers, bool, string) or that torch's check does not read (complex)
+_NO_CHECK = (2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 14, 15, 21, 22)
 
 
 def add_input_sums(proto) -> int:
     """Append one scalar ``ReduceSum`` output per floating-point input of the ONNX model ``proto`` (in place,
-    after its other outputs, in input order); returns how many."""
+    after its other outputs, in input order); returns how many. Default-deny: a model with an input of a type
+    listed nowhere here (a float8) gets none, and 0 is returned: the caller then checks the arguments in torch
+    (fallback.with_finite_check)."""
     helper = require("onnx").helper
     graph, count = proto.graph, 0
+    if any(v.type.tensor_type.elem_type not in (_FLOAT, _DOUBLE, *_CAST_FIRST, *_NO_CHECK) for v in graph.input):
+        return 0
     for value in graph.input:
         elem = value.type.tensor_type.elem_type
-        if elem not in (_FLOAT, _DOUBLE, *_CAST_FIRST):
+        if elem in _NO_CHECK:
             continue
         name, source = f"{SUM_PREFIX}{count}", value.name
         if elem in _CAST_FIRST:
