@@ -37,18 +37,17 @@ def after_run_guards(graph) -> list:
 
 
 class GuardOutputs:
-    """Splits a run's outputs into the program's and the guard booleans, and raises GuardError on a False one."""
+    """Splits a run's outputs into the program's and the guard booleans, and says whether the guards all hold."""
 
     def __init__(self, proto, graph, display: str):
         names = [o.name for o in proto.graph.output]
         self.names = [n for n in names if n.startswith(OUTPUT_PREFIX)]
         self.count = len(self.names)
-        _, unchecked = plan_guards(graph, guard_outputs=True)
-        self.guards = unchecked if self.count else []
-        self.display = display
-        if self.count and len(self.guards) != self.count:
-            raise RuntimeError(f"{display}: the exported model has {self.count} guard outputs; the trace has "
-                               f"{len(self.guards)} guards it cannot check at the entry")
+        if self.count:
+            _, unchecked = plan_guards(graph, guard_outputs=True)
+            if len(unchecked) != self.count:
+                raise RuntimeError(f"{display}: the exported model has {self.count} guard outputs; the trace has "
+                                   f"{len(unchecked)} guards it cannot check at the entry")
 
     def hold(self, outs, alone: bool = False) -> bool:
         """Are the guard outputs among a run's ``outs`` (the last ``count``; every one of ``outs`` when ``alone``)
