@@ -63,7 +63,7 @@ LAYERS = [
     ("runtime", ["tracejit.runtime"]),
     ("serialize", ["tracejit.serialize"]),
     ("export", ["tracejit.export"]),
-    ("backends", ["tracejit.backends", "tracejit.inference", "tracejit.auto_backend"]),
+    ("backends", ["tracejit.backends", "tracejit.inference", "tracejit.auto_backend", "tracejit.auto_exactness"]),
     ("tools", ["tracejit.viewer", "tracejit.migrate", "tracejit.porting", "tracejit.hf_inputs",
                "tracejit.user_methods"]),
     ("api", ["tracejit.api", "tracejit.hf", "tracejit.patch", "tracejit.cli", "tracejit.__init__", "tracejit.__main__",

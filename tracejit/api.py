@@ -12,8 +12,8 @@ from .runtime.checker import check_trace as _run_checker
 from .runtime.private_rng import PrivateRandomness
 from .runtime.state import ModuleState
 from .runtime import specialize
-from .runtime.lending import (hook_snapshot, lend_tensors, like_module, one_at_a_time, submodule_or_none,
-                               swap_hooks)
+from .runtime.lending import (float64_copy, hook_snapshot, lend_tensors, like_module, one_at_a_time,
+                               submodule_or_none, swap_hooks)
 from .program import Program, of_function, of_module
 from .runtime.assemble import compile_program
 from .runtime.traced import compile_methods
@@ -276,6 +276,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
             lend_tensors(lent, mod)
         return _compile(recs, label)
     traced._traced_retrace = one_at_a_time(retrace)
+    traced._float64_original = one_at_a_time(lambda current: float64_copy(current, mod, hooks))
     specialize.enable_for_module(traced, traced._traced_retrace,
                                  {k: _signature_or_none(entry(k)[1]) for k in per_method_args})
     if check_trace:

@@ -5,9 +5,11 @@ Candidates, in this order (cheapest to build first): ``traced`` (the traced prog
 (that program replayed from CUDA graphs: only for a program on a CUDA device),
 ``onnxruntime`` and ``openvino`` (the exported ONNX model; each only when its package is installed and the
 program runs on the CPU).
-A candidate that cannot be built, or whose answer on the example inputs differs from the traced
-program's (``assert_close`` at ``rtol = atol = 1e-4`` of the output's scale), is left out and the
-report says why: a backend nobody measured is never chosen (default-deny).
+A candidate that cannot be built, or whose answer on the example inputs is not as exact as the traced
+program's (auto_exactness.py: ``assert_close`` at ``rtol = atol = 1e-4`` of the output's scale, or, where
+the traced object holds its original module, no further from the original's float64 answer than the
+traced program itself), is left out and the report says why: a backend nobody measured is never chosen
+(default-deny).
 
 Timing, made for a machine other processes load (load only ever adds time to a call): each candidate
 built is warmed up (``WARMUP_CALLS`` calls after the check's one: first calls allocate, fill caches and
@@ -36,12 +38,12 @@ from __future__ import annotations
 
 import importlib.util
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import torch
-from torch.utils._pytree import tree_leaves
 
 from . import pytree
+from .auto_exactness import check_same, float64_reference
 from .backends import protocol
 from .ir import Value
 from .passes.pipeline import program_device
@@ -105,8 +107,9 @@ def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, build_budget_s:
     start = clock()
     build_until = start + build_budget_s
     with torch.no_grad():
-        reference = traced(*args, **kwargs)
-    built, notes = {}, {}
+        expected = traced(*args, **kwargs)
+    float64 = float64_reference(traced, args, kwargs)   # computed only where a candidate needs it
+    built, notes, accepted = {}, {}, {}
     for name in candidates:
         if built and clock() >= build_until:
             notes[name] = "not built: the budget was spent"
@@ -118,7 +121,7 @@ def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, build_budget_s:
         try:
             program = _build(name, traced)
             with torch.no_grad():
-                _check_same(program(*args, **kwargs), reference)
+                accepted[name] = check_same(program(*args, **kwargs), expected, float64)
         except Exception as e:  # noqa: BLE001  (a candidate that fails is left out, with the reason)
             notes[name] = f"left out: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
             continue
@@ -134,7 +137,8 @@ def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, build_budget_s:
              f"{rounds} interleaved rounds after {WARMUP_CALLS} warm-up calls; {clock() - start:.2f}s)"]
     for name in candidates:
         if name in timings:
-            lines.append(f"  {name}: {timings[name] * 1e6:.1f} us (median {_median(samples[name]) * 1e6:.1f} us)")
+            lines.append(f"  {name}: {timings[name] * 1e6:.1f} us (median {_median(samples[name]) * 1e6:.1f} us)"
+                         + (f"; {accepted[name]}" if accepted.get(name) else ""))
         else:
             lines.append(f"  {name}: {notes[name]}")
     return AutoProgram(traced, built[best], best, "\n".join(lines), timings)
@@ -226,19 +230,6 @@ def _build(name: str, traced):
     if name == "traced":
         return traced
     return protocol.build(name, traced)
-
-
-def _check_same(got: Any, want: Any) -> None:
-    """``got`` equals the traced program's ``want`` up to reassociation (rtol = atol = 1e-4 of the scale)."""
-    got_leaves, want_leaves = tree_leaves(got), tree_leaves(want)
-    if len(got_leaves) != len(want_leaves):
-        raise ValueError(f"{len(got_leaves)} outputs where the traced program gives {len(want_leaves)}")
-    for g, w in zip(got_leaves, want_leaves):
-        if isinstance(w, torch.Tensor) and w.is_floating_point() and w.numel():
-            scale = max(1.0, w.abs().max().item())
-            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4 * scale)
-        else:
-            torch.testing.assert_close(g, w, rtol=0, atol=0)
 
 
 def _example_inputs(traced, given) -> tuple[tuple, dict]:

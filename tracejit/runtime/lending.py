@@ -4,6 +4,7 @@ buffers (``lend_tensors``), the forward hooks as they were at trace time (``hook
 at a time (``one_at_a_time``), since they all change the original module while it runs."""
 from __future__ import annotations
 
+import copy
 import threading
 
 import torch
@@ -63,6 +64,26 @@ def lend_tensors(source, mod) -> dict:
             sub._parameters.update(params)
             sub._buffers.update(buffers)
     return previous
+
+
+def float64_copy(source, mod, hooks: dict):
+    """A float64 deep copy of ``mod`` holding ``source``'s (the traced module's) parameters and buffers and
+    the forward hooks of ``hooks`` (a ``hook_snapshot`` taken at trace time), in ``source``'s training mode:
+    the original computation in float64, which ``optimize_for_inference(backend="auto")`` measures its
+    candidates' error against (auto_exactness.py). None where the original cannot be copied."""
+    lent = lend_tensors(source, mod)
+    now = swap_hooks(hooks)
+    try:
+        clone = copy.deepcopy(mod)
+    except Exception:  # noqa: BLE001  (a module holding something deepcopy refuses: no reference)
+        return None
+    finally:
+        swap_hooks(now)
+        lend_tensors(lent, mod)
+    for path, m in clone.named_modules():
+        traced_sub = submodule_or_none(source, path)
+        m.training = traced_sub.training if traced_sub is not None else source.training
+    return clone.double()
 
 
 def like_module(example: tuple, mod) -> tuple:

@@ -1,0 +1,139 @@
+"""backend="auto"'s exactness test (tracejit/auto_exactness.py, issue #25 item 3): a candidate further from
+the traced program than 1e-4 of the scale is kept only where it is no further from the original's float64
+answer than the traced program itself; the float64 original is a copy holding the traced module's tensors,
+and a reference that is not the same computation, a loaded program or a dropped original never widen it."""
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+from torch import nn
+
+import tracejit
+import tracejit.auto_backend as ab
+from tracejit.auto_exactness import check_same, float64_reference
+
+
+class Cancels(nn.Module):
+    """Element 0 of the output loses its low bits in float32 (``(x + 1e4) - 1e4``); the rest is exact, so
+    the traced program is far from the float64 answer at one element only, as a detector's thresholded box."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.tensor(1.0))
+
+    def forward(self, x):
+        head = (x[:1] + 1e4) - 1e4
+        return torch.cat([head, x[1:]]) * self.scale
+
+
+def _traced(x=None):
+    x = torch.linspace(0.1, 0.9, 1000) if x is None else x
+    model = Cancels()
+    return model, tracejit.trace(model, x), x
+
+
+def _auto_with(monkeypatch, traced, x, answer):
+    """optimize_for_inference(backend="auto") where the candidate "torch" answers ``answer(x)``."""
+    class Candidate:
+        def __call__(self, *args):
+            return answer(*args)
+    real = ab._build
+    monkeypatch.setattr(ab, "_build", lambda name, t: Candidate() if name == "torch" else real(name, t))
+    return tracejit.optimize_for_inference(traced, backend="auto", candidates=("traced", "torch"), budget_s=0.01,
+                                           example_inputs=(x,))
+
+
+def test_the_float64_reference_is_the_original_in_float64_with_the_traced_module_s_tensors():
+    model, traced, x = _traced()
+    with torch.no_grad():
+        traced.scale.fill_(2.0)   # the traced module's tensor, not the original's: the reference reads it
+    got = float64_reference(traced, (x,), {})()
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got, x.double() * 2, rtol=0, atol=1e-12)
+    assert model.scale.dtype == torch.float32 and model.scale.item() == 2.0   # shared tensor, not cast
+    x2 = torch.linspace(-3, 3, 7)   # another input, another length
+    torch.testing.assert_close(float64_reference(traced, (x2,), {})(), x2.double() * 2, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("where", ["at float64", "halfway"])
+def test_a_candidate_closer_to_float64_than_the_traced_program_is_kept(monkeypatch, where):
+    _, traced, x = _traced()
+    with torch.no_grad():
+        want = traced(x)
+    closer = x.clone()   # no cancellation: the float64 answer, rounded
+    if where == "halfway":   # between the traced program and the float64 answer
+        closer[0] = (want[0].double() + x[0].double()) / 2
+    assert (closer - want).abs().max() > 1.2e-4   # test 1 alone would leave it out
+    auto = _auto_with(monkeypatch, traced, x, lambda t: closer)
+    assert "torch:" in auto.report and "left out" not in auto.report.split("torch:")[1].splitlines()[0]
+    assert "no further from the float64 answer" in auto.report
+
+
+def test_a_candidate_further_from_float64_is_left_out(monkeypatch):
+    _, traced, x = _traced()
+    with torch.no_grad():
+        want = traced(x)
+    worse = lambda t: want + torch.where(torch.arange(len(t)) == 0, 3e-3, 0.0)   # noqa: E731
+    auto = _auto_with(monkeypatch, traced, x, worse)
+    assert auto.backend == "traced"
+    assert "torch: left out: AssertionError" in auto.report
+
+
+@pytest.mark.parametrize("change", ["integer", "shape"])
+def test_integers_and_shapes_must_equal_the_traced_program_s(change):
+    want = (torch.tensor([1.0, 2.0]), torch.tensor([3]))
+    float64 = lambda: (torch.tensor([1.0, 2.015], dtype=torch.float64), torch.tensor([3]))   # noqa: E731
+    got = (torch.tensor([1.0, 2.01]), torch.tensor([4])) if change == "integer" else \
+        (torch.tensor([1.0, 2.01, 0.0]), torch.tensor([3]))
+    with pytest.raises(AssertionError):
+        check_same(got, want, float64)
+
+
+def test_a_reference_that_is_not_the_same_computation_does_not_widen_the_test():
+    want = torch.linspace(0, 1, 1000)
+    got = want.clone()
+    got[0] = 0.01
+    shifted = want.double() + 0.02   # every element moves: a branch on the dtype, not reassociation
+    shifted[0] = 0.015
+    with pytest.raises(AssertionError):
+        check_same(got, want, lambda: shifted)
+    far = want.double()
+    far[0] = 0.2   # one element 0.2 of the scale away: beyond what reassociation moves
+    got[0] = 0.1
+    with pytest.raises(AssertionError):
+        check_same(got, want, lambda: far)
+
+
+def test_no_reference_without_the_original(monkeypatch):
+    _, traced, x = _traced()
+    buf = io.BytesIO()
+    tracejit.save(traced, buf)
+    loaded = tracejit.load(io.BytesIO(buf.getvalue()))
+    assert float64_reference(loaded, (x,), {})() is None
+    traced.drop_original()
+    assert float64_reference(traced, (x,), {})() is None
+    exact = lambda t: t.double().float()   # noqa: E731
+    auto = _auto_with(monkeypatch, traced, x, exact)
+    assert auto.backend == "traced" and "torch: left out" in auto.report
+
+
+def test_a_traced_function_gets_no_reference():
+    x = torch.linspace(0.1, 0.9, 10)
+    traced = tracejit.trace(lambda t: (t + 1e4) - 1e4, x)
+    assert float64_reference(traced, (x,), {})() is None
+
+
+def test_an_original_that_fails_in_float64_gives_no_reference():
+    class Float32Only(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("w", torch.ones(3))
+
+        def forward(self, x):
+            return x @ torch.ones(3, dtype=torch.float32)   # float32 constant: float64 input fails
+
+    x = torch.randn(2, 3)
+    traced = tracejit.trace(Float32Only(), x)
+    assert float64_reference(traced, (x,), {})() is None
