@@ -1,21 +1,22 @@
 """Is a candidate of ``optimize_for_inference(backend="auto")`` as exact as the traced program?
 
-Two tests, the second only where the first fails:
-
 1. **Close to the traced program**: every output equals the traced program's up to reassociation
    (``assert_close`` at ``rtol = atol = 1e-4`` of the output's scale); integer and boolean outputs exactly.
-2. **No further from the float64 answer than the traced program**: some outputs move by more than that under
-   fp32 reassociation alone (a detector's boxes after thresholds and rounding: the traced program itself is
-   ~1e-2 away from the float64 answer on torchvision's Mask R-CNN, and torch.jit's freeze ~2e-2 from the
-   traced program). Where the traced object holds its original module (a live trace of an ``nn.Module``),
-   the original runs once in float64 (a deep copy with the traced module's tensors, ``float64_reference``),
-   and the candidate passes when, for every floating output,
+2. **No further from the float64 answer than the traced program**. Where the traced object holds its
+   original module (a live trace of an ``nn.Module`` holding at most ``MAX_COPY_BYTES`` of tensors), the
+   original runs once in float64 (``float64_reference``: a deep copy with the traced module's tensors, the
+   caller's random generator only read), and for every floating output
    ``max|candidate - float64| <= 1.25 * max|traced - float64| + 8 fp32 ulps of the output's scale``,
-   its shapes and every non-floating output equal the traced program's, and the traced program is itself
-   within ``5e-2`` of the scale of the float64 answer, and ``1e-4`` of it on average: a reference that is
-   not the same computation (a branch on the dtype) must not widen the test.
-   No original (a loaded program, a traced function), or a float64 run that fails: the first test only
-   (default-deny).
+   with shapes and every non-floating output equal to the traced program's.
+
+A candidate is kept when it passes both, or test 2 alone: some outputs move by more than 1e-4 under fp32
+reassociation (a detector's boxes and masks after thresholds: on torchvision's Mask R-CNN the traced
+program's masks are 3e-2 from the float64 answer, onnxruntime's 4e-3). Test 1 alone does not do: OpenVINO's
+FCN-ResNet50 is within it, yet 2.7e-5 from the float64 answer where eager and torch.jit's freeze are 1.2e-5.
+Test 2 applies only where the reference is usable: the traced program within ``5e-2`` of the scale of the
+float64 answer, and ``1e-4`` on average (a reference that is not the same computation, a branch on the
+dtype, must not widen the test), finite, of the same structure and shapes. No usable reference (a loaded
+program, a traced function, a float64 run that fails): test 1 only (default-deny).
 
 >>> import torch
 >>> want = torch.linspace(0, 1, 1000)                 # the traced program's answer
@@ -23,8 +24,10 @@ Two tests, the second only where the first fails:
 ''
 >>> float64 = want.double(); float64[0] = 0.015       # the original in float64: one element moves
 >>> got = want.clone(); got[0] = 0.01                 # a candidate 1e-2 from the traced program there
->>> check_same(got, want, lambda: float64)[:60]       # test 2
+>>> check_same(got, want, lambda: float64)[:60]       # test 2 alone
 'differs from the traced program beyond 1e-4 of the scale, bu'
+>>> check_same(want + 1e-6, want, lambda: float64)    # both
+''
 >>> check_same(got, want, lambda: None)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 AssertionError: Tensor-likes are not close!...
@@ -36,66 +39,83 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
 
+from .runtime.private_rng import PrivateRandomness
+
 RTOL = 1e-4                 # test 1, of the output's scale
 FLOAT64_FACTOR = 1.25       # test 2: the candidate's distance to float64 over the traced program's
 FLOAT64_ULPS = 8            # ... plus this many fp32 ulps of the output's scale
 # test 2 applies only where the traced program is this close to float64 (of the scale): at most ...
 REFERENCE_MAX = 5e-2        # ... here (a mask's pixel after a threshold moves by ~1e-2 under reassociation)
 REFERENCE_MEAN = 1e-4       # ... and on average here (a different computation moves most elements)
+MAX_COPY_BYTES = 1 << 30    # no float64 copy of a module holding more (it would take twice that): test 1 only
 
 
 def check_same(got: Any, want: Any, reference: Callable[[], Any] | None = None) -> str:
-    """Raise where ``got`` is not as exact as the traced program's ``want`` (module docstring). ``reference``:
-    a thunk returning the float64 answer (or None); called only where test 1 fails. Returns '' after
-    test 1, else a note saying test 2 passed and by how much."""
+    """Raise AssertionError where ``got`` is not as exact as the traced program's ``want`` (module docstring).
+    ``reference``: a thunk returning the original's float64 answer (or None). Returns a note where test 2
+    kept a candidate test 1 would leave out, else ''."""
     got_leaves, want_leaves = tree_leaves(got), tree_leaves(want)
     if len(got_leaves) != len(want_leaves):
         raise ValueError(f"{len(got_leaves)} outputs where the traced program gives {len(want_leaves)}")
     try:
-        for g, w in zip(got_leaves, want_leaves):
-            if isinstance(w, torch.Tensor) and w.is_floating_point() and w.numel():
-                scale = max(1.0, w.abs().max().item())
-                torch.testing.assert_close(g, w, rtol=RTOL, atol=RTOL * scale)
-            else:
-                torch.testing.assert_close(g, w, rtol=0, atol=0)
-        return ""
+        _close_to_traced(got_leaves, want_leaves)
     except AssertionError:
         ref = reference() if reference is not None else None
-        note = _closer_to_float64(got_leaves, want_leaves, tree_leaves(ref)) if ref is not None else None
-        if note is None:
+        verdict = _against_float64(got_leaves, want_leaves, tree_leaves(ref)) if ref is not None else None
+        if verdict is None or not verdict[0]:
             raise
-        return note
+        return (f"differs from the traced program beyond 1e-4 of the scale, but is no further from the float64 "
+                f"answer ({verdict[1]:.1e}) than the traced program ({verdict[2]:.1e})")
+    ref = reference() if reference is not None else None
+    verdict = _against_float64(got_leaves, want_leaves, tree_leaves(ref)) if ref is not None else None
+    if verdict is not None and not verdict[0]:
+        raise AssertionError(f"{verdict[1]:.1e} from the original's float64 answer, where the traced program is "
+                             f"{verdict[2]:.1e}: beyond fp32 reassociation")
+    return ""
 
 
-def _closer_to_float64(got: list, want: list, ref: list) -> str | None:
-    """Test 2 of the module docstring: a note, or None where it fails."""
+def _close_to_traced(got: list, want: list) -> None:
+    """Test 1: AssertionError where an output is further than 1e-4 of the scale (integers: not equal)."""
+    for g, w in zip(got, want):
+        if isinstance(w, torch.Tensor) and w.is_floating_point() and w.numel():
+            scale = max(1.0, w.abs().max().item())
+            torch.testing.assert_close(g, w, rtol=RTOL, atol=RTOL * scale)
+        else:
+            torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
+def _against_float64(got: list, want: list, ref: list) -> tuple[bool, float, float] | None:
+    """Test 2 of the module docstring: (passed, the candidate's distance to float64, the traced program's),
+    at the output where the candidate is furthest; None where the reference is not usable (another
+    structure, a shape of its own, non-finite values, or not the same computation)."""
     if len(ref) != len(want):
         return None
-    worst = (0.0, 0.0)
+    passed, worst = True, (0.0, 0.0)
     for g, w, r in zip(got, want, ref):
         if not (isinstance(w, torch.Tensor) and w.is_floating_point()):
-            if not (isinstance(g, torch.Tensor) and isinstance(w, torch.Tensor) and g.shape == w.shape
-                    and torch.equal(g, w)) and not (not isinstance(w, torch.Tensor) and g == w):
-                return None
+            same = (isinstance(g, torch.Tensor) and g.shape == w.shape and torch.equal(g, w)) \
+                if isinstance(w, torch.Tensor) else g == w
+            passed = passed and bool(same)
             continue
-        if not (isinstance(g, torch.Tensor) and isinstance(r, torch.Tensor) and g.shape == w.shape == r.shape
-                and g.dtype == w.dtype):
+        if not (isinstance(r, torch.Tensor) and r.shape == w.shape):
             return None
+        if not (isinstance(g, torch.Tensor) and g.shape == w.shape and g.dtype == w.dtype):
+            passed = False
+            continue
         if not w.numel():
             continue
         g64, w64, r64 = g.double(), w.double(), r.double()
-        if not bool(torch.isfinite(g64).all() and torch.isfinite(w64).all() and torch.isfinite(r64).all()):
+        if not bool(torch.isfinite(w64).all() and torch.isfinite(r64).all()):
             return None
         scale = max(1.0, w64.abs().max().item())
         traced_err = (w64 - r64).abs().max().item()
-        got_err = (g64 - r64).abs().max().item()
         if traced_err > REFERENCE_MAX * scale or (w64 - r64).abs().mean().item() > REFERENCE_MEAN * scale:
             return None
+        got_err = (g64 - r64).abs().max().item() if bool(torch.isfinite(g64).all()) else float("inf")
         if got_err > FLOAT64_FACTOR * traced_err + FLOAT64_ULPS * torch.finfo(torch.float32).eps * scale:
-            return None
+            passed = False
         worst = max(worst, (got_err, traced_err))
-    return (f"differs from the traced program beyond 1e-4 of the scale, but is no further from the float64 "
-            f"answer ({worst[0]:.1e}) than the traced program ({worst[1]:.1e})")
+    return passed, worst[0], worst[1]
 
 
 def float64_reference(traced, args: tuple, kwargs: dict) -> Callable[[], Any]:
@@ -112,7 +132,7 @@ def float64_reference(traced, args: tuple, kwargs: dict) -> Callable[[], Any]:
 
 def _run_float64(traced, args: tuple, kwargs: dict):
     make = traced.__dict__.get("_float64_original")
-    if make is None:
+    if make is None or _tensor_bytes(traced) > MAX_COPY_BYTES:
         return None
     try:
         clone = make(traced)
@@ -120,7 +140,16 @@ def _run_float64(traced, args: tuple, kwargs: dict):
             return None
         cast = lambda t: t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t  # noqa: E731
         a, k = tree_map(cast, (tuple(args), dict(kwargs)))
-        with torch.no_grad():
+        with torch.no_grad(), PrivateRandomness():   # the caller's generator is only read
             return clone(*a, **k)
     except Exception:  # noqa: BLE001  (an original that does not run in float64 gives no reference)
         return None
+
+
+def _tensor_bytes(module) -> int:
+    seen, total = set(), 0
+    for t in list(module.parameters()) + list(module.buffers()):
+        if id(t) not in seen:
+            seen.add(id(t))
+            total += t.numel() * t.element_size()
+    return total
