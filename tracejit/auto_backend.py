@@ -6,10 +6,10 @@ Candidates, in this order (cheapest to build first): ``traced`` (the traced prog
 ``onnxruntime`` and ``openvino`` (the exported ONNX model; each only when its package is installed and the
 program runs on the CPU).
 A candidate that cannot be built, or whose answer on the example inputs is not as exact as the traced
-program's (auto_exactness.py: ``assert_close`` at ``rtol = atol = 1e-4`` of the output's scale, or, where
+program's (auto_exactness.py: ``assert_close`` at ``rtol = atol = 1e-4`` of the output's scale and, where
 the traced object holds its original module, no further from the original's float64 answer than the
-traced program itself), is left out and the report says why: a backend nobody measured is never chosen
-(default-deny).
+traced program itself; the float64 test alone keeps a detector's thresholded boxes), is left out and the
+report says why: a backend nobody measured is never chosen (default-deny).
 
 Timing, made for a machine other processes load (load only ever adds time to a call): each candidate
 built is warmed up (``WARMUP_CALLS`` calls after the check's one: first calls allocate, fill caches and
