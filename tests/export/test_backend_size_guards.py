@@ -4,8 +4,9 @@ A comparison on an input size, ``(n - 1).bit_length()``, a float computed from s
 read of a tensor made from sizes alone (export/guards.py) and a comparison on the size of an intermediate tensor (checked on meta tensors: backends/intermediate_sizes.py) are
 guards no ONNX model can hold (export/guards.py: the standalone file keeps the traced branch, warns and lists
 them in its metadata). The programs of ``optimize_for_inference(backend=...)`` check them on each call's input
-sizes first: eager's answer where the guard holds (also for sizes other than the trace's), else the plain
-program's GuardError naming the line. Traced live and loaded from a file.
+sizes first: eager's answer where the guard holds (also for sizes other than the trace's); where one fails the
+call goes to the traced program, whose guards decide: a live object traces again (eager's answer), a loaded one
+or one whose original was dropped raises the GuardError naming the line.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 import torch
 
 import tracejit
+from tracejit.runtime import specialize
 
 pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
 BACKENDS = ["onnxruntime", "openvino"]
@@ -82,11 +84,14 @@ def line_of(name: str) -> int:
         return next(i for i, text in enumerate(f, 1) if text.rstrip().endswith(f"# @{name}"))
 
 
-def program_for(name, backend, loaded: bool):
+def program_for(name, backend, loaded):
+    """``loaded``: True (from a file), False (live) or "dropped" (live, its original dropped)."""
     pytest.importorskip(backend)
     fn, n, _, _ = CASES[name]
     traced = tracejit.trace(fn, (torch.randn(n, 2),), check_trace=False)
-    if loaded:
+    if loaded == "dropped":
+        specialize.drop_original(traced)
+    elif loaded:
         buf = io.BytesIO()
         tracejit.save(traced, buf)
         buf.seek(0)
@@ -94,7 +99,7 @@ def program_for(name, backend, loaded: bool):
     return fn, tracejit.optimize_for_inference(traced, backend=backend)
 
 
-@pytest.mark.parametrize("loaded", [False, True], ids=["live", "loaded"])
+@pytest.mark.parametrize("loaded", [False, True, "dropped"], ids=["live", "loaded", "dropped"])
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_backend_checks_the_size_guards_onnx_cannot(name, backend, loaded):
@@ -108,6 +113,9 @@ def test_backend_checks_the_size_guards_onnx_cannot(name, backend, loaded):
         x = torch.randn(size, 2)
         traced_answer = tracejit.trace(fn, (torch.randn(n, 2),), check_trace=False, guards=False)(x)
         assert not torch.allclose(traced_answer, fn(x))   # the size moves eager's answer off the traced branch
+        if loaded is False:   # the traced program traces again
+            torch.testing.assert_close(program(x), fn(x))
+            continue
         with pytest.raises(tracejit.GuardError) as info:
             program(x)
         assert (info.value.source.filename, info.value.source.lineno) == (__file__, line_of(name)), str(info.value)
@@ -148,10 +156,15 @@ def test_intermediate_size_guard_of_a_module(backend):
     pytest.importorskip(backend)
     torch.manual_seed(0)
     model = Flattened().eval()
-    program = tracejit.optimize_for_inference(tracejit.trace(model, (torch.randn(3, 2),), check_trace=False),
-                                              backend=backend)
+    traced = tracejit.trace(model, (torch.randn(3, 2),), check_trace=False)
+    program = tracejit.optimize_for_inference(traced, backend=backend)
     x = torch.randn(5, 2)
     torch.testing.assert_close(program(x), model(x))
+    x = torch.randn(2, 2)
+    torch.testing.assert_close(program(x), model(x))   # the live traced program traced again
+    fresh = tracejit.trace(model, (torch.randn(3, 2),), check_trace=False)
+    fresh.drop_original()   # no original: the GuardError naming the line
+    program = tracejit.optimize_for_inference(fresh, backend=backend)
     with pytest.raises(tracejit.GuardError) as info:
         program(torch.randn(2, 2))
     assert info.value.source.lineno == line_of("flattened_module")
@@ -184,7 +197,7 @@ def test_a_signature_that_passed_skips_the_meta_check_and_a_failing_one_still_ra
     is not checked again (BERT-base's 557-node slice cost a quarter of a call); one that fails raises every time,
     also after passing ones were remembered."""
     pytest.importorskip("onnxruntime")
-    fn, program = program_for("intermediate_view", "onnxruntime", False)
+    fn, program = program_for("intermediate_view", "onnxruntime", "dropped")
     runs = []
     check = program.size_guards
     passed = program.size_guard_signatures
@@ -222,8 +235,9 @@ def test_pinned_count_fails_with_the_guard_before_later_checks(backend):
     program that checks the intermediate size guard first checks that one, so another count raises the
     GuardError naming the unbind line, not Python's "too many values to unpack" from the check's slice."""
     pytest.importorskip(backend)
-    program = tracejit.optimize_for_inference(tracejit.trace(two_rows, (torch.randn(2, 4),), check_trace=False),
-                                              backend=backend)
+    traced = tracejit.trace(two_rows, (torch.randn(2, 4),), check_trace=False)
+    specialize.drop_original(traced)
+    program = tracejit.optimize_for_inference(traced, backend=backend)
     x = torch.randn(2, 5)
     torch.testing.assert_close(program(x), two_rows(x))
     with pytest.raises(tracejit.GuardError, match=f"test_backend_size_guards.py:{line_of('two_rows')} "):

@@ -13,7 +13,7 @@ import warnings
 import torch
 
 from .. import pytree
-from ..errors import TracerWarning
+from ..errors import GuardError, TracerWarning
 from ..export.guards import pinning_guards, plan_guards
 from ..export.onnx_export import export_onnx, input_names, traced_graph
 from .torch_program import optimized
@@ -71,7 +71,8 @@ def with_fallbacks(program, traced, graph, call):
 def with_size_guards(program, traced, graph, call):
     """``call``, or, when the trace holds size guards that the ONNX model cannot check (export/guards.py:
     ``(n - 1).bit_length()``, a float computed from sizes used as a key), a call that first checks them on
-    the call's input sizes and raises the plain program's GuardError naming the line when one fails.
+    the call's input sizes and, when one fails, hands the call to the traced program (``_safe``), whose guards
+    decide: a live object traces again, a loaded one raises the GuardError naming the line.
 
     The guards are checked by a generated function holding only them and the scalar size math they read
     (``aten::size.int`` of inputs, int / float math, ``sym_math``): it reads sizes, never data. A guard on
@@ -97,11 +98,16 @@ def with_size_guards(program, traced, graph, call):
     passed = program.size_guard_signatures = intermediate_sizes.PassedSignatures()
 
     def guarded(*args, **kwargs):
-        if on_meta:
-            passed.check(check, args, kwargs)
-        else:
-            with torch.no_grad():
-                check(None, *args, **kwargs)
+        try:
+            if on_meta:
+                passed.check(check, args, kwargs)
+            else:
+                with torch.no_grad():
+                    check(None, *args, **kwargs)
+        except GuardError:
+            # the traced program's guards decide, as for a False guard output (guard_outputs.py): a live
+            # object traces again (eager's answer), a loaded one raises the GuardError naming the line
+            return program._safe(*args, **kwargs)
         return call(*args, **kwargs)
     return guarded
 
