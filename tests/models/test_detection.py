@@ -183,6 +183,45 @@ def test_detection_exports_with_guard_outputs(kind):
             program(images)
 
 
+@pytest.mark.slow
+def test_openvino_mask_rcnn_hands_refused_shapes_to_the_traced_program():
+    """Mask R-CNN's OpenVINO program on an image whose boxes move a pasted mask's traced size: OpenVINO's shape
+    inference refuses the call's shapes before any run; its guard outputs, computed alone, are False, so the
+    traced program answers (a live one traces again: eager's detections); without the original, the GuardError
+    naming torchvision's line. The refusal itself was raised as a RuntimeError before."""
+    pytest.importorskip("openvino")
+    model = AsTuple(_detector("maskrcnn")).eval()
+    example = _images((64, 80))
+    _, broken, line = GUARDED["maskrcnn"]
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = tracejit.trace(model, (example,), check_trace=False)
+        program = tracejit.optimize_for_inference(traced, backend="openvino")
+        for images in (broken(example[0]), _images((72, 96))):
+            want = model(images)
+            got = program(images)
+            assert [tuple(g.shape) for g in got] == [tuple(w.shape) for w in want]
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w, rtol=0, atol=0)   # the traced program's (torch's) answer
+        # the refusal path itself (the zoo's maskrcnn_resnet50_fpn at 112 px meets it; this small one runs and
+        # fails instead): refused shapes are the traced program's where a guard output fails, else the error stands
+        def refuse(tensors, shapes):
+            raise program._run_error(tensors, RuntimeError("shape inference refused"))
+        program._shapes_ok.clear()
+        program._check_shapes = refuse
+        images = [b * 0.5 + b.flip(-2) * 0.5 for b in broken(example[0])]
+        want = model(images)
+        for g, w in zip(program(images), want):
+            torch.testing.assert_close(g, w, rtol=0, atol=0)
+        with pytest.raises(RuntimeError, match="shape inference refused"):
+            program(example)   # every guard output holds: OpenVINO's own refusal
+        fresh = tracejit.trace(model, (example,), check_trace=False)
+        fresh.drop_original()
+        program = tracejit.optimize_for_inference(fresh, backend="openvino")
+        with pytest.raises(tracejit.GuardError, match=f"guard failed at \\S+{line}"):
+            program(broken(example[0]))
+
+
 def _flat(out):
     return [t for o in out for t in o.values()] if isinstance(out, list) else list(out)
 

@@ -98,7 +98,12 @@ class OpenVinoProgram(TracedCall):
         except (AttributeError, RuntimeError, TypeError):
             feed = list(self._checked_feed(tensors).values())
         shapes = tuple(a.shape for a in feed)
-        reshaped = None if shapes in self._shapes_ok else self._check_shapes(tensors, shapes)
+        try:
+            reshaped = None if shapes in self._shapes_ok else self._check_shapes(tensors, shapes)
+        except RuntimeError:   # shapes the model refuses: the traced program's, where a guard output fails for them
+            if self._run_failed_on_a_guard(tensors):
+                return self._safe(*args, **kwargs)
+            raise
         request, lock = self.request, self._lock
         if self._static is not None:
             request, lock = self._static_request(shapes, reshaped) or (request, lock)
