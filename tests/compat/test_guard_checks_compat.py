@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import tracejit
+from tracejit.runtime import specialize
 
 
 def log_scaled(x):
@@ -51,8 +52,12 @@ def test_onnxruntime_program_checks_what_torch_jit_trace_freezes(fn, new):
     x = torch.randn(new, 2)
     reference = jit_trace(fn, torch.randn(3, 2))
     assert not torch.allclose(reference(x), fn(x))   # torch's program: the trace's branch, silently
-    program = quiet(tracejit.optimize_for_inference, quiet(tracejit.trace, fn, (torch.randn(3, 2),),
-                                                            check_trace=False), backend="onnxruntime")
+    traced = quiet(tracejit.trace, fn, (torch.randn(3, 2),), check_trace=False)
+    program = quiet(tracejit.optimize_for_inference, traced, backend="onnxruntime")
+    torch.testing.assert_close(quiet(program, x), fn(x))   # the traced program answers: it traces again
+    dropped = quiet(tracejit.trace, fn, (torch.randn(3, 2),), check_trace=False)
+    specialize.drop_original(dropped)   # as a loaded program: the GuardError naming the line
+    program = quiet(tracejit.optimize_for_inference, dropped, backend="onnxruntime")
     with pytest.raises(tracejit.GuardError) as info:
         program(x)
     assert info.value.source.lineno == fn.__code__.co_firstlineno + 1
