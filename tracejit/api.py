@@ -276,7 +276,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
             lend_tensors(lent, mod)
         return _compile(recs, label)
     traced._traced_retrace = one_at_a_time(retrace)
-    traced._float64_original = one_at_a_time(lambda current: float64_copy(current, mod, hooks))
+    traced._traced_float64 = one_at_a_time(lambda current: float64_copy(current, mod, hooks))
     specialize.enable_for_module(traced, traced._traced_retrace,
                                  {k: _signature_or_none(entry(k)[1]) for k in per_method_args})
     if check_trace:

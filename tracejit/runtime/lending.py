@@ -86,6 +86,13 @@ def float64_copy(source, mod, hooks: dict):
     return clone.double()
 
 
+def float64_original(traced):
+    """``float64_copy`` for ``traced`` (api.py keeps it as ``_traced_float64``), or None: a loaded program, a
+    traced function, a dropped original (specialize.drop_original), or a module deepcopy refuses."""
+    make = traced.__dict__.get("_traced_float64")
+    return make(traced) if make is not None else None
+
+
 def like_module(example: tuple, mod) -> tuple:
     """Example inputs moved to the module's current float dtype and device (after ``.to()``)."""
     ref = next((p for p in list(mod.parameters()) + list(mod.buffers()) if p.is_floating_point()), None)

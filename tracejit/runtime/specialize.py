@@ -393,4 +393,4 @@ def drop_original(traced) -> None:
         spec_set.retrace = None
     if hasattr(traced, "_traced_retrace"):
         traced._traced_retrace = None
-        traced._float64_original = None
+        traced._traced_float64 = None

@@ -135,7 +135,7 @@ class TracedModule(_TracedProgram, nn.Module):
             ledger=(),
             _traced_variants={},      # training flag -> {path: {method: fn}} (root only)
             _traced_retrace=None,     # training flag -> {path: {method: fn}}, or None
-            _float64_original=None)   # traced module -> float64 copy of the original, or None (api.py)
+            _traced_float64=None)     # traced module -> float64 copy of the original, or None (api.py)
 
     def _get_name(self) -> str:
         return self.original_name
