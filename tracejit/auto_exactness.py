@@ -34,6 +34,7 @@ AssertionError: Tensor-likes are not close!...
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import torch
@@ -124,13 +125,7 @@ def _against_float64(got: list, want: list, ref: list) -> tuple[bool, float, flo
 def float64_reference(traced, args: tuple, kwargs: dict) -> Callable[[], Any]:
     """A thunk: the traced object's original computation in float64 on ``args`` / ``kwargs`` (floating
     tensors cast), computed on first call and kept; None where there is no original or it fails."""
-    box: list = []
-
-    def get():
-        if not box:
-            box.append(_run_float64(traced, args, kwargs))
-        return box[0]
-    return get
+    return functools.cache(lambda: _run_float64(traced, args, kwargs))
 
 
 def _run_float64(traced, args: tuple, kwargs: dict):

@@ -214,6 +214,13 @@ class TracedCall:
             return False
         return not self._guard_outputs.hold(values, alone=True)
 
+    def _after_failure(self, tensors, error: Exception, args, kwargs):
+        """A call whose run failed, or whose shapes the runtime refused (``error``: what to raise): the traced
+        program's (``_safe``) where a guard output, computed alone, fails for it; else ``error`` stands."""
+        if self._run_failed_on_a_guard(tensors):
+            return self._safe(*args, **kwargs)
+        raise error from None
+
     def _run_error(self, tensors, e: Exception) -> RuntimeError:
         """The runtime's errors name ONNX nodes, not the user's call: say which call failed."""
         return RuntimeError(f"{self.signature}: {self.backend} could not run this call with {describe(tensors)}: {e}")

@@ -189,9 +189,7 @@ class OrtProgram(TracedCall):
         try:
             results = self._run_for(tensors)(self._output_names, feed, None)
         except Exception as e:  # noqa: BLE001
-            if self._run_failed_on_a_guard(tensors):
-                return self._safe(*args, **kwargs)
-            raise self._run_error(tensors, e) from None
+            return self._after_failure(tensors, self._run_error(tensors, e), args, kwargs)
         if not self._answers(results):
             return self._safe(*args, **kwargs)
         return self._outputs([torch.from_numpy(r) for r in results], self._plain_out)

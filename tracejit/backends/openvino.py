@@ -100,10 +100,8 @@ class OpenVinoProgram(TracedCall):
         shapes = tuple(a.shape for a in feed)
         try:
             reshaped = None if shapes in self._shapes_ok else self._check_shapes(tensors, shapes)
-        except RuntimeError:   # shapes the model refuses: the traced program's, where a guard output fails for them
-            if self._run_failed_on_a_guard(tensors):
-                return self._safe(*args, **kwargs)
-            raise
+        except RuntimeError as refused:   # shapes the model refuses (the run error, raised by _check_shapes)
+            return self._after_failure(tensors, refused, args, kwargs)
         request, lock = self.request, self._lock
         if self._static is not None:
             request, lock = self._static_request(shapes, reshaped) or (request, lock)
@@ -127,9 +125,7 @@ class OpenVinoProgram(TracedCall):
                 results = [request.get_output_tensor(i).data.copy() for i in range(self._n_outputs)]
         except Exception as e:  # noqa: BLE001
             self._renew(request, shapes)
-            if self._run_failed_on_a_guard(tensors):
-                return self._safe(*args, **kwargs)
-            raise self._run_error(tensors, e) from None
+            return self._after_failure(tensors, self._run_error(tensors, e), args, kwargs)
         if not self._answers(results):
             return self._safe(*args, **kwargs)
         if self._single:
