@@ -18,6 +18,11 @@ Methodology
   untimed run of each peer), as an installed package has it (pip compiles it at install time); a checkout
   run with PYTHONDONTWRITEBYTECODE=1 compiles every module it imports, ~3x tracejit's import time
   (``--no-bytecode-cache`` measures that).
+* Code cache (serialize/code_cache.py): each tracejit peer has its own cache directory in the temp directory,
+  written by the untimed first run, so ``tracejit`` is a server's start on a machine that loaded the file
+  before (any start after the first; each entry is keyed by the file's header and this tracejit);
+  ``tracejit, first load`` gets an empty cache in every process: the first load of the file on the machine,
+  which compiles the program and writes the entry.
 * ``load`` is the load alone; ``import tracejit + load`` is what tracejit adds where torch.jit.load
   stands (the target: no more than torch.jit.load); ``import tracejit + load + first call`` is what a
   server pays after ``import torch`` before its first answer (TorchScript's first call runs its
@@ -82,6 +87,9 @@ print(json.dumps({"import torch": t1 - t0, "import tracejit": t2 - t1, "load": t
 # the same, without the CRC check of the weights (the integrity check's share of the load; docs/SECURITY.md)
 CHILD["tracejit, no CRC"] = CHILD["tracejit"].replace("tracejit.load(sys.argv[1])",
                                                       "tracejit.load(sys.argv[1], check_integrity=False)")
+# the first load of the file on this machine: an empty code cache (serialize/code_cache.py) for each process
+CHILD["tracejit, first load"] = CHILD["tracejit"]
+COLD = {"tracejit, first load"}
 COLUMNS = ("import torch", "import tracejit", "load", "first call", "second call")
 
 
@@ -109,7 +117,7 @@ def _save_both(model, directory: str, name: str) -> dict:
     import tracejit
     example = (torch.randint(0, 100, (1, 16)), torch.ones(1, 16, dtype=torch.long))
     paths = {"torch.jit": os.path.join(directory, f"{name}.pt"), "tracejit": os.path.join(directory, f"{name}.tjit")}
-    paths["tracejit, no CRC"] = paths["tracejit"]
+    paths["tracejit, no CRC"] = paths["tracejit, first load"] = paths["tracejit"]
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.jit.save(torch.jit.trace(model, example), paths["torch.jit"])
@@ -117,8 +125,12 @@ def _save_both(model, directory: str, name: str) -> dict:
     return paths
 
 
-def _child(peer: str, path: str, threads: int, root: str = _REPO_ROOT, pycache: str | None = None) -> dict:
+def _child(peer: str, path: str, threads: int, root: str = _REPO_ROOT, pycache: str | None = None,
+           cache: str | None = None) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    if cache is not None:   # the code cache the child uses (a fresh empty one for COLD peers)
+        os.makedirs(cache, exist_ok=True)
+        env["TRACEJIT_CACHE_DIR"] = tempfile.mkdtemp(dir=cache) if peer in COLD else os.path.join(cache, "warm")
     if pycache:   # bytecode cached, as an installed package has it (pip compiles .pyc at install time)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = pycache
@@ -158,12 +170,12 @@ def run(quick: bool, runs: int | None, before: str | None = None, threads: int |
         for size in ("tiny", "base"):
             paths = _save_both(_bert(size, 4 if quick else None), d, size)
             rows = {label: [] for label, *_ in peers}
-            if pycache and size == "tiny":
-                for label, peer, root in peers:   # untimed: writes the bytecode caches
-                    _child(peer, paths[peer], threads, root, pycache)
+            caches = {label: os.path.join(d, f"code-cache-{i}") for i, (label, *_) in enumerate(peers)}
+            for label, peer, root in peers:   # untimed: writes the bytecode caches and the warm code caches
+                _child(peer, paths[peer], threads, root, pycache, caches[label])
             for _ in range(runs):
                 for label, peer, root in peers:   # interleaved
-                    rows[label].append(_child(peer, paths[peer], threads, root, pycache))
+                    rows[label].append(_child(peer, paths[peer], threads, root, pycache, caches[label]))
             label = "BERT-base" + (" (4 layers)" if quick else "") if size == "base" else "tiny BERT"
             print(f"\n{label}: fresh process, median of {runs} (ms); load average now {os.getloadavg()}\n")
             print("| peer | " + " | ".join(COLUMNS) + " | import tracejit + load | / torch.jit.load "

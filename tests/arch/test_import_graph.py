@@ -52,6 +52,27 @@ LAZY_MODULES: dict = {
                                                                 "server's load and call (#22)",
     ("tracejit.codegen.capture_emit", "tracejit.support.no_backward"): "only a custom autograd Function's node "
                                                                        "calls it: most loads have none (#22)",
+    # a load that hits the code cache (serialize/code_cache.py) neither checks nor generates code (#22 item 4)
+    ("tracejit.ops", "tracejit.ops.aten"): "ATen facts: the tracer, the passes and the validator ask them; a load "
+                                           "from the code cache does not",
+    ("tracejit.ops", "tracejit.ops.overrides"): "the reviewed facts and vocabularies: likewise",
+    ("tracejit.ops", "tracejit.ops.purity"): "DCE / CSE facts: the passes only",
+    ("tracejit.runtime.method_compiler", "tracejit.codegen.python"): "the code generator: a load from the code "
+                                                                     "cache makes its functions without it",
+    ("tracejit.serialize.budget_plan", "tracejit.serialize.op_allowlist"): "consulted while code is generated",
+    ("tracejit.serialize.budget_plan", "tracejit.serialize.op_checks"): "likewise",
+    ("tracejit.serialize.budget_plan", "tracejit.serialize.schema_check"): "likewise",
+    ("tracejit.serialize.budget_plan", "tracejit.serialize.size_rules"): "likewise",
+    ("tracejit.serialize.budget_plan", "tracejit.ops.aten"): "likewise (op schemas, to bind a node's arguments)",
+    ("tracejit.serialize.cached_methods", "tracejit.serialize.size_rules"): "only a program with call-time size "
+                                                                            "checks needs the rules",
+    ("tracejit.serialize.encode", "tracejit.trace.ops"): "what saving checks: a server that only loads never "
+                                                         "imports it",
+    ("tracejit.serialize.encode", "tracejit.serialize.schema_check"): "likewise",
+    ("tracejit.serialize.encode", "tracejit.serialize.uninitialized"): "likewise",
+    ("tracejit.serialize.encode", "tracejit.serialize.guards"): "likewise (a guard's attributes as data)",
+    ("tracejit.serialize.program_decoder", "tracejit.serialize.validate"): "the per-op checks: a load from the "
+                                                                           "code cache skips them",
 }
 
 

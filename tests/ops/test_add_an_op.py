@@ -76,6 +76,7 @@ def test_optimized_cse_merges_and_dce_drops_the_toy_op():
     torch.testing.assert_close(fast(x), m(x))
 
 
+@pytest.mark.usefixtures("no_code_cache")
 def test_saved_file_is_refused_until_listed_then_loads_and_runs(tmp_path, monkeypatch):
     m = Toy().eval()
     traced = _trace(m, torch.randn(3, 4))

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import tracejit
-from tracejit.serialize import compile_once, expansion, limits
+from tracejit.serialize import cached_methods, compile_once, expansion, limits
 from security_testlib import graphs, module, rewrite
 from catalogue_tools import _chain, _diamonds, _root_methods, _zip, tools_base
 
@@ -68,13 +68,19 @@ def test_values_in_counts_iteratively():
     assert expansion.values_in({"a": [1, 2, {"b": 3}]}) == 6
 
 
-def test_each_graph_compiles_once_and_every_name_keeps_its_own(files, monkeypatch):
+@pytest.mark.parametrize("cache", ["first load", "code cache"])
+def test_each_graph_compiles_once_and_every_name_keeps_its_own(files, monkeypatch, tmp_path, cache):
     calls = []
     real = compile_once.compile_method
-    monkeypatch.setattr(compile_once, "compile_method", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))   # empty: the first load compiles
+    for where in (compile_once, cached_methods):   # the loader compiles through the code cache's recorder
+        monkeypatch.setattr(where, "compile_method", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
     raw = rewrite(files[0], edit_doc=lambda d: _root_methods(d, ["encode", "decode"]))
     loaded = _load(raw)
     assert calls == ["forward"] * 3   # one compilation per graph (root, inner, lin): none for encode, decode
+    if cache == "code cache":   # made again from the cache: nothing compiled, every name still its own
+        loaded = _load(raw)
+        assert calls == ["forward"] * 3
     x = torch.randn(5, 4)                  # another batch than the trace's 3
     want = loaded(x)
     for name in ("encode", "decode"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import linecache
 import re
+import types
 
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ..patterns import ascii_word
@@ -26,19 +27,40 @@ def compile_function(source: str, fn_name: str, globals_: dict, label: str):
 
     ``globals_["_tj_line_sources"]``, when set (codegen/python.generate), is the source location
     of each line after the ``def`` line, for the notes of ``add_trace_notes``."""
+    filename = _register(source, label, globals_.get("_tj_line_sources"))
+    code = compile(source, filename, "exec")
+    ns = dict(globals_)
+    exec(code, ns)
+    return ns[globals_.get("_tj_def_name", fn_name)]
+
+
+def function_from_code(code, source: str, globals_: dict, label: str, def_name: str, defaults, kwdefaults):
+    """The function ``compile_function`` would make of ``source``, from its code object compiled before
+    (serialize/code_cache.py): registered with linecache under a file name minted here, like a compiled one."""
+    filename = _register(source, label, globals_.get("_tj_line_sources"))
+    fn = types.FunctionType(_renamed_code(code, filename), globals_, def_name, defaults)
+    fn.__kwdefaults__ = kwdefaults
+    globals_[def_name] = fn   # as exec defines it
+    return fn
+
+
+def _renamed_code(code, filename: str):
+    consts = tuple(_renamed_code(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+def _register(source: str, label, sources) -> str:
+    """A file name for generated code (``<tracejit:LABEL#n>``), its lines in linecache and, given ``sources``,
+    the user source line of each line (for ``add_trace_notes``)."""
     # ASCII word characters and dots only, whatever the label was made from (a loaded function's is minted)
     label = str(label)
     safe = label if ascii_word(label.replace(".", "_")) else re.sub(r"[^A-Za-z0-9_.]", "_", label)
     safe = safe[:80] or "program"
     filename = f"<tracejit:{safe}#{next(_counter)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    sources = globals_.get("_tj_line_sources")
     if sources is not None:
         _SOURCES[filename] = (safe, [None, *sources])
-    code = compile(source, filename, "exec")
-    ns = dict(globals_)
-    exec(code, ns)
-    return ns[globals_.get("_tj_def_name", fn_name)]
+    return filename
 
 
 def add_trace_notes(exc: BaseException) -> None:

@@ -12,13 +12,29 @@
 tracejit's own ops (attribute schema, purity, printing) are the OpDef table of ir/ops.py. Modules
 here import only torch and ir/; docs/DESIGN.md "The op registry" says how to add an op.
 """
-from .aten import (accumulates, draws_random, exact_schema, functional_of, gives_tensor, has_data_dependent_shape,
-                   inplace_twin, is_dropout, is_fresh, is_inplace, is_layout_free, is_mergeable, is_pointwise,
-                   is_random, is_reduction, may_alias, outgrows_inputs, pieces_follow_size, schema_of, schemas_of,
-                   shares_memory, splits_into_views, takes_generator, takes_numbers_for_tensors)
+from ..lazy_module import LazyModule
 from .names import OpName, base_name, split_name
-from .overrides import STRING_ARGUMENTS
-from .purity import droppable, mergeable
+
+# names -> the module that defines them, imported on first use (PEP 562): a server that loads a program from
+# the code cache reads ops/names.py and ops/custom.py only, not the ATen facts (issue #22 item 4: start time)
+_WHERE = {**dict.fromkeys(("accumulates", "draws_random", "exact_schema", "functional_of", "gives_tensor",
+                           "has_data_dependent_shape", "inplace_twin", "is_dropout", "is_fresh", "is_inplace",
+                           "is_layout_free", "is_mergeable", "is_pointwise", "is_random", "is_reduction", "may_alias",
+                           "outgrows_inputs", "pieces_follow_size", "schema_of", "schemas_of", "shares_memory",
+                           "splits_into_views", "takes_generator", "takes_numbers_for_tensors"), ".aten"),
+          "STRING_ARGUMENTS": ".overrides", **dict.fromkeys(("droppable", "mergeable"), ".purity")}
+_MODULES = {".aten": LazyModule(".aten", __name__), ".overrides": LazyModule(".overrides", __name__),
+            ".purity": LazyModule(".purity", __name__)}
+
+
+def __getattr__(name: str):
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_MODULES[where], name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["OpName", "base_name", "split_name", "schema_of", "schemas_of", "exact_schema",
            "is_random", "draws_random", "takes_generator", "is_dropout", "is_pointwise", "is_reduction",

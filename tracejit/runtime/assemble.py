@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from ..program import Program
 from . import specialize
-from .method_compiler import compile_method
 from .traced import TracedFunction, TracedModule, compile_methods
 
 
@@ -29,10 +28,12 @@ def compile_program(program: Program):
 def compile_loaded(program: Program, method_compiler):
     """The object a loaded ``program`` (decoded and validated: serialize/program_decoder.py) runs: its tree
     with its tensors, each (module, method) compiled by ``method_compiler(graph, name, is_root)`` (the
-    loader's compiles each stored graph once: serialize/compile_once.py), and every specialization the file
+    loader's compiles each stored graph once: serialize/compile_once.py; ``method_compiler.entry_point`` compiles
+    a function's method and each specialization), and every specialization the file
     holds, chosen per call. There is no original to retrace: a call no specialization fits raises GuardError."""
     if program.kind == "function":
-        out = TracedFunction(program.name, program.graph("forward"), program.ledger)
+        out = TracedFunction(program.name, program.graph("forward"), program.ledger,
+                             compile=method_compiler.entry_point)
         specialize.enable_for_function(out, None)
     else:
         made = module_tree(program.modules)
@@ -49,8 +50,8 @@ def compile_loaded(program: Program, method_compiler):
         spec_set.limit = max(spec_set.limit, 1 + sum(1 for s in program.specializations if s.method == method))
     label = getattr(out, "original_name", None) or out.__name__
     for k, s in enumerate(program.specializations):
-        fn = compile_method(s.graph, s.method, f"{label}.{s.method}#{k + 1}", guards=True,
-                            display=label if program.kind == "function" else None)
+        fn = method_compiler.entry_point(s.graph, s.method, f"{label}.{s.method}#{k + 1}",
+                                         display=label if program.kind == "function" else None)
         sets[s.method].add(specialize.Specialization(s.method, fn, s.reason, s.source))
     return out
 

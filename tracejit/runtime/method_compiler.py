@@ -6,11 +6,14 @@ import reprlib
 
 import torch
 
-from ..codegen.python import compile_function, generate
 from ..codegen.signature_text import signature_text
 from ..errors import ArgumentTypeError, ArgumentValueError
 from ..ir import Graph
 from .undo import undo_plan
+from ..lazy_module import LazyModule
+
+# the code generator: a server whose loads all hit the code cache (serialize/code_cache.py) never imports it
+_python = LazyModule("..codegen.python", __package__)
 
 
 class InputError:
@@ -54,8 +57,8 @@ def compile_method(graph: Graph, name: str, label: str, guards: bool, display: s
     its ``tracejit::kernel`` nodes call."""
     sig = signature_text(display or name, graph)
     budget = budget if budget is not None else getattr(graph, "call_budget", None)
-    src, globs = generate(graph, name, guards=guards, input_error=InputError(sig), budget=budget, kernels=kernels)
-    fn = compile_function(src, name, globs, label)
+    src, globs = _python.generate(graph, name, guards=guards, input_error=InputError(sig), budget=budget, kernels=kernels)
+    fn = _python.compile_function(src, name, globs, label)
     fn.graph = graph
     fn.code = src
     fn.signature = sig

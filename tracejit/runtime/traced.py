@@ -85,9 +85,12 @@ class TracedFunction(_TracedProgram):
     tensor([1., 1.])
     """
 
-    def __init__(self, name: str, graph: Graph, ledger):
+    def __init__(self, name: str, graph: Graph, ledger, compile=None):
         self.__name__ = name
-        self._fn = compile_method(graph, "forward", name, guards=True, display=name)
+        if compile is None:
+            self._fn = compile_method(graph, "forward", name, guards=True, display=name)
+        else:   # a loaded program's (serialize/compile_once.MethodCompiler.entry_point)
+            self._fn = compile(graph, "forward", name, display=name)
         self.ledger = tuple(ledger)
 
     def _method(self, name: str):

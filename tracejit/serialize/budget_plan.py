@@ -8,9 +8,16 @@ checked at load (op_checks.check_sizes) and get no check.
 from __future__ import annotations
 
 from ..ir import Value, iter_values
-from ..ops import custom, schemas_of, split_name
+from ..ops import custom, split_name
 from ..support.call_budget import WORK_FACTOR, size_check
-from . import op_allowlist, op_checks, schema_check, size_rules
+from ..lazy_module import LazyModule
+
+# consulted while code is generated: a load that hits the code cache (code_cache.py) imports none of them
+op_allowlist = LazyModule(".op_allowlist", __package__)
+op_checks = LazyModule(".op_checks", __package__)
+schema_check = LazyModule(".schema_check", __package__)
+size_rules = LazyModule(".size_rules", __package__)
+_aten = LazyModule("..ops.aten", __package__)
 
 
 class BudgetPlan:
@@ -99,7 +106,7 @@ def _holds_tensor(v) -> bool:
 
 
 def _bind(name: str, overload: str, node):
-    for _, schema in schemas_of(f"aten::{name}.{overload}" if overload else f"aten::{name}"):
+    for _, schema in _aten.schemas_of(f"aten::{name}.{overload}" if overload else f"aten::{name}"):
         bound = schema_check.bind(schema, node.args, node.kwargs)
         if bound is not None:
             return bound

@@ -23,7 +23,10 @@ class MethodCompiler:
     object to every (module, method) that stores the same graph with the same callees
     (serialize/program_decoder.py), so the Graph's identity is the stored graph and its links."""
 
-    def __init__(self):
+    def __init__(self, compile=compile_method):
+        # ``compile(graph, name, label, guards=, display=)``: compile_method, or the code cache's recorder or
+        # replayer (serialize/code_cache.py)
+        self.compile = compile
         self._compiled: dict[tuple, object] = {}
         self._named: dict[tuple, object] = {}
         self._graphs: list = []   # keeps each compiled graph alive, so its id stays its own
@@ -36,13 +39,17 @@ class MethodCompiler:
         fn = self._compiled.get(key)
         if fn is None:
             self._graphs.append(graph)
-            fn = compile_method(graph, name, f"loaded.graph{len(self._graphs) - 1}", guards=is_root)
+            fn = self.compile(graph, name, f"loaded.graph{len(self._graphs) - 1}", guards=is_root)
             self._compiled[key] = fn
             self._named[key + (name,)] = fn
         named = self._named.get(key + (name,))
         if named is None:
             named = self._named[key + (name,)] = renamed(fn, name)
         return named
+
+    def entry_point(self, graph, name: str, label: str, display: str | None = None):
+        """A function's method or a specialization: compiled on its own, with its guards."""
+        return self.compile(graph, name, label, guards=True, display=display)
 
 
 def renamed(fn, name: str):

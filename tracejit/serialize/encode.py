@@ -14,11 +14,17 @@ from ..ir import Graph, Node, ScalarType, SourceLoc, TensorType, Value
 from ..ops.names import GETITEM, SETITEM, base_name
 from ..ir.ops import saved_attrs
 from ..ir.target import CallTargetError, as_target, target_text
-from ..trace import ops as opnames
-from . import limits, schema_check, uninitialized, validate
-from .guards import encode_attrs
+from . import limits
+from .document_checks import check_attrs, identifier
+from ..lazy_module import LazyModule
 from .constants import _DTYPES, _LAYOUTS, _MEMORY_FORMATS, decode_const, dtype_name, encode_const  # noqa: F401
 from .structure import decode_spec, encode_spec
+
+# what only saving checks: a server that loads programs never imports them (issue #22 item 4)
+opnames = LazyModule("..trace.ops", __package__)
+schema_check = LazyModule(".schema_check", __package__)
+uninitialized = LazyModule(".uninitialized", __package__)
+_guards = LazyModule(".guards", __package__)
 
 # how a file marks a captured input (Value.capture): its name hint, as files have always written it
 CAPTURE_HINT = "__capture__"
@@ -103,7 +109,7 @@ def encode_graph(graph: Graph, where: str) -> dict:
         keep = saved_attrs(node.op)
         attrs = {k: v for k, v in node.attrs.items() if k in keep}
         if node.op == "tracejit::guard":
-            attrs = encode_attrs(node, f"{where}, guard at {node.source}")
+            attrs = _guards.encode_attrs(node, f"{where}, guard at {node.source}")
         entry = {"op": op, "target": target, "args": args, "kwargs": kwargs,
                  "outputs": [encode_type(v.type) if v is not None else None for v in node.outputs],
                  "dynamic": any(v is not None and v.dynamic for v in node.outputs)}
@@ -132,7 +138,8 @@ def encode_graph(graph: Graph, where: str) -> dict:
 
 
 def decode_graph(d: dict, where: str, callees: list | None = None) -> Graph:
-    """Rebuild a Graph from data (structure only; ops are validated by validate.py).
+    """Rebuild a Graph from data (structure only; ops are validated by validate.py; names and attributes
+    here, by document_checks.py).
 
     ``callees``: the Graph each ``tracejit::call_module`` node calls, in node order, entered in the
     graph's link table (``Graph.callees``) under the name the node gives (module path, method).
@@ -186,13 +193,13 @@ def decode_graph(d: dict, where: str, callees: list | None = None) -> Graph:
             if len(kwargs) > 64:
                 raise LoadError(f"{at}: {len(kwargs)} keyword arguments (at most 64)")
             for k, _ in kwargs:   # keyword names are written into generated code
-                validate.identifier(k, f"{at}: keyword argument name")
+                identifier(k, f"{at}: keyword argument name")
             if len({k for k, _ in kwargs}) != len(kwargs):
                 raise LoadError(f"{at}: a keyword argument is given twice")
             attrs = nd.get("attrs", {})
             if not isinstance(attrs, dict):
                 raise LoadError(f"{at}: malformed attributes")
-            validate.check_attrs(nd.get("op"), attrs, at)
+            check_attrs(nd.get("op"), attrs, at)
             if links is not None and nd.get("op") == "tracejit::call_module":
                 g.callees[(attrs["path"], attrs["method"])] = next(links)
             node = Node(_str(nd["op"], at), _target(nd.get("target", ""), at),

@@ -26,6 +26,8 @@ from .expansion import check_expansion
 from ..program import Program
 from ..runtime.assemble import compile_loaded
 from .compile_once import MethodCompiler
+from . import code_cache
+from .cached_methods import Mismatch, Recorder, Replayer
 from .program_decoder import decode_function, decode_module
 from .torch_files import raise_if_torch_file
 from ..patterns import LazyPattern
@@ -55,12 +57,23 @@ def _read_program(f, map_location, extra_files, check_integrity: bool, mmap: boo
     buf, data_crc = _read(f, mmap, check_integrity)
     try:
         raise_if_torch_file(buf)   # a TorchScript / torch.save file: name it and the migration route
-        program, document = _decode(buf, map_location, extra_files, check_integrity, data_crc)
-        if map_location is not None:
-            relocate(program, map_location)
         if not compile_it:
-            return program
-        return _with_backend_choice(compile_loaded(program, MethodCompiler()), document)
+            return _decoded(buf, map_location, extra_files, check_integrity, data_crc)[0]
+        where = code_cache.directory()
+        key = code_cache.key(buf, _header_length(buf), map_location) if where is not None else None
+        entries = code_cache.read(where, key)
+        if entries is not None:   # compiled by an earlier load of this very header (code_cache.py)
+            try:
+                return _compiled(buf, map_location, extra_files, check_integrity, data_crc, Replayer(entries))
+            except LoadError:
+                raise   # the file's own fault (its weights' CRC): the same without the cache
+            except (Mismatch, KeyError, IndexError, TypeError, ValueError, AttributeError):
+                pass   # an entry that does not answer this load: never a reason for a good file to fail
+        recorder = Recorder() if key is not None else None
+        loaded = _compiled(buf, map_location, extra_files, check_integrity, data_crc, recorder)
+        if recorder is not None and recorder.cacheable:
+            code_cache.write(where, key, recorder.entries)
+        return loaded
     except LoadError:
         raise
     except RecursionError:
@@ -72,6 +85,30 @@ def _read_program(f, map_location, extra_files, check_integrity: bool, mmap: boo
         # the checks above are meant to catch every malformed program first; this keeps a case they
         # miss from surfacing as an internal error
         raise LoadError(f"the program is malformed ({type(e).__name__}: {str(e)[:200]})") from None
+
+
+def _decoded(buf, map_location, extra_files, check_integrity: bool, data_crc, validated: bool = False):
+    """(the Program, the document's ``program`` object), on ``map_location``."""
+    program, document = _decode(buf, map_location, extra_files, check_integrity, data_crc, validated)
+    if map_location is not None:
+        relocate(program, map_location)
+    return program, document
+
+
+def _compiled(buf, map_location, extra_files, check_integrity: bool, data_crc, compiler):
+    """The loaded object. ``compiler``: a code cache Recorder (or None: compile_method) on a miss, a Replayer
+    on a hit, which then skips the checks the document passed when it was recorded."""
+    replay = isinstance(compiler, Replayer)
+    program, document = _decoded(buf, map_location, extra_files, check_integrity, data_crc, validated=replay)
+    method_compiler = MethodCompiler() if compiler is None else MethodCompiler(compiler)
+    loaded = compile_loaded(program, method_compiler)
+    if replay and compiler.used != len(compiler.entries):
+        raise Mismatch(f"{len(compiler.entries) - compiler.used} cached functions were not asked for")
+    return _with_backend_choice(loaded, document)
+
+
+def _header_length(buf) -> int:
+    return struct.unpack("<Q", bytes(buf[:8]))[0] if len(buf) >= 8 else -1
 
 
 def _read(f, use_mmap: bool = False, want_crc: bool = True):
@@ -152,11 +189,13 @@ def _read_into(fh, buf, size: int, want_crc: bool):
     return n, (crc, data_start) if ok else None
 
 
-def read_header(buf, size: int | None = None):
+def read_header(buf, size: int | None = None, validated: bool = False):
     """``(header length, safetensors header, program document)`` of a tracejit file: ``buf`` holds its
     bytes (the whole file, or its first 8 + header-length bytes, with ``size`` the file's size). Checks
     the length field, the header's limits and JSON, the format marker and the schema version; raises
-    LoadError. The CLI's ``inspect`` reads the document through this too."""
+    LoadError. The CLI's ``inspect`` reads the document through this too. ``validated``: these very bytes
+    passed before (a code-cache hit): JSON objects are not searched for repeated keys again."""
+    pairs = None if validated else _no_duplicates
     size = len(buf) if size is None else size
     if size < 8:
         raise LoadError(f"the file is {size} bytes long: too short to be a tracejit program")
@@ -169,7 +208,7 @@ def read_header(buf, size: int | None = None):
         raise LoadError(f"the file holds more than {limits.MAX_TENSORS} tensors")
     limits.check_header_text(raw_header)
     try:
-        header = json.loads(raw_header.decode("utf-8"), object_pairs_hook=_no_duplicates)
+        header = json.loads(raw_header.decode("utf-8"), object_pairs_hook=pairs)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise LoadError(f"the file header is not valid JSON ({e}); not a tracejit file, or damaged") from None
     if not isinstance(header, dict) or not isinstance(header.get("__metadata__"), dict) \
@@ -177,7 +216,7 @@ def read_header(buf, size: int | None = None):
         raise LoadError("this is not a tracejit program: the safetensors metadata has no 'tracejit' entry")
     limits.check_document_text(header["__metadata__"]["tracejit"])
     try:
-        doc = json.loads(header["__metadata__"]["tracejit"], object_pairs_hook=_no_duplicates)
+        doc = json.loads(header["__metadata__"]["tracejit"], object_pairs_hook=pairs)
     except json.JSONDecodeError as e:
         raise LoadError(f"the program document is not valid JSON: {e}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
@@ -193,11 +232,12 @@ def read_header(buf, size: int | None = None):
     return header_len, header, doc
 
 
-def _decode(buf, map_location, extra_files, check_integrity: bool, data_crc=None):
-    """(the Program, the document's ``program`` object)."""
+def _decode(buf, map_location, extra_files, check_integrity: bool, data_crc=None, validated: bool = False):
+    """(the Program, the document's ``program`` object). ``validated``: the code cache holds this header's
+    methods, so it passed the checks before (code_cache.py): the per-node checks are skipped."""
     size = len(buf)
     try:
-        header_len, header, doc = read_header(buf)
+        header_len, header, doc = read_header(buf, validated=validated)
     except LoadError as e:
         if check_integrity:
             _blame_checksum(buf, data_crc, e)
@@ -223,11 +263,12 @@ def _decode(buf, map_location, extra_files, check_integrity: bool, data_crc=None
                     raise LoadError(f"extra file {name!r} is damaged") from None
     kind = program.get("kind")
     if kind == "function":
-        return decode_function(program, tensors, budget, doc["schema_version"]), program
+        return decode_function(program, tensors, budget, doc["schema_version"], validated), program
     if kind == "module":
         limits.check_visits(program)
-        check_expansion(program)
-        return decode_module(program, tensors, budget, doc["schema_version"]), program
+        if not validated:
+            check_expansion(program)
+        return decode_module(program, tensors, budget, doc["schema_version"], validated), program
     raise LoadError(f"unknown program kind {kind!r}")
 
 

@@ -18,33 +18,41 @@ from ..ir import GUARD, SourceLoc, Value
 from ..program import ModuleEntry, Program, SpecializationEntry
 from ..ir.guard_nodes import training_guard
 from ..trace.ledger import LedgerEntry
-from . import encode, limits, validate
+from . import encode, limits
 from .budget_plan import BudgetPlan
+from .document_checks import method_name
+from ..lazy_module import LazyModule
+
+# the per-op checks: not imported where every load hits the code cache (code_cache.py), which skips them
+validate = LazyModule(".validate", __package__)
 
 MAX_SPECIALIZATIONS = 256   # entries of the table (a live object keeps at most specialize.LIMIT per method)
 
 
-def decode_function(program: dict, tensors: dict, budget: int, version: int) -> Program:
-    """The Program of a saved function (``program``: the document's ``program`` object)."""
+def decode_function(program: dict, tensors: dict, budget: int, version: int, validated: bool = False) -> Program:
+    """The Program of a saved function (``program``: the document's ``program`` object). ``validated``: this
+    very document passed the checks in this tracejit before (serialize/code_cache.py): they are skipped."""
     methods = _pairs(program.get("methods"), "function")
     if [n for n, _ in methods] != ["forward"]:
         raise LoadError("a saved function must hold exactly one method, 'forward'")
     table = _GraphTable(program, tensors)
     g = table.get(methods[0][1], "function")
-    validate.check_graph(g, "function", None, None, budget)
-    _check_weights(g, None, "function")
+    if not validated:
+        validate.check_graph(g, "function", None, None, budget)
+        _check_weights(g, None, "function")
     name = program.get("name")
     if not isinstance(name, str):
         raise LoadError("malformed function name")
     g.call_budget = BudgetPlan(budget)   # its code checks sizes that follow the inputs (support/call_budget.py)
     root = ModuleEntry("", name, False, methods=(("forward", g),))
-    specs = _specializations(program, table, _Tree({"": root}), ("forward",), budget, function=True)
+    specs = _specializations(program, table, _Tree({"": root}), ("forward",), budget, True, validated)
     return upgrade(Program("function", name, (root,), ("forward",), specs,
                            _ledger_entries(program.get("ledger", []))), version)
 
 
-def decode_module(program: dict, tensors: dict, budget: int, version: int) -> Program:
-    """The Program of a saved module: its module entries (root first), methods linked, specializations."""
+def decode_module(program: dict, tensors: dict, budget: int, version: int, validated: bool = False) -> Program:
+    """The Program of a saved module: its module entries (root first), methods linked, specializations.
+    ``validated``: as decode_function's."""
     entries = program.get("modules")
     if not isinstance(entries, list) or not entries:
         raise LoadError("the program holds no modules")
@@ -64,7 +72,7 @@ def decode_module(program: dict, tensors: dict, budget: int, version: int) -> Pr
     for path, e in by_path.items():
         methods[path] = {}
         for name, idx in _pairs(e.get("methods", []), f"module {path}"):
-            validate.method_name(name, f"module {path!r} method", tree.names(path))
+            method_name(name, f"module {path!r} method", tree.names(path))
             methods[path][name] = idx
     plan = BudgetPlan(budget)   # the generated code checks sizes that follow the inputs (support/call_budget.py)
     graphs: dict[str, dict] = {path: {} for path in tree.entries}
@@ -84,12 +92,13 @@ def decode_module(program: dict, tensors: dict, budget: int, version: int) -> Pr
                 at = tree.walk(owner, rel)
                 return {} if at is None else methods[at]
 
-            if idx in checked:
-                validate.check_module_refs(g, where, has_tensor, methods_of)
-            else:
-                validate.check_graph(g, where, has_tensor, methods_of, budget)
-                checked.add(idx)
-            _check_weights(g, lambda rel, kind, owner=path: tree.tensor(owner, rel, kind), where)
+            if not validated:
+                if idx in checked:
+                    validate.check_module_refs(g, where, has_tensor, methods_of)
+                else:
+                    validate.check_graph(g, where, has_tensor, methods_of, budget)
+                    checked.add(idx)
+                _check_weights(g, lambda rel, kind, owner=path: tree.tensor(owner, rel, kind), where)
             callees = []
             for i, n in enumerate(g.nodes):
                 if n.op == "tracejit::call_module":
@@ -118,7 +127,7 @@ def decode_module(program: dict, tensors: dict, budget: int, version: int) -> Pr
             graphs[path][name] = linked[key]
     entries = tuple(_with_methods(e, graphs[e.path]) for e in tree.ordered())
     entry_points = tuple(graphs[""])
-    specs = _specializations(program, table, tree, entry_points, budget, function=False)
+    specs = _specializations(program, table, tree, entry_points, budget, False, validated)
     root_type = entries[0].type_name
     return upgrade(Program("module", root_type, entries, entry_points, specs,
                            _ledger_entries(program.get("ledger", []))), version)
@@ -235,7 +244,7 @@ class _GraphTable:
 
 
 def _specializations(program: dict, table: _GraphTable, tree: _Tree, methods: tuple, budget: int,
-                     function: bool) -> tuple:
+                     function: bool, validated: bool) -> tuple:
     """The ``specializations`` table (serialize/specializations.py), each graph validated like a root method's."""
     entries = program.get("specializations", [])
     if not isinstance(entries, list):
@@ -264,8 +273,9 @@ def _specializations(program: dict, table: _GraphTable, tree: _Tree, methods: tu
         if any(n.op == "tracejit::call_module" for n in g.nodes):
             raise LoadError(f"{where}: a specialization's graph must have its submodule calls inlined; it calls "
                             "a submodule method")
-        validate.check_graph(g, where, has_tensor, lambda rel: {}, budget)
-        _check_weights(g, None if function else (lambda rel, kind: tree.tensor("", rel, kind)), where)
+        if not validated:
+            validate.check_graph(g, where, has_tensor, lambda rel: {}, budget)
+            _check_weights(g, None if function else (lambda rel, kind: tree.tensor("", rel, kind)), where)
         g.call_budget = BudgetPlan(budget)   # a file's program: call-time budget checks (support/call_budget.py)
         out.append(SpecializationEntry(method, g, reason, source))
     return tuple(out)

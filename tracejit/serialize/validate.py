@@ -6,21 +6,19 @@ Nothing here imports, evaluates or looks up a name chosen by the file outside th
 """
 from __future__ import annotations
 
-import keyword
 import types
 
 import torch
 
 from ..errors import LoadError
 from ..ir import Graph, Value, target_text, verify, VerificationError
-from ..ir.ops import saved_attrs
 from ..ops import schemas_of
 from ..ops.names import CALL_MODULE, CONSTANT, GET_ATTR
 from ..trace import ops as opnames
 from . import capture_ops, custom_op_checks, op_allowlist, op_checks, rng_ops, schema_check, size_rules, sym_ops
 from .guards import check_guard
-from ..patterns import ascii_identifier, split_op_name
-from ..runtime.traced import TracedModule
+from ..patterns import split_op_name
+from .document_checks import check_attrs, identifier, method_name  # noqa: F401  (the checks decoding makes)
 
 NAMESPACES = ("aten",)
 CUSTOM_NAMESPACES = frozenset(custom_op_checks.namespaces())   # reviewed custom ops only (custom_op_checks.py)
@@ -38,56 +36,6 @@ DENIED = {"from_file", "set_", "data_ptr", "untyped_storage", "storage", "_set_"
           "save", "load", "_assert_async", "record_stream", "pin_memory", "_make_subclass", "resize_",
           "set_num_threads", "manual_seed", "seed", "set_default_dtype", "set_grad_enabled"}
 DEFAULT_MAX_ELEMENTS = 2 ** 25
-
-
-def identifier(name, where: str) -> str:
-    """An ASCII identifier that is no keyword (non-ASCII ones are NFKC-normalised by Python)."""
-    if not ascii_identifier(name, 200) or keyword.iskeyword(name):
-        raise LoadError(f"{where}: {str(name)[:60]!r} is not an ASCII Python identifier")
-    return name
-
-
-def method_name(name, where: str, taken=()) -> str:
-    """A traced method's name: installed on a module, so never private, a dunder or an attribute
-    a TracedModule already has, on its class (``train``, ``to``, ``__call__``) or on every instance
-    (``training``, ``original_name``, ``ledger``), except ``forward``; never one of ``taken`` either
-    (the names of the parameters, buffers and submodules of the module it is installed on)."""
-    identifier(name, where)
-    if name == "forward":
-        return name
-    if name.startswith("_") or name in _module_attributes():
-        raise LoadError(f"{where}: {name!r} cannot name a traced method (it is private or an attribute every "
-                        "module already has)")
-    if name in taken:
-        raise LoadError(f"{where}: {name!r} cannot name a traced method (the module has a parameter, buffer or "
-                        "submodule of that name)")
-    return name
-
-
-_MODULE_ATTRIBUTES: set = set()
-
-
-def _module_attributes() -> set:
-    """Every attribute name a fresh TracedModule answers to: its class's and its instance's (default-deny:
-    a name nn.Module gains in a later torch version is refused without a change here)."""
-    if not _MODULE_ATTRIBUTES:
-        _MODULE_ATTRIBUTES.update(dir(TracedModule), vars(TracedModule("probe")))
-    return _MODULE_ATTRIBUTES
-
-
-def check_attrs(op: str, attrs: dict, where: str) -> None:
-    """Node attributes are data of a fixed shape: known keys, each of its type (ir/ops.py's table)."""
-    allowed = saved_attrs(op)
-    for k, v in attrs.items():
-        want = allowed.get(k)
-        if want is None:
-            raise LoadError(f"{where}: unknown node attribute {str(k)[:40]!r} for {str(op)[:60]}")
-        if not isinstance(v, want) or (want is int and isinstance(v, bool)):
-            raise LoadError(f"{where}: attribute {k!r} must be a {want.__name__}")
-        if want is int and not 0 <= v <= 1_000_000:
-            raise LoadError(f"{where}: attribute {k!r} is out of range")
-        if want is str and len(v) > 1000:
-            raise LoadError(f"{where}: attribute {k!r} is too long")
 
 
 def check_graph(graph: Graph, where: str, module_tree, methods_of,

@@ -167,4 +167,5 @@ def size_check(op: str, rule, file_elements: int, where: str):
         if why is not None:
             raise BudgetError(f"{op} at {where} {why}")
 
+    check.made_of = (op, rule, where)   # what serialize/code_cache.py records to make it again
     return check

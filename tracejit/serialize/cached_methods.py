@@ -1,0 +1,235 @@
+"""A loaded program's compiled methods as plain data, and back (the code cache's entries: code_cache.py).
+
+``Recorder`` compiles as the loader always does (runtime/method_compiler.compile_method) and writes down, for
+each function, its code object and a *recipe* for each of its globals: where the object comes from in the
+graph it was compiled from (``("constant", 3)``: the graph's constant 3; ``("spec_type", "out", (0,))``: the
+class of the output's first child), or a name among the few objects of tracejit and torch that generated code
+calls (``NAMED``). A global no recipe describes makes the whole program uncacheable (default-deny): it is then
+compiled at every load, as before.
+
+``Replayer`` makes the same functions from those entries and the graphs of this load, in the same order,
+without generating or compiling code. An entry that does not match the call it answers (another method, graph
+size or label), or whose graph this process decodes otherwise (``_assumed``: the classes of the outputs, the
+custom ops registered), raises ``Mismatch``: the loader then loads the file again without the cache.
+
+>>> import torch, tracejit
+>>> from tracejit.serialize.cached_methods import Recorder, Replayer
+>>> rec = Recorder()
+>>> f = tracejit.trace(lambda x: x * 2, torch.ones(2))
+>>> fn = rec(f.graph, "forward", "demo", guards=True, display="demo")
+>>> rec.entries[0][0], rec.cacheable   # the call it answers: name, label, guards?, display, nodes
+(('forward', 'demo', True, 'demo', 1), True)
+>>> again = Replayer(rec.entries)(f.graph, "forward", "demo", guards=True, display="demo")
+>>> again(None, torch.arange(3.0)), again.code == fn.code
+(tensor([0., 2., 4.]), True)
+"""
+from __future__ import annotations
+
+import builtins
+import importlib
+import marshal
+
+from ..codegen.compiler import function_from_code
+from ..ir import SourceLoc
+from ..ops import custom
+from ..runtime.method_compiler import InputError, compile_method
+from ..runtime.undo import undo_plan
+from ..support.call_budget import size_check
+from ..support.guards import GuardFailure
+from ..lazy_module import LazyModule
+
+size_rules = LazyModule(".size_rules", __package__)   # a program with call-time size checks only
+
+# objects generated code names as globals that are neither the graph's nor per-function state
+NAMED = (("torch", ""), ("torch", "Tensor"),
+         ("tracejit.support.guards", "check_input_kind"), ("tracejit.support.guards", "plain_value"),
+         ("tracejit.support.call_budget", "INT_OPS"), ("tracejit.support.call_budget", "enter_call"),
+         ("tracejit.support.call_budget", "enter_root"), ("tracejit.codegen.sym_emit", "FUNCTIONS"),
+         ("tracejit.pytree", "rebuild_registered"), ("tracejit.codegen.capture_emit", "_children_of"))
+_PLAIN = (type(None), bool, int, float, str)
+
+
+class Mismatch(Exception):
+    """A cache entry does not answer this compile call: load without the cache."""
+
+
+class Recorder:
+    """A ``compile(graph, name, label, guards=, display=)`` for serialize/compile_once.MethodCompiler that also
+    records each function (``entries``); ``cacheable`` turns False at the first it cannot describe."""
+
+    def __init__(self):
+        self.entries: list = []
+        self.cacheable = True
+
+    def __call__(self, graph, name: str, label: str, guards: bool, display: str | None = None):
+        fn = compile_method(graph, name, label, guards=guards, display=display)
+        if self.cacheable:
+            entry = _record(fn, graph, (name, label, guards, display, len(graph.nodes)))
+            self.cacheable = entry is not None
+            if entry is not None:
+                self.entries.append(entry)
+        return fn
+
+
+class Replayer:
+    """A ``compile`` that makes each function from the next recorded entry instead."""
+
+    def __init__(self, entries):
+        self.entries = entries
+        self.used = 0
+
+    def __call__(self, graph, name: str, label: str, guards: bool, display: str | None = None):
+        if self.used >= len(self.entries):
+            raise Mismatch("more compile calls than cached functions")
+        entry = self.entries[self.used]
+        self.used += 1
+        if entry[0] != (name, label, guards, display, len(graph.nodes)):
+            raise Mismatch(f"cached {entry[0]!r}, asked for {(name, label, guards, display, len(graph.nodes))!r}")
+        return _replay(entry, graph)
+
+
+def _record(fn, graph, call: tuple):
+    """``(call, code, defaults, kwdefaults, source, signature, by_position, recipes)``, or None."""
+    named = _named_ids()
+    places = _places(graph)
+    recipes = []
+    for k, v in fn.__globals__.items():
+        if k == "__builtins__" or (k == fn.__name__ and v is fn):
+            continue
+        recipe = _recipe(k, v, named, places)
+        if recipe is None:
+            return None
+        recipes.append((k, recipe))
+    entry = (call, fn.__code__, fn.__defaults__, fn.__kwdefaults__, fn.code, fn.signature, fn.by_position,
+             tuple(recipes), _assumed(graph))
+    try:
+        marshal.dumps(entry)
+    except ValueError:   # a default value marshal cannot write
+        return None
+    return entry
+
+
+def _recipe(name: str, v, named: dict, places: dict):
+    if name == "_input_error" and type(v) is InputError:
+        return ("input_error",)
+    if name == "_tj_guard" and type(v) is GuardFailure:
+        at = places["nodes"]
+        if not all(id(node) in at for node, _ in v.table):
+            return None
+        return ("guard", tuple((at[id(node)], pred) for node, pred in v.table), v.fn_name)
+    if name == "_tj_line_sources" and type(v) is list:
+        if not all(s is None or type(s) is SourceLoc for s in v):
+            return None
+        return ("sources", tuple(None if s is None else (s.filename, s.lineno, s.function) for s in v))
+    made_of = getattr(v, "made_of", None)
+    if name.startswith("_tj_budget") and made_of is not None:
+        op, rule, where = made_of
+        key = _rule_keys().get(id(rule))
+        return None if key is None else ("budget", op, key, where)
+    if type(v) in _PLAIN:
+        return ("value", v)
+    return named.get(id(v)) or places["objects"].get(id(v))
+
+
+def _replay(entry, graph):
+    (name, label, guards, display, _), code, defaults, kwdefaults, source, signature, by_position, recipes, \
+        assumed = entry
+    if _assumed(graph) != assumed:
+        raise Mismatch("this process decodes the program otherwise (an output class, a custom op)")
+    glob = {"__builtins__": builtins}
+    for k, recipe in recipes:
+        glob[k] = _make(recipe, graph, signature)
+    fn = function_from_code(code, source, glob, label, code.co_name, defaults, kwdefaults)
+    fn.graph, fn.code, fn.signature, fn.by_position = graph, source, signature, by_position
+    fn.undo = undo_plan(graph) if guards else None
+    return fn
+
+
+def _assumed(graph) -> tuple:
+    """What the code was generated for that this process may decode otherwise, though the file is the same:
+    the structure of the inputs and outputs with the classes found for them (a class this process lacks
+    decodes as a record: codegen/python.rebuild builds it otherwise), and the kept custom ops the graph calls
+    that this process registers with their reviewed schema (the validator refuses the others)."""
+    ops = sorted({n.op for n in graph.nodes if isinstance(n.op, str) and custom.is_kept(n.op)})
+    return (_spec_print(graph.in_spec), _spec_print(graph.out_spec),
+            tuple((op, custom.registered(op.split(".")[0])) for op in ops))
+
+
+def _spec_print(spec) -> tuple:
+    t = spec.type
+    kind = None if t is None else (getattr(t, "__module__", ""), getattr(t, "__qualname__", ""),
+                                   hasattr(t, "__dataclass_fields__"))
+    keys = tuple(k if type(k) in _PLAIN else repr(k) for k in spec.keys)
+    return (spec.kind, kind, keys, tuple(_spec_print(c) for c in spec.children))
+
+
+def _make(recipe, graph, signature: str):
+    kind = recipe[0]
+    if kind == "value":
+        return recipe[1]
+    if kind == "named":
+        module = importlib.import_module(recipe[1])
+        return getattr(module, recipe[2]) if recipe[2] else module
+    if kind == "constant":
+        return graph.constants[recipe[1]]
+    if kind in ("spec", "spec_type"):
+        spec = graph.in_spec if recipe[1] == "in" else graph.out_spec
+        for i in recipe[2]:
+            spec = spec.children[i]
+        return spec if kind == "spec" else spec.type
+    if kind == "input_error":
+        return InputError(signature)
+    if kind == "guard":
+        return GuardFailure([(graph.nodes[i], pred) for i, pred in recipe[1]], recipe[2])
+    if kind == "sources":
+        return [None if s is None else SourceLoc(*s) for s in recipe[1]]
+    if kind == "budget":
+        _, op, (table, key), where = recipe
+        rule = size_rules.SEVERAL_TENSORS if table == "several" else getattr(size_rules, table)[key]
+        return size_check(op, rule, graph.call_budget.file_elements, where)
+    raise Mismatch(f"unknown recipe {kind!r}")
+
+
+def _places(graph) -> dict:
+    """``{"nodes": {id(node): index}, "objects": {id(obj): recipe}}`` for the graph's constants and the specs
+    (and their classes) of its inputs and outputs."""
+    objects = {}
+    for i, c in enumerate(graph.constants or ()):
+        objects.setdefault(id(c), ("constant", i))
+
+    def walk(spec, tree: str, path: tuple):
+        objects.setdefault(id(spec), ("spec", tree, path))
+        if spec.type is not None:
+            objects.setdefault(id(spec.type), ("spec_type", tree, path))
+        for i, child in enumerate(spec.children):
+            walk(child, tree, path + (i,))
+
+    walk(graph.in_spec, "in", ())
+    walk(graph.out_spec, "out", ())
+    return {"nodes": {id(n): i for i, n in enumerate(graph.nodes)}, "objects": objects}
+
+
+_NAMED_IDS: dict | None = None
+_RULE_KEYS: dict | None = None
+
+
+def _named_ids() -> dict:
+    global _NAMED_IDS
+    if _NAMED_IDS is None:
+        out = {}
+        for module, attr in NAMED:
+            m = importlib.import_module(module)
+            out[id(getattr(m, attr) if attr else m)] = ("named", module, attr)
+        _NAMED_IDS = out
+    return _NAMED_IDS
+
+
+def _rule_keys() -> dict:
+    global _RULE_KEYS
+    if _RULE_KEYS is None:
+        out = {id(size_rules.SEVERAL_TENSORS): ("several", "")}
+        for table in ("RULES", "CUSTOM_RULES"):
+            for key, rule in getattr(size_rules, table).items():
+                out.setdefault(id(rule), (table, key))
+        _RULE_KEYS = out
+    return _RULE_KEYS
