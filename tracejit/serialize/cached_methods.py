@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import builtins
 import importlib
-import marshal
 
 from ..codegen.compiler import function_from_code
 from ..ir import SourceLoc
@@ -100,13 +99,9 @@ def _record(fn, graph, call: tuple):
         if recipe is None:
             return None
         recipes.append((k, recipe))
-    entry = (call, fn.__code__, fn.__defaults__, fn.__kwdefaults__, fn.code, fn.signature, fn.by_position,
-             tuple(recipes), _assumed(graph))
-    try:
-        marshal.dumps(entry)
-    except ValueError:   # a default value marshal cannot write
-        return None
-    return entry
+    # a default value marshal cannot write fails the whole entry in code_cache.write (nothing is cached)
+    return (call, fn.__code__, fn.__defaults__, fn.__kwdefaults__, fn.code, fn.signature, fn.by_position,
+            tuple(recipes), _assumed(graph))
 
 
 def _recipe(name: str, v, named: dict, places: dict):
