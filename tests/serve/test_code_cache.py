@@ -258,7 +258,7 @@ def test_an_entry_that_does_not_answer_the_load_falls_back_to_compiling(saved, c
         entries = list(real(where, k))
         first = list(entries[0])
         if edit.startswith("a recipe"):
-            first[7] = first[7] + (("_tj_k99", ("constant", 99)),)
+            first[6] = first[6] + (("_tj_k99", ("constant", 99)),)
         elif edit == "another label":
             first[0] = (first[0][0], "elsewhere") + first[0][2:]
         entries[0] = tuple(first)

@@ -58,10 +58,16 @@ def compile_method(graph: Graph, name: str, label: str, guards: bool, display: s
     sig = signature_text(display or name, graph)
     budget = budget if budget is not None else getattr(graph, "call_budget", None)
     src, globs = _python.generate(graph, name, guards=guards, input_error=InputError(sig), budget=budget, kernels=kernels)
-    fn = _python.compile_function(src, name, globs, label)
+    return finish(_python.compile_function(src, name, globs, label), graph, src, sig, guards)
+
+
+def finish(fn, graph: Graph, source: str, signature: str, guards: bool):
+    """``fn`` with what the runtime reads on a compiled method: its graph, source and signature text, whether
+    keyword-traced arguments may come by position, and what a failed guard must put back (runtime/undo.py).
+    Also for a method made from the code cache (serialize/cached_methods.py)."""
     fn.graph = graph
-    fn.code = src
-    fn.signature = sig
+    fn.code = source
+    fn.signature = signature
     fn.by_position = guards and bool(graph.in_spec.children[1].children)   # keyword-traced args, by position too
-    fn.undo = undo_plan(graph) if guards else None   # what a failed guard must put back (runtime/undo.py)
+    fn.undo = undo_plan(graph) if guards else None
     return fn

@@ -26,13 +26,13 @@ custom ops registered), raises ``Mismatch``: the loader then loads the file agai
 from __future__ import annotations
 
 import builtins
+import functools
 import importlib
 
 from ..codegen.compiler import function_from_code
 from ..ir import SourceLoc
 from ..ops import custom
-from ..runtime.method_compiler import InputError, compile_method
-from ..runtime.undo import undo_plan
+from ..runtime.method_compiler import InputError, compile_method, finish
 from ..support.call_budget import size_check
 from ..support.guards import GuardFailure
 from ..lazy_module import LazyModule
@@ -88,7 +88,7 @@ class Replayer:
 
 
 def _record(fn, graph, call: tuple):
-    """``(call, code, defaults, kwdefaults, source, signature, by_position, recipes)``, or None."""
+    """``(call, code, defaults, kwdefaults, source, signature, recipes, assumed)``, or None."""
     named = _named_ids()
     places = _places(graph)
     recipes = []
@@ -100,8 +100,8 @@ def _record(fn, graph, call: tuple):
             return None
         recipes.append((k, recipe))
     # a default value marshal cannot write fails the whole entry in code_cache.write (nothing is cached)
-    return (call, fn.__code__, fn.__defaults__, fn.__kwdefaults__, fn.code, fn.signature, fn.by_position,
-            tuple(recipes), _assumed(graph))
+    return (call, fn.__code__, fn.__defaults__, fn.__kwdefaults__, fn.code, fn.signature, tuple(recipes),
+            _assumed(graph))
 
 
 def _recipe(name: str, v, named: dict, places: dict):
@@ -120,24 +120,21 @@ def _recipe(name: str, v, named: dict, places: dict):
     if name.startswith("_tj_budget") and made_of is not None:
         op, rule, where = made_of
         key = _rule_keys().get(id(rule))
-        return None if key is None else ("budget", op, key, where)
+        return ("budget", op, key, where) if key is not None and _rule(key) is rule else None
     if type(v) in _PLAIN:
         return ("value", v)
     return named.get(id(v)) or places["objects"].get(id(v))
 
 
 def _replay(entry, graph):
-    (name, label, guards, display, _), code, defaults, kwdefaults, source, signature, by_position, recipes, \
-        assumed = entry
+    (name, label, guards, display, _), code, defaults, kwdefaults, source, signature, recipes, assumed = entry
     if _assumed(graph) != assumed:
         raise Mismatch("this process decodes the program otherwise (an output class, a custom op)")
     glob = {"__builtins__": builtins}
     for k, recipe in recipes:
         glob[k] = _make(recipe, graph, signature)
-    fn = function_from_code(code, source, glob, label, code.co_name, defaults, kwdefaults)
-    fn.graph, fn.code, fn.signature, fn.by_position = graph, source, signature, by_position
-    fn.undo = undo_plan(graph) if guards else None
-    return fn
+    return finish(function_from_code(code, source, glob, label, code.co_name, defaults, kwdefaults), graph, source,
+                  signature, guards)
 
 
 def _assumed(graph) -> tuple:
@@ -179,8 +176,10 @@ def _make(recipe, graph, signature: str):
     if kind == "sources":
         return [None if s is None else SourceLoc(*s) for s in recipe[1]]
     if kind == "budget":
-        _, op, (table, key), where = recipe
-        rule = size_rules.SEVERAL_TENSORS if table == "several" else getattr(size_rules, table)[key]
+        _, op, key, where = recipe
+        rule = _rule(key)
+        if rule is None:
+            raise Mismatch(f"no size rule {key!r}")
         return size_check(op, rule, graph.call_budget.file_elements, where)
     raise Mismatch(f"unknown recipe {kind!r}")
 
@@ -204,27 +203,25 @@ def _places(graph) -> dict:
     return {"nodes": {id(n): i for i, n in enumerate(graph.nodes)}, "objects": objects}
 
 
-_NAMED_IDS: dict | None = None
-_RULE_KEYS: dict | None = None
-
-
+@functools.cache
 def _named_ids() -> dict:
-    global _NAMED_IDS
-    if _NAMED_IDS is None:
-        out = {}
-        for module, attr in NAMED:
-            m = importlib.import_module(module)
-            out[id(getattr(m, attr) if attr else m)] = ("named", module, attr)
-        _NAMED_IDS = out
-    return _NAMED_IDS
+    out = {}
+    for module, attr in NAMED:
+        m = importlib.import_module(module)
+        out[id(getattr(m, attr) if attr else m)] = ("named", module, attr)
+    return out
 
 
+@functools.cache
 def _rule_keys() -> dict:
-    global _RULE_KEYS
-    if _RULE_KEYS is None:
-        out = {id(size_rules.SEVERAL_TENSORS): ("several", "")}
-        for table in ("RULES", "CUSTOM_RULES"):
-            for key, rule in getattr(size_rules, table).items():
-                out.setdefault(id(rule), (table, key))
-        _RULE_KEYS = out
-    return _RULE_KEYS
+    """``{id(rule): (table, name)}`` over size_rules' tables (a hint: ``_recipe`` checks ``_rule(key) is rule``)."""
+    out = {id(size_rules.SEVERAL_TENSORS): ("several", "")}
+    for table in ("RULES", "CUSTOM_RULES"):
+        for key, rule in getattr(size_rules, table).items():
+            out.setdefault(id(rule), (table, key))
+    return out
+
+
+def _rule(key: tuple):
+    table, name = key
+    return size_rules.SEVERAL_TENSORS if table == "several" else getattr(size_rules, table).get(name)
