@@ -5,6 +5,7 @@ tracebacks, specializations, functions. An entry that is damaged, stale, not our
 decoding is not used; a file that fails its checks writes none; threads loading at once agree."""
 from __future__ import annotations
 
+import collections
 import json
 import os
 import subprocess
@@ -323,3 +324,55 @@ def test_where_the_cache_lives(monkeypatch, tmp_path):
     assert code_cache.directory() is None
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", "relative/dir")
     assert code_cache.directory() == os.path.abspath("relative/dir")
+
+
+class Backbone(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        h = self.a(x)
+        return collections.OrderedDict([("feat", h), ("pooled", self.b(h).mean(-1))])
+
+
+Pair = collections.namedtuple("Pair", "first second")
+
+
+class Neck(torch.nn.Module):
+    def forward(self, features):
+        return features["feat"].sum(-1) + features["pooled"]
+
+
+class Containers(torch.nn.Module):
+    """A submodule's OrderedDict out and another's in (torchvision's detection backbone and FPN), a namedtuple and
+    a dict out."""
+
+    def __init__(self):
+        super().__init__()
+        self.backbone, self.neck = Backbone(), Neck()
+
+    def forward(self, x):
+        out = self.backbone(x)
+        mixed = self.neck(collections.OrderedDict([("feat", out["feat"] * 2), ("pooled", out["pooled"])]))
+        return Pair(out["feat"] * 2, {"pooled": mixed})
+
+
+def test_container_outputs_are_made_from_the_cache_too(cache, tmp_path, compiled):
+    torch.manual_seed(0)
+    model = Containers().eval()
+    path = tmp_path / "containers.tjit"
+    tracejit.save(tracejit.trace(model, torch.randn(3, 4), strict=False), path)
+    first = tracejit.load(path)
+    n = len(compiled)
+    assert n and len(_entries(cache)) == 1
+    second = tracejit.load(path)
+    assert len(compiled) == n   # every global described: nothing compiled again
+    x = torch.randn(5, 4)
+    want = model(x)
+    for program in (first, second):
+        got = program(x)
+        # a namedtuple no registry holds comes back as one of the same name and fields (docs/API.md)
+        assert type(got).__name__ == "Pair" and got._fields == Pair._fields and isinstance(got.second, dict)
+        torch.testing.assert_close(got.first, want.first.detach())
+        torch.testing.assert_close(got.second["pooled"], want.second["pooled"].detach())

@@ -3,7 +3,7 @@
 ``Recorder`` compiles as the loader always does (runtime/method_compiler.compile_method) and writes down, for
 each function, its code object and a *recipe* for each of its globals: where the object comes from in the
 graph it was compiled from (``("constant", 3)``: the graph's constant 3; ``("spec_type", "out", (0,))``: the
-class of the output's first child), or a name among the few objects of tracejit and torch that generated code
+class of the output's first child; a submodule call's input structure likewise), or a name among the few objects of tracejit and torch that generated code
 calls (``NAMED``). A global no recipe describes makes the whole program uncacheable (default-deny): it is then
 compiled at every load, as before.
 
@@ -143,8 +143,18 @@ def _assumed(graph) -> tuple:
     decodes as a record: codegen/python.rebuild builds it otherwise), and the kept custom ops the graph calls
     that this process registers with their reviewed schema (the validator refuses the others)."""
     ops = sorted({n.op for n in graph.nodes if isinstance(n.op, str) and custom.is_kept(n.op)})
-    return (_spec_print(graph.in_spec), _spec_print(graph.out_spec),
+    return (tuple((tree, _spec_print(spec)) for tree, spec in _specs(graph).items()),
             tuple((op, custom.registered(op.split(".")[0])) for op in ops))
+
+
+def _specs(graph) -> dict:
+    """The input and output structures generated code builds or takes apart: the graph's own, and the inputs of
+    each submodule method it calls (an OrderedDict of features handed to torchvision's FPN), by a plain-data
+    name."""
+    out = {"in": graph.in_spec, "out": graph.out_spec}
+    for (path, method), callee in sorted(graph.callees.items()):
+        out[("callee", path, method)] = callee.in_spec
+    return out
 
 
 def _spec_print(spec) -> tuple:
@@ -165,7 +175,7 @@ def _make(recipe, graph, signature: str):
     if kind == "constant":
         return graph.constants[recipe[1]]
     if kind in ("spec", "spec_type"):
-        spec = graph.in_spec if recipe[1] == "in" else graph.out_spec
+        spec = _specs(graph)[recipe[1]]
         for i in recipe[2]:
             spec = spec.children[i]
         return spec if kind == "spec" else spec.type
@@ -198,8 +208,8 @@ def _places(graph) -> dict:
         for i, child in enumerate(spec.children):
             walk(child, tree, path + (i,))
 
-    walk(graph.in_spec, "in", ())
-    walk(graph.out_spec, "out", ())
+    for tree, spec in _specs(graph).items():
+        walk(spec, tree, ())
     return {"nodes": {id(n): i for i, n in enumerate(graph.nodes)}, "objects": objects}
 
 
