@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import tracejit
-from tracejit.serialize import cached_methods, code_cache, validate
+from tracejit.serialize import cached_methods, code_cache, compile_once, validate
 
 
 class Guarded(torch.nn.Module):
@@ -57,7 +57,8 @@ def compiled(monkeypatch):
     """The names the loader compiles (none on a hit)."""
     calls = []
     real = cached_methods.compile_method
-    monkeypatch.setattr(cached_methods, "compile_method", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    for where in (compile_once, cached_methods):   # without a usable cache the loader compiles without recording
+        monkeypatch.setattr(where, "compile_method", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
     return calls
 
 
@@ -154,12 +155,15 @@ def test_a_new_process_loads_from_the_cache_without_the_code_generator_or_the_va
     assert out1 == out2
 
 
-def test_a_cache_others_may_write_is_neither_read_nor_written(saved, cache, compiled):
+def test_a_cache_others_may_write_is_neither_read_nor_written(saved, cache, compiled, monkeypatch):
     _, path = saved
     os.makedirs(cache, mode=0o700)
     os.chmod(cache, 0o777)
+    recorded = []
+    real_record = cached_methods._record
+    monkeypatch.setattr(cached_methods, "_record", lambda *a: recorded.append(a) or real_record(*a))
     tracejit.load(path)
-    assert _entries(cache) == []
+    assert _entries(cache) == [] and recorded == []   # not even recorded: it could not be kept
     n = len(compiled)   # one load's compilations
     os.chmod(cache, 0o700)
     tracejit.load(path)
@@ -238,7 +242,7 @@ def test_an_entry_this_process_decodes_otherwise_falls_back_to_compiling(saved, 
     tracejit.load(path)
     n = len(compiled)
     real = cached_methods._assumed
-    monkeypatch.setattr(cached_methods, "_assumed", lambda g: ("decoded otherwise",) + real(g))
+    monkeypatch.setattr(cached_methods, "_assumed", lambda g, specs: ("decoded otherwise",) + real(g, specs))
     program = tracejit.load(path)
     assert len(compiled) == 2 * n
     x = torch.randn(4, 8)

@@ -17,21 +17,22 @@ from .names import OpName, base_name, split_name
 
 # names -> the module that defines them, imported on first use (PEP 562): a server that loads a program from
 # the code cache reads ops/names.py and ops/custom.py only, not the ATen facts (issue #22 item 4: start time)
+_aten = LazyModule(".aten", __name__)
+_overrides = LazyModule(".overrides", __name__)
+_purity = LazyModule(".purity", __name__)
 _WHERE = {**dict.fromkeys(("accumulates", "draws_random", "exact_schema", "functional_of", "gives_tensor",
                            "has_data_dependent_shape", "inplace_twin", "is_dropout", "is_fresh", "is_inplace",
                            "is_layout_free", "is_mergeable", "is_pointwise", "is_random", "is_reduction", "may_alias",
                            "outgrows_inputs", "pieces_follow_size", "schema_of", "schemas_of", "shares_memory",
-                           "splits_into_views", "takes_generator", "takes_numbers_for_tensors"), ".aten"),
-          "STRING_ARGUMENTS": ".overrides", **dict.fromkeys(("droppable", "mergeable"), ".purity")}
-_MODULES = {".aten": LazyModule(".aten", __name__), ".overrides": LazyModule(".overrides", __name__),
-            ".purity": LazyModule(".purity", __name__)}
+                           "splits_into_views", "takes_generator", "takes_numbers_for_tensors"), _aten),
+          "STRING_ARGUMENTS": _overrides, **dict.fromkeys(("droppable", "mergeable"), _purity)}
 
 
 def __getattr__(name: str):
     where = _WHERE.get(name)
     if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_MODULES[where], name)
+    value = getattr(where, name)
     globals()[name] = value
     return value
 

@@ -3,9 +3,9 @@
 ``Recorder`` compiles as the loader always does (runtime/method_compiler.compile_method) and writes down, for
 each function, its code object and a *recipe* for each of its globals: where the object comes from in the
 graph it was compiled from (``("constant", 3)``: the graph's constant 3; ``("spec_type", "out", (0,))``: the
-class of the output's first child; a submodule call's input structure likewise), or a name among the few objects of tracejit and torch that generated code
-calls (``NAMED``). A global no recipe describes makes the whole program uncacheable (default-deny): it is then
-compiled at every load, as before.
+class of the output's first child; a submodule call's input structure likewise), or a name among the few
+objects of tracejit and torch that generated code calls (``NAMED``). A global no recipe describes makes the
+whole program uncacheable (default-deny): it is then compiled at every load, as before.
 
 ``Replayer`` makes the same functions from those entries and the graphs of this load, in the same order,
 without generating or compiling code. An entry that does not match the call it answers (another method, graph
@@ -90,7 +90,8 @@ class Replayer:
 def _record(fn, graph, call: tuple):
     """``(call, code, defaults, kwdefaults, source, signature, recipes, assumed)``, or None."""
     named = _named_ids()
-    places = _places(graph)
+    specs = _specs(graph)
+    places = _places(graph, specs)
     recipes = []
     for k, v in fn.__globals__.items():
         if k == "__builtins__" or (k == fn.__name__ and v is fn):
@@ -101,7 +102,7 @@ def _record(fn, graph, call: tuple):
         recipes.append((k, recipe))
     # a default value marshal cannot write fails the whole entry in code_cache.write (nothing is cached)
     return (call, fn.__code__, fn.__defaults__, fn.__kwdefaults__, fn.code, fn.signature, tuple(recipes),
-            _assumed(graph))
+            _assumed(graph, specs))
 
 
 def _recipe(name: str, v, named: dict, places: dict):
@@ -128,22 +129,23 @@ def _recipe(name: str, v, named: dict, places: dict):
 
 def _replay(entry, graph):
     (name, label, guards, display, _), code, defaults, kwdefaults, source, signature, recipes, assumed = entry
-    if _assumed(graph) != assumed:
+    specs = _specs(graph)
+    if _assumed(graph, specs) != assumed:
         raise Mismatch("this process decodes the program otherwise (an output class, a custom op)")
     glob = {"__builtins__": builtins}
     for k, recipe in recipes:
-        glob[k] = _make(recipe, graph, signature)
+        glob[k] = _make(recipe, graph, specs, signature)
     return finish(function_from_code(code, source, glob, label, code.co_name, defaults, kwdefaults), graph, source,
                   signature, guards)
 
 
-def _assumed(graph) -> tuple:
+def _assumed(graph, specs: dict) -> tuple:
     """What the code was generated for that this process may decode otherwise, though the file is the same:
     the structure of the inputs and outputs with the classes found for them (a class this process lacks
     decodes as a record: codegen/python.rebuild builds it otherwise), and the kept custom ops the graph calls
     that this process registers with their reviewed schema (the validator refuses the others)."""
     ops = sorted({n.op for n in graph.nodes if isinstance(n.op, str) and custom.is_kept(n.op)})
-    return (tuple((tree, _spec_print(spec)) for tree, spec in _specs(graph).items()),
+    return (tuple((tree, _spec_print(spec)) for tree, spec in specs.items()),
             tuple((op, custom.registered(op.split(".")[0])) for op in ops))
 
 
@@ -165,7 +167,7 @@ def _spec_print(spec) -> tuple:
     return (spec.kind, kind, keys, tuple(_spec_print(c) for c in spec.children))
 
 
-def _make(recipe, graph, signature: str):
+def _make(recipe, graph, specs: dict, signature: str):
     kind = recipe[0]
     if kind == "value":
         return recipe[1]
@@ -175,7 +177,7 @@ def _make(recipe, graph, signature: str):
     if kind == "constant":
         return graph.constants[recipe[1]]
     if kind in ("spec", "spec_type"):
-        spec = _specs(graph)[recipe[1]]
+        spec = specs[recipe[1]]
         for i in recipe[2]:
             spec = spec.children[i]
         return spec if kind == "spec" else spec.type
@@ -194,7 +196,7 @@ def _make(recipe, graph, signature: str):
     raise Mismatch(f"unknown recipe {kind!r}")
 
 
-def _places(graph) -> dict:
+def _places(graph, specs: dict) -> dict:
     """``{"nodes": {id(node): index}, "objects": {id(obj): recipe}}`` for the graph's constants and the specs
     (and their classes) of its inputs and outputs."""
     objects = {}
@@ -208,7 +210,7 @@ def _places(graph) -> dict:
         for i, child in enumerate(spec.children):
             walk(child, tree, path + (i,))
 
-    for tree, spec in _specs(graph).items():
+    for tree, spec in specs.items():
         walk(spec, tree, ())
     return {"nodes": {id(n): i for i, n in enumerate(graph.nodes)}, "objects": objects}
 

@@ -5,7 +5,8 @@ What ``tracejit.load`` does with it (serialize/loader.py):
 
 - the key is a SHA-256 of the file's whole header (the program document and every tensor's dtype, shape and
   place), the file's size (its call-time budget), ``map_location``, where this tracejit is installed and the
-  versions of tracejit, Python and torch. The weights are not in the key: their CRC is checked at every load, as without the cache;
+  versions of tracejit, Python and torch. The weights are not in the key: their CRC is checked at every load,
+  as without the cache;
 - an entry also records the size and modification time of each tracejit module the process that wrote it had
   imported (the code generator, the validator, ...): when one changed, the entry is not used (as Python's
   bytecode cache stamps a module's source);
@@ -110,6 +111,18 @@ def read(where: str | None, k: str | None):
     return entries if stored_key == k and _unchanged(sources) else None
 
 
+def writable(where: str | None) -> bool:
+    """Can this process keep entries in ``where`` (made here if missing)? A miss records its methods only then: a
+    read-only home, or a directory others may write, costs a load nothing."""
+    if where is None:
+        return False
+    try:
+        os.makedirs(where, mode=0o700, exist_ok=True)
+        return _trusted(os.stat(where)) and os.access(where, os.W_OK)
+    except OSError:
+        return False
+
+
 def write(where: str | None, k: str | None, entries: list) -> None:
     """Keep ``entries`` under ``k``; a cache that cannot be written is skipped silently (it only saves time)."""
     if where is None or k is None:
@@ -118,8 +131,7 @@ def write(where: str | None, k: str | None, entries: list) -> None:
         payload = marshal.dumps((k, _sources(), entries))
         if len(payload) > MAX_ENTRY_BYTES:
             return
-        os.makedirs(where, mode=0o700, exist_ok=True)
-        if not _trusted(os.stat(where)):
+        if not _trusted(os.stat(where)):   # made by ``writable``; checked again as it is written
             return
         tmp = os.path.join(where, f".{k}.{os.getpid()}.{id(entries)}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)

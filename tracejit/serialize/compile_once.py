@@ -23,10 +23,10 @@ class MethodCompiler:
     object to every (module, method) that stores the same graph with the same callees
     (serialize/program_decoder.py), so the Graph's identity is the stored graph and its links."""
 
-    def __init__(self, compile=compile_method):
+    def __init__(self, compile=None):
         # ``compile(graph, name, label, guards=, display=)``: compile_method, or the code cache's recorder or
         # replayer (serialize/code_cache.py)
-        self.compile = compile
+        self.compile = compile if compile is not None else compile_method
         self._compiled: dict[tuple, object] = {}
         self._named: dict[tuple, object] = {}
         self._graphs: list = []   # keeps each compiled graph alive, so its id stays its own

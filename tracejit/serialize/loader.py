@@ -69,7 +69,7 @@ def _read_program(f, map_location, extra_files, check_integrity: bool, mmap: boo
                 raise   # the file's own fault (its weights' CRC): the same without the cache
             except (Mismatch, KeyError, IndexError, TypeError, ValueError, AttributeError):
                 pass   # an entry that does not answer this load: never a reason for a good file to fail
-        recorder = Recorder() if key is not None else None
+        recorder = Recorder() if key is not None and code_cache.writable(where) else None
         loaded = _compiled(buf, map_location, extra_files, check_integrity, data_crc, recorder)
         if recorder is not None and recorder.cacheable:
             code_cache.write(where, key, recorder.entries)
@@ -100,7 +100,7 @@ def _compiled(buf, map_location, extra_files, check_integrity: bool, data_crc, c
     on a hit, which then skips the checks the document passed when it was recorded."""
     replay = isinstance(compiler, Replayer)
     program, document = _decoded(buf, map_location, extra_files, check_integrity, data_crc, validated=replay)
-    method_compiler = MethodCompiler() if compiler is None else MethodCompiler(compiler)
+    method_compiler = MethodCompiler(compiler)
     loaded = compile_loaded(program, method_compiler)
     if replay and compiler.used != len(compiler.entries):
         raise Mismatch(f"{len(compiler.entries) - compiler.used} cached functions were not asked for")

@@ -45,7 +45,7 @@ def decode_function(program: dict, tensors: dict, budget: int, version: int, val
         raise LoadError("malformed function name")
     g.call_budget = BudgetPlan(budget)   # its code checks sizes that follow the inputs (support/call_budget.py)
     root = ModuleEntry("", name, False, methods=(("forward", g),))
-    specs = _specializations(program, table, _Tree({"": root}), ("forward",), budget, True, validated)
+    specs = _specializations(program, table, _Tree({"": root}), ("forward",), budget, function=True, validated=validated)
     return upgrade(Program("function", name, (root,), ("forward",), specs,
                            _ledger_entries(program.get("ledger", []))), version)
 
@@ -127,7 +127,7 @@ def decode_module(program: dict, tensors: dict, budget: int, version: int, valid
             graphs[path][name] = linked[key]
     entries = tuple(_with_methods(e, graphs[e.path]) for e in tree.ordered())
     entry_points = tuple(graphs[""])
-    specs = _specializations(program, table, tree, entry_points, budget, False, validated)
+    specs = _specializations(program, table, tree, entry_points, budget, function=False, validated=validated)
     root_type = entries[0].type_name
     return upgrade(Program("module", root_type, entries, entry_points, specs,
                            _ledger_entries(program.get("ledger", []))), version)
