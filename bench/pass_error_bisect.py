@@ -24,7 +24,6 @@ for _p in (_BENCH_DIR, os.path.dirname(_BENCH_DIR)):
         sys.path.insert(0, _p)
 
 import tracejit  # noqa: E402
-import tracejit.backends.torch_program as inference  # noqa: E402  (freeze + the inference passes)
 from peer_builders import make_jit_frozen  # noqa: E402
 from tracejit.passes import pipeline  # noqa: E402
 from zoo_models import ZOO  # noqa: E402
@@ -53,15 +52,15 @@ def main(name: str, batch: int = 1) -> None:
         out = frozen(*args)
         print(f"{'jit freeze':40s} vs float64 {errors(out, ref64)} | vs eager {errors(out, ref)}")
         traced = tracejit.trace(module, args, check_trace=False)
-        every, in_memory = pipeline.INFERENCE_PASSES, inference.IN_MEMORY_PASSES
+        every, in_memory = pipeline.INFERENCE_PASSES, pipeline.IN_MEMORY_PASSES
 
         def run(label, passes, memory_passes):
-            pipeline.INFERENCE_PASSES, inference.IN_MEMORY_PASSES = passes, memory_passes
+            pipeline.INFERENCE_PASSES, pipeline.IN_MEMORY_PASSES = passes, memory_passes
             try:
                 got = tracejit.optimize_for_inference(traced)(*args)
                 print(f"{label:40s} vs float64 {errors(got, ref64)} | vs eager {errors(got, ref)}", flush=True)
             finally:
-                pipeline.INFERENCE_PASSES, inference.IN_MEMORY_PASSES = every, in_memory
+                pipeline.INFERENCE_PASSES, pipeline.IN_MEMORY_PASSES = every, in_memory
 
         run("every pass", every, in_memory)
         run("no pass", (), ())

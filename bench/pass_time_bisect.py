@@ -25,18 +25,17 @@ for _p in (_BENCH_DIR, os.path.dirname(_BENCH_DIR)):
         sys.path.insert(0, _p)
 
 import tracejit  # noqa: E402
-import tracejit.backends.torch_program as torch_program  # noqa: E402  (freeze + the inference passes)
 from tracejit.passes import pipeline  # noqa: E402
 from zoo_models import ZOO  # noqa: E402
 
 
 def _optimized(traced, passes, memory_passes):
-    every, in_memory = pipeline.INFERENCE_PASSES, torch_program.IN_MEMORY_PASSES
-    pipeline.INFERENCE_PASSES, torch_program.IN_MEMORY_PASSES = passes, memory_passes
+    every, in_memory = pipeline.INFERENCE_PASSES, pipeline.IN_MEMORY_PASSES
+    pipeline.INFERENCE_PASSES, pipeline.IN_MEMORY_PASSES = passes, memory_passes
     try:
         return tracejit.optimize_for_inference(traced)
     finally:
-        pipeline.INFERENCE_PASSES, torch_program.IN_MEMORY_PASSES = every, in_memory
+        pipeline.INFERENCE_PASSES, pipeline.IN_MEMORY_PASSES = every, in_memory
 
 
 def _sample(fn, args, n: int) -> float:
@@ -57,7 +56,7 @@ def main(argv=None) -> None:
     warnings.simplefilter("ignore")
     module, make_inputs = ZOO[ns.model]()
     args = make_inputs(ns.batch)
-    every, in_memory = pipeline.INFERENCE_PASSES, torch_program.IN_MEMORY_PASSES
+    every, in_memory = pipeline.INFERENCE_PASSES, pipeline.IN_MEMORY_PASSES
     with torch.no_grad():
         traced = tracejit.trace(module, args, check_trace=False)
         variants = {"traced": traced, "every pass": _optimized(traced, every, in_memory),

@@ -7,7 +7,13 @@
    original runs once in float64 (``float64_reference``: a deep copy with the traced module's tensors, the
    caller's random generator only read), and for every floating output
    ``max|candidate - float64| <= 1.25 * max|traced - float64| + 8 fp32 ulps of the output's scale``,
-   with shapes and every non-floating output equal to the traced program's.
+   with shapes and every non-floating output equal to the traced program's. A candidate checked after the
+   torch backend's program was kept (``peer``: onnxruntime, OpenVINO, CUDA graphs) is measured against that
+   program too, as torch.jit's freeze is against eager: ``<= 1.25 * max(traced, torch program's distance)
+   + 1 ulp``. Folding a batch norm into its conv rounds once where eager rounds twice and moves a ResNet's
+   answer ~2x eager's distance from float64 (torch.jit's freeze too): the 8-ulp slack is there for that, and
+   with the torch program's distance measured it is not needed. It left OpenVINO's DeiT-tiny at batch 8,
+   1.5x eager's distance (9.1e-7 against 6.0e-7; onnxruntime 5.8e-7, the torch program 5.9e-7), in.
 
 A candidate is kept when it passes both, or test 2 alone: some outputs move by more than 1e-4 under fp32
 reassociation (a detector's boxes and masks after thresholds: on torchvision's Mask R-CNN the traced
@@ -46,22 +52,25 @@ from .runtime.private_rng import PrivateRandomness
 RTOL = 1e-4                 # test 1, of the output's scale
 FLOAT64_FACTOR = 1.25       # test 2: the candidate's distance to float64 over the traced program's
 FLOAT64_ULPS = 8            # ... plus this many fp32 ulps of the output's scale
+PEER_ULPS = 1               # ... or, measured against the torch program's distance too (``peer``), this many
 # test 2 applies only where the traced program is this close to float64 (of the scale): at most ...
 REFERENCE_MAX = 5e-2        # ... here (a mask's pixel after a threshold moves by ~1e-2 under reassociation)
 REFERENCE_MEAN = 1e-4       # ... and on average here (a different computation moves most elements)
 MAX_COPY_BYTES = 1 << 30    # no float64 copy of a module holding more (it would take twice that): test 1 only
 
 
-def check_same(got: Any, want: Any, reference: Callable[[], Any] | None = None) -> str:
+def check_same(got: Any, want: Any, reference: Callable[[], Any] | None = None, peer: Any = None) -> str:
     """Raise AssertionError where ``got`` is not as exact as the traced program's ``want`` (module docstring).
-    ``reference``: a thunk returning the original's float64 answer (or None). Returns a note where test 2
-    kept a candidate test 1 would leave out, else ''."""
+    ``reference``: a thunk returning the original's float64 answer (or None); ``peer``: the torch backend's
+    answer where that program was kept (or None). Returns a note where test 2 kept a candidate test 1 would
+    leave out, else ''."""
     got_leaves, want_leaves = tree_leaves(got), tree_leaves(want)
     if len(got_leaves) != len(want_leaves):
         raise ValueError(f"{len(got_leaves)} outputs where the traced program gives {len(want_leaves)}")
+    peer_leaves = tree_leaves(peer) if peer is not None else []
     def verdict():   # test 2, where a reference is usable; None where not
         ref = reference() if reference is not None else None
-        return _against_float64(got_leaves, want_leaves, tree_leaves(ref)) if ref is not None else None
+        return _against_float64(got_leaves, want_leaves, tree_leaves(ref), peer_leaves) if ref is not None else None
 
     try:
         _close_to_traced(got_leaves, want_leaves)
@@ -88,14 +97,16 @@ def _close_to_traced(got: list, want: list) -> None:
             torch.testing.assert_close(g, w, rtol=0, atol=0)
 
 
-def _against_float64(got: list, want: list, ref: list) -> tuple[bool, float, float] | None:
-    """Test 2 of the module docstring: (passed, the candidate's distance to float64, the traced program's),
+def _against_float64(got: list, want: list, ref: list, peer: list = ()) -> tuple[bool, float, float] | None:
+    """Test 2 of the module docstring: (passed, the candidate's distance to float64, the distance it was
+    allowed to scale: the traced program's, or the torch program's where ``peer`` holds a further one),
     at the output where the candidate is furthest; None where the reference is not usable (another
     structure, a shape of its own, non-finite values, or not the same computation)."""
     if len(ref) != len(want):
         return None
+    peer = list(peer) if len(peer) == len(want) else [None] * len(want)
     passed, worst = True, (0.0, 0.0)
-    for g, w, r in zip(got, want, ref):
+    for g, w, r, p in zip(got, want, ref, peer):
         if not (isinstance(w, torch.Tensor) and w.is_floating_point()):
             same = (isinstance(g, torch.Tensor) and g.shape == w.shape and torch.equal(g, w)) \
                 if isinstance(w, torch.Tensor) else g == w
@@ -116,10 +127,22 @@ def _against_float64(got: list, want: list, ref: list) -> tuple[bool, float, flo
         if traced_err > REFERENCE_MAX * scale or (w64 - r64).abs().mean().item() > REFERENCE_MEAN * scale:
             return None
         got_err = (g64 - r64).abs().max().item() if bool(torch.isfinite(g64).all()) else float("inf")
-        if got_err > FLOAT64_FACTOR * traced_err + FLOAT64_ULPS * torch.finfo(torch.float32).eps * scale:
+        base, ulps = _allowed(traced_err, r64, p)
+        if got_err > FLOAT64_FACTOR * base + ulps * torch.finfo(torch.float32).eps * scale:
             passed = False
-        worst = max(worst, (got_err, traced_err))
+        worst = max(worst, (got_err, base))
     return passed, worst[0], worst[1]
+
+
+def _allowed(traced_err: float, r64: torch.Tensor, peer) -> tuple[float, int]:
+    """(the distance to float64 a candidate may scale, the ulps it may add): the traced program's with
+    ``FLOAT64_ULPS``; with a usable torch-program answer ``peer``, the larger of both with ``PEER_ULPS``."""
+    if not (isinstance(peer, torch.Tensor) and peer.shape == r64.shape and peer.is_floating_point()):
+        return traced_err, FLOAT64_ULPS
+    p64 = peer.double()
+    if not bool(torch.isfinite(p64).all()):
+        return traced_err, FLOAT64_ULPS
+    return max(traced_err, (p64 - r64).abs().max().item()), PEER_ULPS
 
 
 def float64_reference(traced, args: tuple, kwargs: dict) -> Callable[[], Any]:
