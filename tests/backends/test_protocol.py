@@ -4,6 +4,7 @@ and a new backend is one module (docs/DESIGN.md, "Adding a backend")."""
 from __future__ import annotations
 
 import importlib.util
+import io
 import sys
 import warnings
 
@@ -89,17 +90,32 @@ def test_exported_backends_keep_every_specialization_of_a_retraced_program(name)
                 assert not torch.allclose(jit(x), expected, atol=1e-3)
 
 
-@pytest.mark.parametrize("name", EXPORTED)
-def test_a_call_no_exported_specialization_fits_raises_what_each_required(name):
+@pytest.mark.parametrize("name", ["torch", *EXPORTED])
+def test_a_call_no_specialization_fits_goes_to_the_live_object_else_raises_what_each_required(name):
+    """The optimized program holds the two traces; a third width takes a branch neither holds. The live
+    traced object answers it (it traces again: eager's answer, every call); once its original is dropped,
+    and for a program built from a loaded one, the GuardError listing what each specialization required."""
     module = ThreeWidths()
     traced = _retraced(module, 16, 48)
+    buf = io.BytesIO()
+    tracejit.save(traced, buf)   # the two traces
     with warnings.catch_warnings():
         warnings.simplefilter("error", tracejit.TracerWarning)   # the choice checks every guard: no warning
         program = tracejit.optimize_for_inference(traced, backend=name)
+        from_loaded = tracejit.optimize_for_inference(tracejit.load(io.BytesIO(buf.getvalue())), backend=name)
     torch.testing.assert_close(program(_image(40)), module(_image(40)))
     torch.testing.assert_close(program(_image(10)), module(_image(10)))
-    with pytest.raises(tracejit.GuardError, match=r"no specialization fits these inputs \(2 tried"):
-        program(_image(100))
+    wide = _image(100)
+    assert not torch.allclose(module(wide), wide + 1)   # neither kept branch answers it
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tracejit.TracerWarning)   # the live object's retrace says so
+        for x in (wide, _image(100, seed=100), _image(120)):   # again and again: eager's answer each time
+            torch.testing.assert_close(program(x), module(x))
+    assert len(traced.specializations) == 3
+    traced.drop_original()
+    for p in (program, from_loaded):
+        with pytest.raises(tracejit.GuardError, match=r"no specialization fits these inputs \(\d tried"):
+            p(_image(200))
 
 
 @pytest.mark.parametrize("name", EXPORTED)
@@ -180,3 +196,21 @@ def test_one_fallback_policy_an_unlisted_backend_always_checks_for_nan():
     assert fallback.with_finite_check("onnxruntime", traced.graph, safe, fast) is fast   # no listed op
     checked = fallback.with_finite_check("toy", traced.graph, safe, fast)
     assert checked(torch.ones(2)) == "fast" and checked(torch.tensor([1.0, float("nan")])) == "safe"
+
+
+@pytest.mark.parametrize("name", ["torch", *EXPORTED])
+def test_a_live_object_in_another_mode_does_not_answer_for_the_optimized_program(name):
+    """The optimized program is an eval-mode program: where the live object it was made from was switched
+    to training mode, a call no specialization fits raises the GuardError rather than run a training trace."""
+    module = ThreeWidths()
+    traced = _retraced(module, 16, 48)
+    program = tracejit.optimize_for_inference(traced, backend=name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", tracejit.TracerWarning)
+        for mode in ("eval", "train", "eval"):
+            getattr(traced, mode)()
+            if mode == "train":
+                with pytest.raises(tracejit.GuardError, match=r"no specialization fits these inputs \(2 tried"):
+                    program(_image(100))
+            else:
+                torch.testing.assert_close(program(_image(100)), module(_image(100)))

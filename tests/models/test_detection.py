@@ -238,12 +238,15 @@ def test_detection_traces_and_follows_new_image_sizes(kind):
         traced = tracejit.trace(model, (example,), check_trace=False)
         program = tracejit.optimize_for_inference(traced)   # built before any retrace: it holds one trace
         got = traced(new)
-        if kind == "maskrcnn":   # each mask is pasted at int(box[2] - box[0]): a read of the boxes' values
+        # Mask R-CNN pastes each mask at int(box[2] - box[0]), a read of the boxes' values: the optimized
+        # program's guard fails and the live traced object answers (backends/fallback.py hand_over); the
+        # others' size arithmetic is recorded, so the optimized program answers itself
+        for g, w in zip(program(new), want, strict=True):
+            torch.testing.assert_close(g, w)
+        if kind == "maskrcnn":   # without the original: the GuardError naming torchvision's line
+            traced.drop_original()
             with pytest.raises(tracejit.GuardError, match=r"roi_heads\.py:\d+ `[wh] = int\(box"):
-                program(new)
-        else:   # the transform's size arithmetic is recorded: no original needed for other sizes
-            for g, w in zip(program(new), want, strict=True):
-                torch.testing.assert_close(g, w)
+                program(_images((90, 56), (50, 70)))
     assert len(got) == len(want)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w)

@@ -12,6 +12,10 @@ eager, the call runs the safe program instead (or, for autocast in an exported m
   have the model compute those sums as extra outputs, read after the run (backends/input_sums.py).
 * **A guard output that is False** (ONNX backends: the guards the model computes itself, backends/guard_outputs.py):
   the run's answer is dropped and the safe program's guards decide.
+* **No specialization fits** (``hand_over``): a call whose guards no specialization of an optimized program
+  holds (the torch backend; the ONNX backends' choice per call) is answered by the live traced object it was
+  built from, which traces its original again (eager's answer), as for a False guard output; a program built
+  from a loaded object, or one whose original was dropped or whose mode differs, raises the GuardError.
 * **The caller's autocast** (``autocast_on``, any device): the torch backend runs its unoptimized
   program, whose recorded ops follow autocast as eager's do; an exported model computes in the dtypes
   it was exported with, so the call is refused (``refuse_autocast``).
@@ -38,6 +42,27 @@ NONFINITE_DIFFERS = {"onnxruntime": frozenset({
     "argsort", "msort", "median", "gelu", "pow", "floor_divide", "remainder", "fmod"})}
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def live_source(traced):
+    """``traced`` where it can trace its original again (it holds it), else the live object a frozen program
+    was made from (``_live``), else None: what ``hand_over`` may hand a call to."""
+    sets = getattr(traced, "__dict__", {}).get("_specialization_sets") or {}
+    forward = sets.get("forward")
+    if forward is not None and forward.retrace is not None:
+        return traced
+    return getattr(traced, "__dict__", {}).get("_live")
+
+
+def hand_over(live, error, args, kwargs, training: bool = False):
+    """A call no specialization of an optimized program fits (``error``: the GuardError naming the line that
+    pinned it). The live traced object ``live`` answers (it traces its original again: eager's answer) where it
+    still holds its original and is in the program's mode (``training``); else ``error`` stands: a loaded
+    program, a dropped original, or a program switched to training mode never runs another mode's trace."""
+    if (live is None or error.guard is None or getattr(live, "training", False) != training
+            or live_source(live) is not live):
+        raise error
+    return live(*args, **kwargs)
 
 
 def refuse_autocast(program: str):

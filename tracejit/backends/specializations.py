@@ -10,8 +10,10 @@ the export fail), so the choice depends only on the call's tensor shapes, dtypes
 non-tensor arguments: it is made once per such key by running the prepared torch program's guards (the
 whole program, on copies of the inputs, under no_grad with private randomness and buffers put back:
 nothing the caller sees changes) and remembered (``CACHE`` keys, then forgotten and made again). A call
-no specialization fits raises the GuardError that lists what each one required: never the answer of a
-branch the trace did not take.
+no specialization fits goes to the live traced object the program was exported from, which traces its
+original again (eager's answer; backends/fallback.py ``hand_over``); without one (a loaded program, a
+dropped original) it raises the GuardError that lists what each one required: never the answer of a branch
+the trace did not take.
 """
 from __future__ import annotations
 
@@ -24,8 +26,10 @@ from ..runtime import specialize
 from ..runtime.private_rng import PrivateRandomness
 from ..runtime.state import ModuleState
 from ..runtime.undo import inputs_for_retrace
+from .fallback import hand_over, live_source
 
 CACHE = 256   # remembered choices (keys of shapes / dtypes); when full, forgotten all at once
+LIVE = -1     # the remembered choice of a call no specialization fits: the live traced object answers
 
 
 def call_key(args, kwargs):
@@ -49,8 +53,9 @@ class SpecializationChoice:
     """``calls[i]`` runs the model of specialization ``i`` of ``prepared``'s ``forward`` (the first trace,
     then the others oldest first); calling the choice runs the one whose guards hold for the call."""
 
-    def __init__(self, prepared, calls: list):
+    def __init__(self, prepared, calls: list, safe=None):
         self.prepared = prepared
+        self.safe = safe   # the traced object the program was exported from (``hand_over``)
         self.spec_set = specialize.sets_of(prepared)["forward"]
         self.specs = [self.spec_set.first, *self.spec_set.extra()]
         if len(self.specs) != len(calls):
@@ -61,12 +66,20 @@ class SpecializationChoice:
     def __call__(self, *args, **kwargs):
         key = call_key(args, kwargs)
         index = self.chosen.get(key) if key is not None else None
-        if index is None:
-            index = self.choose(args, kwargs)
+        if index == LIVE and live_source(self.safe) is self.safe and not getattr(self.safe, "training", False):
+            return self.safe(*args, **kwargs)
+        if index is None or index == LIVE:
+            try:
+                index = self.choose(args, kwargs)
+            except GuardError as e:
+                index = LIVE
+                answer = hand_over(self.safe, e, args, kwargs)   # an exported program is an eval program
             if key is not None:
                 if len(self.chosen) >= CACHE:
                     self.chosen = {}
                 self.chosen[key] = index
+            if index == LIVE:
+                return answer
         return self.calls[index](*args, **kwargs)
 
     def choose(self, args, kwargs) -> int:
@@ -95,4 +108,5 @@ def choose_per_call(program, prepared, others: list) -> None:
     them all, the first trace first."""
     program.specializations = (program, *others)
     if others:
-        program._call = SpecializationChoice(prepared, [program._call, *(other._call for other in others)])
+        program._call = SpecializationChoice(prepared, [program._call, *(other._call for other in others)],
+                                             getattr(program, "_safe", None))

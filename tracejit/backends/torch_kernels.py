@@ -6,7 +6,9 @@ on every call; for a batch-1 MLP that is a tenth of the call. These subclasses c
 generated function directly and fall back to the full path only when it is needed: a hook is
 registered (checked per call, so a hook added later runs), the method takes keyword-traced
 arguments by position, or the call itself failed (then the full path gives the same clear
-error, having run nothing). Guard failures are handled exactly as the base classes do.
+error, having run nothing). Guard failures are handled as the base classes do; a call no specialization
+fits then goes to the live traced object the program was made from (``_live``: backends/fallback.py
+``hand_over``), as the exported backends' calls do.
 
 Captured tensors: a tensor the trace read that is not a parameter or buffer (a global, a plain
 tensor attribute) stays the caller's object. The inference passes copy some of them (re-laid-out
@@ -30,7 +32,7 @@ from ..codegen.compiler import add_trace_notes
 from ..errors import GuardError
 from ..runtime import specialize
 from ..runtime.traced import TracedFunction, TracedModule, compile_method
-from .fallback import autocast_on as _autocast_on, captured_changed, nonfinite_input
+from .fallback import autocast_on as _autocast_on, captured_changed, hand_over, nonfinite_input
 
 
 class FastTracedModule(TracedModule):
@@ -46,11 +48,14 @@ class FastTracedModule(TracedModule):
                 or d.get("_slow_call", True):
             if captured_changed(self) or nonfinite_input(d.get("forward"), args, kwargs):
                 return self._unoptimized(*args, **kwargs)
-            return TracedModule.__call__(self, *args, **kwargs)
+            try:
+                return TracedModule.__call__(self, *args, **kwargs)
+            except GuardError as e:   # no specialization fits: the live object it was made from answers
+                return hand_over(d.get("_live"), e, args, kwargs, self.training)
         try:
             return d["forward"](*args, **kwargs)
         except GuardError as e:
-            return specialize.on_guard_failure(self, e, args, kwargs)
+            return _after_guard_failure(self, e, args, kwargs)
         except TypeError as e:
             if e.__traceback__.tb_next is None:   # the call itself: nothing ran; the full path explains
                 return TracedModule.__call__(self, *args, **kwargs)
@@ -96,11 +101,14 @@ class FastTracedFunction(TracedFunction):
                 or getattr(fn, "undo", None) is not None:
             if captured_changed(self) or nonfinite_input(fn, args, kwargs):
                 return self._unoptimized(*args, **kwargs)
-            return TracedFunction.__call__(self, *args, **kwargs)
+            try:
+                return TracedFunction.__call__(self, *args, **kwargs)
+            except GuardError as e:
+                return hand_over(self.__dict__.get("_live"), e, args, kwargs)
         try:
             return fn(self, *args, **kwargs)
         except GuardError as e:
-            return specialize.on_guard_failure(self, e, args, kwargs)
+            return _after_guard_failure(self, e, args, kwargs)
         except TypeError as e:
             if e.__traceback__.tb_next is None:
                 return TracedFunction.__call__(self, *args, **kwargs)
@@ -111,6 +119,15 @@ class FastTracedFunction(TracedFunction):
             raise
 
 
+
+
+def _after_guard_failure(program, error: GuardError, args, kwargs):
+    """A guard of the first trace failed: another specialization that fits answers, else the live traced
+    object the program was made from (backends/fallback.py ``hand_over``), else the GuardError."""
+    try:
+        return specialize.on_guard_failure(program, error, args, kwargs)
+    except GuardError as e:
+        return hand_over(program.__dict__.get("_live"), e, args, kwargs, getattr(program, "training", False))
 
 
 def _slow(fn, captured) -> bool:

@@ -16,7 +16,7 @@ from ..passes.lowered import Lowered
 from ..passes.pipeline import INLINE_PASSES, in_memory_passes, lower, run_passes
 from ..runtime import specialize
 from ..runtime.traced import TracedFunction, TracedModule
-from .fallback import captured_tensors
+from .fallback import captured_tensors, live_source
 from .torch_kernels import FastTracedFunction, FastTracedModule, compile_for_inference
 
 
@@ -27,7 +27,9 @@ def freeze(traced, preserved_attrs=None):
     has nothing to freeze and is returned as a new TracedFunction over a copy of its graph.
     """
     if isinstance(traced, TracedFunction):
-        return _function_from(traced, copy_graph(traced.graph))
+        out = _function_from(traced, copy_graph(traced.graph))
+        out._live = live_source(traced)
+        return out
     if not isinstance(traced, TracedModule):
         raise TypeError(f"freeze expects a traced module or function (tracejit.trace); got {type(traced).__name__}")
     if traced.training:
@@ -39,6 +41,7 @@ def freeze(traced, preserved_attrs=None):
     frozen = _frozen_graph(traced._method("forward").graph, traced, preserved)
     out = _module_from(traced, frozen, preserved)
     _keep_specializations(traced, out, lambda g: _frozen_graph(g, traced, preserved), optimize=False)
+    out.__dict__["_live"] = live_source(traced)   # answers a call no specialization fits (fallback.hand_over)
     return out
 
 
@@ -51,12 +54,14 @@ def optimized(traced, in_memory: bool = True):
         out = _module_from(frozen, run_passes(source), getattr(frozen, "_preserved_attrs", ()), optimize=in_memory,
                            captured=captured_tensors(source))
         out.__dict__["_unoptimized"] = frozen
+        out.__dict__["_live"] = live_source(frozen)
         _keep_specializations(frozen, out, run_passes, optimize=in_memory)
         return out
     if isinstance(traced, TracedFunction):
         out = _function_from(traced, run_passes(traced.graph), optimize=in_memory)
         out._captured = captured_tensors(traced.graph)
         out._unoptimized = traced
+        out._live = live_source(traced)
         _keep_specializations(traced, out, run_passes, optimize=in_memory)
         return out
     raise TypeError(f"optimize_for_inference expects a traced module or function; got {type(traced).__name__}")
