@@ -7,6 +7,7 @@ import threading
 import time
 import warnings
 
+import pytest
 import torch
 from torch import nn
 
@@ -169,4 +170,40 @@ def test_mode_switch_retraces_only_once_for_8_threads():
     run_threads(*[worker(i) for i in range(THREADS)])
     for i in range(THREADS):
         torch.testing.assert_close(got[i], expected[True][6])
+    assert traced._specializations.traces == 1
+
+
+class _Widths(torch.nn.Module):
+    def forward(self, x):
+        if x.shape[-1] > 8:
+            return x * 3
+        return x - 1
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnxruntime"])
+def test_8_threads_meet_a_width_the_optimized_program_does_not_hold(backend):
+    """The optimized program holds the narrow trace; eight threads call it at once with wide inputs: each call
+    goes to the live traced object (backends/fallback.py hand_over), which traces again once for all of
+    them, and every thread gets eager's answer for its own input."""
+    if backend == "onnxruntime":
+        pytest.importorskip("onnxruntime")
+    model = _Widths().eval()
+    traced = tracejit.trace(model, (torch.randn(2, 4),))
+    program = tracejit.optimize_for_inference(traced, backend=backend)
+    inputs = [torch.randn(2, 9 + i) for i in range(THREADS)]
+    go = threading.Barrier(THREADS)
+    got = {}
+
+    def worker(i):
+        def run():
+            go.wait(30)
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for _ in range(5):
+                    got[i] = program(inputs[i])
+        return run
+
+    run_threads(*[worker(i) for i in range(THREADS)])
+    for i in range(THREADS):
+        torch.testing.assert_close(got[i], model(inputs[i]))
     assert traced._specializations.traces == 1
