@@ -54,13 +54,18 @@ def live_source(traced):
     return getattr(traced, "__dict__", {}).get("_live")
 
 
+def may_answer(live, training: bool = False) -> bool:
+    """May the live traced object ``live`` answer for an optimized program in mode ``training``? Where it still
+    holds its original and is in that mode: a loaded program, a dropped original, or a program switched to
+    training mode never runs another mode's trace."""
+    return live is not None and getattr(live, "training", False) == training and live_source(live) is live
+
+
 def hand_over(live, error, args, kwargs, training: bool = False):
     """A call no specialization of an optimized program fits (``error``: the GuardError naming the line that
-    pinned it). The live traced object ``live`` answers (it traces its original again: eager's answer) where it
-    still holds its original and is in the program's mode (``training``); else ``error`` stands: a loaded
-    program, a dropped original, or a program switched to training mode never runs another mode's trace."""
-    if (live is None or error.guard is None or getattr(live, "training", False) != training
-            or live_source(live) is not live):
+    pinned it): the live traced object ``live`` answers (it traces its original again: eager's answer) where
+    ``may_answer``; else ``error`` stands."""
+    if error.guard is None or not may_answer(live, training):
         raise error
     return live(*args, **kwargs)
 

@@ -26,7 +26,7 @@ from ..runtime import specialize
 from ..runtime.private_rng import PrivateRandomness
 from ..runtime.state import ModuleState
 from ..runtime.undo import inputs_for_retrace
-from .fallback import hand_over, live_source
+from .fallback import hand_over, may_answer
 
 CACHE = 256   # remembered choices (keys of shapes / dtypes); when full, forgotten all at once
 LIVE = -1     # the remembered choice of a call no specialization fits: the live traced object answers
@@ -66,14 +66,14 @@ class SpecializationChoice:
     def __call__(self, *args, **kwargs):
         key = call_key(args, kwargs)
         index = self.chosen.get(key) if key is not None else None
-        if index == LIVE and live_source(self.safe) is self.safe and not getattr(self.safe, "training", False):
+        if index == LIVE and may_answer(self.safe):   # an exported program is an eval program
             return self.safe(*args, **kwargs)
         if index is None or index == LIVE:
             try:
                 index = self.choose(args, kwargs)
             except GuardError as e:
                 index = LIVE
-                answer = hand_over(self.safe, e, args, kwargs)   # an exported program is an eval program
+                answer = hand_over(self.safe, e, args, kwargs)
             if key is not None:
                 if len(self.chosen) >= CACHE:
                     self.chosen = {}
