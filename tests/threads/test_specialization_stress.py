@@ -147,6 +147,25 @@ def test_mode_flipped_while_8_threads_call_gives_one_mode_per_call():
     assert 3 <= len(traced.specializations) <= 8
 
 
+def _released_together(call, calls: int = 1) -> dict:
+    """``call(i)`` in THREADS threads released at once by a barrier (``calls`` times each, under no_grad,
+    warnings ignored); ``{i: its last result}``."""
+    go = threading.Barrier(THREADS)
+    got = {}
+
+    def worker(i):
+        def run():
+            go.wait(30)
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for _ in range(calls):
+                    got[i] = call(i)
+        return run
+
+    run_threads(*[worker(i) for i in range(THREADS)])
+    return got
+
+
 def test_mode_switch_retraces_only_once_for_8_threads():
     """Eight threads meet a new mode at once: one retrace is published, the others use it."""
     model = _net()
@@ -156,18 +175,7 @@ def test_mode_switch_retraces_only_once_for_8_threads():
         warnings.simplefilter("ignore")
         traced = tracejit.trace(model, (torch.randn(5, 4),))
     traced.train()
-    go = threading.Barrier(THREADS)
-    got = {}
-
-    def worker(i):
-        def run():
-            go.wait(30)
-            with torch.no_grad(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                got[i] = traced(inputs[6])
-        return run
-
-    run_threads(*[worker(i) for i in range(THREADS)])
+    got = _released_together(lambda i: traced(inputs[6]))
     for i in range(THREADS):
         torch.testing.assert_close(got[i], expected[True][6])
     assert traced._specializations.traces == 1
@@ -191,19 +199,7 @@ def test_8_threads_meet_a_width_the_optimized_program_does_not_hold(backend):
     traced = tracejit.trace(model, (torch.randn(2, 4),))
     program = tracejit.optimize_for_inference(traced, backend=backend)
     inputs = [torch.randn(2, 9 + i) for i in range(THREADS)]
-    go = threading.Barrier(THREADS)
-    got = {}
-
-    def worker(i):
-        def run():
-            go.wait(30)
-            with torch.no_grad(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                for _ in range(5):
-                    got[i] = program(inputs[i])
-        return run
-
-    run_threads(*[worker(i) for i in range(THREADS)])
+    got = _released_together(lambda i: program(inputs[i]), calls=5)
     for i in range(THREADS):
         torch.testing.assert_close(got[i], model(inputs[i]))
     assert traced._specializations.traces == 1
