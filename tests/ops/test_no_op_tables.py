@@ -49,6 +49,8 @@ BARE_TABLES = {
     ("kernels/numexpr_groups.py", "EXPR"): "implementation: the functions numexpr evaluates",
     ("kernels/numpy_kernel.py", "TORCH"): "implementation: steps the numpy kernel runs as torch calls",
     ("passes/numpy_regions.py", "_SCALAR_BINARY"): "implementation: binary steps with a scalar operand",
+    ("passes/decisions.py", "SOURCES"): "implementation: the ops whose rounding the inference passes outside "
+                                        "EXACT_PASSES rewrite (folds, weight layouts, kernels)",
     ("migrate/aten_call.py", "slice,select,index"): "implementation: ATen calls emitted as Python indexing",
     ("trace/symfloat.py", "_OVERLOADS"): "implementation: int/float overloads of size arithmetic it records",
     # not tensor ops: Python-level names that happen to share an ATen op's name

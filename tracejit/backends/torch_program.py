@@ -13,6 +13,7 @@ from ..ops.names import CALL_MODULE
 from ..passes.freeze import freeze_attributes
 from ..passes.graph_copy import copy_graph
 from ..passes.lowered import Lowered
+from ..passes import pipeline
 from ..passes.pipeline import INLINE_PASSES, in_memory_passes, lower, run_passes
 from ..runtime import specialize
 from ..runtime.traced import TracedFunction, TracedModule
@@ -47,24 +48,32 @@ def freeze(traced, preserved_attrs=None):
 
 def optimized(traced, in_memory: bool = True):
     """The torch backend's program; ``in_memory=False`` skips ``IN_MEMORY_PASSES`` (numpy and oneDNN
-    kernels), for the ONNX backends, which export the saved graph only."""
+    kernels), for the ONNX backends, which export the saved graph only. A program torch runs keeps eager's
+    arithmetic where it decides on computed values (``pipeline.exact_only``); an exported one gets every
+    inference pass: its engine fuses and reorders the arithmetic anyway (onnxruntime folds a batch norm into
+    its conv at every optimization level), so leaving ours out would make it no closer to eager."""
+    passes = run_passes if in_memory else _every_inference_pass
     if isinstance(traced, TracedModule):
         frozen = freeze(traced) if not _is_frozen(traced) else traced
         source = frozen._method("forward").graph
-        out = _module_from(frozen, run_passes(source), getattr(frozen, "_preserved_attrs", ()), optimize=in_memory,
+        out = _module_from(frozen, passes(source), getattr(frozen, "_preserved_attrs", ()), optimize=in_memory,
                            captured=captured_tensors(source))
         out.__dict__["_unoptimized"] = frozen
         out.__dict__["_live"] = live_source(frozen)
-        _keep_specializations(frozen, out, run_passes, optimize=in_memory)
+        _keep_specializations(frozen, out, passes, optimize=in_memory)
         return out
     if isinstance(traced, TracedFunction):
-        out = _function_from(traced, run_passes(traced.graph), optimize=in_memory)
+        out = _function_from(traced, passes(traced.graph), optimize=in_memory)
         out._captured = captured_tensors(traced.graph)
         out._unoptimized = traced
         out._live = live_source(traced)
-        _keep_specializations(traced, out, run_passes, optimize=in_memory)
+        _keep_specializations(traced, out, passes, optimize=in_memory)
         return out
     raise TypeError(f"optimize_for_inference expects a traced module or function; got {type(traced).__name__}")
+
+
+def _every_inference_pass(graph):
+    return run_passes(graph, pipeline.INFERENCE_PASSES)   # read at each call, as run_passes reads it
 
 
 def _frozen_graph(graph, traced, preserved):

@@ -24,6 +24,9 @@ Every function is cached and looks an op up on first use: nothing is enumerated 
     is_layout_free(op)   its values ignore its inputs' strides (pointwise, reductions, overrides)
     outgrows_inputs(op)  its result is sized by its arguments (expand, repeat, factories: overrides)
     takes_numbers_for_tensors(op)  a saved call may hold a number where the schema says Tensor (overrides)
+    steps(op)            its result jumps at boundaries of its input (floor, sign, remainder: overrides)
+    reads_metadata_only(op)  its result follows its input's shape / dtype / device only (size, zeros_like: overrides)
+    reads_values_of(op, args)  the arguments whose values reach its result (expand_as: the first only; overrides)
     schema_of(op)        torch's FunctionSchema (None for an unknown op); exact_schema, schemas_of
 """
 from __future__ import annotations
@@ -330,3 +333,21 @@ def pieces_follow_size(op: str) -> bool:
         return pieces_follow_size(name[len("unsafe_"):])
     return any(_aliases_first(o._schema, True) and not any(a.name in ("chunks", "split_sizes")
                                                            for a in o._schema.arguments) for o in _overloads(op))
+
+
+def steps(op: str) -> bool:
+    """Does ``op``'s result jump where its input crosses a boundary (floor, round, sign, remainder, ...: the
+    reviewed "steps" overrides)? fp32 rounding of its input can then move its result by a whole step."""
+    return bool(overrides.fact(split_name(op).name, "steps"))
+
+
+def reads_metadata_only(op: str) -> bool:
+    """Does ``op``'s result follow only its tensor input's shape, dtype or device (size, dim, ``zeros_like``,
+    ``new_zeros``, ...: the reviewed "metadata_only" overrides), never its values?"""
+    return bool(overrides.fact(split_name(op).name, "metadata_only"))
+
+
+def reads_values_of(op: str, args: tuple) -> tuple:
+    """The arguments of a call of ``op`` whose values reach its result: all of them, but only the first for
+    ``x.expand_as(other)``, ``view_as``, ``reshape_as``, ``type_as`` (the reviewed "like_second" overrides)."""
+    return tuple(args[:1]) if overrides.fact(split_name(op).name, "like_second") else tuple(args)

@@ -14,6 +14,10 @@ shares its reason. Facts:
                  ``dynamic_output_shape`` (the value: the overloads it holds for; ops.has_data_dependent_shape)
   "numbers_as_tensors"  a saved call may hold a Python number where the recorded overload's schema says
                  Tensor (ops.takes_numbers_for_tensors, read by the loader's schema check)
+  "steps"        its result jumps where its input crosses a boundary (ops.steps; passes/decisions.py)
+  "metadata_only"  its result follows its (first) tensor input's shape, dtype or device, not its values
+                 (ops.reads_metadata_only; passes/decisions.py)
+  "like_second"  it reads only the shape or dtype of its second tensor argument (ops.reads_values_of)
 STRING_ARGUMENTS: the closed vocabularies of arguments ATen's schemas type only as ``str``.
 RANDOM_SWITCHES: the arguments that turn a seeded op's draws off ("true": drawn only when truthy,
 "nonzero": only when not 0), read by ops.draws_random against each op's schema.
@@ -46,6 +50,13 @@ _ALLOCATES = ("computes its result into a tensor it allocates (a matmul / convol
               "softmax / concatenation / pooling / padding): never its input or a view of it, for any arguments")
 
 
+_STEPS = ("rounds, or jumps at multiples of its divisor or at zero: an input moved by one ulp across such a point "
+          "moves the result by a whole step (no ATen tag says so)")
+_METADATA = ("its result is its input's size, rank or strides, or a new tensor shaped / typed like it: the input's "
+             "values never reach it (no ATen tag says so)")
+_LIKE_SECOND = "x.<op>(other) takes other's shape (or dtype) only; x's values carry"
+
+
 def _listed(fact: str, value, reason: str, *names: str) -> dict:
     return {(name, fact): (value, reason) for name in names}
 
@@ -67,6 +78,12 @@ OVERRIDES: dict[tuple[str, str], tuple[object, str]] = {
               "hardswish", "hardswish_", "pad", "constant_pad_nd", "reflection_pad2d", "replication_pad2d"),
     **_listed("layout_free", True, _SHAPE, "size", "flatten", "reshape", "contiguous"),
     **_listed("layout_free", True, _INFERENCE, "dropout"),
+    **_listed("steps", True, _STEPS, "floor", "ceil", "round", "trunc", "fix", "sign", "remainder", "fmod",
+              "floor_divide"),
+    **_listed("metadata_only", True, _METADATA, "size", "sym_size", "dim", "numel", "sym_numel", "stride",
+              "sym_stride", "_shape_as_tensor", "new_zeros", "new_ones", "new_full", "new_empty", "new_empty_strided",
+              "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"),
+    **_listed("like_second", True, _LIKE_SECOND, "expand_as", "view_as", "reshape_as", "type_as"),
     **_listed("pointwise", True, _UNTAGGED, "floor_divide", "isclose"),
     **_listed("pointwise", True, _UNTAGGED_2_11, "leaky_relu", "leaky_relu_", "hardtanh_"),
     **_listed("data_dependent", ("default",), _NONZERO, "where", "nonzero_numpy"),

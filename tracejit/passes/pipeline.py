@@ -19,6 +19,7 @@ import torch
 from ..ir.guard_nodes import training_guard
 from ..ir import Graph, TensorType, verify
 from .cse import eliminate_common_subexpressions
+from .decisions import EXACT_PASSES, decision_on_computed_values
 from .dce import eliminate_dead_code
 from .drop_identities import drop_identities
 from .fold_constants import fold_constants
@@ -106,12 +107,13 @@ CUDA_IN_MEMORY_PASSES = (
 def in_memory_passes(graph: Graph, tensors=()) -> tuple:
     """The lowering passes for ``graph`` on the device it runs on: ``IN_MEMORY_PASSES`` where every tensor it holds
     (its constants and ``tensors``) and every recorded tensor type is on the CPU, ``CUDA_IN_MEMORY_PASSES`` where
-    they are all on CUDA, none elsewhere (default-deny: a device nobody measured gets torch's ops)."""
+    they are all on CUDA, none elsewhere (default-deny: a device nobody measured gets torch's ops); none either where
+    ``graph`` decides on values its weights compute (``exact_only``: every lowering pass changes rounding)."""
     if runs_on_cpu(graph, tensors):
-        return IN_MEMORY_PASSES
+        return exact_only(graph, IN_MEMORY_PASSES)
     held = _held(graph, tensors)
     if all(t.device.type == "cuda" for t in held) and all(t.device.startswith("cuda") for t in _tensor_types(graph)):
-        return CUDA_IN_MEMORY_PASSES
+        return exact_only(graph, CUDA_IN_MEMORY_PASSES)
     return ()
 
 
@@ -152,12 +154,20 @@ def _tensor_types(graph: Graph):
             yield t
 
 
+def exact_only(graph: Graph, passes: tuple) -> tuple:
+    """``passes``, less those outside ``decisions.EXACT_PASSES`` where ``graph`` decides on values its weights
+    compute (a detector's thresholds: passes/decisions.py)."""
+    if decision_on_computed_values(graph) is None:
+        return passes
+    return tuple(p for p in passes if p[0] in EXACT_PASSES)
+
+
 def run_passes(graph: Graph, passes=None) -> Graph:
-    """Run ``passes`` (default: ``INFERENCE_PASSES``, read at each call) in order on copies of ``graph``;
-    each result is verified and stamped: its ``.passes`` holds ``(pass name, nodes before, nodes after)``
-    for every pass that made it, oldest first. A pass that returns its input unchanged is stamped on a
+    """Run ``passes`` (default: ``INFERENCE_PASSES``, read at each call, ``exact_only``) in order on copies of
+    ``graph``; each result is verified and stamped: its ``.passes`` holds ``(pass name, nodes before, nodes
+    after)`` for every pass that made it, oldest first. A pass that returns its input unchanged is stamped on a
     shallow copy, so the graph a user holds is never written."""
-    for name, fn in INFERENCE_PASSES if passes is None else passes:
+    for name, fn in exact_only(graph, INFERENCE_PASSES) if passes is None else passes:
         new = fn(graph)
         _verify_after(new, name, "inference")
         if new is graph:
