@@ -32,17 +32,18 @@ class Tower(nn.Module):
 
 
 class MostAlive(TorchDispatchMode):
-    """The largest number of large op results alive at once."""
+    """The largest ``weigh(alive)`` over the op results alive at once (by default: how many are large)."""
 
-    def __init__(self):
+    def __init__(self, weigh=None):
         super().__init__()
         self.refs, self.most = [], 0
+        self.weigh = weigh or (lambda alive: sum(t.numel() >= MIN_ELEMENTS for t in alive))
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if isinstance(out, torch.Tensor) and out.numel() >= MIN_ELEMENTS:
+        if isinstance(out, torch.Tensor):
             self.refs.append(weakref.ref(out))
-        self.most = max(self.most, sum(r() is not None for r in self.refs))
+        self.most = max(self.most, self.weigh([t for t in (r() for r in self.refs) if t is not None]))
         return out
 
 
@@ -145,24 +146,9 @@ class SmallBlocks(nn.Module):
         return x
 
 
-class MostAliveElements(TorchDispatchMode):
-    """The largest number of elements held at once by op results (each storage counted once)."""
-
-    def __init__(self):
-        super().__init__()
-        self.refs, self.most = [], 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if isinstance(out, torch.Tensor):
-            self.refs.append(weakref.ref(out))
-        storages = {}
-        for r in self.refs:
-            t = r()
-            if t is not None:
-                storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes() // 4
-        self.most = max(self.most, sum(storages.values()))
-        return out
+def elements_held(alive) -> int:
+    """Elements of the storages ``alive`` tensors hold, each storage once."""
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() // 4 for t in alive}.values())
 
 
 @pytest.mark.parametrize("make", [tracejit.freeze, tracejit.optimize_for_inference])
@@ -173,10 +159,10 @@ def test_small_intermediates_are_dropped_in_batches_so_dead_ones_never_add_up(ma
     x = torch.randn(8, 256, 24)
     assert x.numel() < MIN_ELEMENTS
     program = make(tracejit.trace(model, (x,)))
-    with torch.no_grad(), MostAliveElements() as seen:
+    with torch.no_grad(), MostAlive(elements_held) as seen:
         model(x)
     eager = seen.most
-    with torch.no_grad(), MostAliveElements() as seen:
+    with torch.no_grad(), MostAlive(elements_held) as seen:
         program(x)
     assert seen.most <= 2 * eager, (seen.most, eager)   # 1.3x here; without the batches 20-27x
     assert program.code.count(" = None") >= 5
