@@ -66,15 +66,21 @@ def _expected(model, inputs):
     return out
 
 
-def test_phases_of_mode_switches_and_shapes_from_8_threads():
-    """Between phases the main thread switches the mode; in each phase 8 threads call with sizes on
-    both sides of the head's branch at once: they retrace together, and every value is eager's."""
+def _traced_net(batch: int):
+    """The shared setup: the net, its inputs, eager's answers (per mode) and the net traced on a batch of ``batch``."""
     model = _net()
     inputs = _inputs()
     expected = _expected(model, inputs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        traced = tracejit.trace(model, (torch.randn(2, 4),))
+        traced = tracejit.trace(model, (torch.randn(batch, 4),))
+    return model, inputs, expected, traced
+
+
+def test_phases_of_mode_switches_and_shapes_from_8_threads():
+    """Between phases the main thread switches the mode; in each phase 8 threads call with sizes on
+    both sides of the head's branch at once: they retrace together, and every value is eager's."""
+    model, inputs, expected, traced = _traced_net(batch=2)
     start = threading.Barrier(THREADS + 1)
     end = threading.Barrier(THREADS + 1)
     wrong: list = []
@@ -108,12 +114,7 @@ def test_phases_of_mode_switches_and_shapes_from_8_threads():
 def test_mode_flipped_while_8_threads_call_gives_one_mode_per_call():
     """A thread flips the mode continuously while 8 threads call: each result is eager's in one
     mode, never a mix of two specializations, and no call raises."""
-    model = _net()
-    inputs = _inputs()
-    expected = _expected(model, inputs)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        traced = tracejit.trace(model, (torch.randn(2, 4),))
+    model, inputs, expected, traced = _traced_net(batch=2)
     done = threading.Event()
     wrong: list = []
 
@@ -168,12 +169,7 @@ def _released_together(call, calls: int = 1) -> dict:
 
 def test_mode_switch_retraces_only_once_for_8_threads():
     """Eight threads meet a new mode at once: one retrace is published, the others use it."""
-    model = _net()
-    inputs = _inputs()
-    expected = _expected(model, inputs)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        traced = tracejit.trace(model, (torch.randn(5, 4),))
+    model, inputs, expected, traced = _traced_net(batch=5)
     traced.train()
     got = _released_together(lambda i: traced(inputs[6]))
     for i in range(THREADS):
