@@ -40,7 +40,7 @@ def available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_convolution_pointwise")
 
 
-def _pair(v) -> list[int]:
+def int_pair(v) -> list[int]:
     return [int(v), int(v)] if isinstance(v, int) else [int(x) for x in v]
 
 
@@ -53,7 +53,7 @@ class OneDnnConv(WeightsKernel):
                  activation: str = "none", scalars: tuple = (), example_shape=None, inplace_add: bool = True,
                  contiguous: bool = False):
         self._hold(weight, bias)
-        self.stride, self.padding, self.dilation = _pair(stride), _pair(padding), _pair(dilation)
+        self.stride, self.padding, self.dilation = int_pair(stride), int_pair(padding), int_pair(dilation)
         self.groups = int(groups)
         self.residual, self.activation, self.scalars = residual, activation, tuple(scalars)
         self.inplace_add = inplace_add   # the recorded add: c.add_(r), or c + r (which may broadcast c)
@@ -82,16 +82,7 @@ class OneDnnConv(WeightsKernel):
 
     def _pack(self):
         """The weight in oneDNN's layout, or None when the constants do not fit the fused op."""
-        if not (available() and packable(self.weight, 4, self.constants)):
-            return None
-        shape = list(self.example_shape or ())
-        if len(shape) != 4 or not all(isinstance(s, int) and s > 0 for s in shape):
-            shape = [1, self.weight.shape[1] * self.groups, 32, 32]   # a layout hint only: any size runs
-        try:
-            return torch._C._nn.mkldnn_reorder_conv2d_weight(self.weight.detach().to_mkldnn(), self.padding,
-                                                             self.stride, self.dilation, self.groups, shape)
-        except RuntimeError:
-            return None
+        return reorder_conv_weight(self)
 
     def __call__(self, x, residual=None):
         packed = self._packed
@@ -125,6 +116,21 @@ class OneDnnConv(WeightsKernel):
 
     def __repr__(self) -> str:
         return f"<OneDnnConv {self.describe()} {tuple(self.weight.shape)}>"
+
+
+def reorder_conv_weight(kernel):
+    """``kernel``'s weight (with its ``constants``, ``padding``, ``stride``, ``dilation``, ``groups`` and
+    ``example_shape``) reordered into oneDNN's blocked layout once, or None when the constants do not fit."""
+    if not (available() and packable(kernel.weight, 4, kernel.constants)):
+        return None
+    shape = list(kernel.example_shape or ())
+    if len(shape) != 4 or not all(isinstance(s, int) and s > 0 for s in shape):
+        shape = [1, kernel.weight.shape[1] * kernel.groups, 32, 32]   # a layout hint only: any size runs
+    try:
+        return torch._C._nn.mkldnn_reorder_conv2d_weight(kernel.weight.detach().to_mkldnn(), kernel.padding,
+                                                         kernel.stride, kernel.dilation, kernel.groups, shape)
+    except RuntimeError:
+        return None
 
 
 def packable(weight, dim: int, constants) -> bool:

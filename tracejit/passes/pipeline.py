@@ -23,6 +23,7 @@ from .decisions import EXACT_PASSES, decision_on_computed_values
 from .dce import eliminate_dead_code
 from .drop_identities import drop_identities
 from .fold_constants import fold_constants
+from .blocked_convs import blocked_conv_regions
 from .conv_kernels import fuse_conv_kernels
 from .conv_layout import conv_weights_channels_last
 from .cuda_conv_kernels import fuse_cudnn_convs
@@ -91,6 +92,7 @@ INFERENCE_PASSES = (
 # kernels they build live in the lowered program (passes/lowered.py), never in a Graph or a file, so a
 # saved program keeps the graph before them (tracejit/inference.py)
 IN_MEMORY_PASSES = (
+    ("blocked_conv_regions", blocked_conv_regions),   # first: the passes after it never see a blocked tensor
     ("fuse_conv_kernels", fuse_conv_kernels),
     ("fuse_numpy_regions", fuse_numpy_regions),
     ("fuse_linear_kernels", fuse_linear_kernels),
@@ -98,6 +100,7 @@ IN_MEMORY_PASSES = (
 # the lowering passes of a program whose tensors are all on CUDA (cuDNN's fused conv + relu; sibling linears as one
 # batched GEMM; the other linears as "nn" GEMMs)
 CUDA_IN_MEMORY_PASSES = (
+    ("blocked_conv_regions", blocked_conv_regions),   # first: the passes after it never see a blocked tensor
     ("fuse_cudnn_convs", fuse_cudnn_convs),
     ("fuse_cuda_sibling_linears", fuse_cuda_sibling_linears),
     ("fuse_cuda_linears", fuse_cuda_linears),
