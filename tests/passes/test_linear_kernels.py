@@ -49,19 +49,19 @@ def close(a, b):
                                        (nn.Softplus(), "onednn:linear")])   # softplus: not fused
 def test_feed_forward_fuses_and_gives_eager_and_jit_answers_on_new_shapes(act, fused):
     model = FeedForward(act).eval()
-    example = torch.randn(2, 16, 128)   # 2*16*128 inputs x 512 outputs: 2M multiply-adds
+    example = torch.randn(4, 32, 128)   # 4*32*128 inputs x 512 outputs: 8M multiply-adds
     traced, ref = ofi(model, (example,)), jit(model, (example,))
     assert kernel_ops(traced) == sorted(["onednn:linear", fused])
     assert transposed_weights(traced.forward.graph) == 0   # oneDNN reads the plain layout: no second copy
     outs = []
     with torch.no_grad():
-        for shape in [(2, 16, 128), (3, 40, 128), (64, 128), (1, 1, 128), (128,)]:   # the last two: torch's path
+        for shape in [(4, 32, 128), (3, 40, 128), (64, 128), (1, 1, 128), (128,)]:   # the last two: torch's path
             x = torch.randn(shape)
             got = traced(x)
             close(got, model(x))
             close(got, ref(x))
             outs.append(got)
-    assert not torch.allclose(outs[0], traced(torch.randn(2, 16, 128)))   # the input moves the output
+    assert not torch.allclose(outs[0], traced(torch.randn(4, 32, 128)))   # the input moves the output
 
 
 def test_small_linears_stay_torchs_and_keep_their_transposed_layout():
@@ -75,8 +75,8 @@ def test_small_linears_stay_torchs_and_keep_their_transposed_layout():
 
 def test_calls_that_do_not_fit_run_torchs_ops_with_eagers_answers_gradients_and_errors():
     model = FeedForward(nn.GELU()).eval()
-    traced = ofi(model, (torch.randn(2, 16, 128),))
-    x = torch.randn(2, 16, 128, requires_grad=True)   # autograd: torch's ops, gradients flow
+    traced = ofi(model, (torch.randn(4, 32, 128),))
+    x = torch.randn(4, 32, 128, requires_grad=True)   # autograd: torch's ops, gradients flow
     (g,) = torch.autograd.grad(traced(x).square().sum(), x)
     x2 = x.detach().clone().requires_grad_()
     (want,) = torch.autograd.grad(model(x2).square().sum(), x2)
@@ -91,7 +91,7 @@ def test_calls_that_do_not_fit_run_torchs_ops_with_eagers_answers_gradients_and_
         assert str(ours.value) == str(eager.value)
         traced.double()
         model.double()
-        xd = torch.randn(2, 16, 128, dtype=torch.float64)
+        xd = torch.randn(4, 32, 128, dtype=torch.float64)
         torch.testing.assert_close(traced(xd), model(xd), rtol=1e-10, atol=1e-10)   # moved: torch's ops
         traced.float()
         model.float()
@@ -99,8 +99,8 @@ def test_calls_that_do_not_fit_run_torchs_ops_with_eagers_answers_gradients_and_
         graph = run_graph(traced)
         kernel = lowered(traced).kernel(linear_kernel_nodes(graph)[0])
         assert kernel._packed is not None   # back on float32: oneDNN again
-        meta = torch.randn(2, 16, 128, device="meta")
-        plain = tracejit.trace(model, (torch.randn(2, 16, 128),))
+        meta = torch.randn(4, 32, 128, device="meta")
+        plain = tracejit.trace(model, (torch.randn(4, 32, 128),))
         assert error_type(lambda: traced(meta)) is error_type(lambda: plain(meta))
 
 
@@ -121,14 +121,14 @@ class TwoReaders(nn.Module):
 
 def test_a_value_read_twice_keeps_its_activation_and_tied_weights_stay_one_tensor():
     model = TwoReaders().eval()
-    example = torch.randn(4, 16, 128)
+    example = torch.randn(4, 32, 128)
     traced, ref = ofi(model, (example,)), jit(model, (example,))
     assert kernel_ops(traced) == ["onednn:linear", "onednn:linear"]
     graph = run_graph(traced)
     first, second = (lowered(traced).kernel(n) for n in linear_kernel_nodes(graph))
     assert first.weight is second.weight
     with torch.no_grad():
-        for x in (torch.randn(4, 16, 128), torch.randn(2, 50, 128)):
+        for x in (torch.randn(4, 32, 128), torch.randn(2, 50, 128)):
             for got, want, jit_out in zip(traced(x), model(x), ref(x)):
                 close(got, want)
                 close(got, jit_out)
@@ -136,7 +136,7 @@ def test_a_value_read_twice_keeps_its_activation_and_tied_weights_stay_one_tenso
 
 def test_saved_program_keeps_the_plain_graph_and_loads_with_the_same_answers():
     model = FeedForward(nn.GELU()).eval()
-    traced = ofi(model, (torch.randn(2, 16, 128),))
+    traced = ofi(model, (torch.randn(4, 32, 128),))
     assert not linear_kernel_nodes(traced.forward.graph)
     buf = io.BytesIO()
     tracejit.save(traced, buf)
@@ -160,8 +160,8 @@ def test_transformer_encoder_and_bert_use_the_kernels_on_new_lengths():
              (bert, lambda b, n: (torch.randint(0, 100, (b, n)), torch.ones(b, n, dtype=torch.long)))]
     for model, make in cases:
         with torch.no_grad():
-            traced = tracejit.optimize_for_inference(tracejit.trace(model, make(2, 32), strict=False))
-            ref = torch.jit.trace(model, make(2, 32), check_trace=False, strict=False)
+            traced = tracejit.optimize_for_inference(tracejit.trace(model, make(8, 40), strict=False))
+            ref = torch.jit.trace(model, make(8, 40), check_trace=False, strict=False)
         assert len(kernel_ops(traced)) >= 8
         with torch.no_grad():
             for b, n in ((2, 32), (3, 17), (1, 64)):
@@ -236,7 +236,7 @@ class WritesBetween(nn.Module):
 
 def test_a_write_in_place_between_the_linear_and_its_activation_keeps_them_apart():
     model = WritesBetween().eval()
-    example = torch.randn(2, 16, 128)
+    example = torch.randn(4, 32, 128)
     traced, ref = ofi(model, (example,)), jit(model, (example,))
     assert kernel_ops(traced) == ["onednn:linear"]   # up alone: its relu is not fused across the write
-    assert_eager_and_jit_answers(traced, model, ref, [(2, 16, 128), (3, 33, 128)], rtol=1e-4, atol=1e-4)
+    assert_eager_and_jit_answers(traced, model, ref, [(4, 32, 128), (3, 33, 128)], rtol=1e-4, atol=1e-4)

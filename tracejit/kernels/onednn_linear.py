@@ -5,8 +5,10 @@ kernels (``torch.ops.mkldnn._linear_pointwise``, the op torch's CPU compiler emi
 linears) reach about 330: a BERT feed-forward layer (128x768 by 3072) takes 1.8 ms instead of
 4.1. The weight is reordered into oneDNN's blocked layout once (``_reorder_linear_weight``, a
 copy of the weight kept beside it), which saves oneDNN that reorder on every call: 7-16% on
-BERT's linears. oneDNN's call costs about 11 us more than torch's, so the kernel uses it only
-when the product has at least ``MIN_MACS`` multiply-adds, and torch's ``linear`` below that. With one
+BERT's linears. oneDNN's call costs more than torch's, so the kernel uses it only when the product has at
+least ``MIN_MACS`` multiply-adds, and torch's ``linear`` below that: at two threads, median of 11 interleaved
+rounds (bench/RESULTS.md, eighteenth pass), oneDNN took 1.03-1.37x torch's time from 1.0M to 2.2M
+multiply-adds (136x64 by 192, a tiny ViT's qkv at batch 8: 1.12x) and 0.50-1.02x from 3.1M on. With one
 thread (``torch.set_num_threads(1)``, a server running one model per core) oneDNN's throughput is no better
 than torch's below about 8M multiply-adds (best of 15 interleaved rounds here: 1M 45 vs 28 us, 4M 98 vs 88,
 8M 169 vs 170, 17M 316 vs 337, 34M 614 vs 674, 302M 27 vs 37 ms; the optimized Mistral / Qwen2 decoders at
@@ -34,7 +36,7 @@ from .onednn_activation import ACTIVATIONS, NAN_TO_NUMBER, label, recorded
 from .onednn_conv import packable, plain_f32
 from .weights_kernel import WeightsKernel
 
-MIN_MACS = 1 << 20   # below about a million multiply-adds torch's linear is faster (oneDNN's call overhead)
+MIN_MACS = 1 << 22   # below about 4M multiply-adds torch's linear is as fast or faster (oneDNN's call overhead)
 MIN_MACS_ONE_THREAD = 1 << 23   # with one thread: below about 8M multiply-adds torch's linear is as fast or faster
 PACK_ROWS = 128      # the row count oneDNN picks the weight layout for; any count above 1 gave the same speed
 
