@@ -67,7 +67,7 @@ class Segmenter(nn.Module):
     def forward(self, x):
         f = self.blocks(self.stem(x))
         y = F.interpolate(self.head(f), size=x.shape[-2:], mode="bilinear", align_corners=False)
-        return (y, f, f) if self.features else y
+        return (y, f, f, f[:, :4]) if self.features else y
 
 
 def test_a_segmenter_runs_blocked_and_gives_eager_and_jit_answers_on_new_shapes():
@@ -87,16 +87,20 @@ def test_a_segmenter_runs_blocked_and_gives_eager_and_jit_answers_on_new_shapes(
             torch.testing.assert_close(got, ref(x), rtol=1e-4, atol=1e-4)
 
 
-def test_region_outputs_come_back_dense_and_one_tensor_returned_twice_stays_one():
+def test_region_outputs_come_back_dense_and_one_tensor_returned_twice_or_viewed_stays_one():
     torch.manual_seed(0)
     model = Segmenter(features=True).eval()
     traced = ofi(model, (torch.randn(2, 3, 32, 32),))
     assert blocked_ops(traced)
     x = torch.randn(3, 3, 40, 40)
     with torch.no_grad():
-        y, f, g = traced(x)
+        y, f, g, corner = traced(x)
         want = model(x)
     assert f is g and not f.is_mkldnn and f.is_contiguous()
+    # eager's fourth output is a view of its second: so is ours (one dense copy per tensor)
+    assert want[3].untyped_storage().data_ptr() == want[1].untyped_storage().data_ptr()
+    assert corner.untyped_storage().data_ptr() == f.untyped_storage().data_ptr()
+    torch.testing.assert_close(corner, want[3], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(f, want[1], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(y, want[0], rtol=1e-4, atol=1e-4)
 
@@ -263,3 +267,19 @@ def test_a_moved_program_runs_its_new_dtype():
     x = torch.randn(2, 3, 24, 24, dtype=torch.float64)
     with torch.no_grad():
         torch.testing.assert_close(traced.double()(x), model.double()(x))
+
+
+def test_a_saved_program_keeps_the_plain_graph_and_its_loaded_copy_gives_eagers_answers():
+    import io
+    torch.manual_seed(0)
+    model = Segmenter().eval()
+    traced = ofi(model, (torch.randn(2, 3, 32, 32),))
+    assert not any(n.op == "tracejit::kernel" for n in traced.forward.graph.nodes)   # the saved graph: no kernel
+    buf = io.BytesIO()
+    tracejit.save(traced, buf)
+    buf.seek(0)
+    loaded = tracejit.load(buf)
+    x = torch.randn(3, 3, 40, 24)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), model(x), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(loaded(x), traced(x), rtol=1e-5, atol=1e-5)

@@ -217,10 +217,14 @@ def _outside_writes_miss_the_region(graph: Graph, region: set) -> bool:
 
 def _rewrite(graph: Graph, region: set, kernels: list) -> None:
     """Replace the region's nodes with kernel nodes (the later lowering passes, which rewrite ATen nodes, never see
-    a blocked tensor); put ``ToBlocked`` before each entry's first region
-    reader and ``ToDense`` before each other reader of a region value (graph outputs: at the end)."""
-    made = {id(n.outputs[0]) for n in graph.nodes if id(n) in region}
+    a blocked tensor); put ``ToBlocked`` before each entry's first region reader, and ``ToDense`` before the first
+    other reader of a region tensor (graph outputs: at the end). Values that are one tensor in eager (a result
+    and what ``relu_`` / ``add_`` / eval dropout return of it) share one dense copy: ``_safe`` made sure no
+    region op writes that tensor after its first outside reader, so the copy stays current, and an output and a
+    view of it stay one memory, as eager's are."""
+    root: dict[int, int] = {}   # id(region value, after the rewrite) -> id of the value whose memory it is
     blocked: dict[int, Value] = {}   # id(entry value) -> its blocked version
+    dense_of: dict[int, Value] = {}  # memory root -> its dense copy
     nodes: list[Node] = []
 
     def kernel_node(kernel, args, like: Node, value: Value, ops: str) -> Node:
@@ -230,15 +234,17 @@ def _rewrite(graph: Graph, region: set, kernels: list) -> None:
         node.outputs = [Value(value.type, node, 0, value.hint, value.dynamic)]
         return node
 
-    def dense(v, reader: Node):
-        if not isinstance(v, Value) or id(v) not in made:
+    def dense(v, like: Node):
+        if not isinstance(v, Value) or id(v) not in root:
             return v
-        node = kernel_node(ToDense(), (v,), reader, v, "onednn:to_dense")
-        nodes.append(node)
-        return node.outputs[0]
+        if root[id(v)] not in dense_of:
+            node = kernel_node(ToDense(), (v,), like, v, "onednn:to_dense")
+            nodes.append(node)
+            dense_of[root[id(v)]] = node.outputs[0]
+        return dense_of[root[id(v)]]
 
     def entry(v, reader: Node):
-        if not isinstance(v, Value) or id(v) in made or not _f32_4d(v):
+        if not isinstance(v, Value) or id(v) in root or not _f32_4d(v):
             return v
         if id(v) not in blocked:
             node = kernel_node(ToBlocked(), (v,), reader, v, "onednn:to_blocked")
@@ -269,19 +275,10 @@ def _rewrite(graph: Graph, region: set, kernels: list) -> None:
                               node.outputs[0], "onednn:blocked_" + node.name)
         new.effectful = node.effectful
         nodes.append(new)
-        renamed[id(node.outputs[0])] = new.outputs[0]
-        made.add(id(new.outputs[0]))
-    tail: dict[int, Value] = {}
-
-    def output(v):
-        v = renamed.get(id(v), v) if isinstance(v, Value) else v
-        if isinstance(v, Value) and id(v) in made:
-            if id(v) not in tail:
-                node = kernel_node(ToDense(), (v,), nodes[-1], v, "onednn:to_dense")
-                nodes.append(node)
-                tail[id(v)] = node.outputs[0]
-            return tail[id(v)]
-        return v
-
-    graph.outputs = [map_values(o, output) for o in graph.outputs]
+        out = new.outputs[0]
+        fresh = node.op in CONVS or BLOCKED[node.op] == "fresh"
+        root[id(out)] = id(out) if fresh else root[id(new.args[0])]   # in place / alias: its first argument's
+        renamed[id(node.outputs[0])] = out
+    last = nodes[-1]
+    graph.outputs = [map_values(o, lambda v: dense(renamed.get(id(v), v), last)) for o in graph.outputs]
     graph.nodes = nodes
