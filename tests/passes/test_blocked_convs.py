@@ -283,3 +283,31 @@ def test_a_saved_program_keeps_the_plain_graph_and_its_loaded_copy_gives_eagers_
     with torch.no_grad():
         torch.testing.assert_close(loaded(x), model(x), rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(loaded(x), traced(x), rtol=1e-5, atol=1e-5)
+
+
+class TwoInputs(nn.Module):
+    """Three convs on an image, plus a skip tensor added to their result: two region entries."""
+
+    def __init__(self):
+        super().__init__()
+        self.convs = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(),
+                                   nn.Conv2d(8, 8, 3, padding=1))
+
+    def forward(self, x, skip):
+        return F.interpolate(torch.relu(self.convs(x) + skip), scale_factor=2.0)
+
+
+def test_one_entry_tracked_by_autograd_and_one_not_gives_eagers_gradient():
+    torch.manual_seed(0)
+    model = TwoInputs().eval()
+    traced = ofi(model, (torch.randn(2, 8, 16, 16), torch.randn(2, 8, 16, 16)))
+    assert len(blocked_ops(traced)) == 3
+    x, skip = torch.randn(3, 8, 12, 12), torch.randn(3, 8, 12, 12, requires_grad=True)
+    got = traced(x, skip)
+    assert got.requires_grad
+    got.square().sum().backward()
+    grad, skip.grad = skip.grad, None
+    want = model(x, skip)
+    want.square().sum().backward()
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(grad, skip.grad, rtol=1e-4, atol=1e-4)

@@ -8,9 +8,9 @@ does: FCN-ResNet50 at batch 8, 2 threads, 0.98x -> 0.92x eager's time, with torc
 
 A region grows in graph order from each conv with frozen float32 weights (``_conv_spec``) through the ops
 oneDNN runs on blocked tensors (``BLOCKED``: relu, add, max pool, eval dropout) that read a region value.
-Its entries go through ``ToBlocked`` once, before their first region reader; each other reader of a region
-value gets ``ToDense`` right before it (a graph output at the end), except rank guards and ``size`` /
-``dim`` reads, which read a blocked tensor's metadata as they are. A region of fewer than ``MIN_CONVS``
+Its entries go through ``ToBlocked`` once, before their first region reader; a region tensor read outside
+the region goes through ``ToDense`` once, before its first such reader (a graph output: at the end), except for
+rank guards and ``size`` / ``dim`` reads, which read a blocked tensor's metadata as they are. A region of fewer than ``MIN_CONVS``
 convs is left as it was: the two conversions cost more than one conv saves (every conv converted on its own
 ran 1.02x eager's time on FCN); the count is per connected part of the regions.
 
@@ -53,7 +53,8 @@ BLOCKED = {
     "aten::add_.Tensor": "inplace",
 }
 ADDS = {"aten::add.Tensor": False, "aten::add_.Tensor": True}   # add op -> in place (an implementation table)
-METADATA_READS = {"aten::size.int": "size", "aten::dim.default": "dim"}   # read as they are on a blocked tensor
+# the reads that take a blocked tensor as they take a plain one, and what they read (an implementation table)
+METADATA_READS = {"aten::size.int": "one size", "aten::dim.default": "the rank"}
 
 
 def blocked_conv_regions(lowered: Lowered) -> Lowered:
@@ -91,8 +92,9 @@ def _region(graph: Graph) -> set:
 
 def _large_enough(graph: Graph, region: set) -> set:
     """The nodes of ``region`` whose connected part (nodes joined by the region values they read) holds at least
-    ``MIN_CONVS`` convs, at most ``MAX_CONVERSIONS_PER_CONV`` conversions (entries and exits) per conv, and a
-    median conv of at least ``MIN_DENSE_MACS`` multiply-adds at its traced size."""
+    ``MIN_CONVS`` convs, at most ``MAX_CONVERSIONS_PER_CONV`` conversions per conv (each entry, and each outside
+    reader of a region value: an upper bound on the copies ``_rewrite`` makes, the count the bound was measured
+    with), and a median conv of at least ``MIN_DENSE_MACS`` multiply-adds at its traced size."""
     parent: dict[int, int] = {}
 
     def find(i: int) -> int:
@@ -154,6 +156,11 @@ def _fits(node: Node) -> bool:
     return _f32_4d(node.args[0]) and all(not isinstance(a, Value) for a in iter_values(node.args[1:]))
 
 
+def _result_kind(node: Node) -> str:
+    """How a region node's result relates to its first argument: "fresh", "inplace" or "alias" (``BLOCKED``)."""
+    return "fresh" if node.op in CONVS else BLOCKED[node.op]
+
+
 def _reads_blocked_as_is(node: Node) -> bool:
     """Does ``node`` read only a blocked tensor's metadata (a rank guard, ``size``, ``dim``)?"""
     if node.op == GUARD:
@@ -171,7 +178,7 @@ def _safe(graph: Graph, region: set) -> bool:
     for i, node in enumerate(graph.nodes):
         if id(node) not in region:
             continue
-        kind = "fresh" if node.op in CONVS else BLOCKED[node.op]
+        kind = _result_kind(node)
         out = id(node.outputs[0])
         root[out] = root.get(id(node.args[0]), id(node.args[0])) if kind != "fresh" else out
         if kind == "inplace":
@@ -276,7 +283,7 @@ def _rewrite(graph: Graph, region: set, kernels: list) -> None:
         new.effectful = node.effectful
         nodes.append(new)
         out = new.outputs[0]
-        fresh = node.op in CONVS or BLOCKED[node.op] == "fresh"
+        fresh = _result_kind(node) == "fresh"
         root[id(out)] = id(out) if fresh else root[id(new.args[0])]   # in place / alias: its first argument's
         renamed[id(node.outputs[0])] = out
     last = nodes[-1]
