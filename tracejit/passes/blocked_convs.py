@@ -4,7 +4,7 @@ passes/conv_layout.py makes a conv net channels-last where every op reading a fe
 Where one does not (FCN's ``interpolate``, a ``view`` of a feature map), torch's conv2d runs NCHW: oneDNN
 reorders each input into its blocked layout and each result back, on every conv. This pass keeps the feature
 maps blocked between convs instead (kernels/onednn_blocked.py), as torch.jit's ``optimize_for_inference``
-does: FCN-ResNet50 at batch 8, 2 threads, 0.98x -> 0.92x eager's time, with torch.jit's freeze's bits.
+does: FCN-ResNet50 at batch 8, 0.97x -> 0.90x eager's time (bench_zoo, 1 thread; torch.jit's freeze 0.89x).
 
 A region grows in graph order from each conv with frozen float32 weights (``_conv_spec``) through the ops
 oneDNN runs on blocked tensors (``BLOCKED``: relu, add, max pool, eval dropout) that read a region value.
