@@ -9,12 +9,17 @@ least as closely as torch.jit's freeze + optimize_for_inference does on the same
 - AlexNet: adaptive average pooling to 6x6 (and VGG's to 7x7) did not export (torch.jit's freeze and
   torch.onnx's legacy exporter fail on it too);
 - DeBERTa-v2: ``torch.tensor(number)`` did not export.
+- FCN-ResNet50: its ``interpolate`` keeps the net NCHW, so its convs run in oneDNN's blocked layout
+  (passes/blocked_convs.py): the optimized program must stay as exact as torch.jit's freeze, which does the same.
 """
 from __future__ import annotations
 
 import pytest
 import torch
 from torch import nn
+
+import tracejit
+from tracejit.passes.kernel_chains import kernel_nodes
 
 from zoo_check import check, needs_onnx, randomise_batch_norm, torchvision_or_skip
 
@@ -28,6 +33,32 @@ def test_inception_v3_optimized_as_exact_as_jit_freeze():
     gen = torch.Generator().manual_seed(1)
     example = (torch.randn(1, 3, 80, 80, generator=gen),)
     check(model, example, [(torch.randn(2, 3, 96, 88, generator=gen),), (torch.randn(1, 3, 80, 80, generator=gen),)],
+          onnx=False)
+
+
+class SegmentationOut(nn.Module):
+    """A torchvision segmentation model's ``out`` map as a plain tensor."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+@pytest.mark.slow
+def test_fcn_runs_blocked_and_is_as_exact_as_jit_freeze():
+    tv = torchvision_or_skip()
+    torch.manual_seed(0)
+    model = SegmentationOut(randomise_batch_norm(tv.models.segmentation.fcn_resnet50(
+        weights=None, weights_backbone=None, num_classes=5, aux_loss=False))).eval()
+    gen = torch.Generator().manual_seed(1)
+    example = (torch.randn(1, 3, 64, 64, generator=gen),)
+    with torch.no_grad():
+        optimized = tracejit.optimize_for_inference(tracejit.trace(model, example))
+    assert len(kernel_nodes(optimized.forward.lowered.graph, "onednn:blocked_conv2d")) == 55   # every conv
+    check(model, example, [(torch.randn(2, 3, 80, 72, generator=gen),), (torch.randn(1, 3, 64, 64, generator=gen),)],
           onnx=False)
 
 
