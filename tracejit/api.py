@@ -19,7 +19,7 @@ from .runtime.assemble import compile_program
 from .runtime.traced import compile_methods
 from .errors import ArgumentTypeError, TraceError, TracerWarning
 from .passes.pipeline import run_trace_pipeline
-from .trace.api import record
+from .trace.api import lazy_setups_undone, record
 from .trace.source import caller_stacklevel
 
 
@@ -287,9 +287,10 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
                 ex = c.get(installed) if isinstance(c, dict) and installed in c else (c if len(inputs) == 1 else None)
                 if ex is not None:
                     checks.append(_split_inputs(ex, kwarg, installed, bound))
+            lazy = recordings[installed].lazy
             _run_checker(getattr(traced, installed), fn, mod, checks, check_tolerance,
-                         lambda f, a, k: _record(f, a, k, mod, installed, _force_outplace, warn=False,
-                                                 signature_of=bound, guards=guards, allow_frozen=allow_frozen).graph)
+                         lambda f, a, k, lazy=lazy, installed=installed, bound=bound: _checker_retrace(
+                             lazy, f, a, k, mod, installed, _force_outplace, bound, guards, allow_frozen))
     return traced
 
 
@@ -323,6 +324,14 @@ def _split_inputs(example, kwarg: bool, where: str, fn=None):
     if example is None:
         raise ValueError(f"no example inputs given for {where!r}")
     return _as_args(example, fn), {}
+
+
+def _checker_retrace(lazy, fn, args, kwargs, module, name, force_outplace, bound, guards, allow_frozen):
+    """The checker's retrace of ``fn``, from the module's state before the trace's lazy set-ups (torchvision's
+    ``MultiScaleRoIAlign.scales``, set from None on the first call): the trace recorded that first call's path."""
+    with lazy_setups_undone(lazy):
+        return _record(fn, args, kwargs, module, name, force_outplace, warn=False, signature_of=bound, guards=guards,
+                       allow_frozen=allow_frozen).graph
 
 
 def _record(fn, args, kwargs, module, name, force_outplace, warn=True, registry=None, signature_of=None,

@@ -175,3 +175,33 @@ def test_the_stand_ins_act_only_in_the_tracing_thread_and_are_gone_after():
     tracejit.trace(body, (torch.randn(3),))   # the other thread's draw and clock read are not this trace's
     assert "draw" in seen and "clock" in seen
     assert (random.random, time.time, np.random.rand, torch.manual_seed) == originals
+
+
+class ScaleFromShape(nn.Module):
+    """torchvision's MultiScaleRoIAlign in small: on the first call, a scale is inferred from the input's size
+    (``2 ** round(log2(feature / image))``, a Python float from traced sizes) and kept; later calls reuse it."""
+
+    def __init__(self):
+        super().__init__()
+        self.pool = nn.AvgPool2d(4)
+        self.scale = None
+
+    def forward(self, x):
+        f = self.pool(x)
+        if self.scale is None:
+            self.scale = 2 ** float(torch.tensor(f.shape[-1] / x.shape[-1]).log2().round())
+        return f * self.scale
+
+
+def test_a_lazy_set_up_from_the_input_size_passes_the_default_trace_check():
+    """The checker's retrace starts from the state before the lazy set-up, as the trace did (it used to retrace
+    the cached path and raise TracingCheckError, where torch.jit.trace passes); the attribute keeps the first
+    call's value, as in eager."""
+    model = ScaleFromShape()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = tracejit.trace(model, (torch.randn(2, 3, 16, 16),))   # check_trace on, the default
+    assert model.scale == 0.25
+    x = torch.randn(3, 3, 24, 32)
+    torch.testing.assert_close(traced(x), ScaleFromShape()(x))
+    torch.testing.assert_close(traced(x), model(x))

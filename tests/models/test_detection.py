@@ -253,6 +253,27 @@ def test_detection_traces_and_follows_new_image_sizes(kind):
 
 
 @pytest.mark.slow
+def test_detection_traces_with_the_default_check_as_torch_jit_trace_does():
+    """torch.jit.trace(model, example) checks its trace by default and passes on a detector; tracejit's check used
+    to fail it: MultiScaleRoIAlign sets its ``scales`` up on the first call, and the checker's retrace took the
+    cached path. The retrace now starts from the state before that set-up (tracejit/api.py, _checker_retrace)."""
+    model = AsTuple(_detector("fasterrcnn")).eval()
+    example, new = _images((64, 64), (60, 80)), _images((56, 90), (70, 50))
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.jit.trace(model, (example,))
+        model.model.roi_heads.box_roi_pool.scales = None   # each trace starts from a fresh pooler
+        model.model.roi_heads.box_roi_pool.map_levels = None
+        traced = tracejit.trace(model, (example,))   # check_trace on
+        assert model.model.roi_heads.box_roi_pool.scales is not None   # the first call's set-up, as in eager
+        want = model(new)
+        got = traced(new)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+
+
+@pytest.mark.slow
 def test_detection_with_its_list_of_dicts_output():
     model = _detector("fasterrcnn")
     example, new = _images((64, 64)), _images((50, 90))

@@ -41,11 +41,27 @@ def _distinct_inputs(args, kwargs, module=None):
 class Recording:
     """What one traced method produced: its graph, the submodule graphs, and the ledger."""
 
-    def __init__(self, graph: Graph, methods: dict, ledger: Ledger, result):
+    def __init__(self, graph: Graph, methods: dict, ledger: Ledger, result, lazy=()):
         self.graph = graph
         self.methods = methods
         self.ledger = ledger
         self.result = result
+        self.lazy = list(lazy)   # (module, attribute) forward set from None: a lazy set-up (trace/python_state.py)
+
+
+@contextlib.contextmanager
+def lazy_setups_undone(lazy):
+    """Inside: each ``(module, attribute)`` of ``lazy`` is None again, as before the first call that set it up; on
+    leaving, each holds what that first call set (eager's state from then on). The checker's retrace runs inside,
+    so it records the first call's path, as the trace did, not the path of the calls after it."""
+    kept = [(m, key, getattr(m, key)) for m, key in lazy]
+    for m, key, _ in kept:
+        setattr(m, key, None)
+    try:
+        yield
+    finally:
+        for m, key, value in kept:
+            setattr(m, key, value)
 
 
 def is_tracing() -> bool:
@@ -126,4 +142,4 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
     recorded = [g for methods in tracer.methods.values() for g in methods.values() if id(g) not in known]
     for g in recorded + [graph]:   # submodule graphs made by this recording, then the method's own
         finish(g)
-    return Recording(graph, tracer.methods, ledger, result)
+    return Recording(graph, tracer.methods, ledger, result, [(m, key) for _, m, key in getattr(watch, "lazy", ())])

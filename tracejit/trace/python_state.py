@@ -271,6 +271,7 @@ class PythonStateWatch:
 
     def finish(self, ledger) -> None:
         lazy: list = []
+        self.lazy = lazy   # (path, module, attribute) set from None by this forward: trace/api.py's Recording
         for path, m, key in _changes(self.before, lazy):
             self.found(_describe(path, m, key), "keep state that changes per call in tensors (buffers updated "
                        "in place) or outside forward", _assignment_line(self.module, path, key))
