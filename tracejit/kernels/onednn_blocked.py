@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-from ..ops.names import split_name
+from ..ops import exact_overload
 from .onednn_conv import int_pair, plain_f32, reorder_conv_weight
 from .weights_kernel import WeightsKernel
 
@@ -80,9 +80,10 @@ class BlockedOp:
     ``BLOCKED`` ops), called on a region value with the recorded arguments after it."""
 
     def __init__(self, op: str, extra: tuple):
-        name = split_name(op)
         self.op, self.extra = op, tuple(extra)
-        self._fn = getattr(getattr(torch.ops.aten, name.name), name.overload or "default")
+        self._fn = exact_overload(op)
+        if self._fn is None:
+            raise ValueError(f"BlockedOp: torch has no op {op!r}")
 
     def __call__(self, x):
         return self._fn(x, *self.extra)

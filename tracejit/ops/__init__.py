@@ -20,7 +20,7 @@ from .names import OpName, base_name, split_name
 _aten = LazyModule(".aten", __name__)
 _overrides = LazyModule(".overrides", __name__)
 _purity = LazyModule(".purity", __name__)
-_WHERE = {**dict.fromkeys(("accumulates", "draws_random", "exact_schema", "functional_of", "gives_tensor",
+_WHERE = {**dict.fromkeys(("accumulates", "draws_random", "exact_overload", "exact_schema", "functional_of", "gives_tensor",
                            "has_data_dependent_shape", "inplace_twin", "is_dropout", "is_fresh", "is_inplace",
                            "is_layout_free", "is_mergeable", "is_pointwise", "is_random", "is_reduction", "may_alias",
                            "outgrows_inputs", "pieces_follow_size", "reads_metadata_only", "reads_values_of",
@@ -38,7 +38,7 @@ def __getattr__(name: str):
     return value
 
 
-__all__ = ["OpName", "base_name", "split_name", "schema_of", "schemas_of", "exact_schema",
+__all__ = ["OpName", "base_name", "split_name", "schema_of", "schemas_of", "exact_schema", "exact_overload",
            "is_random", "draws_random", "takes_generator", "is_dropout", "is_pointwise", "is_reduction",
            "is_inplace", "functional_of", "may_alias", "splits_into_views", "pieces_follow_size", "shares_memory",
            "inplace_twin",

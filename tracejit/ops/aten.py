@@ -70,12 +70,20 @@ def schemas_of(op: str) -> tuple:
 
 
 @functools.lru_cache(maxsize=None)
+def exact_overload(op: str):
+    """The OpOverload of exactly the overload ``op`` names (``default`` when it names none), callable as torch's
+    op; None if torch has no such overload."""
+    ns, name, overload = split_name(op)
+    found = _overloads(f"{ns or 'aten'}::{name}.{overload or 'default'}")
+    return found[0] if found else None
+
+
+@functools.lru_cache(maxsize=None)
 def exact_schema(op: str):
     """The schema of exactly the overload ``op`` names (``default`` when it names none); None if torch has
     no such overload."""
-    ns, name, overload = split_name(op)
-    found = _overloads(f"{ns or 'aten'}::{name}.{overload or 'default'}")
-    return found[0]._schema if found else None
+    found = exact_overload(op)
+    return found._schema if found is not None else None
 
 
 def _tagged(op: str, tag) -> bool:
