@@ -18,6 +18,7 @@ from .program import Program, of_function, of_module
 from .runtime.assemble import compile_program
 from .runtime.traced import compile_methods
 from .errors import ArgumentTypeError, TraceError, TracerWarning
+from .pytree import KEYED
 from .passes.pipeline import run_trace_pipeline
 from .trace.api import lazy_setups_undone, record
 from .trace.source import caller_stacklevel
@@ -368,9 +369,10 @@ def _check_outputs(rec, strict: bool, where: str) -> None:
     spec = rec.graph.out_spec
     kinds = _container_kinds(spec)
     if _has_tensor_keys(spec):
-        raise TraceError(f"{where} returns a dict keyed by tensors; tracejit traces dict outputs keyed by "
-                         "strings, numbers or other constants only. Return the keys and values as a tuple instead.")
-    if "dict" in kinds and strict:
+        raise TraceError(f"{where} returns a dict subclass keyed by tensors; tracejit traces dict outputs keyed by "
+                         "tensors as a dict or an OrderedDict only. "
+                         "Return the keys and values as a tuple instead.")
+    if ("dict" in kinds or KEYED in kinds) and strict:
         raise RuntimeError(f"Encountering a dict at the output of the tracer might cause the trace to be "
                            f"incorrect: {where} returns a dict. Tracing a dict output is only supported with "
                            "strict=False (the traced program then returns a dict with the same keys); pass "

@@ -2,7 +2,9 @@
 
 Containers are tuple, list, dict (and dict subclasses such as transformers'
 ModelOutput), namedtuple, and classes registered with ``torch.utils._pytree``; everything else
-is a leaf.
+is a leaf. A dict (or OrderedDict) with a tensor among its keys is a ``keyed_dict``: its keys are
+leaves too, each before its value (``{a: b}`` of torch.jit.trace's ``strict=False``: a traced
+program answers with the tensors it computes as keys, an input passed through as itself).
 
 A loaded file names its output classes by module and qualified name; ``lookup_class`` finds them
 in a table of the classes this process has registered with torch's pytree (which holds every
@@ -18,20 +20,23 @@ access in the original order.
 """
 from __future__ import annotations
 
+import collections
 import sys
 from collections.abc import Mapping
 from typing import Any
 
+import torch
 from torch.utils import _pytree as torch_pytree   # imported by `import torch` itself
 
 from .records import FrozenRecord
 
 LEAF = "leaf"
 REGISTERED = "registered"   # a class registered with torch.utils._pytree; ``keys`` holds (context,)
+KEYED = "keyed_dict"   # a dict with tensor keys; ``children``: key, value, key, value, ...
 
 
 class Spec(FrozenRecord):
-    """``kind``: "leaf", "tuple", "list", "dict", "namedtuple" or "registered"; ``type``: the container type
+    """``kind``: "leaf", "tuple", "list", "dict", "keyed_dict", "namedtuple" or "registered"; ``type``: the container type
     (namedtuple / dict subclass); ``keys``: dict keys; ``children``: the children's Specs."""
     __slots__ = _fields = ("kind", "type", "keys", "children")
 
@@ -53,6 +58,7 @@ class Spec(FrozenRecord):
 
 
 _LEAF_SPEC = Spec(LEAF)
+KEYED_TYPES = (dict, collections.OrderedDict)   # rebuilt from (key, value) pairs
 
 
 def _is_namedtuple(obj) -> bool:
@@ -72,6 +78,8 @@ def _flatten(obj, leaves) -> Spec:
         return Spec("tuple", None, (), tuple(_flatten(o, leaves) for o in obj))
     if isinstance(obj, list):
         return Spec("list", None, (), tuple(_flatten(o, leaves) for o in obj))
+    if type(obj) in KEYED_TYPES and any(isinstance(k, torch.Tensor) for k in obj):
+        return Spec(KEYED, type(obj), (), tuple(_flatten(x, leaves) for kv in obj.items() for x in kv))
     if isinstance(obj, (dict, Record)):
         keys = tuple(obj.keys())
         return Spec("dict", type(obj), keys, tuple(_flatten(obj[k], leaves) for k in keys))
@@ -80,6 +88,11 @@ def _flatten(obj, leaves) -> Spec:
         return _flatten_registered(obj, node, leaves)
     leaves.append(obj)
     return _LEAF_SPEC
+
+
+def has_kind(spec: Spec, kind: str) -> bool:
+    """Does ``spec`` hold a container of ``kind`` anywhere?"""
+    return spec.kind == kind or any(has_kind(c, kind) for c in spec.children)
 
 
 def unflatten(spec: Spec, leaves) -> Any:
@@ -100,6 +113,8 @@ def _unflatten(spec: Spec, it):
         return spec.type(*items)
     if kind == REGISTERED:
         return _unflatten_registered(spec, items)
+    if kind == KEYED:
+        return spec.type(zip(items[0::2], items[1::2]))
     d = dict(zip(spec.keys, items))
     return d if spec.type is dict else spec.type(**d) if _accepts_kwargs(spec.type) else spec.type(d)
 
@@ -114,6 +129,9 @@ def _describe(spec: Spec, names) -> str:
         return next(names) if names is not None else "_"
     if spec.kind == "dict":
         return "{" + ", ".join(f"{k!r}: {_describe(c, names)}" for k, c in zip(spec.keys, spec.children)) + "}"
+    if spec.kind == KEYED:
+        parts = [_describe(c, names) for c in spec.children]
+        return "{" + ", ".join(f"{k}: {v}" for k, v in zip(parts[0::2], parts[1::2])) + "}"
     inner = ", ".join(_describe(c, names) for c in spec.children)
     if spec.kind == "tuple":
         return f"({inner}{',' if len(spec.children) == 1 else ''})"

@@ -1,4 +1,5 @@
 """What users touch on traced objects and in tracejit's errors, checked side by side with torch.jit."""
+import collections
 import io
 import warnings
 
@@ -205,10 +206,64 @@ def test_keyword_traced_program_binds_positionally_in_signature_order():
         got(x2, b2, b2)
 
 
-def test_tensor_keyed_dict_output_is_a_clear_error():
-    """A known limitation (docs/COMPAT.md): torch.jit traces {a: b}; tracejit says plainly it cannot."""
-    with pytest.raises(RuntimeError, match="dict keyed by tensors"):
-        tracejit.trace(lambda a, b: {a: b}, (torch.ones(2), torch.ones(2)), strict=False)
+class _TensorKeyed(nn.Module):
+    """torch.jit.trace(strict=False) traces a dict keyed by tensors (upstream test_trace_dict_output)."""
+
+    def forward(self, a, b):
+        return {a: b, b: a, a * 2: b + 1}
+
+
+def _same_keyed(got, want, inputs):
+    """Same values in the same order; keys that are inputs are the caller's objects, computed keys equal."""
+    assert type(got) is type(want) and len(got) == len(want)
+    for (gk, gv), (wk, wv) in zip(got.items(), want.items()):
+        if any(wk is t for t in inputs):
+            assert gk is wk
+        torch.testing.assert_close(gk, wk)
+        torch.testing.assert_close(gv, wv)
+
+
+def test_tensor_keyed_dict_output_follows_eager_on_new_inputs_like_torch_jit(tmp_path):
+    example = (torch.rand(3), torch.rand(3))
+    new = (torch.rand(5), torch.rand(5))
+    with pytest.raises(RuntimeError, match="Encountering a dict at the output"):
+        tracejit.trace(_TensorKeyed(), example)
+    traced = tracejit.trace(_TensorKeyed(), example, strict=False)
+    reference = torch.jit.trace(_TensorKeyed(), example, strict=False)
+    want = _TensorKeyed()(*new)
+    _same_keyed(traced(*new), want, new)
+    _same_keyed(reference(*new), want, new)           # torch.jit's answer: the same
+    traced.save(tmp_path / "keyed.pt")
+    _same_keyed(tracejit.load(tmp_path / "keyed.pt")(*new), want, new)
+    _same_keyed(tracejit.optimize_for_inference(tracejit.trace(_TensorKeyed().eval(), example, strict=False))(*new),
+                want, new)
+
+
+def test_tensor_keyed_ordered_dict_and_a_submodule_returning_one():
+    class Inner(nn.Module):
+        def forward(self, a, b):
+            return {a: b * 2, b.sum(): a}
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, a, b):
+            d = self.inner(a, b)   # traced through: its result cannot be a call's flat outputs
+            return collections.OrderedDict((k + 1, v) for k, v in d.items()), sum(k.sum() * v.sum() for k, v in d.items())
+
+    example, new = (torch.rand(3), torch.rand(3)), (torch.rand(4), torch.rand(4))
+    traced = tracejit.trace(Outer(), example, strict=False)
+    got, want = traced(*new), Outer()(*new)
+    assert type(got[0]) is collections.OrderedDict
+    _same_keyed(got[0], want[0], new)
+    torch.testing.assert_close(got[1], want[1])
+
+
+def test_tensor_keyed_dict_as_an_input_is_a_clear_error():
+    with pytest.raises(tracejit.TraceError, match="input of the traced function is a dict keyed by tensors"):
+        tracejit.trace(lambda d: d[next(iter(d))] * 2, ({torch.ones(2): torch.ones(2)},))
 
 
 def test_trace_module_keyword_examples_take_positional_calls():

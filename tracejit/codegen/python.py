@@ -15,7 +15,7 @@ import torch
 
 from ..ir import GUARD, Graph, Node, Value
 from .inplace import inplace_candidates
-from ..pytree import REGISTERED, Spec
+from ..pytree import KEYED, REGISTERED, Spec
 from . import budget_emit, capture_emit, nodes, signature
 from .compiler import compile_function  # noqa: F401  (imported from here by runtime/ and tests)
 from .guards import GuardEmitter
@@ -144,6 +144,9 @@ class CodeGen:
             return "[" + ", ".join(items) + "]"
         if spec.kind == "namedtuple":
             return f"{self.const_global(spec.type)}({', '.join(items)})"
+        if spec.kind == KEYED:
+            pairs = "{" + ", ".join(f"{k}: {v}" for k, v in zip(items[0::2], items[1::2])) + "}"
+            return pairs if spec.type is dict else f"{self.const_global(spec.type)}({pairs})"
         body = "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(spec.keys, items)) + "}"
         if spec.type is dict:
             return body

@@ -9,7 +9,7 @@ from __future__ import annotations
 import collections
 
 from ..errors import LoadError, SaveError
-from ..pytree import Record, Spec, lookup_class, record_type
+from ..pytree import KEYED, KEYED_TYPES, Record, Spec, lookup_class, record_type
 from .constants import decode_const, encode_const
 from ..patterns import ascii_identifier
 
@@ -39,6 +39,8 @@ def encode_spec(spec: Spec, where: str):
         d["fields"] = list(spec.type._fields)
     if spec.kind == "dict":
         d["keys"] = [encode_const(k, where) for k in spec.keys]
+    if spec.kind == KEYED:
+        d["name"] = spec.type.__name__   # dict or OrderedDict (pytree._KEYED_TYPES)
     if spec.kind in ("namedtuple", "dict", "registered"):
         d["name"] = spec.type.__name__
         if spec.type is not dict and not issubclass(spec.type, Record):
@@ -84,6 +86,11 @@ def decode_spec(d, where: str, depth: int = 0) -> Spec:
         return Spec("leaf")
     if kind in ("tuple", "list"):
         return Spec(kind, None, (), children)
+    if kind == KEYED:   # a dict keyed by tensors: key, value, key, value, ...
+        found = {t.__name__: t for t in KEYED_TYPES}.get(d.get("name"))
+        if found is None or len(children) % 2:
+            raise LoadError(f"{where}: bad keyed_dict structure (a dict or OrderedDict of key, value pairs)")
+        return Spec(KEYED, found, (), children)
     if kind == "namedtuple":
         name, fields = d.get("name"), d.get("fields")
         if not (_ascii_name(name) and isinstance(fields, list)

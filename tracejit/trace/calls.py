@@ -10,9 +10,9 @@ import inspect
 import torch
 from torch import nn
 
-from ..errors import BackwardHookError
+from ..errors import BackwardHookError, TraceError
 from ..ir import Graph, Node, ScalarType, TensorType, Value, format_graph
-from ..pytree import flatten
+from ..pytree import KEYED, flatten, has_kind
 from . import grad_mode, opaque, patches, through
 from .recorder import Frame, Tracer, internal
 from .source import user_location
@@ -56,6 +56,10 @@ def bind_inputs(tracer: Tracer, frame: Frame, args, kwargs, fn, parent: Frame | 
     the call is spliced into its caller (trace/through.py), so leaves it cannot flatten are allowed.
     """
     leaves, spec = flatten((tuple(args), dict(kwargs)))
+    if parent is None and has_kind(spec, KEYED):
+        raise TraceError(f"an input of {_callee_name(frame)} is a dict keyed by tensors: a traced program takes "
+                         "inputs keyed by strings, numbers or other constants only. Pass the keys and the values "
+                         "as two tuples instead.")
     if not traced_through:
         opaque.check_leaves(leaves, f"an input of {_callee_name(frame)}", user_location(3))
     names, tops = leaf_names(fn, args, kwargs, len(leaves))

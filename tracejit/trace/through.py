@@ -17,14 +17,16 @@ import torch
 
 from ..ir import Node, Value, map_values
 from ..ops.names import CALL_MODULE, GET_ATTR
-from ..pytree import flatten
+from ..pytree import KEYED, flatten, has_kind
 from .opaque import _PLAIN, holds_tensors
 
 
 def cannot_flatten(obj) -> bool:
-    """Does ``obj`` (a call's arguments or result) hold an object with tensors that pytree cannot flatten?"""
-    leaves, _ = flatten(obj)
-    return any(not isinstance(leaf, (torch.Tensor, *_PLAIN)) and holds_tensors(leaf) for leaf in leaves)
+    """Does ``obj`` (a call's arguments or result) hold an object with tensors that pytree cannot flatten, or a
+    dict keyed by tensors (a program's own output may be one; a submodule's call is traced through)?"""
+    leaves, spec = flatten(obj)
+    return any(not isinstance(leaf, (torch.Tensor, *_PLAIN)) and holds_tensors(leaf) for leaf in leaves) \
+        or has_kind(spec, KEYED)
 
 
 def splice(parent, child, outer: list, rel: str) -> None:
