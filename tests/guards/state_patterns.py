@@ -4,7 +4,7 @@ Each ``StateCase`` builds a fresh model (``make()``), is traced on ``example`` a
 ``then``: eager's answer on ``then`` differs from the answer a program that froze the trace-time
 outcome gives (torch.jit.trace's), which the tests prove first. The line a refusal must name is
 marked ``# @<case name>``. Sources: timm's ModelEmaV2 / fairseq's ``num_updates`` counters, VQ-VAE
-EMA codebooks, XLNet-style memories, fairseq's
+EMA codebooks, XLNet-style memories, call counters and histories in module globals and closures, fairseq's
 LayerDrop (``np.random`` / ``random.uniform``), SpecAugment crops, samplers seeding from the clock inside
 forward, ``try: x.view(...) except RuntimeError`` fallbacks (older torchvision / detectron code).
 """
@@ -152,6 +152,55 @@ class ShuffledOrder(nn.Module):          # heads / layers visited in a shuffled 
         return x[:, self.order]
 
 
+# ---- Python state outside the modules: globals and closure cells (trace/outer_state.py, hunt19) ----------
+_CALLS = {"n": 0}
+
+
+def counted_calls(x):                    # a module-level call counter in a plain function
+    _CALLS["n"] += 1  # @global_dict_counter
+    return x * _CALLS["n"]
+
+
+def _fresh_counted_calls():
+    _CALLS["n"] = 0
+    return counted_calls
+
+
+_STEP = 0
+
+
+class GlobalStep(nn.Module):             # `global step; step += 1` driving an alternating sign (warm-up schedules)
+    def forward(self, x):
+        global _STEP
+        _STEP += 1  # @global_step
+        return x * (1.0 if _STEP % 2 else -1.0)
+
+
+def _fresh_global_step():
+    global _STEP
+    _STEP = 0
+    return GlobalStep()
+
+
+def closure_counter():                   # a counter kept in a closure (`nonlocal`)
+    calls = 0
+
+    def forward(x):
+        nonlocal calls
+        calls += 1  # @closure_counter
+        return x + calls
+    return forward
+
+
+def closure_history():                   # a history list kept in a closure, read back
+    history = []
+
+    def forward(x):
+        history.append(float(x.shape[0]))  # @closure_history
+        return x * len(history)
+    return forward
+
+
 # ---- randomness, clocks, seeding -----------------------------------------------------------------
 def python_layerdrop(x):                 # fairseq-style LayerDrop with Python's random
     if random.uniform(0, 1) < 0.5:  # @python_layerdrop
@@ -225,6 +274,10 @@ CASES = [
     StateCase("lazy_python_init", LazyPythonInit, (r(3, 4),), (r(3, 4),), jit_unusable=True),
     StateCase("sample_count", SampleCount, (r(2, 4),), (r(2, 4),)),
     StateCase("shuffled_order", ShuffledOrder, (r(2, 4),), (r(2, 4),)),
+    StateCase("global_dict_counter", _fresh_counted_calls, (r(4),), (r(4),)),
+    StateCase("global_step", _fresh_global_step, (r(4),), (r(4),)),
+    StateCase("closure_counter", closure_counter, (r(4),), (r(4),)),
+    StateCase("closure_history", closure_history, (r(4),), (r(4),)),
     StateCase("python_layerdrop", lambda: python_layerdrop, (r(4),), (r(4),), reseed=lambda k: random.seed(k)),
     StateCase("numpy_layerdrop", lambda: numpy_layerdrop, (r(4),), (r(4),), reseed=lambda k: np.random.seed(k)),
     StateCase("numpy_random_crop", lambda: numpy_random_crop, (r(2, 6),), (r(2, 6),),

@@ -29,7 +29,7 @@ def test_stand_ins_report_the_signature_of_what_they_stand_for():
             seen.update(index=inspect.signature(operator.index), call=inspect.signature(torch.nn.Module.__call__))
         return x + 1
 
-    tracejit.trace(f, (torch.ones(2),))
+    tracejit.trace(f, (torch.ones(2),), allow_frozen_python_state=True)   # `seen`: a spy
     assert seen == outside
     assert operator.index is _REAL_INDEX and torch.nn.Module.__call__ is _REAL_CALL   # removed after the trace
 

@@ -15,7 +15,7 @@ from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
 from . import boundary, capture, frame_returns, global_state, legacy, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
-from . import rng_record  # noqa: F401  (stand-ins register)
+from . import outer_state, rng_record  # noqa: F401  (rng_record's stand-ins register)
 from .symbolic import get_tracer, set_tracer
 
 
@@ -131,8 +131,10 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
             check_backward_hooks(m, path)
         ledger.add("training", "the module's training flag", None, module.training)
     tracer.python_state = watch = python_state.PythonStateWatch(module, allow_frozen_python_state)
+    watch.outer = outer_state.OuterState()
+    watch.outer.watch_inputs(args, kwargs, signature_of or fn)
     with _tracing_state(tracer):
-        with frame_returns.watching(tracer.guards.scanner):   # subscripts after a frame's last event
+        with frame_returns.watching(tracer.guards.scanner, watch.outer):   # subscripts after a frame's last event
             result = fn(*args, **kwargs)
         with torch._C.DisableTorchFunction():
             watch.finish(ledger)

@@ -23,7 +23,10 @@ such things are detected while tracing (``PythonStateWatch``, one per recording)
   **clocks** (``time.time`` / ``perf_counter`` / ``monotonic`` / ``process_time`` and their ``_ns``
   forms), **seeding torch's generator from outside the program inside forward** (``torch.seed``,
   ``torch.set_rng_state``; ``torch.manual_seed`` and a ``torch.Generator`` made inside forward are
-  recorded instead: trace/rng_record.py): stand-ins (trace/patches.register) note the calling line when the caller
+  recorded instead: trace/rng_record.py), **the default dtype or device set inside forward**
+  (``torch.set_default_dtype`` / ``set_default_tensor_type`` / ``set_default_device``: a factory after it is
+  recorded without a dtype and replays in the caller's default; hunt19): stand-ins (trace/patches.register) note the
+  calling line when the caller
   is the tracing thread's code (not the standard library, numpy, torch or tracejit);
 - **an exception raised by a recorded op and caught** by the traced code (``try: x.view(...) except
   RuntimeError: ...``): the trace holds the fallback the example took.
@@ -218,6 +221,8 @@ def _note(what: str, advice: str):
 
 _RANDOM_ADVICE = "draw with torch (torch.rand, torch.randint, ...), which the trace records, or pass the value in"
 _CLOCK_ADVICE = "pass the value in as an argument"
+_DEFAULT_ADVICE = ("pass dtype= / device= to the factory calls instead (torch.ones(3, dtype=torch.float64)); the "
+                   "program's factories follow the caller's default at call time")
 _SEED_ADVICE = "seed with torch.manual_seed(k) (recorded), seed outside forward, or pass a torch.Generator in"
 
 
@@ -232,6 +237,9 @@ def _register() -> None:
     for name in ("seed", "set_rng_state"):   # torch.manual_seed and torch.Generator are recorded (rng_record.py)
         patches.register(torch, name, _note(f"torch.{name}()", _SEED_ADVICE))
         patches.register(torch.random, name, _note(f"torch.{name}()", _SEED_ADVICE))
+    for name in ("set_default_dtype", "set_default_tensor_type", "set_default_device"):   # factories after it are
+        if hasattr(torch, name):   # recorded without a dtype / device and would replay in the caller's default
+            patches.register(torch, name, _note(f"torch.{name}()", _DEFAULT_ADVICE))
     legacy = getattr(getattr(npr, "mtrand", None), "_rand", None)
     for name in dir(npr):
         if not name.startswith("_") and legacy is not None and getattr(getattr(npr, name), "__self__", None) is legacy:
@@ -250,6 +258,7 @@ class PythonStateWatch:
         self.allow = allow
         self.module = module
         self.before = snapshot(module)
+        self.outer = None   # trace/outer_state.OuterState (globals, closure cells, input containers): set by api.record
         self.issues: list = []   # (what, advice, SourceLoc | None)
         not_forward.reset()
         self._raised: set[int] = set()
@@ -278,6 +287,12 @@ class PythonStateWatch:
         for path, m, key in lazy:
             ledger.add("python_state", f"forward set `{key}` of {type(m).__name__} {path!r}, None before: a lazy set-up "
                        "on the first call, which eager reuses as the trace does", None, None, warn=False)
+        outer = self.outer.finish() if self.outer is not None else ([], [])
+        for what, loc in outer[0]:
+            self.found(what, "keep state that changes per call in tensors or outside forward, or return it", loc)
+        for what in outer[1]:
+            ledger.add("python_state", f"forward set {what}, None before: a lazy set-up on the first call, which "
+                       "eager reuses as the trace does", None, None, warn=False)
         if not self.issues:
             return
         if not self.allow:

@@ -1,0 +1,123 @@
+"""Python state outside the traced modules (trace/outer_state.py, hunt19): forward changing its input containers,
+a global memo cache, and what is not refused (a lazy global set-up, globals only read).
+
+Globals and closure counters are patterns of state_patterns.py (test_state_patterns.py). Here: ``batch.pop("labels")``
+and ``outputs.append(y)`` on the caller's containers; eager changes them, a traced program (torch.jit.trace's,
+tracejit's before) returned the right tensors and left the caller's dict / list as it was, silently.
+"""
+from __future__ import annotations
+
+import inspect
+import warnings
+
+import pytest
+import torch
+
+import tracejit
+from trace_testlib import marker_lines
+
+LINE = marker_lines(inspect.getsourcefile(inspect.currentframe()))
+FILE = inspect.getsourcefile(inspect.currentframe())
+
+
+def pop_labels(batch):                   # a training step's batch: the labels popped before the model runs
+    labels = batch.pop("labels")  # @pop_labels
+    return batch["x"] * 2 + labels
+
+
+def collect(x, outputs):                 # intermediate results handed back through a list argument
+    outputs.append(x * 2)  # @collect
+    return x + 1
+
+
+_GRIDS = {}
+
+
+def memo_grid(x):                        # a module-level memo cache keyed by size, filled by forward
+    n = x.shape[-1]
+    if n not in _GRIDS:
+        _GRIDS[n] = torch.linspace(-1, 1, n)  # @memo_grid
+    return x * _GRIDS[n]
+
+
+def _batch():
+    return {"x": torch.randn(3), "labels": torch.randn(3)}
+
+
+CASES = [("pop_labels", pop_labels, lambda: (_batch(),), lambda args: list(args[0])),
+         ("collect", collect, lambda: (torch.randn(3), [torch.zeros(3)]), lambda args: len(args[1]))]
+
+
+@pytest.mark.parametrize("name, fn, make, observe", CASES, ids=[c[0] for c in CASES])
+def test_torch_jit_trace_leaves_the_caller_s_container_unchanged(name, fn, make, observe):
+    eager_args, jit_args = make(), make()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        jit = torch.jit.trace(fn, make(), check_trace=False, strict=False)
+    fn(*eager_args)
+    jit(*jit_args)
+    assert observe(eager_args) != observe(jit_args)
+
+
+@pytest.mark.parametrize("name, fn, make, observe", CASES, ids=[c[0] for c in CASES])
+def test_forward_changing_an_input_container_is_refused_at_its_line(name, fn, make, observe):
+    with pytest.raises(tracejit.TraceError) as err:
+        tracejit.trace(fn, make(), check_trace=False, strict=False)
+    text = str(err.value)
+    assert f"{FILE}:{LINE(name)}:" in text and "input" in text and "allow_frozen_python_state=True" in text, text
+
+
+@pytest.mark.parametrize("name, fn, make, observe", CASES, ids=[c[0] for c in CASES])
+def test_the_opt_out_warns_at_the_line(name, fn, make, observe):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        traced = tracejit.trace(fn, make(), check_trace=False, strict=False, allow_frozen_python_state=True)
+    assert (FILE, LINE(name)) in [(w.filename, w.lineno) for w in caught]
+    assert any(e.kind == "python_state" and e.lineno == LINE(name) for e in traced.ledger)
+
+
+def test_a_global_memo_cache_filled_by_forward_is_refused_as_on_a_module():
+    _GRIDS.clear()
+    with pytest.raises(tracejit.TraceError, match="global `_GRIDS`") as err:
+        tracejit.trace(memo_grid, (torch.randn(2, 5),), check_trace=False)
+    assert f"{FILE}:{LINE('memo_grid')}:" in str(err.value)
+    traced = tracejit.trace(memo_grid, (torch.randn(2, 5),), check_trace=False)   # filled already: only read
+    x = torch.randn(2, 5)
+    torch.testing.assert_close(traced(x), memo_grid(x))
+
+
+_SCALE = None
+_TABLE = {"scale": 3.0}
+
+
+def lazy_scale(x):
+    global _SCALE
+    if _SCALE is None:
+        _SCALE = 2.0                     # set up on the first call, reused after: eager's answer too
+    return x * _SCALE * _TABLE["scale"]
+
+
+def test_a_lazy_global_set_up_and_globals_only_read_are_not_refused():
+    global _SCALE
+    _SCALE = None
+    traced = tracejit.trace(lazy_scale, (torch.randn(3),), check_trace=False)
+    assert any(e.kind == "python_state" and "`_SCALE`" in e.message for e in traced.ledger)
+    x = torch.randn(4)
+    torch.testing.assert_close(traced(x), lazy_scale(x))
+
+
+def ones_in_float64(x):                  # the default dtype switched around a factory inside forward
+    torch.set_default_dtype(torch.float64)  # @ones_in_float64
+    y = torch.ones(x.shape)
+    torch.set_default_dtype(torch.float32)
+    return x + y
+
+
+def test_setting_the_default_dtype_inside_forward_is_refused_at_its_line():
+    """The factory is recorded without a dtype: the program replayed it in the caller's default (float32 where
+    eager gives float64), silently."""
+    assert ones_in_float64(torch.randn(3)).dtype == torch.float64
+    with pytest.raises(tracejit.TraceError) as err:
+        tracejit.trace(ones_in_float64, (torch.randn(3),), check_trace=False)
+    assert f"{FILE}:{LINE('ones_in_float64')}:" in str(err.value) and "set_default_dtype" in str(err.value)
+    assert torch.get_default_dtype() == torch.float32
