@@ -13,7 +13,10 @@ override hands out a plain Python value that the trace would freeze. So the rule
   the traced number itself,
 - on ``EXEMPT`` (object machinery and class-level constructors, with the reason), or
 - wrapped here: the traced number is specialized (an equality guard on its value at the user's
-  line, as for ``int(n)``) and the plain method runs on the plain value.
+  line, as for ``int(n)``) and the plain method runs on the plain value. A traced size that is hashed
+  (a key of a dict or an ``lru_cache``: einops' recipes) is also *pinned*: its value is guarded, so
+  arithmetic on it from then on gives plain ints, as a cache hit gives the values an earlier call
+  computed (the checker's retrace then records what the trace recorded).
 
 tests/guards/test_number_escapes.py fails when a method of ``int`` / ``float`` appears that none of
 these covers (a new Python version), and calls every wrapped one to see its guard.
@@ -95,6 +98,8 @@ def _escape(cls, base, name: str, plain_of):
         if get_tracer() is None or (name in _USER_ONLY and _from_tracejit()):
             return own(self, *args, **kwargs) if own is not None else original(_raw(self), *args, **kwargs)
         plain = plain_of(self, f"passed to {base.__name__}.{name}() (it gives a plain value)")
+        if name == "__hash__" and isinstance(self, TracedInt):
+            get_tracer().pin(self)   # a key (a cache, a table): the trace holds its value from now on
         args = tuple(_raw_traced(a, plain_of) for a in args)
         return own(self, *args, **kwargs) if own is not None else original(plain, *args, **kwargs)
     method.__name__ = name

@@ -21,7 +21,8 @@ tensor is a capture (the program keeps the trace's tensor, as for a plain tensor
 Each change is a python_state issue (a TraceError at the end of the trace naming the line, or with
 ``allow_frozen_python_state=True`` a TracerWarning and a ledger entry).
 Not covered: attributes of plain objects (only their identity is compared, as on modules), a closure cell
-changed by a later frame of a function already seen, code without a source file (a notebook cell).
+changed by a later frame of a function already seen, code without a source file (a notebook cell), and the
+functions of installed packages (site-packages: a library's caches, such as einops' backend table, are its own).
 """
 from __future__ import annotations
 
@@ -154,10 +155,21 @@ class OuterState:
         return self.changes, self.lazy
 
 
+def _installed_library(filename: str) -> bool:
+    """Is ``filename`` a file of an installed package (site-packages / dist-packages)? Such code's globals are the
+    library's own (einops fills ``_loaded_backends`` on its first call, transformers its lazy tables): what it
+    changes is not forward's state, as for torch's internals."""
+    parts = filename.replace("\\", "/").split("/")
+    return "site-packages" in parts or "dist-packages" in parts
+
+
 def _library_internal(frame, stop) -> bool:
-    """Is ``frame`` run by an import (a module body, a package's set-up) or by torch's internals (torch calling
-    sympy, a library's caches filling), rather than by forward's code? torch's module-call machinery
-    (_TORCH_CALLS_USER) and tracejit's stand-ins sit between forward and a submodule's forward: they do not count."""
+    """Is ``frame`` run by an import (a module body, a package's set-up), by torch's internals (torch calling
+    sympy, a library's caches filling) or is it an installed library's own function, rather than forward's code?
+    torch's module-call machinery (_TORCH_CALLS_USER) and tracejit's stand-ins sit between forward and a
+    submodule's forward: they do not count."""
+    if _installed_library(frame.f_code.co_filename):
+        return True
     f = frame
     while f is not None and f is not stop:
         name = f.f_code.co_filename

@@ -177,6 +177,11 @@ class Tracer(TorchFunctionMode):
         """The Value of a generator forward made (trace/rng_record.py), seen from the current frame."""
         return self._int_value(g)
 
+    def pin(self, ti: TracedInt) -> None:
+        """``ti``'s value is guarded: from now on it is that constant in every frame (number_escapes.py)."""
+        for frame in self.frames:
+            frame.env.pop(id(ti), None)
+
     def _int_value(self, ti: TracedInt, frame: Frame | None = None) -> Value | None:
         frame = frame or self.frames[-1]
         v = frame.env.get(id(ti))
