@@ -12,6 +12,7 @@ qualified ATen name with overload (``aten::add.Tensor``) and ``target`` (a
 from __future__ import annotations
 
 import functools
+import sys
 import types
 
 import torch
@@ -213,6 +214,17 @@ def _fits(kind: str, t: str, lenient: bool) -> bool:
     if t == "Device":
         return kind in "Dsi"
     return lenient
+
+
+def reentered_from_python() -> bool:
+    """Did this call of the mode come from ``torch.overrides.handle_torch_function``, i.e. a Python helper of
+    torch dispatching a call of its own (``torch.einsum(eq, (a, b))`` calls ``torch.einsum(eq, a, b)``), and
+    not from the C++ twin the helper runs (which reports the helper as the function, with the twin's arguments)?
+    The first frame outside tracejit's recorder says."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("tracejit.trace"):
+        frame = frame.f_back
+    return frame is not None and frame.f_code is torch.overrides.handle_torch_function.__code__
 
 
 def cpp_twin(func):
