@@ -317,3 +317,22 @@ def test_einsum_with_its_operands_in_one_tuple_or_list():
     assert_moves(f(*new)[0], f(*new)[1])
     for program in (traced, loaded):
         assert_same(program(*new), f(*new))
+
+
+def test_keyword_arguments_choose_the_overload_their_values_fit():
+    """``torch.repeat_interleave(x, repeats=4, dim=-2)`` (HF's Canine) is ``self_int``: the keyword's value picks
+    the overload, not only its name (it was ``self_Tensor`` with a number for the tensor, which save refused:
+    "tracejit.load would refuse this program"); ``clamp(x, min=tensor)`` is ``clamp.Tensor``."""
+    def f(x):
+        return torch.repeat_interleave(x, repeats=4, dim=-2) * torch.clamp(x, min=x.mean()).sum()
+
+    traced = tracejit.trace(f, (torch.randn(1, 3, 2),))
+    ops = [n.op for n in traced.graph.nodes]
+    assert "aten::repeat_interleave.self_int" in ops and "aten::clamp.Tensor" in ops, ops
+    buf = io.BytesIO()
+    tracejit.save(traced, buf)
+    buf.seek(0)
+    loaded = tracejit.load(buf)
+    new = torch.randn(2, 5, 3)
+    for program in (traced, loaded):
+        assert_same(program(new), f(new))

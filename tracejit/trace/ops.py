@@ -92,7 +92,7 @@ def describe(func, args, kwargs) -> tuple[str, CallTarget]:
 
 
 def qualify(aten: str, args, kwargs) -> str:
-    overload = resolve_overload(aten, _kinds(args), tuple(sorted(kwargs)))
+    overload = resolve_overload(aten, _kinds(args), tuple(sorted((k, _kind(v)) for k, v in kwargs.items())))
     if overload is None:
         return f"aten::{aten}"
     return f"aten::{aten}.{overload}"
@@ -137,14 +137,17 @@ def aten_packet(name: str):
 
 @functools.lru_cache(maxsize=4096)
 def resolve_overload(name: str, kinds: tuple, kw: tuple) -> str | None:
+    """The overload of ``aten::name`` that positional argument kinds ``kinds`` and keyword arguments ``kw``
+    ((name, kind) pairs: ``repeats=4`` binds ``self_int``, not ``self_Tensor``) bind to, exactly, else leniently."""
     schemas = schemas_of(f"aten::{name}")
     if not schemas:
         return None
+    names, kw_kinds = tuple(k for k, _ in kw), dict(kw)
     for lenient in (False, True):
         for ov, schema in schemas:
-            if "out" in (a.name for a in schema.arguments) and "out" not in kw:
+            if "out" in (a.name for a in schema.arguments) and "out" not in names:
                 continue
-            if _binds(schema, kinds, kw, lenient):
+            if _binds(schema, kinds, names, lenient, kw_kinds):
                 return ov
     return None
 
