@@ -155,7 +155,8 @@ def resolve_overload(name: str, kinds: tuple, kw: tuple) -> str | None:
 def _binds(schema, kinds, kw, lenient, kw_kinds: dict | None = None) -> bool:
     """Do positional argument kinds ``kinds`` and keyword names ``kw`` bind to ``schema``?
 
-    ``kw_kinds`` (name -> kind) also checks the keyword values' kinds. Python's varargs form
+    ``kw_kinds`` (name -> kind) also checks the keyword values' kinds (not a kind ``_kind`` does not know: a
+    ``torch.Generator``). Python's varargs form
     for an int list (``x.view(2, 3)``) binds the trailing ints to that list.
     """
     params = list(schema.arguments)
@@ -180,7 +181,7 @@ def _binds(schema, kinds, kw, lenient, kw_kinds: dict | None = None) -> bool:
     for k in kw:
         if k not in by_name or k in supplied:
             return False
-        if kw_kinds is not None and not _fits(kw_kinds[k], str(by_name[k].type), lenient):
+        if kw_kinds is not None and kw_kinds[k] != "?" and not _fits(kw_kinds[k], str(by_name[k].type), lenient):
             return False
         supplied.add(k)
     for a in params:
