@@ -7,12 +7,20 @@ bias is an initializer, so such a conv stays in plain NCHW and the blocked layou
 re-entered around it (DenseNet-121, whose dense layers end in a bias-free conv: 61 such chains,
 ReorderInput / ReorderOutput pairs between the layers, its BatchNormalizations not turned into
 blocked convs; 1.3x the run time of torch.onnx's file). ``Conv`` without a bias computes the
-convolution alone, which is eager's math (no ``+ 0.0``). With a bias, or a padding given as a string
-(``padding="same"``), torch_lib's conversion is used as before.
+convolution alone, which is eager's math (no ``+ 0.0``). With a bias torch_lib's conversion is used as before.
+
+A padding given as a string (``nn.Conv2d(..., padding="valid")``: SigLIP's and EfficientNet's patch / stem
+convs in transformers; ``"same"``) is ``aten::conv2d.padding``, which torch_lib wrote with the string as the
+``pads`` attribute (the checker refused the model). Here it is a ``Conv`` with the pads torch computes: none
+for ``"valid"``; for ``"same"`` (stride 1) ``dilation * (kernel - 1)`` per axis, the odd one at the end.
 """
 from __future__ import annotations
 
+from ._deps import require
 from .special_ops import handles
+
+require("onnx_ir")
+from onnxscript.onnx_opset import opset18 as op  # noqa: E402
 
 BIAS_FREE = tuple(f"aten::conv{d}d.default" for d in (1, 2, 3))
 
@@ -38,3 +46,20 @@ def _per_axis(value, default: int, rank: int) -> list:
     if not isinstance(value, (list, tuple)):
         return [value] * rank
     return list(value) * rank if len(value) == 1 else list(value)
+
+
+@handles(*(f"aten::conv{d}d.padding" for d in (1, 2, 3)))
+def conv_with_named_padding(cx, node, args, kwargs):
+    x, weight, bias, stride, padding, dilation, groups = (list(args) + [None] * 7)[:7]
+    kernel = list(node.args[1].type.shape[2:])
+    if not all(isinstance(k, int) for k in kernel) or padding not in ("valid", "same"):
+        raise NotImplementedError(f"a convolution with padding={padding!r} and kernel {kernel}")
+    rank = len(kernel)
+    stride, dilation = _per_axis(stride, 1, rank), _per_axis(dilation, 1, rank)
+    if padding == "same":
+        total = [d * (k - 1) for d, k in zip(dilation, kernel)]
+        pads = [t // 2 for t in total] + [t - t // 2 for t in total]
+    else:
+        pads = [0] * (2 * rank)
+    inputs = [x, weight] if bias is None else [x, weight, bias]
+    return [op.Conv(*inputs, pads=pads, strides=stride, dilations=dilation, group=1 if groups is None else groups)]
