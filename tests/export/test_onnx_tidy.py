@@ -175,3 +175,35 @@ def test_the_model_of_the_traced_sizes_runs_each_chain_of_reshapes_as_one():
     for shape in [(2, 5, 8), (3, 7, 8)]:
         x = torch.randn(shape)
         torch.testing.assert_close(program(x), m(x).detach(), rtol=1e-5, atol=1e-5)
+
+
+class PaddedPool(nn.Module):
+    """transformers' BiT stem: a conv, a zero ConstantPad2d, then max pooling over windows that may be all negative."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.pad = nn.ConstantPad2d(1, 0.0)
+
+    def forward(self, x):
+        return nn.functional.max_pool2d(self.pad(self.conv(x) - 3.0), 3, 2)
+
+
+@pytest.mark.parametrize("level", ["ORT_DISABLE_ALL", "ORT_ENABLE_BASIC", "ORT_ENABLE_ALL"])
+def test_a_zero_pad_before_max_pool_keeps_eagers_zeros_in_onnxruntime(level):
+    """onnxruntime's PadFusion folds a zero Pad into the MaxPool after it, whose pads are -inf: each border window
+    of negative values answered its largest value instead of 0 (export/tidy.keep_pads_out_of_max_pool)."""
+    torch.manual_seed(0)
+    m = PaddedPool().eval()
+    traced = _trace(m, torch.randn(1, 3, 8, 8))
+    options = ort.SessionOptions()
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    session = ort.InferenceSession(tracejit.export_onnx(traced).SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    program = tracejit.optimize_for_inference(traced, backend="onnxruntime")
+    for x in (torch.randn(1, 3, 8, 8), torch.randn(2, 3, 13, 10)):
+        with torch.no_grad():
+            want = m(x)
+        assert (want == 0).any()   # border windows the padding decides
+        torch.testing.assert_close(torch.from_numpy(session.run(None, {"x": x.numpy()})[0]), want, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(program(x), want, rtol=1e-5, atol=1e-5)

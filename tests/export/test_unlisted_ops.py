@@ -1,5 +1,5 @@
 """ATen ops torch_lib does not list in recorded form (export/unlisted_ops.py): ``1 - x``, var / std
-and their _mean forms, fmax / fmin, nan_to_num, sgn, ``x >> 1``. Each used to fail at export; each
+and their _mean forms, fmax / fmin, nan_to_num, sgn, ``x >> 1``, square, eye, ``x.T`` / ``x.H`` / ``x.adjoint()``. Each used to fail at export; each
 gives eager's and torch.jit's trace's answers in onnxruntime and OpenVINO on new shapes and edges."""
 from __future__ import annotations
 
@@ -44,6 +44,11 @@ CASES = {   # name -> (fn, edges in the inputs?, backends)
     "adaptive_max_pool_values": (lambda x: torch.nn.functional.adaptive_max_pool2d(x[None], 1), False),
     "adaptive_max_pool_indices": (lambda x: torch.nn.functional.adaptive_max_pool2d(x[None, None], 1, return_indices=True), False),
     "median": (lambda x: x.median(), False),
+    "square": (lambda x: torch.square(x) + torch.square((x > 0).long()), False),
+    "T": (lambda x: x.T * 2 + x[:, :1].T, False),
+    "H_and_adjoint": (lambda x: x.H + x.adjoint() + x[None].adjoint()[0], False),
+    "eye_of_a_size": (lambda x: torch.eye(x.shape[1]) + x[:1, :1], False),
+    "eye_rectangular_int": (lambda x: torch.eye(x.shape[0], x.shape[1], dtype=torch.int64) * 3 + torch.eye(2, 3)[0, 0].long(), False),
 }
 
 

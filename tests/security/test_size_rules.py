@@ -242,6 +242,31 @@ def test_a_transformer_layer_loaded_from_a_file_is_not_refused_on_longer_inputs(
             torch.testing.assert_close(reference(x), want, rtol=1e-4, atol=1e-5)
 
 
+class _StandardizedConv(nn.Module):
+    """transformers' BiT: a weight standardized by a batch norm over a reshaped copy, then ``reshape_as`` the
+    weight; the size rule of two tensors (their broadcast) counted [1, C, K] and [C, K', 1, 1] as C^2 K K'."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(256, 64, 1, 1))
+
+    def forward(self, x):
+        w = F.batch_norm(self.weight.reshape(1, 256, -1), None, None, training=True, momentum=0.0, eps=1e-8)
+        return F.conv2d(x, w.reshape_as(self.weight)) + x.view_as(x).type_as(x)[:, :1]
+
+
+def test_reshape_as_counts_its_own_elements_so_a_weight_standardized_conv_saves_and_loads():
+    model = _StandardizedConv().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = _roundtrip(tracejit.trace(model, (torch.randn(1, 64, 4, 4),)))
+    x = torch.randn(2, 64, 7, 5)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(x), model(x))
+    w = torch.randn(256, 64, 1, 1)
+    assert _check("reshape_as", {"self": w.reshape(1, 256, -1), "other": w}, w) == w.numel()
+
+
 class _Widen(nn.Module):
     """A product by a weight of the file, 64 elements out per element in: ``x`` broadcast to n rows."""
 

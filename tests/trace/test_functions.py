@@ -5,6 +5,7 @@ Every check runs the traced program on NEW inputs (other values and other sizes 
 example) and compares it with eager; each test first makes sure the inputs move the output.
 """
 import collections
+import io
 
 import pytest
 import torch
@@ -296,3 +297,43 @@ def test_kwarg_inputs_named_like_builtins():
     a, b = torch.randn(6), torch.randn(6)
     assert_moves(_builtin_named(a, b), _builtin_named(a * 2, b))
     assert_same(traced(input=a, max=b), _builtin_named(input=a, max=b))
+
+
+# ---------------------------------------------------------------------------------------------
+# a torch helper that dispatches a call of its own
+# ---------------------------------------------------------------------------------------------
+def test_einsum_with_its_operands_in_one_tuple_or_list():
+    """``torch.einsum(eq, (a, b))`` (the old form, HF's Longformer) calls ``torch.einsum(eq, a, b)`` from Python:
+    that call is traced through again, not taken for the C++ function the helper runs (which has another
+    signature: the trace failed with "einsum() takes 2 positional arguments but 3 were given")."""
+    def f(a, b):
+        return torch.einsum("bi,bj->bij", (a, b)) + torch.einsum("bi,bj->bji", [a, b]).transpose(1, 2) * 2
+
+    traced = tracejit.trace(f, (torch.randn(1, 3), torch.randn(1, 4)))
+    buf = io.BytesIO()
+    tracejit.save(traced, buf)
+    buf.seek(0)
+    loaded = tracejit.load(buf)
+    new = (torch.randn(2, 5), torch.randn(2, 6))
+    assert_moves(f(*new)[0], f(*new)[1])
+    for program in (traced, loaded):
+        assert_same(program(*new), f(*new))
+
+
+def test_keyword_arguments_choose_the_overload_their_values_fit():
+    """``torch.repeat_interleave(x, repeats=4, dim=-2)`` (HF's Canine) is ``self_int``: the keyword's value picks
+    the overload, not only its name (it was ``self_Tensor`` with a number for the tensor, which save refused:
+    "tracejit.load would refuse this program"); ``clamp(x, min=tensor)`` is ``clamp.Tensor``."""
+    def f(x):
+        return torch.repeat_interleave(x, repeats=4, dim=-2) * torch.clamp(x, min=x.mean()).sum()
+
+    traced = tracejit.trace(f, (torch.randn(1, 3, 2),))
+    ops = [n.op for n in traced.graph.nodes]
+    assert "aten::repeat_interleave.self_int" in ops and "aten::clamp.Tensor" in ops, ops
+    buf = io.BytesIO()
+    tracejit.save(traced, buf)
+    buf.seek(0)
+    loaded = tracejit.load(buf)
+    new = torch.randn(2, 5, 3)
+    for program in (traced, loaded):
+        assert_same(program(new), f(new))

@@ -17,7 +17,7 @@ import torch
 
 from ..ir import Node, TensorType, Value, iter_values
 from ..ops import accumulates, is_dropout, is_pointwise
-from ..ops.names import CAPTURE_OPS, RNG_OPS, STATE_READS, OpName, split_name
+from ..ops.names import AUTOGRAD_FUNCTION, CAPTURE_OPS, RNG_OPS, STATE_READS, OpName, split_name
 from ._deps import require
 from .dtypes import SCALAR_TO_ONNX, onnx_dtype
 from .errors import RNG_REFUSAL, ExportError
@@ -25,7 +25,7 @@ from .recorder import inline, split_inputs_attributes
 from .schema_args import bind
 from .special_ops import HANDLERS
 from .torch_lib_lookup import lookup
-from . import attention, edge_values, sym_lowering, unlisted_ops, vision_ops  # noqa: E402,F401  (register their handlers)
+from . import attention, edge_values, recurrent, sym_lowering, torch_lib_fixes, unlisted_ops, vision_ops  # noqa: E402,F401  (register their handlers)
 from . import convolution, fusable_forms, guard_outputs, sequences, view_writes  # noqa: E402,F401  (handlers register)
 
 ir = require("onnx_ir")
@@ -107,6 +107,11 @@ class Lowering:
             return HANDLERS[node.op](self, node, [self.arg(a) for a in node.args], {})
         if node.op in RNG_OPS or any(isinstance(a, torch.Generator) for a in (*node.args, *node.kwargs.values())):
             raise ExportError(RNG_REFUSAL[node.op in RNG_OPS], node.op, node.source)
+        if node.op == AUTOGRAD_FUNCTION:   # a custom autograd Function: its forward's ops, converted before it
+            produced = iter(self.arg(list(node.args[1])))   # (an ONNX model has no backward to keep)
+            if node.attrs.get("unpack") is None:
+                return [next(produced)]
+            return [next(produced) if v is not None else None for v in node.outputs]
         if node.op.startswith("tracejit::"):
             raise ExportError(f"no ONNX conversion for tracejit op '{node.op}'", node.op, node.source)
         op_name = self._functional(node)

@@ -20,6 +20,12 @@ pooler (``Gather -> Gemm -> Tanh``), computed by the traced model but not return
 FusedGemm whose output nothing reads. The model with the input sizes fixed (static_shapes.py), whose sizes are
 the traced ones, drops them (``drop_unread``): ONNX operators have no side effects, and at the traced sizes
 those nodes computed without error in the trace.
+
+onnxruntime's PadFusion (1.31, every optimization level but none) folds a zero-valued constant ``Pad`` into the
+``MaxPool`` that reads it, whose own pads count as -inf, not 0: a window of negative values then answers its
+largest value where eager's answer is the padded 0 (transformers' BiT stem, ``ConstantPad2d`` then
+``max_pool2d``: 6.7 off at an output scale of 55). The fusion leaves a Pad with an ``axes`` input alone;
+``keep_pads_out_of_max_pool`` gives each Pad a MaxPool reads one (every axis: the same padding).
 """
 from __future__ import annotations
 
@@ -84,3 +90,35 @@ def drop_unused_pool_indices(graph) -> int:
         single.outputs[0].name = name
         replaced += 1
     return replaced
+
+
+def keep_pads_out_of_max_pool(graph) -> int:
+    """Give each ``Pad`` (constant mode) that a ``MaxPool`` reads an explicit ``axes`` input naming every axis, so
+    that onnxruntime cannot fold it into the pool (module docstring); returns how many. ``graph`` is an onnx-ir
+    Graph, changed in place."""
+    import onnx_ir as ir   # optional dependency (the onnx extra); tidy.py is imported without it
+    changed = 0
+    for node in list(graph):
+        if node.op_type != "Pad" or node.domain not in ("", "ai.onnx") or len(node.inputs) > 3:
+            continue
+        mode = node.attributes.get("mode")
+        if (mode is not None and mode.value != "constant") or not any(
+                use.op_type == "MaxPool" for use, _ in node.outputs[0].uses()):
+            continue
+        shape = node.inputs[0].shape
+        if shape is None:
+            continue
+        axes = ir.Value(name=f"{node.name or 'pad'}_tracejit_axes",
+                        const_value=ir.tensor(np.arange(len(shape), dtype=np.int64)))
+        graph.register_initializer(axes)
+        inputs = list(node.inputs) + [None] * (3 - len(node.inputs)) + [axes]
+        padded = ir.Node(node.domain, "Pad", inputs, list(node.attributes.values()), num_outputs=1,
+                         version=node.version, name=node.name)
+        old = node.outputs[0]
+        padded.outputs[0].shape, padded.outputs[0].type = old.shape, old.type
+        graph.insert_before(node, padded)
+        old.replace_all_uses_with(padded.outputs[0], replace_graph_outputs=True)
+        graph.remove(node, safe=True)
+        padded.outputs[0].name = old.name
+        changed += 1
+    return changed

@@ -11,6 +11,9 @@ records them as Python called them (``1 - x`` is ``aten::rsub.Scalar``, ``x.var(
 - ``nan_to_num``: NaN, +inf and -inf replaced (defaults: 0 and the dtype's largest / lowest value).
 - ``x >> k`` (listed, but its conversion is wrong in OpenVINO for negative values): a floor division.
 - ``broadcast_tensors``, ``adaptive_max_pool2d`` to size 1 (values and indices), ``median()``.
+- ``square`` (transformers' RWKV) as ``x * x`` in the result's dtype; ``eye(n[, m])`` (XLNet), sizes that may be
+  traced, as ``EyeLike`` of a zero matrix; ``x.T`` (Falcon), ``x.H``, ``x.adjoint()`` of a real tensor as a
+  ``Transpose``.
 """
 from __future__ import annotations
 
@@ -164,3 +167,33 @@ def median(cx, node, args, kwargs):
                op.Constant(value_ints=[1]))
     smallest, _ = op.TopK(x, k, axis=0, largest=0, sorted=1)
     return [op.Squeeze(op.Gather(smallest, op.Sub(k, op.Constant(value_ints=[1]))), op.Constant(value_ints=[0]))]
+
+
+@handles("aten::square.default")
+def square(cx, node, args, kwargs):
+    x = _operand(cx, args[0], onnx_dtype(node.outputs[0].type.dtype))   # bool squares to int64, as eager
+    return [op.Mul(x, x)]
+
+
+@handles("aten::eye.default", "aten::eye.m")
+def eye(cx, node, args, kwargs):
+    n = args[0]
+    m = args[1] if node.op.endswith(".m") else n
+    dims = [op.Reshape(op.Cast(v, to=ir.DataType.INT64), op.Constant(value_ints=[1])) if isinstance(v, ir.Value)
+            else op.Constant(value_ints=[int(v)]) for v in (n, m)]
+    zeros = op.ConstantOfShape(op.Concat(*dims, axis=0))
+    return [op.EyeLike(zeros, dtype=onnx_dtype(node.outputs[0].type.dtype))]
+
+
+@handles("aten::numpy_T.default", "aten::matrix_H.default", "aten::adjoint.default")
+def transposed(cx, node, args, kwargs):
+    """``x.T`` (every dimension reversed), ``x.H`` (a matrix's) and ``x.adjoint()`` (the last two swapped): the
+    conjugate of a real tensor is itself."""
+    t = node.args[0].type
+    if t.dtype.is_complex:
+        raise NotImplementedError(f"{node.op} of a complex tensor (ONNX has no complex tensors)")
+    rank = len(t.shape)
+    perm = list(range(rank))[::-1]
+    if node.op.startswith("aten::adjoint") and rank >= 2:
+        perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+    return [op.Transpose(args[0], perm=perm)]

@@ -90,6 +90,12 @@ def expand_as(b):
     return _numel(b.get("other"))
 
 
+def like_self(b):
+    """reshape_as / view_as / type_as: ``self``'s elements in ``other``'s shape or dtype (not the two tensors'
+    broadcast, which counted a weight standardization ``w.reshape(1, C, -1) ... .reshape_as(w)`` as C^2 K^2)."""
+    return _numel(b.get("self"))
+
+
 def broadcast(b):
     """broadcast_tensors / meshgrid: every output has the broadcast (meshgrid: product) shape; a later op
     materializes them."""

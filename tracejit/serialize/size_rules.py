@@ -56,6 +56,7 @@ RULES: dict[str, SizeRule] = {
     # amplifiers: sizes, repeats, padding, kernel sizes, r, classes
     **_rules("expand broadcast_to", size.expand),
     **_rules("expand_as", size.expand_as),
+    **_rules("reshape_as view_as type_as", size.like_self),   # two tensors, one of them only lends its shape / dtype
     **_rules("broadcast_tensors", size.broadcast),
     **_rules("meshgrid", size.meshgrid),
     **_rules("repeat tile repeat_interleave", size.repeat),

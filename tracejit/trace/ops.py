@@ -12,6 +12,7 @@ qualified ATen name with overload (``aten::add.Tensor``) and ``target`` (a
 from __future__ import annotations
 
 import functools
+import sys
 import types
 
 import torch
@@ -91,7 +92,7 @@ def describe(func, args, kwargs) -> tuple[str, CallTarget]:
 
 
 def qualify(aten: str, args, kwargs) -> str:
-    overload = resolve_overload(aten, _kinds(args), tuple(sorted(kwargs)))
+    overload = resolve_overload(aten, _kinds(args), tuple(sorted((k, _kind(v)) for k, v in kwargs.items())))
     if overload is None:
         return f"aten::{aten}"
     return f"aten::{aten}.{overload}"
@@ -136,14 +137,17 @@ def aten_packet(name: str):
 
 @functools.lru_cache(maxsize=4096)
 def resolve_overload(name: str, kinds: tuple, kw: tuple) -> str | None:
+    """The overload of ``aten::name`` that positional argument kinds ``kinds`` and keyword arguments ``kw``
+    ((name, kind) pairs: ``repeats=4`` binds ``self_int``, not ``self_Tensor``) bind to, exactly, else leniently."""
     schemas = schemas_of(f"aten::{name}")
     if not schemas:
         return None
+    names, kw_kinds = tuple(k for k, _ in kw), dict(kw)
     for lenient in (False, True):
         for ov, schema in schemas:
-            if "out" in (a.name for a in schema.arguments) and "out" not in kw:
+            if "out" in (a.name for a in schema.arguments) and "out" not in names:
                 continue
-            if _binds(schema, kinds, kw, lenient):
+            if _binds(schema, kinds, names, lenient, kw_kinds):
                 return ov
     return None
 
@@ -151,7 +155,8 @@ def resolve_overload(name: str, kinds: tuple, kw: tuple) -> str | None:
 def _binds(schema, kinds, kw, lenient, kw_kinds: dict | None = None) -> bool:
     """Do positional argument kinds ``kinds`` and keyword names ``kw`` bind to ``schema``?
 
-    ``kw_kinds`` (name -> kind) also checks the keyword values' kinds. Python's varargs form
+    ``kw_kinds`` (name -> kind) also checks the keyword values' kinds (not a kind ``_kind`` does not know: a
+    ``torch.Generator``). Python's varargs form
     for an int list (``x.view(2, 3)``) binds the trailing ints to that list.
     """
     params = list(schema.arguments)
@@ -176,7 +181,7 @@ def _binds(schema, kinds, kw, lenient, kw_kinds: dict | None = None) -> bool:
     for k in kw:
         if k not in by_name or k in supplied:
             return False
-        if kw_kinds is not None and not _fits(kw_kinds[k], str(by_name[k].type), lenient):
+        if kw_kinds is not None and kw_kinds[k] != "?" and not _fits(kw_kinds[k], str(by_name[k].type), lenient):
             return False
         supplied.add(k)
     for a in params:
@@ -213,6 +218,17 @@ def _fits(kind: str, t: str, lenient: bool) -> bool:
     if t == "Device":
         return kind in "Dsi"
     return lenient
+
+
+def reentered_from_python() -> bool:
+    """Did this call of the mode come from ``torch.overrides.handle_torch_function``, i.e. a Python helper of
+    torch dispatching a call of its own (``torch.einsum(eq, (a, b))`` calls ``torch.einsum(eq, a, b)``), and
+    not from the C++ twin the helper runs (which reports the helper as the function, with the twin's arguments)?
+    The first frame outside tracejit's recorder says."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("tracejit.trace"):
+        frame = frame.f_back
+    return frame is not None and frame.f_code is torch.overrides.handle_torch_function.__code__
 
 
 def cpp_twin(func):

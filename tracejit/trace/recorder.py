@@ -261,7 +261,7 @@ class Tracer(TorchFunctionMode):
             self.record(func, args, kwargs, result, (kept, function(custom_ops.call_path(kept))))
             return result
         if not _is_builtin(func):
-            if func not in self._python_calls:
+            if func not in self._python_calls or ops.reentered_from_python():
                 # trace through the Python helper: the mode stays on for the ops it calls
                 self._python_calls.append(func)
                 before = len(self.unguarded_reads)

@@ -16,6 +16,7 @@ from .source import user_location
 
 def getitem(tracer, func, args):
     t, idx = args
+    idx = _lists_as_tensors(tracer, idx)
     _ellipsis_rank(tracer, t, idx)
     steps = indexing.plan(t.dim(), idx)
     if steps is None:
@@ -32,6 +33,7 @@ def getitem(tracer, func, args):
 
 def setitem(tracer, func, args):
     t, idx, value = args
+    idx = _lists_as_tensors(tracer, idx)
     _ellipsis_rank(tracer, t, idx)
     steps = indexing.plan(t.dim(), idx)
     if steps is None or (steps and steps[-1][0] == "index" and
@@ -63,6 +65,28 @@ def setitem(tracer, func, args):
     if node is not None:
         node.effectful = True
     return None
+
+
+def _lists_as_tensors(tracer, idx):
+    """Python lists in an index as eager reads them (torch's python_variable_indexing.cpp): a list inside a tuple
+    is one index tensor (``x[..., [-2], :]``: Falcon; ``x[:, :, perm]``: timm's CSATv2), made by a recorded
+    ``torch.tensor`` (a file can hold it: a ``tracejit::getitem`` could not be saved); a list as the whole
+    index is a tuple of indices when it is short (< 32 items) and holds a tensor, sequence, slice, None or
+    ``...``, else one index tensor."""
+    if isinstance(idx, list):
+        if len(idx) < 32 and any(isinstance(i, (torch.Tensor, list, tuple, slice)) or i is None or i is Ellipsis
+                                 for i in idx):
+            idx = tuple(idx)
+        else:
+            return _index_tensor(tracer, idx)
+    if isinstance(idx, tuple) and any(isinstance(i, list) for i in idx):
+        return tuple(_index_tensor(tracer, i) if isinstance(i, list) else i for i in idx)
+    return idx
+
+
+def _index_tensor(tracer, items: list):
+    with tracer:   # recorded, as a torch.tensor call in the traced code would be
+        return torch.tensor(items, dtype=torch.long) if not items else torch.tensor(items)
 
 
 def _ellipsis_rank(tracer, t, idx) -> None:
