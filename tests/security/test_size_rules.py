@@ -24,17 +24,13 @@ SIZING_NAMES = {"size", "sizes", "repeats", "shape", "n", "m", "s", "steps", "nu
                 "row", "col", "pad", "padding", "r", "output_padding", "kernel_size", "split_size", "split_sizes"}
 # (op, argument): why that argument, in an op with no size rule, sizes nothing beyond the inputs
 NOT_SIZING = {
-    **{(op, a): "same elements in and out" for op in ("view", "reshape", "unflatten", "view_copy")
-       for a in ("size", "shape", "sizes")},
     ("diff", "n"): "differences: fewer elements than the input",
     ("polygamma", "n"): "the order of the derivative, not a size",
     ("mul", "n"): "a list repeated n times: bounded by the call-time int check (call_budget.MAX_REPEATED_LIST)",
     ("narrow", "length"): "a part of the input", ("narrow_copy", "length"): "a part of the input",
     ("split", "split_size"): "parts of the input", ("split", "split_sizes"): "parts of the input",
     ("split_with_sizes", "split_sizes"): "parts of the input",
-    ("matrix_power", "n"): "log2(n) products of the input's shape", ("linalg_matrix_power", "n"): "as matrix_power",
     ("scalar_tensor", "s"): "the value of the one element", ("triangular_solve", "M"): "a tensor: the matrix",
-    ("binomial", "count"): "a tensor of counts: element by element",
 }
 
 
@@ -286,7 +282,8 @@ def test_a_product_by_a_file_weight_is_checked_only_when_its_input_is_big_enough
         loaded = _roundtrip(tracejit.trace(mlp, (torch.randn(3, 16),)))
         widen = tracejit.trace(_Widen().eval(), (torch.randn(8),))
     code = "\n".join(fn.code for m in loaded.modules() for fn in m._traced_methods.values())
-    assert code.count(".numel() > ") == 2   # the full check runs only above a constant: ~0.1 us per call
+    # the full check runs only above a constant (or on an empty input, whose extent counts): ~0.1 us per call
+    assert code.count(".numel() <= ") == 2
     x = torch.randn(7, 16)
     torch.testing.assert_close(loaded(x), mlp(x))
 

@@ -184,10 +184,12 @@ def test_trace_module_methods_survive():
 
 def _without_budget_checks(code: str) -> str:
     """A loaded program's code without the call-time budget checks loading adds (docs/SECURITY.md): the
-    ``_tj_budget*`` lines (also those gated by ``if x.numel() > N:`` or ``if a.shape != b.shape:``), and ``_tj_int.mul(a, b)`` read back as ``a * b`` (likewise pow, lshift)."""
+    ``_tj_budget*`` lines (also those gated by ``if not 0 < x.numel() <= N:``, ``if x.numel() == 0:`` or
+    ``if a.shape != b.shape:``), and ``_tj_int.mul(a, b)`` read back as ``a * b`` (likewise pow, lshift)."""
     import re
     lines = [line for line in code.splitlines(keepends=True)
-             if not re.match(r"\s*(if \w+\.numel\(\) > \d+: |if \w+\.shape != \w+\.shape: )?_tj_budget\w*\(", line)]
+             if not re.match(r"\s*(if not 0 < \w+\.numel\(\) <= \d+: |if \w+\.numel\(\) == 0: |"
+                             r"if \w+\.shape != \w+\.shape: )?_tj_budget\w*\(", line)]
     ops = {"mul": "*", "pow": "**", "lshift": "<<"}
     return re.sub(r"_tj_int\.(mul|pow|lshift)\(([^,()]+), ([^,()]+)\)", lambda m: f"{m[2]} {ops[m[1]]} {m[3]}",
                   "".join(lines))

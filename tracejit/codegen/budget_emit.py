@@ -38,7 +38,10 @@ def before_node(gen, node) -> None:
         return
     if gate[0] == "numel":   # a product by a weight of the file: only an argument that big could pass the budget
         _, arg, most = gate
-        gen.emit(f"if {gen.expr(bound[arg])}.numel() > {most}: {name}({body})", node.source)
+        # an empty argument is checked too: its extent (op_sizes_values.py) can pass the budget
+        gen.emit(f"if not 0 < {gen.expr(bound[arg])}.numel() <= {most}: {name}({body})", node.source)
+    elif gate[0] == "empty":   # a reshape of an empty tensor: its new shape's extent (serialize/op_sizes_values.py)
+        gen.emit(f"if {gen.expr(bound[gate[1]])}.numel() == 0: {name}({body})", node.source)
     else:   # two tensors of one shape broadcast to that shape
         _, a, b = gate
         gen.emit(f"if {gen.expr(bound[a])}.shape != {gen.expr(bound[b])}.shape: {name}({body})", node.source)
@@ -71,7 +74,7 @@ def enter_line(gen) -> str | None:
 
     A method needs one when it has checks or calls a method that may have (a callee not compiled yet
     counts as one that has: default-deny), a root method also when any method of the program has checks.
-    A leaf method whose checks are all gated (``if x.numel() > N:``, a Linear's) counts its inputs inside
+    A leaf method whose checks are all gated (``if not 0 < x.numel() <= N:``, a Linear's) counts its inputs inside
     each gate instead, so a call within the program pays for nothing but the gate."""
     if gen.budget is None:
         return None

@@ -37,9 +37,12 @@ class BudgetPlan:
         _, name, overload = split_name(op)
         if not any(True for _ in iter_values((node.args, node.kwargs))):
             return None
-        if size_rules.rule(name) is None and not _may_take_several_tensors(name, node):
+        if size_rules.rule(name) is None and not _may_take_several_tensors(name, node) \
+                and not size_rules.checks_node(name, node):
             return None   # rule_for gives None whatever the binding: no need to bind (most nodes of a load)
         bound = _bind(name, overload, node)
+        if bound is not None:
+            bound = size_rules.with_unpack(name, bound, node)
         rule = None if bound is None else size_rules.rule_for(name, bound)
         if rule is None:
             return None
@@ -68,10 +71,14 @@ def _gate(rule, bound: dict, file_elements: int, name: str = ""):
 
     - ``("numel", argument name, n)``: below ``n`` elements of that argument the op cannot pass the
       file's own budget (its growth over it is fixed by the file's tensors, rule.static_factor):
-      ``if x.numel() > n: check(...)``;
+      ``if not 0 < x.numel() <= n: check(...)`` (an empty x too: its extent counts, op_sizes_values.py);
     - ``("shape", a, b)``: an element-by-element op (the pointwise family) of exactly two tensors makes
       no more than either when their shapes are equal (a residual add): ``if a.shape != b.shape:
-      check(...)``. Not for other ops of two tensors: ``diff(x, prepend=x)`` doubles x."""
+      check(...)``. Not for other ops of two tensors: ``diff(x, prepend=x)`` doubles x;
+    - ``("empty", argument name)``: a reshape can outgrow its input only when that is empty (its extent:
+      serialize/op_sizes_values.py): ``if x.numel() == 0: check(...)``."""
+    if rule.empty_only is not None and isinstance(bound.get(rule.empty_only), Value):
+        return "empty", rule.empty_only
     if rule.static_factor is None:
         return None
     constants = {k for k, v in bound.items() if isinstance(v, Value) and v.producer is not None

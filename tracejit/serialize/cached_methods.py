@@ -228,7 +228,7 @@ def _named_ids() -> dict:
 def _rule_keys() -> dict:
     """``{id(rule): (table, name)}`` over size_rules' tables (a hint: ``_recipe`` checks ``_rule(key) is rule``)."""
     out = {id(size_rules.SEVERAL_TENSORS): ("several", "")}
-    for table in ("RULES", "CUSTOM_RULES"):
+    for table in ("RULES", "CUSTOM_RULES", "PIECES", "TRUNC_DIVISION"):
         for key, rule in getattr(size_rules, table).items():
             out.setdefault(id(rule), (table, key))
     return out

@@ -7,6 +7,7 @@ import math
 import torch
 
 from ..errors import LoadError, SaveError
+from ..ir.state_tests import DEVICE_TYPES
 
 _DTYPES = {str(d).replace("torch.", ""): d for d in (
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16, torch.int8,
@@ -14,6 +15,17 @@ _DTYPES = {str(d).replace("torch.", ""): d for d in (
 _LAYOUTS = {"strided": torch.strided}   # sparse layouts are refused: C++ does not check their invariants
 _MEMORY_FORMATS = {"contiguous_format": torch.contiguous_format, "channels_last": torch.channels_last,
                    "preserve_format": torch.preserve_format, "channels_last_3d": torch.channels_last_3d}
+
+
+def device_constant(text, where: str) -> torch.device:
+    """A device a file names: one of the device types tracejit traces on (ir/state_tests.DEVICE_TYPES). Others
+    (``lazy``, ``vulkan``, the Caffe2 types ``opengl`` / ``mkldnn`` whose use trips an internal assert in
+    ATen, ``privateuseone`` which imports a module named after it) are refused at load, not at the call."""
+    device = torch.device(str(text)[:40]) if isinstance(text, str) else None
+    if device is None or device.type not in DEVICE_TYPES:
+        raise LoadError(f"{where}: the device {str(text)[:40]!r} is not one a file may name (device types: "
+                        f"{', '.join(DEVICE_TYPES)})")
+    return device
 
 
 def dtype_name(d: torch.dtype) -> str:
@@ -70,7 +82,7 @@ def decode_const(c, where: str, depth: int = 0):
         if tag == "dtype":
             return _DTYPES[body]
         if tag == "device":
-            return torch.device(str(body))
+            return device_constant(body, where)
         if tag == "layout":
             return _LAYOUTS[body]
         if tag == "memory_format":

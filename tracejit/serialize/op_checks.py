@@ -102,7 +102,9 @@ def check_sizes(rule, name: str, bound: dict, at: str, max_elements: int) -> Non
     to (support/call_budget.over_budget: the file's size, or a multiple of the op's largest tensor)."""
     try:
         why = over_budget(rule, meta_arguments(bound), max_elements)
-    except (ArithmeticError, TypeError, ValueError, IndexError, RuntimeError) as e:
+    except ValueError as e:   # arguments the kernel would trust wrongly (op_sizes.rnn, op_sizes_values.py)
+        raise LoadError(f"{at}: aten::{name}: {e}") from None
+    except (ArithmeticError, TypeError, IndexError, RuntimeError) as e:
         raise LoadError(f"{at}: its arguments do not describe a valid aten::{name} ({type(e).__name__})") from None
     if why is not None:
         raise LoadError(f"{at}: aten::{name} at the traced sizes {why}")

@@ -19,6 +19,7 @@ import torch
 from ..errors import LoadError
 from ..ir import Value
 from ..ops import STRING_ARGUMENTS, takes_numbers_for_tensors
+from .constants import device_constant
 
 INT64 = 2 ** 63
 MAX_DIMS = 64
@@ -229,8 +230,14 @@ def _check_value(v, rt: str, name: str, op: str, at: str) -> None:
             raise LoadError(f"{at}: expected a memory format, found {_show(v)}")
         return
     if rt == "Device":
-        if not isinstance(v, torch.device) and not (isinstance(v, str) and len(v) <= 32) \
-                and not (_is_int(v) and 0 <= v < 1024):
+        if isinstance(v, str) and len(v) <= 32:
+            try:
+                v = torch.device(v)
+            except RuntimeError:
+                raise LoadError(f"{at}: expected a device, found {_show(v)}") from None
+        if isinstance(v, torch.device):
+            device_constant(str(v), at)   # a device type tracejit traces on (constants.py)
+        elif not (_is_int(v) and 0 <= v < 1024):
             raise LoadError(f"{at}: expected a device, found {_show(v)}")
         return
     if rt in ("List[Tensor]", "List[Optional[Tensor]]"):

@@ -18,6 +18,7 @@ from . import op_sizes as size
 from . import op_sizes_args as args
 from . import op_sizes_broadcast as several
 from . import op_sizes_linalg as linalg
+from . import op_sizes_values as values
 from . import op_sizes_vision as vision
 
 
@@ -26,17 +27,20 @@ class SizeRule(FrozenRecord):
     multiply-adds (None: bounded by the elements); ``static_factor``: (bound arguments at load, names of
     those that are the file's own tensors) -> (the varying argument, elements and multiply-adds per element
     of it) when fixed at load, else None: the call then runs the full check only when that argument's
-    numel() passes a constant."""
-    __slots__ = _fields = ("elements", "flops", "static_factor")
+    numel() passes a constant; ``empty_only``: the argument whose emptiness alone can make the op outgrow it
+    (generated code checks ``if x.numel() == 0:``: a reshape of a non-empty tensor keeps its elements)."""
+    __slots__ = _fields = ("elements", "flops", "static_factor", "empty_only")
 
-    def __init__(self, elements: Callable, flops: Callable | None = None, static_factor: Callable | None = None):
+    def __init__(self, elements: Callable, flops: Callable | None = None, static_factor: Callable | None = None,
+                 empty_only: str | None = None):
         object.__setattr__(self, "elements", elements)
         object.__setattr__(self, "flops", flops)
         object.__setattr__(self, "static_factor", static_factor)
+        object.__setattr__(self, "empty_only", empty_only)
 
 
-def _rules(names: str, elements, flops=None, static_factor=None) -> dict:
-    return dict.fromkeys(names.split(), SizeRule(elements, flops, static_factor))
+def _rules(names: str, elements, flops=None, static_factor=None, empty_only=None) -> dict:
+    return dict.fromkeys(names.split(), SizeRule(elements, flops, static_factor, empty_only))
 
 
 def _pool(op: str) -> SizeRule:
@@ -113,6 +117,14 @@ RULES: dict[str, SizeRule] = {
     **_rules("linalg_qr qr", args.qr_factors),
     **_rules("scaled_dot_product_attention", args.attention, args.attention_flops),
     **_rules("grid_sampler", args.grid_sampler),
+    # an empty tensor of a new shape: its extent, which a reduction over its zero makes (op_sizes_values.py)
+    **_rules("view reshape view_copy", values.reshaped, empty_only="self"),
+    **_rules("unflatten", values.unflattened, empty_only="self"),
+    **_rules("pixel_unshuffle", values.pixel_unshuffled, empty_only="self"),
+    # values the kernels trust (op_sizes_values.py): a ValueError is a LoadError / GuardError
+    **_rules("mvlgamma special_multigammaln", values.mvlgamma),
+    **_rules("matrix_power linalg_matrix_power", values.matrix_power),
+    **_rules("binomial", values.binomial),
     # pooling: the output is at most the input, the work its window times the output
     **{op: _pool(op) for op in "avg_pool1d avg_pool2d avg_pool3d max_pool1d max_pool2d max_pool3d "
                             "max_pool1d_with_indices max_pool2d_with_indices max_pool3d_with_indices".split()},
@@ -126,6 +138,12 @@ CUSTOM_RULES: dict[str, SizeRule] = {
 }
 
 
+# splits that return a list: at most the pieces the node unpacks (bound["_tj_unpack"]; op_sizes_values.py)
+PIECES: dict[str, SizeRule] = {op: SizeRule(values.pieces_rule(op)) for op in values.SPLITS}
+# div / divide with rounding_mode="trunc": the smallest int by -1 traps (SIGFPE)
+TRUNC_DIVISION: dict[str, SizeRule] = dict.fromkeys(("div", "divide"), SizeRule(values.trunc_division))
+
+
 # every other op of two or more tensors: their broadcast or their sum (op_sizes_broadcast.py)
 SEVERAL_TENSORS = SizeRule(several.broadcast_or_sum, None, several.constant_factor)
 
@@ -134,13 +152,35 @@ def rule_for(name: str, bound: dict) -> SizeRule | None:
     """The size rule of a node of ``aten::name`` with schema-bound arguments ``bound``: the op's own,
     else ``SEVERAL_TENSORS`` when it takes two or more tensors and writes a new one (an in-place
     ``add_`` writes into its ``self``, whose shape the kernel keeps), else None (one tensor: its
-    family says why the output is bounded by it)."""
+    family says why the output is bounded by it). A split that returns a list gets its PIECES rule when
+    ``bound`` holds the pieces its node unpacks (``_tj_unpack``); a division with ``rounding_mode="trunc"``
+    its TRUNC_DIVISION rule."""
+    base = name[:-1] if name.endswith("_") and not name.startswith("_") else name
+    if base in PIECES and "_tj_unpack" in bound:
+        return PIECES[base]
+    if base in TRUNC_DIVISION and bound.get("rounding_mode") == "trunc":
+        return TRUNC_DIVISION[base]
     found = rule(name)
     if found is not None:
         return found
     if name.endswith("_") and not name.startswith("_"):
         return None
     return SEVERAL_TENSORS if sum(map(is_tensor, _leaves(bound))) >= 2 else None
+
+
+def checks_node(name: str, node) -> bool:
+    """Can ``rule_for`` give this node one of the rules that a plain ``rule(name)`` does not name (a split
+    that unpacks, a truncating division)? (serialize/budget_plan.py binds only such nodes.)"""
+    base = name[:-1] if name.endswith("_") and not name.startswith("_") else name
+    return (base in PIECES and "unpack" in node.attrs) or (
+        base in TRUNC_DIVISION and node.kwargs.get("rounding_mode") == "trunc")
+
+
+def with_unpack(name: str, bound: dict, node) -> dict:
+    """``bound`` with the pieces a split node unpacks (read by its PIECES rule)."""
+    if name in PIECES and isinstance(node.attrs.get("unpack"), int):
+        return {**bound, "_tj_unpack": node.attrs["unpack"]}
+    return bound
 
 
 def _leaves(bound: dict):

@@ -119,6 +119,7 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
     else:
         schema, bound = _any_fitting_schema(name, node, at)
     fam.check(name, bound, at)
+    bound = size_rules.with_unpack(name, bound, node)
     rule = size_rules.rule_for(name, bound)
     if rule is not None:
         op_checks.check_sizes(rule, name, bound, at, max_elements)

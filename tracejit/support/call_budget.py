@@ -26,6 +26,7 @@ import sys
 import threading
 from types import SimpleNamespace
 
+import torch
 from torch import Tensor
 
 from ..errors import BudgetError, GuardError
@@ -121,6 +122,17 @@ def _largest_tensor(args: dict) -> int:
     return best
 
 
+def _at_extent(v):
+    """An empty tensor as a meta tensor of its extent (each 0 of its shape counted as 1; anything else as it is):
+    an op that drops the zero dimension makes that many elements (a ``[2**28, 0]`` summed over dim 1), so
+    the size rules count empty tensors at their extent (serialize/op_sizes_values.py)."""
+    if isinstance(v, (list, tuple)):
+        return type(v)(_at_extent(x) for x in v) if any(hasattr(x, "numel") for x in v) else v
+    if hasattr(v, "numel") and hasattr(v, "shape") and v.numel() == 0 and len(v.shape) > 1:
+        return torch.empty([max(int(s), 1) for s in v.shape], dtype=v.dtype, device="meta")
+    return v
+
+
 def _count(n: int) -> str:
     return str(n) if n < 10 ** 30 else "more than 10^30"
 
@@ -135,9 +147,11 @@ def over_budget(rule, args: dict, file_elements: int, call_elements: int | None 
     step does. At load (``call_elements`` None, traced shapes) it is max(``file_elements``, CALL_FACTOR x
     the op's largest tensor argument): ops whose arguments can change are checked again at each call,
     the others' tensors are the file's own. Raises ValueError for arguments the kernel would trust
-    wrongly (op_sizes.rnn)."""
-    n = rule.elements(args)
-    work = rule.flops(args) if rule.flops is not None else None
+    wrongly (op_sizes.rnn, op_sizes_values.py). Empty tensors count at their extent (``_at_extent``)."""
+    # a reshape's rule reads its input's emptiness itself (empty_only: serialize/op_sizes_values.py)
+    sized = args if getattr(rule, "empty_only", None) else {k: _at_extent(v) for k, v in args.items()}
+    n = rule.elements(sized)
+    work = rule.flops(sized) if rule.flops is not None else None
     if (n is None or n <= file_elements) and (work is None or work <= WORK_FACTOR * file_elements):
         return None
     if call_elements is None:
