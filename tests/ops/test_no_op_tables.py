@@ -53,6 +53,8 @@ BARE_TABLES = {
                                         "EXACT_PASSES rewrite (folds, weight layouts, kernels)",
     ("migrate/aten_call.py", "slice,select,index"): "implementation: ATen calls emitted as Python indexing",
     ("trace/symfloat.py", "_OVERLOADS"): "implementation: int/float overloads of size arithmetic it records",
+    ("serialize/op_sizes_values.py", "SPLITS"): "implementation: the split ops whose piece count the loader's "
+                                                 "PIECES rule computes from each one's own arguments (_pieces)",
     # not tensor ops: Python-level names that happen to share an ATen op's name
     ("trace/index_reads.py", "_SAFE_CALLS"): "Python calls an index expression may make (x.size(), len())",
     ("trace/reads.py", "_COMPARISONS"): "Python comparison operators (operator.lt, ...)",
