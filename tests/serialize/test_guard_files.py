@@ -56,7 +56,12 @@ def test_guards_round_trip_and_fail_on_load(saved):
     (lambda gs: gs[0]["args"].append(1), ("operand",)),
     (lambda gs: gs[0]["attrs"].pop("expected"), ("expected",)),
     (lambda gs: gs[1]["args"].__setitem__(0, 3), ("needs a tensor",)),
-], ids=["test", "kind", "expected-text", "extra-attr", "long-line", "arity", "missing", "operand-kind"])
+    # a guard on a Python global (trace/global_reads.py) is in memory only: a file naming one is refused
+    (lambda gs: gs[0].update(args=[]) or gs[0]["attrs"].update(kind="global", test="global"), ("Python global",)),
+    (lambda gs: gs[0].update(args=[]) or gs[0]["attrs"].update(kind="global", test="global", module="os",
+                                                                  name="environ"), ("unknown node attribute 'module'",)),
+], ids=["test", "kind", "expected-text", "extra-attr", "long-line", "arity", "missing", "operand-kind",
+        "global", "global-named"])
 def test_bad_guards_are_refused(saved, edit, needles):
     expect_load_error(edit_guard(saved[1], edit), *needles)
 

@@ -17,7 +17,7 @@ from ..errors import GuardError, TracerWarning
 from ..export.guards import pinning_guards, plan_guards
 from ..export.onnx_export import export_onnx, input_names, traced_graph
 from .torch_program import optimized
-from ..ir import ScalarType, Value
+from ..ir import GUARD, ScalarType, Value
 from ..passes.inline import inline_calls
 from ..passes.pipeline import program_device
 from ..runtime import specialize
@@ -49,10 +49,10 @@ def prepare(traced, backend: str):
     extra = spec_set.extra() if spec_set is not None else []
     first = traced_graph(prepared)
     if not extra:
-        return prepared, [(first, export_onnx(prepared, guard_outputs=bool(after_run_guards(first))))]
+        return prepared, [(first, export_onnx(prepared, graph=first, guard_outputs=bool(after_run_guards(first))))]
     with warnings.catch_warnings():   # the per-call choice checks every guard: none is left unchecked
         warnings.filterwarnings("ignore", "export_onnx: .* cannot be checked by the ONNX model", TracerWarning)
-        models = [(first, export_onnx(prepared, guard_outputs=bool(after_run_guards(first))))]
+        models = [(first, export_onnx(prepared, graph=first, guard_outputs=bool(after_run_guards(first))))]
         for spec in extra:
             graph = inline_calls(spec.graph)
             models.append((graph, export_onnx(prepared, graph=spec.graph, guard_outputs=bool(after_run_guards(graph)))))
@@ -119,6 +119,7 @@ def _check_graph(graph, backend: str):
     _, unchecked = plan_guards(checked_graph, guard_outputs=True)
     after_run = {id(g) for g in after_run_guards(checked_graph)}   # the model's guard outputs check these
     unchecked = [g for g in unchecked if id(g) not in after_run]
+    unchecked += [n for n in checked_graph.nodes if n.op == GUARD and n.attrs.get("kind") == "global"]  # Python's
     producers = {id(v): n for n in checked_graph.nodes for v in n.outputs if v is not None}
     kept, checks = {}, []
     for guard in unchecked:

@@ -6,8 +6,11 @@
 """
 from __future__ import annotations
 
+import sys
+
 from ..ir import BOOL_TESTS, Node, guard_expr
 from ..ir.guard_nodes import flag_predicate
+from ..support.global_guards import ContainerCheck, global_value, inline_check
 from ..support.guards import GuardFailure
 from ..support.guards import needs_plain, plain_value
 
@@ -24,6 +27,9 @@ class GuardEmitter:
         pred = guard_expr(test, operands, node.attrs.get("call"), [f"{k}={gen.expr(v)}" for k, v in node.kwargs.items()])
         if test == "training" and node.attrs.get("path"):   # a submodule's flag (trace/module_flags.py)
             pred = flag_predicate(node.attrs["path"])
+        if test == "global":   # a module-level global (trace/global_reads.py)
+            self._emit_global(node)
+            return
         if needs_plain(test, expected):
             # NaN, signed zeros, tuples, strings and objects compare as support/guards.plain_value gives them
             pred = f"_tj_plain({pred})"
@@ -36,6 +42,24 @@ class GuardEmitter:
             now = pred
         k = len(self.table)
         self.table.append((node, pred))
+        gen.emit(f"if {cond}: _tj_guard({k}, {now})", node.source)
+
+    def _emit_global(self, node: Node) -> None:
+        """``if <the global's value differs>: _tj_guard(k, _tj_global(<module's __dict__>, 'NAME'))``: a scalar is
+        compared inline, anything else through ``global_value``; a module no longer imported reads as unbound."""
+        gen = self.gen
+        module = sys.modules.get(node.attrs.get("module"))
+        mapping = getattr(module, "__dict__", None)
+        table = gen.const_global(mapping if isinstance(mapping, dict) else {})
+        gen.globals["_tj_global"] = global_value
+        name, expected = node.attrs["name"], node.attrs["expected"]
+        now = f"_tj_global({table}, {name!r})"
+        cond = inline_check(expected, f"{table}.get({name!r})", gen.expr)
+        if cond is None:   # a container (or NaN, a signed zero): the object the trace read, else its value
+            check = ContainerCheck(mapping if isinstance(mapping, dict) else {}, name, expected)
+            cond = f"{gen.const_global(check)}.changed()"
+        k = len(self.table)
+        self.table.append((node, now))
         gen.emit(f"if {cond}: _tj_guard({k}, {now})", node.source)
 
     def failure(self, fn_name: str):

@@ -1,8 +1,9 @@
 """What becomes of a traced program's guards (``tracejit::guard``) in an ONNX model.
 
-- ``training``, ``rank`` and ``state`` guards always hold in the exported model: it is the traced mode's
-  program (and the global torch state's at trace time), and every input has the traced rank (ONNX
-  checks ranks at the entry).
+- ``training``, ``rank``, ``state`` and ``global`` guards always hold in the exported model: it is the traced
+  mode's program (and the global torch state's and the Python globals' at trace time: export_onnx refuses a
+  program whose globals changed since, and the onnxruntime / OpenVINO programs check them before each run,
+  backends/onnx_call.py), and every input has the traced rank (ONNX checks ranks at the entry).
 - A ``size`` guard that pins an input dimension to a number (``x.size(1) == 3``, or
   ``x.size(1) != 3`` being False) makes that dimension static: onnxruntime checks it at the entry.
 - Other size guards (``seq_len > 64``, sizes of intermediates) cannot be checked by ONNX: the
@@ -28,6 +29,7 @@ from ..errors import TracerWarning
 from ..ir import Graph, Value
 from ..ops import draws_random, split_name
 from ..ops.names import SIZE_READS, STATE_READS, SYM_MATH
+from ..support.global_guards import stale_global
 from .errors import ExportError
 
 GUARD_OP = "tracejit::guard"
@@ -36,7 +38,7 @@ GUARD_OP = "tracejit::guard"
 GUARD_OUTPUTS_HINT = ("export_onnx(..., guard_outputs=True) (tracejit export --guard-outputs) exports such guards "
                       "as boolean outputs the model computes, tracejit_guard_<k>, True where the guard holds: "
                       "a caller must check them, or it can get the traced branch's answer for other data")
-ALWAYS_HOLD = ("training", "rank", "dtype", "device", "state")
+ALWAYS_HOLD = ("training", "rank", "dtype", "device", "state", "global")
 
 
 # metadata every tensor of an ONNX model has: a guard that expects it holds there (others make export fail)
@@ -87,6 +89,16 @@ def plan_guards(graph: Graph, guard_outputs: bool = False) -> tuple[dict, list]:
         else:
             unchecked.append(node)
     return pinned, unchecked
+
+
+def refuse_changed_globals(graph: Graph) -> None:
+    """ExportError where a module-level global the trace read (a ``global`` guard) has changed since: the ONNX
+    model would hold the values of the trace, not the ones eager now reads."""
+    for node in graph.nodes:
+        changed = stale_global(node.attrs) if node.op == GUARD_OP and node.attrs.get("kind") == "global" else None
+        if changed is not None:
+            raise ExportError(f"the program was traced with a module-level global that has changed since "
+                              f"({changed}): trace again to export the current values", GUARD_OP, node.source)
 
 
 def pinning_guards(graph: Graph) -> list:

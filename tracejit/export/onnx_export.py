@@ -22,7 +22,7 @@ from .dtypes import onnx_dtype
 from .errors import ExportError
 from .guard_outputs import METADATA_KEY as GUARDS_METADATA, add_outputs as add_guard_outputs
 from .guard_outputs import check_supported as checked_guard_form
-from .guards import plan_guards, warn_unchecked
+from .guards import plan_guards, refuse_changed_globals, warn_unchecked
 from .lowering import Lowering
 from .model_check import check_and_infer
 from .recorder import NamingGraphBuilder as GraphBuilder, Recorder
@@ -64,6 +64,8 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
     ['x_dim0', 'x_dim1']
     """
     onnx = require("onnx")
+    if graph is None:   # a method's own trace, as users export it (a backend's per-specialization graphs: per call)
+        refuse_changed_globals(method_graph(program_of_traced(traced), method))
     proto = require("onnx_ir").serde.serialize_model(build_model(traced, opset, method=method,
                                                                       doc_strings=doc_strings, graph=graph,
                                                                       max_nodes=max_nodes,

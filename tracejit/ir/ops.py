@@ -81,8 +81,11 @@ _DEFS = (
           "g.manual_seed(attrs.seed) of a generator forward made: args (g,)"),
     OpDef("tracejit::guard", {"kind": Attr(str), "test": Attr(str), "expected": Attr(object),
                               "seen": _optional(object), "what": _optional(str), "line": _optional(str),
-                              "call": _optional(str), "path": _optional(str)},
-          False, ("kind", "test", "expected"),
+                              "call": _optional(str), "path": _optional(str),
+                              # a ``global`` guard's module and variable (trace/global_reads.py): in memory only
+                              "module": Attr(str, required=False, saved=False),
+                              "name": Attr(str, required=False, saved=False)},
+          False, ("kind", "test", "module", "name", "expected"),
           "fails the call unless GUARD_TESTS[test](*args) == expected"),
 )
 OPS = {d.name: d for d in _DEFS}
@@ -121,12 +124,13 @@ GUARD_TESTS = {
     "dim": (1, "{0}.dim()"), "len": (1, "len({0})"), "training": (0, "self.training"),
     "dtype": (1, "str({0}.dtype)"), "device": (1, "str({0}.device)"),
     "call": (-1, ""),   # any number of operands (and kwargs): the call named by attrs.call (call_text)
+    "global": (0, ""),  # a module-level global: attrs.module / attrs.name (trace/global_reads.py, codegen/guards.py)
 }
 # attrs.call of a "call" guard: how the call is written, "kind:name" (trace/boundary.py)
 CALL_FORMS = {"method": "{0}.{name}({rest})", "attr": "{0}.{name}", "fn": "{name}({all})", "builtin": "{name}({all})"}
 # which guards need no device sync: kept by guards="shapes"
 GUARD_KINDS = {"size": "free", "rank": "free", "length": "free", "training": "free", "value": "sync",
-               "dtype": "free", "device": "free", "meta": "free", "state": "free"}
+               "dtype": "free", "device": "free", "meta": "free", "state": "free", "global": "free"}
 BOOL_TESTS = {"eq", "ne", "lt", "le", "gt", "ge", "truth", "equal", "training"}
 
 

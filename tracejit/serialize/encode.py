@@ -14,6 +14,7 @@ from ..ir import Graph, Node, ScalarType, SourceLoc, TensorType, Value
 from ..ops.names import GETITEM, SETITEM, base_name
 from ..ir.ops import saved_attrs
 from ..ir.target import CallTargetError, as_target, target_text
+from ..support.global_guards import stale_global
 from . import limits
 from .document_checks import check_attrs, identifier
 from ..lazy_module import LazyModule
@@ -89,6 +90,13 @@ def encode_graph(graph: Graph, where: str) -> dict:
         index[id(v)] = len(index)
     nodes = []
     for node in graph.nodes:
+        if node.op == "tracejit::guard" and node.attrs.get("kind") == "global":
+            changed = stale_global(node.attrs)
+            if changed is not None:
+                raise SaveError(f"{where}: the program was traced with a module-level global that has changed since "
+                                f"({changed}; {node.source}). A file holds no check of Python globals: trace again "
+                                "to save the current values")
+            continue   # a module's global: a file is loaded where that module need not exist (trace/global_reads.py)
         if node.op in (GETITEM, SETITEM):
             raise SaveError(f"{where}: {node.op} at {node.source} indexes with a Python object that cannot be "
                             "saved as data")

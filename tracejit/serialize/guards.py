@@ -119,6 +119,8 @@ def check_guard(node, at: str) -> None:
     if a.get("kind") not in GUARD_KINDS or guard_arity(a.get("test")) is None or (
             (a.get("kind") == "state") != (a.get("test") not in GUARD_TESTS)):
         raise LoadError(f"{at}: unknown guard kind {str(a.get('kind'))[:40]!r} or test {str(a.get('test'))[:40]!r}")
+    if a.get("kind") == "global" or a.get("test") == "global":   # Python globals: in memory only (encode.py)
+        raise LoadError(f"{at}: a file holds no guard on a Python global (tracejit.save never writes one)")
     unknown = set(a) - {"kind", "test", "expected", "seen", "what", "line", "call", "path"}
     if unknown:
         raise LoadError(f"{at}: unknown guard attributes {sorted(map(str, unknown))[:5]}")

@@ -18,12 +18,22 @@ schema 1 and 2 have no table and load with their first traces only.
 """
 from __future__ import annotations
 
+from ..support.global_guards import stale_global
+
+
+def _traced_for_other_globals(graph) -> bool:
+    """Does ``graph`` hold a ``global`` guard (trace/global_reads.py) that fails with the globals' values now?"""
+    return any(n.op == "tracejit::guard" and n.attrs.get("kind") == "global" and stale_global(n.attrs) is not None
+               for n in graph.nodes)
+
 
 def encode_table(program, graphs) -> list:
     """The table for ``program`` (a Program: tracejit/program.py); ``graphs`` is the archive's graph table."""
     out = []
     count: dict = {}
     for spec in program.specializations:
+        if _traced_for_other_globals(spec.graph):
+            continue   # the file holds the globals' values at saving (encode.py): this one is never chosen
         n = count[spec.method] = count.get(spec.method, 0) + 1
         src = spec.source
         out.append({"method": spec.method, "graph": graphs.add(spec.graph, "", f"{spec.method}/specialization{n}"),

@@ -14,7 +14,7 @@ from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
-from . import boundary, capture, frame_returns, global_state, legacy, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
+from . import boundary, capture, frame_returns, global_reads, global_state, legacy, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
 from . import outer_state, rng_record  # noqa: F401  (rng_record's stand-ins register)
 from .symbolic import get_tracer, set_tracer
 
@@ -141,6 +141,8 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
             bind_outputs(tracer, frame, result)
     if module is not None:
         module_flags.add_guards(tracer, graph)
+    if guards is not False:
+        global_reads.add_guards(watch.outer, graph, allow_frozen_python_state, ledger)
     recorded = [g for methods in tracer.methods.values() for g in methods.values() if id(g) not in known]
     for g in recorded + [graph]:   # submodule graphs made by this recording, then the method's own
         finish(g)

@@ -154,6 +154,16 @@ class OuterState:
                                  f"({_kind(g.get(name))})", _first_write(codes, name)))
         return self.changes, self.lazy
 
+    def globals_read(self) -> list:
+        """``(globals dict, name, [codes naming it])`` of every global user code named while tracing that forward
+        did not change and did not set up lazily (after ``finish``): what global_reads.py may guard."""
+        out = []
+        for g, name, before, codes in self._globals.values():
+            if name in self._exempt or before == _NONE or name not in g or _fp(g[name]) != before:
+                continue
+            out.append((g, name, codes))
+        return out
+
 
 def _installed_library(filename: str) -> bool:
     """Is ``filename`` a file of an installed package (site-packages / dist-packages)? Such code's globals are the

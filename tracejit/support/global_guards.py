@@ -1,0 +1,133 @@
+"""The value of a module-level global as a ``global`` guard compares it (trace/global_reads.py).
+
+A global the user's code read while tracing (``SCALE = 2.0``, ``USE_BIAS = True``, ``SIZES = (64, 128)``,
+``CFG = {"eps": 1e-5}``) is frozen into the trace: eager reads it again at every call. So the generated
+code compares ``global_value(module.__dict__, name)`` with the traced one on entry. The value is plain data:
+
+- bools, ints, floats, strings, bytes, None and complex numbers as ``support/guards.plain_value`` gives them,
+  tagged with their type's name (``1`` and ``1.0`` and ``True`` promote tensors differently, so they differ);
+- tuples, lists, dicts, sets and frozensets of those, at most ``MAX_ITEMS`` items, by their items (a dict in
+  its order, a set sorted by ``repr``);
+- anything else: ``None`` from ``guardable`` (no guard: tensors are captures, modules, functions and
+  classes are code, other objects are compared by identity elsewhere or not at all).
+
+A value that is no longer of a guardable kind, or a name no longer bound, gives a value no trace recorded.
+
+>>> g = {"SCALE": 2.0, "SIZES": (64, 128)}
+>>> global_value(g, "SCALE"), global_value(g, "SIZES")
+(['float', 2.0], ['tuple', [['int', 64], ['int', 128]]])
+>>> global_value({"SCALE": 2}, "SCALE") == global_value(g, "SCALE")
+False
+>>> global_value({}, "SCALE")
+['unbound']
+"""
+from __future__ import annotations
+
+import sys
+
+from .guards import plain_value
+
+MAX_ITEMS = 64      # a larger container (a vocabulary, a table) is not guarded item by item
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+_CONTAINERS = (tuple, list, dict, set, frozenset)
+_UNBOUND = ["unbound"]
+
+
+def _scalar(v) -> list:
+    return [type(v).__name__, plain_value(v) if not isinstance(v, bytes) else v.hex()]
+
+
+def guardable(value) -> list | None:
+    """``value`` as plain data a guard compares, or None where it is not guarded (module docstring)."""
+    if type(value) in _SCALARS:
+        return _scalar(value)
+    if type(value) in _CONTAINERS and len(value) <= MAX_ITEMS:
+        if isinstance(value, dict):
+            items = [(guardable(k), guardable(v)) for k, v in value.items()]
+            if any(k is None or v is None for k, v in items):
+                return None
+            return ["dict", [[k, v] for k, v in items]]
+        members = [guardable(v) for v in value]
+        if any(m is None for m in members):
+            return None
+        if isinstance(value, (set, frozenset)):
+            members.sort(key=repr)
+        return [type(value).__name__, members]
+    return None
+
+
+def global_value(mapping: dict, name: str) -> list:
+    """What the guard on global ``name`` of ``mapping`` (a module's ``__dict__``) reads at call time."""
+    try:
+        value = mapping[name]
+    except KeyError:
+        return _UNBOUND
+    plain = guardable(value)
+    return plain if plain is not None else ["object", type(value).__qualname__]
+
+
+def stale_global(attrs: dict) -> str | None:
+    """Where the ``global`` guard with these attributes fails now: what changed (else None). A file keeps no such
+    guard (serialize/encode.py), so it is saved only with the values the global has at the time of saving."""
+    module = sys.modules.get(attrs.get("module"))
+    mapping = getattr(module, "__dict__", None)
+    name = attrs.get("name")
+    now = global_value(mapping, name) if isinstance(mapping, dict) else _UNBOUND
+    if now == attrs.get("expected"):
+        return None
+    said = repr(mapping[name])[:80] if now is not _UNBOUND else "unbound"
+    return f"{attrs.get('what')}, now {said}"
+
+
+def inline_check(expected, read: str, expr) -> str | None:
+    """The generated code's failing condition for a scalar global without calling ``global_value`` (a guard per
+    global on every call: a dict lookup and a compare, ~0.1 us), or None where ``global_value`` must decide
+    (containers, NaN, signed zeros). ``read``: the text reading the global (unbound: None); ``expr``: renders
+    a constant (codegen's ``CodeGen.expr``).
+
+    >>> inline_check(["float", 2.0], "g.get('K')", repr)
+    "g.get('K').__class__ is not float or g.get('K') != 2.0"
+    >>> inline_check(["bool", True], "g.get('F')", repr)
+    "g.get('F') is not True"
+    """
+    if not (isinstance(expected, list) and len(expected) == 2):
+        return None
+    kind, value = expected
+    if kind == "NoneType":
+        return f"{read} is not None"
+    if kind == "bool" and isinstance(value, bool):
+        return f"{read} is not {value!r}"
+    if (kind, type(value)) in (("int", int), ("float", float), ("str", str)):
+        return f"{read}.__class__ is not {kind} or {read} != {expr(value)}"
+    return None
+
+
+class ContainerCheck:
+    """The call-time check of a container global: the object the trace read, unchanged (the same object, equal to a
+    copy taken when the check was made, its items of the same types) in a few C-level compares; anything else is
+    decided by ``global_value`` (a rebinding to an equal container passes).
+
+    >>> g = {"CFG": {"eps": 0.5}}
+    >>> check = ContainerCheck(g, "CFG", global_value(g, "CFG"))
+    >>> check.changed(), g["CFG"].update(eps=1), check.changed()
+    (False, None, True)
+    """
+    __slots__ = ("mapping", "name", "expected", "obj", "copy", "types")
+
+    def __init__(self, mapping: dict, name: str, expected):
+        self.mapping, self.name, self.expected = mapping, name, expected
+        obj = mapping.get(name)
+        same = isinstance(obj, _CONTAINERS) and global_value(mapping, name) == expected
+        self.obj = obj if same else _UNBOUND   # never the object read: always decided by global_value
+        self.copy = obj.copy() if same and not isinstance(obj, (tuple, frozenset)) else None
+        self.types = list(map(type, _items(obj))) if same else None
+
+    def changed(self) -> bool:
+        v = self.mapping.get(self.name)
+        if v is self.obj and (self.copy is None or v == self.copy) and list(map(type, _items(v))) == self.types:
+            return False
+        return global_value(self.mapping, self.name) != self.expected
+
+
+def _items(container):
+    return container.values() if isinstance(container, dict) else container
