@@ -14,6 +14,8 @@ import torch
 
 import tracejit
 
+import global_settings
+
 SCALE = 2.0
 USE_BIAS = True
 SHAPE = (2, 3)
@@ -150,3 +152,30 @@ def test_what_is_not_guarded():
     assert not [n for n in traced.graph.nodes if n.attrs.get("kind") == "global"]
     traced = tracejit.trace(scaled, (torch.randn(3),))
     assert [n.attrs["name"] for n in traced.graph.nodes if n.attrs.get("kind") == "global"] == ["SCALE"]
+
+
+def from_settings(x):
+    y = x * global_settings.SCALE + global_settings.Defaults.EPS
+    return y.reshape(global_settings.SIZES) if global_settings.Defaults.MODE == "add" else -y
+
+
+@pytest.mark.parametrize("change", [
+    lambda: setattr(global_settings, "SCALE", 4.0),
+    lambda: global_settings.SIZES.reverse(),                     # in place: the same list, other items
+    lambda: setattr(global_settings.Defaults, "MODE", "sub"),
+], ids=["module_attribute", "module_list_in_place", "class_attribute"])
+def test_attributes_of_a_settings_module_are_guarded(monkeypatch, change):
+    monkeypatch.setattr(global_settings, "SCALE", 2.0)
+    monkeypatch.setattr(global_settings, "SIZES", [2, 3])
+    monkeypatch.setattr(global_settings.Defaults, "MODE", "add")
+    x = torch.arange(6.0)
+    traced = tracejit.trace(from_settings, (x,))
+    jitted = _quiet(torch.jit.trace, from_settings, (x,))
+    names = sorted(n.attrs["name"] for n in traced.graph.nodes if n.attrs.get("kind") == "global")
+    assert names == ["EPS", "MODE", "SCALE", "SIZES"]
+    change()
+    want = from_settings(x)
+    assert not (jitted(x).shape == want.shape and torch.equal(jitted(x), want))
+    got = _quiet(traced, x)
+    assert got.shape == want.shape and torch.equal(got, want)
+    assert len(traced.specializations) == 2

@@ -6,11 +6,9 @@
 """
 from __future__ import annotations
 
-import sys
-
 from ..ir import BOOL_TESTS, Node, guard_expr
 from ..ir.guard_nodes import flag_predicate
-from ..support.global_guards import ContainerCheck, global_value, inline_check
+from ..support.global_guards import ContainerCheck, global_value, inline_check, namespace
 from ..support.guards import GuardFailure
 from ..support.guards import needs_plain, plain_value
 
@@ -48,15 +46,14 @@ class GuardEmitter:
         """``if <the global's value differs>: _tj_guard(k, _tj_global(<module's __dict__>, 'NAME'))``: a scalar is
         compared inline, anything else through ``global_value``; a module no longer imported reads as unbound."""
         gen = self.gen
-        module = sys.modules.get(node.attrs.get("module"))
-        mapping = getattr(module, "__dict__", None)
-        table = gen.const_global(mapping if isinstance(mapping, dict) else {})
+        mapping = namespace(node.attrs)
+        table = gen.const_global(mapping)
         gen.globals["_tj_global"] = global_value
         name, expected = node.attrs["name"], node.attrs["expected"]
         now = f"_tj_global({table}, {name!r})"
         cond = inline_check(expected, f"{table}.get({name!r})", gen.expr)
         if cond is None:   # a container (or NaN, a signed zero): the object the trace read, else its value
-            check = ContainerCheck(mapping if isinstance(mapping, dict) else {}, name, expected)
+            check = ContainerCheck(mapping, name, expected)
             cond = f"{gen.const_global(check)}.changed()"
         k = len(self.table)
         self.table.append((node, now))

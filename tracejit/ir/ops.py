@@ -84,7 +84,8 @@ _DEFS = (
                               "call": _optional(str), "path": _optional(str),
                               # a ``global`` guard's module and variable (trace/global_reads.py): in memory only
                               "module": Attr(str, required=False, saved=False),
-                              "name": Attr(str, required=False, saved=False)},
+                              "name": Attr(str, required=False, saved=False),
+                              "owner": Attr(str, required=False, saved=False)},
           False, ("kind", "test", "module", "name", "expected"),
           "fails the call unless GUARD_TESTS[test](*args) == expected"),
 )

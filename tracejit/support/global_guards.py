@@ -24,6 +24,7 @@ False
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 
 from .guards import plain_value
 
@@ -66,13 +67,24 @@ def global_value(mapping: dict, name: str) -> list:
     return plain if plain is not None else ["object", type(value).__qualname__]
 
 
+def namespace(attrs: dict) -> Mapping:
+    """Where a ``global`` guard reads: the ``__dict__`` of the module ``attrs["module"]`` names, or of its class
+    ``attrs["owner"]`` (a live mapping proxy); an empty dict where that module or class is gone (the guard fails)."""
+    obj = sys.modules.get(attrs.get("module"))
+    owner = attrs.get("owner")
+    if owner and obj is not None:
+        obj = getattr(obj, owner, None)
+        obj = obj if isinstance(obj, type) else None
+    space = getattr(obj, "__dict__", None) if obj is not None else None
+    return space if isinstance(space, Mapping) else {}
+
+
 def stale_global(attrs: dict) -> str | None:
     """Where the ``global`` guard with these attributes fails now: what changed (else None). A file keeps no such
     guard (serialize/encode.py), so it is saved only with the values the global has at the time of saving."""
-    module = sys.modules.get(attrs.get("module"))
-    mapping = getattr(module, "__dict__", None)
+    mapping = namespace(attrs)
     name = attrs.get("name")
-    now = global_value(mapping, name) if isinstance(mapping, dict) else _UNBOUND
+    now = global_value(mapping, name)
     if now == attrs.get("expected"):
         return None
     said = repr(mapping[name])[:80] if now is not _UNBOUND else "unbound"

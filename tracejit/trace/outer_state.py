@@ -55,6 +55,7 @@ class OuterState:
 
     def __init__(self):
         self.codes: set = set()     # the code objects looked at (first call)
+        self.forward_codes: dict = {}   # forward's own user code -> its globals (global_reads.py reads its loads)
         self._globals: dict = {}    # (id(globals), name) -> (globals dict, name, fingerprint, [codes naming it])
         self._frames: dict = {}     # id(frame) -> (frame, {free variable: fingerprint})
         self._inputs: list = []     # (where, container, fingerprint)
@@ -74,6 +75,7 @@ class OuterState:
             self._exempt.update(code.co_freevars + code.co_names)
             return
         g = frame.f_globals
+        self.forward_codes[code] = g
         for name in code.co_names:
             if name in g:
                 seen = self._globals.get((id(g), name))
