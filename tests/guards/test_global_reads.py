@@ -6,6 +6,7 @@ Each test changes a global of this module after tracing and compares tracejit wi
 from __future__ import annotations
 
 import io
+import os
 import sys
 import warnings
 
@@ -179,3 +180,28 @@ def test_attributes_of_a_settings_module_are_guarded(monkeypatch, change):
     got = _quiet(traced, x)
     assert got.shape == want.shape and torch.equal(got, want)
     assert len(traced.specializations) == 2
+
+
+def env_scaled(x):
+    y = x * float(os.environ.get("TRACEJIT_TEST_SCALE", "1"))
+    if "TRACEJIT_TEST_SHIFT" in os.environ:
+        y = y + 10
+    return y
+
+
+@pytest.mark.parametrize("name,value", [("TRACEJIT_TEST_SCALE", "3"), ("TRACEJIT_TEST_SHIFT", "")],
+                         ids=["value", "presence"])
+def test_environment_variables_read_are_guarded(monkeypatch, name, value):
+    monkeypatch.setenv("TRACEJIT_TEST_SCALE", "2")
+    monkeypatch.delenv("TRACEJIT_TEST_SHIFT", raising=False)
+    x = torch.arange(4.0)
+    traced = tracejit.trace(env_scaled, (x,))
+    jitted = _quiet(torch.jit.trace, env_scaled, (x,))
+    loaded = _roundtrip(traced)
+    monkeypatch.setenv(name, value)
+    want = env_scaled(x)
+    assert not torch.equal(jitted(x), want)
+    assert torch.equal(_quiet(traced, x), want)
+    assert torch.equal(loaded(x), x * 2)   # a file is a snapshot of the environment of saving
+    with pytest.raises(tracejit.SaveError, match=f"environment variable '{name}'"):
+        _roundtrip(traced)

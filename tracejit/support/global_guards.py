@@ -74,6 +74,8 @@ def namespace(attrs: dict) -> Mapping:
     owner = attrs.get("owner")
     if owner and obj is not None:
         obj = getattr(obj, owner, None)
+        if isinstance(obj, Mapping):   # os.environ (trace/env_reads.py)
+            return obj
         obj = obj if isinstance(obj, type) else None
     space = getattr(obj, "__dict__", None) if obj is not None else None
     return space if isinstance(space, Mapping) else {}
@@ -102,6 +104,8 @@ def inline_check(expected, read: str, expr) -> str | None:
     >>> inline_check(["bool", True], "g.get('F')", repr)
     "g.get('F') is not True"
     """
+    if expected == _UNBOUND:   # an environment variable unset when traced (trace/env_reads.py): values are str
+        return f"{read} is not None"
     if not (isinstance(expected, list) and len(expected) == 2):
         return None
     kind, value = expected

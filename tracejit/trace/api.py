@@ -14,7 +14,7 @@ from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
-from . import boundary, capture, frame_returns, global_reads, global_state, legacy, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
+from . import boundary, capture, env_reads, frame_returns, global_reads, global_state, legacy, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
 from . import outer_state, rng_record  # noqa: F401  (rng_record's stand-ins register)
 from .symbolic import get_tracer, set_tracer
 

@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import dis
 import linecache
+import os
 import reprlib
 import sys
 import types
 from functools import lru_cache
 
 from ..ir import GUARD, Node, SourceLoc
-from ..support.global_guards import guardable
+from ..support.global_guards import global_value, guardable
 from .frame_returns import _is_user
 from .outer_state import _installed_library
 
@@ -152,6 +153,13 @@ def guard_nodes(outer) -> list:
             found[key] = node
     for key, node in _attribute_guards(outer):
         found.setdefault(key, node)
+    for var, loc in outer.env_reads.items():   # os.environ (env_reads.py): a str, or unbound
+        expected = global_value(os.environ, var)
+        found[("os", "environ", var)] = Node(GUARD, "", (), attrs={
+            "kind": KIND, "test": KIND, "expected": expected, "seen": expected, "module": "os", "owner": "environ",
+            "name": var, "what": f"environment variable {var!r} was "
+                                f"{_short(os.environ[var]) if var in os.environ else 'unset'} when traced",
+            "line": linecache.getline(loc.filename, loc.lineno).strip()}, source=loc, effectful=True)
     return [found[k] for k in sorted(found)]
 
 

@@ -56,6 +56,7 @@ class OuterState:
     def __init__(self):
         self.codes: set = set()     # the code objects looked at (first call)
         self.forward_codes: dict = {}   # forward's own user code -> its globals (global_reads.py reads its loads)
+        self.env_reads: dict = {}   # environment variable -> where the user's code first read it (env_reads.py)
         self._globals: dict = {}    # (id(globals), name) -> (globals dict, name, fingerprint, [codes naming it])
         self._frames: dict = {}     # id(frame) -> (frame, {free variable: fingerprint})
         self._inputs: list = []     # (where, container, fingerprint)
