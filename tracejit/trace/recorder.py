@@ -26,10 +26,11 @@ from ..ir.target import function
 from ..ops import custom as custom_ops
 from ..pytree import flatten
 from . import (boundary, decompositions, dtype_reads, grad_mode, len_reads, ops, pieces, provenance, reads,
-               self_results, subscript)
+               self_results, subscript, torch_rounding)
 from .guards import GuardMaker
 from .ledger import Ledger, torch_phrase
 from .source import in_torch, user_location
+from .provenance import TracedFloat
 from .symbolic import TracedInt
 
 _VALUE_READS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__complex__",
@@ -211,6 +212,10 @@ class Tracer(TorchFunctionMode):
 
     def _dispatch(self, func, types_, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if args and isinstance(args[0], TracedFloat):   # torch.ceil(h / p) (torch_rounding.py)
+            rounded = torch_rounding.rounding(func, args, kwargs)
+            if rounded is not torch_rounding.NOT_ROUNDING:
+                return rounded
         name = getattr(func, "__name__", "")
         if name == "__get__":
             return reads.property_read(self, func, args)
