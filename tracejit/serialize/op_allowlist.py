@@ -154,14 +154,18 @@ FAMILIES = (
         "n / s / window sizes are size arguments counted in the allocation budget at load; norm from a fixed set"),
     Family("private", _ops("_upsample_nearest_exact1d _upsample_nearest_exact2d "
                            "_upsample_nearest_exact3d _to_copy _log_softmax _softmax _shape_as_tensor _standard_gamma "
-                           "_convolution"),
+                           "_convolution _grouped_mm"),
            chk.schema_only,
            "reviewed one by one: _upsample_nearest_exact1d, _upsample_nearest_exact2d and "
            "_upsample_nearest_exact3d are F.interpolate's nearest-exact, checked like upsample_nearest (and sized "
            "as amplifiers); _to_copy is .to's copy; _softmax / _log_softmax take a checked dim and a bool; "
            "_shape_as_tensor makes a 1-D tensor of the sizes; _standard_gamma samples element by element "
            "(torch.distributions), its output shaped like its input; _convolution is convolution's dispatcher "
-           "(TorchScript files name it; migrate keeps it) with three more bools, sized as convolution"),
+           "(TorchScript files name it; migrate keeps it) with three more bools, sized as convolution; "
+           "_grouped_mm is transformers' mixture of experts (each expert's rows times its weights): the kernel "
+           "checks ranks, dtypes and offs's length but trusts offs's values, which its size rule checks before "
+           "every call (op_sizes_grouped.py: non-decreasing from 0 to the ragged size), its output and work sized "
+           "there"),
 )
 
 # Default-deny for sizes: every allowed op has a size rule (size_rules.py) or belongs to a family

@@ -17,6 +17,7 @@ from ..records import FrozenRecord
 from . import op_sizes as size
 from . import op_sizes_args as args
 from . import op_sizes_broadcast as several
+from . import op_sizes_grouped as grouped
 from . import op_sizes_linalg as linalg
 from . import op_sizes_values as values
 from . import op_sizes_vision as vision
@@ -94,6 +95,7 @@ RULES: dict[str, SizeRule] = {
     **_rules("tensordot", linalg.tensordot_elements, linalg.tensordot_flops),
     **_rules("chain_matmul linalg_multi_dot", linalg.chain_elements, linalg.chain_flops),
     **_rules("cdist", linalg.cdist_elements, linalg.cdist_flops),
+    **_rules("_grouped_mm", grouped.grouped_mm_elements, grouped.grouped_mm_flops),   # offs checked too
     # more than their input: one result per q per slice; rank coordinates per element
     **_rules("quantile nanquantile", several.quantile),
     **_rules("nonzero argwhere", several.nonzero),
