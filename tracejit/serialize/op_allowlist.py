@@ -154,7 +154,7 @@ FAMILIES = (
         "n / s / window sizes are size arguments counted in the allocation budget at load; norm from a fixed set"),
     Family("private", _ops("_upsample_nearest_exact1d _upsample_nearest_exact2d "
                            "_upsample_nearest_exact3d _to_copy _log_softmax _softmax _shape_as_tensor _standard_gamma "
-                           "_convolution _grouped_mm"),
+                           "_convolution _grouped_mm _weight_norm"),
            chk.schema_only,
            "reviewed one by one: _upsample_nearest_exact1d, _upsample_nearest_exact2d and "
            "_upsample_nearest_exact3d are F.interpolate's nearest-exact, checked like upsample_nearest (and sized "
@@ -165,7 +165,10 @@ FAMILIES = (
            "_grouped_mm is transformers' mixture of experts (each expert's rows times its weights): the kernel "
            "checks ranks, dtypes and offs's length but trusts offs's values, which its size rule checks before "
            "every call (op_sizes_grouped.py: non-decreasing from 0 to the ragged size), its output and work sized "
-           "there"),
+           "there; _weight_norm is nn.utils.weight_norm's op (wav2vec2's positional convolution), recorded as "
+           "eager runs it (its fused CPU kernel's sums, bit for bit): that kernel trusts g to hold v.size(dim) "
+           "values, which its size rule checks at load and before every call (op_sizes_values.weight_norm); "
+           "_weight_norm_interface, the kernel itself, stays off"),
 )
 
 # Default-deny for sizes: every allowed op has a size rule (size_rules.py) or belongs to a family

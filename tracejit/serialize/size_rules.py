@@ -127,6 +127,7 @@ RULES: dict[str, SizeRule] = {
     **_rules("mvlgamma special_multigammaln", values.mvlgamma),
     **_rules("matrix_power linalg_matrix_power", values.matrix_power),
     **_rules("binomial", values.binomial),
+    **_rules("_weight_norm", values.weight_norm),
     # pooling: the output is at most the input, the work its window times the output
     **{op: _pool(op) for op in "avg_pool1d avg_pool2d avg_pool3d max_pool1d max_pool2d max_pool3d "
                             "max_pool1d_with_indices max_pool2d_with_indices max_pool3d_with_indices".split()},

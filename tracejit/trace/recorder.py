@@ -25,7 +25,7 @@ from ..ir import Graph, Node, TensorType, Value, iter_values
 from ..ir.target import function
 from ..ops import custom as custom_ops
 from ..pytree import flatten
-from . import (boundary, decompositions, dtype_reads, grad_mode, len_reads, ops, pieces, provenance, reads,
+from . import (boundary, dtype_reads, grad_mode, len_reads, ops, pieces, provenance, reads,
                self_results, subscript, torch_rounding)
 from .guards import GuardMaker
 from .ledger import Ledger, torch_phrase
@@ -256,10 +256,6 @@ class Tracer(TorchFunctionMode):
             result = func(*args, **kwargs)
             self.record(func, args, kwargs, result, quiet_pieces=True)
             return result
-        composite = decompositions.of(func, name)
-        if composite is not None:   # recorded as the public ops it computes (decompositions.py)
-            with self:
-                return composite(*args, **kwargs)
         kept = custom_ops.kept_op(func)
         if kept is not None:   # a reviewed custom op (torchvision's nms, roi_align): one node, not traced through
             result = func(*args, **kwargs)
