@@ -143,6 +143,13 @@ FAMILIES = (
         "their output can outgrow their inputs (sizes, repeats, padding, kernel sizes and dilation, r, classes): "
         "each has a size function counted against the budget at load and, for sizes that follow the inputs, "
         "at call time"),
+    Family("strided_view", _ops("as_strided"), chk.sized,
+           "a view with sizes and strides of its own (Longformer's overlapping chunks): its size rule "
+           "(op_sizes_strided.py) holds the view within its input's own elements (contiguous input, no negative "
+           "stride, offset and last element inside) and counts its elements, at load on the traced shapes and "
+           "before every call on the real tensor; ATen checks the storage bounds too. Only as_strided: "
+           "as_strided_ (which rewrites a tensor's metadata in place), as_strided_scatter and the *_strided "
+           "factories stay refused (schema_check.is_denied_op)"),
     Family("recurrent", _ops("lstm gru rnn_tanh rnn_relu"), chk.sized,
            "the kernels trust the weights' and hidden states' shapes (an LSTM hidden state of the wrong size "
            "corrupts the heap): its size function checks every shape against the input's, at load on the "

@@ -18,6 +18,7 @@ from . import op_sizes as size
 from . import op_sizes_args as args
 from . import op_sizes_broadcast as several
 from . import op_sizes_grouped as grouped
+from . import op_sizes_strided as strided
 from . import op_sizes_linalg as linalg
 from . import op_sizes_values as values
 from . import op_sizes_vision as vision
@@ -60,6 +61,7 @@ RULES: dict[str, SizeRule] = {
              args.window),
     # amplifiers: sizes, repeats, padding, kernel sizes, r, classes
     **_rules("expand broadcast_to", size.expand),
+    **_rules("as_strided", strided.as_strided),   # within its input's own elements (op_sizes_strided.py)
     **_rules("expand_as", size.expand_as),
     **_rules("reshape_as view_as type_as", size.like_self),   # two tensors, one of them only lends its shape / dtype
     **_rules("broadcast_tensors", size.broadcast),
