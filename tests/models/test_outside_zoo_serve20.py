@@ -4,6 +4,10 @@ each is saved, loaded without its class and called on a new batch and length (im
 - Mixtral and Qwen2-MoE run their experts with ``aten::_grouped_mm`` (transformers' ``integrations/moe.py``), which
   the file allow-list did not hold: ``save`` refused them. It is allowed with a size rule that also checks the
   offsets the kernel trusts (serialize/op_sizes_grouped.py; hostile rows: tests/security/test_grouped_mm_files.py).
+- Longformer chunks its attention with ``as_strided`` (refused in files) and sizes a view with
+  ``torch.div(n, 2 * w, rounding_mode="trunc")`` (a 0-d tensor the file's schema check refused as a size):
+  serialize/op_sizes_strided.py, trace/int_tensors.py. Its strides are read from tensors (guarded), so each
+  (batch, length) is a specialization; torch.jit.trace answers 0.28 off at another batch and length.
 - MobileViT rounds a size with ``torch.ceil(h / p)`` when ``torch.jit.is_tracing()``: tracing failed ("ceil():
   argument 'input' must be Tensor, not TracedFloat"; trace/torch_rounding.py).
 """
@@ -93,3 +97,22 @@ def test_mobilevit_traces_and_serves_another_image_size():
         both = _round_trip(traced)
         for inputs in (same, other):
             assert torch.equal(both(*inputs), model(*inputs))
+
+
+def test_longformer_saves_loads_and_serves_its_specializations():
+    import transformers
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    config = transformers.LongformerConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                           intermediate_size=128, max_position_embeddings=64, attention_window=8)
+    model = LastHidden(transformers.LongformerModel(config).eval()).eval()
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = tracejit.trace(model, _ids(2, 16, 1), specialize_for=[_ids(2, 24, 2), _ids(1, 16, 3)])
+        loaded = _round_trip(traced)
+        for inputs in (_ids(2, 16, 4), _ids(2, 24, 5), _ids(1, 16, 6)):
+            want = model(*inputs)
+            assert torch.equal(traced(*inputs), want)
+            assert torch.equal(loaded(*inputs), want)
+        with pytest.raises(tracejit.GuardError, match="modeling_longformer.py"):
+            loaded(*_ids(3, 16, 7))   # a batch no specialization holds: the strides' guard names its line

@@ -115,3 +115,23 @@ def test_a_view_of_a_slice_answers_eager():
     loaded = tracejit.load(io.BytesIO(_save(tail_view, torch.randn(4, 6))))
     for x in (torch.randn(4, 6), torch.randn(4, 6)):
         assert torch.equal(loaded(x), tail_view(x))
+
+
+def transposed_chunks(x):
+    """Longformer at batch 1: ``reshape`` of a transposed tensor is a view whose elements are dense but not in
+    order; the chunks are taken from it."""
+    y = x.transpose(0, 1)   # [8, 3] -> [3, 8]: strides (1, 3)
+    return y.as_strided((3, 3, 4), (1, 6, 3)) * 1   # rows of y, windows of 4 columns, stepping 2
+
+
+def every_other_column(x):
+    return x[:, ::2].as_strided((2, 2), (4, 1)) + 0   # reads x[0, 1] and x[1, 1], outside the slice
+
+
+def test_a_dense_transposed_input_is_served_and_a_slice_with_gaps_refused():
+    loaded = tracejit.load(io.BytesIO(_save(transposed_chunks, torch.randn(8, 3))))
+    x = torch.randn(8, 3)
+    assert torch.equal(loaded(x), transposed_chunks(x))
+    gaps = tracejit.load(io.BytesIO(_save(every_other_column, torch.randn(4, 8))))   # traced shapes: no layout
+    with pytest.raises(tracejit.GuardError, match="not dense in memory"):
+        gaps(torch.randn(4, 8))

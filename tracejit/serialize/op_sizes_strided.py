@@ -24,8 +24,18 @@ import torch
 from .op_sizes import _ints, _shape
 
 
-def _contiguous(t) -> bool:
-    return t.is_contiguous() if isinstance(t, torch.Tensor) else True   # a traced input at load: as traced
+def _dense(t) -> bool:
+    """Do ``t``'s elements fill ``numel`` consecutive places, each once (contiguous up to an order of its
+    dimensions: a transposed tensor is; a slice with gaps or an expanded one is not)? A traced input at load: as
+    traced (checked again at the call)."""
+    if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+        return True
+    expected = 1
+    for step, n in sorted((s, n) for n, s in zip(t.shape, t.stride()) if n != 1):
+        if step != expected:
+            return False
+        expected *= n
+    return True
 
 
 def as_strided(b):
@@ -39,8 +49,9 @@ def as_strided(b):
     if len(size) != len(stride) or any(s < 0 for s in size):
         raise ValueError(f"as_strided to sizes {size[:8]} and strides {stride[:8]}: one stride per size, none "
                          "negative")
-    if not _contiguous(x):
-        raise ValueError("as_strided of a tensor that is not contiguous (its view could reach past its elements)")
+    if not _dense(x):
+        raise ValueError("as_strided of a tensor whose elements are not dense in memory (a slice with gaps, an "
+                         "expanded tensor): its view could reach past them")
     elements = math.prod(size)
     if elements == 0:
         return 0

@@ -25,7 +25,7 @@ from ..ir import Graph, Node, TensorType, Value, iter_values
 from ..ir.target import function
 from ..ops import custom as custom_ops
 from ..pytree import flatten
-from . import (boundary, dtype_reads, grad_mode, len_reads, ops, pieces, provenance, reads,
+from . import (boundary, dtype_reads, grad_mode, int_tensors, len_reads, ops, pieces, provenance, reads,
                self_results, subscript, torch_rounding)
 from .guards import GuardMaker
 from .ledger import Ledger, torch_phrase
@@ -298,6 +298,7 @@ class Tracer(TorchFunctionMode):
         node_kwargs = self.to_ir(dict(kwargs))
         loc = user_location(3)
         node_args, node_kwargs = provenance.relate(self, node_args, node_kwargs, loc)
+        node_args, node_kwargs = int_tensors.read_ints(frame.graph, op, node_args, node_kwargs, loc)
         dynamic = any(v.dynamic for v in iter_values((node_args, node_kwargs)))
         node = Node(op, target, node_args, node_kwargs, source=loc,
                     effectful=_is_inplace(op_facts.base_name(op)) or "out" in node_kwargs)
