@@ -53,3 +53,12 @@ def test_sizes_from_tensor_division_save_load_and_follow_the_input():
 def test_the_conversion_is_recorded_only_where_the_op_takes_an_int():
     assert ".item()" in tracejit.trace(chunked, torch.randn(2, 8, 3)).code
     assert ".item()" not in tracejit.trace(scaled, torch.randn(2, 6)).code
+
+
+def test_the_read_exports_to_onnx():
+    ort = __import__("pytest").importorskip("onnxruntime")
+    traced = tracejit.trace(chunked, torch.randn(2, 8, 3))
+    session = ort.InferenceSession(tracejit.export_onnx(traced).SerializeToString(), providers=["CPUExecutionProvider"])
+    x = torch.randn(3, 16, 3)
+    got = torch.from_numpy(session.run(None, {session.get_inputs()[0].name: x.numpy()})[0])
+    torch.testing.assert_close(got, chunked(x))
