@@ -109,7 +109,7 @@ def _set_args(prefix, args, kwargs=None, op=None, target=None, which=0):
 # ops that are not on the allow-list: private helpers and public ops that trust their arguments
 # (the first ones crashed the process, returned unwritten memory or skip checks), and layouts
 OFF_LIST = """_sobol_engine_draw _sobol_engine_ff_ _sobol_engine_scramble_ _sobol_engine_initialize_state_
-    _weight_norm_interface _weight_norm _cummax_helper _cummin_helper segment_reduce fused_moving_avg_obs_fake_quant
+    _weight_norm_interface _cummax_helper _cummin_helper segment_reduce fused_moving_avg_obs_fake_quant
     _fused_moving_avg_obs_fq_helper batch_norm_update_stats native_batch_norm _native_batch_norm_legit
     _native_batch_norm_legit_no_training batch_norm_elemt batch_norm_stats batch_norm_gather_stats grid_sampler_2d
     grid_sampler_3d _grid_sampler_2d_cpu_fallback embedding_bag _embedding_bag _embedding_bag_forward_only

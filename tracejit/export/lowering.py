@@ -25,7 +25,7 @@ from .recorder import inline, split_inputs_attributes
 from .schema_args import bind
 from .special_ops import HANDLERS
 from .torch_lib_lookup import lookup
-from . import attention, edge_values, recurrent, sym_lowering, torch_lib_fixes, unlisted_ops, vision_ops  # noqa: E402,F401  (register their handlers)
+from . import attention, edge_values, grouped_mm, recurrent, sym_lowering, torch_lib_fixes, unlisted_ops, vision_ops  # noqa: E402,F401  (register their handlers)
 from . import convolution, fusable_forms, guard_outputs, sequences, view_writes  # noqa: E402,F401  (handlers register)
 
 ir = require("onnx_ir")

@@ -46,6 +46,17 @@ def _scalar_dtype(node):
     return SCALAR_TO_ONNX[node.outputs[0].type.kind]
 
 
+@handles("aten::item.default", "aten::item")
+def item(cx, node, args, kwargs):
+    """``t.item()`` of a 0-d tensor the trace reads as an int where an op takes one (trace/int_tensors.py: a
+    ``torch.div`` of sizes used as a size): the same 0-d tensor, in the scalar's dtype."""
+    x = args[0]
+    if len(node.args[0].type.shape) != 0:
+        raise NotImplementedError("item() of a tensor that is not 0-d")
+    dtype = _scalar_dtype(node)
+    return [x if x.dtype == dtype else op.Cast(x, to=dtype)]
+
+
 def _scalars(cx, node, args):
     """Both operands as 0-d tensors of the result's dtype."""
     dtype = _scalar_dtype(node)

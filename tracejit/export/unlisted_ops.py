@@ -13,7 +13,7 @@ records them as Python called them (``1 - x`` is ``aten::rsub.Scalar``, ``x.var(
 - ``broadcast_tensors``, ``adaptive_max_pool2d`` to size 1 (values and indices), ``median()``.
 - ``square`` (transformers' RWKV) as ``x * x`` in the result's dtype; ``eye(n[, m])`` (XLNet), sizes that may be
   traced, as ``EyeLike`` of a zero matrix; ``x.T`` (Falcon), ``x.H``, ``x.adjoint()`` of a real tensor as a
-  ``Transpose``.
+  ``Transpose``; ``_weight_norm`` (recorded as eager runs it, for its fused kernel's bits) as ATen's composite.
 """
 from __future__ import annotations
 
@@ -197,3 +197,17 @@ def transposed(cx, node, args, kwargs):
     if node.op.startswith("aten::adjoint") and rank >= 2:
         perm = list(range(rank - 2)) + [rank - 1, rank - 2]
     return [op.Transpose(args[0], perm=perm)]
+
+
+@handles("aten::_weight_norm.default")
+def weight_norm(cx, node, args, kwargs):
+    """``torch._weight_norm(v, g, dim)`` (nn.utils.weight_norm: wav2vec2's positional convolution) as ATen's
+    composite: ``v * (g / ||v||)``, the norm over every dimension but ``dim`` (over all of them for -1)."""
+    v, g = args[0], args[1]
+    dim = kwargs.get("dim", args[2] if len(args) > 2 else 0)
+    rank = len(node.args[0].type.shape)
+    if not isinstance(dim, int) or not -rank <= dim < max(rank, 1):
+        raise NotImplementedError(f"_weight_norm over dim {dim!r} of a rank-{rank} tensor")
+    axes = list(range(rank)) if dim == -1 else [i for i in range(rank) if i != dim % rank]
+    norm = op.ReduceL2(v, op.Constant(value_ints=axes), keepdims=1) if axes else op.Abs(v)
+    return [op.Mul(v, op.Div(g, norm))]

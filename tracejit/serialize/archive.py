@@ -27,7 +27,7 @@ from ..runtime.traced import TracedFunction, TracedModule, program_of
 from . import atomic_file, encode, save_check, specializations
 from .crc import crc_of
 from .file_format import CRC_PLACEHOLDER as _CRC_PLACEHOLDER, FORMAT, MAX_HEADER, SCHEMA_VERSION  # noqa: F401
-from .file_format import ST_DTYPES as _ST_DTYPES
+from .file_format import ALIGN, ST_DTYPES as _ST_DTYPES
 
 _ST_NAMES = {d: n for n, d in _ST_DTYPES.items()}
 
@@ -78,11 +78,14 @@ def to_bytes(obj, extra_files=None) -> bytes:
 
 
 def _write(out, program: dict, tensors: dict) -> None:
-    """Write a safetensors file (header padded to 8 bytes, tensors largest element size first, then
-    by name, each contiguous) streaming the tensor bytes, then patch the CRC into the header."""
+    """Write a safetensors file (header padded with spaces so the data starts at a multiple of ``ALIGN`` bytes;
+    the tensors whose size is a multiple of ``ALIGN`` first, so each of them starts aligned too, then the others;
+    each group largest element size first, then by name; each contiguous) streaming the tensor bytes, then patch
+    the CRC into the header. safetensors allows no gap between tensors, so the others are aligned only to their
+    element size: the loader copies them (loader.aligned)."""
     doc = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "tracejit_version": __version__,
            "crc32": _CRC_PLACEHOLDER, "program": program}
-    order = sorted(tensors, key=lambda k: (-tensors[k].element_size(), k))
+    order = sorted(tensors, key=lambda k: (tensors[k].nbytes % ALIGN != 0, -tensors[k].element_size(), k))
     entries = {}
     offset = 0
     for k in order:
@@ -91,7 +94,7 @@ def _write(out, program: dict, tensors: dict) -> None:
         offset += t.nbytes
     entries["__metadata__"] = {"tracejit": json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)}
     header = json.dumps(entries, separators=(",", ":")).encode()
-    header += b" " * (-len(header) % 8)
+    header += b" " * (-(8 + len(header)) % ALIGN)   # the data starts ALIGN-aligned (8: the length field)
     head = struct.pack("<Q", len(header)) + header
     save_check.check_loadable(program, tensors, len(head) + offset)   # refused here, not on the server
     out.write(head)

@@ -10,6 +10,10 @@ from .limits import MAX_HEADER  # noqa: F401  (part of the format: the largest h
 
 FORMAT = "tracejit"
 SCHEMA_VERSION = 3   # 3: the specializations table (serialize/specializations.py)
+# the writer starts the data, and every tensor whose size is a multiple of it, at a multiple of ALIGN bytes; the
+# loader copies a tensor it finds elsewhere to memory so aligned (torch's CPU allocator's alignment: oneDNN's
+# convolutions take another code path for a weight that is not, and answer 1-3 ulps from eager)
+ALIGN = 64
 CRC_PLACEHOLDER = "00000000"   # the document's crc32 while the file's CRC is computed
 # safetensors' dtype names
 ST_DTYPES = {"F32": torch.float32, "F64": torch.float64, "F16": torch.float16, "BF16": torch.bfloat16,

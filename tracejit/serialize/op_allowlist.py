@@ -143,6 +143,13 @@ FAMILIES = (
         "their output can outgrow their inputs (sizes, repeats, padding, kernel sizes and dilation, r, classes): "
         "each has a size function counted against the budget at load and, for sizes that follow the inputs, "
         "at call time"),
+    Family("strided_view", _ops("as_strided"), chk.sized,
+           "a view with sizes and strides of its own (Longformer's overlapping chunks): its size rule "
+           "(op_sizes_strided.py) holds the view within its input's own elements (contiguous input, no negative "
+           "stride, offset and last element inside) and counts its elements, at load on the traced shapes and "
+           "before every call on the real tensor; ATen checks the storage bounds too. Only as_strided: "
+           "as_strided_ (which rewrites a tensor's metadata in place), as_strided_scatter and the *_strided "
+           "factories stay refused (schema_check.is_denied_op)"),
     Family("recurrent", _ops("lstm gru rnn_tanh rnn_relu"), chk.sized,
            "the kernels trust the weights' and hidden states' shapes (an LSTM hidden state of the wrong size "
            "corrupts the heap): its size function checks every shape against the input's, at load on the "
@@ -154,14 +161,21 @@ FAMILIES = (
         "n / s / window sizes are size arguments counted in the allocation budget at load; norm from a fixed set"),
     Family("private", _ops("_upsample_nearest_exact1d _upsample_nearest_exact2d "
                            "_upsample_nearest_exact3d _to_copy _log_softmax _softmax _shape_as_tensor _standard_gamma "
-                           "_convolution"),
+                           "_convolution _grouped_mm _weight_norm"),
            chk.schema_only,
            "reviewed one by one: _upsample_nearest_exact1d, _upsample_nearest_exact2d and "
            "_upsample_nearest_exact3d are F.interpolate's nearest-exact, checked like upsample_nearest (and sized "
            "as amplifiers); _to_copy is .to's copy; _softmax / _log_softmax take a checked dim and a bool; "
            "_shape_as_tensor makes a 1-D tensor of the sizes; _standard_gamma samples element by element "
            "(torch.distributions), its output shaped like its input; _convolution is convolution's dispatcher "
-           "(TorchScript files name it; migrate keeps it) with three more bools, sized as convolution"),
+           "(TorchScript files name it; migrate keeps it) with three more bools, sized as convolution; "
+           "_grouped_mm is transformers' mixture of experts (each expert's rows times its weights): the kernel "
+           "checks ranks, dtypes and offs's length but trusts offs's values, which its size rule checks before "
+           "every call (op_sizes_grouped.py: non-decreasing from 0 to the ragged size), its output and work sized "
+           "there; _weight_norm is nn.utils.weight_norm's op (wav2vec2's positional convolution), recorded as "
+           "eager runs it (its fused CPU kernel's sums, bit for bit): that kernel trusts g to hold v.size(dim) "
+           "values, which its size rule checks at load and before every call (op_sizes_values.weight_norm); "
+           "_weight_norm_interface, the kernel itself, stays off"),
 )
 
 # Default-deny for sizes: every allowed op has a size rule (size_rules.py) or belongs to a family

@@ -15,8 +15,9 @@ the argument values a kernel takes on trust (hostile-file round 19, docs/SECURIT
   ``unpack`` pieces: checked before the op (a file's constant at load, a traced size at each call).
 - **Values.** ``div(INT64_MIN, -1, rounding_mode="trunc")`` kills the process with SIGFPE (int32 too);
   ``matrix_power(x, -2**63)`` negates n and loops for ever; ``binomial`` with a NaN count never returns;
-  ``mvlgamma(x, p)`` makes p values per element. Each is checked before the op runs (ValueError: a
-  GuardError at call time, a LoadError at load).
+  ``mvlgamma(x, p)`` makes p values per element; ``_weight_norm``'s fused kernel reads and writes ``v.size(dim)``
+  values of ``g``'s size. Each is checked before the op runs (ValueError: a GuardError at call time, a LoadError at
+  load).
 """
 from __future__ import annotations
 
@@ -140,6 +141,22 @@ def binomial(b):
     count = b.get("count")
     if _real(count) and not bool(torch.isfinite(count).all()):
         raise ValueError("binomial's counts must be finite (a NaN count makes the sampler loop for ever)")
+    return several.broadcast_or_sum(b)
+
+
+def weight_norm(b):
+    """_weight_norm(v, g, dim): for ``dim`` 0 or the last one (and no half dtype) torch runs a fused CPU kernel that
+    reads ``g`` and writes a norm buffer shaped like ``g`` at ``v.size(dim)`` positions without checking ``g``'s
+    size (a 1-element ``g`` corrupted the heap): ``g`` must hold exactly ``v.size(dim)`` values there. Otherwise
+    it is ``v * (g / norm)``, the broadcast of the two."""
+    v, g, dim = b.get("v"), b.get("g"), b.get("dim", 0)
+    vs, gs = _shape(v), _shape(g)
+    if vs is None or gs is None or _ints(dim) is None:
+        return None
+    half = any(getattr(t, "dtype", None) == torch.float16 for t in (v, g))   # torch's own composite then
+    if not half and vs and (dim == 0 or dim == len(vs) - 1) and math.prod(gs) != vs[dim]:
+        raise ValueError(f"_weight_norm's g {list(gs)} must hold one value per slice of v {list(vs)} along dim "
+                         f"{dim} ({vs[dim]})")
     return several.broadcast_or_sum(b)
 
 

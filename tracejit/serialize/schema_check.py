@@ -35,14 +35,17 @@ _DENIED_PARTS = ("unsafe", "sparse", "nested", "mkldnn", "quantiz", "storage", "
                  "_nnpack", "_cudnn", "miopen", "_propagate_xla", "_to_cpu")
 _DENIED_STARTS = ("set_", "_set_", "_make_", "_fused", "_assert", "_print", "_debug", "_functional_assert", "_has_",
                   "_use_")
-DENIED_OP_RE = (r"unsafe|sparse|nested|mkldnn|quantiz|storage|from_file|strided|pin_memory|is_pinned|"
+DENIED_OP_RE = (r"unsafe|sparse|nested|mkldnn|quantiz|storage|from_file|^(?!as_strided\Z)(?s:.*)strided|pin_memory|is_pinned|"
                 r"csr|csc|bsr|bsc|coo|record_stream|data_ptr|resize|^_?set_|^set$|_reshape_alias|share_memory|"
                 r"_copy_from|^_make_|_fw_primal|_efficientzerotensor|_foreach|^_fused|_nnpack|_cudnn|miopen|"
                 r"^_assert|^_print|^_debug|^_functional_assert|_propagate_xla|_to_cpu|^_has_|^_use_")
 
 
 def is_denied_op(name: str) -> bool:
-    """Is ``aten::name`` refused in files whatever its arguments (``re.search(DENIED_OP_RE, name)``)?"""
+    """Is ``aten::name`` refused in files whatever its arguments (``re.search(DENIED_OP_RE, name)``)? ``as_strided``
+    itself is not: its size rule holds the view within its input (serialize/op_sizes_strided.py)."""
+    if name == "as_strided":
+        return False
     return (name.startswith(_DENIED_STARTS) or name in ("set", "set\n")   # "$" also matches before a final newline
             or any(part in name for part in _DENIED_PARTS))
 

@@ -17,6 +17,8 @@ from ..records import FrozenRecord
 from . import op_sizes as size
 from . import op_sizes_args as args
 from . import op_sizes_broadcast as several
+from . import op_sizes_grouped as grouped
+from . import op_sizes_strided as strided
 from . import op_sizes_linalg as linalg
 from . import op_sizes_values as values
 from . import op_sizes_vision as vision
@@ -59,6 +61,7 @@ RULES: dict[str, SizeRule] = {
              args.window),
     # amplifiers: sizes, repeats, padding, kernel sizes, r, classes
     **_rules("expand broadcast_to", size.expand),
+    **_rules("as_strided", strided.as_strided),   # within its input's own elements (op_sizes_strided.py)
     **_rules("expand_as", size.expand_as),
     **_rules("reshape_as view_as type_as", size.like_self),   # two tensors, one of them only lends its shape / dtype
     **_rules("broadcast_tensors", size.broadcast),
@@ -94,6 +97,7 @@ RULES: dict[str, SizeRule] = {
     **_rules("tensordot", linalg.tensordot_elements, linalg.tensordot_flops),
     **_rules("chain_matmul linalg_multi_dot", linalg.chain_elements, linalg.chain_flops),
     **_rules("cdist", linalg.cdist_elements, linalg.cdist_flops),
+    **_rules("_grouped_mm", grouped.grouped_mm_elements, grouped.grouped_mm_flops),   # offs checked too
     # more than their input: one result per q per slice; rank coordinates per element
     **_rules("quantile nanquantile", several.quantile),
     **_rules("nonzero argwhere", several.nonzero),
@@ -125,6 +129,7 @@ RULES: dict[str, SizeRule] = {
     **_rules("mvlgamma special_multigammaln", values.mvlgamma),
     **_rules("matrix_power linalg_matrix_power", values.matrix_power),
     **_rules("binomial", values.binomial),
+    **_rules("_weight_norm", values.weight_norm),
     # pooling: the output is at most the input, the work its window times the output
     **{op: _pool(op) for op in "avg_pool1d avg_pool2d avg_pool3d max_pool1d max_pool2d max_pool3d "
                             "max_pool1d_with_indices max_pool2d_with_indices max_pool3d_with_indices".split()},

@@ -25,11 +25,12 @@ from ..ir import Graph, Node, TensorType, Value, iter_values
 from ..ir.target import function
 from ..ops import custom as custom_ops
 from ..pytree import flatten
-from . import (boundary, decompositions, dtype_reads, grad_mode, len_reads, ops, pieces, provenance, reads,
-               self_results, subscript)
+from . import (boundary, dtype_reads, grad_mode, int_tensors, len_reads, ops, pieces, provenance, reads,
+               self_results, subscript, torch_rounding)
 from .guards import GuardMaker
 from .ledger import Ledger, torch_phrase
 from .source import in_torch, user_location
+from .provenance import TracedFloat
 from .symbolic import TracedInt
 
 _VALUE_READS = {"item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__complex__",
@@ -211,6 +212,10 @@ class Tracer(TorchFunctionMode):
 
     def _dispatch(self, func, types_, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if args and isinstance(args[0], TracedFloat):   # torch.ceil(h / p) (torch_rounding.py)
+            rounded = torch_rounding.rounding(func, args, kwargs)
+            if rounded is not torch_rounding.NOT_ROUNDING:
+                return rounded
         name = getattr(func, "__name__", "")
         if name == "__get__":
             return reads.property_read(self, func, args)
@@ -251,10 +256,6 @@ class Tracer(TorchFunctionMode):
             result = func(*args, **kwargs)
             self.record(func, args, kwargs, result, quiet_pieces=True)
             return result
-        composite = decompositions.of(func, name)
-        if composite is not None:   # recorded as the public ops it computes (decompositions.py)
-            with self:
-                return composite(*args, **kwargs)
         kept = custom_ops.kept_op(func)
         if kept is not None:   # a reviewed custom op (torchvision's nms, roi_align): one node, not traced through
             result = func(*args, **kwargs)
@@ -297,6 +298,7 @@ class Tracer(TorchFunctionMode):
         node_kwargs = self.to_ir(dict(kwargs))
         loc = user_location(3)
         node_args, node_kwargs = provenance.relate(self, node_args, node_kwargs, loc)
+        node_args, node_kwargs = int_tensors.read_ints(frame.graph, op, node_args, node_kwargs, loc)
         dynamic = any(v.dynamic for v in iter_values((node_args, node_kwargs)))
         node = Node(op, target, node_args, node_kwargs, source=loc,
                     effectful=_is_inplace(op_facts.base_name(op)) or "out" in node_kwargs)
