@@ -15,7 +15,7 @@ from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
 from . import boundary, capture, frame_returns, global_state, legacy, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
-from . import outer_state, rng_record  # noqa: F401  (rng_record's stand-ins register)
+from . import backend_flags, input_keys, outer_state, rng_record  # noqa: F401  (rng_record's, backend_flags' stand-ins register)
 from .symbolic import get_tracer, set_tracer
 
 
@@ -132,10 +132,15 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
         ledger.add("training", "the module's training flag", None, module.training)
     tracer.python_state = watch = python_state.PythonStateWatch(module, allow_frozen_python_state)
     watch.outer = outer_state.OuterState()
+    args, kwargs = input_keys.watch(args, kwargs, graph.param_names)   # dicts whose key set forward reads
     watch.outer.watch_inputs(args, kwargs, signature_of or fn)
+    key_reads: dict = {}
     with _tracing_state(tracer):
+        input_keys.arm(args, kwargs, key_reads)
         with frame_returns.watching(tracer.guards.scanner, watch.outer):   # subscripts after a frame's last event
             result = fn(*args, **kwargs)
+        input_keys.arm(args, kwargs, None)
+        graph.exact_keys = tuple(sorted(key_reads.items()))
         with torch._C.DisableTorchFunction():
             watch.finish(ledger)
             bind_outputs(tracer, frame, result)
