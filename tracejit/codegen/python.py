@@ -113,6 +113,8 @@ class CodeGen:
             if i in releases:
                 self.emit(" = ".join(self.name(v) for v in releases[i]) + " = None")
         capture_emit.enter_region(self, None)
+        if getattr(g, "grad_exit", None) is not None:   # forward's bare set_grad_enabled(b), as eager leaves it
+            self.emit(f"torch.set_grad_enabled({bool(g.grad_exit)})")
         self.emit("return " + self.rebuild(g.out_spec, iter(g.outputs)))
         enter = budget_emit.enter_line(self)
         if enter is not None:

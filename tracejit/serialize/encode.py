@@ -135,6 +135,7 @@ def encode_graph(graph: Graph, where: str) -> dict:
         "outputs": [arg(o) for o in graph.outputs],
         "out_spec": encode_spec(graph.out_spec, where),
         **({"exact_keys": [list(p) for p in graph.exact_keys]} if graph.exact_keys else {}),
+        **({"grad_exit": graph.grad_exit} if graph.grad_exit is not None else {}),
     }
 
 
@@ -225,6 +226,9 @@ def decode_graph(d: dict, where: str, callees: list | None = None) -> Graph:
         g.param_names = tuple(_str(n, where) for n in _list(d["param_names"], where))
         g.outputs = [arg(o) for o in _list(d["outputs"], where)]
         g.exact_keys = _exact_keys(d.get("exact_keys", []), where)
+        g.grad_exit = d.get("grad_exit")
+        if g.grad_exit is not None and not isinstance(g.grad_exit, bool):
+            raise LoadError(f"{where}: grad_exit must be true, false or absent")
     except LoadError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as e:

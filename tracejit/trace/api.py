@@ -140,6 +140,7 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
         with frame_returns.watching(tracer.guards.scanner, watch.outer):   # subscripts after a frame's last event
             result = fn(*args, **kwargs)
         input_keys.arm(args, kwargs, None)
+        graph.grad_exit = tracer.grad_state.exit   # a bare set_grad_enabled(b): the program leaves the caller so too
         graph.exact_keys = tuple(sorted(key_reads.items()))
         with torch._C.DisableTorchFunction():
             watch.finish(ledger)
