@@ -69,9 +69,8 @@ def watching(scanner, outer=None):
         return
     returning, numpy_call = scanner.returning, scanner.numpy_call
     user = _user_files
-    numpy_callee = numpy_calls.is_numpy_c_callable
+    numpy_callee = numpy_calls.is_checked_c_callable   # numpy's, or another C reader of int digits
 
-    owners = numpy_calls._NUMPY_OWNERS   # receiver type -> numpy's? (False for most: one lookup, no call)
     called = outer.called if outer is not None else (lambda frame: None)
     returned = outer.returned if outer is not None else (lambda frame: None)
     looked_at = outer.codes if outer is not None else _ALL   # code objects outer has seen: skipped at once
@@ -86,8 +85,7 @@ def watching(scanner, outer=None):
                 if frame.f_code not in looked_at and user.get(frame.f_code.co_filename, None) is not False \
                         and _is_user(frame.f_code.co_filename):
                     called(frame)
-            elif event == "c_call" and owners.get(type(getattr(arg, "__self__", None)), True) \
-                    and numpy_callee(arg) and _is_numpy_caller(frame.f_code.co_filename):
+            elif event == "c_call" and numpy_callee(arg) and _is_numpy_caller(frame.f_code.co_filename):
                 numpy_call(frame)
     else:
         def hook(frame, event, arg):
