@@ -10,6 +10,7 @@ from torch.nn.parameter import is_lazy
 from ..errors import TraceError
 from ..ir import Graph
 from ..pytree import flatten, unflatten
+from ..support import object_checks
 from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .guards import check_policy
@@ -147,6 +148,7 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
             bind_outputs(tracer, frame, result)
     if module is not None:
         module_flags.add_guards(tracer, graph)
+        graph.py_checks = object_checks.snapshot(module)   # config objects the modules hold: checked per call
     recorded = [g for methods in tracer.methods.values() for g in methods.values() if id(g) not in known]
     for g in recorded + [graph]:   # submodule graphs made by this recording, then the method's own
         finish(g)
