@@ -97,3 +97,24 @@ def test_an_object_one_level_down_is_checked_too():
 def test_a_model_without_such_objects_has_no_check():
     traced = tracejit.trace(torch.nn.Linear(3, 3).eval(), (torch.randn(2, 3),))
     assert "_tj_py_checks" not in traced.code
+
+
+SCALE = 2.0
+GLOBAL_CONFIG = types.SimpleNamespace(shift=1.0)
+
+
+def scaled(x):
+    return x * SCALE + GLOBAL_CONFIG.shift
+
+
+def test_module_globals_forward_read_are_checked():
+    global SCALE
+    traced = tracejit.trace(scaled, (torch.randn(3),))
+    y = torch.randn(3)
+    try:
+        SCALE = 5.0
+        torch.testing.assert_close(traced(y), scaled(y), rtol=0, atol=0)
+        GLOBAL_CONFIG.shift = -4.0
+        torch.testing.assert_close(traced(y), scaled(y), rtol=0, atol=0)
+    finally:
+        SCALE, GLOBAL_CONFIG.shift = 2.0, 1.0

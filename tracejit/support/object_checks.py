@@ -5,14 +5,16 @@ forward's branch follows the value at trace time, and a flag flipped on the orig
 gave the trace's answer silently (torch.jit's too). The config object is no part of the traced program (not a
 module, parameter or buffer), so no guard node can read it. Instead, at the end of a trace, every non-module
 object found in a traced module's ``__dict__`` (and the objects those hold, one level down) is snapshotted:
-its plain attributes (bool, int, float, str, None, enums, and tuples / lists / dicts of them) by name. The
+its plain attributes (bool, int, float, str, None, enums, and tuples of them) by name. The
 generated code of the live program calls ``_tj_py_checks()`` first: a changed value raises GuardError, and the
 traced object traces its original again (eager's answer) as for any failed guard.
 
 What is snapshotted is every plain attribute of those objects, not only the ones forward read: a change to an
 attribute forward never read retraces once (too strict, never wrong). Modules' own plain attributes are not
-snapshotted (torch.jit's ScriptModule does not follow them either; hunt20's findings). A loaded program holds no
-such objects: files do not save ``Graph.py_checks`` (the program is the model then).
+snapshotted (torch.jit's ScriptModule does not follow them either; hunt20's findings). Module-level globals that
+user code named while tracing (outer_state.py's watch) are checked the same way: a plain value by name
+(``SCALE = 2.0``), a plain object (``CFG.scale``) by its plain attributes. A loaded program holds no such
+objects: files do not save ``Graph.py_checks`` (the program is the model then).
 """
 from __future__ import annotations
 
@@ -36,11 +38,10 @@ def _plain(v, depth: int = 0) -> bool:
         return not math.isnan(v)
     if isinstance(v, _PLAIN):
         return True
-    if depth < 2 and isinstance(v, (tuple, list)) and len(v) <= 64:
+    if depth < 2 and type(v) is tuple and len(v) <= 64:
         return all(_plain(x, depth + 1) for x in v)
-    if depth < 2 and type(v) is dict and len(v) <= 256:
-        return all(_plain(k, depth + 1) and _plain(x, depth + 1) for k, x in v.items())
-    return False
+    return False   # mutable containers are not compared: a spy list forward appends to (allowed with
+    #                allow_frozen_python_state) would fail every call's check, and each retrace appends again
 
 
 def _objects(value):
@@ -66,7 +67,7 @@ def snapshot(module: nn.Module) -> tuple:
         seen.add(id(obj))
         items = [(k, v) for k, v in list(vars(obj).items()) if _plain(v)]
         if items:
-            out.append((path, obj, tuple(k for k, _ in items), tuple(v for _, v in items)))
+            out.append((path, type(obj).__name__, vars(obj), tuple(k for k, _ in items), tuple(v for _, v in items)))
         if depth < 1:
             for k, v in list(vars(obj).items()):
                 for inner in _objects(v):
@@ -81,21 +82,46 @@ def snapshot(module: nn.Module) -> tuple:
     return tuple(out)
 
 
+def globals_read(found) -> tuple:
+    """Entries for module globals user code named while tracing (outer_state.OuterState.globals_read: (globals
+    dict, name) pairs): plain values by name (``SCALE = 2.0``), plain objects (a config object) by their plain
+    attributes."""
+    plain: dict = {}
+    out = []
+    seen: set = set()
+    for g, name in found:
+        if name not in g:
+            continue
+        value = g[name]
+        if _plain(value):
+            plain.setdefault(id(g), (g, []))[1].append(name)
+            continue
+        for obj in _objects(value):
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            items = [(k, v) for k, v in list(vars(obj).items()) if _plain(v)]
+            if items:
+                out.append((f"{g.get('__name__', '?')}.{name}", type(obj).__name__, vars(obj),
+                            tuple(k for k, _ in items), tuple(v for _, v in items)))
+    for g, names in plain.values():
+        out.append((g.get("__name__", "?"), "module's globals", g, tuple(names), tuple(g[n] for n in names)))
+    return tuple(out)
+
+
 def checker(entries: tuple):
     """``_tj_py_checks()`` for generated code: raises GuardError naming the first changed attribute."""
-    entries = tuple((path, obj, vars(obj), keys, values) for path, obj, keys, values in entries)
-
     def check():
-        for path, obj, attrs, keys, values in entries:
+        for path, kind, attrs, keys, values in entries:
             now = tuple(map(attrs.get, keys))   # (a deleted attribute reads None: its value then, if it was None)
             if now != values:
                 key, was, seen = next((k, v, n) for k, v, n in zip(keys, values, now) if n != v)
-                _fail(f"{path}.{key}", type(obj).__name__, was, seen)
+                _fail(f"{path}.{key}", kind, was, seen)
     return check
 
 
 def _fail(where: str, kind: str, was, now):
-    what = f"attribute `{where}` (of a {kind} held by the traced modules)"
+    what = f"`{where}` (of a {kind} the traced code read)"
     node = Node(GUARD, "", (), attrs={"kind": "python_object", "test": "python_object", "expected": was,
                                       "seen": was, "what": what, "line": ""}, effectful=True)
     now_text = repr(now)

@@ -148,7 +148,9 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
             bind_outputs(tracer, frame, result)
     if module is not None:
         module_flags.add_guards(tracer, graph)
-        graph.py_checks = object_checks.snapshot(module)   # config objects the modules hold: checked per call
+    # config objects the modules hold, globals forward read: checked per call by the live program
+    graph.py_checks = (object_checks.snapshot(module) if module is not None else ()) + object_checks.globals_read(
+        watch.outer.globals_read())
     recorded = [g for methods in tracer.methods.values() for g in methods.values() if id(g) not in known]
     for g in recorded + [graph]:   # submodule graphs made by this recording, then the method's own
         finish(g)

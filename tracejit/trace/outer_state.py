@@ -138,6 +138,10 @@ class OuterState:
         for k, v in kwargs.items():
             walk(v, k)
 
+    def globals_read(self) -> list:
+        """(globals dict, name) of each module global user code named while tracing (not exempt)."""
+        return [(g, name) for g, name, _, _ in self._globals.values() if name not in self._exempt]
+
     def finish(self) -> tuple:
         """``(changes, lazy)``: each change as ``(what, SourceLoc or None)``, each lazy set-up described."""
         for where, container, before in self._inputs:
