@@ -47,9 +47,30 @@ _SAFE_NODES = (ast.Name, ast.Attribute, ast.Constant, ast.BinOp, ast.UnaryOp, as
                ast.List, ast.Load, ast.operator, ast.unaryop, ast.Call)
 _SUSPENDS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _trees: dict[str, dict[int, list[ast.Subscript]] | None] = {}
+class _OwnedLock:
+    """A lock that knows whether this thread holds it: code the collector or a finalizer runs while this thread
+    parses (a gc callback making a C call, which frame_returns' hook reports) must not wait for it."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._owner = None
+
+    def __enter__(self):
+        self._lock.acquire()
+        self._owner = threading.get_ident()
+        return self
+
+    def __exit__(self, *exc):
+        self._owner = None
+        self._lock.release()
+
+    def held_here(self) -> bool:
+        return self._owner == threading.get_ident()
+
+
 # CPython 3.11's AST conversion keeps its recursion depth per interpreter, not per thread: two threads
 # parsing or compiling at once fail with "AST constructor recursion depth mismatch"
-AST_LOCK = threading.Lock()
+AST_LOCK = _OwnedLock()
 
 
 def _subscripts_by_line(filename: str):
@@ -184,7 +205,7 @@ class IndexScanner:
 
     def numpy_call(self, frame) -> None:
         """``frame`` (a user frame) is about to call a numpy C callable (frame_returns.py): guard what it passes."""
-        if self.busy:
+        if self.busy or AST_LOCK.held_here():   # inside this thread's own parse: a gc callback's call, not forward's
             return
         self.busy = True
         try:
@@ -194,6 +215,8 @@ class IndexScanner:
             self.busy = False
 
     def _scan(self, frame) -> None:
+        if AST_LOCK.held_here():
+            return
         self.busy = True   # (parsing runs Python code, whose returns must not come back here)
         try:
             self._scan_lines(frame)
