@@ -118,3 +118,19 @@ def test_module_globals_forward_read_are_checked():
         torch.testing.assert_close(traced(y), scaled(y), rtol=0, atol=0)
     finally:
         SCALE, GLOBAL_CONFIG.shift = 2.0, 1.0
+
+
+def env_switch(x):
+    import os
+    return x * (2 if os.environ.get("TRACEJIT_HUNT20_FLAG") else 3) + (os.getenv("TRACEJIT_HUNT20_B") == "1")
+
+
+def test_environment_variables_forward_read_are_checked(monkeypatch):
+    monkeypatch.delenv("TRACEJIT_HUNT20_FLAG", raising=False)
+    monkeypatch.delenv("TRACEJIT_HUNT20_B", raising=False)
+    traced = tracejit.trace(env_switch, (torch.randn(3),))
+    y = torch.randn(3)
+    monkeypatch.setenv("TRACEJIT_HUNT20_FLAG", "1")
+    torch.testing.assert_close(traced(y), env_switch(y), rtol=0, atol=0)
+    monkeypatch.setenv("TRACEJIT_HUNT20_B", "1")
+    torch.testing.assert_close(traced(y), env_switch(y), rtol=0, atol=0)

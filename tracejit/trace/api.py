@@ -16,7 +16,7 @@ from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
 from . import boundary, capture, frame_returns, global_state, legacy, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
-from . import backend_flags, input_keys, outer_state, rng_record  # noqa: F401  (rng_record's, backend_flags' stand-ins register)
+from . import backend_flags, env_reads, input_keys, outer_state, rng_record  # noqa: F401  (rng_record's, backend_flags' stand-ins register)
 from .symbolic import get_tracer, set_tracer
 
 
@@ -150,7 +150,7 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
         module_flags.add_guards(tracer, graph)
     # config objects the modules hold, globals forward read: checked per call by the live program
     graph.py_checks = (object_checks.snapshot(module) if module is not None else ()) + object_checks.globals_read(
-        watch.outer.globals_read())
+        watch.outer.globals_read()) + env_reads.entries(tracer)
     recorded = [g for methods in tracer.methods.values() for g in methods.values() if id(g) not in known]
     for g in recorded + [graph]:   # submodule graphs made by this recording, then the method's own
         finish(g)
