@@ -45,19 +45,17 @@ class Fastpath(torch.nn.Module):
 
 @contextlib.contextmanager
 def _flipped(marker):
-    if marker == "cudnn":
-        old, torch.backends.cudnn.enabled = torch.backends.cudnn.enabled, not torch.backends.cudnn.enabled
-        yield
-        torch.backends.cudnn.enabled = old
+    if marker == "cudnn":   # flags(): another test may have called torch.backends.disable_global_flags()
+        with torch.backends.cudnn.flags(enabled=not torch.backends.cudnn.enabled):
+            yield
     elif marker == "tf32":
         old = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = not old
         yield
         torch.backends.cuda.matmul.allow_tf32 = old
     elif marker == "mkldnn":
-        old, torch.backends.mkldnn.enabled = torch.backends.mkldnn.enabled, not torch.backends.mkldnn.enabled
-        yield
-        torch.backends.mkldnn.enabled = old
+        with torch.backends.mkldnn.flags(enabled=not torch.backends.mkldnn.enabled):
+            yield
     else:
         old = torch.backends.mha.get_fastpath_enabled()
         torch.backends.mha.set_fastpath_enabled(not old)
