@@ -80,6 +80,9 @@ def _flatten(obj, leaves) -> Spec:
         return Spec("list", None, (), tuple(_flatten(o, leaves) for o in obj))
     if type(obj) in KEYED_TYPES and any(isinstance(k, torch.Tensor) for k in obj):
         return Spec(KEYED, type(obj), (), tuple(_flatten(x, leaves) for kv in obj.items() for x in kv))
+    if getattr(type(obj), "_tj_watched", False):   # an input dict while forward runs (trace/input_keys.py)
+        keys = tuple(dict.keys(obj))
+        return Spec("dict", dict, keys, tuple(_flatten(dict.__getitem__(obj, k), leaves) for k in keys))
     if isinstance(obj, (dict, Record)):
         keys = tuple(obj.keys())
         return Spec("dict", type(obj), keys, tuple(_flatten(obj[k], leaves) for k in keys))

@@ -188,7 +188,7 @@ def test_dict_input_keeps_its_type():
 
     traced = tracejit.trace(f, (torch.randn(3), {"scale": torch.randn(3), "shift": torch.randn(3)}),
                             allow_frozen_python_state=True)   # `seen`: a spy
-    assert seen[0] is dict
+    assert issubclass(seen[0], dict)   # a dict that notes key-set reads while tracing (trace/input_keys.py)
     x = torch.randn(6)
     d1 = {"scale": torch.randn(6), "shift": torch.randn(6)}
     d2 = {"scale": torch.randn(6), "shift": torch.randn(6)}

@@ -284,6 +284,8 @@ def state_reads(program) -> tuple:
             name, device, _ = parsed
             fn = getattr(torch, name)
             reads[(name, device)] = (lambda fn=fn, device=device: fn(device)) if device else fn
+        elif node.attrs.get("kind") == "state" and state_tests.parse_backends(node.attrs.get("test")) is not None:
+            reads[node.attrs["test"]] = state_tests.backends_read(node.attrs["test"])   # a torch.backends flag
     return tuple(reads.values())
 
 

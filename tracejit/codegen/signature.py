@@ -104,6 +104,12 @@ def guard_container(gen, expr: str, spec: Spec, where: str) -> None:
     elif spec.kind == "list":
         cond = f"not isinstance({expr}, list) or len({expr}) != {n}"
     else:
+        read_at = dict(getattr(gen.graph, "exact_keys", ())).get(where)
+        if read_at is not None:   # forward read the key set (trace/input_keys.py): these keys, in this order
+            keys = "[" + ", ".join(repr(k) for k in spec.keys) + "]"
+            gen.emit(f"if not isinstance({expr}, dict) or list({expr}) != {keys}: "
+                     f"_input_error({where!r}, {expr}, {(_spec_text(spec), read_at)!r}, 'keys')")
+            return
         # the keys in spec order, so the text is the same every run ("set()" for none)
         keys = "{" + ", ".join(repr(k) for k in spec.keys) + "}" if spec.keys else "set()"
         cond = f"not isinstance({expr}, dict) or not {expr}.keys() >= {keys}"  # extra keys ignored

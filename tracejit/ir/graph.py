@@ -235,12 +235,12 @@ class Graph:
 
     _FIELDS = ("name", "inputs", "nodes", "outputs", "in_spec", "input_leaves", "out_spec", "arg_names",
                "param_names", "constants", "module_type", "training", "call_budget", "passes", "callees",
-               "functions")
+               "functions", "exact_keys", "grad_exit")
 
     def __init__(self, name: str = "forward", inputs=None, nodes=None, outputs=None, in_spec=None,
                  input_leaves=None, out_spec=None, arg_names: tuple = (), param_names: tuple = (), constants=None,
                  module_type: str = "", training=None, call_budget=None, passes: tuple = (), callees=None,
-                 functions=None):
+                 functions=None, exact_keys: tuple = (), grad_exit=None):
         self.name = name
         self.inputs = [] if inputs is None else inputs
         self.nodes = [] if nodes is None else nodes
@@ -257,6 +257,10 @@ class Graph:
         self.passes = passes
         self.callees = {} if callees is None else callees
         self.functions = {} if functions is None else functions
+        self.exact_keys = exact_keys   # ((input path, "file:line" that read its key set), ...): trace/input_keys.py
+        self.grad_exit = grad_exit     # True / False: the grad mode forward leaves its caller in (trace/grad_mode.py)
+        self.py_checks = ()   # live traces only, never saved nor compared: plain objects the modules hold
+        #                       (support/object_checks.py)
 
     def __eq__(self, other):
         if other.__class__ is self.__class__:

@@ -141,6 +141,7 @@ def guard_expr(test: str, operands: list, call: str | None = None, kwargs: list 
     if test == "call":
         return call_text(call, operands, kwargs or [])
     if test not in GUARD_TESTS and state_tests.is_state_test(test):
+        state_tests.import_backend(test)   # torch.backends.<module> bound for the generated code
         return test
     return GUARD_TESTS[test][1].format(*operands)
 

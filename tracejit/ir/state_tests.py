@@ -55,4 +55,57 @@ def parse(test) -> tuple | None:
 
 
 def is_state_test(test) -> bool:
-    return parse(test) is not None
+    return parse(test) is not None or parse_backends(test) is not None
+
+
+# ---- torch.backends flags (trace/backend_flags.py) ----
+_BACKENDS_TEST = LazyPattern(r"(str\()?torch\.backends\.([a-z][a-z0-9_]{0,40})\.(?:(matmul)\.)?([a-z][a-z0-9_]{0,60})"
+                             r"(\(\))?(\))?")
+
+
+def backends_reader_name(name: str) -> bool:
+    """A torch.backends function that answers process state when called without arguments."""
+    return name.startswith(PREFIXES) or name.endswith("_enabled") or name == "version" or \
+        name.startswith("preferred_")
+
+
+def parse_backends(test) -> tuple | None:
+    """(module, attribute path, call, by_name) of a ``torch.backends`` flag test, or None: the module must be a
+    public torch.backends submodule, a call must be a reader's (backends_reader_name), ``matmul`` only under
+    ``cuda``."""
+    if not isinstance(test, str):
+        return None
+    m = _BACKENDS_TEST.fullmatch(test)
+    if m is None or bool(m.group(1)) != bool(m.group(6)) or m.group(2) not in _backends_modules():
+        return None
+    if m.group(3) is not None and m.group(2) != "cuda" or m.group(5) and not backends_reader_name(m.group(4)):
+        return None
+    return m.group(2), m.group(3), m.group(4), bool(m.group(5)), bool(m.group(1))
+
+
+@functools.lru_cache(maxsize=1)
+def _backends_modules() -> frozenset:
+    import pkgutil
+    import torch.backends
+    return frozenset(i.name for i in pkgutil.iter_modules(torch.backends.__path__) if not i.name.startswith("_"))
+
+
+def import_backend(test) -> None:
+    """Import the torch.backends module a flag test names (a public submodule: parse_backends), so
+    ``torch.backends.<module>`` resolves in generated code in a process that never imported it."""
+    parsed = parse_backends(test)
+    if parsed is not None:
+        import importlib
+        importlib.import_module(f"torch.backends.{parsed[0]}")
+
+
+def backends_read(test):
+    """A zero-argument callable answering ``test`` (a torch.backends flag test) now."""
+    module, sub, name, call, by_name = parse_backends(test)
+    def read():
+        import importlib
+        obj = getattr(torch.backends, module, None) or importlib.import_module(f"torch.backends.{module}")
+        value = getattr(getattr(obj, sub) if sub else obj, name)
+        value = value() if call else value
+        return str(value) if by_name else value
+    return read

@@ -21,9 +21,12 @@ def copy_graph(graph: Graph) -> Graph:
 
 def empty_like(graph: Graph) -> Graph:
     """A Graph with ``graph``'s signature, structure and flags but no inputs, nodes or outputs."""
-    return Graph(name=graph.name, in_spec=graph.in_spec, out_spec=graph.out_spec, arg_names=graph.arg_names,
-                 param_names=graph.param_names, module_type=graph.module_type, training=graph.training,
-                 call_budget=graph.call_budget)   # a loaded program stays checked when passes rebuild it
+    out = Graph(name=graph.name, in_spec=graph.in_spec, out_spec=graph.out_spec, arg_names=graph.arg_names,
+                param_names=graph.param_names, module_type=graph.module_type, training=graph.training,
+                call_budget=graph.call_budget, exact_keys=graph.exact_keys,
+                grad_exit=graph.grad_exit)
+    out.py_checks = getattr(graph, "py_checks", ())
+    return out   # a loaded program stays checked when passes rebuild it
 
 
 def copy_inputs(graph: Graph, out: Graph) -> dict:

@@ -7,7 +7,7 @@ import reprlib
 import torch
 
 from ..codegen.signature_text import signature_text
-from ..errors import ArgumentTypeError, ArgumentValueError
+from ..errors import ArgumentTypeError, ArgumentValueError, GuardError
 from ..ir import Graph
 from .undo import undo_plan
 from ..lazy_module import LazyModule
@@ -28,6 +28,12 @@ class InputError:
         if rank == "const":
             raise ArgumentValueError(f"{head} was traced as the constant {expected!r} and the trace depends on "
                                      f"it; got {seen}. Trace again to use another value.")
+        if rank == "keys":   # a dict whose key set forward read (trace/input_keys.py)
+            shape, line = expected
+            raise GuardError(f"{head} should be {shape} with exactly these keys, in this order: forward read its "
+                             f"key set at {line} (iterating it, len(), `in` or .get() of a key it did not have), so "
+                             f"the trace depends on it; got {seen}. Trace again with these keys.",
+                             expected=shape, seen=seen, source=line)
         if rank == "container":
             raise ArgumentTypeError(f"{head} should be {expected}; got {seen}")
         if isinstance(value, torch.Tensor) and isinstance(rank, int):

@@ -142,6 +142,8 @@ def encode_graph(graph: Graph, where: str) -> dict:
         "nodes": nodes,
         "outputs": [arg(o) for o in graph.outputs],
         "out_spec": encode_spec(graph.out_spec, where),
+        **({"exact_keys": [list(p) for p in graph.exact_keys]} if graph.exact_keys else {}),
+        **({"grad_exit": graph.grad_exit} if graph.grad_exit is not None else {}),
     }
 
 
@@ -231,11 +233,24 @@ def decode_graph(d: dict, where: str, callees: list | None = None) -> Graph:
         g.arg_names = tuple(_str(n, where) for n in _list(d["arg_names"], where))
         g.param_names = tuple(_str(n, where) for n in _list(d["param_names"], where))
         g.outputs = [arg(o) for o in _list(d["outputs"], where)]
+        g.exact_keys = _exact_keys(d.get("exact_keys", []), where)
+        g.grad_exit = d.get("grad_exit")
+        if g.grad_exit is not None and not isinstance(g.grad_exit, bool):
+            raise LoadError(f"{where}: grad_exit must be true, false or absent")
     except LoadError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise LoadError(f"{where}: malformed graph ({type(e).__name__}: {e})") from None
     return g
+
+
+def _exact_keys(x, where) -> tuple:
+    """Graph.exact_keys from a file: (input path, "file:line") pairs of text (trace/input_keys.py)."""
+    pairs = _list(x, where)
+    if len(pairs) > 10000 or not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+        raise LoadError(f"{where}: exact_keys must be a list of [input path, line] pairs")
+    return tuple((limits.text(p[0], f"{where}: exact_keys path", 2000), limits.text(p[1], f"{where}: exact_keys line",
+                                                                                   2000)) for p in pairs)
 
 
 def _list(x, where):

@@ -10,12 +10,13 @@ from torch.nn.parameter import is_lazy
 from ..errors import TraceError
 from ..ir import Graph
 from ..pytree import flatten, unflatten
+from ..support import object_checks
 from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
 from . import boundary, capture, env_reads, frame_returns, global_reads, global_state, legacy, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
-from . import outer_state, rng_record  # noqa: F401  (rng_record's stand-ins register)
+from . import backend_flags, input_keys, outer_state, rng_record  # noqa: F401  (rng_record's, backend_flags' stand-ins register)
 from .symbolic import get_tracer, set_tracer
 
 
@@ -132,17 +133,26 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
         ledger.add("training", "the module's training flag", None, module.training)
     tracer.python_state = watch = python_state.PythonStateWatch(module, allow_frozen_python_state)
     watch.outer = outer_state.OuterState()
+    args, kwargs = input_keys.watch(args, kwargs, graph.param_names)   # dicts whose key set forward reads
     watch.outer.watch_inputs(args, kwargs, signature_of or fn)
+    key_reads: dict = {}
     with _tracing_state(tracer):
+        input_keys.arm(args, kwargs, key_reads)
         with frame_returns.watching(tracer.guards.scanner, watch.outer):   # subscripts after a frame's last event
             result = fn(*args, **kwargs)
+        input_keys.arm(args, kwargs, None)
+        graph.grad_exit = tracer.grad_state.exit   # a bare set_grad_enabled(b): the program leaves the caller so too
+        graph.exact_keys = tuple(sorted(key_reads.items()))
         with torch._C.DisableTorchFunction():
             watch.finish(ledger)
             bind_outputs(tracer, frame, result)
     if module is not None:
         module_flags.add_guards(tracer, graph)
-    if guards is not False:
+    if guards is not False:   # plain data in globals, settings modules and os.environ: guards (global_reads.py)
         global_reads.add_guards(watch.outer, graph, allow_frozen_python_state, ledger)
+    # config objects the modules hold or globals hold: checked per call by the live program (object_checks.py)
+    graph.py_checks = (object_checks.snapshot(module) if module is not None else ()) + object_checks.globals_read(
+        [(g, name) for g, name, _ in watch.outer.globals_read()])
     recorded = [g for methods in tracer.methods.values() for g in methods.values() if id(g) not in known]
     for g in recorded + [graph]:   # submodule graphs made by this recording, then the method's own
         finish(g)

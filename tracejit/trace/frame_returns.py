@@ -33,12 +33,6 @@ _SITE = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["purel
 _callers: dict[str, bool] = {}
 
 
-class _Everything:
-    def __contains__(self, item) -> bool:
-        return True
-
-
-_ALL = _Everything()
 
 
 def _is_numpy_caller(filename: str) -> bool:
@@ -69,26 +63,29 @@ def watching(scanner, outer=None):
         return
     returning, numpy_call = scanner.returning, scanner.numpy_call
     user = _user_files
-    numpy_callee = numpy_calls.is_numpy_c_callable
+    numpy_callee = numpy_calls.is_checked_c_callable   # numpy's, or another C reader of int digits
 
-    owners = numpy_calls._NUMPY_OWNERS   # receiver type -> numpy's? (False for most: one lookup, no call)
     called = outer.called if outer is not None else (lambda frame: None)
     returned = outer.returned if outer is not None else (lambda frame: None)
-    looked_at = outer.codes if outer is not None else _ALL   # code objects outer has seen: skipped at once
+    watched = outer._frames if outer is not None else {}   # frames whose closure cells outer compares at return
+    looked_at = outer.codes if outer is not None else None   # id(code) -> code outer has seen: skipped at once
+    callers = _callers
 
     if previous is None:
         def hook(frame, event, arg):
             if event == "return":
                 if user.get(frame.f_code.co_filename, None) is not False and _is_user(frame.f_code.co_filename):
                     returning(frame)
-                    returned(frame)
+                    if watched:
+                        returned(frame)
             elif event == "call":
-                if frame.f_code not in looked_at and user.get(frame.f_code.co_filename, None) is not False \
-                        and _is_user(frame.f_code.co_filename):
+                code = frame.f_code
+                if looked_at is not None and user.get(code.co_filename, None) is not False \
+                        and looked_at.get(id(code)) is not code and _is_user(code.co_filename):
                     called(frame)
-            elif event == "c_call" and owners.get(type(getattr(arg, "__self__", None)), True) \
-                    and numpy_callee(arg) and _is_numpy_caller(frame.f_code.co_filename):
-                numpy_call(frame)
+            elif event == "c_call" and callers.get(frame.f_code.co_filename, None) is not False \
+                    and _is_numpy_caller(frame.f_code.co_filename) and numpy_callee(arg):
+                numpy_call(frame)   # (the caller first: most C calls come from torch's own code)
     else:
         def hook(frame, event, arg):
             if event == "return" and _is_user(frame.f_code.co_filename):

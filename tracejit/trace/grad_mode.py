@@ -42,11 +42,13 @@ class GradModeState:
         self.autocast_entry = autocast_mode.current()
         self.autocast_open: list = []   # device of each torch.autocast block the traced code has open
         self.depth = 0
-        self.bare = 0      # bare ``torch.set_grad_enabled(b)`` calls: the mode stays explicit from then on
+        self.bare: list = []   # block depth of each bare ``torch.set_grad_enabled(b)`` call: the mode stays explicit
+        #                        from then on, until the block it was made in exits (which restores the mode)
+        self.exit = None   # the mode the last bare call outside any grad-mode block set: forward leaves it so
 
     def region(self) -> str | None:
         mode = current_mode()
-        if self.depth > 0 or self.bare > 0 or mode != self.entry:
+        if self.depth > 0 or self.bare or mode != self.entry:
             return mode
         return None
 
@@ -96,7 +98,9 @@ def _counting_enter(enter):
     def traced_enter(self):
         state = _state()
         if state is not None and self.__dict__.pop("_tracejit_bare", False):
-            state.bare -= 1          # a set_grad_enabled used as a context manager after all
+            if state.bare:
+                state.bare.pop()     # a set_grad_enabled used as a context manager after all
+            state.exit = self.__dict__.pop("_tracejit_exit_before", state.exit)   # its exit restores the mode
         result = enter(self)
         if state is not None:
             state.depth += 1
@@ -109,6 +113,7 @@ def _counting_exit(exit_):
         state = _state()
         if state is not None and state.depth > 0:
             state.depth -= 1
+            state.bare = [d for d in state.bare if d <= state.depth]   # bare calls inside the block: undone
         return exit_(self, *exc)
     return traced_exit
 
@@ -139,6 +144,9 @@ def _bare_counting_init(init):
         # bare until it is entered as a context manager (no_grad.__enter__ makes one internally: not user code)
         if state is not None and sys._getframe(1).f_code.co_filename != _gm.__file__:
             self._tracejit_bare = True
-            state.bare += 1
+            state.bare.append(state.depth)
+            if state.depth == 0:   # not undone by a block's exit: the caller is left in this mode (eager)
+                self._tracejit_exit_before = state.exit
+                state.exit = bool(mode)
     return traced_init
 

@@ -28,6 +28,7 @@ with its new value (the guard is then one the trace did not rely on: too strict,
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import linecache
 import sys
@@ -37,18 +38,39 @@ import torch
 from torch import nn
 
 from ..ir import SourceLoc
-from . import numpy_calls, patches
+from . import c_readers, numpy_calls, patches
 from .source import _TORCH_DIR, _skipped
 from .symbolic import TracedInt, get_tracer
 
 _SAFE_CALLS = {"size", "dim", "numel", "len"}
 _SAFE_NODES = (ast.Name, ast.Attribute, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Slice, ast.Tuple,
-               ast.Load, ast.operator, ast.unaryop, ast.Call)
+               ast.List, ast.Load, ast.operator, ast.unaryop, ast.Call)
 _SUSPENDS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _trees: dict[str, dict[int, list[ast.Subscript]] | None] = {}
+class _OwnedLock:
+    """A lock that knows whether this thread holds it: code the collector or a finalizer runs while this thread
+    parses (a gc callback making a C call, which frame_returns' hook reports) must not wait for it."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._owner = None
+
+    def __enter__(self):
+        self._lock.acquire()
+        self._owner = threading.get_ident()
+        return self
+
+    def __exit__(self, *exc):
+        self._owner = None
+        self._lock.release()
+
+    def held_here(self) -> bool:
+        return self._owner == threading.get_ident()
+
+
 # CPython 3.11's AST conversion keeps its recursion depth per interpreter, not per thread: two threads
 # parsing or compiling at once fail with "AST constructor recursion depth mismatch"
-AST_LOCK = threading.Lock()
+AST_LOCK = _OwnedLock()
 
 
 def _subscripts_by_line(filename: str):
@@ -65,10 +87,17 @@ def _subscripts_by_line(filename: str):
             table = {}
             for node in ast.walk(tree):
                 if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) or \
-                        isinstance(node, ast.Call) and (node.args or node.keywords):   # calls: numpy_calls.py
+                        isinstance(node, ast.Call) and (node.args or node.keywords) or \
+                        _formats(node):   # calls: numpy_calls.py
                     table.setdefault(node.lineno, []).append(node)
         _trees[filename] = table
     return _trees[filename]
+
+
+def _formats(node: ast.AST) -> bool:
+    """``"%d" % n`` / ``b"%d" % (a, n)``: str's ``%`` reads an int subclass's digits without asking it."""
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) \
+        and isinstance(node.left.value, (str, bytes))
 
 
 def _safe(expr: ast.AST) -> bool:
@@ -96,10 +125,25 @@ def _candidate(sub: ast.Subscript) -> bool:
 
 
 def _container_expr(expr: ast.AST) -> bool:
-    """Only names and attribute chains are looked up again (no calls, no indexing)."""
+    """Names and attribute chains are looked up again; a text constant (``"0123"[n]``) and a call of a named
+    callee (``tuple(t)[n]``: never called again, its callee decides: _c_container) are containers too."""
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, (str, bytes, tuple))
+    if isinstance(expr, ast.Call):
+        return numpy_calls._callee_expr(expr.func)
     while isinstance(expr, ast.Attribute):
         expr = expr.value
     return isinstance(expr, ast.Name)
+
+
+def _c_container(call: ast.Call, frame) -> bool:
+    """Does ``call`` (a subscript's container) make a Python sequence: its callee is C code that is not
+    torch's or numpy's (``tuple``, ``range``, ``sorted``, ``memoryview``)? Looked up, never called again."""
+    try:
+        fn = numpy_calls._lookup(call.func, frame)
+    except Exception:  # noqa: BLE001  (a name not bound yet)
+        return False
+    return c_readers.c_callable_outside_torch(fn)
 
 
 _compiled: dict[int, tuple] = {}   # id(expr) -> (expr, code): the trees in _trees stay alive
@@ -161,7 +205,7 @@ class IndexScanner:
 
     def numpy_call(self, frame) -> None:
         """``frame`` (a user frame) is about to call a numpy C callable (frame_returns.py): guard what it passes."""
-        if self.busy:
+        if self.busy or AST_LOCK.held_here():   # inside this thread's own parse: a gc callback's call, not forward's
             return
         self.busy = True
         try:
@@ -171,6 +215,8 @@ class IndexScanner:
             self.busy = False
 
     def _scan(self, frame) -> None:
+        if AST_LOCK.held_here():
+            return
         self.busy = True   # (parsing runs Python code, whose returns must not come back here)
         try:
             self._scan_lines(frame)
@@ -191,7 +237,9 @@ class IndexScanner:
             return
         for lineno in range(start, line + 1):
             for node in table.get(lineno, ()):
-                if isinstance(node, ast.Call):
+                if isinstance(node, ast.BinOp):
+                    self._check_format(frame, node)
+                elif isinstance(node, ast.Call):
                     numpy_calls.check(self, frame, node, _eval, _safe, guard_index)
                 else:
                     self._check(frame, node)
@@ -200,9 +248,14 @@ class IndexScanner:
         if not _candidate(sub):
             return
         try:
-            container = _eval(sub.value, frame)
-            if isinstance(container, (torch.Tensor, type)) or not hasattr(type(container), "__getitem__"):
-                return   # recorded by the tracer, a type annotation, or a line that did not run (None[...])
+            if isinstance(sub.value, ast.Call):
+                if not _c_container(sub.value, frame):
+                    return
+                container = None
+            else:
+                container = _eval(sub.value, frame)
+                if isinstance(container, (torch.Tensor, type)) or not hasattr(type(container), "__getitem__"):
+                    return   # recorded by the tracer, a type annotation, or a line that did not run (None[...])
             tracer = self.tracer
             if tracer in torch.overrides._get_current_function_mode_stack():
                 index = _eval(sub.slice, frame)
@@ -217,7 +270,26 @@ class IndexScanner:
             if key in self.done:
                 continue
             self.done.add(key)
-            guard_index(self.tracer, ti, f"used as an index of a {type(container).__name__}", loc)
+            guard_index(self.tracer, ti, f"used as an index of a {type(container).__name__ if container is not None else 'sequence'}", loc)
+
+
+    def _check_format(self, frame, node: ast.BinOp) -> None:
+        """``"%d" % n``: each traced size among the right operand's values is guarded at the line."""
+        if not _safe(node.right):
+            return
+        try:
+            with contextlib.ExitStack() as stack:
+                if self.tracer not in torch.overrides._get_current_function_mode_stack():
+                    stack.enter_context(self.tracer)
+                values = _eval(node.right, frame)
+        except Exception:  # noqa: BLE001  (a name not bound yet)
+            return
+        loc = SourceLoc(frame.f_code.co_filename, node.lineno, frame.f_code.co_name)
+        for ti in numpy_calls.traced_ints(values):
+            key = (id(frame), id(node), int.__int__(ti))
+            if key not in self.done:
+                self.done.add(key)
+                guard_index(self.tracer, ti, "formatted by `%` (str reads the number without asking it)", loc)
 
 
 def guard_index(tracer, ti: TracedInt, how: str, loc) -> None:

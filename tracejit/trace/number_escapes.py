@@ -101,6 +101,8 @@ def _escape(cls, base, name: str, plain_of):
         if name == "__hash__" and isinstance(self, TracedInt):
             get_tracer().pin(self)   # a key (a cache, a table): the trace holds its value from now on
         args = tuple(_raw_traced(a, plain_of) for a in args)
+        if name in ("__reduce_ex__", "__reduce__"):   # pickle / copy: the plain number (its value guarded above)
+            return (base, (plain,))
         return own(self, *args, **kwargs) if own is not None else original(plain, *args, **kwargs)
     method.__name__ = name
     method.__qualname__ = f"{base.__name__}.{name}"

@@ -32,6 +32,7 @@ import types
 import torch
 
 from ..ir import SourceLoc
+from . import c_readers
 from .symbolic import TracedInt
 
 _candidates: dict[int, tuple] = {}
@@ -40,7 +41,8 @@ _candidates: dict[int, tuple] = {}
 def _callee_expr(expr: ast.AST) -> bool:
     while isinstance(expr, ast.Attribute):
         expr = expr.value
-    return isinstance(expr, ast.Name)
+    return isinstance(expr, ast.Name) or isinstance(expr, ast.Constant) and expr is not None and not isinstance(
+        expr, ast.Name) and isinstance(expr.value, (str, bytes))   # "a".ljust(n): a C reader (c_readers.py)
 
 
 def candidate(call: ast.Call, safe) -> bool:
@@ -87,6 +89,11 @@ def _lookup(expr: ast.AST, frame):
     while isinstance(expr, ast.Attribute):
         attrs.append(expr.attr)
         expr = expr.value
+    if isinstance(expr, ast.Constant):
+        obj = expr.value
+        for attr in reversed(attrs):
+            obj = getattr(obj, attr)
+        return obj
     name = expr.id
     local = frame.f_locals
     if name in local:
@@ -132,7 +139,7 @@ def check(scanner, frame, call: ast.Call, evaluate, safe, guard) -> None:
     try:
         if _callee_expr(call.func):
             callee = _lookup(call.func, frame)
-            if not callable(callee) or not is_numpy_callable(callee):
+            if not callable(callee) or not (is_numpy_callable(callee) or c_readers.reads_digits(callee)):
                 return
         elif not _numpy_result(call.func.value, frame):
             return
@@ -145,6 +152,12 @@ def check(scanner, frame, call: ast.Call, evaluate, safe, guard) -> None:
 _NUMPY_OWNERS: dict[type, bool] = {}
 _NUMPY_FUNCTIONS: dict = {}   # a module's C function -> numpy's? (they live as long as their module)
 _positions: dict = {}   # code object -> its instructions' source spans
+
+
+def is_checked_c_callable(fn) -> bool:
+    """Is ``fn``, a C function a user frame is about to call, one whose int arguments are guarded: numpy's, or
+    another C reader (c_readers.py)?"""
+    return is_numpy_c_callable(fn) or c_readers.reads_digits(fn)
 
 
 def is_numpy_c_callable(fn) -> bool:
@@ -214,4 +227,4 @@ def _guard_arguments(scanner, frame, call: ast.Call, evaluate, safe, guard) -> N
             if key in scanner.done:
                 continue
             scanner.done.add(key)
-            guard(tracer, ti, f"passed to {name}() (numpy reads the number without asking it)", loc)
+            guard(tracer, ti, f"passed to {name}() (numpy or other C code reads the number without asking it)", loc)

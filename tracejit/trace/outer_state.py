@@ -54,8 +54,9 @@ class OuterState:
     """The globals and closure cells user code read while tracing, and the input containers; see the module."""
 
     def __init__(self):
-        self.codes: set = set()     # the code objects looked at (first call)
-        self.forward_codes: dict = {}   # forward's own user code -> its globals (global_reads.py reads its loads)
+        self.codes: dict = {}       # id(code) -> code object looked at (first call); by id: hashing a code object
+        #                             hashes its names and constants, on every call event of the profile hook
+        self.forward_codes: dict = {}   # user code called while tracing -> its globals (global_reads.py reads its loads)
         self.env_reads: dict = {}   # environment variable -> where the user's code first read it (env_reads.py)
         self._globals: dict = {}    # (id(globals), name) -> (globals dict, name, fingerprint, [codes naming it])
         self._frames: dict = {}     # id(frame) -> (frame, {free variable: fingerprint})
@@ -69,21 +70,27 @@ class OuterState:
     # ---- called by frame_returns' profile hook, for user frames only ----
     def called(self, frame) -> None:
         code = frame.f_code
-        if code in self.codes:
+        if self.codes.get(id(code)) is code:
             return
-        self.codes.add(code)   # looked at once: frame_returns' hook skips it from now on
-        if outside_forward(frame) or _library_internal(frame, self._stop):   # not forward's own code, nor its changes
+        self.codes[id(code)] = code   # looked at once: frame_returns' hook skips it from now on
+        if _installed_library(code.co_filename):   # (by its file, before any walk of the stack)
             self._exempt.update(code.co_freevars + code.co_names)
             return
         g = frame.f_globals
-        self.forward_codes[code] = g
-        for name in code.co_names:
-            if name in g:
-                seen = self._globals.get((id(g), name))
-                if seen is not None:
-                    seen[3].append(code)
-                elif not isinstance(g[name], _SKIP_TYPES):
-                    self._globals[(id(g), name)] = (g, name, _fp(g[name]), [code])
+        self.forward_codes[code] = g   # before the early return: its global loads may reach a settings module
+        names = [n for n in code.co_names if n in g and ((id(g), n) in self._globals or not isinstance(
+            g[n], _SKIP_TYPES))]
+        if not names and not code.co_freevars:
+            return   # nothing to watch: neither the stack walks below nor a fingerprint (most functions)
+        if outside_forward(frame) or _library_internal(frame, self._stop):   # not forward's own code, nor its changes
+            self._exempt.update(code.co_freevars + code.co_names)
+            return
+        for name in names:
+            seen = self._globals.get((id(g), name))
+            if seen is not None:
+                seen[3].append(code)
+            else:
+                self._globals[(id(g), name)] = (g, name, _fp(g[name]), [code])
         if code.co_freevars:
             local = frame.f_locals
             cells = {n: _fp(local[n]) for n in code.co_freevars if n in local}
@@ -168,12 +175,18 @@ class OuterState:
         return out
 
 
+_libraries: dict = {}
+
+
 def _installed_library(filename: str) -> bool:
     """Is ``filename`` a file of an installed package (site-packages / dist-packages)? Such code's globals are the
     library's own (einops fills ``_loaded_backends`` on its first call, transformers its lazy tables): what it
     changes is not forward's state, as for torch's internals."""
-    parts = filename.replace("\\", "/").split("/")
-    return "site-packages" in parts or "dist-packages" in parts
+    hit = _libraries.get(filename)
+    if hit is None:
+        parts = filename.replace("\\", "/").split("/")
+        hit = _libraries[filename] = "site-packages" in parts or "dist-packages" in parts
+    return hit
 
 
 def _library_internal(frame, stop) -> bool:

@@ -135,7 +135,11 @@ def _make_arith(name, fn, op, sym, reflected):
 
 
 def _make_special(name, fn):
-    def method(self, other):
+    def method(self, other, *modulo):
+        if modulo:   # pow(n, e, m): three-argument pow reads every operand's value (guarded)
+            plain = [v._specialize("used in pow() with a modulus") if isinstance(v, TracedInt) else v
+                     for v in (self, other, modulo[0])]
+            return pow(plain[0], plain[1], plain[2]) if name == "__pow__" else pow(plain[1], plain[0], plain[2])
         if isinstance(other, TracedInt):
             other_v = other._plain()
         elif isinstance(other, (int, float)):
@@ -221,3 +225,4 @@ class _RangeType(type):
 class traced_range(metaclass=_RangeType):
     """Stands in for ``range`` while tracing: ``range(x.size(0))`` cannot be recorded (CPython
     reads an int subclass without asking it), so this notes the specialization in the ledger."""
+    _tj_range = True   # trace/c_readers.py: stands for the C type range
