@@ -59,7 +59,6 @@ BARE_TABLES = {
     ("trace/index_reads.py", "_SAFE_CALLS"): "Python calls an index expression may make (x.size(), len())",
     ("trace/reads.py", "_COMPARISONS"): "Python comparison operators (operator.lt, ...)",
     ("trace/rng_record.py", "_GENERATOR_ALLOWED"): "torch.Generator methods",
-    ("trace/env_reads.py", "__getitem__,get,__contains__"): "os.environ's read methods (Python mapping methods)",
     ("trace/c_readers.py", "PASSES"): "Python builtins and C methods (list.append, max, operator.mul) that store a "
                                       "traced size or ask its own methods: not tensor ops (hunt20)",
 }

@@ -11,8 +11,11 @@ module, the RNG state tensor) are left out, here.
 from __future__ import annotations
 
 import functools
+import importlib
+import pkgutil
 
 import torch
+import torch.backends
 
 from ..patterns import LazyPattern
 
@@ -85,8 +88,6 @@ def parse_backends(test) -> tuple | None:
 
 @functools.lru_cache(maxsize=1)
 def _backends_modules() -> frozenset:
-    import pkgutil
-    import torch.backends
     return frozenset(i.name for i in pkgutil.iter_modules(torch.backends.__path__) if not i.name.startswith("_"))
 
 
@@ -95,7 +96,6 @@ def import_backend(test) -> None:
     ``torch.backends.<module>`` resolves in generated code in a process that never imported it."""
     parsed = parse_backends(test)
     if parsed is not None:
-        import importlib
         importlib.import_module(f"torch.backends.{parsed[0]}")
 
 
@@ -103,7 +103,6 @@ def backends_read(test):
     """A zero-argument callable answering ``test`` (a torch.backends flag test) now."""
     module, sub, name, call, by_name = parse_backends(test)
     def read():
-        import importlib
         obj = getattr(torch.backends, module, None) or importlib.import_module(f"torch.backends.{module}")
         value = getattr(getattr(obj, sub) if sub else obj, name)
         value = value() if call else value

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import sys
 
+from torch.utils import _pytree
+
 from ..ir import SourceLoc
 from .source import _skipped
 
@@ -116,7 +118,6 @@ class WatchedDict(dict):
 def _register_with_torch_pytree() -> None:
     """torch.utils._pytree looks container types up by ``type(x)``: forward's ``tree_map`` over an input dict
     must see a dict, not a leaf."""
-    from torch.utils import _pytree
     if WatchedDict not in _pytree.SUPPORTED_NODES:
         _pytree.register_pytree_node(WatchedDict, lambda d: (list(d.values()), list(d.keys())),   # (a read)
                                      lambda values, keys: dict(zip(keys, values)),
