@@ -17,6 +17,7 @@ from ..records import FrozenRecord
 from . import op_sizes as size
 from . import op_sizes_args as args
 from . import op_sizes_broadcast as several
+from . import op_sizes_gates as gates
 from . import op_sizes_linalg as linalg
 from . import op_sizes_values as values
 from . import op_sizes_vision as vision
@@ -45,7 +46,8 @@ def _rules(names: str, elements, flops=None, static_factor=None, empty_only=None
 
 def _pool(op: str) -> SizeRule:
     dims = int(op.split("_pool")[1][0])   # max_pool2d_with_indices -> 2
-    return SizeRule(functools.partial(args.pool, dims=dims), functools.partial(args.pool_flops, dims=dims))
+    return SizeRule(functools.partial(args.pool, dims=dims), functools.partial(args.pool_flops, dims=dims),
+                    functools.partial(gates.pool_factor, dims=dims))
 
 
 RULES: dict[str, SizeRule] = {
@@ -77,7 +79,7 @@ RULES: dict[str, SizeRule] = {
     **_rules("col2im", size.col2im),
     **_rules("block_diag", size.block_diag),
     **_rules("conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d convolution _convolution",
-             size.convolution),
+             size.convolution, static_factor=gates.convolution_factor),
     **_rules("upsample_nearest1d upsample_nearest2d upsample_nearest3d upsample_linear1d upsample_bilinear2d "
              "upsample_bicubic2d upsample_trilinear3d _upsample_nearest_exact1d _upsample_nearest_exact2d "
              "_upsample_nearest_exact3d", size.upsample),
