@@ -60,6 +60,10 @@ def _lshift(a, b):
 
 
 def _mul(a, b):
+    if type(a) is int and type(b) is int:   # the common case (a size times a size): two 64-bit ints, then bounded
+        r = a * b
+        if -INT_BOUND <= r < INT_BOUND:
+            return r
     for seq, n in ((a, b), (b, a)):
         if isinstance(seq, (list, tuple, str)) and isinstance(n, int) and len(seq) * n > MAX_REPEATED_LIST:
             raise BudgetError(f"repeating a list of {len(seq)} items {n} times on traced sizes; a program loaded "
