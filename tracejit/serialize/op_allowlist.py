@@ -75,7 +75,7 @@ FAMILIES = (
     Family("shape", _ops("""
         view view_as reshape reshape_as permute transpose swapaxes swapdims movedim moveaxis t adjoint mT mH numpy_T
         unsqueeze squeeze flatten unflatten ravel select slice narrow narrow_copy chunk tensor_split split
-        split_with_sizes hsplit vsplit dsplit unbind contiguous clone detach flip fliplr flipud
+        split_with_sizes hsplit vsplit dsplit unbind contiguous clone detach flip fliplr flipud rot90 roll
         diagonal diag diag_embed diagflat tril triu size dim numel stride is_contiguous is_floating_point is_complex
         type_as to alias_copy atleast_1d atleast_2d atleast_3d squeeze_copy unsqueeze_copy view_copy
         permute_copy transpose_copy unfold"""), chk.schema_only,
@@ -101,12 +101,9 @@ FAMILIES = (
         max_pool2d_with_indices max_pool3d_with_indices avg_pool1d avg_pool2d avg_pool3d adaptive_avg_pool1d
         adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d 
         pixel_shuffle pixel_unshuffle channel_shuffle lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell native_channel_shuffle scaled_dot_product_attention
-        affine_grid_generator rot90 roll"""), chk.on_meta,
+        affine_grid_generator"""), chk.schema_only,
         "shapes checked by the kernels (pooling padding at most half the kernel, normalized_shape against the "
-        "weight; the RNN cells check their hidden states' batch and size); the output is no bigger than the input "
-        "(rot90 / roll: the same elements rearranged). The file's constant kernel sizes, strides, paddings, "
-        "dilations, factors, groups, shifts and dims are run once on meta tensors at load: what the kernel "
-        "refuses is a LoadError, not an error at the first call"),
+        "weight; the RNN cells check their hidden states' batch and size); the output is no bigger than the input"),
     Family("norm_with_statistics", _ops("batch_norm instance_norm"), chk.batch_norm,
            "aten::batch_norm / instance_norm check running statistics against the input's channels at call time "
            "themselves; at load the statistics must exist in eval mode and match the traced channels (their "

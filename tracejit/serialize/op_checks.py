@@ -23,44 +23,6 @@ def schema_only(name: str, bound: dict, at: str) -> None:
     """The generic schema check suffices (the family's review in op_allowlist.py says why)."""
 
 
-def on_meta(name: str, bound: dict, at: str) -> None:
-    """The op run once on meta tensors of the traced shapes, when every other argument is a constant of the
-    file: a kernel size, stride, padding or dilation of 0 or below, a padding over half the kernel, an
-    upscale factor or group count of 0, shifts and dims of different lengths are refused at load with the
-    kernel's own message (before: a raw RuntimeError at the first call). Traced ints (Values) are known at
-    call time only: the kernel checks them then, as in eager."""
-    args = meta_arguments(bound)
-    if any(isinstance(x, Value) for v in args.values() for x in (v if isinstance(v, (list, tuple)) else (v,))):
-        return
-    found = _overload_of(name, args)
-    if found is None:
-        return
-    op, schema = found
-    for a in schema.arguments:   # an int or [int] for an int[N] (kernel_size=2): the Python binding's expansion
-        v = args.get(a.name)
-        if getattr(a, "N", None) and isinstance(v, (list, tuple)) and len(v) == 1:
-            v = v[0]
-        if getattr(a, "N", None) and isinstance(v, int) and not isinstance(v, bool):
-            args[a.name] = [v] * a.N
-    try:
-        op(**args)
-    except (RuntimeError, ValueError, IndexError, TypeError, ArithmeticError) as e:
-        why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-        raise LoadError(f"{at}: aten::{name} refuses its constant arguments at the traced sizes: {why}") from None
-
-
-def _overload_of(name: str, args: dict):
-    """(OpOverload, schema) of the first ``aten::name`` overload that takes the bound names (the others with
-    defaults), or None."""
-    from ..ops.aten import exact_overload, schemas_of
-    for overload, schema in schemas_of(f"aten::{name}"):
-        names = {a.name for a in schema.arguments}
-        if set(args) <= names and all(a.name in args or a.has_default_value() for a in schema.arguments):
-            op = exact_overload(f"aten::{name}.{overload or 'default'}")
-            return None if op is None else (op, schema)
-    return None
-
-
 def _enum(bound: dict, arg: str, allowed: range, at: str, meaning: str) -> None:
     v = bound.get(arg)
     if v is None or isinstance(v, Value):

@@ -18,6 +18,7 @@ from . import op_sizes as size
 from . import op_sizes_args as args
 from . import op_sizes_broadcast as several
 from . import op_sizes_gates as gates
+from . import op_sizes_constants as constant_args
 from . import op_sizes_linalg as linalg
 from . import op_sizes_values as values
 from . import op_sizes_vision as vision
@@ -123,6 +124,12 @@ RULES: dict[str, SizeRule] = {
     **_rules("view reshape view_copy", values.reshaped, empty_only="self"),
     **_rules("unflatten", values.unflattened, empty_only="self"),
     **_rules("pixel_unshuffle", values.pixel_unshuffled, empty_only="self"),
+    # constants the kernels refuse, said before they run (op_sizes_constants.py); what they make is their input
+    **_rules("pixel_shuffle", constant_args.pixel_shuffled, static_factor=constant_args.same_size),
+    **_rules("channel_shuffle native_channel_shuffle", constant_args.channel_shuffled,
+             static_factor=constant_args.same_size),
+    **_rules("roll", constant_args.rolled, static_factor=constant_args.same_size),
+    **_rules("rot90", constant_args.rot90ed, static_factor=constant_args.same_size),
     # values the kernels trust (op_sizes_values.py): a ValueError is a LoadError / GuardError
     **_rules("mvlgamma special_multigammaln", values.mvlgamma),
     **_rules("matrix_power linalg_matrix_power", values.matrix_power),
