@@ -44,12 +44,14 @@ def count_checks(program) -> int:
 
 
 def load_unchecked(raw: bytes):
-    """The file loaded with no budget checks (bench only): the code generator's hooks return nothing."""
+    """The file loaded with no budget checks (bench only): the code generator's hooks return nothing. The
+    code cache is off for this load: a hit would hand back the checked code of the checked load."""
     from unittest import mock
     from tracejit.codegen import budget_emit
     with mock.patch.object(budget_emit, "before_node", lambda gen, node: None), \
             mock.patch.object(budget_emit, "int_op_expr", lambda gen, node: None), \
-            mock.patch.object(budget_emit, "enter_line", lambda gen: None):
+            mock.patch.object(budget_emit, "enter_line", lambda gen: None), \
+            mock.patch.dict(os.environ, {"TRACEJIT_CACHE_DIR": ""}):
         return tracejit.load(io.BytesIO(raw))
 
 

@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 from ..ir import BOOL_TESTS, Node, guard_expr
+from . import budget_emit
 from ..ir.guard_nodes import flag_predicate
 from ..support.global_guards import ContainerCheck, global_value, inline_check, namespace
 from ..support.guards import GuardFailure
 from ..support.guards import needs_plain, plain_value
+from ..support.read_cap import leaves, read_cap, reads_elements
 
 
 class GuardEmitter:
@@ -40,6 +42,12 @@ class GuardEmitter:
             now = pred
         k = len(self.table)
         self.table.append((node, pred))
+        if gen.budget is not None and operands and reads_elements(test, node.attrs.get("call")):
+            # a loaded program reads at most the elements the guard compares with (~60 B of Python objects each)
+            most = leaves(expected)
+            budget_emit._add_global(gen, "_tj_read_cap", read_cap)
+            gen.emit(f"if {operands[0]}.numel() > {most}: _tj_read_cap({operands[0]}, {most}, {node.attrs['test']!r})",
+                     node.source)
         gen.emit(f"if {cond}: _tj_guard({k}, {now})", node.source)
 
     def _emit_global(self, node: Node) -> None:

@@ -24,7 +24,7 @@ from ..version import __version__
 from ..errors import SaveError
 from ..program import Program
 from ..runtime.traced import TracedFunction, TracedModule, program_of
-from . import atomic_file, encode, save_check, specializations
+from . import atomic_file, encode, limits, save_check, specializations
 from .crc import crc_of
 from .file_format import CRC_PLACEHOLDER as _CRC_PLACEHOLDER, FORMAT, MAX_HEADER, SCHEMA_VERSION  # noqa: F401
 from .file_format import ALIGN, ST_DTYPES as _ST_DTYPES
@@ -216,12 +216,13 @@ def _ledger(entries) -> list:
 
 
 def _jsonable(v, depth=0):
-    if depth > 8:
-        return str(v)
-    if v is None or isinstance(v, (bool, int, str)):
+    """A ledger value as the loader takes it (limits.ledger_value): strings of at most limits.MAX_STRING
+    characters (longer ones cut, marked "..."), at most 9 levels of lists, anything else as its str()."""
+    if depth <= 8 and (v is None or isinstance(v, (bool, int))):
         return v
-    if isinstance(v, float):
+    if depth <= 8 and isinstance(v, float):
         return v if v == v and v not in (float("inf"), float("-inf")) else repr(v)
-    if isinstance(v, (list, tuple)):
+    if depth <= 8 and isinstance(v, (list, tuple)):
         return [_jsonable(x, depth + 1) for x in v]
-    return str(v)
+    text = v if isinstance(v, str) else str(v)
+    return text if len(text) <= limits.MAX_STRING else text[:limits.MAX_STRING - 3] + "..."

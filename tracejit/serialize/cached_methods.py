@@ -43,7 +43,7 @@ size_rules = LazyModule(".size_rules", __package__)   # a program with call-time
 NAMED = (("torch", ""), ("torch", "Tensor"),
          ("tracejit.support.guards", "check_input_kind"), ("tracejit.support.guards", "plain_value"),
          ("tracejit.support.call_budget", "INT_OPS"), ("tracejit.support.call_budget", "enter_call"),
-         ("tracejit.support.call_budget", "enter_root"), ("tracejit.codegen.sym_emit", "FUNCTIONS"),
+         ("tracejit.support.call_budget", "enter_root"), ("tracejit.support.read_cap", "read_cap"), ("tracejit.codegen.sym_emit", "FUNCTIONS"),
          ("tracejit.pytree", "rebuild_registered"), ("tracejit.codegen.capture_emit", "_children_of"))
 _PLAIN = (type(None), bool, int, float, str)
 

@@ -61,6 +61,25 @@ def text(x, where: str, limit: int = MAX_STRING) -> str:
     return x
 
 
+LEDGER_VALUE_DEPTH = 10               # nesting of a ledger value (save writes at most 9 levels: archive._jsonable)
+
+
+def ledger_value(v, where: str, depth: int = 0):
+    """A ledger entry's ``value`` (the value a trace froze, shown by ``inspect`` and the viewer): JSON of
+    bounded shape, ``None`` / bool / int / float / a string of at most MAX_STRING characters / a list of such,
+    nested at most LEDGER_VALUE_DEPTH deep (a crafted megabyte string or deep nesting is refused here, not
+    carried into every tool that prints the ledger)."""
+    if depth > LEDGER_VALUE_DEPTH:
+        raise LoadError(f"{where}: nested more than {LEDGER_VALUE_DEPTH} levels deep")
+    if v is None or isinstance(v, (bool, int, float)):
+        return v
+    if isinstance(v, str):
+        return text(v, where)
+    if isinstance(v, list):
+        return [ledger_value(x, where, depth + 1) for x in v]
+    raise LoadError(f"{where}: expected null, a number, a string or a list, found {type(v).__name__}")
+
+
 def check_program(program: dict) -> None:
     """Counts of the program's tables, before any of them is decoded."""
     graphs = program.get("graphs")

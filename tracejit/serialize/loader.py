@@ -21,7 +21,7 @@ from . import limits
 from .file_format import ALIGN, BACKEND_CHOICE_FILE, parse_choice, CRC_PLACEHOLDER as _CRC_PLACEHOLDER, FORMAT, MAX_HEADER, SCHEMA_VERSION
 from .file_format import ST_DTYPES as _ST_DTYPES
 from .crc import combine, crc32, crc_of
-from .relocate import relocate, saved_devices
+from .relocate import check_device_constants, relocate, saved_devices
 from .expansion import check_expansion
 from ..program import Program
 from ..runtime.assemble import compile_loaded
@@ -92,6 +92,8 @@ def _decoded(buf, map_location, extra_files, check_integrity: bool, data_crc, va
     program, document = _decode(buf, map_location, extra_files, check_integrity, data_crc, validated)
     if map_location is not None:
         relocate(program, map_location)
+    else:
+        check_device_constants(program)
     return program, document
 
 

@@ -13,6 +13,7 @@ import math
 
 import torch
 
+from .op_sizes_constants import check_pool
 from .op_sizes import _ints, _shape
 
 
@@ -255,6 +256,7 @@ def _pool_out(b, dims: int):
     dil = dil * dims if len(dil) == 1 else dil
     if not all(len(v) == dims for v in (k, stride, pad, dil)):
         return None, None
+    check_pool(x, dims, k, stride, pad, dil, b.get("ceil_mode") is not False)   # constants the kernel refuses: ValueError (op_sizes_constants.py)
     spatial = x[-dims:]
     out = [max((n + 2 * abs(p) - d * (kk - 1) - 1) // max(abs(s), 1) + 1, 1)
            for n, kk, s, p, d in zip(spatial, k, stride, pad, dil)]

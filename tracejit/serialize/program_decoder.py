@@ -307,7 +307,7 @@ def _ledger_entries(items) -> tuple:
                 raise LoadError("malformed ledger entry source (expected [file, line, function])")
             source = SourceLoc(limits.text(src[0], "ledger entry source"), src[1],
                                limits.text(src[2], "ledger entry source"))
-        out.append(LedgerEntry(e["kind"], e["message"], source, e.get("value")))
+        out.append(LedgerEntry(e["kind"], e["message"], source, limits.ledger_value(e.get("value"), "ledger entry value")))
     return tuple(out)
 
 

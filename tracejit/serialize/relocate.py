@@ -86,3 +86,56 @@ def _retype(value, target: str) -> None:
     t = getattr(value, "type", None)
     if isinstance(t, TensorType) and t.device != target:
         value.type = TensorType(t.dtype, t.shape, target, t.requires_grad)
+
+
+def check_device_constants(program) -> None:
+    """A program loaded without ``map_location`` whose code names a device this machine lacks (``torch.zeros(...,
+    device="xla")``, ``x.to("hpu")``, ``cuda:3`` on a one-GPU machine) is a LoadError naming it, not a raw
+    error from torch at the first call. ``map_location`` (``"meta"`` for ``inspect``) loads it anyway: its
+    literal devices stay what the code says, and the call that reaches one fails there."""
+    missing, todo, seen = None, [g for _, _, g in program.graphs()], set()
+    while todo and missing is None:
+        graph = todo.pop()
+        if id(graph) in seen:
+            continue
+        seen.add(id(graph))
+        todo += list(getattr(graph, "callees", {}).values())
+        for node in graph.nodes:
+            for v in _leaves((node.args, tuple(node.kwargs.values()))):
+                if isinstance(v, torch.device) and not device_available(v):
+                    missing = (v, node)
+                    break
+            if missing is not None:
+                break
+    if missing is not None:
+        device, node = missing
+        at = f" (at {node.source})" if node.source is not None else ""
+        raise LoadError(f"the program's code names the device {str(device)!r}{at}, which this machine does not "
+                        "have; pass map_location='cpu' (or another device) to load it anyway")
+
+
+def device_available(device: torch.device) -> bool:
+    """Can this process run on ``device``? cpu and meta always; cuda / xpu / mps when their torch backend says
+    so (and the index exists); any other type (hpu, xla, ipu) only when its backend module is already part of
+    torch (a plugin imported by the user) and says it is available: default-deny, nothing imported here."""
+    kind = device.type
+    if kind in ("cpu", "meta"):
+        return True
+    if kind == "mps":
+        return bool(torch.backends.mps.is_available())
+    backend = torch.__dict__.get(kind)   # not getattr: torch's module __getattr__ may import
+    try:
+        if backend is None or not backend.is_available():
+            return False
+        count = backend.device_count() if hasattr(backend, "device_count") else 1
+    except Exception:   # a plugin that cannot answer: not available
+        return False
+    return (device.index or 0) < count
+
+
+def _leaves(v):
+    if isinstance(v, (list, tuple)):
+        for x in v:
+            yield from _leaves(x)
+    else:
+        yield v

@@ -91,10 +91,15 @@ def bind(schema, args, kwargs) -> dict | None:
     params = arguments(schema)
     out: dict = {}
     i = 0
-    for p in (a for a in params if not a.kwarg_only):
+    positional = [a for a in params if not a.kwarg_only]
+    # ints as varargs (``x.view(2, 3)``, ``torch.zeros(2, 3)``) only for an int list that is the one positional
+    # parameter besides ``self``, as torch's parser allows: ``avg_pool2d(x, 3, 2, 1)`` or ``conv2d(x, w, b, 1,
+    # 20000)`` bind kernel / stride / padding one by one (as a list they hid the padding from the size rules)
+    varargs = len([a for a in positional if a.name != "self"]) == 1
+    for p in positional:
         if i >= len(args):
             break
-        if p.type == "List[int]" and len(args) - i > 1 and all(_is_int(x) for x in args[i:]):
+        if varargs and p.type == "List[int]" and len(args) - i > 1 and all(_is_int(x) for x in args[i:]):
             out[p.name] = list(args[i:])
             i = len(args)
             break

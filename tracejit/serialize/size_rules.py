@@ -17,6 +17,8 @@ from ..records import FrozenRecord
 from . import op_sizes as size
 from . import op_sizes_args as args
 from . import op_sizes_broadcast as several
+from . import op_sizes_gates as gates
+from . import op_sizes_constants as constant_args
 from . import op_sizes_grouped as grouped
 from . import op_sizes_strided as strided
 from . import op_sizes_linalg as linalg
@@ -47,7 +49,8 @@ def _rules(names: str, elements, flops=None, static_factor=None, empty_only=None
 
 def _pool(op: str) -> SizeRule:
     dims = int(op.split("_pool")[1][0])   # max_pool2d_with_indices -> 2
-    return SizeRule(functools.partial(args.pool, dims=dims), functools.partial(args.pool_flops, dims=dims))
+    return SizeRule(functools.partial(args.pool, dims=dims), functools.partial(args.pool_flops, dims=dims),
+                    functools.partial(gates.pool_factor, dims=dims))
 
 
 RULES: dict[str, SizeRule] = {
@@ -80,7 +83,7 @@ RULES: dict[str, SizeRule] = {
     **_rules("col2im", size.col2im),
     **_rules("block_diag", size.block_diag),
     **_rules("conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d convolution _convolution",
-             size.convolution),
+             size.convolution, static_factor=gates.convolution_factor),
     **_rules("upsample_nearest1d upsample_nearest2d upsample_nearest3d upsample_linear1d upsample_bilinear2d "
              "upsample_bicubic2d upsample_trilinear3d _upsample_nearest_exact1d _upsample_nearest_exact2d "
              "_upsample_nearest_exact3d", size.upsample),
@@ -125,6 +128,12 @@ RULES: dict[str, SizeRule] = {
     **_rules("view reshape view_copy", values.reshaped, empty_only="self"),
     **_rules("unflatten", values.unflattened, empty_only="self"),
     **_rules("pixel_unshuffle", values.pixel_unshuffled, empty_only="self"),
+    # constants the kernels refuse, said before they run (op_sizes_constants.py); what they make is their input
+    **_rules("pixel_shuffle", constant_args.pixel_shuffled, static_factor=constant_args.same_size),
+    **_rules("channel_shuffle native_channel_shuffle", constant_args.channel_shuffled,
+             static_factor=constant_args.same_size),
+    **_rules("roll", constant_args.rolled, static_factor=constant_args.same_size),
+    **_rules("rot90", constant_args.rot90ed, static_factor=constant_args.same_size),
     # values the kernels trust (op_sizes_values.py): a ValueError is a LoadError / GuardError
     **_rules("mvlgamma special_multigammaln", values.mvlgamma),
     **_rules("matrix_power linalg_matrix_power", values.matrix_power),

@@ -60,6 +60,10 @@ def _lshift(a, b):
 
 
 def _mul(a, b):
+    if type(a) is int and type(b) is int:   # the common case (a size times a size): two 64-bit ints, then bounded
+        r = a * b
+        if -INT_BOUND <= r < INT_BOUND:
+            return r
     for seq, n in ((a, b), (b, a)):
         if isinstance(seq, (list, tuple, str)) and isinstance(n, int) and len(seq) * n > MAX_REPEATED_LIST:
             raise BudgetError(f"repeating a list of {len(seq)} items {n} times on traced sizes; a program loaded "
@@ -122,13 +126,33 @@ def _largest_tensor(args: dict) -> int:
     return best
 
 
+def _any_empty(args: dict) -> bool:
+    """Does an argument (or an item of a list argument) hold an empty tensor? The scan of every size check
+    (most find none, and then the arguments are used as they are): ``isinstance``, not ``hasattr`` (a failed
+    ``hasattr`` on ``None`` or a float raises and catches an AttributeError), and a list whose first item is
+    a number is skipped (the schema check types every list: an ``int[]`` or ``float[]`` holds no tensor)."""
+    for v in args.values():
+        if isinstance(v, Tensor):
+            if not v.numel():
+                return True
+        elif v.__class__ in _SEQUENCES and v and v[0].__class__ not in _NUMBERS:
+            for x in v:
+                if isinstance(x, Tensor) and not x.numel():
+                    return True
+    return False
+
+
+_SEQUENCES = (list, tuple)
+_NUMBERS = (int, float, bool)
+
+
 def _at_extent(v):
     """An empty tensor as a meta tensor of its extent (each 0 of its shape counted as 1; anything else as it is):
     an op that drops the zero dimension makes that many elements (a ``[2**28, 0]`` summed over dim 1), so
     the size rules count empty tensors at their extent (serialize/op_sizes_values.py)."""
     if isinstance(v, (list, tuple)):
-        return type(v)(_at_extent(x) for x in v) if any(hasattr(x, "numel") for x in v) else v
-    if hasattr(v, "numel") and hasattr(v, "shape") and v.numel() == 0 and len(v.shape) > 1:
+        return type(v)(_at_extent(x) for x in v) if any(isinstance(x, Tensor) for x in v) else v
+    if isinstance(v, Tensor) and v.numel() == 0 and v.dim() > 1:
         return torch.empty([max(int(s), 1) for s in v.shape], dtype=v.dtype, device="meta")
     return v
 
@@ -148,8 +172,10 @@ def over_budget(rule, args: dict, file_elements: int, call_elements: int | None 
     the op's largest tensor argument): ops whose arguments can change are checked again at each call,
     the others' tensors are the file's own. Raises ValueError for arguments the kernel would trust
     wrongly (op_sizes.rnn, op_sizes_values.py). Empty tensors count at their extent (``_at_extent``)."""
-    # a reshape's rule reads its input's emptiness itself (empty_only: serialize/op_sizes_values.py)
-    sized = args if getattr(rule, "empty_only", None) else {k: _at_extent(v) for k, v in args.items()}
+    # a reshape's rule reads its input's emptiness itself (empty_only: serialize/op_sizes_values.py); the
+    # arguments are copied only when one is empty (most calls: none, and the scan is a few isinstance tests)
+    sized = args if getattr(rule, "empty_only", None) or not _any_empty(args) else \
+        {k: _at_extent(v) for k, v in args.items()}
     n = rule.elements(sized)
     work = rule.flops(sized) if rule.flops is not None else None
     if (n is None or n <= file_elements) and (work is None or work <= WORK_FACTOR * file_elements):
