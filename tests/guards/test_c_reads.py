@@ -155,3 +155,18 @@ def test_storing_and_asking_keep_the_size_symbolic():
     for k in (3, 5):
         y = torch.randn(k)
         torch.testing.assert_close(loaded(y), fn(y), rtol=0, atol=0)
+
+
+def test_enumerate_only_iterates_the_sizes_it_is_given():
+    """torchvision's detection transform: ``for index, item in enumerate(sublist)`` over each image's sizes.
+    enumerate never reads its items' digits: the sizes stay symbolic (a loaded program follows new shapes)."""
+    def fn(x):
+        maxes, sizes = [1, 1], list(x.shape)
+        for index, item in enumerate(sizes):
+            maxes[index] = max(maxes[index], item)
+        return x.new_ones(maxes).sum(0)
+    traced = tracejit.trace(fn, (torch.randn(3, 4),))
+    loaded = _saved(traced)
+    for shape in ((3, 4), (5, 2)):
+        y = torch.randn(*shape)
+        torch.testing.assert_close(loaded(y), fn(y), rtol=0, atol=0)

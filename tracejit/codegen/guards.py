@@ -46,7 +46,7 @@ class GuardEmitter:
             # a loaded program reads at most the elements the guard compares with (~60 B of Python objects each)
             most = leaves(expected)
             budget_emit._add_global(gen, "_tj_read_cap", read_cap)
-            gen.emit(f"if {operands[0]}.numel() > {most}: _tj_read_cap({operands[0]}, {most}, {node.attrs['test']!r})",
+            gen.emit(f"if {operands[0]}.numel() > {most}: _tj_guard({k}, _tj_read_cap({operands[0]}, {most}))",
                      node.source)
         gen.emit(f"if {cond}: _tj_guard({k}, {now})", node.source)
 

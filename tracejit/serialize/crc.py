@@ -11,8 +11,13 @@ for its import (server start, docs/DEPLOY.md).
 """
 from __future__ import annotations
 
+import struct
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+
+from ..errors import LoadError
+from ..patterns import LazyPattern
+from .file_format import CRC_PLACEHOLDER as _CRC_PLACEHOLDER, MAX_HEADER
 
 _POLY = 0xEDB88320   # the CRC-32 polynomial, bit-reflected (as zlib writes it)
 FAST_FROM = 1 << 20  # bytes: from this size a buffer is summed by ISA-L (when installed)
@@ -106,3 +111,44 @@ def crc_of(buffers, value: int = 0) -> int:
     for data in buffers:
         value = _crc32(data, value)
     return value
+
+
+# the stored CRC as it shows in the raw header (the document is JSON inside a JSON string)
+_STORED_CRC = LazyPattern(rb'crc32\\":\\"([0-9a-f]{8})')
+
+
+def blame_checksum(buf, data_crc, error: LoadError) -> None:
+    """(serialize/loader.py) The header does not read as a tracejit program: when the CRC stored in it still shows and the
+    file's bytes do not give it, the file is damaged (a flipped byte): raise that instead."""
+    if len(buf) < 8:
+        return
+    header_len = struct.unpack("<Q", bytes(buf[:8]))[0]
+    if header_len > min(MAX_HEADER, len(buf) - 8):
+        return
+    m = _STORED_CRC.search(bytes(buf[8:8 + header_len]))
+    if m is None:
+        return
+    try:
+        check_crc(buf, header_len, m.group(1).decode(), data_crc)
+    except LoadError as crc_error:
+        raise LoadError(f"{crc_error}; the header does not read either ({error})") from None
+
+
+def check_crc(buf, header_len: int, stored, data_crc=None) -> None:
+    if not isinstance(stored, str) or len(stored) != 8:
+        raise LoadError("the file has no valid checksum")
+    marker = f'crc32\\":\\"{stored}'.encode()
+    header = bytes(buf[8:8 + header_len])
+    at = header.find(marker)
+    if at < 0:
+        raise LoadError("the checksum field could not be found in the header")
+    zeroed = header[:at + len(marker) - 8] + _CRC_PLACEHOLDER.encode() + header[at + len(marker):]
+    crc = zlib.crc32(bytes(buf[:8]))
+    crc = zlib.crc32(zeroed, crc)
+    if data_crc is not None and data_crc[1] == 8 + header_len:   # computed while reading
+        crc = combine(crc, data_crc[0], len(buf) - data_crc[1])
+    else:
+        crc = crc32(buf, 8 + header_len, value=crc)
+    if f"{crc:08x}" != stored:
+        raise LoadError(f"checksum mismatch: the file says {stored}, its contents give {crc:08x}; the file is "
+                        "damaged (a flipped byte, a truncation, or an edit)")

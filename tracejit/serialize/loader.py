@@ -10,7 +10,6 @@ import json
 import mmap
 import os
 import struct
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -18,9 +17,9 @@ import torch
 from ..version import __version__
 from ..errors import LoadError
 from . import limits
-from .file_format import ALIGN, BACKEND_CHOICE_FILE, parse_choice, CRC_PLACEHOLDER as _CRC_PLACEHOLDER, FORMAT, MAX_HEADER, SCHEMA_VERSION
+from .file_format import ALIGN, BACKEND_CHOICE_FILE, parse_choice, FORMAT, MAX_HEADER, SCHEMA_VERSION
 from .file_format import ST_DTYPES as _ST_DTYPES
-from .crc import combine, crc32, crc_of
+from .crc import blame_checksum, check_crc, crc_of
 from .relocate import check_device_constants, relocate, saved_devices
 from .expansion import check_expansion
 from ..program import Program
@@ -30,7 +29,6 @@ from . import code_cache
 from .cached_methods import Mismatch, Recorder, Replayer
 from .program_decoder import decode_function, decode_module
 from .torch_files import raise_if_torch_file
-from ..patterns import LazyPattern
 
 def load(f, map_location=None, *, extra_files=None, check_integrity: bool = True, mmap: bool = False):
     """Load a program saved by ``tracejit.save``; returns a TracedFunction or TracedModule.
@@ -164,7 +162,7 @@ def _private_memory(size: int):
 def _read_into(fh, buf, size: int, want_crc: bool):
     """Read the file into ``buf`` in chunks; the CRC of the bytes after the header runs on a
     second thread while the next chunk is read. Returns (bytes read, that CRC or None). A file of one chunk
-    is read on this thread alone; its CRC is then summed in one pass by ``_check_crc`` (no thread to start,
+    is read on this thread alone; its CRC is then summed in one pass by ``crc.check_crc`` (no thread to start,
     no CRCs to combine)."""
     view = memoryview(buf)
     if size <= _CHUNK:
@@ -246,10 +244,10 @@ def _decode(buf, map_location, extra_files, check_integrity: bool, data_crc=None
         header_len, header, doc = read_header(buf, validated=validated)
     except LoadError as e:
         if check_integrity:
-            _blame_checksum(buf, data_crc, e)
+            blame_checksum(buf, data_crc, e)
         raise
     if check_integrity:
-        _check_crc(buf, header_len, doc.get("crc32"), data_crc)
+        check_crc(buf, header_len, doc.get("crc32"), data_crc)
     data_start = 8 + header_len
     program = doc.get("program")
     if not isinstance(program, dict):
@@ -300,47 +298,6 @@ def _no_duplicates(pairs):
                 raise LoadError(f"the file names {k[:80]!r} twice")
             seen.add(k)
     return d
-
-
-# the stored CRC as it shows in the raw header (the document is JSON inside a JSON string)
-_STORED_CRC = LazyPattern(rb'crc32\\":\\"([0-9a-f]{8})')
-
-
-def _blame_checksum(buf, data_crc, error: LoadError) -> None:
-    """The header does not read as a tracejit program: when the CRC stored in it still shows and the
-    file's bytes do not give it, the file is damaged (a flipped byte): raise that instead."""
-    if len(buf) < 8:
-        return
-    header_len = struct.unpack("<Q", bytes(buf[:8]))[0]
-    if header_len > min(MAX_HEADER, len(buf) - 8):
-        return
-    m = _STORED_CRC.search(bytes(buf[8:8 + header_len]))
-    if m is None:
-        return
-    try:
-        _check_crc(buf, header_len, m.group(1).decode(), data_crc)
-    except LoadError as crc_error:
-        raise LoadError(f"{crc_error}; the header does not read either ({error})") from None
-
-
-def _check_crc(buf, header_len: int, stored, data_crc=None) -> None:
-    if not isinstance(stored, str) or len(stored) != 8:
-        raise LoadError("the file has no valid checksum")
-    marker = f'crc32\\":\\"{stored}'.encode()
-    header = bytes(buf[8:8 + header_len])
-    at = header.find(marker)
-    if at < 0:
-        raise LoadError("the checksum field could not be found in the header")
-    zeroed = header[:at + len(marker) - 8] + _CRC_PLACEHOLDER.encode() + header[at + len(marker):]
-    crc = zlib.crc32(bytes(buf[:8]))
-    crc = zlib.crc32(zeroed, crc)
-    if data_crc is not None and data_crc[1] == 8 + header_len:   # computed while reading
-        crc = combine(crc, data_crc[0], len(buf) - data_crc[1])
-    else:
-        crc = crc32(buf, 8 + header_len, value=crc)
-    if f"{crc:08x}" != stored:
-        raise LoadError(f"checksum mismatch: the file says {stored}, its contents give {crc:08x}; the file is "
-                        "damaged (a flipped byte, a truncation, or an edit)")
 
 
 def _tensors(header: dict, buf, data_start: int, size: int, map_location, saved_on: dict) -> dict:

@@ -9,8 +9,6 @@ that many (the file holds them: bounded by its size); a bigger tensor is a Guard
 """
 from __future__ import annotations
 
-from ..errors import GuardError
-
 # call guards (``kind:name``, trace/boundary.py) that copy every element of their tensor into Python objects
 ELEMENT_READS = frozenset(("method:tolist", "method:numpy", "method:__array__"))
 
@@ -27,8 +25,9 @@ def leaves(v) -> int:
     return 1
 
 
-def read_cap(t, most: int, test: str) -> None:
-    """Raise the GuardError of a tensor too big for the guard that reads it (called only when it is)."""
-    raise GuardError(f"a {test} guard of this program (loaded from a file) compares {most} values, but the "
-                     f"tensor it reads holds {t.numel()} elements (shape {list(t.shape)}): refused before turning "
-                     "them into Python objects")
+def read_cap(t, most: int) -> str:
+    """What a guard's failure reports as the value now, for a tensor too big for the guard that reads it (called
+    only when it is): the guard fails (the generated code's ``_tj_guard``, naming the line and the trace's
+    value) without turning the elements into Python objects."""
+    return (f"a tensor of {t.numel()} elements (shape {list(t.shape)}), not read: the guard compares {most} "
+            "values")

@@ -44,6 +44,11 @@ PASSES = frozenset(
                              "isclose", "isfinite", "isinf", "isnan")]   # dunders / __float__ (guarded)
 )
 
+# builtins that only iterate their first positional arguments (the items are never read as numbers by the
+# builtin): those are not guarded; the rest are (``enumerate(sizes, n)``'s ``start``). torchvision's detection
+# transform runs ``enumerate(sublist)`` over each image's traced sizes: guarding them pinned every image size.
+ITERATED_FIRST = {"enumerate": 1}
+
 _cache: dict = {}
 
 

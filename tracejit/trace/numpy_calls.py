@@ -78,6 +78,17 @@ def _arguments(call: ast.Call) -> list:
     return [a.value if isinstance(a, ast.Starred) else a for a in call.args] + [k.value for k in call.keywords]
 
 
+def _read_arguments(call: ast.Call, frame) -> list:
+    """The arguments whose traced sizes the callee may read: all, except the iterated first ones of a builtin in
+    c_readers.ITERATED_FIRST called by its own name (not shadowed in the frame)."""
+    func = call.func
+    skip = c_readers.ITERATED_FIRST.get(func.id, 0) if isinstance(func, ast.Name) else 0
+    if skip and (func.id in frame.f_locals or func.id in frame.f_globals) or \
+            any(isinstance(a, ast.Starred) for a in call.args[:skip]):
+        skip = 0
+    return _arguments(call)[skip:]
+
+
 def _arg_candidate(arg: ast.AST, safe) -> bool:
     return safe(arg) and any(isinstance(n, (ast.Name, ast.Call, ast.Attribute)) for n in ast.walk(arg))
 
@@ -211,7 +222,7 @@ def _guard_arguments(scanner, frame, call: ast.Call, evaluate, safe, guard) -> N
     tracer = scanner.tracer
     name = ast.unparse(call.func) if hasattr(ast, "unparse") else "numpy"
     loc = SourceLoc(frame.f_code.co_filename, call.lineno, frame.f_code.co_name)
-    for arg in _arguments(call):
+    for arg in _read_arguments(call, frame):
         if not _arg_candidate(arg, safe):
             continue
         try:
