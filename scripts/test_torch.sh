@@ -62,6 +62,21 @@ PY
   touch "$VENV/.installed"
 fi
 
+# As `make test` does (Makefile, $(TEST)): torchvision 0.28.0 and timm 1.0.31 for the model tests, with --no-deps
+# in a folder of their own that tests/models/torchvision_ops.py finds (sys.prefix/vision-tests; it defines
+# torchvision's two C++ ops in pure torch where its library does not load beside this torch), and pillow, which
+# torchvision imports. Without them the detection, timm and torchvision model tests skip on this torch.
+if [[ ! -f "$VENV/.installed-vision" ]]; then
+  echo "== installing torchvision and timm for the model tests into $VENV/vision-tests"
+  if pip_install --no-deps --target "$VENV/vision-tests" torchvision==0.28.0 timm==1.0.31 >"$VENV/pip-last.log" 2>&1 \
+      && pip_install pillow >>"$VENV/pip-last.log" 2>&1; then
+    touch "$VENV/.installed-vision"
+  else
+    echo "torchvision==0.28.0 timm==1.0.31 pillow" >> "$MISSING"
+    echo "   left out: torchvision, timm, pillow ($(tail -n 1 "$VENV/pip-last.log"))"
+  fi
+fi
+
 if [[ "${2:-}" == "--setup-only" ]]; then exit 0; fi
 "$VPY" -c "import torch, tracejit; print('torch', torch.__version__, '| tracejit imports from', tracejit.__file__)" || exit 1
 if [[ -s "$MISSING" ]]; then
