@@ -176,3 +176,30 @@ def run_child(tmp_path, cases: list[dict], canary: str, mem_mb: int = 400, cpu_s
 def run_cli(*args, timeout=120) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
     return subprocess.run([sys.executable, "-m", "tracejit", *args], env=env, capture_output=True, timeout=timeout)
+
+
+def round_problems(tmp_path, cases: list, legit: list, cpu_s: float = 2.0) -> list[str]:
+    """Run an attack round's catalogue (``(name, raw, inputs, expect)`` hostile cases, ``(name, raw, inputs, want)``
+    legitimate ones) in a capped child and list what went wrong: a "reject" case that loaded, a "call_refused"
+    case whose call was not a BudgetError / GuardError, a case over ``cpu_s`` CPU seconds or one whose canary
+    appeared, a legitimate program that did not load and answer as eager."""
+    jobs = [{"name": n, "raw": raw, "inputs": spec} for n, raw, spec, _ in cases]
+    jobs += [{"name": n, "raw": raw, "inputs": spec, "expect_sum": want} for n, raw, spec, want in legit]
+    report = run_child(tmp_path, jobs, str(tmp_path / "canary"), mem_mb=400, cpu_s=60)
+    problems = []
+    for name, _, _, expect in cases:
+        r = report[name]
+        got = f"{r['outcome']} {r.get('message', '')} call={r.get('call')} {r.get('call_message', '')}"
+        if expect == "reject" and r["outcome"] != "load_error":
+            problems.append(f"{name}: expected a LoadError, got {got}")
+        if expect == "call_refused" and (r["outcome"] != "loaded" or
+                                         r.get("call") not in ("raised BudgetError", "raised GuardError")):
+            problems.append(f"{name}: expected the call to be refused, got {got}")
+        if r["load_cpu_s"] + r.get("call_cpu_s", 0.0) > cpu_s:
+            problems.append(f"{name}: {r['load_cpu_s'] + r.get('call_cpu_s', 0.0):.2f} CPU seconds")
+        if r["canary"]:
+            problems.append(f"{name}: the canary appeared")
+    for name, *_ in legit:
+        if report[name]["outcome"] != "loaded" or report[name].get("call") != "same":
+            problems.append(f"{name}: {report[name]}")
+    return problems

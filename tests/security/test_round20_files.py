@@ -14,34 +14,14 @@ import torch
 
 import tracejit
 from catalogue_round20 import hostile_cases, legit_cases
-from security_testlib import run_child
+from security_testlib import round_problems
 from tracejit.serialize import op_sizes_gates, size_rules
 
 CPU_S = 2.0
 
 
 def test_round20_files_are_refused_at_load_or_before_the_read(tmp_path):
-    cases, legit = hostile_cases(), legit_cases()
-    jobs = [{"name": n, "raw": raw, "inputs": spec} for n, raw, spec, _ in cases]
-    jobs += [{"name": n, "raw": raw, "inputs": spec, "expect_sum": want} for n, raw, spec, want in legit]
-    report = run_child(tmp_path, jobs, str(tmp_path / "canary"), mem_mb=400, cpu_s=60)
-    problems = []
-    for name, _, _, expect in cases:
-        r = report[name]
-        if expect == "reject" and r["outcome"] != "load_error":
-            problems.append(f"{name}: expected a LoadError, got {r['outcome']} {r.get('message', '')} "
-                            f"call={r.get('call')} {r.get('call_message', '')}")
-        if expect == "call_refused" and (r["outcome"] != "loaded" or
-                                         r.get("call") not in ("raised BudgetError", "raised GuardError")):
-            problems.append(f"{name}: expected the call to be refused, got {r['outcome']} {r.get('message', '')} "
-                            f"call={r.get('call')} {r.get('call_message', '')}")
-        if r["load_cpu_s"] + r.get("call_cpu_s", 0.0) > CPU_S:
-            problems.append(f"{name}: {r['load_cpu_s'] + r.get('call_cpu_s', 0.0):.2f} CPU seconds")
-        if r["canary"]:
-            problems.append(f"{name}: the canary appeared")
-    for name, *_ in legit:
-        if report[name]["outcome"] != "loaded" or report[name].get("call") != "same":
-            problems.append(f"{name}: {report[name]}")
+    problems = round_problems(tmp_path, hostile_cases(), legit_cases(), CPU_S)
     assert not problems, "\n".join(problems)
 
 
