@@ -256,3 +256,31 @@ def test_the_signature_of_plain_positional_tensors_is_the_general_key():
     others = [(x.t(), y), (x.double(), y), (x[:2], y), (x, y.float())]
     assert len({signature(o, {}) for o in others} | {as_kwargs}) == len(others) + 1
     assert signature((x, [y, 2]), {}) == ((x.dtype, x.shape, x.stride()), (y.dtype, y.shape, y.stride()), (int, 2))
+
+
+def inverse_permutation_rows(x):
+    order = x[:, 0].sort().indices
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(order.numel())   # written in place: garbage without this line
+    y = x[inverse]
+    if y.size(0) > 2:  # @inverse_permutation_rows
+        return y * 2
+    return y - 1
+
+
+def test_the_slice_of_a_size_guard_keeps_the_writes_into_its_values():
+    """transformers' mixture of experts (Mixtral): ``p = empty_like(order); p[order] = arange(n); h[p]``. The slice
+    that checks a size guard on ``h[p]`` dropped the write and indexed with uninitialised memory (IndexError on
+    the real tensors); the onnxruntime program of Mixtral failed on every call."""
+    from tracejit.backends import intermediate_sizes
+    from tracejit.passes.inline import inline_calls
+    traced = tracejit.trace(inverse_permutation_rows, (torch.randn(4, 3),))
+    graph = inline_calls(traced.graph)
+    producers = {id(v): n for n in graph.nodes for v in n.outputs if v is not None}
+    guard = next(n for n in graph.nodes if n.op == "tracejit::guard" and n.attrs.get("kind") == "size")
+    ops = {n.op for n in intermediate_sizes.tensor_slice(guard, producers, graph.nodes).values()}
+    assert "aten::index_put_.default" in ops and "aten::arange.default" in ops, ops
+    program = tracejit.optimize_for_inference(traced, backend="onnxruntime")
+    for rows in (4, 6, 2):
+        x = torch.randn(rows, 3)
+        torch.testing.assert_close(program(x), inverse_permutation_rows(x))

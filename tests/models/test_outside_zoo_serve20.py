@@ -116,3 +116,15 @@ def test_longformer_saves_loads_and_serves_its_specializations():
             assert torch.equal(loaded(*inputs), want)
         with pytest.raises(tracejit.GuardError, match="modeling_longformer.py"):
             loaded(*_ids(3, 16, 7))   # a batch no specialization holds: the strides' guard names its line
+
+
+def test_mixture_of_experts_runs_in_onnxruntime():
+    """The onnxruntime program of Mixtral failed on every call: the slice checking a size guard dropped
+    ``p[order] = arange(n)`` and indexed with uninitialised memory (backends/intermediate_sizes.tensor_slice)."""
+    pytest.importorskip("onnxruntime")
+    model = _model("mixtral")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = tracejit.optimize_for_inference(tracejit.trace(model, _ids(2, 16, 1)), backend="onnxruntime")
+        for inputs in (_ids(2, 16, 2), _ids(2, 24, 3)):
+            torch.testing.assert_close(program(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)

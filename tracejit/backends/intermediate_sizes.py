@@ -24,7 +24,8 @@ import torch
 
 from .. import pytree
 from ..export.errors import ExportError
-from ..ir import Node, Value
+from ..ir import GUARD, Node, Value
+from ..passes.written import _may_alias
 from ..ops import has_data_dependent_shape
 from ..ops.custom import is_kept
 from ..errors import GuardError
@@ -33,16 +34,44 @@ from ..ops.names import CONSTANT, GET_ATTR, split_name
 META = torch.device("meta")
 
 
-def tensor_slice(guard, producers: dict) -> dict:
-    """{id(node): node} of every node ``guard`` reads, back to the graph's inputs."""
+def tensor_slice(guard, producers: dict, nodes=()) -> dict:
+    """{id(node): node} of every node ``guard`` reads, back to the graph's inputs, and of every node of ``nodes``
+    (the graph's, in order) that writes in place into one of those values or a view of one (with what it
+    reads): ``p = torch.empty_like(order); p[order] = arange(n)`` (transformers' mixture of experts) holds
+    garbage without its write, and the slice then indexed with it."""
     found, todo = {}, list(guard.input_values())
-    while todo:
-        node = producers.get(id(todo.pop()))
-        if node is None or id(node) in found:
+    while True:
+        while todo:
+            node = producers.get(id(todo.pop()))
+            if node is None or id(node) in found:
+                continue
+            found[id(node)] = node
+            todo.extend(node.input_values())
+        todo = _writes_into(found, nodes)
+        if not todo:
+            return found
+
+
+def _writes_into(found: dict, nodes) -> list:
+    """Adds to ``found`` each effectful node of ``nodes`` that writes into a value ``found`` makes (or a view of
+    one, followed through ops that may alias); returns the values those writers read, for their producers."""
+    made = {id(v) for n in found.values() for v in n.outputs if v is not None}
+    reads = []
+    for node in nodes:
+        if id(node) in found:
             continue
-        found[id(node)] = node
-        todo.extend(node.input_values())
-    return found
+        inputs = list(node.input_values())
+        touches = any(id(v) in made for v in inputs)
+        if touches and node.effectful and node.op != GUARD:
+            found[id(node)] = node
+            reads += inputs
+        elif touches and node.op.startswith("aten::") and _may_alias(node.op):
+            made.update(id(v) for v in node.outputs if v is not None)   # a view: writes into it count
+            if any(w.effectful and w.op != GUARD and any(v in w.input_values() for v in node.outputs if v is not None)
+                   for w in nodes):
+                found[id(node)] = node
+                reads += inputs
+    return reads
 
 
 def _data_dependent(node) -> bool:

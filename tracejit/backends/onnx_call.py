@@ -125,7 +125,7 @@ def _check_graph(graph, backend: str):
     for guard in unchecked:
         slice_ = _scalar_slice(guard, producers, ScalarType)
         if slice_ is None:   # the size of an intermediate tensor: evaluated on meta tensors, or refused
-            slice_ = intermediate_sizes.tensor_slice(guard, producers)
+            slice_ = intermediate_sizes.tensor_slice(guard, producers, checked_graph.nodes)
             intermediate_sizes.refuse_data_dependent(guard, slice_.values(), backend)
         kept.update(slice_)
         checks.append(guard)
