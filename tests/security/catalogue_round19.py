@@ -19,25 +19,18 @@ unedited: they load and compute what eager computes.
 """
 from __future__ import annotations
 
-import io
-import warnings
 
 import torch
 import torch.nn.functional as F
 
 import tracejit
-from security_testlib import graphs, rewrite
+from security_testlib import graphs, rewrite, traced_bytes, both
 
 X = "1:3,4"
 
 
 def _save(fn, *example) -> bytes:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        traced = tracejit.trace(fn, example or (torch.randn(3, 4),))
-    buf = io.BytesIO()
-    tracejit.save(traced, buf)
-    return buf.getvalue()
+    return traced_bytes(fn, example or (torch.randn(3, 4),))
 
 
 def _nodes(doc, prefix):
@@ -53,11 +46,7 @@ def _args(prefix, *args, which=0):
     return edit
 
 
-def _both(*edits):
-    def edit(doc):
-        for e in edits:
-            e(doc)
-    return edit
+_both = both
 
 
 def _no_guards(doc):

@@ -19,26 +19,19 @@ unedited: they load and compute what eager computes.
 """
 from __future__ import annotations
 
-import io
-import warnings
 
 import torch
 import torch.nn.functional as F
 
 import tracejit
-from security_testlib import graphs, rewrite
+from security_testlib import graphs, rewrite, traced_bytes
 
 X = "1:3,4"
 IMAGE = "1:1,4,8,8"
 
 
 def _save(fn, *example) -> bytes:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        traced = tracejit.trace(fn, example)
-    buf = io.BytesIO()
-    tracejit.save(traced, buf)
-    return buf.getvalue()
+    return traced_bytes(fn, example)
 
 
 def _nodes(doc, prefix):

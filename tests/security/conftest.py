@@ -75,6 +75,21 @@ def to_bytes(traced) -> bytes:
     return buf.getvalue()
 
 
+def traced_bytes(fn, example: tuple) -> bytes:
+    """The file of ``tracejit.trace(fn, example)`` (its warnings silenced): what an attack edits."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return to_bytes(tracejit.trace(fn, example))
+
+
+def both(*edits):
+    """One document edit made of several, applied in order."""
+    def edit(doc):
+        for e in edits:
+            e(doc)
+    return edit
+
+
 @pytest.fixture(scope="session")
 def bases():
     """{"net": (traced, file bytes, input spec), "fn": ...}: real saves to edit."""

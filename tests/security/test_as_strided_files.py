@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import tracejit
-from security_testlib import graphs, rewrite
+from security_testlib import graphs, rewrite, traced_bytes
 
 
 def overlapping_chunks(x):
@@ -33,12 +33,7 @@ def tail_view(x):
 
 
 def _save(fn, example) -> bytes:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        traced = tracejit.trace(fn, example)
-    buf = io.BytesIO()
-    tracejit.save(traced, buf)
-    return buf.getvalue()
+    return traced_bytes(fn, example)
 
 
 def _strided(doc):

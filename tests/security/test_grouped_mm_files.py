@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 import tracejit
-from security_testlib import graphs, rewrite, run_child
+from security_testlib import both, graphs, rewrite, run_child
 
 
 class Experts(nn.Module):
@@ -52,11 +52,7 @@ def _edit(op, index, value, which=0):
     return edit
 
 
-def _both(*edits):
-    def edit(doc):
-        for e in edits:
-            e(doc)
-    return edit
+_both = both
 
 
 HOSTILE = {   # name -> (edit of the document, input spec)
