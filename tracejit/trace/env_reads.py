@@ -37,21 +37,15 @@ def _note(mapping, key) -> None:
         outer.env_reads[key] = SourceLoc(name, caller.f_lineno, caller.f_code.co_name)
 
 
-def _getitem(original):
-    def __getitem__(self, key):
+def _noting(original):
+    """The stand-in of one of os.environ's key reads (``__getitem__``, ``__contains__``): note the key, then read."""
+    def stand_in(self, key):
         if get_tracer() is not None:
             _note(self, key)
         return original(self, key)
-    return __getitem__
+    stand_in.__name__ = original.__name__
+    return stand_in
 
 
-def _contains(original):
-    def __contains__(self, key):
-        if get_tracer() is not None:
-            _note(self, key)
-        return original(self, key)
-    return __contains__
-
-
-patches.register(type(os.environ), "__getitem__", _getitem)
-patches.register(type(os.environ), "__contains__", _contains)
+for _read in ("__getitem__", "__contains__"):   # .get / os.getenv / `in` go through these
+    patches.register(type(os.environ), _read, _noting)
