@@ -94,6 +94,9 @@ class OrtProgram(TracedCall):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = self._threads
         options.inter_op_num_threads = 1
+        # fatal only: a failed run reaches the caller as an exception (or the traced program answers it,
+        # onnx_call.py), and the build-time notes (initializers its optimizer left unused) are not the user's
+        options.log_severity_level = 4
         options.add_session_config_entry("session.intra_op.allow_spinning", "1" if self._spinning else "0")
         for name, size in pinned.items():
             options.add_free_dimension_override_by_name(name, size)
