@@ -10,7 +10,9 @@ program's (auto_exactness.py: ``assert_close`` at ``rtol = atol = 1e-4`` of the 
 the traced object holds its original module, no further from the original's float64 answer than the
 traced program itself, nor, for a candidate built after the torch backend's program, than that program;
 the float64 test alone keeps a detector's thresholded boxes), is left out and the
-report says why: a backend nobody measured is never chosen (default-deny).
+report says why: a backend nobody measured is never chosen (default-deny). So is an exported candidate whose
+runtime could not answer the example inputs itself, the traced program answering for it (Mask R-CNN at batch 8:
+onnxruntime's boxes move a truncated ``int(box)``, and every call then pays both programs).
 
 Timing, made for a machine other processes load (load only ever adds time to a call): each candidate
 built is warmed up (``WARMUP_CALLS`` calls after the check's one: first calls allocate, fill caches and
@@ -60,6 +62,10 @@ WARMUP_CALLS = 2
 MAX_PRIMING_CALLS = 3   # untimed calls before each timed call of a short-running candidate (priming_calls)
 PRIMING_S = 0.005
 _MAX_ROUNDS = 200
+# an exported candidate whose own run did not answer the example (backends/onnx_call.py ``_hand_over``): each such
+# call costs its run plus the traced program's, so it is never the fastest and timing it only spends build time
+HANDED_OVER = ("left out: the traced program answered the example inputs for it (a guard output failed in its "
+               "runtime, or its run failed on one): such a call costs its run and the traced program's")
 
 
 class AutoProgram:
@@ -126,6 +132,9 @@ def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, build_budget_s:
                 accepted[name] = check_same(got, expected, float64, peer=torch_answer)
         except Exception as e:  # noqa: BLE001  (a candidate that fails is left out, with the reason)
             notes[name] = f"left out: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+            continue
+        if getattr(program, "handed_over", 0):
+            notes[name] = HANDED_OVER
             continue
         built[name] = program
         if name == "torch":

@@ -272,6 +272,28 @@ def test_a_candidate_with_another_answer_is_left_out():
     assert "torch: left out: AssertionError" in auto.report
 
 
+def scaled_by_sum(x):
+    return x * int(x.sum())
+
+
+def test_an_exported_candidate_the_traced_program_answers_for_is_left_out_untimed(monkeypatch):
+    """Where the runtime's own values flip a guard output on the example (Mask R-CNN at batch 8: onnxruntime's
+    boxes move a truncated int(box)), every call pays the runtime's run and the traced program's: auto timed
+    such candidates for minutes (OpenVINO 4.5x the traced program's time there) and could never choose them."""
+    pytest.importorskip("onnxruntime")
+    from tracejit.backends.guard_outputs import GuardOutputs
+    x = torch.tensor([1.0, 2.0, 3.5])
+    traced = tracejit.trace(scaled_by_sum, x)
+    kept = optimize_auto(traced, candidates=("traced", "onnxruntime"), budget_s=0.1, clock=FakeClock())
+    assert "onnxruntime" in kept.timings   # where its guard output holds, it is timed as any candidate
+    monkeypatch.setattr(GuardOutputs, "hold", lambda self, outs, alone=False: False)   # as if its value flipped
+    auto = optimize_auto(traced, candidates=("traced", "onnxruntime"), budget_s=0.1, clock=FakeClock())
+    assert auto.backend == "traced" and "onnxruntime" not in auto.timings
+    assert "onnxruntime: left out: the traced program answered the example inputs" in auto.report
+    for new in (x * 2, torch.tensor([4.0, -1.0])):
+        torch.testing.assert_close(auto(new), scaled_by_sum(new))
+
+
 def test_choice_survives_save_and_load_without_measuring():
     net, traced = _traced()
     auto = optimize_auto(traced, candidates=("traced", "onnxruntime"), budget_s=0.2, clock=FakeClock())

@@ -107,7 +107,7 @@ def with_size_guards(program, traced, graph, call):
         except GuardError:
             # the traced program's guards decide, as for a False guard output (guard_outputs.py): a live
             # object traces again (eager's answer), a loaded one raises the GuardError naming the line
-            return program._safe(*args, **kwargs)
+            return program._hand_over(*args, **kwargs)
         return call(*args, **kwargs)
     return guarded
 
@@ -164,6 +164,7 @@ class TracedCall:
         self._out_leaves = list(graph.outputs)
         self.signature = signature(traced, graph)
         self._safe = traced   # answers the calls this backend cannot (backends/fallback.py)
+        self.handed_over = 0   # calls the traced program answered (_hand_over); auto_backend.py reads it
 
     def _init_guard_outputs(self, proto) -> None:
         """Check the model's guard outputs (export/guard_outputs.py) after each run, where it has some."""
@@ -192,6 +193,13 @@ class TracedCall:
             del results[-self._n_sums:]
         return self._guard_outputs is None or self._guard_outputs.hold(results)
 
+    def _hand_over(self, *args, **kwargs):
+        """The traced program (``_safe``) answers this call: the runtime's answer was dropped (a guard output
+        failed, an input sum is not finite) or the run failed on a guard. Counted in ``handed_over`` (not
+        atomically: a count to read, not to rely on under threads)."""
+        self.handed_over += 1
+        return self._safe(*args, **kwargs)
+
     def _outputs(self, outs, plain: bool):
         """The traced output structure around the runtime's output tensors ``outs`` (guard outputs dropped)."""
         if self._guard_outputs is not None:
@@ -219,7 +227,7 @@ class TracedCall:
         """A call whose run failed, or whose shapes the runtime refused (``error``: what to raise): the traced
         program's (``_safe``) where a guard output, computed alone, fails for it; else ``error`` stands."""
         if self._run_failed_on_a_guard(tensors):
-            return self._safe(*args, **kwargs)
+            return self._hand_over(*args, **kwargs)
         raise error from None
 
     def _run_error(self, tensors, e: Exception) -> RuntimeError:

@@ -133,7 +133,7 @@ class OrtProgram(TracedCall):
         run, out_names, names, n = self._run, self._output_names, self._names, self._n_inputs
         from_numpy, general, checked_feed, run_error = torch.from_numpy, self._call_general, self._checked_feed, \
             self._run_error
-        n_sums, safe = self._n_sums, self._safe   # the fast paths: no guard outputs (_plain_out), sums inline
+        n_sums, safe = self._n_sums, self._hand_over   # the fast paths: no guard outputs (_plain_out), sums inline
         out_kind = self._out_spec.kind if self._out_spec is not None else "leaf"
         flat_out = self._plain_out and (out_kind == "leaf" or (
             out_kind in ("tuple", "list") and all(c.kind == "leaf" for c in self._out_spec.children)))
@@ -194,7 +194,7 @@ class OrtProgram(TracedCall):
         except Exception as e:  # noqa: BLE001
             return self._after_failure(tensors, self._run_error(tensors, e), args, kwargs)
         if not self._answers(results):
-            return self._safe(*args, **kwargs)
+            return self._hand_over(*args, **kwargs)
         return self._outputs([torch.from_numpy(r) for r in results], self._plain_out)
 
     def _guard_flags(self, tensors) -> list:

@@ -127,7 +127,7 @@ class OpenVinoProgram(TracedCall):
             self._renew(request, shapes)
             return self._after_failure(tensors, self._run_error(tensors, e), args, kwargs)
         if not self._answers(results):
-            return self._safe(*args, **kwargs)
+            return self._hand_over(*args, **kwargs)
         if self._single:
             return torch.from_numpy(results[0])
         return self._outputs([torch.from_numpy(r) for r in results], self._plain_out)
