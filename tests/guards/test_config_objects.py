@@ -134,3 +134,60 @@ def test_environment_variables_forward_read_are_checked(monkeypatch):
     torch.testing.assert_close(traced(y), env_switch(y), rtol=0, atol=0)
     monkeypatch.setenv("TRACEJIT_HUNT20_B", "1")
     torch.testing.assert_close(traced(y), env_switch(y), rtol=0, atol=0)
+
+
+class ReadsMissing(torch.nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+
+    def forward(self, x):
+        double = getattr(self.config, "double", False) or hasattr(self.config, "twice")
+        return x * 2 if double else x + self.config.inner.deep.shift
+
+
+def _deep():
+    return types.SimpleNamespace(inner=types.SimpleNamespace(deep=types.SimpleNamespace(shift=1.0)))
+
+
+@pytest.mark.parametrize("change", ["getattr_default", "hasattr", "two_levels_down"])
+def test_an_attribute_added_since_or_two_levels_down_is_seen(change):
+    config = _deep()
+    m = ReadsMissing(config)
+    x = torch.randn(3)
+    traced = tracejit.trace(m, (x,))
+    jit = _quiet(torch.jit.trace, m, (x,))
+    if change == "getattr_default":
+        config.double = True
+    elif change == "hasattr":
+        config.twice = 1
+    else:
+        config.inner.deep.shift = -5.0
+    assert not torch.equal(jit(x), m(x))
+    assert torch.equal(_quiet(traced, x), m(x))
+
+
+def test_a_private_cache_the_object_fills_does_not_retrace():
+    class Holder:
+        def __init__(self):
+            self._cache = {}
+            self.scale = 2.0
+
+        def get(self, n):
+            return self._cache.setdefault(n, self.scale)
+
+    class UsesCache(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.holder = Holder()
+
+        def forward(self, x):
+            return x * self.holder.scale
+
+    m = UsesCache()
+    traced = tracejit.trace(m, (torch.randn(3),))
+    for n in range(3):
+        m.holder.get(n)   # the cache grows between calls: not a change of what forward read
+        y = torch.randn(3)
+        assert torch.equal(traced(y), m(y))
+    assert len(traced.specializations) == 1
