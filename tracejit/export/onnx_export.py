@@ -17,6 +17,7 @@ from ..passes.inline import inline_calls
 from ..program import Program
 from ..runtime.traced import program_of
 from ._deps import require
+from . import guard_checks
 from .annotate import SourceNotes
 from .dtypes import onnx_dtype
 from .errors import ExportError
@@ -192,6 +193,10 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
     lowering = Lowering(builder, _tensor_source(program, graph), graph)
     if guard_outputs:
         lowering.guard_values = {id(g): None for g in unchecked}
+    else:   # the graph checks each size guard it can compute; the others are listed (guard_checks.py)
+        checked = [g for g in unchecked if guard_checks.has_form(g)]
+        unchecked = [g for g in unchecked if not guard_checks.has_form(g)]
+        lowering.guard_checks = guard_checks.GuardChecks(checked, graph)
     notes = SourceNotes(onnx_graph, program, graph, method) if doc_strings else None
     for k, (v, name) in enumerate(zip(graph.inputs, input_names(graph))):
         if not hasattr(v.type, "shape"):
@@ -214,6 +219,8 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
         model.doc_string = notes.model_doc(program)
     if guard_outputs and unchecked:
         model.metadata_props[GUARDS_METADATA] = guards_text
+    if not guard_outputs and checked:
+        model.metadata_props[guard_checks.METADATA_KEY] = guard_checks.metadata(checked)
     unchecked_text = "" if guard_outputs else warn_unchecked(unchecked)
     if unchecked_text:
         model.metadata_props["tracejit.unchecked_guards"] = unchecked_text
@@ -231,6 +238,8 @@ def _add_outputs(builder, lowering, graph: Graph) -> None:
             value = lowering.env[id(v)]
             if not hasattr(v.type, "shape"):
                 raise ExportError("the traced program returns a Python number; ONNX outputs are tensors")
+            if lowering.guard_checks is not None:   # no output without every check before it (guard_checks.py)
+                value = lowering.guard_checks.read(v, value, lowering.env)
             if id(value) in seen or value.is_graph_input() or value.is_initializer() or value.producer() is None:
                 value = op.Identity(value)
             seen.add(id(value))
