@@ -49,6 +49,14 @@ class LongEnough(torch.nn.Module):
         return h
 
 
+class HalvedRows(torch.nn.Module):
+    """HF MobileViT's ``torch_int(size)``: int() of an intermediate's size pins it; the reshape gets a number."""
+    def forward(self, x):
+        y = x.flatten(1)
+        k = int(y.shape[1])   # INT_LINE
+        return y.reshape(-1, k // 2)   # at another k: a valid reshape to another shape than eager's
+
+
 def line_of(marker: str) -> int:
     with open(__file__) as f:
         return next(i for i, line in enumerate(f, 1) if f"# {marker}" in line and "line_of" not in line)
@@ -106,6 +114,17 @@ def test_an_inequality_on_an_intermediate_size_holds_for_other_sizes_and_fails_c
     assert not torch.allclose(jit_answer(module, example, small), module(small))
     with pytest.raises(Exception, match=rf"failed_at_\S*test_guard_checks.py:{line_of('LONG_LINE')}"):
         run(proto, small)
+
+
+def test_int_of_an_intermediate_size_refuses_another_size_instead_of_reshaping_wrong():
+    module, example = HalvedRows(), torch.randn(2, 2, 4)
+    _, proto = export(module, example)
+    x = torch.randn(5, 4, 2)   # the same 8 elements a row: eager's answer
+    torch.testing.assert_close(run(proto, x)[0], module(x))
+    wider = torch.randn(2, 4, 4)   # 16 a row: eager (2, 8); the traced reshape (-1, 4) runs and gives (4, 4)
+    assert jit_answer(module, example, wider).shape != module(wider).shape
+    with pytest.raises(Exception, match=rf"failed_at_\S*test_guard_checks.py:{line_of('INT_LINE')}"):
+        run(proto, wider)
 
 
 def test_the_checks_fold_away_at_fixed_sizes_and_no_warning_is_given():

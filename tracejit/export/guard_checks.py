@@ -33,7 +33,10 @@ import numpy as np
 
 from ._deps import require
 from .errors import ExportError
-from .guards import _constant_only
+from ..ir import Value
+from ..ops import draws_random, split_name
+from ..ops.names import STATE_READS
+from .guards import _leaves
 from . import guard_outputs
 
 ir = require("onnx_ir")
@@ -105,7 +108,7 @@ class GuardChecks:
             producer = traced_value.producer
             where = -1 if producer is None else self._node_position.get(id(producer), -1)
             epoch = bisect.bisect_left(self._positions, where)
-        if epoch >= n or _constant_only([traced_value], self._constant):
+        if epoch >= n or self._constant_derived(traced_value):
             self._epoch[id(traced_value)] = n
             return value
         gated = op.Reshape(value, op.Mul(op.Shape(value), self._ones_like_shape(value, epoch, n)))
@@ -114,6 +117,31 @@ class GuardChecks:
         env[id(traced_value)] = gated
         self._epoch[id(traced_value)] = n
         return gated
+
+    def _constant_derived(self, v) -> bool:
+        """Is ``v`` computed from the graph's constants and parameters alone, by ops that draw nothing at random?
+        (guards.py's test, memoized over the whole graph: each value is decided once.)"""
+        memo = self._constant
+        stack = [(v, False)]
+        while stack:
+            x, expanded = stack.pop()
+            if id(x) in memo:
+                continue
+            p = x.producer
+            if p is None or not (p.op in STATE_READS or (
+                    p.op.startswith("aten::") and not draws_random(split_name(p.op)[1], p.args, p.kwargs))):
+                memo[id(x)] = False
+                continue
+            if p.op in STATE_READS:
+                memo[id(x)] = True
+                continue
+            parents = [a for a in _leaves((p.args, p.kwargs)) if isinstance(a, Value)]
+            if expanded:
+                memo[id(x)] = all(memo[id(a)] for a in parents)
+            else:
+                stack.append((x, True))
+                stack.extend((a, False) for a in parents if id(a) not in memo)
+        return memo[id(v)]
 
     def _ones_like_shape(self, value, first: int, last: int):
         """int64 ones, one per dimension of ``value``, computed from checks ``first..last-1``."""
