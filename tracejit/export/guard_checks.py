@@ -15,7 +15,11 @@ which yields ``[1]`` where the guard holds and makes the run fail (a one-element
 guard required>``, which onnxruntime's error message quotes. Each value computed before a check that a later
 node or an output reads is read through it: ``Reshape(value, Shape(value) * ones)``, ``ones`` the product of
 the checks lowered since the value was computed, expanded to its rank: exactly the value (a reshape to its own
-shape moves no data), but no node after a guard can run before the guard's check. Ordering by data, not by
+shape moves no data), and no node after a guard can run before the guard's check. (``Where(holds, value,
+value)`` would keep the shape inferable, but onnxruntime's optimizer drops a Where whose two branches are one
+value, and the check with it: the traced branch's answer again. A runtime's shape inference cannot see
+through the Reshape: OpenVINO refused a GPT-2 ``SplitToSequence`` on the axis it made dynamic; the
+onnxruntime / OpenVINO backends export with ``check_guards=False``, they check these guards before each run.) Ordering by data, not by
 the executor's choice, matters: with the outputs alone read through the checks, onnxruntime ran Mamba's
 failing broadcast (after layer 0's guard) before layer 1's check and reported that "16 by 24" instead.
 Values computed from constants and parameters alone are not gated (they are the same at any size, and stay
@@ -112,7 +116,7 @@ class GuardChecks:
             self._epoch[id(traced_value)] = n
             return value
         gated = op.Reshape(value, op.Mul(op.Shape(value), self._ones_like_shape(value, epoch, n)))
-        gated.type = value.type   # its own shape: torch_lib reads ranks from it
+        gated.type = value.type
         gated.shape = value.shape.copy() if value.shape is not None else None
         env[id(traced_value)] = gated
         self._epoch[id(traced_value)] = n
