@@ -148,3 +148,19 @@ def test_guard_outputs_still_makes_them_outputs_without_checks():
     assert not any(n.name.startswith("tracejit_guard_") for n in proto.graph.node)
     out, *guards = run(proto, torch.randn(2, 24, 4))
     assert guards and not all(bool(g) for g in guards)   # the caller sees the failed guard
+
+
+def test_the_onnxruntime_backend_model_has_no_checks_it_checks_them_before_each_run():
+    """The backends check these guards on the call's sizes before each run (backends/onnx_call.py): their models
+    are exported with ``check_guards=False`` (no gate reshapes hiding shapes from the runtime), and a failing
+    size still never gets the traced branch's answer."""
+    module, example = SummedScan().eval(), torch.randn(2, 16, 4)
+    with torch.no_grad():
+        traced = tracejit.trace(module, example)
+    program = tracejit.optimize_for_inference(traced, backend="onnxruntime")
+    import onnx
+    model = onnx.load_from_string(program._model_bytes)
+    assert not any(n.name.startswith("tracejit_guard_") for n in model.graph.node)
+    for x in (torch.randn(3, 16, 4), torch.randn(2, 24, 4)):   # the second: the traced program answers (retraced)
+        with torch.no_grad():
+            torch.testing.assert_close(program(x), module(x))
