@@ -117,7 +117,7 @@ def guarded(x):
     return y.flatten(1) if x.size(0) > 1 else y   # GUARD LINE
 
 
-def test_summary_names_a_pinned_dim_and_the_guards_onnx_cannot_check(tmp_path, capsys):
+def test_summary_names_a_pinned_dim_and_the_guards_the_model_checks(tmp_path, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", tracejit.TracerWarning)
         path = save(guarded, (torch.randn(3, 4, 5),), tmp_path / "g.tjit")
@@ -128,12 +128,14 @@ def test_summary_names_a_pinned_dim_and_the_guards_onnx_cannot_check(tmp_path, c
     pin = f"{guarded.__code__.co_filename}:{guarded.__code__.co_firstlineno + 1}"
     assert "  x: float32[x_dim0, 4, x_dim2]  (dynamic axes x_dim0, x_dim2; dim 1 static: pinned by the guard at " \
            f"{os.path.relpath(pin) if pin.startswith(os.getcwd()) else pin})" in stdout
-    assert "guards ONNX cannot check" in stdout
+    assert "guards the model checks itself" in stdout
     assert f"a traced size was used in 'gt' with 1 (" in stdout and f"test_export_cli.py:{line})" in stdout
     assert "TracerWarning" not in stderr   # the warning is the summary's note, not a traceback-like line
     x = torch.randn(6, 4, 2)
     (got,) = ort_run(out, x)
     torch.testing.assert_close(got, guarded(x))
+    with pytest.raises(Exception, match=rf"tracejit_guard_0_failed_at_\S*test_export_cli.py:{line}"):
+        ort_run(out, torch.randn(1, 4, 2))   # eager returns y unflattened: the model refuses, naming the line
 
 
 def test_a_damaged_or_missing_file_exits_2_with_one_line(tmp_path, capsys):

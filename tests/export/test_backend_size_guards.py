@@ -11,6 +11,7 @@ or one whose original was dropped raises the GuardError naming the line.
 from __future__ import annotations
 
 import io
+import warnings
 
 import pytest
 import torch
@@ -122,12 +123,27 @@ def test_backend_checks_the_size_guards_onnx_cannot(name, backend, loaded):
         assert f"test_backend_size_guards.py:{line_of(name)}" in str(info.value)
 
 
-def test_standalone_onnx_file_still_lists_them_and_warns():
-    traced = tracejit.trace(bit_length_bucket, (torch.randn(3, 2),), check_trace=False)
-    with pytest.warns(tracejit.TracerWarning, match="cannot be checked by the ONNX model"):
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_standalone_onnx_file_checks_them_itself(name):
+    """Without a backend in front of it, the exported model checks each such guard in the graph
+    (export/guard_checks.py): eager's answer where it holds, a failed run naming the line where it fails (before:
+    the traced branch's answer for every size, a warning at export)."""
+    ort = pytest.importorskip("onnxruntime")
+    fn, n, holds, fails = CASES[name]
+    traced = tracejit.trace(fn, (torch.randn(n, 2),), check_trace=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tracejit.TracerWarning)
         proto = tracejit.export_onnx(traced)
     meta = {p.key: p.value for p in proto.metadata_props}
-    assert "bit_length" in meta["tracejit.unchecked_guards"]
+    assert f"test_backend_size_guards.py:{line_of(name)}" in meta["tracejit.checked_guards"]
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    for size in [n] + holds:
+        x = torch.randn(size, 2)
+        torch.testing.assert_close(torch.from_numpy(session.run(None, {"x": x.numpy()})[0]), fn(x))
+    for size in fails:
+        with pytest.raises(Exception, match=rf"tracejit_guard_\d+_failed_at_\S*test_backend_size_guards.py:"
+                                            rf"{line_of(name)}"):
+            session.run(None, {"x": torch.randn(size, 2).numpy()})
 
 
 def test_a_program_without_such_guards_calls_the_model_directly():

@@ -65,3 +65,19 @@ def test_other_forms_are_refused_by_name():
     traced = tracejit.trace(ragged_k, (torch.randn(4, 16), torch.randn(16, 8), torch.tensor([8, 16], dtype=torch.int32)))
     with pytest.raises(tracejit.ExportError, match=r"_grouped_mm of ranks \(2, 2\)"):
         tracejit.export_onnx(traced)
+
+
+def test_the_ragged_form_multiplies_each_row_by_its_own_group_only():
+    """Linear in the number of groups: a Loop over the groups, each multiplying its rows by its matrix; no
+    product of every row with the whole [G, K, N] weight (before: MatMul to [G, S, N], G times the work)."""
+    torch.manual_seed(0)
+    m = Experts().eval()
+    proto = tracejit.export_onnx(tracejit.trace(m, torch.randn(6, 8)))
+    weights = {t.name for t in proto.graph.initializer if len(t.dims) == 3}
+    assert weights
+    top = [n for n in proto.graph.node if n.op_type == "MatMul"]
+    assert not any(n.input[1] in weights for n in top)
+    loops = [n for n in proto.graph.node if n.op_type == "Loop"]
+    assert len(loops) == 1
+    body = loops[0].attribute[0].g
+    assert [n.op_type for n in body.node].count("MatMul") == 1

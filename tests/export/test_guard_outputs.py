@@ -174,14 +174,21 @@ def test_a_run_the_traced_program_answers_prints_nothing(capfd):
     assert "onnxruntime" not in capfd.readouterr().err
 
 
-def test_the_default_export_refuses_a_value_guard_and_warns_on_a_data_dependent_size_naming_the_option():
+def test_the_default_export_refuses_a_value_guard_and_checks_a_data_dependent_size_in_the_graph():
     with pytest.raises(ExportError, match=r"tensor values \(int\(tensor\)\).*guard_outputs=True.*"
                                           r"a caller must check them") as info:
         tracejit.export_onnx(_traced(sum_as_int))
     assert f"test_guard_outputs.py:{line_of('sum_as_int')}" in str(info.value)
-    with pytest.warns(tracejit.TracerWarning, match=r"cannot be checked by the ONNX model.*guard_outputs=True"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tracejit.TracerWarning)
         proto = tracejit.export_onnx(_traced(positives_counted))
     assert [o.name for o in proto.graph.output] == ["output"]
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    held = torch.tensor([3.0, -1.0, 4.0, 1.0, 5.0])   # 4 positives > 3: the traced branch is eager's
+    torch.testing.assert_close(torch.from_numpy(session.run(None, {"x": held.numpy()})[0]), positives_counted(held))
+    with pytest.raises(Exception, match=rf"tracejit_guard_0_failed_at_\S*test_guard_outputs.py:"
+                                        rf"{line_of('positives_counted')}"):
+        session.run(None, {"x": -held.numpy()})   # no positive: before, the traced branch's answer
 
 
 def test_the_cli_exports_guard_outputs(tmp_path, capsys):

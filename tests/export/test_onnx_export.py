@@ -172,17 +172,19 @@ def test_size_guard_pinning_an_input_dim_becomes_a_static_dim():
         ort_run(proto, (torch.randn(5, 3),))   # onnxruntime checks the pinned dim at the entry
 
 
-def test_size_guard_onnx_cannot_check_warns_and_is_listed_in_metadata():
+def test_a_size_guard_onnx_cannot_check_at_the_entry_is_checked_in_the_graph():
     def f(x):
-        return x * 2 if x.size(0) > 2 else x
+        return x * 2 if x.size(0) > 2 else x   # @bigger_than_two
     traced = trace(f, (torch.randn(3, 4),))
-    with pytest.warns(tracejit.TracerWarning, match="1 size guard.*cannot be checked") as record:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tracejit.TracerWarning)
         proto = tracejit.export_onnx(traced)
-    assert record[0].filename == __file__   # points at the caller's line
     meta = {p.key: p.value for p in proto.metadata_props}
-    assert "tracejit.unchecked_guards" in meta
+    assert "test_onnx_export.py" in meta["tracejit.checked_guards"] and "tracejit.unchecked_guards" not in meta
     x = torch.randn(6, 4)
     assert_close(ort_run(proto, (x,)), (f(x),))
+    with pytest.raises(Exception, match=r"tracejit_guard_0_failed_at_\S*test_onnx_export.py:\d+"):
+        ort_run(proto, (torch.randn(2, 4),))   # eager takes the other branch: before, the traced one's answer
 
 
 def test_training_and_rank_guards_hold_without_a_warning():

@@ -49,14 +49,20 @@ def prepare(traced, backend: str):
     extra = spec_set.extra() if spec_set is not None else []
     first = traced_graph(prepared)
     if not extra:
-        return prepared, [(first, export_onnx(prepared, graph=first, guard_outputs=bool(after_run_guards(first))))]
+        return prepared, [(first, _export(prepared, first, first))]
     with warnings.catch_warnings():   # the per-call choice checks every guard: none is left unchecked
         warnings.filterwarnings("ignore", "export_onnx: .* cannot be checked by the ONNX model", TracerWarning)
-        models = [(first, export_onnx(prepared, graph=first, guard_outputs=bool(after_run_guards(first))))]
+        models = [(first, _export(prepared, first, first))]
         for spec in extra:
             graph = inline_calls(spec.graph)
-            models.append((graph, export_onnx(prepared, graph=spec.graph, guard_outputs=bool(after_run_guards(graph)))))
+            models.append((graph, _export(prepared, spec.graph, graph)))
     return prepared, models
+
+
+def _export(prepared, graph, inlined):
+    """The ONNX model of one specialization: its data-dependent guards as outputs (checked after each run), the
+    other size guards left to the check before each run (``with_size_guards``), not checked in the graph too."""
+    return export_onnx(prepared, graph=graph, guard_outputs=bool(after_run_guards(inlined)), check_guards=False)
 
 
 def with_fallbacks(program, traced, graph, call):

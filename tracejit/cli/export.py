@@ -160,6 +160,11 @@ def print_summary(proto, target: str, args, notes: list, pins: dict | None = Non
     meta = {p.key: p.value for p in proto.metadata_props}
     unchecked = meta.get("tracejit.unchecked_guards")
     checked = meta.get("tracejit.guard_outputs")
+    in_graph = meta.get("tracejit.checked_guards")
+    if in_graph:
+        print("guards the model checks itself (a run where one fails stops with an error naming its check node):")
+        for line in in_graph.splitlines():
+            print(f"  {escape(line)}")
     if checked:
         print("guard outputs (True where the guard holds; a caller must check them, else the other outputs can be "
               "the traced branch's answer for other data):")

@@ -1,20 +1,27 @@
 """ONNX for ``aten::_grouped_mm`` (transformers' mixture of experts: Mixtral, Qwen2-MoE), which torch_lib refuses
 ("Grouped matmul with offsets (ragged/MoE) is not supported").
 
-The form the MoE records, ``[S, K] x [G, K, N] -> [S, N]`` with ``offs`` the cumulative rows per group: every
-row times every group's matrix (``MatMul`` to ``[G, S, N]``), then each row's own group picked with
-``GatherElements``; a row's group is the count of offsets at or before it (``offs`` ends at S: a loaded program
-checks that before the kernel, serialize/op_sizes_grouped.py). That is G times the work of the grouped product
-and ``G x S x N`` memory, which a tiny MoE affords; the 3-d x 3-d form (no offsets) is a batched ``MatMul``.
-The other forms are refused by name.
+The form the MoE records, ``[S, K] x [G, K, N] -> [S, N]`` with ``offs`` the cumulative rows per group, is a
+``Loop`` over the G groups: iteration g multiplies rows ``offs[g-1]:offs[g]`` (``Slice``) by group g's matrix
+(``Gather``) and appends the ``[rows, N]`` piece to a sequence; ``ConcatFromSequence`` puts the pieces back in
+row order. That is the grouped product's own work (each row times its own group's matrix: S x K x N
+multiply-adds) and ``S x N`` memory, linear in the number of groups. (Before: every row times every group's
+matrix, ``[G, S, N]``, then each row's own picked: G times the work and memory.) Rows past ``offs[-1]``, which
+the kernel leaves unwritten (a loaded program refuses such offsets before the kernel,
+serialize/op_sizes_grouped.py), are multiplied by the last group's matrix so the output keeps its S rows. The
+3-d x 3-d form (no offsets) is a batched ``MatMul``. The other forms are refused by name.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from ._deps import require
 from .special_ops import handles
 
-require("onnx_ir")
+ir = require("onnx_ir")
 from onnxscript.onnx_opset import opset18 as op  # noqa: E402
+
+INT64 = ir.DataType.INT64
 
 
 @handles("aten::_grouped_mm.default")
@@ -29,17 +36,33 @@ def grouped_mm(cx, node, args, kwargs):
         return [op.MatMul(a, b)]
     if ranks != (2, 3) or offs is None:
         raise NotImplementedError(f"_grouped_mm of ranks {ranks} (only [S, K] x [G, K, N] with offsets, and 3-d x 3-d)")
-    every = op.MatMul(op.Unsqueeze(a, op.Constant(value_ints=[0])), b)                      # [G, S, N]
-    rows = op.Range(op.Constant(value_int=0), op.Squeeze(op.Slice(op.Shape(a), op.Constant(value_ints=[0]),
-                                                                  op.Constant(value_ints=[1]))),
-                    op.Constant(value_int=1))                                               # [S]
-    ends = op.Cast(offs, to=7)                                                              # int64
-    group = op.ReduceSum(op.Cast(op.LessOrEqual(op.Unsqueeze(ends, op.Constant(value_ints=[0])),
-                                                op.Unsqueeze(rows, op.Constant(value_ints=[1]))), to=7),
-                         op.Constant(value_ints=[1]), keepdims=0)                           # [S]: offsets <= row
-    last = op.Sub(op.Slice(op.Shape(b), op.Constant(value_ints=[0]), op.Constant(value_ints=[1])),
-                  op.Constant(value_ints=[1]))
-    group = op.Min(group, op.Squeeze(last))
-    index = op.Expand(op.Unsqueeze(group, op.Constant(value_ints=[0, 2])), op.Shape(op.Slice(
-        every, op.Constant(value_ints=[0]), op.Constant(value_ints=[1]), op.Constant(value_ints=[0]))))
-    return [op.Squeeze(op.GatherElements(every, index, axis=0), op.Constant(value_ints=[0]))]
+    zero = op.Constant(value_ints=[0])
+    bounds = op.Concat(zero, op.Cast(offs, to=INT64), axis=0)                          # [G + 1]: 0, offs...
+    groups = op.Squeeze(op.Shape(b, start=0, end=1), zero)                             # G, 0-d
+    pieces = op.Loop(groups, None, op.SequenceEmpty(dtype=a.dtype), body=_group_body(a, b, bounds, a.dtype))
+    last = op.Gather(bounds, groups)                                                   # offs[-1]
+    tail = op.MatMul(op.Slice(a, op.Unsqueeze(last, zero), op.Shape(a, start=0, end=1), zero),
+                     op.Gather(b, op.Sub(groups, op.Constant(value_int=1)), axis=0))   # rows past offs[-1]
+    return [op.Concat(op.ConcatFromSequence(pieces, axis=0), tail, axis=0)]
+
+
+def _group_body(a, b, bounds, dtype):
+    """The Loop body: iteration g appends ``a[bounds[g]:bounds[g + 1]] @ b[g]`` to the carried sequence."""
+    g = ir.val("group", INT64, ir.Shape([]))
+    cond = ir.val("cond_in", ir.DataType.BOOL, ir.Shape([]))
+    carried = ir.val("pieces_in", type=ir.SequenceType(ir.TensorType(dtype)))
+    nodes = []
+
+    def add(op_type, inputs, **attributes):
+        nodes.append(ir.node(op_type, inputs, attributes))
+        return nodes[-1].outputs[0]
+
+    one = add("Constant", [], value=ir.tensor(np.array(1, dtype=np.int64)))
+    axis0 = add("Constant", [], value=ir.tensor(np.array([0], dtype=np.int64)))
+    start = add("Unsqueeze", [add("Gather", [bounds, g]), axis0])
+    end = add("Unsqueeze", [add("Gather", [bounds, add("Add", [g, one])]), axis0])
+    rows = add("Slice", [a, start, end, axis0])
+    piece = add("MatMul", [rows, add("Gather", [b, g], axis=0)])
+    pieces = add("SequenceInsert", [carried, piece])
+    keep_going = add("Identity", [cond])
+    return ir.Graph([g, cond, carried], [keep_going, pieces], nodes=nodes, name="grouped_mm_group")

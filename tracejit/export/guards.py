@@ -6,10 +6,12 @@
   backends/onnx_call.py), and every input has the traced rank (ONNX checks ranks at the entry).
 - A ``size`` guard that pins an input dimension to a number (``x.size(1) == 3``, or
   ``x.size(1) != 3`` being False) makes that dimension static: onnxruntime checks it at the entry.
-- Other size guards (``seq_len > 64``, sizes of intermediates) cannot be checked by ONNX: the
-  model keeps the traced branch; export warns (TracerWarning) and lists them in the model's
-  metadata (``tracejit.unchecked_guards``). The onnxruntime / OpenVINO programs check the ones computed
-  from input sizes themselves before each run (backends/onnx_call.with_size_guards).
+- Other size guards (``seq_len > 64``, sizes of intermediates: an unrolled ``range(h.shape[2])``) cannot be
+  checked at the entry: the model checks them itself where the trace did (guard_checks.py: a run where one
+  fails stops with an error naming its line, never the traced branch's answer), listed in the metadata
+  ``tracejit.checked_guards``; a guard test without an ONNX form is listed in ``tracejit.unchecked_guards``
+  with a warning. The onnxruntime / OpenVINO programs check the ones computed from input sizes themselves
+  before each run (backends/onnx_call.with_size_guards).
 - ``value`` guards (a tensor's values read in Python) make the export fail: the ONNX model
   would silently compute the traced branch for other values; with ``guard_outputs=True`` they are
   listed with the unchecked ones, which the model then computes as boolean outputs (guard_outputs.py). Except where the value is computed from

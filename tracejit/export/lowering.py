@@ -26,7 +26,7 @@ from .schema_args import bind
 from .special_ops import HANDLERS
 from .torch_lib_lookup import lookup
 from . import attention, edge_values, grouped_mm, recurrent, sym_lowering, torch_lib_fixes, unlisted_ops, vision_ops  # noqa: E402,F401  (register their handlers)
-from . import convolution, fusable_forms, guard_outputs, sequences, view_writes  # noqa: E402,F401  (handlers register)
+from . import convolution, fusable_forms, guard_checks, guard_outputs, sequences, view_writes  # noqa: E402,F401  (handlers register)
 
 ir = require("onnx_ir")
 from onnxscript.onnx_opset import opset18 as op  # noqa: E402
@@ -52,14 +52,16 @@ class Lowering:
         self._written: dict = {}   # id(in-place node) -> (written value, its chain of views)
         self.alias_roots = view_writes.alias_roots(graph)   # views -> the tensor they view
         self.guard_values: dict | None = None   # id(guard node) -> its boolean, for the guards made outputs
+        self.guard_checks = None   # the size guards the graph checks (guard_checks.GuardChecks)
 
     # ------------------------------------------------------------------ args
     def arg(self, a):
         if isinstance(a, Value):
             try:
-                return self.env[id(a)]
+                value = self.env[id(a)]
             except KeyError:
                 raise ExportError("a value is used before it is defined (malformed graph)") from None
+            return value if self.guard_checks is None else self.guard_checks.read(a, value, self.env)
         if isinstance(a, (list, tuple)):
             return [self.arg(x) for x in a]
         if isinstance(a, torch.dtype):
@@ -92,6 +94,8 @@ class Lowering:
         if node.op == "tracejit::guard":   # checked at the entry, listed as unchecked (guards.py) or an output
             if self.guard_values is not None and id(node) in self.guard_values:
                 self.guard_values[id(node)] = guard_outputs.lower_guard(self, node)
+            if self.guard_checks is not None:   # checked in the graph, where the trace checked it (guard_checks.py)
+                self.guard_checks.at_guard(self, node)
             return []
         if node.op in STATE_READS:
             return [self._initializer(node)]

@@ -17,6 +17,7 @@ from ..passes.inline import inline_calls
 from ..program import Program
 from ..runtime.traced import program_of
 from ._deps import require
+from . import guard_checks
 from .annotate import SourceNotes
 from .dtypes import onnx_dtype
 from .errors import ExportError
@@ -42,7 +43,8 @@ MAX_FILE_NODES = 10_000
 
 
 def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False,
-                graph: Graph | None = None, max_nodes: int | None = None, guard_outputs: bool = False):
+                graph: Graph | None = None, max_nodes: int | None = None, guard_outputs: bool = False,
+                check_guards: bool = True):
     """Write ``traced`` (a Program, tracejit/program.py, or a TracedModule / TracedFunction, whose Program is
     exported: ``program_of``) as an ONNX model to ``f`` (a path or a
     binary file object; None: only return it). Returns the ``onnx.ModelProto``. ``doc_strings``:
@@ -55,7 +57,9 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
     ``tracejit_guard_<k>``, after the program's outputs, True where the guard holds; the metadata
     ``tracejit.guard_outputs`` names each one's source line. A caller must check them: where one is False, the
     other outputs are the traced branch's answer (export/guard_outputs.py). By default value guards refuse the
-    export.
+    export. ``check_guards``: the model checks the size guards it cannot check at its entry itself (a run where one
+    fails stops with an error naming it: guard_checks.py); False leaves them unchecked, listed and warned about
+    (for a caller that checks them before each run: the onnxruntime / OpenVINO backends).
 
     >>> import torch, tracejit
     >>> traced = tracejit.trace(lambda x: torch.relu(x) * 2, torch.randn(2, 3))
@@ -69,7 +73,8 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
     proto = require("onnx_ir").serde.serialize_model(build_model(traced, opset, method=method,
                                                                       doc_strings=doc_strings, graph=graph,
                                                                       max_nodes=max_nodes,
-                                                                      guard_outputs=guard_outputs))
+                                                                      guard_outputs=guard_outputs,
+                                                                      check_guards=check_guards))
     try:
         proto = check_and_infer(onnx, proto)   # on a copy without the weights' bytes (model_check.py)
     except Exception as e:  # noqa: BLE001  (named by its class too: a MemoryError's message is empty)
@@ -170,7 +175,8 @@ def _identifier(text: str) -> str:
 
 
 def build_model(traced, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False,
-                graph: Graph | None = None, max_nodes: int | None = None, guard_outputs: bool = False):
+                graph: Graph | None = None, max_nodes: int | None = None, guard_outputs: bool = False,
+                check_guards: bool = True):
     """The onnx-ir Model of ``traced``'s ``method`` (or of ``graph``, one of its specializations);
     ``max_nodes``: see export_onnx."""
     if opset is not None and not (isinstance(opset, int) and opset >= DEFAULT_OPSET):
@@ -192,6 +198,10 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
     lowering = Lowering(builder, _tensor_source(program, graph), graph)
     if guard_outputs:
         lowering.guard_values = {id(g): None for g in unchecked}
+    else:   # the graph checks each size guard it can compute; the others are listed (guard_checks.py)
+        checked = [g for g in unchecked if check_guards and guard_checks.has_form(g)]
+        unchecked = [g for g in unchecked if not (check_guards and guard_checks.has_form(g))]
+        lowering.guard_checks = guard_checks.GuardChecks(checked, graph)
     notes = SourceNotes(onnx_graph, program, graph, method) if doc_strings else None
     for k, (v, name) in enumerate(zip(graph.inputs, input_names(graph))):
         if not hasattr(v.type, "shape"):
@@ -214,6 +224,8 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
         model.doc_string = notes.model_doc(program)
     if guard_outputs and unchecked:
         model.metadata_props[GUARDS_METADATA] = guards_text
+    if not guard_outputs and checked:
+        model.metadata_props[guard_checks.METADATA_KEY] = guard_checks.metadata(checked)
     unchecked_text = "" if guard_outputs else warn_unchecked(unchecked)
     if unchecked_text:
         model.metadata_props["tracejit.unchecked_guards"] = unchecked_text
@@ -231,6 +243,8 @@ def _add_outputs(builder, lowering, graph: Graph) -> None:
             value = lowering.env[id(v)]
             if not hasattr(v.type, "shape"):
                 raise ExportError("the traced program returns a Python number; ONNX outputs are tensors")
+            if lowering.guard_checks is not None:   # no output without every check before it (guard_checks.py)
+                value = lowering.guard_checks.read(v, value, lowering.env)
             if id(value) in seen or value.is_graph_input() or value.is_initializer() or value.producer() is None:
                 value = op.Identity(value)
             seen.add(id(value))
