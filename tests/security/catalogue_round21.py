@@ -145,4 +145,5 @@ def viewer_cases() -> list:
         ("input_list_3000", rewrite(tools, edit_doc=_input_list(3000))),
         ("shared_graph_sources_2000", rewrite(tools, edit_doc=_shared_sources(2000, 4096))),
         ("nested_600", rewrite(nested, edit_doc=_nested(600))),
+        ("no_methods", rewrite(tools, edit_doc=lambda doc: module(doc, "")["methods"].clear())),
     ]

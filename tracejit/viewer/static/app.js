@@ -192,6 +192,11 @@
   }
 
   function render(focusId) {
+    if (!(method in DOC.graphs)) {   // a module with no traced method: nothing to draw
+      $("stats").textContent = `no traced method to draw \u00B7 ${DOC.kind} ${DOC.name}`;
+      document.body.dataset.rendered = "0";
+      return;
+    }
     budget = { left: LIM.drawn, cut: [], shallow: 0, plain: 0 };
     const lay = layoutInstance(method, method, 0);
     const svg = $("canvas");
