@@ -303,6 +303,7 @@
     let frontier = [[method, method]];   // at each level: 2^40 instances)
     let total = 0;
     expandStopped = false;
+    if (!(method in DOC.graphs)) return;
     for (let l = 0; l < levels && frontier.length; l++) {
       if (l >= LIM.expand_depth) { expandStopped = true; return; }
       const next = [];
