@@ -147,3 +147,130 @@ def viewer_cases() -> list:
         ("nested_600", rewrite(nested, edit_doc=_nested(600))),
         ("no_methods", rewrite(tools, edit_doc=lambda doc: module(doc, "")["methods"].clear())),
     ]
+
+
+# ------------------------------------------------------------------------------------------ op constants
+# **constants** (round 21): int arguments the kernels refuse, which loaded and raised a raw RuntimeError /
+# IndexError at the first call: narrow / select / topk / kthvalue / unfold / one_hot / roll (-2**63) / the splits /
+# diff / repeat_interleave / renorm / fft n, and a ``dim`` of any op on ``self`` outside its rank (gather, sort,
+# transpose, squeeze, movedim, take_along_dim, ...). Now each is a LoadError naming the node and the argument,
+# or (one_hot's class values, data) a GuardError at the call before the kernel runs.
+X = "1:3,8"
+M = -2 ** 63
+
+
+def _op_nodes(doc, prefix):
+    return [n for g in graphs(doc) for n in g["nodes"] if n["op"].startswith(prefix)]
+
+
+def _set(prefix, i, value):
+    return lambda doc: _op_nodes(doc, prefix)[0]["args"].__setitem__(i, value)
+
+
+def _append(prefix, value):
+    return lambda doc: _op_nodes(doc, prefix)[0]["args"].append(value)
+
+
+def _classes(x):
+    return torch.nn.functional.one_hot((x.abs() * 2).long().clamp(max=3), 4)
+
+
+_IDX = torch.tensor([[0], [2], [1]])
+
+OPS = {   # name -> (function of x [3, 8], a legit second shape)
+    "narrow": (lambda x: x.narrow(1, 2, 3), "2:4,6"),
+    "narrow_copy": (lambda x: torch.narrow_copy(x, 1, 2, 3), "2:4,6"),
+    "select": (lambda x: x.select(1, 2), "2:4,6"),
+    "topk": (lambda x: x.topk(3).values, "2:4,6"),
+    "kthvalue": (lambda x: x.kthvalue(3).values, "2:4,6"),
+    "unfold": (lambda x: x.unfold(1, 3, 2), "2:4,6"),
+    "one_hot": (_classes, "2:4,6"),
+    "roll": (lambda x: torch.roll(x, 2, 1), "2:4,6"),
+    "tensor_split": (lambda x: x.tensor_split(3, 1)[0], "2:4,9"),
+    "diff": (lambda x: torch.diff(x, 2, 1), "2:4,6"),
+    "repeat_interleave": (lambda x: x.repeat_interleave(2, 1), "2:4,6"),
+    "renorm": (lambda x: x.renorm(2, 0, 1.0), "2:4,6"),
+    "fft": (lambda x: torch.fft.fft(x, 4, 1).real, "2:4,6"),
+    "gather": (lambda x: x.gather(1, _IDX.expand(x.shape[0], 1)[:3]), "2:3,6"),
+    "sort": (lambda x: x.sort(1).values, "2:4,6"),
+    "transpose": (lambda x: x.transpose(0, 1), "2:4,6"),
+    "squeeze": (lambda x: x.unsqueeze(1).squeeze(1), "2:4,6"),
+    "movedim": (lambda x: x.movedim(0, 1), "2:4,6"),
+    "diag_embed": (lambda x: torch.diag_embed(x, 0, 1, 2), "2:4,6"),   # dims of the output's rank: allowed
+}
+
+EDITS = [   # (name, op, edit, expect)
+    ("narrow_start_9", "narrow", _set("aten::narrow", 2, 9), "reject"),
+    ("narrow_start_int64_min", "narrow", _set("aten::narrow", 2, M), "reject"),
+    ("narrow_length_negative", "narrow", _set("aten::narrow", 3, -1), "reject"),
+    ("narrow_past_the_end", "narrow", _set("aten::narrow", 3, 7), "reject"),
+    ("narrow_dim_5", "narrow", _set("aten::narrow", 1, 5), "reject"),
+    ("narrow_copy_past_the_end", "narrow_copy", _set("aten::narrow_copy", 3, 7), "reject"),
+    ("select_index_8", "select", _set("aten::select", 2, 8), "reject"),
+    ("select_index_int64_min", "select", _set("aten::select", 2, M), "reject"),
+    ("topk_k_9", "topk", _set("aten::topk", 1, 9), "reject"),
+    ("topk_k_negative", "topk", _set("aten::topk", 1, -1), "reject"),
+    ("topk_k_2_40", "topk", _set("aten::topk", 1, 2 ** 40), "reject"),
+    ("topk_dim_5", "topk", _append("aten::topk", 5), "reject"),
+    ("kthvalue_k_0", "kthvalue", _set("aten::kthvalue", 1, 0), "reject"),
+    ("kthvalue_k_9", "kthvalue", _set("aten::kthvalue", 1, 9), "reject"),
+    ("unfold_step_0", "unfold", _set("aten::unfold", 3, 0), "reject"),
+    ("unfold_step_negative", "unfold", _set("aten::unfold", 3, -2), "reject"),
+    ("unfold_size_9", "unfold", _set("aten::unfold", 2, 9), "reject"),
+    ("unfold_size_negative", "unfold", _set("aten::unfold", 2, -1), "reject"),
+    ("unfold_dimension_2", "unfold", _set("aten::unfold", 1, 2), "reject"),
+    ("one_hot_classes_negative", "one_hot", _set("aten::one_hot", 1, -5), "reject"),
+    ("one_hot_classes_0", "one_hot", _set("aten::one_hot", 1, 0), "reject"),
+    ("one_hot_classes_2", "one_hot", _set("aten::one_hot", 1, 2), "call_refused"),
+    ("roll_shift_int64_min", "roll", _set("aten::roll", 1, M), "reject"),
+    ("roll_shift_list_int64_min", "roll", _set("aten::roll", 1, [M]), "reject"),
+    ("tensor_split_0", "tensor_split", _set("aten::tensor_split", 1, 0), "reject"),
+    ("tensor_split_negative", "tensor_split", _set("aten::tensor_split", 1, -2), "reject"),
+    ("diff_order_negative", "diff", _set("aten::diff", 1, -1), "reject"),
+    ("repeat_interleave_negative", "repeat_interleave", _set("aten::repeat_interleave", 1, -1), "reject"),
+    ("renorm_p_0", "renorm", _set("aten::renorm", 1, 0.0), "reject"),
+    ("renorm_maxnorm_negative", "renorm", _set("aten::renorm", 3, -1.0), "reject"),
+    ("fft_n_0", "fft", _set("aten::fft_fft", 1, 0), "reject"),
+    ("fft_n_negative", "fft", _set("aten::fft_fft", 1, -4), "reject"),
+    ("gather_dim_5", "gather", _set("aten::gather", 1, 5), "reject"),
+    ("sort_dim_9", "sort", _set("aten::sort", 1, 9), "reject"),
+    ("transpose_dim_7", "transpose", _set("aten::transpose", 2, 7), "reject"),
+    ("squeeze_dim_7", "squeeze", _set("aten::squeeze", 1, 7), "reject"),
+    ("movedim_destination_5", "movedim", _set("aten::movedim", 2, 5), "reject"),
+]
+
+
+def _eigh_of_zeros(x):
+    return torch.linalg.eigh(torch.zeros(4, 4) + x.sum()).eigenvalues
+
+
+def _zeros(n):
+    return lambda doc: _op_nodes(doc, "aten::zeros")[0].__setitem__("args", [n, n])
+
+
+OPS["eigh"] = (_eigh_of_zeros, "2:4,6")
+# **work** (round 21): a factorization's input within the element budget, its work cubic: eigh of a file's
+# zeros(5000, 5000) ran 14.6 CPU seconds a call (random data: longer); now a BudgetError before it runs
+EDITS.append(("eigh_of_zeros_5000", "eigh", _zeros(5000), "call_refused"))
+
+
+def _op_files() -> dict:
+    out = {}
+    for name, (fn, _) in OPS.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out[name] = to_bytes(tracejit.trace(fn, (torch.randn(3, 8),)))
+    return out
+
+
+def hostile_cases(files: dict | None = None) -> list:
+    """``(name, file bytes, input spec, expect)`` in round_problems' form."""
+    files = files or _op_files()
+    return [(name, rewrite(files[op], edit_doc=edit), X, expect) for name, op, edit, expect in EDITS]
+
+
+def legit_cases(files: dict | None = None) -> list:
+    """The unedited programs on another shape: ``(name, file bytes, input spec, eager's output sum)``."""
+    from security_testlib import output_sum
+    files = files or _op_files()
+    return [(f"legit_{op}", files[op], spec, output_sum(fn, spec)) for op, (fn, spec) in OPS.items()]

@@ -200,3 +200,37 @@ def constant_operand_factor(b, constants: set):
             return None
         return left, w[1] / w[0], w[1]
     return None
+
+
+# ---- factorizations: cubic work on a quadratic input (round 21) -------------------------------------------
+# linalg_inv / solve / det / cholesky / eigh / svd of an n x n matrix make at most about their input, but work
+# ~n^3 (eigh and svd ~10 n^3): a file's zeros(5000, 5000), within its element budget, fed to eigh made one
+# call run for minutes. The work is counted like a product's, against WORK_FACTOR times the element budget.
+def _matrix(b):
+    x = _shape(b.get("A", b.get("self", b.get("input"))))
+    return x if x is not None and len(x) >= 2 else None
+
+
+def factorization_elements(b):
+    """Its input's elements (a factorization or an inverse: at most a few matrices of its size, which the
+    reduced / full factor rules of svd and qr count themselves)."""
+    x = _matrix(b)
+    return None if x is None else math.prod(x)
+
+
+def _cubic(b, per: int):
+    x = _matrix(b)
+    if x is None:
+        return None
+    m, n = x[-2], x[-1]
+    return math.prod(x[:-2]) * per * max(m, n) * min(m, n) * min(m, n)
+
+
+def factorization_flops(b):
+    """LU / Cholesky / triangular solves and inverses: about n^3 multiply-adds per matrix."""
+    return _cubic(b, 1)
+
+
+def eigen_flops(b):
+    """Symmetric eigen-decompositions, SVD and the pseudo-inverse (an SVD): about 10 n^3 per matrix."""
+    return _cubic(b, 10)
