@@ -252,6 +252,8 @@ OPS["eigh"] = (_eigh_of_zeros, "2:4,6")
 # **work** (round 21): a factorization's input within the element budget, its work cubic: eigh of a file's
 # zeros(5000, 5000) ran 14.6 CPU seconds a call (random data: longer); now a BudgetError before it runs
 EDITS.append(("eigh_of_zeros_5000", "eigh", _zeros(5000), "call_refused"))
+OPS["nuclear_norm"] = (lambda x: torch.nuclear_norm(torch.zeros(4, 4) + x.sum()), "2:4,6")
+EDITS.append(("nuclear_norm_of_zeros_5000", "nuclear_norm", _zeros(5000), "call_refused"))   # an SVD
 
 
 def _op_files() -> dict:

@@ -45,3 +45,17 @@ def test_the_refusals_say_what_and_where(monkeypatch, files):
     with pytest.raises(tracejit.GuardError, match=r"aten::one_hot.*class values 3 to 3 must lie in \[0, num_classes=2\)"):
         loaded(torch.full((3, 8), 1.6))
     assert X == "1:3,8"
+
+
+def test_recurrent_cells_and_spectral_norms_have_rules():
+    """lstm_cell & co make batch x gate rows from an input [B, in] and w_ih [G, in] (an outer product when in is
+    1: the broadcast-or-sum default said B + G); spectral / nuclear norms take an SVD (cubic work)."""
+    from tracejit.serialize import size_rules
+    meta = lambda *s: torch.empty(*s, device="meta")   # noqa: E731
+    for op in ("lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"):
+        b = {"input": meta(3000, 1), "w_ih": meta(12000, 1), "w_hh": meta(12000, 3000)}
+        assert size_rules.rule(op).elements(b) >= 3000 * 12000, op
+    b = {"self": meta(700, 900), "ord": "nuc", "dim": [-2, -1]}
+    assert size_rules.rule("linalg_matrix_norm").flops(b) >= 700 ** 2 * 900
+    assert size_rules.rule("nuclear_norm").flops({"self": meta(700, 900)}) >= 700 ** 2 * 900
+    assert size_rules.rule("linalg_norm").flops({"self": meta(700, 900), "ord": None, "dim": None}) is None

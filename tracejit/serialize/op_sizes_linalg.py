@@ -234,3 +234,47 @@ def factorization_flops(b):
 def eigen_flops(b):
     """Symmetric eigen-decompositions, SVD and the pseudo-inverse (an SVD): about 10 n^3 per matrix."""
     return _cubic(b, 10)
+
+
+def matrix_norm_elements(b):
+    """nuclear_norm / linalg_matrix_norm / linalg_norm: at most their input's elements."""
+    x = _shape(b.get("self"))
+    return None if x is None else math.prod(x)
+
+
+def matrix_norm_flops(b):
+    """The spectral and nuclear norms (ord 2, -2, 'nuc'; nuclear_norm always) take an SVD of each matrix over
+    ``dim`` (the last two by default): 10 n^3 each; other norms are linear (None: bounded by the elements)."""
+    x, ord_, dim = _shape(b.get("self")), b.get("ord"), b.get("dim")
+    if x is None or len(x) < 2:
+        return None
+    if "ord" in b and ord_ not in (2, -2, "nuc"):
+        return None
+    if dim is None:
+        if "ord" in b and len(x) != 2:   # linalg_norm without dim: a vector norm unless the input is 2-D
+            return None
+        dim = [-2, -1]
+    if not (isinstance(dim, (list, tuple)) and len(dim) == 2 and all(isinstance(d, int) for d in dim)):
+        return None
+    m, n = x[dim[0]], x[dim[1]]
+    batch = math.prod(x) // max(m * n, 1)
+    return batch * 10 * max(m, n) * min(m, n) * min(m, n)
+
+
+def cell_elements(b):
+    """lstm_cell / gru_cell / rnn_*_cell: the gates, batch x the rows of w_ih (4h, 3h or h), and the new state:
+    an input [B, 1] and a w_ih [G, 1] make B x G from B + G (an outer product)."""
+    x, w = _shape(b.get("input")), _shape(b.get("w_ih"))
+    if x is None or w is None or not w:
+        return None
+    batch = x[0] if len(x) == 2 else 1
+    return 2 * batch * w[0]
+
+
+def cell_flops(b):
+    """The gates' two products: batch x G x (input size + hidden size)."""
+    x, w, wh = _shape(b.get("input")), _shape(b.get("w_ih")), _shape(b.get("w_hh"))
+    if x is None or w is None or wh is None or len(w) < 2 or len(wh) < 2:
+        return None
+    batch = x[0] if len(x) == 2 else 1
+    return batch * w[0] * (w[1] + wh[1])

@@ -128,6 +128,9 @@ RULES: dict[str, SizeRule] = {
              linalg.factorization_flops),
     **_rules("linalg_eigh linalg_eigvalsh linalg_svdvals linalg_pinv pinverse", linalg.factorization_elements,
              linalg.eigen_flops),
+    **_rules("nuclear_norm linalg_matrix_norm linalg_norm", linalg.matrix_norm_elements, linalg.matrix_norm_flops),
+    # recurrent cells: an outer product of the input's batch and the weights' gate rows (round 21)
+    **_rules("lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell", linalg.cell_elements, linalg.cell_flops),
     **_rules("scaled_dot_product_attention", args.attention, args.attention_flops),
     **_rules("grid_sampler", args.grid_sampler),
     # an empty tensor of a new shape: its extent, which a reduction over its zero makes (op_sizes_values.py)
