@@ -197,6 +197,7 @@ OPS = {   # name -> (function of x [3, 8], a legit second shape)
     "squeeze": (lambda x: x.unsqueeze(1).squeeze(1), "2:4,6"),
     "movedim": (lambda x: x.movedim(0, 1), "2:4,6"),
     "diag_embed": (lambda x: torch.diag_embed(x, 0, 1, 2), "2:4,6"),   # dims of the output's rank: allowed
+    "slice": (lambda x: x[:, 1:7:2] * 2, "2:4,9"),
 }
 
 EDITS = [   # (name, op, edit, expect)
@@ -206,6 +207,8 @@ EDITS = [   # (name, op, edit, expect)
     ("narrow_past_the_end", "narrow", _set("aten::narrow", 3, 7), "reject"),
     ("narrow_dim_5", "narrow", _set("aten::narrow", 1, 5), "reject"),
     ("narrow_copy_past_the_end", "narrow_copy", _set("aten::narrow_copy", 3, 7), "reject"),
+    ("slice_step_0", "slice", _set("aten::slice", 4, 0), "reject"),
+    ("slice_step_negative", "slice", _set("aten::slice", 4, -1), "reject"),
     ("select_index_8", "select", _set("aten::select", 2, 8), "reject"),
     ("select_index_int64_min", "select", _set("aten::select", 2, M), "reject"),
     ("topk_k_9", "topk", _set("aten::topk", 1, 9), "reject"),

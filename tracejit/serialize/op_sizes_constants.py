@@ -187,3 +187,13 @@ def renormed(b):
     if isinstance(maxnorm, (int, float)) and not maxnorm >= 0:
         raise ValueError(f"maxnorm {maxnorm} must be non-negative")
     return _numel(x)
+
+
+def sliced(b):
+    """slice.Tensor: a positive step (0 and negatives raised a raw ValueError at the call)."""
+    x, step = _shape(b.get("self")), b.get("step", 1)
+    if x is None:
+        return None
+    if _int(step) and step <= 0:
+        raise ValueError(f"step {step} must be positive")
+    return _numel(x)
