@@ -213,9 +213,17 @@ def _matrix(b):
 
 def factorization_elements(b):
     """Its input's elements (a factorization or an inverse: at most a few matrices of its size, which the
-    reduced / full factor rules of svd and qr count themselves)."""
-    x = _matrix(b)
-    return None if x is None else math.prod(x)
+    reduced / full factor rules of svd and qr count themselves); a solve's right-hand side too, its batch
+    broadcast with the matrix's (A [1000, 2, 2] and B [2, 10000] solve to [1000, 2, 10000])."""
+    shapes = [_shape(v) for v in b.values() if _shape(v) is not None]
+    if not shapes:
+        return None
+    total = sum(math.prod(x) for x in shapes)
+    mats = [x for x in shapes if len(x) >= 2]
+    if len(mats) >= 2:
+        batch = math.prod(_broadcast(*(x[:-2] for x in mats)))
+        total += batch * max(x[-2] * x[-1] for x in mats)
+    return total
 
 
 def _cubic(b, per: int):
