@@ -198,6 +198,9 @@ OPS = {   # name -> (function of x [3, 8], a legit second shape)
     "movedim": (lambda x: x.movedim(0, 1), "2:4,6"),
     "diag_embed": (lambda x: torch.diag_embed(x, 0, 1, 2), "2:4,6"),   # dims of the output's rank: allowed
     "slice": (lambda x: x[:, 1:7:2] * 2, "2:4,9"),
+    "permute": (lambda x: x.permute(1, 0), "2:4,6"),
+    "flip": (lambda x: x.flip([0, 1]), "2:4,6"),
+    "diagonal": (lambda x: x.diagonal(1, 0, 1), "2:4,6"),
 }
 
 EDITS = [   # (name, op, edit, expect)
@@ -240,6 +243,10 @@ EDITS = [   # (name, op, edit, expect)
     ("transpose_dim_7", "transpose", _set("aten::transpose", 2, 7), "reject"),
     ("squeeze_dim_7", "squeeze", _set("aten::squeeze", 1, 7), "reject"),
     ("movedim_destination_5", "movedim", _set("aten::movedim", 2, 5), "reject"),
+    ("permute_repeated", "permute", lambda d: _op_nodes(d, "aten::permute")[0]["args"].__setitem__(2, 1), "reject"),
+    ("permute_short", "permute", lambda d: _op_nodes(d, "aten::permute")[0]["args"].pop(), "reject"),
+    ("flip_repeated", "flip", _set("aten::flip", 1, [1, -1]), "reject"),
+    ("diagonal_same_dims", "diagonal", _set("aten::diagonal", 3, 0), "reject"),
 ]
 
 

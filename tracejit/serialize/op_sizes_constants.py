@@ -197,3 +197,51 @@ def sliced(b):
     if _int(step) and step <= 0:
         raise ValueError(f"step {step} must be positive")
     return _numel(x)
+
+
+def _unique(dims: list, rank: int, what: str) -> list:
+    wrapped = [d % max(rank, 1) for d in dims]   # within the rank already (op_dims.py)
+    if len(set(wrapped)) != len(wrapped):
+        raise ValueError(f"{what} {dims} repeats a dimension")
+    return wrapped
+
+
+def permuted(b):
+    """permute / permute_copy: ``dims`` a permutation of the input's dimensions."""
+    x, dims = _shape(b.get("self")), _ints(b.get("dims"))
+    if x is None or dims is None:
+        return None
+    if len(dims) != len(x):
+        raise ValueError(f"dims {dims} must name each of the input's {len(x)} dimensions once")
+    _unique(dims, len(x), "dims")
+    return _numel(x)
+
+
+def flipped(b):
+    """flip: no dimension twice."""
+    x, dims = _shape(b.get("self")), _ints(b.get("dims"))
+    if x is None or dims is None:
+        return None
+    _unique(dims, len(x), "dims")
+    return _numel(x)
+
+
+def diagonal_taken(b):
+    """diagonal: two different dimensions."""
+    x, d1, d2 = _shape(b.get("self")), b.get("dim1", 0), b.get("dim2", 1)
+    if x is None or not (_int(d1) and _int(d2)):
+        return None
+    _unique([d1, d2], len(x), "dim1, dim2")
+    return _numel(x)
+
+
+def moved(b):
+    """movedim / moveaxis: as many sources as destinations, no dimension twice in either."""
+    x, src, dst = _shape(b.get("self")), _ints(b.get("source")), _ints(b.get("destination"))
+    if x is None or src is None or dst is None:
+        return None
+    if len(src) != len(dst):
+        raise ValueError(f"source {src} and destination {dst} must have the same length")
+    _unique(src, len(x), "source")
+    _unique(dst, len(x), "destination")
+    return _numel(x)

@@ -146,6 +146,10 @@ RULES: dict[str, SizeRule] = {
     **_rules("narrow narrow_copy", constant_args.narrowed, static_factor=constant_args.same_size),
     **_rules("select", constant_args.selected, static_factor=constant_args.same_size),
     **_rules("slice", constant_args.sliced, static_factor=constant_args.same_size),
+    **_rules("permute permute_copy", constant_args.permuted, static_factor=constant_args.same_size),
+    **_rules("flip", constant_args.flipped, static_factor=constant_args.same_size),
+    **_rules("diagonal", constant_args.diagonal_taken, static_factor=constant_args.same_size),
+    **_rules("movedim moveaxis", constant_args.moved, static_factor=constant_args.same_size),
     **_rules("topk", functools.partial(constant_args.top_k, low=0), static_factor=constant_args.same_size),
     **_rules("kthvalue", functools.partial(constant_args.top_k, low=1), static_factor=constant_args.same_size),
     **{op: SizeRule(values.counted_rule(op), static_factor=constant_args.same_size)
