@@ -52,7 +52,8 @@ def test_document_describes_every_graph_and_node():
     inputs = [n for n in root if n["kind"] == "input"]
     assert [n["label"] for n in inputs] == ["x", "pair_0", "pair_1"]
     assert inputs[0]["type"] == "Float[2, 4]" and inputs[0]["guard"] == "checked: is a Tensor"
-    assert inputs[1]["structure"] == "(Float[2, 4], Float[3])"
+    structures = doc["graphs"][":forward"]["structures"]
+    assert structures[inputs[1]["structure"]] == "(Float[2, 4], Float[3])" and inputs[0].get("structure") is None
     calls = [n for n in root if n["kind"] == "call"]
     assert [n["call"] for n in calls] == ["a:forward", "b:forward"]
     # the call to b takes a's output

@@ -69,9 +69,10 @@ FAMILIES = (
         cumprod cummax cummin softmax log_softmax special_softmax special_log_softmax topk sort argsort msort
         median nanmedian mode kthvalue quantile nanquantile count_nonzero dist cosine_similarity pairwise_distance cdist
         renorm diff trace item unique_consecutive unique_dim histc bincount searchsorted bucketize"""), chk.schema_only,
-        "reduce or scan along checked dimensions; the output is no bigger than the input (topk's k, kthvalue's k "
-        "and quantile's q are checked by the kernels; histc's bins and bincount's minlength count in the "
-        "allocation budget)"),
+        "reduce or scan along checked dimensions; the output is no bigger than the input (topk's k, kthvalue's k, "
+        "diff's n and renorm's p / maxnorm are checked at load by their rules, quantile's q by the kernel; "
+        "histc's bins and bincount's minlength count in the allocation budget; the spectral and nuclear matrix "
+        "norms count an SVD's work)"),
     Family("shape", _ops("""
         view view_as reshape reshape_as permute transpose swapaxes swapdims movedim moveaxis t adjoint mT mH numpy_T
         unsqueeze squeeze flatten unflatten ravel select slice narrow narrow_copy chunk tensor_split split
@@ -184,17 +185,19 @@ FAMILIES = (
 BOUNDED_BY_INPUTS = {
     "pointwise": "element by element: one output element per element of the inputs' broadcast (a "
                  "broadcast of [n, 1] and [1, m] is the one way to grow, see docs/SECURITY.md)",
-    "reductions": "reduce, scan or sort along a dimension: at most the input's elements (topk's k and "
-                  "kthvalue's k checked by the kernels; histc, bincount and cdist have rules)",
+    "reductions": "reduce, scan or sort along a dimension: at most the input's elements (topk, kthvalue, diff, "
+                  "renorm, histc, bincount, cdist and the spectral norms have rules)",
     "shape": "views and copies of the input: the same elements or fewer (unfold and the diagonal "
-             "matrices, which can view or make more, have rules)",
+             "matrices, which can view or make more, have rules; narrow, select, slice, roll and the splits "
+             "have rules for the constants their kernels refuse; every constant dim is within the rank)",
     "gather_scatter": "concatenations hold their inputs' elements; gather, scatter, take and masked ops "
                       "are shaped like an input or index (embedding, index and index_select have rules)",
     "linear_algebra": "mv, dot, solves, inverses, determinants, powers and decompositions make at most "
-                      "their input's elements (the products and full factorizations have rules)",
+                      "their inputs' elements (the products and full factorizations have rules; the "
+                      "factorizations' cubic work is counted)",
     "nn": "normalization, pooling (padding at most half the kernel, checked by the kernel), pixel and "
-          "channel shuffles and RNN cells: shaped like their input (adaptive pooling, affine grids and "
-          "attention have rules)",
+          "channel shuffles: shaped like their input (adaptive pooling, affine grids, attention and the RNN "
+          "cells, whose gates are batch x weight rows, have rules)",
     "norm_with_statistics": "normalization: shaped like its input",
     "group_norm": "normalization: shaped like its input",
     "losses": "element by element, then reduced: at most the inputs' broadcast",

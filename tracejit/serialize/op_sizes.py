@@ -123,6 +123,8 @@ def repeat(b):
                 return None
             return int(r.sum()) * max(_numel(b.get("self")), 1) if r.numel() else 0
         return None
+    if "repeats" in b and any(r < 0 for r in reps):   # repeat_interleave (repeat's negatives: the schema check)
+        raise ValueError(f"repeats {reps} must be non-negative")
     return _numel(b.get("self")) * _prod_abs(reps)
 
 
@@ -239,11 +241,25 @@ def combinations(b):
     return n ** r * max(r, 1)
 
 
+def check_classes(x, classes: int) -> None:
+    """one_hot: ``num_classes`` is -1 (from the data) or at least 0; at a call (a tensor with data) every
+    class value within [0, num_classes): a min and a max, cheaper than the one_hot they guard."""
+    if classes < -1:
+        raise ValueError(f"num_classes {classes} must be -1 or non-negative")
+    if classes >= 0 and hasattr(x, "shape") and x.device.type != "meta" and x.numel() > 0:
+        lo, hi = int(x.min()), int(x.max())
+        if lo < 0 or hi >= classes:
+            raise ValueError(f"class values {lo} to {hi} must lie in [0, num_classes={classes})")
+    elif classes == 0 and hasattr(x, "shape") and x.numel() > 0:   # traced shapes: no class for any value
+        raise ValueError("num_classes 0 leaves no class for the input's values")
+
+
 def one_hot(b):
     classes = b.get("num_classes", -1)
     if _ints(classes) is None:
         return None
     x = b.get("self")
+    check_classes(x, classes)   # -1 or >= 0; at a call, the values within them
     if classes < 0:   # as many classes as the largest index + 1: a read of the data
         if x is None or not hasattr(x, "shape") or x.device.type == "meta" or x.numel() == 0:
             return None

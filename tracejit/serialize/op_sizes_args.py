@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from .op_sizes_constants import check_pool
+from .op_sizes_constants import check_pool, check_window
 from .op_sizes import _ints, _shape
 
 
@@ -68,6 +68,8 @@ def fft(b):
         n = _count(b["n"])
         if n is None:
             return None
+        if b["n"] <= 0:   # what the kernel refuses (round 21)
+            raise ValueError(f"n {b['n']} must be positive (the number of data points)")
         dim = b.get("dim", -1)
         dim = dim if isinstance(dim, int) and x and -len(x) <= dim < len(x) else -1
         rest = math.prod(x) // max(x[dim], 1) if x else 1
@@ -76,6 +78,8 @@ def fft(b):
         s = _ints(b["s"])
         if s is None:
             return None
+        if any(v <= 0 and v != -1 for v in s):   # -1: that dimension's own size
+            raise ValueError(f"s {s} must hold positive sizes (or -1)")
         rest = math.prod(x[:max(len(x) - len(s), 0)])
         return 2 * rest * math.prod(max(abs(v), 1) for v in s)
     return 2 * math.prod(x)
@@ -119,6 +123,7 @@ def unfold(b):
     x, dim, size, step = _shape(b.get("self")), b.get("dimension"), b.get("size"), b.get("step")
     if x is None or _ints([dim, size, step]) is None:
         return None
+    check_window(x, dim, size, step)   # what the kernel refuses: ValueError (op_sizes_constants.py)
     if not x:
         return max(abs(size), 1)
     n = x[dim] if -len(x) <= dim < len(x) else 1

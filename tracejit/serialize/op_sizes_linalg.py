@@ -200,3 +200,89 @@ def constant_operand_factor(b, constants: set):
             return None
         return left, w[1] / w[0], w[1]
     return None
+
+
+# ---- factorizations: cubic work on a quadratic input (round 21) -------------------------------------------
+# linalg_inv / solve / det / cholesky / eigh / svd of an n x n matrix make at most about their input, but work
+# ~n^3 (eigh and svd ~10 n^3): a file's zeros(5000, 5000), within its element budget, fed to eigh made one
+# call run for minutes. The work is counted like a product's, against WORK_FACTOR times the element budget.
+def _matrix(b):
+    x = _shape(b.get("A", b.get("self", b.get("input"))))
+    return x if x is not None and len(x) >= 2 else None
+
+
+def factorization_elements(b):
+    """Its input's elements (a factorization or an inverse: at most a few matrices of its size, which the
+    reduced / full factor rules of svd and qr count themselves); a solve's right-hand side too, its batch
+    broadcast with the matrix's (A [1000, 2, 2] and B [2, 10000] solve to [1000, 2, 10000])."""
+    shapes = [_shape(v) for v in b.values() if _shape(v) is not None]
+    if not shapes:
+        return None
+    total = sum(math.prod(x) for x in shapes)
+    mats = [x for x in shapes if len(x) >= 2]
+    if len(mats) >= 2:
+        batch = math.prod(_broadcast(*(x[:-2] for x in mats)))
+        total += batch * max(x[-2] * x[-1] for x in mats)
+    return total
+
+
+def _cubic(b, per: int):
+    x = _matrix(b)
+    if x is None:
+        return None
+    m, n = x[-2], x[-1]
+    return math.prod(x[:-2]) * per * max(m, n) * min(m, n) * min(m, n)
+
+
+def factorization_flops(b):
+    """LU / Cholesky / triangular solves and inverses: about n^3 multiply-adds per matrix."""
+    return _cubic(b, 1)
+
+
+def eigen_flops(b):
+    """Symmetric eigen-decompositions, SVD and the pseudo-inverse (an SVD): about 10 n^3 per matrix."""
+    return _cubic(b, 10)
+
+
+def matrix_norm_elements(b):
+    """nuclear_norm / linalg_matrix_norm / linalg_norm: at most their input's elements."""
+    x = _shape(b.get("self"))
+    return None if x is None else math.prod(x)
+
+
+def matrix_norm_flops(b):
+    """The spectral and nuclear norms (ord 2, -2, 'nuc'; nuclear_norm always) take an SVD of each matrix over
+    ``dim`` (the last two by default): 10 n^3 each; other norms are linear (None: bounded by the elements)."""
+    x, ord_, dim = _shape(b.get("self")), b.get("ord"), b.get("dim")
+    if x is None or len(x) < 2:
+        return None
+    if "ord" in b and ord_ not in (2, -2, "nuc"):
+        return None
+    if dim is None:
+        if "ord" in b and len(x) != 2:   # linalg_norm without dim: a vector norm unless the input is 2-D
+            return None
+        dim = [-2, -1]
+    if not (isinstance(dim, (list, tuple)) and len(dim) == 2 and all(isinstance(d, int) for d in dim)):
+        return None
+    m, n = x[dim[0]], x[dim[1]]
+    batch = math.prod(x) // max(m * n, 1)
+    return batch * 10 * max(m, n) * min(m, n) * min(m, n)
+
+
+def cell_elements(b):
+    """lstm_cell / gru_cell / rnn_*_cell: the gates, batch x the rows of w_ih (4h, 3h or h), and the new state:
+    an input [B, 1] and a w_ih [G, 1] make B x G from B + G (an outer product)."""
+    x, w = _shape(b.get("input")), _shape(b.get("w_ih"))
+    if x is None or w is None or not w:
+        return None
+    batch = x[0] if len(x) == 2 else 1
+    return 2 * batch * w[0]
+
+
+def cell_flops(b):
+    """The gates' two products: batch x G x (input size + hidden size)."""
+    x, w, wh = _shape(b.get("input")), _shape(b.get("w_ih")), _shape(b.get("w_hh"))
+    if x is None or w is None or wh is None or len(w) < 2 or len(wh) < 2:
+        return None
+    batch = x[0] if len(x) == 2 else 1
+    return batch * w[0] * (w[1] + wh[1])

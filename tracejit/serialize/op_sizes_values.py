@@ -110,8 +110,43 @@ def _pieces(op: str, b):
 SPLITS = ("unbind", "split", "split_with_sizes", "chunk", "tensor_split", "hsplit", "vsplit", "dsplit")
 
 
+def check_counts(op: str, b) -> None:
+    """What the split kernels refuse, said before they run (round 21): ``chunks`` / ``sections`` of 0 or less,
+    a negative ``split_size`` (or 0 for a non-empty dimension), ``split_sizes`` with a negative size or not
+    summing to the dimension."""
+    x = _shape(b.get("self"))
+    n = _dim_size(x, b.get("dim", 0))
+    if op == "chunk" and _ints(b.get("chunks")) is not None and b["chunks"] <= 0:
+        raise ValueError(f"chunks {b['chunks']} must be positive")
+    if op == "tensor_split":
+        sections = b.get("sections")
+        if _ints(sections) is not None and not isinstance(sections, (list, tuple)) and sections <= 0:
+            raise ValueError(f"sections {sections} must be positive")
+    if op in ("split", "split_with_sizes"):
+        size = b.get("split_size", b.get("split_sizes"))
+        sizes = _ints(size)
+        if sizes is None:
+            return
+        if any(v < 0 for v in sizes):
+            raise ValueError(f"split sizes {sizes} must be non-negative")
+        if isinstance(size, (list, tuple)) and n is not None and sum(sizes) != n:
+            raise ValueError(f"split sizes {sizes} must sum to the dimension's size {n}")
+        if not isinstance(size, (list, tuple)) and size == 0 and n:
+            raise ValueError(f"split size 0 of a dimension of size {n}")
+
+
+def counted_rule(op: str):
+    """The size rule of a split that is not unpacked: its counts checked; the pieces hold the input's elements."""
+    def counted(b):
+        check_counts(op, b)
+        x = _shape(b.get("self"))
+        return None if x is None else math.prod(x)
+    return counted
+
+
 def pieces_rule(op: str):
     def pieces(b):
+        check_counts(op, b)
         n, want = _pieces(op, b), b.get("_tj_unpack")
         if n is not None and isinstance(want, int) and n > want:
             raise ValueError(f"it would make {n} tensors, and the program unpacks {want}")

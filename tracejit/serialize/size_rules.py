@@ -120,8 +120,17 @@ RULES: dict[str, SizeRule] = {
     **_rules("embedding", args.embedding),
     **_rules("index_select", args.index_select),
     **_rules("index", args.index),
-    **_rules("linalg_svd svd", args.svd_factors),
-    **_rules("linalg_qr qr", args.qr_factors),
+    **_rules("linalg_svd svd", args.svd_factors, linalg.eigen_flops),
+    **_rules("linalg_qr qr", args.qr_factors, linalg.factorization_flops),
+    # cubic work on their input: counted against the work budget (op_sizes_linalg.py, round 21)
+    **_rules("linalg_inv inverse linalg_det det logdet slogdet linalg_slogdet linalg_cholesky cholesky "
+             "linalg_solve triangular_solve linalg_solve_triangular", linalg.factorization_elements,
+             linalg.factorization_flops),
+    **_rules("linalg_eigh linalg_eigvalsh linalg_svdvals linalg_pinv pinverse", linalg.factorization_elements,
+             linalg.eigen_flops),
+    **_rules("nuclear_norm linalg_matrix_norm linalg_norm", linalg.matrix_norm_elements, linalg.matrix_norm_flops),
+    # recurrent cells: an outer product of the input's batch and the weights' gate rows (round 21)
+    **_rules("lstm_cell gru_cell rnn_tanh_cell rnn_relu_cell", linalg.cell_elements, linalg.cell_flops),
     **_rules("scaled_dot_product_attention", args.attention, args.attention_flops),
     **_rules("grid_sampler", args.grid_sampler),
     # an empty tensor of a new shape: its extent, which a reduction over its zero makes (op_sizes_values.py)
@@ -134,6 +143,19 @@ RULES: dict[str, SizeRule] = {
              static_factor=constant_args.same_size),
     **_rules("roll", constant_args.rolled, static_factor=constant_args.same_size),
     **_rules("rot90", constant_args.rot90ed, static_factor=constant_args.same_size),
+    **_rules("narrow narrow_copy", constant_args.narrowed, static_factor=constant_args.same_size),
+    **_rules("select", constant_args.selected, static_factor=constant_args.same_size),
+    **_rules("slice", constant_args.sliced, static_factor=constant_args.same_size),
+    **_rules("permute permute_copy", constant_args.permuted, static_factor=constant_args.same_size),
+    **_rules("flip", constant_args.flipped, static_factor=constant_args.same_size),
+    **_rules("diagonal", constant_args.diagonal_taken, static_factor=constant_args.same_size),
+    **_rules("movedim moveaxis", constant_args.moved, static_factor=constant_args.same_size),
+    **_rules("topk", functools.partial(constant_args.top_k, low=0), static_factor=constant_args.same_size),
+    **_rules("kthvalue", functools.partial(constant_args.top_k, low=1), static_factor=constant_args.same_size),
+    **{op: SizeRule(values.counted_rule(op), static_factor=constant_args.same_size)
+       for op in values.SPLITS},   # their counts checked (op_sizes_values.check_counts)
+    **_rules("diff", constant_args.differenced),
+    **_rules("renorm", constant_args.renormed, static_factor=constant_args.same_size),
     # values the kernels trust (op_sizes_values.py): a ValueError is a LoadError / GuardError
     **_rules("mvlgamma special_multigammaln", values.mvlgamma),
     **_rules("matrix_power linalg_matrix_power", values.matrix_power),

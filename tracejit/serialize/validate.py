@@ -15,7 +15,7 @@ from ..ir import Graph, Value, target_text, verify, VerificationError
 from ..ops import schemas_of
 from ..ops.names import CALL_MODULE, CONSTANT, GET_ATTR
 from ..trace import ops as opnames
-from . import capture_ops, custom_op_checks, op_allowlist, op_checks, rng_ops, schema_check, size_rules, sym_ops
+from . import capture_ops, custom_op_checks, op_allowlist, op_checks, op_dims, rng_ops, schema_check, size_rules, sym_ops
 from .guards import check_guard
 from ..patterns import split_op_name
 from .document_checks import check_attrs, identifier, method_name  # noqa: F401  (the checks decoding makes)
@@ -119,6 +119,7 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
     else:
         schema, bound = _any_fitting_schema(name, node, at)
     fam.check(name, bound, at)
+    op_dims.check_dims(name, bound, node, at)
     bound = size_rules.with_unpack(name, bound, node)
     rule = size_rules.rule_for(name, bound)
     if rule is not None:

@@ -6,13 +6,21 @@ generated code checks), the ops (ATen name, call target, output dtype and shape,
 whether a ledger entry points at that line), parameter / buffer reads, submodule calls (which
 name the callee's graph, drawn as a collapsible group) and the outputs. Edges are given per
 node as the indices of the nodes producing its inputs.
+
+Everything here may come from a crafted file (viewer/limits.py): each string a node shows is cut
+to ``MAX_TEXT`` characters in one place (``_GraphDoc.add``), values are shown through a bounded
+``repr``, a structure is described once per input or output and shown cut, and the graphs are
+described from a work list (a program nested 900 modules deep is no recursion).
 """
 from __future__ import annotations
+
+from collections import deque
 
 from ..ir import GUARD, Graph, TensorType, Value, iter_values, target_text
 from ..ir.graph import _DTYPE_NAMES
 from ..program import Program
 from ..runtime.traced import program_of
+from .limits import MAX_DAGRE_WORK, MAX_DRAWN, MAX_EXPAND_DEPTH, MAX_TEXT, clip, short_repr
 from .sizes import value_dims
 
 
@@ -26,15 +34,16 @@ def type_text(t, dims=None) -> str:
 
 
 def _const_text(c) -> str:
-    text = repr(c)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return clip(short_repr(c), 60)
 
 
 def _source(node_or_entry) -> str:
+    """``file:line (function)``, each part cut first (a 4,096-character file name on each of 200,000 node
+    descriptions would make a gigabyte page); together within MAX_TEXT."""
     s = node_or_entry.source
     if s is None:
         return ""
-    return f"{s.filename}:{s.lineno}" + (f" ({s.function})" if s.function else "")
+    return f"{clip(s.filename, 150)}:{clip(str(s.lineno), 20)}" + (f" ({clip(s.function, 60)})" if s.function else "")
 
 
 class _GraphDoc:
@@ -44,15 +53,29 @@ class _GraphDoc:
         self.graph = graph
         self.nodes: list[dict] = []
         self.producer: dict[int, list] = {}   # id(Value) -> [index of the node making it, output slot]
-        self.doc = {"key": key, "module": module_path, "type": module_type or graph.module_type,
-                    "method": graph.name, "nodes": self.nodes}
+        self.doc = {"key": key, "module": clip(module_path), "type": clip(module_type or graph.module_type or ""),
+                    "method": graph.name, "nodes": self.nodes, "structures": []}
         self.is_root = is_root
 
     def type_of(self, v: Value) -> str:
         return type_text(v.type, self.program.dims.get(id(v)))
 
+    def structure(self, spec, leaves) -> int | None:
+        """The index in the graph's ``structures`` of ``spec`` described with ``leaves``' types (None for a
+        plain leaf): each node of an input or the outputs names it, so it is written once per graph."""
+        if spec.kind == "leaf":
+            return None
+        self.doc["structures"].append(clip(spec.describe(self.type_of(x) if isinstance(x, Value) else short_repr(x)
+                                                         for x in leaves)))
+        return len(self.doc["structures"]) - 1
+
     def add(self, kind: str, label: str, **fields) -> int:
+        """Append a node; every string it shows is cut to MAX_TEXT characters here (the one place; ``call``
+        is a graph's key, which names it, and is not shown)."""
         fields.update(kind=kind, label=label)
+        for k, v in fields.items():
+            if isinstance(v, str) and len(v) > MAX_TEXT and k != "call":
+                fields[k] = clip(v)
         fields.setdefault("inputs", [])
         self.nodes.append(fields)
         return len(self.nodes) - 1
@@ -64,15 +87,14 @@ class _GraphDoc:
         for pname, spec in zip(g.param_names, list(g.in_spec.children[0].children) +
                                list(g.in_spec.children[1].children)):
             mine = [(next(leaves), next(names)) for _ in range(spec.num_leaves)]
+            # described once per parameter, in the graph's list (3,000 leaves of one list: once, not 3,000 times)
+            structure = self.structure(spec, [x for x, _ in mine])
             for leaf, name in mine:
                 if isinstance(leaf, Value):
                     guard = ("checked: is a Tensor" if isinstance(leaf.type, TensorType) else "checked: is an int") \
                         if self.is_root else ""
                     self.producer[id(leaf)] = [self.add("input", name, type=self.type_of(leaf), arg=pname,
-                                                       structure=spec.describe(
-                                                           self.type_of(x) if isinstance(x, Value) else repr(x)
-                                                           for x, _ in mine) if spec.kind != "leaf" else "",
-                                                       guard=guard), 0]
+                                                       structure=structure, guard=guard), 0]
                 else:
                     self.add("input", name, type=_const_text(leaf), arg=pname, constant=True,
                              guard="checked: must equal the traced constant" if self.is_root else "")
@@ -82,8 +104,7 @@ class _GraphDoc:
         for node in g.nodes:
             self.op(node)
         # the output structure is described once (2,000 dict outputs: once, not 2,000 times)
-        structure = g.out_spec.describe(self.type_of(x) if isinstance(x, Value) else repr(x)
-                                        for x in g.outputs) if g.out_spec.kind != "leaf" else ""
+        structure = self.structure(g.out_spec, g.outputs)
         for i, leaf in enumerate(g.outputs):
             ins = [self.producer[id(leaf)]] if isinstance(leaf, Value) and id(leaf) in self.producer else []
             self.add("output", f"output {i}", inputs=ins,
@@ -108,8 +129,9 @@ class _GraphDoc:
             a = node.attrs
             self.program.guard_count[a.get("kind", "?")] = self.program.guard_count.get(a.get("kind", "?"), 0) + 1
             idx = self.add("guard", f"guard {a.get('kind', '')}", op=node.op, inputs=ins, type="",
-                           source=src, ledger=False, guard=f"{a.get('what', '')}: expects {a.get('test')} "
-                                                             f"{'holds' if a.get('expected') is True else '== ' + repr(a.get('expected'))}")
+                           source=src, ledger=False, guard=f"{clip(str(a.get('what', '')))}: expects "
+                                                             f"{clip(str(a.get('test')), 80)} "
+                                                             f"{'holds' if a.get('expected') is True else '== ' + short_repr(a.get('expected'))}")
         elif node.op == "tracejit::constant":
             idx = self.add("constant", "constant", op=node.op, **common)
         elif node.op == "tracejit::call_module":
@@ -141,6 +163,7 @@ class ProgramDoc:
         self.guard_count: dict[str, int] = {}
         self.dims: dict[int, tuple] = {}   # id(Value) -> its sizes by name, where some are symbolic
         self._callee_keys: dict[tuple, str] = {}   # (id(module), method, id(graph)) -> key in graphs
+        self._pending: deque = deque()   # callee graphs to describe: (key, graph, module path, module type)
         self._ledger_lines = {(e.source.filename, e.source.lineno) for e in self.ledger if e.source is not None}
 
     def ledger_at(self, source) -> bool:
@@ -161,10 +184,14 @@ class ProgramDoc:
             while key in self.graphs:   # the same path with another graph (a specialization)
                 key += "'"
             self._callee_keys[ident] = key
-            self.graphs[key] = {}   # reserve (recursion guard)
-            self.graphs[key] = _GraphDoc(self, callee, key, path, "" if module is None else module.type_name,
-                                         False).build()
+            self.graphs[key] = {}   # reserved; described from the work list (no recursion: 900 levels deep)
+            self._pending.append((key, callee, path, "" if module is None else module.type_name))
         return key
+
+    def _describe_pending(self) -> None:
+        while self._pending:
+            key, callee, path, type_name = self._pending.popleft()
+            self.graphs[key] = _GraphDoc(self, callee, key, path, type_name, False).build()
 
     def _module(self, path: str):
         """The ModuleEntry at ``path`` (any of its paths: a shared module is one entry), or None."""
@@ -186,15 +213,17 @@ class ProgramDoc:
             key = f":{method}"
             root_keys.append(key)
             self.graphs[key] = _GraphDoc(self, graph, key, "", name, True).build()
+            self._describe_pending()
         guards = ["each input is checked for its type, a constant input for its value"]
         guards += [f"{n} {kind} guard{'s' if n > 1 else ''} (orange nodes)" for kind, n in sorted(self.guard_count.items())]
-        return {"name": name, "kind": program.kind,
+        return {"name": clip(name), "kind": program.kind,
                 "guards": guards,
                 "roots": root_keys, "graphs": self.graphs,
                 "node_count": sum(len(g["nodes"]) for g in self.graphs.values()),
                 "sizes": SIZES_NOTE if self.dims else "",
-                "ledger": [{"kind": e.kind, "message": e.message, "source": _source(e), "value": repr(e.value)[:80]}
-                           for e in self.ledger]}
+                "limits": {"drawn": MAX_DRAWN, "dagre_work": MAX_DAGRE_WORK, "expand_depth": MAX_EXPAND_DEPTH},
+                "ledger": [{"kind": clip(e.kind, 80), "message": clip(e.message), "source": _source(e),
+                            "value": clip(short_repr(e.value), 80)} for e in self.ledger]}
 
 
 def program_document(obj) -> dict:

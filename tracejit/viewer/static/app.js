@@ -12,14 +12,24 @@
   let view = { x: 0, y: 0, k: 1 };
   const $ = (id) => document.getElementById(id);
 
+  // A saved file may be crafted: the page draws at most LIM.drawn nodes, lays out with dagre only a graph whose
+  // work (nodes + the rank-spanning edge segments dagre adds) is under LIM.dagre_work (else, or when dagre
+  // fails, a plain layered layout, linear), expands calls LIM.expand_depth levels deep, and says where it stops.
+  const LIM = DOC.limits || { drawn: 8000, dagre_work: 3000, expand_depth: 64 };
+  let budget = null;
+  const LEDGER_SHOWN = 1000;
+  let expandStopped = false;   // the last "expand" stopped at the drawing limit or the depth limit   // ledger entries listed in the side bar   // per render: { left, cut: graphs drawn in part, shallow: calls kept collapsed, plain }
+
   // ---- which graph is called from where (for search hits inside collapsed groups) ----------------
   const parentOf = {};   // graph key -> [parent graph key, call node index]
   (function index() {
+    const roots = new Set(DOC.roots);
     const queue = DOC.roots.slice();
-    while (queue.length) {
-      const key = queue.shift();
-      DOC.graphs[key].nodes.forEach((n, i) => {
-        if (n.kind === "call" && !(n.call in parentOf) && !DOC.roots.includes(n.call)) {
+    for (let q = 0; q < queue.length; q++) {
+      const key = queue[q];
+      ((DOC.graphs[key] || {}).nodes || []).forEach((n, i) => {
+        if (n.kind === "call" && !Object.prototype.hasOwnProperty.call(parentOf, n.call) && !roots.has(n.call)
+            && n.call in DOC.graphs) {
           parentOf[n.call] = [key, i];
           queue.push(n.call);
         }
@@ -29,34 +39,106 @@
 
   function instancePath(key) {   // instance id of the first call chain reaching graph ``key``
     const chain = [];
-    while (key in parentOf) { const [p, i] = parentOf[key]; chain.unshift(i); key = p; }
-    return { root: key, ids: chain.map((_, j) => key + "/" + chain.slice(0, j + 1).join("/")) };
+    while (Object.prototype.hasOwnProperty.call(parentOf, key)) {
+      const [p, i] = parentOf[key]; chain.push(i); key = p;
+    }
+    chain.reverse();
+    const ids = [];
+    let id = key;
+    for (const i of chain.slice(0, LIM.expand_depth)) { id += "/" + i; ids.push(id); }
+    return { root: key, ids, complete: chain.length <= LIM.expand_depth };
   }
 
-  // ---- layout: one flat dagre layout per shown graph, an expanded call laid out as a box ----------
-  function layoutInstance(inst, key) {
+  // ---- layout: one flat layout per shown graph, an expanded call laid out as a box ----------------
+  function layoutInstance(inst, key, depth) {
     const graph = DOC.graphs[key];
+    const all = graph.nodes;
+    const shown = Math.min(all.length, Math.max(1, budget.left));
+    if (shown < all.length) budget.cut.push(`${graph.module || "(root)"}.${graph.method}: ${shown} of ${all.length}`);
+    budget.left -= shown;
+    const items = [], children = {};
+    for (let i = 0; i < shown; i++) {
+      const n = all[i], id = inst + "/" + i;
+      if (n.kind === "call" && expanded.has(id)) {
+        if (depth < LIM.expand_depth && budget.left > 0 && n.call in DOC.graphs) {
+          const sub = layoutInstance(id, n.call, depth + 1);
+          const callee = DOC.graphs[n.call];
+          sub.title = `${callee.module} (${callee.type}.${callee.method})`;
+          children[id] = sub;
+          items.push({ id, width: Math.min(Math.max(sub.width, 7 * sub.title.length + 24), sub.width + 360),
+                       height: sub.height + 20 });
+          continue;
+        }
+        budget.shallow++;
+      }
+      const lines = [n.kind === "call" ? "\u25B8 " + n.label : String(n.label), String(n.type || "")];
+      const w = 7.2 * Math.max(Math.min(lines[0].length, 50), Math.min(lines[1].length, 46)) + 16;
+      items.push({ id, width: Math.min(Math.max(90, w), 360), height: lines[1] ? 38 : 24, lines, node: n });
+    }
+    const edges = [];   // [producer, consumer] item indices, producer first (the document's order)
+    for (let i = 0; i < shown; i++) {
+      (all[i].inputs || []).forEach((a) => { if (a[0] >= 0 && a[0] < i) edges.push([a[0], i]); });
+    }
+    const lay = layout(items, edges);
+    return { ...lay, key, children };
+  }
+
+  function ranks(count, edges) {   // longest path from the inputs: a node one rank below each of its producers
+    const rank = new Array(count).fill(0);
+    edges.forEach(([a, b]) => { if (rank[a] + 1 > rank[b]) rank[b] = rank[a] + 1; });
+    return rank;
+  }
+
+  function layout(items, edges) {
+    const rank = ranks(items.length, edges);
+    let work = items.length;
+    edges.forEach(([a, b]) => { work += rank[b] - rank[a]; });   // dagre's dummy nodes, at most
+    if (work <= LIM.dagre_work) {
+      try { return dagreLayout(items, edges); } catch (e) { /* recursion too deep: the plain layout */ }
+    }
+    budget.plain++;
+    return plainLayout(items, edges, rank);
+  }
+
+  function dagreLayout(items, edges) {
     const g = new dagre.graphlib.Graph({ multigraph: true });
     g.setGraph({ rankdir: "TB", nodesep: 18, ranksep: 26, marginx: 12, marginy: 12 });
     g.setDefaultEdgeLabel(() => ({}));
-    const children = {};
-    graph.nodes.forEach((n, i) => {
-      const id = inst + "/" + i;
-      if (n.kind === "call" && expanded.has(id)) {
-        const sub = layoutInstance(id, n.call);
-        const callee = DOC.graphs[n.call];
-        sub.title = `${callee.module} (${callee.type}.${callee.method})`;
-        children[id] = sub;
-        g.setNode(id, { width: Math.max(sub.width, 7 * sub.title.length + 24), height: sub.height + 20 });
-        return;
-      }
-      const lines = [n.kind === "call" ? "\u25B8 " + n.label : n.label, n.type || ""];
-      const w = 7.2 * Math.max(lines[0].length, Math.min(lines[1].length, 46)) + 16;
-      g.setNode(id, { width: Math.min(Math.max(90, w), 360), height: lines[1] ? 38 : 24, lines, node: n });
-    });
-    graph.nodes.forEach((n, i) => n.inputs.forEach((a) => g.setEdge(inst + "/" + a[0], inst + "/" + i)));
+    items.forEach((it) => g.setNode(it.id, { width: it.width, height: it.height }));
+    edges.forEach(([a, b]) => g.setEdge(items[a].id, items[b].id));
     dagre.layout(g);
-    return { g, key, children, width: g.graph().width || 1, height: g.graph().height || 1 };
+    const nodes = items.map((it) => ({ ...it, x: g.node(it.id).x, y: g.node(it.id).y }));
+    const lines = g.edges().map((e) => g.edge(e).points || []);
+    return { nodes, edges: lines, width: g.graph().width || 1, height: g.graph().height || 1 };
+  }
+
+  function plainLayout(items, edges, rank) {   // rows by rank, at most 24 nodes a row: linear in the graph
+    const rows = [];
+    items.forEach((it, i) => {
+      const r = rank[i];
+      while (rows.length <= r) rows.push([]);
+      rows[r].push(i);
+    });
+    const nodes = new Array(items.length);
+    let y = 12, width = 1;
+    rows.forEach((row) => {
+      for (let s = 0; s < row.length; s += 24) {
+        const part = row.slice(s, s + 24);
+        let x = 12, h = 0;
+        part.forEach((i) => {
+          const it = items[i];
+          nodes[i] = { ...it, x: x + it.width / 2, y: 0 };
+          x += it.width + 18;
+          h = Math.max(h, it.height);
+        });
+        part.forEach((i) => { nodes[i].y = y + h / 2; });
+        y += h + 26;
+        width = Math.max(width, x);
+      }
+    });
+    const lines = edges.map(([a, b]) => [{ x: nodes[a].x, y: nodes[a].y + nodes[a].height / 2 },
+                                         { x: nodes[b].x, y: nodes[b].y - nodes[b].height / 2 }]);
+    return { nodes, edges: lines, width, height: y };
   }
 
   // ---- drawing -------------------------------------------------------------------------------------
@@ -69,15 +151,13 @@
 
   function drawInstance(lay, ox, oy, layers, pos) {
     let count = 0;
-    const g = lay.g;
-    g.edges().forEach((e) => {
-      const pts = g.edge(e).points || [];
+    lay.edges.forEach((pts) => {
       if (!pts.length) return;
       el("path", { d: "M" + pts.map((p) => (p.x + ox) + "," + (p.y + oy)).join("L"), class: "edge",
                    "marker-end": "url(#arrow)" }, layers.edges);
     });
-    g.nodes().forEach((id) => {
-      const d = g.node(id);
+    lay.nodes.forEach((d) => {
+      const id = d.id;
       const x = ox + d.x - d.width / 2, y = oy + d.y - d.height / 2;
       pos[id] = { x: ox + d.x, y: oy + d.y };
       const sub = lay.children[id];
@@ -85,7 +165,7 @@
         const c = el("g", { class: "cluster", "data-id": id }, layers.clusters);
         el("rect", { x, y, width: d.width, height: d.height, rx: 6 }, c);
         const t = el("text", { x: x + 8, y: y + 14, class: "ctitle" }, c);
-        t.textContent = "\u25BE " + sub.title;
+        t.textContent = "\u25BE " + (sub.title.length > 80 ? sub.title.slice(0, 79) + "\u2026" : sub.title);
         c.addEventListener("click", (ev) => { ev.stopPropagation(); expanded.delete(id); render(id); });
         count += drawInstance(sub, x + (d.width - sub.width) / 2, y + 20, layers, pos);
         return;
@@ -112,7 +192,13 @@
   }
 
   function render(focusId) {
-    const lay = layoutInstance(method, method);
+    if (!(method in DOC.graphs)) {   // a module with no traced method: nothing to draw
+      $("stats").textContent = `no traced method to draw \u00B7 ${DOC.kind} ${DOC.name}`;
+      document.body.dataset.rendered = "0";
+      return;
+    }
+    budget = { left: LIM.drawn, cut: [], shallow: 0, plain: 0 };
+    const lay = layoutInstance(method, method, 0);
     const svg = $("canvas");
     const root = $("scene");
     root.textContent = "";
@@ -121,6 +207,19 @@
     const count = drawInstance(lay, 0, 0, layers, pos);
     document.body.dataset.rendered = String(count);
     $("stats").textContent = `${count} nodes shown of ${DOC.node_count} \u00B7 ${DOC.kind} ${DOC.name}`;
+    const notes = [];
+    if (budget.cut.length) notes.push(`truncated: at most ${LIM.drawn} nodes are drawn at once (` +
+                                      budget.cut.slice(0, 3).join("; ") + (budget.cut.length > 3 ? "; ..." : "") +
+                                      "); search still finds every node");
+    if (budget.shallow) notes.push(`${budget.shallow} call${budget.shallow > 1 ? "s" : ""} left collapsed ` +
+                                   `(drawing limit, or more than ${LIM.expand_depth} levels deep)`);
+    if (expandStopped) notes.push(`expansion stopped at the drawing limit (${LIM.drawn} nodes) or ` +
+                                  `${LIM.expand_depth} levels`);
+    if (budget.plain) notes.push(`${budget.plain} graph${budget.plain > 1 ? "s" : ""} too big for the full ` +
+                                 "layout: drawn in plain rows by depth");
+    $("limits").textContent = notes.join(" \u00B7 ");
+    document.body.dataset.truncated = String(budget.cut.length + budget.shallow + (expandStopped ? 1 : 0));
+    document.body.dataset.plain = String(budget.plain);
     const r = svg.getBoundingClientRect();
     if (focusId && pos[focusId]) {
       view = { k: 1, x: r.width / 2 - pos[focusId].x, y: r.height / 2 - pos[focusId].y };
@@ -142,7 +241,7 @@
   function show(n, key) {
     const g = DOC.graphs[key];
     const rows = [["kind", n.kind], ["op", n.op || ""], ["call target", n.target || ""], ["output", n.type || ""],
-                  ["structure", n.structure || ""], ["guard", n.guard || ""],
+                  ["structure", n.structure == null ? "" : (g.structures || [])[n.structure] || ""], ["guard", n.guard || ""],
                   ["constants", (n.consts || []).join(", ")], ["source", n.source || ""],
                   ["module", `${g.module || "(root)"} (${g.type}.${g.method})`]];
     const box = $("details");
@@ -194,31 +293,30 @@
     method = path.root;
     path.ids.forEach((id) => expanded.add(id));
     const inst = path.ids.length ? path.ids[path.ids.length - 1] : method;
-    selected = inst + "/" + i;
+    selected = path.complete ? inst + "/" + i : null;
     show(DOC.graphs[key].nodes[i], key);
     render(selected);
   }
 
   // ---- controls ------------------------------------------------------------------------------------
-  function expandLevels(levels) {
-    let frontier = [method];
-    for (let l = 0; l < levels; l++) {
+  function expandLevels(levels) {   // breadth first, stopping at the drawing limit (a call graph may double
+    let frontier = [[method, method]];   // at each level: 2^40 instances)
+    let total = 0;
+    expandStopped = false;
+    if (!(method in DOC.graphs)) return;
+    for (let l = 0; l < levels && frontier.length; l++) {
+      if (l >= LIM.expand_depth) { expandStopped = true; return; }
       const next = [];
-      frontier.forEach((inst) => {
-        const key = inst === method ? method : keyOf(inst);
-        DOC.graphs[key].nodes.forEach((n, i) => {
-          if (n.kind === "call") { expanded.add(inst + "/" + i); next.push(inst + "/" + i); }
+      for (const [inst, key] of frontier) {
+        const nodes = DOC.graphs[key].nodes;
+        total += nodes.length;
+        if (total > LIM.drawn) { expandStopped = true; return; }
+        nodes.forEach((n, i) => {
+          if (n.kind === "call" && n.call in DOC.graphs) { expanded.add(inst + "/" + i); next.push([inst + "/" + i, n.call]); }
         });
-      });
+      }
       frontier = next;
     }
-  }
-
-  function keyOf(inst) {   // graph key an expanded call instance shows
-    const parts = inst.split("/");
-    let key = parts[0];
-    for (let j = 1; j < parts.length; j++) key = DOC.graphs[key].nodes[+parts[j]].call;
-    return key;
   }
 
   function setup() {
@@ -229,17 +327,22 @@
     sel.addEventListener("change", () => { method = sel.value; expanded.clear(); render(); });
     $("search").addEventListener("input", (e) => search(e.target.value));
     $("expand").addEventListener("click", () => { expandLevels(1 + depth()); render(); });
-    $("collapse").addEventListener("click", () => { expanded.clear(); render(); });
+    $("collapse").addEventListener("click", () => { expanded.clear(); expandStopped = false; render(); });
     DOC.guards.forEach((text) => {
       const li = document.createElement("li"); li.textContent = text; $("guards").appendChild(li);
     });
     $("sizes").textContent = DOC.sizes || "";
     const lg = $("ledger");
-    DOC.ledger.forEach((e) => {
+    DOC.ledger.slice(0, LEDGER_SHOWN).forEach((e) => {
       const li = document.createElement("li");
       li.textContent = `[${e.kind}] ${e.source || "?"}: ${e.message}`;
       lg.appendChild(li);
     });
+    if (DOC.ledger.length > LEDGER_SHOWN) {
+      const li = document.createElement("li");
+      li.textContent = `truncated: ${DOC.ledger.length - LEDGER_SHOWN} more entries (tracejit inspect lists them all)`;
+      lg.appendChild(li);
+    }
     $("ledger-count").textContent = String(DOC.ledger.length);
     const svg = $("canvas");
     let drag = null;
