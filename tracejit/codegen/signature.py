@@ -6,6 +6,8 @@ the same constant, a container of the same kind and length) and a mismatch calls
 """
 from __future__ import annotations
 
+from ..support.const_args import ConstArgument
+
 from ..ir import Value
 from ..pytree import REGISTERED, Spec
 from ..support.guards import check_input_kind
@@ -95,6 +97,9 @@ def guard_const(gen, expr: str, const, where: str) -> None:
     elif isinstance(const, (bool, int, float, str)):
         lit = gen.expr(const)
         gen.emit(f"if {expr} != {lit}: _input_error({where!r}, {expr}, {lit}, 'const')")
+    else:   # a dtype, an enum, a function, a config object...: support/const_args.py (default-deny)
+        check = gen.const_global(ConstArgument(const))
+        gen.emit(f"if {check}.differs({expr}): _input_error({where!r}, {expr}, {check}.const, 'const')")
 
 
 def guard_container(gen, expr: str, spec: Spec, where: str) -> None:
