@@ -119,7 +119,7 @@ class ObjectCheck:
             self.mutable += (name,)
             self.copies += (_DIFFERENT,)
         self.get, self.get_mutable = _getter(self.names), _getter(self.mutable)
-        self._equal()
+        #   (the first call's check finds its references: _equal, once, not once per attribute added here)
 
     def changed(self) -> bool:
         if self.absent and any(map(self.mapping.__contains__, self.absent)) or \
