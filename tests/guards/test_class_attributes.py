@@ -152,3 +152,37 @@ def test_onnx_programs_check_objects_held_by_globals():
             tracejit.export_onnx(traced)
     finally:
         GLOBAL_CFG.shift = 1.0
+
+
+class OwnAttributes(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.eps = 1.0
+        self.cfg = {"k": 2.0}
+        self.sizes = [2, 2]
+        self.flag = False
+
+    def forward(self, x):
+        y = (x + self.eps) * self.cfg["k"]
+        y = torch.cat(torch.split(y, self.sizes, 1)[::-1], 1)
+        return y * 2 if self.flag else y
+
+
+OWN_CHANGES = {
+    "float": lambda m: setattr(m, "eps", 5.0),
+    "dict_item": lambda m: m.cfg.update(k=3.0),
+    "list_in_place": lambda m: m.sizes.__setitem__(slice(None), [1, 3]),
+    "flag": lambda m: setattr(m, "flag", True),
+}
+
+
+@pytest.mark.parametrize("change", sorted(OWN_CHANGES))
+def test_a_user_module_s_own_attribute_changed_on_the_original_gives_eager_s_answer(change):
+    m = OwnAttributes()
+    x = torch.randn(2, 4)
+    traced = tracejit.trace(m, (x,))
+    jit = _quiet(torch.jit.trace, m, (x,))
+    OWN_CHANGES[change](m)
+    y = torch.randn(3, 4)
+    assert not torch.equal(jit(y), m(y))
+    assert torch.equal(_quiet(traced, y), m(y))

@@ -245,3 +245,22 @@ def test_environment_variables_forward_read_are_checked(monkeypatch):
     torch.testing.assert_close(traced(y), env_switch(y), rtol=0, atol=0)
     monkeypatch.setenv("TRACEJIT_HUNT20_B", "1")
     torch.testing.assert_close(traced(y), env_switch(y), rtol=0, atol=0)
+
+
+@dataclasses.dataclass(slots=True)
+class SlotsConfig:
+    output_attentions: bool = False
+    scale: float = 2.0
+
+
+def test_a_slots_dataclass_config_is_checked():
+    config = SlotsConfig()
+    m = Model(config).eval()
+    x = torch.randn(2, 4)
+    traced = tracejit.trace(m, (x,))
+    jit = _quiet(torch.jit.trace, m, (x,))
+    config.output_attentions = True
+    y = torch.randn(3, 4)
+    with torch.no_grad():
+        assert not torch.equal(jit(y), m(y))
+        torch.testing.assert_close(_quiet(traced, y), m(y), rtol=0, atol=0)

@@ -38,14 +38,54 @@ _DIFFERENT = object()   # never identical to an attribute's value: the slow comp
 
 
 def _objects(value):
-    """The plain Python object(s) ``value`` is, if any: an object with a ``__dict__`` that is not a module,
-    tensor, function or class, and not torch's or tracejit's own."""
-    if isinstance(value, _SKIP) or not hasattr(value, "__dict__") or not isinstance(vars(value), dict):
+    """The plain Python object(s) ``value`` is, if any: an object with a ``__dict__`` (or only ``__slots__``) that
+    is not a module, tensor, function or class, and not torch's or tracejit's own."""
+    if isinstance(value, _SKIP) or namespace_of(value) is None:
         return
     mod = type(value).__module__ or ""
     if mod.startswith(("torch", "tracejit")):
         return
     yield value
+
+
+def namespace_of(obj):
+    """Where ``obj``'s attributes are: its ``__dict__``, a ``SlotSpace`` for an object with ``__slots__`` only
+    (``@dataclass(slots=True)``), else None."""
+    attrs = getattr(obj, "__dict__", None)
+    if isinstance(attrs, dict):
+        return attrs
+    if attrs is None and _slot_names(type(obj)):
+        return SlotSpace(obj)
+    return None
+
+
+def _slot_names(cls) -> tuple:
+    names = []
+    for c in cls.__mro__:
+        slots = vars(c).get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else [n for n in slots if isinstance(n, str)]
+    return tuple(n for n in dict.fromkeys(names) if n not in ("__dict__", "__weakref__"))
+
+
+class SlotSpace(Mapping):
+    """An object's ``__slots__`` as a read-only mapping, name -> value (an unset slot is a name not there)."""
+
+    def __init__(self, obj):
+        self.obj, self.names = obj, _slot_names(type(obj))
+
+    def __getitem__(self, name):
+        if name not in self.names:
+            raise KeyError(name)
+        try:
+            return getattr(self.obj, name)
+        except AttributeError:
+            raise KeyError(name) from None
+
+    def __iter__(self):
+        return iter([n for n in self.names if n in self])
+
+    def __len__(self):
+        return len(list(iter(self)))
 
 
 def objects(module: nn.Module | None, found) -> list:
@@ -60,7 +100,7 @@ def objects(module: nn.Module | None, found) -> list:
         seen.add(id(obj))
         out.append((path, obj))
         if depth < 2:
-            for k, v in list(vars(obj).items()):
+            for k, v in list(namespace_of(obj).items()):
                 for inner in _objects(v):
                     visit(inner, f"{path}.{k}", depth + 1)
 

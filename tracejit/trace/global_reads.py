@@ -182,6 +182,24 @@ def _user_class_anywhere(cls: type) -> bool:
     return isinstance(file, str) and _is_user(file) and not _installed_library(file)
 
 
+def _module_attribute_guards(m, path: str, loads: dict):
+    """Guards on the plain attributes of a module of the user's own class that the user's code reads by name
+    (``self.eps``, ``self.sizes``, ``self.cfg["k"]``: ``loads``), on the original module: a traced object traces
+    its original again when one changed (torch's and installed libraries' modules, private names and the training
+    flag, which has guards of its own, are left out)."""
+    if not _user_class_anywhere(type(m)):
+        return
+    space = vars(m)
+    for attr, value in list(space.items()):
+        if attr.startswith("_") or attr == "training" or attr not in loads:
+            continue
+        expected = guardable(value)
+        if expected is not None:
+            code, line = loads[attr]
+            yield _guard((f"~{path}#{id(m)}", "", attr), expected, value, f"`{path or 'self'}.{attr}` (an attribute "
+                         f"of the module {type(m).__name__})", code, line, space=space, owner=path or "self", name=attr)
+
+
 def _class_attribute_guards(obj, path: str, loads: dict, by_type: dict):
     """Guards on the class attributes forward may read through ``obj`` (``self.EPS`` defined on its class or a
     base class): every attribute name the user's code reads (``loads``: name -> (code, line)) that ``obj``'s own
@@ -192,7 +210,7 @@ def _class_attribute_guards(obj, path: str, loads: dict, by_type: dict):
         names = by_type[cls] = [a for a in loads if not a.startswith("__") and any(a in vars(c) for c in cls.__mro__
                                                                                    if c is not object)] \
             if _user_class_anywhere(cls) else []
-    own = vars(obj)
+    own = object_checks.namespace_of(obj)
     for attr in names:
         code, line = loads[attr]
         if attr in own:
@@ -230,9 +248,10 @@ def _object_guards(module, outer):
     by_type: dict = {}
     for path, m in (module.named_modules() if module is not None else ()):
         yield from _class_attribute_guards(m, path, loads, by_type)
+        yield from _module_attribute_guards(m, path, loads)
     for path, obj in object_checks.objects(module, found):
         yield from _class_attribute_guards(obj, path, loads, by_type)
-        space = vars(obj)
+        space = object_checks.namespace_of(obj)
         if any(guardable(v) is not None for v in list(space.values())):   # a config: an attribute added since
             yield (f"~{path}", "", COUNT), Node(GUARD, "", (), attrs={   # (read with getattr / hasattr) is seen
                 "kind": KIND, "test": KIND, "expected": global_value(space, COUNT), "seen": global_value(space, COUNT),
