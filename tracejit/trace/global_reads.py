@@ -18,8 +18,9 @@ Also guarded the same way, each with its namespace held in memory (attribute ``s
 ``exec`` with a dict of its own (and code without a file: ``<string>``, ``<stdin>``, a notebook cell, which
 frame_returns.py now counts as the user's), plain class attributes read through an object or a class and
 inherited (``self.EPS`` / ``B.EPS`` defined on a base class: unbound on the object and on each class before the
-one defining it, its value there), the plain data in the traced function's closure cells, and the plain
-attributes of config objects the modules or read globals hold (support/object_checks.py).
+one defining it, its value there), the plain data in the traced function's closure cells, the plain attributes
+of config objects the modules or read globals hold (support/object_checks.py), and the plain attributes of the
+user's own module classes that the user's code reads by name (``self.eps``; on the original module).
 
 Not guarded: globals forward itself changes (outer_state.py refuses those), tensors (captures), modules,
 functions and classes (code), other objects, containers over ``MAX_ITEMS`` items, and everything with
