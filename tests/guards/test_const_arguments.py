@@ -129,3 +129,16 @@ def test_an_enum_global_changed_after_the_trace_gives_eager_s_answer(monkeypatch
     monkeypatch.setattr(sys.modules[__name__], "MODE", Mode.B)
     assert not torch.equal(jit(x), by_global_mode(x))
     assert torch.equal(_quiet(traced, x), by_global_mode(x))
+
+
+def test_a_loaded_program_refuses_another_dtype_argument(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
+    path = str(tmp_path / "m.tjit")
+    x = torch.randn(2, 3)
+    tracejit.save(tracejit.trace(to_dtype, (x, torch.float64)), path)
+    first, cached = tracejit.load(path), tracejit.load(path)   # the second made from the code cache
+    assert len(list((tmp_path / "cache").iterdir())) == 1       # (the check is inline: still cacheable)
+    for loaded in (first, cached):
+        assert torch.equal(loaded(x, torch.float64), to_dtype(x, torch.float64))
+        with pytest.raises(tracejit.ArgumentValueError, match="'dt'"):
+            loaded(x, torch.float16)
