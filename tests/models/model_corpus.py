@@ -529,5 +529,8 @@ def check_fresh_process_graph_and_ledger(model: str, fresh: dict) -> None:
     """The model loaded in the fresh process has the traced model's inlined graph and ledger."""
     case = traced_case(model)
     got = fresh["graphs"][model]
-    assert got["inlined_graph"] == str(case.traced.inlined_graph)
+    # a file keeps no guard on Python state (global guards: module globals, config objects: trace/global_reads.py)
+    traced = "".join(line for line in str(case.traced.inlined_graph).splitlines(keepends=True)
+                     if "kind='global'" not in line)
+    assert got["inlined_graph"] == traced
     assert got["ledger"] == [[e.kind, e.message, e.filename, e.lineno, repr(e.value)] for e in case.traced.ledger]

@@ -78,10 +78,12 @@ def test_two_threads_trace_different_models_at_the_same_time():
             assert not torch.equal(_first(eager), _first(model(torch.zeros_like(new))))   # the input moves it
             _same(traced[name](new), eager)
             _same(traced[name](new), references[name](new))
-    # each ledger holds its own trace's events only: the same as a trace made alone
+    # each ledger holds its own trace's events only: the same as a trace made alone (but for the guard on
+    # `self.meet`, a plain None only in the trace made alone: the threads traced with a function there)
     for name, model, example in (("conv", conv, x), ("seq", seq, tokens)):
         alone = tracejit.trace(model, (example,))
-        assert [(e.kind, e.message) for e in traced[name].ledger] == [(e.kind, e.message) for e in alone.ledger]
+        kept = [(e.kind, e.message) for e in alone.ledger if not (e.kind == "global" and "self.meet" in e.message)]
+        assert [(e.kind, e.message) for e in traced[name].ledger] == kept
 
 
 def test_a_failing_trace_does_not_disturb_a_concurrent_one():

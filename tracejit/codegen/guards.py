@@ -11,6 +11,7 @@ from . import budget_emit
 from ..ir.guard_nodes import flag_predicate
 from ..support.global_guards import ContainerCheck, global_value, inline_check, namespace
 from ..support.guards import GuardFailure
+from ..support.object_checks import ObjectCheck
 from ..support.guards import needs_plain, plain_value
 from ..support.read_cap import leaves, read_cap, reads_elements
 
@@ -19,6 +20,7 @@ class GuardEmitter:
     def __init__(self, gen):
         self.gen = gen
         self.table: list = []   # (node, predicate text) per emitted guard, indexed by k
+        self.objects: dict = {}   # id(an object's __dict__) -> its ObjectCheck (support/object_checks.py)
 
     def emit(self, node: Node) -> None:
         gen = self.gen
@@ -55,9 +57,12 @@ class GuardEmitter:
         compared inline, anything else through ``global_value``; a module no longer imported reads as unbound."""
         gen = self.gen
         mapping = namespace(node.attrs)
-        table = gen.const_global(mapping)
         gen.globals["_tj_global"] = global_value
         name, expected = node.attrs["name"], node.attrs["expected"]
+        if node.attrs.get("space") is not None:   # a config object's attribute: one check per object
+            self._emit_object(node, mapping, name, expected)
+            return
+        table = gen.const_global(mapping)
         now = f"_tj_global({table}, {name!r})"
         cond = inline_check(expected, f"{table}.get({name!r})", gen.expr)
         if cond is None:   # a container (or NaN, a signed zero): the object the trace read, else its value
@@ -66,6 +71,17 @@ class GuardEmitter:
         k = len(self.table)
         self.table.append((node, now))
         gen.emit(f"if {cond}: _tj_guard({k}, {now})", node.source)
+
+    def _emit_object(self, node: Node, mapping, name: str, expected) -> None:
+        """The first guard on an object emits ``if C.changed(): C.fail(_tj_guard)``; the others join ``C``."""
+        check = self.objects.get(id(mapping))
+        if check is None:
+            check = self.objects[id(mapping)] = ObjectCheck(mapping)
+            c = self.gen.const_global(check)
+            self.gen.emit(f"if {c}.changed(): {c}.fail(_tj_guard)", node.source)
+        k = len(self.table)
+        self.table.append((node, f"{node.attrs.get('owner')}.{name}"))
+        check.add(k, name, expected)
 
     def failure(self, fn_name: str):
         return GuardFailure(self.table, fn_name)

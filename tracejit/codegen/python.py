@@ -16,7 +16,6 @@ import torch
 from ..ir import GUARD, Graph, Node, Value
 from .inplace import inplace_candidates
 from ..pytree import KEYED, REGISTERED, Spec
-from ..support import object_checks
 from . import budget_emit, capture_emit, nodes, signature
 from .compiler import compile_function  # noqa: F401  (imported from here by runtime/ and tests)
 from .guards import GuardEmitter
@@ -114,10 +113,6 @@ class CodeGen:
             if i in releases:
                 self.emit(" = ".join(self.name(v) for v in releases[i]) + " = None")
         capture_emit.enter_region(self, None)
-        if self.guards and getattr(g, "py_checks", ()):   # a live trace's plain objects (support/object_checks.py)
-            self.globals["_tj_py_checks"] = object_checks.checker(g.py_checks)
-            self.lines.insert(first_node_line, "    _tj_py_checks()")
-            self.sources.insert(first_node_line, None)
         if getattr(g, "grad_exit", None) is not None:   # forward's bare set_grad_enabled(b), as eager leaves it
             self.emit(f"torch.set_grad_enabled({bool(g.grad_exit)})")
         self.emit("return " + self.rebuild(g.out_spec, iter(g.outputs)))

@@ -6,6 +6,10 @@ the same constant, a container of the same kind and length) and a mismatch calls
 """
 from __future__ import annotations
 
+import torch
+
+from ..support.const_args import ConstArgument
+
 from ..ir import Value
 from ..pytree import REGISTERED, Spec
 from ..support.guards import check_input_kind
@@ -95,6 +99,18 @@ def guard_const(gen, expr: str, const, where: str) -> None:
     elif isinstance(const, (bool, int, float, str)):
         lit = gen.expr(const)
         gen.emit(f"if {expr} != {lit}: _input_error({where!r}, {expr}, {lit}, 'const')")
+    elif type(const) in _INLINE:   # what a file may hold: inline, no new global (a loaded program stays cacheable)
+        lit = gen.expr(const)
+        gen.emit(f"if {expr}.__class__ is not {_INLINE[type(const)]} or {expr} != {lit}: "
+                 f"_input_error({where!r}, {expr}, {lit}, 'const')")
+    else:   # an enum, a function, a config object...: support/const_args.py (default-deny)
+        check = gen.const_global(ConstArgument(const))
+        gen.emit(f"if {check}.differs({expr}): _input_error({where!r}, {expr}, {check}.const, 'const')")
+
+
+# constants of these types are compared inline (their class by the name generated code reads it by)
+_INLINE = {torch.dtype: "torch.dtype", torch.device: "torch.device", torch.layout: "torch.layout",
+           torch.memory_format: "torch.memory_format", complex: "complex"}
 
 
 def guard_container(gen, expr: str, spec: Spec, where: str) -> None:

@@ -259,8 +259,6 @@ class Graph:
         self.functions = {} if functions is None else functions
         self.exact_keys = exact_keys   # ((input path, "file:line" that read its key set), ...): trace/input_keys.py
         self.grad_exit = grad_exit     # True / False: the grad mode forward leaves its caller in (trace/grad_mode.py)
-        self.py_checks = ()   # live traces only, never saved nor compared: plain objects the modules hold
-        #                       (support/object_checks.py)
 
     def __eq__(self, other):
         if other.__class__ is self.__class__:

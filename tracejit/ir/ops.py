@@ -85,7 +85,9 @@ _DEFS = (
                               # a ``global`` guard's module and variable (trace/global_reads.py): in memory only
                               "module": Attr(str, required=False, saved=False),
                               "name": Attr(str, required=False, saved=False),
-                              "owner": Attr(str, required=False, saved=False)},
+                              "owner": Attr(str, required=False, saved=False),
+                              # or the __dict__ of a config object the trace held (support/object_checks.py)
+                              "space": Attr(object, required=False, saved=False)},
           False, ("kind", "test", "module", "name", "expected"),
           "fails the call unless GUARD_TESTS[test](*args) == expected"),
 )
@@ -159,6 +161,14 @@ def call_text(call: str, operands: list, kwargs: list) -> str:
     rest = ", ".join(list(operands[1:]) + list(kwargs))
     every = ", ".join(list(operands) + list(kwargs))
     return CALL_FORMS[kind].format(operands[0] if operands else "", name=name, rest=rest, all=every)
+
+
+def live_attr(op: str, name: str) -> bool:
+    """May attribute ``name`` of ``op`` hold a live object (declared ``Attr(object, saved=False)``: a ``global``
+    guard's ``space``, the ``__dict__`` of a config object the trace held)? Never in a file."""
+    d = OPS.get(op)
+    a = d.attrs.get(name) if d is not None else None
+    return a is not None and not a.saved and a.type is object
 
 
 def check_tracejit_node(node) -> str | None:

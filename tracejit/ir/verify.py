@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .graph import PLAIN_ATTR_TYPES, Graph, Value, is_plain, iter_values
-from .ops import check_tracejit_node
+from .ops import check_tracejit_node, live_attr
 
 
 class VerificationError(AssertionError):
@@ -21,7 +21,8 @@ def verify(graph: Graph) -> None:
             if problem:
                 raise VerificationError(f"node {i}: {problem}")
         for k, a in node.attrs.items():
-            if not is_plain(a):   # live objects belong in the graph's tables (constants, callees, functions)
+            if not is_plain(a) and not live_attr(node.op, k):   # live objects belong in the graph's tables
+                #  (constants, callees, functions), or in an attribute no file holds (ops.live_attr)
                 raise VerificationError(f"node {i} ({node.op}): attribute {k!r} holds a {type(a).__name__}; node "
                                         f"attributes are plain data ({', '.join(t.__name__ for t in PLAIN_ATTR_TYPES)}, "
                                         "and tuples, lists and str-keyed dicts of them)")

@@ -25,7 +25,6 @@ def empty_like(graph: Graph) -> Graph:
                 param_names=graph.param_names, module_type=graph.module_type, training=graph.training,
                 call_budget=graph.call_budget, exact_keys=graph.exact_keys,
                 grad_exit=graph.grad_exit)
-    out.py_checks = getattr(graph, "py_checks", ())
     return out   # a loaded program stays checked when passes rebuild it
 
 

@@ -23,6 +23,7 @@ False
 """
 from __future__ import annotations
 
+import enum
 import sys
 from collections.abc import Mapping
 
@@ -31,7 +32,7 @@ from .guards import plain_value
 MAX_ITEMS = 64      # a larger container (a vocabulary, a table) is not guarded item by item
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
 _CONTAINERS = (tuple, list, dict, set, frozenset)
-_UNBOUND = ["unbound"]
+_UNBOUND = UNBOUND = ["unbound"]
 
 
 def _scalar(v) -> list:
@@ -42,6 +43,8 @@ def guardable(value) -> list | None:
     """``value`` as plain data a guard compares, or None where it is not guarded (module docstring)."""
     if type(value) in _SCALARS:
         return _scalar(value)
+    if isinstance(value, enum.Enum):   # a member, by its class and name (compared by identity at call time)
+        return ["enum", f"{type(value).__module__}.{type(value).__qualname__}.{value.name}"]
     if type(value) in _CONTAINERS and len(value) <= MAX_ITEMS:
         if isinstance(value, dict):
             items = [(guardable(k), guardable(v)) for k, v in value.items()]
@@ -57,19 +60,39 @@ def guardable(value) -> list | None:
     return None
 
 
+COUNT = "<count>"   # the name of the guard on how many attributes an object has (support/object_checks.py)
+
+
 def global_value(mapping: dict, name: str) -> list:
-    """What the guard on global ``name`` of ``mapping`` (a module's ``__dict__``) reads at call time."""
+    """What the guard on global ``name`` of ``mapping`` (a module's ``__dict__``) reads at call time; for ``COUNT``
+    (never an identifier) the number of names ``mapping`` holds."""
+    if name == COUNT:
+        return ["int", len(mapping)]
     try:
         value = mapping[name]
     except KeyError:
         return _UNBOUND
+    return value_of(value)
+
+
+def value_of(value) -> list:
+    """What a ``global`` guard compares for ``value``: ``guardable``'s plain data, else its type's name."""
     plain = guardable(value)
     return plain if plain is not None else ["object", type(value).__qualname__]
 
 
+def is_container(expected) -> bool:
+    """Is ``expected`` (a guard's value) a container's or an enum's, compared by ``ContainerCheck``?"""
+    return isinstance(expected, list) and len(expected) == 2 and expected[0] in ("tuple", "list", "dict", "set",
+                                                                                  "frozenset", "enum")
+
+
 def namespace(attrs: dict) -> Mapping:
     """Where a ``global`` guard reads: the ``__dict__`` of the module ``attrs["module"]`` names, or of its class
-    ``attrs["owner"]`` (a live mapping proxy); an empty dict where that module or class is gone (the guard fails)."""
+    ``attrs["owner"]`` (a live mapping proxy), or the ``__dict__`` of an object the trace held (``attrs["space"]``:
+    support/object_checks.py); an empty dict where that module or class is gone (the guard fails)."""
+    if attrs.get("space") is not None:
+        return attrs["space"]
     obj = sys.modules.get(attrs.get("module"))
     owner = attrs.get("owner")
     if owner and obj is not None:
@@ -133,10 +156,11 @@ class ContainerCheck:
     def __init__(self, mapping: dict, name: str, expected):
         self.mapping, self.name, self.expected = mapping, name, expected
         obj = mapping.get(name)
-        same = isinstance(obj, _CONTAINERS) and global_value(mapping, name) == expected
+        same = isinstance(obj, _CONTAINERS + (enum.Enum,)) and global_value(mapping, name) == expected
         self.obj = obj if same else _UNBOUND   # never the object read: always decided by global_value
-        self.copy = obj.copy() if same and not isinstance(obj, (tuple, frozenset)) else None
-        self.types = list(map(type, _items(obj))) if same else None
+        mutable = same and isinstance(obj, (list, dict, set))
+        self.copy = obj.copy() if mutable else None
+        self.types = list(map(type, _items(obj))) if same and not isinstance(obj, enum.Enum) else []
 
     def changed(self) -> bool:
         v = self.mapping.get(self.name)
@@ -146,4 +170,6 @@ class ContainerCheck:
 
 
 def _items(container):
+    if isinstance(container, enum.Enum):
+        return ()
     return container.values() if isinstance(container, dict) else container

@@ -1,54 +1,46 @@
-"""Plain Python objects hanging off the traced modules (config objects): checked by the live program (hunt20 E).
+"""Plain Python objects hanging off the traced modules or globals (config objects): ``global`` guards on their
+attributes (hunt20 E, folded into the guard nodes in hunt21).
 
 ``self.config.output_attentions`` on a dataclass, a ``SimpleNamespace``, a transformers ``PretrainedConfig``:
 forward's branch follows the value at trace time, and a flag flipped on the original's config after the trace
-gave the trace's answer silently (torch.jit's too). The config object is no part of the traced program (not a
-module, parameter or buffer), so no guard node can read it. Instead, at the end of a trace, every non-module
-object found in a traced module's ``__dict__`` (and the objects those hold, one level down) is snapshotted:
-its plain attributes (bool, int, float, str, None, enums, and tuples of them) by name. The
-generated code of the live program calls ``_tj_py_checks()`` first: a changed value raises GuardError, and the
-traced object traces its original again (eager's answer) as for any failed guard.
+gave the trace's answer silently (torch.jit's too). At the end of a trace, every non-module object found in a
+traced module's ``__dict__`` (and the objects those hold, two levels down), and every plain object held by a
+module global the user's code named (``CFG.scale``), is found here (``objects``); trace/global_reads.py makes a
+``global`` guard per plain attribute (support/global_guards.py's ``guardable``: numbers, strings, None, enums,
+small containers of them) whose namespace is the object's ``__dict__`` (attribute ``space``, in memory only).
+So they hold wherever module globals' guards hold: the live program traces again (eager's answer), an optimized
+one and the onnxruntime / OpenVINO programs (their Python-side check) too, and ``save`` / ``export_onnx`` refuse
+a first trace whose object changed since. A file keeps no such guard (the program is the model then).
 
-What is snapshotted is every plain attribute of those objects, not only the ones forward read: a change to an
+What is guarded is every plain attribute of those objects, not only the ones forward read: a change to an
 attribute forward never read retraces once (too strict, never wrong). Modules' own plain attributes are not
-snapshotted (torch.jit's ScriptModule does not follow them either; hunt20's findings). A plain object held by a
-module-level global that user code named while tracing (outer_state.py's watch: ``CFG.scale``) is checked the
-same way, by its plain attributes; a global of plain data itself (``SCALE = 2.0``), a settings module's
-attributes and environment variables are ``global`` guards (trace/global_reads.py, env_reads.py). A loaded program holds no such
-objects: files do not save ``Graph.py_checks`` (the program is the model then).
+guarded here (trace/module_flags.py and python_state.py look at modules).
+
+``ObjectCheck`` is the call-time check of one object's guards together: its attributes read as one tuple and
+compared by identity with the objects the check last saw equal to the traced values (a few C-level steps for
+any number of attributes); only where that fails are the values compared as the guards compare them.
 """
 from __future__ import annotations
 
-import enum
-import math
+import operator
 import types
+from collections.abc import Mapping
 
 import torch
 from torch import nn
 
-from ..errors import GuardError
-from ..ir import GUARD, Node
+from .global_guards import COUNT, UNBOUND, global_value, is_container, value_of
 
-_PLAIN = (bool, int, float, str, type(None), enum.Enum)
 _SKIP = (nn.Module, torch.Tensor, types.FunctionType, types.MethodType, types.BuiltinFunctionType, type,
-         types.ModuleType)
-
-
-def _plain(v, depth: int = 0) -> bool:
-    if isinstance(v, float):
-        return not math.isnan(v)
-    if isinstance(v, _PLAIN):
-        return True
-    if depth < 2 and type(v) is tuple and len(v) <= 64:
-        return all(_plain(x, depth + 1) for x in v)
-    return False   # mutable containers are not compared: a spy list forward appends to (allowed with
-    #                allow_frozen_python_state) would fail every call's check, and each retrace appends again
+         types.ModuleType, dict, list, set, tuple)   # (containers: a module's hook OrderedDicts hold no config)
+_MUTABLE = frozenset(t.__name__ for t in (list, dict, set))   # compared with copies (the type names guardable gives)
+_DIFFERENT = object()   # never identical to an attribute's value: the slow comparison decides
 
 
 def _objects(value):
-    """The plain Python object(s) ``value`` is, if any: an object with a ``__dict__`` that is not a module,
-    tensor, function or class, and not torch's or tracejit's own."""
-    if isinstance(value, _SKIP) or not hasattr(value, "__dict__") or not isinstance(vars(value), dict):
+    """The plain Python object(s) ``value`` is, if any: an object with a ``__dict__`` (or only ``__slots__``) that
+    is not a module, tensor, function or class, and not torch's or tracejit's own."""
+    if isinstance(value, _SKIP) or namespace_of(value) is None:
         return
     mod = type(value).__module__ or ""
     if mod.startswith(("torch", "tracejit")):
@@ -56,9 +48,49 @@ def _objects(value):
     yield value
 
 
-def snapshot(module: nn.Module) -> tuple:
-    """``((path, object, keys, values), ...)``: the plain attributes of each plain object found in the modules'
-    ``__dict__`` (and in those objects, one level down), each object once."""
+def namespace_of(obj):
+    """Where ``obj``'s attributes are: its ``__dict__``, a ``SlotSpace`` for an object with ``__slots__`` only
+    (``@dataclass(slots=True)``), else None."""
+    attrs = getattr(obj, "__dict__", None)
+    if isinstance(attrs, dict):
+        return attrs
+    if attrs is None and _slot_names(type(obj)):
+        return SlotSpace(obj)
+    return None
+
+
+def _slot_names(cls) -> tuple:
+    names = []
+    for c in cls.__mro__:
+        slots = vars(c).get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else [n for n in slots if isinstance(n, str)]
+    return tuple(n for n in dict.fromkeys(names) if n not in ("__dict__", "__weakref__"))
+
+
+class SlotSpace(Mapping):
+    """An object's ``__slots__`` as a read-only mapping, name -> value (an unset slot is a name not there)."""
+
+    def __init__(self, obj):
+        self.obj, self.names = obj, _slot_names(type(obj))
+
+    def __getitem__(self, name):
+        if name not in self.names:
+            raise KeyError(name)
+        try:
+            return getattr(self.obj, name)
+        except AttributeError:
+            raise KeyError(name) from None
+
+    def __iter__(self):
+        return iter([n for n in self.names if n in self])
+
+    def __len__(self):
+        return len(list(iter(self)))
+
+
+def objects(module: nn.Module | None, found) -> list:
+    """``[(path, object), ...]``: the plain objects of the modules' ``__dict__`` (and two levels down in them),
+    then those held by the module globals ``found`` (``(globals dict, name)`` pairs user code named), each once."""
     seen: set = set()
     out = []
 
@@ -66,59 +98,132 @@ def snapshot(module: nn.Module) -> tuple:
         if id(obj) in seen:
             return
         seen.add(id(obj))
-        items = [(k, v) for k, v in list(vars(obj).items()) if _plain(v)]
-        if items:
-            out.append((path, type(obj).__name__, vars(obj), tuple(k for k, _ in items), tuple(v for _, v in items)))
-        if depth < 1:
-            for k, v in list(vars(obj).items()):
+        out.append((path, obj))
+        if depth < 2:
+            for k, v in list(namespace_of(obj).items()):
                 for inner in _objects(v):
                     visit(inner, f"{path}.{k}", depth + 1)
 
-    for name, m in module.named_modules():
+    for name, m in (module.named_modules() if module is not None else ()):
         for key, value in list(vars(m).items()):
-            if key.startswith("_") and key in ("_parameters", "_buffers", "_modules"):
+            if key in ("_parameters", "_buffers", "_modules"):
                 continue
             for obj in _objects(value):
                 visit(obj, f"{name + '.' if name else ''}{key}", 0)
-    return tuple(out)
-
-
-def globals_read(found) -> tuple:
-    """Entries for the plain objects (a config object: ``CFG.scale``) held by module globals user code named while
-    tracing (``(globals dict, name)`` pairs from outer_state.OuterState.globals_read), by their plain attributes.
-    A global of plain data itself (``SCALE = 2.0``) is a ``global`` guard (trace/global_reads.py), not an entry."""
-    out = []
-    seen: set = set()
     for g, name in found:
-        if name not in g or _plain(g[name]):
-            continue
-        for obj in _objects(g[name]):
-            if id(obj) in seen:
-                continue
-            seen.add(id(obj))
-            items = [(k, v) for k, v in list(vars(obj).items()) if _plain(v)]
-            if items:
-                out.append((f"{g.get('__name__', '?')}.{name}", type(obj).__name__, vars(obj),
-                            tuple(k for k, _ in items), tuple(v for _, v in items)))
-    return tuple(out)
+        for obj in _objects(g.get(name)):
+            visit(obj, f"{g.get('__name__', '?')}.{name}", 0)
+    return out
 
 
-def checker(entries: tuple):
-    """``_tj_py_checks()`` for generated code: raises GuardError naming the first changed attribute."""
-    def check():
-        for path, kind, attrs, keys, values in entries:
-            now = tuple(map(attrs.get, keys))   # (a deleted attribute reads None: its value then, if it was None)
-            if now != values:
-                key, was, seen = next((k, v, n) for k, v, n in zip(keys, values, now) if n != v)
-                _fail(f"{path}.{key}", kind, was, seen)
-    return check
+class ObjectCheck:
+    """The guards on one object's attributes (``mapping``: its ``__dict__``), checked together.
+
+    >>> ns = types.SimpleNamespace(flag=False, eps=1e-5, sizes=[1, 2])
+    >>> check = ObjectCheck(vars(ns))
+    >>> for k, name in enumerate(vars(ns)): check.add(k, name, global_value(vars(ns), name))
+    >>> check.changed(), setattr(ns, "eps", 1e-5 * 1), check.changed(), ns.sizes.append(3), check.changed()
+    (False, None, False, None, True)
+    >>> ns.sizes.pop(), check.changed(), setattr(ns, "flag", 0), check.changed()
+    (3, False, None, True)
+
+    Fast test: the attributes, read as one tuple, are the objects the check last found equal to the traced values
+    (identity), and the mutable containers among them equal copies taken then. A mutable container's items are
+    compared by value there: an item replaced by an equal one of another type (``1`` by ``1.0``) is not seen.
+    """
+    __slots__ = ("mapping", "entries", "names", "values", "get", "mutable", "get_mutable", "copies", "absent",
+                 "size")
+
+    def __init__(self, mapping):
+        self.mapping = mapping
+        self.entries: list = []      # (guard index, name, expected) in the graph's order
+        self.names: tuple = ()       # every attribute guarded
+        self.values: tuple = ()      # the objects last seen equal to the traced values (_DIFFERENT: not seen)
+        self.mutable: tuple = ()     # the names of lists, dicts and sets among them ...
+        self.copies: tuple = ()      # ... and copies of them, last seen equal to the traced values
+        self.absent: tuple = ()      # the names the trace found unbound (a class attribute inherited)
+        self.get = self.get_mutable = _getter(())
+        self.size = None             # how many attributes the object had (an attribute added since: getattr / hasattr)
+
+    def add(self, k: int, name: str, expected) -> None:
+        self.entries.append((k, name, expected))
+        if name == COUNT:
+            self.size = expected[1]
+            return
+        if expected == UNBOUND:
+            self.absent += (name,)
+            return
+        self.names += (name,)
+        self.values += (_DIFFERENT,)
+        if is_container(expected) and expected[0] in _MUTABLE:
+            self.mutable += (name,)
+            self.copies += (_DIFFERENT,)
+        self.get, self.get_mutable = _getter(self.names), _getter(self.mutable)
+        #   (the first call's check finds its references: _equal, once, not once per attribute added here)
+
+    def changed(self) -> bool:
+        if self.absent and any(map(self.mapping.__contains__, self.absent)) or \
+                self.size is not None and len(self.mapping) != self.size:
+            return True
+        try:
+            now = self.get(self.mapping)
+            if all(map(operator.is_, now, self.values)) and self.get_mutable(self.mapping) == self.copies:
+                return False
+        except KeyError:   # an attribute deleted: unbound now
+            return True
+        return not self._equal()
+
+    def _equal(self) -> bool:
+        """Are the attributes the traced values now (as the guards compare them)? Then the check takes them as its
+        reference (tuple assignments: another thread's check sees the old reference or the new)."""
+        mapping = self.mapping
+        now = tuple(mapping.get(name, _DIFFERENT) for name in self.names)
+        copies = tuple(_copy(mapping.get(name, _DIFFERENT)) for name in self.mutable)
+        seen = dict(zip(self.names, now))
+        seen.update(zip(self.mutable, copies))
+        if any((UNBOUND if seen.get(name, _DIFFERENT) is _DIFFERENT else value_of(seen[name])) != expected
+               for _, name, expected in self.entries if name not in self.absent and name != COUNT):
+            return False
+        self.values, self.copies = now, copies
+        return True
+
+    def fail(self, guard) -> None:
+        """``guard(k, value now)`` (generated code's ``_tj_guard``) for the first attribute that changed; nothing
+        when none has (it was changed back in the meantime)."""
+        for k, name, expected in self.entries:
+            now = global_value(self.mapping, name)
+            if now != expected:
+                guard(k, now)
 
 
-def _fail(where: str, kind: str, was, now):
-    what = f"`{where}` (of a {kind} the traced code read)"
-    node = Node(GUARD, "", (), attrs={"kind": "python_object", "test": "python_object", "expected": was,
-                                      "seen": was, "what": what, "line": ""}, effectful=True)
-    now_text = repr(now)
-    raise GuardError(f"forward: the trace read Python objects held by the modules, and {what} was {was!r} at the "
-                     f"trace, now {now_text}. A traced object that holds its original traces it again; trace again "
-                     "otherwise.", guard=node, expected=was, seen=now)
+def _getter(names: tuple):
+    """``mapping -> tuple of mapping[name] for name in names`` (raises KeyError for a name not there)."""
+    if len(names) == 1:
+        name = names[0]
+        return lambda mapping: (mapping[name],)
+    return operator.itemgetter(*names) if names else (lambda mapping: ())
+
+
+def _copy(value):
+    return value.copy() if isinstance(value, (list, dict, set)) else value
+
+
+class CellSpace(Mapping):
+    """A function's closure cells as a read-only mapping, free variable name -> the cell's contents (an empty
+    cell is a name not there): the namespace of ``global`` guards on closure variables (trace/global_reads.py)."""
+
+    def __init__(self, fn):
+        code = getattr(fn, "__code__", None)
+        self.cells = dict(zip(code.co_freevars, fn.__closure__ or ())) if code is not None else {}
+
+    def __getitem__(self, name):
+        try:
+            return self.cells[name].cell_contents
+        except ValueError:
+            raise KeyError(name) from None
+
+    def __iter__(self):
+        return iter([n for n in self.cells if n in self])
+
+    def __len__(self):
+        return len(list(iter(self)))

@@ -10,7 +10,6 @@ from torch.nn.parameter import is_lazy
 from ..errors import TraceError
 from ..ir import Graph
 from ..pytree import flatten, unflatten
-from ..support import object_checks
 from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .guards import check_policy
@@ -148,11 +147,8 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
             bind_outputs(tracer, frame, result)
     if module is not None:
         module_flags.add_guards(tracer, graph)
-    if guards is not False:   # plain data in globals, settings modules and os.environ: guards (global_reads.py)
-        global_reads.add_guards(watch.outer, graph, allow_frozen_python_state, ledger)
-    # config objects the modules hold or globals hold: checked per call by the live program (object_checks.py)
-    graph.py_checks = (object_checks.snapshot(module) if module is not None else ()) + object_checks.globals_read(
-        [(g, name) for g, name, _ in watch.outer.globals_read()])
+    if guards is not False:   # plain data in globals, settings modules, os.environ and config objects the modules
+        global_reads.add_guards(watch.outer, graph, allow_frozen_python_state, ledger, module, fn)   # or globals hold
     recorded = [g for methods in tracer.methods.values() for g in methods.values() if id(g) not in known]
     for g in recorded + [graph]:   # submodule graphs made by this recording, then the method's own
         finish(g)

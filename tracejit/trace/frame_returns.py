@@ -53,6 +53,41 @@ def _is_user(filename: str) -> bool:
     return r
 
 
+_outer_files: dict[str, bool] = {}
+
+
+def _is_outer_code(filename: str) -> bool:
+    """Code whose globals and closure cells outer_state.OuterState watches: the user's files, and code without a
+    file (``exec`` / ``compile`` of text, ``<stdin>``, a notebook cell): what cannot be told apart from the
+    user's is the user's (default-deny); not ``<frozen ...>`` modules (the standard library) nor tracejit's."""
+    r = _outer_files.get(filename)
+    if r is None:
+        r = _outer_files[filename] = _is_user(filename) or (
+            filename.startswith("<") and not filename.startswith(("<frozen", "<tracejit")))
+    return r
+
+
+_stdlib_files: dict[str, bool] = {}
+
+
+def _is_stdlib(filename: str) -> bool:
+    """A standard-library Python file (not an installed package's, not a frozen module's)?"""
+    r = _stdlib_files.get(filename)
+    if r is None:
+        r = _stdlib_files[filename] = filename.startswith(_STDLIB) and not filename.startswith(_SITE)
+    return r
+
+
+_file_kinds: dict[str, int] = {}
+
+
+def _file_kind(filename: str) -> int:
+    """What a ``call`` event of code in ``filename`` is for the hook: 1 outer_state's (``_is_outer_code``),
+    2 the standard library's Python (stdlib_calls.py), 0 neither (torch's, tracejit's: most calls)."""
+    kind = _file_kinds[filename] = 1 if _is_outer_code(filename) else 2 if _is_stdlib(filename) else 0
+    return kind
+
+
 @contextlib.contextmanager
 def watching(scanner, outer=None):
     """Report user frames' returns to ``scanner`` on this thread until the block ends; their calls and returns
@@ -70,6 +105,7 @@ def watching(scanner, outer=None):
     watched = outer._frames if outer is not None else {}   # frames whose closure cells outer compares at return
     looked_at = outer.codes if outer is not None else None   # id(code) -> code outer has seen: skipped at once
     callers = _callers
+    kinds, stdlib_call = _file_kinds, scanner.stdlib_call
 
     if previous is None:
         def hook(frame, event, arg):
@@ -80,9 +116,15 @@ def watching(scanner, outer=None):
                         returned(frame)
             elif event == "call":
                 code = frame.f_code
-                if looked_at is not None and user.get(code.co_filename, None) is not False \
-                        and looked_at.get(id(code)) is not code and _is_user(code.co_filename):
-                    called(frame)
+                kind = kinds.get(code.co_filename)   # one lookup for most calls (torch's own: 0)
+                if kind is None:
+                    kind = _file_kind(code.co_filename)
+                if kind:
+                    if kind == 1:
+                        if looked_at is not None and looked_at.get(id(code)) is not code:
+                            called(frame)
+                    elif frame.f_back is not None and _is_numpy_caller(frame.f_back.f_code.co_filename):
+                        stdlib_call(frame)   # a user frame calls json.dumps(n): stdlib_calls.py
             elif event == "c_call" and callers.get(frame.f_code.co_filename, None) is not False \
                     and _is_numpy_caller(frame.f_code.co_filename) and numpy_callee(arg):
                 numpy_call(frame)   # (the caller first: most C calls come from torch's own code)
@@ -91,8 +133,11 @@ def watching(scanner, outer=None):
             if event == "return" and _is_user(frame.f_code.co_filename):
                 returning(frame)
                 returned(frame)
-            elif event == "call" and _is_user(frame.f_code.co_filename):
+            elif event == "call" and _is_outer_code(frame.f_code.co_filename):
                 called(frame)
+            elif event == "call" and _is_stdlib(frame.f_code.co_filename) and frame.f_back is not None \
+                    and _is_numpy_caller(frame.f_back.f_code.co_filename):
+                stdlib_call(frame)
             elif event == "c_call" and numpy_callee(arg) and _is_numpy_caller(frame.f_code.co_filename):
                 numpy_call(frame)
             previous(frame, event, arg)

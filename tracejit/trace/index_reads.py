@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from ..ir import SourceLoc
-from . import c_readers, numpy_calls, patches
+from . import c_readers, numpy_calls, patches, stdlib_calls
 from .source import _TORCH_DIR, _skipped
 from .symbolic import TracedInt, get_tracer
 
@@ -211,6 +211,17 @@ class IndexScanner:
         try:
             numpy_calls.check_at_call(self, frame, _subscripts_by_line(frame.f_code.co_filename), _eval, _safe,
                                       guard_index)
+        finally:
+            self.busy = False
+
+    def stdlib_call(self, frame) -> None:
+        """``frame``, a standard-library Python function, was just called by a user frame (frame_returns.py):
+        guard the traced sizes it was given (stdlib_calls.py)."""
+        if self.busy or AST_LOCK.held_here():
+            return
+        self.busy = True
+        try:
+            stdlib_calls.check_call(self, frame, guard_index)
         finally:
             self.busy = False
 
