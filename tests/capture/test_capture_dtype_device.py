@@ -113,8 +113,11 @@ JIT = {"ones_of_input_dtype": "rrw", "ones_on_input_device": "rrr", "rms_norm": 
 
 
 def _new_inputs():
-    return [(torch.randn(4, 5, 6),), (torch.randn(2, 3, 6, dtype=torch.float64),),
-            (torch.randn(3, 2, 6).to(torch.bfloat16),)]
+    # seeded: whether torch.jit's float32 eps shows in a bfloat16 answer (finfo_eps's "w") depends on where
+    # x / (norm + eps) rounds, so on unseeded inputs the JIT table failed about one run in a few hundred
+    gen = torch.Generator().manual_seed(0)
+    return [(torch.randn(4, 5, 6, generator=gen),), (torch.randn(2, 3, 6, dtype=torch.float64, generator=gen),),
+            (torch.randn(3, 2, 6, generator=gen).to(torch.bfloat16),)]
 
 
 @pytest.mark.parametrize("fn", PATTERNS, ids=lambda f: f.__name__)
