@@ -186,3 +186,34 @@ def test_a_user_module_s_own_attribute_changed_on_the_original_gives_eager_s_ans
     y = torch.randn(3, 4)
     assert not torch.equal(jit(y), m(y))
     assert torch.equal(_quiet(traced, y), m(y))
+
+
+class CachesInEager(torch.nn.Module):
+    """timm's LeViT: a dict attribute forward fills on eager calls only (traced, it computes the value each time)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.randn(4))
+        self.cache = {}
+        self.scale = 2.0
+
+    def forward(self, x):
+        if tracejit.is_tracing():
+            b = self.bias * 1
+        else:
+            key = str(x.device)
+            if key not in self.cache:
+                self.cache[key] = self.bias * 1
+            b = self.cache[key]
+        return (x + b) * self.scale
+
+
+def test_a_cache_the_module_fills_itself_is_not_a_guard_but_its_settings_are():
+    m = CachesInEager()
+    x = torch.randn(2, 4)
+    traced = tracejit.trace(m, (x,))   # check_trace runs eager, which fills the cache: the check must hold
+    y = torch.randn(3, 4)
+    assert torch.equal(traced(y), m(y)) and m.cache
+    assert len(traced.specializations) == 1
+    m.scale = 3.0   # a setting read by name, never written by forward: still seen
+    assert torch.equal(_quiet(traced, y), m(y))

@@ -238,18 +238,41 @@ def _attribute_loads(code) -> dict:
     return out
 
 
+_MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "pop", "popitem", "clear", "remove",
+                       "add", "discard", "sort", "reverse", "__setitem__", "__delitem__"})
+
+
+def _attribute_writes(code) -> set:
+    """Attribute names ``code`` loads on a line that also writes into a container (``self.cache[k] = v``,
+    ``del d[k]``, ``self.seen.append(n)``): a module's own state, filled by its calls (timm's LeViT fills
+    ``attention_bias_cache`` in eager calls only), not configuration a user sets. Per line, so a name loaded
+    beside the write counts too (leaving it unguarded, as before)."""
+    by_line: dict = {}
+    for ins in dis.get_instructions(code):
+        line = ins.positions.lineno if ins.positions is not None else None
+        names, writes = by_line.setdefault(line, (set(), [False]))
+        if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and isinstance(ins.argval, str):
+            names.add(ins.argval)
+            writes[0] = writes[0] or ins.argval in _MUTATORS
+        elif ins.opname in ("STORE_SUBSCR", "DELETE_SUBSCR"):
+            writes[0] = True
+    return {n for names, writes in by_line.values() if writes[0] for n in names}
+
+
 def _object_guards(module, outer):
     """Guards on the plain attributes of the config objects the modules or read globals hold
     (support/object_checks.py), each at the first line of the user's code reading an attribute of its name."""
     found = [(g, name) for g, name, _ in outer.globals_read() if name in g and guardable(g[name]) is None]
-    loads = {}
+    loads, written = {}, set()
     for c in outer.forward_codes:
         for attr, line in _attribute_loads(c).items():
             loads.setdefault(attr, (c, line))
+        written |= _attribute_writes(c)
     by_type: dict = {}
+    read_only = {k: v for k, v in loads.items() if k not in written}
     for path, m in (module.named_modules() if module is not None else ()):
         yield from _class_attribute_guards(m, path, loads, by_type)
-        yield from _module_attribute_guards(m, path, loads)
+        yield from _module_attribute_guards(m, path, read_only)
     for path, obj in object_checks.objects(module, found):
         yield from _class_attribute_guards(obj, path, loads, by_type)
         space = object_checks.namespace_of(obj)
