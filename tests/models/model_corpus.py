@@ -44,6 +44,17 @@ WARN_KINDS = ("value_read", "iteration", "size", "constant", "autograd_function"
 
 
 # ============================================================================= wrappers
+class LastHidden(nn.Module):
+    """A transformers base model's ``last_hidden_state`` alone (the model called with positional inputs)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, *args):
+        return self.model(*args).last_hidden_state
+
+
 class CallWith(nn.Module):
     """Calls ``model`` with its inputs as keyword arguments plus fixed options; returns tensors only.
 

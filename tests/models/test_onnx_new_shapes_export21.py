@@ -20,22 +20,13 @@ import warnings
 
 import pytest
 import torch
-from torch import nn
 
 import tracejit
+from model_corpus import LastHidden
 
 ort = pytest.importorskip("onnxruntime")
 pytestmark = [pytest.mark.filterwarnings("ignore::tracejit.TracerWarning"),
               pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="needs transformers")]
-
-
-class LastHidden(nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, *args):
-        return self.model(*args).last_hidden_state
 
 
 def _mamba():

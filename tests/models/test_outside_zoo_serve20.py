@@ -19,24 +19,15 @@ import warnings
 
 import pytest
 import torch
-from torch import nn
 
 import tracejit
+from model_corpus import LastHidden
 
 pytestmark = [pytest.mark.filterwarnings("ignore::tracejit.TracerWarning"),
               pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="needs transformers")]
 
 DECODER = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                intermediate_size=128, max_position_embeddings=64, use_cache=False)
-
-
-class LastHidden(nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, *args):
-        return self.model(*args).last_hidden_state
 
 
 def _model(name: str):
