@@ -17,6 +17,7 @@ from . import specialize
 from .calling import call_checked, spread_positional  # noqa: F401  (importers read them here too)
 from .method_compiler import InputError, compile_method, signature_text  # noqa: F401  (likewise)
 from .undo import undoable_call
+from . import late_hooks
 from ..lazy_module import LazyModule
 
 # a server that loads and calls a program imports none of these (issue #22 item 4)
@@ -138,10 +139,27 @@ class TracedModule(_TracedProgram, nn.Module):
             ledger=(),
             _traced_variants={},      # training flag -> {path: {method: fn}} (root only)
             _traced_retrace=None,     # training flag -> {path: {method: fn}}, or None
-            _traced_float64=None)     # traced module -> float64 copy of the original, or None (api.py)
+            _traced_float64=None,     # traced module -> float64 copy of the original, or None (api.py)
+            _hook_seen=late_hooks.Seen())   # the hook registrations its last check saw (late_hooks.py)
 
     def _get_name(self) -> str:
         return self.original_name
+
+    # each registration is counted: a traced parent's next call checks its submodules (late_hooks.py)
+    def register_forward_pre_hook(self, *args, **kwargs):
+        return late_hooks.registered(super().register_forward_pre_hook(*args, **kwargs))
+
+    def register_forward_hook(self, *args, **kwargs):
+        return late_hooks.registered(super().register_forward_hook(*args, **kwargs))
+
+    def register_full_backward_pre_hook(self, *args, **kwargs):
+        return late_hooks.registered(super().register_full_backward_pre_hook(*args, **kwargs))
+
+    def register_full_backward_hook(self, *args, **kwargs):
+        return late_hooks.registered(super().register_full_backward_hook(*args, **kwargs))
+
+    def register_backward_hook(self, *args, **kwargs):
+        return late_hooks.registered(super().register_backward_hook(*args, **kwargs))
 
     def _apply(self, fn, *args, **kwargs):
         result = super()._apply(fn, *args, **kwargs)
@@ -167,6 +185,9 @@ class TracedModule(_TracedProgram, nn.Module):
         raise RuntimeError(f"{self.original_name} was not called while tracing, so it has no traced forward")
 
     def __call__(self, *args, **kwargs):
+        seen = self.__dict__.get("_hook_seen")
+        if seen is None or seen.epoch != late_hooks.EPOCH[0]:   # a hook was registered on a traced module
+            late_hooks.check(self)
         if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks:
             return super().__call__(*args, **kwargs)
         fn = self._traced_methods.get("forward")
