@@ -54,6 +54,7 @@ import torch
 from ..ir import GUARD, Node, SourceLoc
 from ..support import object_checks
 from ..support.global_guards import COUNT, UNBOUND, global_value, guardable
+from .python_state import MUTATING_METHODS as _MUTATORS
 from .frame_returns import _is_user
 from .outer_state import _installed_library
 
@@ -236,10 +237,6 @@ def _attribute_loads(code) -> dict:
             out.setdefault(ins.argval, (ins.positions.lineno if ins.positions is not None else None)
                            or code.co_firstlineno)
     return out
-
-
-_MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "pop", "popitem", "clear", "remove",
-                       "add", "discard", "sort", "reverse", "__setitem__", "__delitem__"})
 
 
 def _attribute_writes(code) -> set:

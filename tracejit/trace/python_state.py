@@ -144,8 +144,11 @@ def _describe(path: str, m: nn.Module, key) -> str:
     return f"forward assigned attribute `{key}` of {where} (e.g. `self.{key} += 1`)"
 
 
-_MUTATORS = (r"append|appendleft|add|update|pop|popleft|popitem|extend|extendleft|insert|remove|discard|clear|"
-             r"setdefault|sort|reverse|rotate")
+# the methods that write into a container: one set for the regex here and global_reads' bytecode scan
+MUTATING_METHODS = frozenset({"append", "appendleft", "add", "update", "pop", "popleft", "popitem", "extend",
+                              "extendleft", "insert", "remove", "discard", "clear", "setdefault", "sort", "reverse",
+                              "rotate", "__setitem__", "__delitem__"})
+_MUTATORS = "|".join(sorted(MUTATING_METHODS))
 
 
 def _write_patterns(target: str, key) -> list:
