@@ -43,6 +43,7 @@ import warnings
 import torch
 from torch import nn
 
+from ..support.module_hooks import any_registered  # a global module hook: the program decides
 from .. import pytree
 from ..errors import TracerWarning
 from .torch_program import optimized
@@ -147,7 +148,7 @@ class CudaGraphProgram:
         return sum(1 for e in self._entries.values() if e is not _UNCAPTURED)
 
     def __call__(self, *args, **kwargs):
-        if self.not_captured or autocast_on() or captured_changed(self.program) \
+        if self.not_captured or autocast_on() or any_registered() or captured_changed(self.program) \
                 or nonfinite_input(self._compiled, args, kwargs):
             return self._run(args, kwargs)
         if not kwargs and all(type(a) is torch.Tensor for a in args):   # the common call: no flatten

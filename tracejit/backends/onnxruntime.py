@@ -32,6 +32,8 @@ from ..export._deps import require
 from ..export.ort_quantize import quantize_model
 from ..export.static_shapes import with_input_sizes
 from ..ir import Value
+from ..runtime import late_hooks
+from ..support.module_hooks import any_registered
 from .fallback import autocast_on as _autocast_on, refuse_autocast
 from .input_sums import finite
 from .onnx_call import TracedCall, prepare, with_fallbacks, with_size_guards
@@ -124,6 +126,8 @@ class OrtProgram(TracedCall):
     def __call__(self, *args, **kwargs):
         if _autocast_on():
             refuse_autocast(type(self).__name__)
+        if any_registered():   # a global module hook (runtime/late_hooks.py)
+            late_hooks.check_global(self, self.graph)
         return self._call(*args, **kwargs)
 
     def _fast_call(self):

@@ -31,6 +31,8 @@ import torch
 
 from ..export._deps import require
 from ..ir import Value
+from ..runtime import late_hooks
+from ..support.module_hooks import any_registered
 from .fallback import autocast_on as _autocast_on, refuse_autocast
 from .onnx_call import TracedCall, prepare, with_fallbacks, with_size_guards
 from .specializations import choose_per_call
@@ -89,6 +91,8 @@ class OpenVinoProgram(TracedCall):
     def __call__(self, *args, **kwargs):
         if _autocast_on():
             refuse_autocast(type(self).__name__)
+        if any_registered():   # a global module hook (runtime/late_hooks.py)
+            late_hooks.check_global(self, self.graph)
         return self._call(*args, **kwargs)
 
     def _run_call(self, *args, **kwargs):

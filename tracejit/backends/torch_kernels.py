@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from ..codegen.compiler import add_trace_notes
 from ..errors import GuardError
-from ..runtime import specialize
+from ..runtime import late_hooks, specialize
+from ..support.module_hooks import any_registered
 from ..runtime.traced import TracedFunction, TracedModule, compile_method
 from .fallback import autocast_on as _autocast_on, captured_changed, hand_over, nonfinite_input
 
@@ -42,6 +43,8 @@ class FastTracedModule(TracedModule):
 
     def __call__(self, *args, **kwargs):
         d = self.__dict__   # nn.Module keeps these in the instance dict: a key lookup each, not an attribute walk
+        if any_registered():   # a global module hook (runtime/late_hooks.py)
+            late_hooks.check_global(self, d["forward"].graph)
         if _autocast_on() and "_unoptimized" in d:
             return d["_unoptimized"](*args, **kwargs)
         if d["_forward_hooks"] or d["_forward_pre_hooks"] or d["_backward_hooks"] or d["_backward_pre_hooks"] \
@@ -95,6 +98,8 @@ class FastTracedFunction(TracedFunction):
 
     def __call__(self, *args, **kwargs):
         fn = self._fn
+        if any_registered():   # a global module hook (runtime/late_hooks.py)
+            late_hooks.check_global(self, fn.graph)
         if _autocast_on() and "_unoptimized" in self.__dict__:
             return self._unoptimized(*args, **kwargs)
         if fn.by_position or self._captured or getattr(fn, "finite_inputs", False) \

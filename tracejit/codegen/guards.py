@@ -12,6 +12,7 @@ from ..ir.guard_nodes import flag_predicate
 from ..support.global_guards import ContainerCheck, global_value, inline_check, namespace
 from ..support.guards import GuardFailure
 from ..support.object_checks import ObjectCheck
+from ..support.module_hooks import HookSpace, hooks_now, traced_value
 from ..support.guards import needs_plain, plain_value
 from ..support.read_cap import leaves, read_cap, reads_elements
 
@@ -59,6 +60,13 @@ class GuardEmitter:
         mapping = namespace(node.attrs)
         gen.globals["_tj_global"] = global_value
         name, expected = node.attrs["name"], node.attrs["expected"]
+        if isinstance(mapping, HookSpace):   # torch's global module hooks: one compare of a tuple, () when none
+            k = len(self.table)
+            self.table.append((node, "torch's global module hooks"))
+            gen.globals["_tj_hooks"] = hooks_now
+            gen.emit(f"if _tj_hooks() != {gen.const_global(traced_value(expected))}: _tj_guard({k}, "
+                     f"_tj_global({gen.const_global(mapping)}, {name!r}))", node.source)
+            return
         if node.attrs.get("space") is not None:   # a config object's attribute: one check per object
             self._emit_object(node, mapping, name, expected)
             return

@@ -27,6 +27,7 @@ torch.Size([2, 3])
 from __future__ import annotations
 
 from ..errors import TraceError
+from ..support.module_hooks import describe, hooks_now, is_hook_guard, traced_value
 
 EPOCH = [0]   # registrations on traced modules so far (a list: one mutable cell, read without a lock)
 _HOOK_DICTS = (("forward pre-hook", "_forward_pre_hooks"), ("forward hook", "_forward_hooks"),
@@ -69,3 +70,22 @@ def check(module) -> None:
     if seen is None:
         seen = module.__dict__["_hook_seen"] = Seen()
     seen.epoch = epoch
+
+
+def check_global(owner, graph) -> None:
+    """Called where a global module hook is registered now (``support.module_hooks.any_registered()``): the
+    hooks must be those registered when ``owner``'s first trace (``graph``) was recorded, else LateHookError.
+    (Its ``global`` guard on them, trace/global_hooks.py, makes a live program trace again once they are all
+    removed; a specialization traced then has none, so a hook registered after that is refused here too.)"""
+    traced = owner.__dict__.get("_tj_traced_global_hooks")
+    if traced is None:
+        found = [n for n in graph.nodes if n.op == "tracejit::guard" and is_hook_guard(n)]
+        traced = owner.__dict__["_tj_traced_global_hooks"] = traced_value(found[0].attrs["expected"]) if found else ()
+    now = hooks_now()
+    if now != traced:
+        name = getattr(owner, "original_name", None) or getattr(owner, "__name__", None) or type(owner).__name__
+        raise LateHookError(
+            f"the global module hooks registered now ({describe(now)}; torch.nn.modules.module."
+            f"register_module_*_hook) are not those registered when {name} was traced ({describe(traced)}): eager "
+            "runs them on every module call, the traced code runs what the trace recorded. Remove the new ones, "
+            "or trace again with them registered (the trace records what they do)")

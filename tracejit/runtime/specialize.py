@@ -32,7 +32,8 @@ import torch
 from ..errors import ArgumentTypeError, GuardError
 from ..ir import nodes_with_callees
 from ..trace.source import caller_stacklevel, warn_at
-from . import omitted_inputs
+from ..support.module_hooks import any_registered
+from . import late_hooks, omitted_inputs
 from .method_compiler import compile_method
 from .undo import RetraceInputs, inputs_for_retrace, reads_history, undoable_call
 from ..lazy_module import LazyModule
@@ -367,6 +368,8 @@ class GuardedMethod:
         self.owner, self.name, self.cache = owner, name, spec_set
 
     def __call__(self, *args, **kwargs):
+        if any_registered():   # a global module hook (runtime/late_hooks.py)
+            late_hooks.check_global(self, self.cache.first.fn.graph)
         try:
             return self.cache.run(self.cache.first, args, kwargs)
         except GuardError as e:

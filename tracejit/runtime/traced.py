@@ -18,6 +18,7 @@ from .calling import call_checked, spread_positional  # noqa: F401  (importers r
 from .method_compiler import InputError, compile_method, signature_text  # noqa: F401  (likewise)
 from .undo import undoable_call
 from . import late_hooks
+from ..support.module_hooks import any_registered
 from ..lazy_module import LazyModule
 
 # a server that loads and calls a program imports none of these (issue #22 item 4)
@@ -118,6 +119,8 @@ class TracedFunction(_TracedProgram):
 
     def __call__(self, *args, **kwargs):
         fn = self._fn
+        if any_registered():   # a global module hook: the trace decides whether its code runs it
+            late_hooks.check_global(self, fn.graph)
         return self._call_first(fn, types.MethodType(fn, self), args, kwargs)
 
     def __repr__(self) -> str:
@@ -188,6 +191,8 @@ class TracedModule(_TracedProgram, nn.Module):
         seen = self.__dict__.get("_hook_seen")
         if seen is None or seen.epoch != late_hooks.EPOCH[0]:   # a hook was registered on a traced module
             late_hooks.check(self)
+        if any_registered() and "forward" in self._traced_methods:   # a global module hook (late_hooks.py)
+            late_hooks.check_global(self, self._traced_methods["forward"].graph)
         if self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks:
             return super().__call__(*args, **kwargs)
         fn = self._traced_methods.get("forward")

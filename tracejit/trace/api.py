@@ -15,7 +15,7 @@ from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
 from . import boundary, capture, env_reads, frame_returns, global_reads, global_state, legacy, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
-from . import backend_flags, input_keys, outer_state, rng_record  # noqa: F401  (rng_record's, backend_flags' stand-ins register)
+from . import backend_flags, global_hooks, input_keys, outer_state, rng_record  # noqa: F401  (rng_record's, backend_flags' stand-ins register)
 from .symbolic import get_tracer, set_tracer
 
 
@@ -124,6 +124,7 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
     args, kwargs = _distinct_inputs(args, kwargs, module)
     bind_inputs(tracer, frame, args, kwargs, signature_of or fn)
     boundary.refuse_unguardable_inputs(args, kwargs)
+    global_hooks.refuse_backward_hooks()
     if module is not None:
         _refuse_uninitialized(module)
         check_backward_hooks(module, "")

@@ -53,7 +53,9 @@ import torch
 
 from ..ir import GUARD, Node, SourceLoc
 from ..support import object_checks
+from ..support.module_hooks import any_registered
 from ..support.global_guards import COUNT, UNBOUND, global_value, guardable
+from . import global_hooks
 from .python_state import MUTATING_METHODS as _MUTATORS
 from .frame_returns import _is_user
 from .outer_state import _installed_library
@@ -343,6 +345,8 @@ def guard_nodes(outer, root=None, fn=None) -> list:
             found[key] = node
     for key, node in _attribute_guards(outer):
         found.setdefault(key, node)
+    if any_registered():   # torch's global module hooks ran in the trace: eager runs the ones registered then
+        found[("torch.nn.modules.module", "", global_hooks.NAME)] = global_hooks.guard_node()
     for var, loc in outer.env_reads.items():   # os.environ (env_reads.py): a str, or unbound
         expected = global_value(os.environ, var)
         found[("os", "environ", var)] = Node(GUARD, "", (), attrs={
