@@ -201,6 +201,12 @@ OPS = {   # name -> (function of x [3, 8], a legit second shape)
     "permute": (lambda x: x.permute(1, 0), "2:4,6"),
     "flip": (lambda x: x.flip([0, 1]), "2:4,6"),
     "diagonal": (lambda x: x.diagonal(1, 0, 1), "2:4,6"),
+    "sum_dims": (lambda x: x.sum([0, 1]), "2:4,6"),
+    "amax_dims": (lambda x: x.amax([0, 1]), "2:4,6"),
+    "var_dims": (lambda x: x.var([0, 1]), "2:4,6"),
+    "fftn": (lambda x: torch.fft.fftn(x, dim=[0, 1]).real, "2:4,6"),
+    "roll_one_dim_twice": (lambda x: torch.roll(x, [1, 2], [1, 1]), "2:4,6"),   # repeats allowed: a legit file
+    "tile": (lambda x: x.tile((3, 2)), "2:4,6"),   # its dims are repetitions: 3 on a rank-2 input is fine
 }
 
 EDITS = [   # (name, op, edit, expect)
@@ -247,6 +253,11 @@ EDITS = [   # (name, op, edit, expect)
     ("permute_short", "permute", lambda d: _op_nodes(d, "aten::permute")[0]["args"].pop(), "reject"),
     ("flip_repeated", "flip", _set("aten::flip", 1, [1, -1]), "reject"),
     ("diagonal_same_dims", "diagonal", _set("aten::diagonal", 3, 0), "reject"),
+    ("sum_dims_repeated", "sum_dims", _set("aten::sum", 1, [1, -1]), "reject"),
+    ("amax_dims_repeated", "amax_dims", _set("aten::amax", 1, [0, 0]), "reject"),
+    ("var_dims_repeated", "var_dims", _set("aten::var", 1, [1, 1]), "reject"),
+    ("fftn_dims_repeated", "fftn", lambda d: [p.__setitem__(1, [0, -2]) for p in
+                                              _op_nodes(d, "aten::fft_fftn")[0]["kwargs"] if p[0] == "dim"], "reject"),
 ]
 
 

@@ -56,6 +56,14 @@ SCALE_NAMES = {"scale_factors", "scale_factor", "scales", "scales_h", "scales_w"
 STRING_CHOICES = STRING_ARGUMENTS   # ops/overrides.py: the closed vocabularies of plain `str` arguments
 
 
+NOT_DIMS = {("tile", "dims")}   # (op, argument) named like a dimension that holds something else: repetitions
+
+
+def is_dim_arg(op: str, arg: str) -> bool:
+    """Does argument ``arg`` of aten op ``op`` name tensor dimensions?"""
+    return arg in DIM_NAMES and (op, arg) not in NOT_DIMS
+
+
 def check_op_name(name: str, at: str) -> None:
     if is_denied_op(name):
         raise LoadError(f"{at}: aten::{name} is refused in files (it reaches raw storage, files, unchecked "
@@ -187,7 +195,7 @@ def _check_value(v, rt: str, name: str, op: str, at: str) -> None:
         raise LoadError(f"{at}: expected a Tensor, found the constant {_show(v)}")
     if rt == "int":
         _int(v, at)
-        if name in DIM_NAMES and not -MAX_DIMS <= v < MAX_DIMS:
+        if is_dim_arg(op, name) and not -MAX_DIMS <= v < MAX_DIMS:
             raise LoadError(f"{at}: dimension {v} is out of range (tensors have at most {MAX_DIMS} dimensions)")
         return
     if rt == "List[int]":
@@ -198,7 +206,7 @@ def _check_value(v, rt: str, name: str, op: str, at: str) -> None:
             if isinstance(x, Value):
                 continue
             _int(x, at)
-            if name in DIM_NAMES and not -MAX_DIMS <= x < MAX_DIMS:
+            if is_dim_arg(op, name) and not -MAX_DIMS <= x < MAX_DIMS:
                 raise LoadError(f"{at}: dimension {x} is out of range")
         return
     if rt in ("float", "complex", "number"):
