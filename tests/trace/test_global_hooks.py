@@ -125,3 +125,15 @@ def test_no_hook_means_no_guard_node_and_gradients_flow():
     ref = NEW.clone().requires_grad_()
     m(ref).sum().backward()
     assert torch.allclose(x.grad, ref.grad)
+
+
+def test_a_program_traced_with_global_hooks_is_neither_saved_nor_exported(hooks):
+    hooks(register, doubled)
+    traced = quiet(tracejit.trace, model(), X)
+    with pytest.raises(SaveError, match="cannot check them where it is loaded"):
+        tracejit.save(traced, io.BytesIO())
+    pytest.importorskip("onnx")
+    from tracejit.export.errors import ExportError
+    with pytest.raises(ExportError, match="an ONNX model cannot check them"):
+        tracejit.export_onnx(traced, io.BytesIO())
+    assert torch.allclose(traced(NEW), model()(NEW))   # the live program still answers (the hook registered)

@@ -32,6 +32,7 @@ from ..ir import Graph, Value
 from ..ops import draws_random, split_name
 from ..ops.names import SIZE_READS, STATE_READS, SYM_MATH
 from ..support.global_guards import stale_global
+from ..support.module_hooks import is_hook_guard
 from .errors import ExportError
 
 GUARD_OP = "tracejit::guard"
@@ -98,6 +99,10 @@ def refuse_changed_globals(graph: Graph) -> None:
     model would hold the values of the trace, not the ones eager now reads."""
     for node in graph.nodes:
         changed = stale_global(node.attrs) if node.op == GUARD_OP and node.attrs.get("kind") == "global" else None
+        if changed is None and node.op == GUARD_OP and is_hook_guard(node):   # trace/global_hooks.py
+            raise ExportError(f"the program was traced with {node.attrs.get('what')}: their effect is in the graph "
+                              "and an ONNX model cannot check them. Remove them and trace again to export",
+                              GUARD_OP, node.source)
         if changed is not None:
             raise ExportError(f"the program was traced with a module-level global that has changed since "
                               f"({changed}): trace again to export the current values", GUARD_OP, node.source)

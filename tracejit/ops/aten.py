@@ -324,6 +324,12 @@ def is_layout_free(op: str) -> bool:
     return (is_pointwise(op) or is_reduction(op)) and not is_random(op)
 
 
+def accepts_repeated_dims(op: str) -> bool:
+    """May ``op``'s list of dimensions name one twice (``roll(x, [1, 1], [0, 0])``)? The reviewed "repeated_dims"
+    overrides; every other op's kernel refuses a repeated dimension (serialize/op_dims.py refuses it at load)."""
+    return bool(overrides.fact(split_name(op).name, "repeated_dims"))
+
+
 def shares_memory(op: str) -> bool:
     """May ``op``'s result (or the tensors of its list result) share memory with its first argument? The
     schema's alias information: views, reshape / flatten / contiguous / to (a view when they can be),

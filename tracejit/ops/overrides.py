@@ -55,6 +55,8 @@ _STEPS = ("rounds, or jumps at multiples of its divisor or at zero: an input mov
 _METADATA = ("its result is its input's size, rank or strides, or a new tensor shaped / typed like it: the input's "
              "values never reach it (no ATen tag says so)")
 _LIKE_SECOND = "x.<op>(other) takes other's shape (or dtype) only; x's values carry"
+_REPEATS = ("its list of dims may name one twice (a shift applied twice); every other op's kernel refuses that "
+            "(\"dim 1 appears multiple times\", \"FFT dims must be unique\"): checked against ATen, round 22")
 
 
 def _listed(fact: str, value, reason: str, *names: str) -> dict:
@@ -84,6 +86,7 @@ OVERRIDES: dict[tuple[str, str], tuple[object, str]] = {
               "sym_stride", "_shape_as_tensor", "new_zeros", "new_ones", "new_full", "new_empty", "new_empty_strided",
               "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"),
     **_listed("like_second", True, _LIKE_SECOND, "expand_as", "view_as", "reshape_as", "type_as"),
+    **_listed("repeated_dims", True, _REPEATS, "roll", "fft_fftshift", "fft_ifftshift"),
     **_listed("pointwise", True, _UNTAGGED, "floor_divide", "isclose"),
     **_listed("pointwise", True, _UNTAGGED_2_11, "leaky_relu", "leaky_relu_", "hardtanh_"),
     **_listed("data_dependent", ("default",), _NONZERO, "where", "nonzero_numpy"),

@@ -15,6 +15,7 @@ from ..ops.names import GETITEM, SETITEM, base_name
 from ..ir.ops import saved_attrs
 from ..ir.target import CallTargetError, as_target, target_text
 from ..support.global_guards import stale_global
+from ..support.module_hooks import is_hook_guard
 from . import limits
 from .document_checks import check_attrs, identifier
 from ..lazy_module import LazyModule
@@ -96,6 +97,10 @@ def encode_graph(graph: Graph, where: str) -> dict:
                 raise SaveError(f"{where}: the program was traced with a module-level global that has changed since "
                                 f"({changed}; {node.source}). A file holds no check of Python globals: trace again "
                                 "to save the current values")
+            if is_hook_guard(node):   # trace/global_hooks.py: their effect is in the graph, and no file checks them
+                raise SaveError(f"{where}: the program was traced with {node.attrs.get('what', 'global module hooks')}"
+                                "; a file cannot check them where it is loaded, so it would apply them there "
+                                "whatever is registered. Remove them and trace again to save")
             continue   # a module's global: a file is loaded where that module need not exist (trace/global_reads.py)
         if node.op in (GETITEM, SETITEM):
             raise SaveError(f"{where}: {node.op} at {node.source} indexes with a Python object that cannot be "

@@ -7,17 +7,14 @@ constant one must lie within [-r, r), ``r`` the larger of ``self``'s traced rank
 op such as ``unsqueeze`` or ``diag_embed`` names a dimension of its output; a 0-d tensor counts as rank 1,
 as ATen wraps it). An op without a tensor ``self`` (``cat``, ``stack``: a list) is not checked here. A list of
 dimensions may not name one twice (``sum(dim=[1, 1])``: the kernel's RuntimeError at the first call), except for
-the ops in ``REPEATS_ALLOWED``; ``tile``'s ``dims`` are repetitions, not dimensions (schema_check.NOT_DIMS).
+the ops the registry says accept it (ops.aten.accepts_repeated_dims); ``tile``'s ``dims`` are repetitions, not dimensions (schema_check.NOT_DIMS).
 """
 from __future__ import annotations
 
 from ..errors import LoadError
 from ..ir import Value
+from ..ops.aten import accepts_repeated_dims
 from .schema_check import is_dim_arg
-
-# ops whose list of dimensions may name one twice (torch.roll(x, [1, 1], [0, 0]) shifts dim 0 twice); every
-# other op's kernel refuses a repeated dimension ("dim 1 appears multiple times"), so a file may not hold one
-REPEATS_ALLOWED = {"roll", "fft_fftshift", "fft_ifftshift"}
 
 
 def _rank(v):
@@ -44,5 +41,5 @@ def check_dims(name: str, bound: dict, node, at: str) -> None:
                 raise LoadError(f"{at}: aten::{name}: {arg} {d} is out of range for tensors of at most {rank} "
                                 f"dimensions (expected {-rank} to {rank - 1})")
         plain = [d % rank for d in dims if isinstance(d, int) and not isinstance(d, bool)]
-        if isinstance(v, (list, tuple)) and len(set(plain)) < len(plain) and name not in REPEATS_ALLOWED:
+        if isinstance(v, (list, tuple)) and len(set(plain)) < len(plain) and not accepts_repeated_dims(name):
             raise LoadError(f"{at}: aten::{name}: {arg} {list(v)} names a dimension twice (its kernel refuses that)")

@@ -8,8 +8,8 @@ both, silently). So:
 
 - a trace made with global forward hooks registered gets a ``global`` guard on them (their handles' ids, which
   torch never reuses; support/module_hooks.py): once they are removed a live program traces again (eager's
-  answer), an optimized one built from a loaded file raises GuardError; ``save`` keeps their effect only while
-  they are still registered (a file holds no ``global`` guard, serialize/encode.py);
+  answer); ``save`` and ``export_onnx`` refuse such a program (their effect is in the graph, and neither a file
+  nor an ONNX model can check them where it runs: serialize/encode.py, export/guards.py);
 - a call made while global hooks are registered that the first trace did not see is a LateHookError (every
   program kind asks, runtime/late_hooks.check_global: four dict tests per call when none is registered);
 - a global backward hook is refused at trace time, as a module's own backward hooks are (trace/calls.py).
