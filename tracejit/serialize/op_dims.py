@@ -7,7 +7,8 @@ constant one must lie within [-r, r), ``r`` the larger of ``self``'s traced rank
 op such as ``unsqueeze`` or ``diag_embed`` names a dimension of its output; a 0-d tensor counts as rank 1,
 as ATen wraps it). An op without a tensor ``self`` (``cat``, ``stack``: a list) is not checked here. A list of
 dimensions may not name one twice (``sum(dim=[1, 1])``: the kernel's RuntimeError at the first call), except for
-the ops the registry says accept it (ops.aten.accepts_repeated_dims); ``tile``'s ``dims`` are repetitions, not dimensions (schema_check.NOT_DIMS).
+the ops the registry says accept it (ops.aten.accepts_repeated_dims); ``tile``'s ``dims`` are repetitions, not
+dimensions (schema_check.NOT_DIMS).
 """
 from __future__ import annotations
 
