@@ -27,12 +27,10 @@ the global module hooks registered now (1 global forward hook
 """
 from __future__ import annotations
 
-from torch.nn.modules import module as _torch_module
-
 from ..errors import BackwardHookError
 from ..ir import GUARD, Node
 from ..support.global_guards import guardable
-from ..support.module_hooks import DICTS, NAME, SPACE, describe
+from ..support.module_hooks import NAME, SPACE, describe, hooks_now
 
 
 def guard_node() -> Node:
@@ -48,8 +46,8 @@ def guard_node() -> Node:
 
 def refuse_backward_hooks() -> None:
     """A global backward hook would run in eager's backward and never in the traced program's: refused."""
-    for what, attr in DICTS[2:]:
-        if getattr(_torch_module, attr, None):
+    for what, *_ in hooks_now():
+        if what.startswith("backward"):
             raise BackwardHookError(
                 f"a global module {what} is registered (torch.nn.modules.module.register_module_"
                 f"{'full_backward_pre_hook' if 'pre' in what else 'full_backward_hook'}), and backward hooks "
