@@ -11,11 +11,13 @@ constant folding, which propagates the sizes through each reshape (GPT-2: 372 ->
 onnxruntime's optimizer against torch.onnx's 75). The result is valid for those sizes only: the onnxruntime
 backend runs it for calls of the traced shapes and the dynamic model for any other. Nodes no output reads
 (BERT's pooler when the model returns the hidden states) are dropped from it: onnxruntime runs them otherwise;
-each chain of reshapes becomes one (reshape_chains.py).
+each chain of reshapes becomes one (reshape_chains.py), each ``ReduceSum / count`` one ``ReduceMean``
+(reduce_means.py).
 """
 from __future__ import annotations
 
 from ._deps import require
+from .reduce_means import restore_reduce_means
 from .reshape_chains import collapse_reshape_chains
 from .tidy import fold_constants
 
@@ -39,4 +41,5 @@ def with_input_sizes(proto, sizes: dict[str, int]):
     model = ir.serde.deserialize_model(fixed)
     fold_constants(model, drop_unread=True)   # nodes no output reads: onnxruntime would run them
     collapse_reshape_chains(model.graph)   # the sizes are known: a chain of reshapes is one (reshape_chains.py)
+    restore_reduce_means(model.graph)   # and no reduced axis is empty: a mean is one ReduceMean (reduce_means.py)
     return ir.serde.serialize_model(model)
