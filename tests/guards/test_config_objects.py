@@ -264,3 +264,53 @@ def test_a_slots_dataclass_config_is_checked():
     with torch.no_grad():
         assert not torch.equal(jit(y), m(y))
         torch.testing.assert_close(_quiet(traced, y), m(y), rtol=0, atol=0)
+
+
+class Chain(torch.nn.Module):
+    """Six layers, each with its own config object (one holding a list), checked together per call
+    (support/object_checks.ObjectChecks)."""
+
+    def __init__(self):
+        super().__init__()
+        self.configs = [types.SimpleNamespace(scale=1.0 + k, flip=False, sizes=[2, 2]) for k in range(6)]
+        self.layers = torch.nn.ModuleList(Layer(c) for c in self.configs)
+        for layer, config in zip(self.layers, self.configs):
+            layer.own = config
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer.lin(x) * layer.own.scale
+            if layer.own.flip:
+                x = -x
+            x = torch.cat([p * (i + 1) for i, p in enumerate(x.split(layer.own.sizes, dim=1))], dim=1)
+        return x
+
+
+@pytest.mark.parametrize("backend", ["traced", "onnxruntime"])
+@pytest.mark.parametrize("which", [0, 3, 5])
+@pytest.mark.parametrize("change", ["scale", "flip", "sizes", "type"])
+def test_a_change_to_any_one_of_many_objects_is_seen(backend, which, change):
+    if backend == "onnxruntime":
+        pytest.importorskip("onnxruntime")
+    torch.manual_seed(which)
+    m = Chain().eval()
+    x = torch.randn(2, 4)
+    traced = tracejit.trace(m, (x,))
+    program = traced if backend == "traced" else tracejit.optimize_for_inference(traced, backend=backend)
+    config = m.configs[which]
+    tol = {} if backend == "traced" else dict(rtol=1e-4, atol=1e-4)   # onnxruntime's kernels: reassociation
+    y = torch.randn(3, 4)
+    with torch.no_grad():
+        before = m(y)
+        torch.testing.assert_close(_quiet(program, y), before, **tol)
+        if change == "sizes":
+            config.sizes[:] = [1, 3]            # in place: the same list object
+        elif change == "type":
+            config.scale = int(config.scale)    # equal, another type: a retrace (the guards compare types)
+        else:
+            setattr(config, change, {"scale": 7.0, "flip": True}[change])
+        want = m(y)
+        assert change == "type" or not torch.allclose(want, before)   # the change moves eager's answer
+        torch.testing.assert_close(_quiet(program, y), want, **tol)
+        config.sizes[:], config.scale, config.flip = [2, 2], 1.0 + which, False   # back: the first trace again
+        torch.testing.assert_close(_quiet(program, y), before, **tol)

@@ -90,6 +90,7 @@ def with_size_guards(program, traced, graph, call):
     if built is None:
         return call
     checked_graph, on_meta = built
+    computes = on_meta   # the slice computes tensors (on meta ones, else on the call's own under no_grad)
     display = program.signature.split("(")[0]
     if on_meta:
         intermediate_sizes.own_tensors(checked_graph, traced, meta=True)
@@ -107,9 +108,11 @@ def with_size_guards(program, traced, graph, call):
         try:
             if on_meta:
                 passed.check(check, args, kwargs)
-            else:
+            elif computes:
                 with torch.no_grad():
                     check(None, *args, **kwargs)
+            else:   # sizes and Python state only: no autograd to turn off (1.2 us a call)
+                check(None, *args, **kwargs)
         except GuardError:
             # the traced program's guards decide, as for a False guard output (guard_outputs.py): a live
             # object traces again (eager's answer), a loaded one raises the GuardError naming the line

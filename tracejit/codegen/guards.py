@@ -11,7 +11,7 @@ from . import budget_emit
 from ..ir.guard_nodes import flag_predicate
 from ..support.global_guards import ContainerCheck, global_value, inline_check, namespace
 from ..support.guards import GuardFailure
-from ..support.object_checks import ObjectCheck
+from ..support.object_checks import ObjectCheck, ObjectChecks
 from ..support.module_hooks import HookSpace, hooks_now, traced_value
 from ..support.guards import needs_plain, plain_value
 from ..support.read_cap import leaves, read_cap, reads_elements
@@ -22,6 +22,7 @@ class GuardEmitter:
         self.gen = gen
         self.table: list = []   # (node, predicate text) per emitted guard, indexed by k
         self.objects: dict = {}   # id(an object's __dict__) -> its ObjectCheck (support/object_checks.py)
+        self.object_group = None   # every ObjectCheck of this function, checked together at the first one's line
 
     def emit(self, node: Node) -> None:
         gen = self.gen
@@ -81,12 +82,18 @@ class GuardEmitter:
         gen.emit(f"if {cond}: _tj_guard({k}, {now})", node.source)
 
     def _emit_object(self, node: Node, mapping, name: str, expected) -> None:
-        """The first guard on an object emits ``if C.changed(): C.fail(_tj_guard)``; the others join ``C``."""
+        """The first guard on an object of the function emits ``if G.changed(): G.fail(_tj_guard)`` (G: the
+        function's ObjectChecks); a guard on another object joins its ObjectCheck to G, one on the same object
+        joins that check. (The objects are Python state no traced op writes: checked at the first one's line, each
+        holds as it would at its own.)"""
         check = self.objects.get(id(mapping))
         if check is None:
             check = self.objects[id(mapping)] = ObjectCheck(mapping)
-            c = self.gen.const_global(check)
-            self.gen.emit(f"if {c}.changed(): {c}.fail(_tj_guard)", node.source)
+            if self.object_group is None:
+                self.object_group = ObjectChecks()
+                group = self.gen.const_global(self.object_group)
+                self.gen.emit(f"if {group}.changed(): {group}.fail(_tj_guard)", node.source)
+            self.object_group.join(check)
         k = len(self.table)
         self.table.append((node, f"{node.attrs.get('owner')}.{name}"))
         check.add(k, name, expected)
