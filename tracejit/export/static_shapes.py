@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ._deps import require
 from .reduce_means import restore_reduce_means
-from .reshape_chains import collapse_reshape_chains
+from .reshape_chains import collapse_reshape_chains, drop_needless_allowzero
 from .tidy import fold_constants
 
 
@@ -41,5 +41,6 @@ def with_input_sizes(proto, sizes: dict[str, int]):
     model = ir.serde.deserialize_model(fixed)
     fold_constants(model, drop_unread=True)   # nodes no output reads: onnxruntime would run them
     collapse_reshape_chains(model.graph)   # the sizes are known: a chain of reshapes is one (reshape_chains.py)
+    drop_needless_allowzero(model.graph)   # a constant target without a 0: onnxruntime merges the reshape then
     restore_reduce_means(model.graph)   # and no reduced axis is empty: a mean is one ReduceMean (reduce_means.py)
     return ir.serde.serialize_model(model)
