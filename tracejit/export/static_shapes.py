@@ -12,11 +12,12 @@ onnxruntime's optimizer against torch.onnx's 75). The result is valid for those 
 backend runs it for calls of the traced shapes and the dynamic model for any other. Nodes no output reads
 (BERT's pooler when the model returns the hidden states) are dropped from it: onnxruntime runs them otherwise;
 each chain of reshapes becomes one (reshape_chains.py), each ``ReduceSum / count`` one ``ReduceMean``
-(reduce_means.py).
+(reduce_means.py), each concat of concats along one axis one Concat (concat_chains.py).
 """
 from __future__ import annotations
 
 from ._deps import require
+from .concat_chains import flatten_concats
 from .reduce_means import restore_reduce_means
 from .reshape_chains import collapse_reshape_chains, drop_needless_allowzero
 from .tidy import fold_constants
@@ -42,5 +43,6 @@ def with_input_sizes(proto, sizes: dict[str, int]):
     fold_constants(model, drop_unread=True)   # nodes no output reads: onnxruntime would run them
     collapse_reshape_chains(model.graph)   # the sizes are known: a chain of reshapes is one (reshape_chains.py)
     drop_needless_allowzero(model.graph)   # a constant target without a 0: onnxruntime merges the reshape then
+    flatten_concats(model.graph)   # a concat of concats along one axis is one (concat_chains.py)
     restore_reduce_means(model.graph)   # and no reduced axis is empty: a mean is one ReduceMean (reduce_means.py)
     return ir.serde.serialize_model(model)
