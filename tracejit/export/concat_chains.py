@@ -9,6 +9,8 @@ elements in the same order. ``flatten_concats`` rewrites each one.
 """
 from __future__ import annotations
 
+from .tidy import replace_node
+
 
 def flatten_concats(graph) -> int:
     """Replace each ``Concat`` input of ``graph`` (an onnx-ir Graph, changed in place) that is the single-use output
@@ -32,15 +34,7 @@ def flatten_concats(graph) -> int:
             continue
         flat = ir.Node("", "Concat", inputs, [ir.Attr("axis", ir.AttributeType.INT, axis)], num_outputs=1,
                        name=f"{node.name}_flat")
-        out = node.outputs[0]
-        flat.outputs[0].shape, flat.outputs[0].type = out.shape, out.type
-        name = out.name
-        graph.insert_before(node, flat)
-        out.replace_all_uses_with(flat.outputs[0], replace_graph_outputs=True)
-        graph.remove(node, safe=True)
-        for inner in inner_nodes:
-            graph.remove(inner, safe=True)   # its one use was the concat just replaced
-        flat.outputs[0].name = name
+        replace_node(graph, node, flat, inner_nodes)   # each inner concat's one use was this one
         removed += len(inner_nodes)
     return removed
 

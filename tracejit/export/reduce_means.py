@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+from .tidy import replace_node
+
 
 def restore_reduce_means(graph) -> int:
     """Rewrite each ``Div(ReduceSum(x, axes), count)`` of ``graph`` (an onnx-ir Graph, changed in place) whose
@@ -29,14 +31,7 @@ def restore_reduce_means(graph) -> int:
         mean = ir.Node("", "ReduceMean", [x, axes], [ir.Attr("keepdims", ir.AttributeType.INT, total.attributes
                                                              .get_int("keepdims", 1))],
                        num_outputs=1, name=f"{div.name}_mean")
-        out = div.outputs[0]
-        mean.outputs[0].shape, mean.outputs[0].type = out.shape, out.type
-        name = out.name
-        graph.insert_before(div, mean)
-        out.replace_all_uses_with(mean.outputs[0], replace_graph_outputs=True)
-        graph.remove(div, safe=True)
-        graph.remove(total, safe=True)   # its one use was the division just replaced
-        mean.outputs[0].name = name
+        replace_node(graph, div, mean, [total])   # the sum's one use was the division
         rewritten += 1
     return rewritten
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .tidy import replace_node
+
 RESHAPES = ("Reshape", "Squeeze", "Unsqueeze")
 
 
@@ -43,13 +45,7 @@ def collapse_reshape_chains(graph) -> int:
         # fuses a Reshape with the one it inserts around a Gemm only when neither sets allowzero)
         attrs = [ir.Attr("allowzero", ir.AttributeType.INT, 1)] if 0 in dims else []
         single = ir.Node("", "Reshape", [first.inputs[0], target], attrs, num_outputs=1, name=f"{node.name}_collapsed")
-        single.outputs[0].shape, single.outputs[0].type = out.shape, out.type
-        name = out.name
-        graph.insert_before(node, single)
-        out.replace_all_uses_with(single.outputs[0], replace_graph_outputs=True)
-        graph.remove(node, safe=True)
-        graph.remove(first, safe=True)   # its one use was the link just replaced
-        single.outputs[0].name = name
+        replace_node(graph, node, single, [first])   # its one use was the link replaced
         rewritten += 1
     return rewritten
 

@@ -57,6 +57,20 @@ def drop_unread_nodes(graph, keep=frozenset()) -> None:
             graph.remove(node, safe=True)
 
 
+def replace_node(graph, node, new, consumed=()) -> None:
+    """Put ``new`` (a one-output onnx-ir Node) in ``node``'s place in ``graph``: its output takes the uses, name,
+    shape and type of ``node``'s; ``node`` and the ``consumed`` nodes (whose one use was ``node``) are removed."""
+    out = node.outputs[0]
+    new.outputs[0].shape, new.outputs[0].type = out.shape, out.type
+    name = out.name
+    graph.insert_before(node, new)
+    out.replace_all_uses_with(new.outputs[0], replace_graph_outputs=True)
+    graph.remove(node, safe=True)
+    for inner in consumed:
+        graph.remove(inner, safe=True)
+    new.outputs[0].name = name
+
+
 def _read_nodes(graph) -> set:
     """ids of the nodes a graph output depends on."""
     read, todo = set(), [v.producer() for v in graph.outputs]
