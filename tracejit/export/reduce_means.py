@@ -38,7 +38,7 @@ def restore_reduce_means(graph) -> int:
 
 def _mean_of(div, ir):
     """(the ReduceSum, its input, its axes value) when ``div`` divides a single-use ReduceSum by the number of
-    elements it sums (all sizes static and non-zero); else None."""
+    elements it sums (the reduced sizes known and non-zero); else None."""
     if div.op_type != "Div" or div.domain not in ("", "ai.onnx") or len(div.inputs) != 2:
         return None
     total_value, count_value = div.inputs
