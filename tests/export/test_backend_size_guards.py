@@ -300,3 +300,57 @@ def test_the_slice_of_a_size_guard_keeps_the_writes_into_its_values():
     for rows in (4, 6, 2):
         x = torch.randn(rows, 3)
         torch.testing.assert_close(program(x), inverse_permutation_rows(x))
+
+
+SCALE_GLOBAL = 2.0
+
+
+class FlaggedView(torch.nn.Module):      # a meta-checked size guard and Python state read in forward
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 4)
+        self.double = True
+
+    def forward(self, x):
+        h = self.lin(x).flatten()
+        if h.size(0) > 10:  # @flagged_size
+            h = h + 1
+        if self.double:  # @flagged_attribute
+            h = h * 2
+        return h * SCALE_GLOBAL  # @flagged_global
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_python_state_is_checked_on_every_call_after_a_signature_passed(backend):
+    """The meta size check is remembered per input signature; the module attribute and global it also guards are
+    not a function of the signature: set after the first calls, they give eager's answer (live) or the GuardError
+    naming their line (original dropped), never the traced branch (which answered 2x before this was split)."""
+    global SCALE_GLOBAL
+    pytest.importorskip(backend)
+    torch.manual_seed(0)
+    model = FlaggedView().eval()
+    program = tracejit.optimize_for_inference(tracejit.trace(model, (torch.randn(3, 2),), check_trace=False),
+                                              backend=backend)
+    fresh = tracejit.trace(model, (torch.randn(3, 2),), check_trace=False)
+    fresh.drop_original()
+    dropped = tracejit.optimize_for_inference(fresh, backend=backend)
+    assert program.state_guards is not None and len(program.size_guard_signatures.seen) == 0
+    x = torch.randn(3, 2)
+    for p in (program, dropped):
+        for _ in range(2):   # the signature is remembered as passed
+            torch.testing.assert_close(p(x), model(x))
+    assert len(program.size_guard_signatures.seen) == 1
+    try:
+        model.double = False
+        torch.testing.assert_close(program(x), model(x))   # the live traced program traced again
+        with pytest.raises(tracejit.GuardError) as info:
+            dropped(x)
+        assert info.value.source.lineno == line_of("flagged_attribute")
+        model.double = True
+        SCALE_GLOBAL = 3.0
+        torch.testing.assert_close(program(x), model(x))
+        with pytest.raises(tracejit.GuardError) as info:
+            dropped(x)
+        assert info.value.source.lineno == line_of("flagged_global")
+    finally:
+        model.double, SCALE_GLOBAL = True, 2.0

@@ -8,6 +8,7 @@ call through; ``with_fallbacks`` puts a call behind the shared policy (backends/
 """
 from __future__ import annotations
 
+import copy
 import warnings
 
 import torch
@@ -92,21 +93,28 @@ def with_size_guards(program, traced, graph, call):
     checked_graph, on_meta = built
     computes = on_meta   # the slice computes tensors (on meta ones, else on the call's own under no_grad)
     display = program.signature.split("(")[0]
-    if on_meta:
+    state_check = None
+    if on_meta:   # a signature that passed is skipped: Python state (a config flag) is checked on every call apart
         intermediate_sizes.own_tensors(checked_graph, traced, meta=True)
+        checked_graph, state_graph = python_state_apart(checked_graph)
+        if state_graph is not None:
+            state_check = compile_method(state_graph, "forward", f"{program.backend}_state_guards", guards=True,
+                                         display=display)
     check = compile_method(checked_graph, "forward", f"{program.backend}_size_guards", guards=True, display=display)
     if on_meta and not intermediate_sizes.runs_on_meta(check, checked_graph):
-        on_meta = False   # the slice on the call's own tensors (intermediate_sizes.py)
+        on_meta, state_check = False, None   # the slice on the call's own tensors (intermediate_sizes.py), every call
         checked_graph, _ = _check_graph(graph, program.backend)
         intermediate_sizes.own_tensors(checked_graph, traced, meta=False)
         check = compile_method(checked_graph, "forward", f"{program.backend}_size_guards", guards=True,
                                display=display)
-    program.size_guards = check
+    program.size_guards, program.state_guards = check, state_check
     passed = program.size_guard_signatures = intermediate_sizes.PassedSignatures()
 
     def guarded(*args, **kwargs):
         try:
             if on_meta:
+                if state_check is not None:
+                    state_check(None, *args, **kwargs)
                 passed.check(check, args, kwargs)
             elif computes:
                 with torch.no_grad():
@@ -119,6 +127,22 @@ def with_size_guards(program, traced, graph, call):
             return program._hand_over(*args, **kwargs)
         return call(*args, **kwargs)
     return guarded
+
+
+def python_state_apart(checked_graph):
+    """``(checked_graph without its Python-state guards, a graph of them alone or None)``: the guards on module
+    globals, config attributes and torch's global hooks (kind ``global``) read no argument, so a check remembered
+    per input signature (intermediate_sizes.PassedSignatures) would miss a flag the caller set after the first
+    call; they are checked on every call apart (a few attribute reads)."""
+    state = [n for n in checked_graph.nodes if n.op == GUARD and n.attrs.get("kind") == "global"]
+    if not state:
+        return checked_graph, None
+    state_ids = {id(n) for n in state}
+    rest = copy.copy(checked_graph)
+    rest.nodes = [n for n in checked_graph.nodes if id(n) not in state_ids]
+    alone = copy.copy(checked_graph)
+    alone.nodes = state
+    return rest, alone
 
 
 def _check_graph(graph, backend: str):
