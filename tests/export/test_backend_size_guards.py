@@ -354,3 +354,32 @@ def test_python_state_is_checked_on_every_call_after_a_signature_passed(backend)
         assert info.value.source.lineno == line_of("flagged_global")
     finally:
         model.double, SCALE_GLOBAL = True, 2.0
+
+
+def grad_mode_branch(x):
+    if torch.is_grad_enabled():  # @grad_mode_branch
+        return x * 2
+    return x + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_torch_state_read_in_forward_is_checked_per_call(backend):
+    """``torch.is_grad_enabled()`` read in forward: traced under no_grad, the exported model holds the no-grad
+    branch; a call with grad on gets eager's answer (live) or the GuardError naming the line (dropped), checked
+    outside the size check's own no_grad."""
+    pytest.importorskip(backend)
+    x = torch.randn(4)
+    with torch.no_grad():
+        traced = tracejit.trace(grad_mode_branch, (x,), check_trace=False)
+        fresh = tracejit.trace(grad_mode_branch, (x,), check_trace=False)
+    fresh.drop_original()
+    program = tracejit.optimize_for_inference(traced, backend=backend)
+    dropped = tracejit.optimize_for_inference(fresh, backend=backend)
+    y = torch.randn(4)
+    with torch.no_grad():
+        torch.testing.assert_close(program(y), y + 1)
+        torch.testing.assert_close(dropped(y), y + 1)
+    torch.testing.assert_close(program(y), grad_mode_branch(y))   # grad on: the live program traced again
+    with pytest.raises(tracejit.GuardError) as info:
+        dropped(y)
+    assert info.value.source.lineno == line_of("grad_mode_branch")

@@ -139,3 +139,16 @@ def test_a_model_without_input_sums_is_checked_in_torch(monkeypatch):
     x = _poisoned(2, 3, 12, 9)
     with torch.no_grad():
         torch.testing.assert_close(program(x), model(x), equal_nan=True, rtol=1e-4, atol=1e-5)
+
+
+def test_integer_inputs_alone_need_no_check():
+    """A model whose inputs are all integers (token ids: no NaN can come in) gets neither sums nor the torch
+    check, though it holds an op onnxruntime computes otherwise on NaN (gelu); its answers are eager's."""
+    f = nn.Sequential(nn.Embedding(10, 6), nn.GELU()).eval()
+    with torch.no_grad():
+        program = tracejit.optimize_for_inference(tracejit.trace(f, (torch.randint(0, 10, (2, 5)),)),
+                                                  backend="onnxruntime")
+        assert program._n_sums == 0 and not program._finite_in_torch and program._call.__name__ != "checked"
+        for shape in ((2, 5), (3, 7)):
+            ids = torch.randint(0, 10, shape)
+            torch.testing.assert_close(program(ids), f(ids))

@@ -21,6 +21,9 @@ checking after it gives the same answers as checking before.
 ['y', 'tracejit_input_sum_0']
 >>> finite([None, 3.0], 1), finite([None, float("nan")], 1)
 (True, False)
+>>> ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [2])
+>>> no_float_inputs(helper.make_model(helper.make_graph([], "g", [ids], []))), no_float_inputs(model)
+(True, False)
 >>> z = helper.make_tensor_value_info("z", TensorProto.FLOAT8E4M3FN, [2])   # a type nobody listed: no sums
 >>> add_input_sums(helper.make_model(helper.make_graph([], "g", [z], [])))
 0
@@ -62,6 +65,12 @@ def add_input_sums(proto) -> int:
         graph.output.append(helper.make_tensor_value_info(name, _DOUBLE if elem == _DOUBLE else _FLOAT, []))
         count += 1
     return count
+
+
+def no_float_inputs(proto) -> bool:
+    """Does every input of the ONNX model ``proto`` have a type that holds no NaN / inf (integers, bool)?
+    Then no call can bring one and there is nothing to check."""
+    return all(v.type.tensor_type.elem_type in _NO_CHECK for v in proto.graph.input)
 
 
 def finite(results, count: int) -> bool:

@@ -26,7 +26,7 @@ from ..runtime.method_compiler import compile_method
 from . import intermediate_sizes
 from .guard_outputs import GuardOutputs, after_run_guards, scalar_slice as _scalar_slice
 from .fallback import nonfinite_differs, with_captured_check, with_finite_check
-from .input_sums import add_input_sums, finite
+from .input_sums import add_input_sums, finite, no_float_inputs
 
 
 def prepare(traced, backend: str):
@@ -70,56 +70,60 @@ def with_fallbacks(program, traced, graph, call):
     """``call`` behind the shared fallback policy (backends/fallback.py): the traced program answers a
     call whose captured tensors changed or whose non-finite input this backend would compute otherwise (checked
     by the model's input sums after the run where it has them: ``TracedCall._init_input_sums``)."""
-    if not program._n_sums:
+    if program._finite_in_torch:
         call = with_finite_check(program.backend, graph, traced, call)
     return with_captured_check(program, getattr(traced, "graph", None), traced, call)
 
 
 def with_size_guards(program, traced, graph, call):
-    """``call``, or, when the trace holds size guards that the ONNX model cannot check (export/guards.py:
-    ``(n - 1).bit_length()``, a float computed from sizes used as a key), a call that first checks them on
-    the call's input sizes and, when one fails, hands the call to the traced program (``_safe``), whose guards
-    decide: a live object traces again, a loaded one raises the GuardError naming the line.
+    """``call``, or, when the trace holds guards that the ONNX model cannot check (export/guards.py:
+    ``(n - 1).bit_length()``, a float computed from sizes used as a key; Python state), a call that first checks
+    them and, when one fails, hands the call to the traced program (``_safe``), whose guards decide: a live object
+    traces again, a loaded one raises the GuardError naming the line.
 
-    The guards are checked by a generated function holding only them and the scalar size math they read
+    The size guards are checked by a generated function holding only them and the scalar size math they read
     (``aten::size.int`` of inputs, int / float math, ``sym_math``): it reads sizes, never data. A guard on
     the size of an intermediate tensor is checked by the slice of the program it reads, run on meta tensors of
-    the call's shapes (intermediate_sizes.py). A value guard that reads a tensor's values, and one whose slice has
-    a data-dependent shape (``nonzero``), are the model's guard outputs, checked after the run
-    (backends/guard_outputs.py)."""
-    built = _check_graph(graph, program.backend)
-    if built is None:
+    the call's shapes (intermediate_sizes.py; a signature that passed is remembered). A value guard that reads a
+    tensor's values, and one whose slice has a data-dependent shape (``nonzero``), are the model's guard outputs,
+    checked after the run (backends/guard_outputs.py). The guards on Python and torch state (a config attribute, a
+    module global, ``torch.is_grad_enabled()``: no function of the arguments) are a check of their own, run on
+    every call, first, outside any ``no_grad``."""
+    state_graph, built = _check_graphs(graph, program.backend)
+    if built is None and state_graph is None:
         return call
-    checked_graph, on_meta = built
-    computes = on_meta   # the slice computes tensors (on meta ones, else on the call's own under no_grad)
     display = program.signature.split("(")[0]
-    state_check = None
-    if on_meta:   # a signature that passed is skipped: Python state (a config flag) is checked on every call apart
-        intermediate_sizes.own_tensors(checked_graph, traced, meta=True)
-        checked_graph, state_graph = python_state_apart(checked_graph)
-        if state_graph is not None:
-            state_check = compile_method(state_graph, "forward", f"{program.backend}_state_guards", guards=True,
-                                         display=display)
-    check = compile_method(checked_graph, "forward", f"{program.backend}_size_guards", guards=True, display=display)
-    if on_meta and not intermediate_sizes.runs_on_meta(check, checked_graph):
-        on_meta, state_check = False, None   # the slice on the call's own tensors (intermediate_sizes.py), every call
-        checked_graph, _ = _check_graph(graph, program.backend)
-        intermediate_sizes.own_tensors(checked_graph, traced, meta=False)
+    state_check = None if state_graph is None else compile_method(
+        state_graph, "forward", f"{program.backend}_state_guards", guards=True, display=display)
+    check, on_meta, computes = None, False, False
+    if built is not None:
+        checked_graph, on_meta = built
+        computes = on_meta   # the slice computes tensors (on meta ones, else on the call's own under no_grad)
+        if on_meta:
+            intermediate_sizes.own_tensors(checked_graph, traced, meta=True)
         check = compile_method(checked_graph, "forward", f"{program.backend}_size_guards", guards=True,
                                display=display)
+        if on_meta and not intermediate_sizes.runs_on_meta(check, checked_graph):
+            on_meta = False   # the slice on the call's own tensors (intermediate_sizes.py)
+            checked_graph, _ = _check_graphs(graph, program.backend)[1]
+            intermediate_sizes.own_tensors(checked_graph, traced, meta=False)
+            check = compile_method(checked_graph, "forward", f"{program.backend}_size_guards", guards=True,
+                                   display=display)
     program.size_guards, program.state_guards = check, state_check
     passed = program.size_guard_signatures = intermediate_sizes.PassedSignatures()
 
     def guarded(*args, **kwargs):
         try:
-            if on_meta:
-                if state_check is not None:
-                    state_check(None, *args, **kwargs)
+            if state_check is not None:
+                state_check(None, *args, **kwargs)
+            if check is None:
+                pass
+            elif on_meta:
                 passed.check(check, args, kwargs)
             elif computes:
                 with torch.no_grad():
                     check(None, *args, **kwargs)
-            else:   # sizes and Python state only: no autograd to turn off (1.2 us a call)
+            else:   # sizes only: no autograd to turn off (1.2 us a call)
                 check(None, *args, **kwargs)
         except GuardError:
             # the traced program's guards decide, as for a False guard output (guard_outputs.py): a live
@@ -129,30 +133,25 @@ def with_size_guards(program, traced, graph, call):
     return guarded
 
 
-def python_state_apart(checked_graph):
-    """``(checked_graph without its Python-state guards, a graph of them alone or None)``: the guards on module
-    globals, config attributes and torch's global hooks (kind ``global``) read no argument, so a check remembered
-    per input signature (intermediate_sizes.PassedSignatures) would miss a flag the caller set after the first
-    call; they are checked on every call apart (a few attribute reads)."""
-    state = [n for n in checked_graph.nodes if n.op == GUARD and n.attrs.get("kind") == "global"]
-    if not state:
-        return checked_graph, None
-    state_ids = {id(n) for n in state}
-    rest = copy.copy(checked_graph)
-    rest.nodes = [n for n in checked_graph.nodes if id(n) not in state_ids]
-    alone = copy.copy(checked_graph)
-    alone.nodes = state
-    return rest, alone
+def python_state(node) -> bool:
+    """Is ``node`` a guard on Python or torch state (kind ``global``: a module global, a config attribute, torch's
+    global hooks; kind ``state``: ``torch.is_grad_enabled()``, ``torch.get_default_dtype()``, ...)? An exported
+    model holds the traced answer; the program checks them on every call (``with_size_guards``)."""
+    return node.op == GUARD and node.attrs.get("kind") in ("global", "state")
 
 
-def _check_graph(graph, backend: str):
-    """(a graph holding only the guards ONNX cannot check and what they read, whether it computes tensors), or
-    None when there is no such guard."""
+def _check_graphs(graph, backend: str):
+    """``(a graph of the Python-state guards alone or None, (a graph holding only the size guards ONNX cannot check
+    and what they read, whether it computes tensors) or None)``."""
     checked_graph = inline_calls(graph)   # a new, flat graph
+    state = [n for n in checked_graph.nodes if python_state(n)]
+    state_graph = None
+    if state:
+        state_graph = copy.copy(checked_graph)
+        state_graph.nodes, state_graph.outputs, state_graph.out_spec = state, [], pytree.flatten(())[1]
     _, unchecked = plan_guards(checked_graph, guard_outputs=True)
     after_run = {id(g) for g in after_run_guards(checked_graph)}   # the model's guard outputs check these
-    unchecked = [g for g in unchecked if id(g) not in after_run]
-    unchecked += [n for n in checked_graph.nodes if n.op == GUARD and n.attrs.get("kind") == "global"]  # Python's
+    unchecked = [g for g in unchecked if id(g) not in after_run and not python_state(g)]
     producers = {id(v): n for n in checked_graph.nodes for v in n.outputs if v is not None}
     kept, checks = {}, []
     for guard in unchecked:
@@ -163,14 +162,14 @@ def _check_graph(graph, backend: str):
         kept.update(slice_)
         checks.append(guard)
     if not checks:
-        return None
+        return state_graph, None
     for guard in pinning_guards(checked_graph):   # scalar guards on input sizes: checked first, in order
         kept.update(_scalar_slice(guard, producers, ScalarType) or {})
         checks.append(guard)
     keep = {id(g) for g in checks} | set(kept)
     checked_graph.nodes = [n for n in checked_graph.nodes if id(n) in keep]
     checked_graph.outputs, checked_graph.out_spec = [], pytree.flatten(())[1]
-    return checked_graph, intermediate_sizes.reads_tensors(kept.values())
+    return state_graph, (checked_graph, intermediate_sizes.reads_tensors(kept.values()))
 
 
 class TracedCall:
@@ -179,6 +178,7 @@ class TracedCall:
     backend = "onnx"
     _guard_outputs = None   # GuardOutputs where the model computes guards (_init_guard_outputs)
     _n_sums = 0   # the model's input sum outputs, after every other output (_init_input_sums)
+    _finite_in_torch = True   # the arguments are checked for NaN / inf in torch before the run (_init_input_sums)
 
     def _init_call(self, traced, graph) -> None:
         self.graph = graph
@@ -208,7 +208,10 @@ class TracedCall:
         """Where this backend computes some op of the graph otherwise than eager on NaN / inf, the model ``proto``
         (not yet serialized) gets an input sum output per floating-point input (backends/input_sums.py): a run whose
         sums are not finite is answered by the traced program (``_safe``)."""
-        self._n_sums = add_input_sums(proto) if nonfinite_differs(self.backend, self.graph) else 0
+        differs = nonfinite_differs(self.backend, self.graph)
+        self._n_sums = add_input_sums(proto) if differs else 0
+        # no sum and no input that can hold NaN (token ids, masks): nothing to check (1 us a call on BERT)
+        self._finite_in_torch = differs and not self._n_sums and not no_float_inputs(proto)
 
     def _tensors(self, args, kwargs):
         """The graph's input tensors, in order, from a call's arguments."""
