@@ -18,7 +18,7 @@ from ..errors import GuardError, TracerWarning
 from ..export.guards import pinning_guards, plan_guards
 from ..export.onnx_export import export_onnx, input_names, traced_graph
 from .torch_program import optimized
-from ..ir import GUARD, ScalarType, Value
+from ..ir import GUARD, ScalarType, TensorType, Value
 from ..passes.inline import inline_calls
 from ..passes.pipeline import program_device
 from ..runtime import specialize
@@ -115,7 +115,7 @@ def with_size_guards(program, traced, graph, call):
     def guarded(*args, **kwargs):
         try:
             if state_check is not None:
-                state_check(None, *args, **kwargs)
+                state_check(None)
             if check is None:
                 pass
             elif on_meta:
@@ -149,6 +149,9 @@ def _check_graphs(graph, backend: str):
     if state:
         state_graph = copy.copy(checked_graph)
         state_graph.nodes, state_graph.outputs, state_graph.out_spec = state, [], pytree.flatten(())[1]
+        # they read no argument: a function of none (no per-argument type checks; ``state_check(None)``)
+        state_graph.inputs, state_graph.input_leaves, state_graph.arg_names = [], [], []
+        state_graph.in_spec, state_graph.param_names = pytree.flatten(((), {}))[1], []
     _, unchecked = plan_guards(checked_graph, guard_outputs=True)
     after_run = {id(g) for g in after_run_guards(checked_graph)}   # the model's guard outputs check these
     unchecked = [g for g in unchecked if id(g) not in after_run and not python_state(g)]
@@ -261,10 +264,21 @@ class TracedCall:
 
     def _after_failure(self, tensors, error: Exception, args, kwargs):
         """A call whose run failed, or whose shapes the runtime refused (``error``: what to raise): the traced
-        program's (``_safe``) where a guard output, computed alone, fails for it; else ``error`` stands."""
-        if self._run_failed_on_a_guard(tensors):
+        program's (``_safe``) where a guard output, computed alone, fails for it, or where a tensor has another
+        dtype or rank than the trace's (the model takes the traced ones; eager computes in the call's: a live object
+        traces again, a loaded one raises the GuardError); else ``error`` stands."""
+        if self._traced_otherwise(tensors) or self._run_failed_on_a_guard(tensors):
             return self._hand_over(*args, **kwargs)
         raise error from None
+
+    def _traced_otherwise(self, tensors) -> bool:
+        """Has a CPU tensor of this call another dtype or rank than the traced input it stands for?"""
+        for t, value in zip(tensors, self.graph.inputs):
+            kind = getattr(value, "type", None)
+            if isinstance(t, torch.Tensor) and t.device.type == "cpu" and isinstance(kind, TensorType) and \
+                    (t.dtype != kind.dtype or t.dim() != len(kind.shape)):
+                return True
+        return False
 
     def _run_error(self, tensors, e: Exception) -> RuntimeError:
         """The runtime's errors name ONNX nodes, not the user's call: say which call failed."""

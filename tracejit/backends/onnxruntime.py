@@ -135,8 +135,8 @@ class OrtProgram(TracedCall):
         tensor or a flat tuple of tensors in; one tensor or a flat tuple / list of tensors out),
         the general path otherwise. Both hand onnxruntime numpy views and wrap its numpy results."""
         run, out_names, names, n = self._run, self._output_names, self._names, self._n_inputs
-        from_numpy, general, checked_feed, run_error = torch.from_numpy, self._call_general, self._checked_feed, \
-            self._run_error
+        from_numpy, general, checked_feed, run_error, failed = torch.from_numpy, self._call_general, \
+            self._checked_feed, self._run_error, self._after_failure
         n_sums, safe = self._n_sums, self._hand_over   # the fast paths: no guard outputs (_plain_out), sums inline
         out_kind = self._out_spec.kind if self._out_spec is not None else "leaf"
         flat_out = self._plain_out and (out_kind == "leaf" or (
@@ -159,7 +159,7 @@ class OrtProgram(TracedCall):
                 try:
                     results = (run if shape is None or x.shape == shape else run_for(args))(out_names, feed, None)
                 except Exception as e:  # noqa: BLE001
-                    raise run_error(args, e) from None
+                    return failed(args, run_error(args, e), args, kwargs)
                 if n_sums and not finite(results, n_sums):
                     return safe(*args, **kwargs)
                 return from_numpy(results[0])
@@ -176,7 +176,7 @@ class OrtProgram(TracedCall):
                 results = (run if shapes is None or [t.shape for t in args] == shapes else run_for(args))(
                     out_names, feed, None)
             except Exception as e:  # noqa: BLE001
-                raise run_error(args, e) from None
+                return failed(args, run_error(args, e), args, kwargs)
             if n_sums:
                 if not finite(results, n_sums):
                     return safe(*args, **kwargs)

@@ -22,6 +22,7 @@ any number of attributes); only where that fails are the values compared as the 
 """
 from __future__ import annotations
 
+import itertools
 import operator
 import types
 from collections.abc import Mapping
@@ -34,6 +35,8 @@ from .global_guards import COUNT, UNBOUND, global_value, is_container, value_of
 _SKIP = (nn.Module, torch.Tensor, types.FunctionType, types.MethodType, types.BuiltinFunctionType, type,
          types.ModuleType, dict, list, set, tuple)   # (containers: a module's hook OrderedDicts hold no config)
 _MUTABLE = frozenset(t.__name__ for t in (list, dict, set))   # compared with copies (the type names guardable gives)
+_chain = itertools.chain.from_iterable
+_call = getattr(operator, "call", None) or (lambda fn, arg: fn(arg))   # operator.call: Python 3.11+
 _DIFFERENT = object()   # never identical to an attribute's value: the slow comparison decides
 
 
@@ -227,9 +230,12 @@ class ObjectChecks:
 
     def _tables(self):
         checks = self.checks
-        maps = tuple(c.mapping for c in checks for _ in c.names)
-        names = tuple(n for c in checks for n in c.names)
-        values = tuple(v for c in checks for v in c.values)
+        named = [c for c in checks if c.names]
+        maps = tuple(c.mapping for c in named)
+        # one C-level itemgetter per object (a tuple even for one name: read twice), chained: 112 attributes of
+        # T5's configs 3.2 -> 2.5 us against one getitem per attribute
+        getters = tuple(operator.itemgetter(*(c.names if len(c.names) > 1 else c.names * 2)) for c in named)
+        values = tuple(v for c in named for v in (c.values if len(c.values) > 1 else c.values * 2))
         mut_maps = tuple(c.mapping for c in checks for _ in c.mutable)
         mut_names = tuple(n for c in checks for n in c.mutable)
         copies = tuple(v for c in checks for v in c.copies)
@@ -237,16 +243,16 @@ class ObjectChecks:
         sizes = tuple(c.size for c in checks if c.size is not None)
         absent_maps = tuple(c.mapping for c in checks for _ in c.absent)
         absent_names = tuple(n for c in checks for n in c.absent)
-        return maps, names, values, mut_maps, mut_names, copies, sized, sizes, absent_maps, absent_names
+        return maps, getters, values, mut_maps, mut_names, copies, sized, sizes, absent_maps, absent_names
 
     def changed(self) -> bool:
         fast = self._fast
         if fast is None:
             fast = self._fast = self._tables()
-        maps, names, values, mut_maps, mut_names, copies, sized, sizes, absent_maps, absent_names = fast
+        maps, getters, values, mut_maps, mut_names, copies, sized, sizes, absent_maps, absent_names = fast
         try:
             if (tuple(map(len, sized)) == sizes and not any(map(operator.contains, absent_maps, absent_names))
-                    and all(map(operator.is_, map(operator.getitem, maps, names), values))
+                    and all(map(operator.is_, _chain(map(_call, getters, maps)), values))
                     and tuple(map(operator.getitem, mut_maps, mut_names)) == copies):
                 return False
         except KeyError:   # an attribute deleted: its check says so

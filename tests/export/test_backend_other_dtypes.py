@@ -1,0 +1,46 @@
+"""A call to an onnxruntime / OpenVINO program with another dtype or rank than the trace's
+(backends/onnx_call.TracedCall._after_failure).
+
+The exported model takes the traced dtypes and ranks only; eager computes in the call's. Such a call is the traced
+program's, as a failed size guard is: its guards decide (a live object traces again where one fails, a loaded one
+raises the GuardError), and its recorded ops compute in the call's dtype: eager's answer, where the runtime failed
+with "Unexpected input data type".
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tracejit
+
+pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
+BACKENDS = ["onnxruntime", "openvino"]
+
+
+def scale_rows(x, w):
+    return (x * 2 + 1).softmax(-1) @ w
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_another_dtype_or_rank_is_the_traced_programs_call(backend):
+    pytest.importorskip(backend)
+    x, w = torch.randn(3, 4), torch.randn(4, 2)
+    traced = tracejit.trace(scale_rows, (x, w), check_trace=False)
+    fresh = tracejit.trace(scale_rows, (x, w), check_trace=False)
+    fresh.drop_original()
+    program = tracejit.optimize_for_inference(traced, backend=backend)
+    dropped = tracejit.optimize_for_inference(fresh, backend=backend)
+    y = torch.randn(5, 4)
+    torch.testing.assert_close(program(y, w), scale_rows(y, w))   # the model's own call, a new batch
+    assert program.handed_over == 0
+    others = [(y.double(), w.double()),               # another dtype: eager answers in float64
+              (torch.randn(2, 5, 4), w)]              # another rank: batched matmul
+    for args in others:
+        want = scale_rows(*args)
+        got = program(*args)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(dropped(*args), want)   # the traced program's ops run in the call's dtype
+    assert program.handed_over == len(others)
+    with pytest.raises(TypeError, match="should be a Tensor"):   # not a tensor: still the clear error
+        program([1.0] * 4, w)
