@@ -44,3 +44,29 @@ def test_another_dtype_or_rank_is_the_traced_programs_call(backend):
     assert program.handed_over == len(others)
     with pytest.raises(TypeError, match="should be a Tensor"):   # not a tensor: still the clear error
         program([1.0] * 4, w)
+
+
+def four_rows(x):
+    if x.size(0) == 4:  # @four_rows
+        return x * 2
+    return x - 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_pinned_size_is_checked_by_the_traced_programs_guard(backend):
+    """``x.size(0) == 4`` fixes the model's first axis: another size was the runtime's 'invalid dimensions' error;
+    now the traced program's guard decides (live: traced again, eager's answer; dropped: the GuardError naming
+    the line)."""
+    pytest.importorskip(backend)
+    x = torch.randn(4, 3)
+    program = tracejit.optimize_for_inference(tracejit.trace(four_rows, (x,), check_trace=False), backend=backend)
+    fresh = tracejit.trace(four_rows, (x,), check_trace=False)
+    fresh.drop_original()
+    dropped = tracejit.optimize_for_inference(fresh, backend=backend)
+    y = torch.randn(4, 7)   # the free axis: the model's own call
+    torch.testing.assert_close(program(y), y * 2)
+    z = torch.randn(5, 3)
+    torch.testing.assert_close(program(z), z - 1)
+    with pytest.raises(tracejit.GuardError) as info:
+        dropped(z)
+    assert info.value.source.lineno == four_rows.__code__.co_firstlineno + 1

@@ -265,18 +265,28 @@ class TracedCall:
     def _after_failure(self, tensors, error: Exception, args, kwargs):
         """A call whose run failed, or whose shapes the runtime refused (``error``: what to raise): the traced
         program's (``_safe``) where a guard output, computed alone, fails for it, or where a tensor has another
-        dtype or rank than the trace's (the model takes the traced ones; eager computes in the call's: a live object
-        traces again, a loaded one raises the GuardError); else ``error`` stands."""
+        dtype, rank or pinned size than the trace's (the model takes the traced ones; eager computes in the call's:
+        the traced program's guards decide, a live object traces again, a loaded one raises the GuardError naming
+        the line); else ``error`` stands."""
         if self._traced_otherwise(tensors) or self._run_failed_on_a_guard(tensors):
             return self._hand_over(*args, **kwargs)
         raise error from None
 
+    def _init_fixed_dims(self, proto) -> None:
+        """The sizes the model fixes (a guard pinned them: ``x.size(0) == 4``): per input, ``{dim: size}``."""
+        self._fixed_dims = [{d: dim.dim_value for d, dim in enumerate(i.type.tensor_type.shape.dim)
+                             if dim.HasField("dim_value")} for i in proto.graph.input]
+
     def _traced_otherwise(self, tensors) -> bool:
-        """Has a CPU tensor of this call another dtype or rank than the traced input it stands for?"""
-        for t, value in zip(tensors, self.graph.inputs):
+        """Has a CPU tensor of this call another dtype or rank than the traced input it stands for, or another
+        size where the model fixes one (a pinning guard's: the traced program's guard names the line)?"""
+        fixed = getattr(self, "_fixed_dims", None) or [{}] * len(tensors)
+        for t, value, sizes in zip(tensors, self.graph.inputs, fixed):
             kind = getattr(value, "type", None)
-            if isinstance(t, torch.Tensor) and t.device.type == "cpu" and isinstance(kind, TensorType) and \
-                    (t.dtype != kind.dtype or t.dim() != len(kind.shape)):
+            if not (isinstance(t, torch.Tensor) and t.device.type == "cpu" and isinstance(kind, TensorType)):
+                continue
+            if t.dtype != kind.dtype or t.dim() != len(kind.shape) or \
+                    any(t.shape[d] != size for d, size in sizes.items() if d < t.dim()):
                 return True
         return False
 

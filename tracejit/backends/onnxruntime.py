@@ -56,6 +56,7 @@ class OrtProgram(TracedCall):
         graph, proto = models[0]
         self._init_call(traced, graph)
         self._init_guard_outputs(proto)
+        self._init_fixed_dims(proto)
         self._init_input_sums(proto)
         self._threads, self._spinning = threads or torch.get_num_threads(), spinning
         self.quantize = quantize

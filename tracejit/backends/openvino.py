@@ -59,6 +59,7 @@ class OpenVinoProgram(TracedCall):
         graph, self.proto = models[0]
         self._init_call(traced, graph)
         self._init_guard_outputs(self.proto)
+        self._init_fixed_dims(self.proto)
         self._init_input_sums(self.proto)
         _refuse_double(graph, self.signature)
         self._ov_tensor = ov.Tensor

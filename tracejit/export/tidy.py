@@ -41,7 +41,11 @@ def fold_constants(model, *, drop_unread: bool = False) -> None:
     goes, for a model whose input sizes are fixed: static_shapes.py)."""
     from onnxscript.optimizer import _constant_folding as folding   # optional dependency (onnx export)
     graph = model.graph
-    unread_before = set() if drop_unread else {id(node) for node in graph} - _read_nodes(graph)
+    # the nodes themselves are held (id -> node), not only their ids: folding frees nodes it replaces, and a node it
+    # creates can get a freed one's id; with ids alone that new node was kept though unread (a dead Split +
+    # SequenceConstruct in about one export in four after other exports: test_vision_ops_export's split test)
+    read = _read_nodes(graph)
+    unread_before = {} if drop_unread else {id(node): node for node in graph if id(node) not in read}
     with np.errstate(all="ignore"):   # log(0) = -inf in T5's position buckets: what the runtime computes, silently
         folding.FoldConstantsPass(shape_inference=True, input_size_limit=FOLD_INPUT_LIMIT,
                                   output_size_limit=FOLD_OUTPUT_LIMIT)(model)
@@ -50,7 +54,8 @@ def fold_constants(model, *, drop_unread: bool = False) -> None:
 
 def drop_unread_nodes(graph, keep=frozenset()) -> None:
     """Remove from ``graph`` (an onnx-ir Graph, changed in place) each node no graph output depends on, except
-    those whose ids are in ``keep``; a node whose value a subgraph still reads stays."""
+    those whose ids are in ``keep`` (a mapping that holds the nodes, so that no id is reused meanwhile); a node
+    whose value a subgraph still reads stays."""
     read = _read_nodes(graph)
     for node in reversed(list(graph)):
         if id(node) not in read and id(node) not in keep and not any(v.uses() for v in node.outputs):
