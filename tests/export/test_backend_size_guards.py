@@ -335,23 +335,25 @@ def test_python_state_is_checked_on_every_call_after_a_signature_passed(backend)
     fresh.drop_original()
     dropped = tracejit.optimize_for_inference(fresh, backend=backend)
     assert program.state_guards is not None and len(program.size_guard_signatures.seen) == 0
-    x = torch.randn(3, 2)
+    calls = [torch.randn(3, 2), torch.randn(5, 2)]   # the traced shape (known to pass) and one remembered
     for p in (program, dropped):
-        for _ in range(2):   # the signature is remembered as passed
+        for x in calls * 2:
             torch.testing.assert_close(p(x), model(x))
     assert len(program.size_guard_signatures.seen) == 1
     try:
-        model.double = False
-        torch.testing.assert_close(program(x), model(x))   # the live traced program traced again
-        with pytest.raises(tracejit.GuardError) as info:
-            dropped(x)
-        assert info.value.source.lineno == line_of("flagged_attribute")
-        model.double = True
-        SCALE_GLOBAL = 3.0
-        torch.testing.assert_close(program(x), model(x))
-        with pytest.raises(tracejit.GuardError) as info:
-            dropped(x)
-        assert info.value.source.lineno == line_of("flagged_global")
+        for x in calls:
+            model.double = False
+            torch.testing.assert_close(program(x), model(x))   # the live traced program traced again
+            with pytest.raises(tracejit.GuardError) as info:
+                dropped(x)
+            assert info.value.source.lineno == line_of("flagged_attribute")
+            model.double = True
+            SCALE_GLOBAL = 3.0
+            torch.testing.assert_close(program(x), model(x))
+            with pytest.raises(tracejit.GuardError) as info:
+                dropped(x)
+            assert info.value.source.lineno == line_of("flagged_global")
+            SCALE_GLOBAL = 2.0
     finally:
         model.double, SCALE_GLOBAL = True, 2.0
 
@@ -383,3 +385,24 @@ def test_torch_state_read_in_forward_is_checked_per_call(backend):
     with pytest.raises(tracejit.GuardError) as info:
         dropped(y)
     assert info.value.source.lineno == line_of("grad_mode_branch")
+
+
+def test_contiguous_tensors_of_the_traced_shapes_skip_the_signature_key():
+    """The check passed on contiguous meta tensors of the traced shapes at build (``remember_traced``): such a call
+    skips it without a key; another shape, dtype or strides still takes the key (and the check once)."""
+    pytest.importorskip("onnxruntime")
+    fn, program = program_for("intermediate_view", "onnxruntime", "dropped")
+    passed = program.size_guard_signatures
+    assert passed.traced == ((torch.Size([4, 2]), torch.float32),)
+    runs = []
+
+    def counting(*args, **kwargs):
+        runs.append(1)
+        return program.size_guards(*args, **kwargs)
+
+    x = torch.randn(4, 2)
+    for args in [(x,), (x,), (torch.randn(2, 4).t(),), (x.double(),), (torch.randn(5, 2),)]:
+        passed.check(counting, args, {})
+    assert len(runs) == 3 and len(passed.seen) == 3   # the traced one never ran; the other three once each
+    with pytest.raises(tracejit.GuardError):
+        program(torch.randn(3, 2))

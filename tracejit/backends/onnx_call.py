@@ -111,6 +111,8 @@ def with_size_guards(program, traced, graph, call):
                                    display=display)
     program.size_guards, program.state_guards = check, state_check
     passed = program.size_guard_signatures = intermediate_sizes.PassedSignatures()
+    if on_meta:
+        passed.remember_traced(check, checked_graph)
 
     def guarded(*args, **kwargs):
         try:
