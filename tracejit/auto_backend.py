@@ -49,7 +49,11 @@ from . import pytree
 from .auto_exactness import check_same, float64_reference
 from .backends import protocol
 from .ir import Value
+from .ops.names import STATE_READS
+from .passes.inline import inline_calls
 from .passes.pipeline import program_device
+from .passes.written import written_values
+from .runtime.state import ModuleState
 from .serialize.archive import save
 from .serialize.file_format import BACKEND_CHOICE_FILE, BACKEND_CHOICES, encode_choice, parse_choice  # noqa: F401
 
@@ -111,6 +115,14 @@ def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, build_budget_s:
         return AutoProgram(traced, program, saved["backend"], f"saved choice (not measured again): {saved['backend']}\n"
                            + saved["report"], {})
     args, kwargs = _example_inputs(traced, example_inputs)
+    state = ModuleState(traced if isinstance(traced, torch.nn.Module) else None)
+    try:
+        return _measure_and_choose(traced, args, kwargs, candidates, budget_s, build_budget_s, clock, state)
+    finally:
+        state.restore_written()   # the measured calls wrote the caller's buffers (a counter in forward): put back
+
+
+def _measure_and_choose(traced, args, kwargs, candidates, budget_s, build_budget_s, clock, state) -> "AutoProgram":
     start = clock()
     build_until = start + build_budget_s
     with torch.no_grad():
@@ -126,6 +138,7 @@ def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, build_budget_s:
             notes[name] = why
             continue
         try:
+            state.restore_written()   # each candidate starts from the state the expected answer started from
             program = _build(name, traced)
             with torch.no_grad():
                 got = program(*args, **kwargs)
@@ -148,6 +161,12 @@ def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, build_budget_s:
     rounds = len(next(iter(samples.values())))
     lines = [f"chose {best}: fastest lower quartile per call on the example inputs ({len(built)} candidates, "
              f"{rounds} interleaved rounds after {WARMUP_CALLS} warm-up calls; {clock() - start:.2f}s)"]
+    if best != "traced" and writes_module_state(traced):
+        # the chosen program holds its own copy of the buffers forward writes, moved on by every measured call:
+        # built again from the caller's state, put back first
+        state.restore_written()
+        built[best] = _build(best, traced)
+        lines.append("  (forward writes module state: the chosen program was built again after the measurement)")
     for name in candidates:
         if name in timings:
             lines.append(f"  {name}: {timings[name] * 1e6:.1f} us (median {_median(samples[name]) * 1e6:.1f} us)"
@@ -155,6 +174,16 @@ def optimize_auto(traced, *, budget_s: float = DEFAULT_BUDGET_S, build_budget_s:
         else:
             lines.append(f"  {name}: {notes[name]}")
     return AutoProgram(traced, built[best], best, "\n".join(lines), timings)
+
+
+def writes_module_state(traced) -> bool:
+    """Does the traced forward write a parameter, buffer or captured tensor in place (``self.count += 1``)?"""
+    graph = getattr(traced, "graph", None)
+    if graph is None:
+        return False
+    flat = inline_calls(graph)
+    written = written_values(flat, writes=True, outputs=False)
+    return any(n.op in STATE_READS and any(id(v) in written for v in n.outputs if v is not None) for n in flat.nodes)
 
 
 def lower_quartile(samples: list[float]) -> float:

@@ -14,7 +14,17 @@ class ModuleState:
 
     def __init__(self, module, rng=None):
         self.buffers = [(b, b.clone()) for b in module.buffers()] if module is not None else []
+        self.versions = [b._version for b, _ in self.buffers]   # each buffer's version when copied (restore_written)
         self.rng = rng
+
+    def restore_written(self) -> None:
+        """Put back only the buffers written since the snapshot (their version moved): a program that writes
+        none sees no write (optimize_for_inference(backend="auto") puts the caller's buffers back this way)."""
+        with torch.no_grad():
+            for i, (b, saved) in enumerate(self.buffers):
+                if b._version != self.versions[i]:
+                    b.copy_(saved)
+                    self.versions[i] = b._version
 
     def restore(self) -> None:
         with torch.no_grad():
