@@ -111,12 +111,15 @@ class OpenVinoProgram(TracedCall):
         if self._static is not None:
             request, lock = self._static_request(shapes, reshaped) or (request, lock)
         make_tensor = self._ov_tensor
+        # C-contiguous copies of strided inputs (channels_last, a slice, an expanded view), held in ``feed`` until
+        # the run is over: a tensor made with shared_memory reads the array's memory without keeping the array
+        # (a temporary copy was freed before the run: wrong answers, silently)
+        feed = [array if array.flags.c_contiguous else array.copy() for array in feed]
         try:
             # the request's own calls: half the per-call cost of InferRequest.infer's Python wrapper
             with lock:
                 for i, array in enumerate(feed):
-                    request.set_input_tensor(i, make_tensor(array if array.flags.c_contiguous
-                                                            else array.copy(), shared_memory=True))
+                    request.set_input_tensor(i, make_tensor(array, shared_memory=True))
                 if self._guard_outputs is None:   # no run can fail on the data (input shapes are checked above)
                     request.infer()
                 else:
