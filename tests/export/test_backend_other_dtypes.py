@@ -70,3 +70,38 @@ def test_a_pinned_size_is_checked_by_the_traced_programs_guard(backend):
     with pytest.raises(tracejit.GuardError) as info:
         dropped(z)
     assert info.value.source.lineno == four_rows.__code__.co_firstlineno + 1
+
+
+class Lookup(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4)
+
+    def forward(self, ids):
+        return self.emb(ids).sum(-1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_failed_run_raises_eagers_exception(backend):
+    """Ids out of eager's range (export/index_checks.py): past the end, onnxruntime's Gather failed with its own
+    message and OpenVINO answered a row of zeros; a negative id picked a row from the end in both. Now the call goes
+    to the traced program, which raises eager's IndexError (the class a caller catches)."""
+    pytest.importorskip(backend)
+    model = Lookup().eval()
+    program = tracejit.optimize_for_inference(tracejit.trace(model, (torch.tensor([[1, 2, 3]]),)), backend=backend)
+    ids = torch.tensor([[4, 5, 9, 0]])
+    with torch.no_grad():
+        torch.testing.assert_close(program(ids), model(ids))
+        for bad in (torch.tensor([[12]]), torch.tensor([[-1]]), torch.tensor([[3, -10, 4]]), torch.tensor([[10]])):
+            with pytest.raises(IndexError):
+                model(bad)
+            with pytest.raises(IndexError):
+                program(bad)
+
+
+def test_a_standalone_file_has_no_index_check_and_modes_are_checked():
+    traced = tracejit.trace(Lookup().eval(), (torch.tensor([[1, 2, 3]]),))
+    ops = [n.op_type for n in tracejit.export_onnx(traced).graph.node]
+    assert "Where" not in ops and "ReduceMin" not in ops   # the default: the file is the traced program's ops
+    with pytest.raises(ValueError, match="index_checks must be None, 'raise' or 'report'"):
+        tracejit.export_onnx(traced, index_checks="always")

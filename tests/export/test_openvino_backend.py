@@ -108,7 +108,7 @@ def test_wrong_arguments_give_the_onnxruntime_backends_errors():
         program = tracejit.optimize_for_inference(traced, backend=backend)
         with pytest.raises(TypeError, match=r"forward\(input: Tensor\[2d\]\).*should be a Tensor; got list"):
             program([1.0] * 16)
-        with pytest.raises(RuntimeError, match=rf"{backend} could not run this call with Tensor\(shape=\(3, 5\)"):
+        with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):   # eager's own error
             program(torch.randn(3, 5))
         with pytest.raises(TypeError, match="keyword arguments"):
             program(torch.randn(3, 16), extra=1)
@@ -193,7 +193,7 @@ def test_static_shapes_past_the_cache_run_dynamic_and_bad_shapes_keep_the_clear_
             assert_close(program(x), fn(x), f"batch {n}")
     assert len(program._static) == MAX_STATIC
     fresh = tracejit.optimize_for_inference(trace(fn, example), backend="openvino", static_shapes=True)
-    with pytest.raises(RuntimeError, match=r"openvino could not run this call with Tensor\(shape=\(3, 5\)"):
+    with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):   # the traced program's
         fresh(torch.randn(3, 5))
     # refused by the shape check before the cache: neither compiled nor remembered as passing
     assert ((3, 5),) not in fresh._static and ((3, 5),) not in fresh._shapes_ok
@@ -206,9 +206,8 @@ def test_shapes_the_model_cannot_take_raise_at_one_inference_thread(static_shape
     fn, example, _ = WORKLOADS["mlp"]()
     program = tracejit.optimize_for_inference(trace(fn, example), backend="openvino", threads=1,
                                               static_shapes=static_shapes)
-    with pytest.raises(RuntimeError, match=r"openvino could not run this call with Tensor\(shape="
-                                           r".*(Incompatible MatMul|rank|dimension)"):
-        program(torch.randn(3, 5))
+    with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):   # refused: the traced
+        program(torch.randn(3, 5))                                                         # program's, eager's error
     with pytest.raises(RuntimeError, match="mat1 and mat2 shapes cannot be multiplied"):
         program(torch.randn(2, 16, 1))   # another rank: the traced program's call, eager's error
     with torch.no_grad():   # good shapes still answer, the bad ones were not remembered as passing

@@ -93,5 +93,5 @@ def test_fast_paths_give_the_general_paths_errors():
     flat = backend(two_in_two_out, torch.randn(2, 3), torch.randn(2, 3))
     with pytest.raises(TypeError, match=r"argument 'y' should be a Tensor; got int"):
         flat(torch.randn(2, 3), 3)
-    with pytest.raises(RuntimeError, match=r"onnxruntime could not run this call with Tensor\(shape=\(2, 3\)"):
+    with pytest.raises(RuntimeError, match="must match the size"):   # eager's own error, from the traced program
         flat(torch.randn(2, 3), torch.randn(4, 5))

@@ -49,19 +49,13 @@ class GuardOutputs:
                 raise RuntimeError(f"{display}: the exported model has {self.count} guard outputs; the trace has "
                                    f"{len(unchecked)} guards it cannot check at the entry")
 
-    def hold(self, outs, alone: bool = False) -> bool:
-        """Are the guard outputs among a run's ``outs`` (the last ``count``; every one of ``outs`` when ``alone``)
-        all True?"""
-        return all(bool(flag) for flag in (outs if alone else outs[len(outs) - self.count:]))
+    def hold(self, outs) -> bool:
+        """Are the guard outputs among a run's ``outs`` (the last ``count``) all True?"""
+        return all(bool(flag) for flag in outs[len(outs) - self.count:])
 
     def strip(self, outs: list) -> list:
         """The program's outputs of ``outs`` (the guard outputs dropped)."""
         return outs[:len(outs) - self.count] if self.count else outs
-
-    def guards_only_model(self, model: bytes) -> bytes:
-        """``model`` (serialized) with the guard outputs as its only outputs and only the nodes they read: it
-        computes the guards alone (where the traced branch's shapes no longer fit the call's data)."""
-        return guards_only(model, self.names)
 
 
 def guards_only(model: bytes, names: list) -> bytes:

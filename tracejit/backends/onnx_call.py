@@ -18,7 +18,7 @@ from ..errors import GuardError, TracerWarning
 from ..export.guards import pinning_guards, plan_guards
 from ..export.onnx_export import export_onnx, input_names, traced_graph
 from .torch_program import optimized
-from ..ir import GUARD, ScalarType, TensorType, Value
+from ..ir import GUARD, ScalarType, Value
 from ..passes.inline import inline_calls
 from ..passes.pipeline import program_device
 from ..runtime import specialize
@@ -27,6 +27,7 @@ from . import intermediate_sizes
 from .guard_outputs import GuardOutputs, after_run_guards, scalar_slice as _scalar_slice
 from .fallback import nonfinite_differs, with_captured_check, with_finite_check
 from .input_sums import add_input_sums, finite, no_float_inputs
+from ..export.index_checks import OUTPUT as INDEX_OUTPUT
 
 
 def prepare(traced, backend: str):
@@ -46,24 +47,31 @@ def prepare(traced, backend: str):
                          f"program holds tensors on {device}. Use backend='torch' (or 'cuda_graphs' on CUDA), or "
                          f"move it to the CPU first (.to('cpu')); tracejit.export_onnx writes a device-free model")
     prepared = optimized(traced, in_memory=False)   # the export reads the saved graph: no in-memory kernels
+    checks = INDEX_CHECKS.get(backend, "report")   # eager's range of embedding ids (export/index_checks.py)
     spec_set = specialize.sets_of(prepared).get("forward")
     extra = spec_set.extra() if spec_set is not None else []
     first = traced_graph(prepared)
     if not extra:
-        return prepared, [(first, _export(prepared, first, first))]
+        return prepared, [(first, _export(prepared, first, first, checks))]
     with warnings.catch_warnings():   # the per-call choice checks every guard: none is left unchecked
         warnings.filterwarnings("ignore", "export_onnx: .* cannot be checked by the ONNX model", TracerWarning)
-        models = [(first, _export(prepared, first, first))]
+        models = [(first, _export(prepared, first, first, checks))]
         for spec in extra:
             graph = inline_calls(spec.graph)
-            models.append((graph, _export(prepared, spec.graph, graph)))
+            models.append((graph, _export(prepared, spec.graph, graph, checks)))
     return prepared, models
 
 
-def _export(prepared, graph, inlined):
+def _export(prepared, graph, inlined, index_checks: str):
     """The ONNX model of one specialization: its data-dependent guards as outputs (checked after each run), the
     other size guards left to the check before each run (``with_size_guards``), not checked in the graph too."""
-    return export_onnx(prepared, graph=graph, guard_outputs=bool(after_run_guards(inlined)), check_guards=False)
+    return export_onnx(prepared, graph=graph, guard_outputs=bool(after_run_guards(inlined)), check_guards=False,
+                       index_checks=index_checks)
+
+
+# how each backend's model keeps eager's range check on embedding ids (export/index_checks.py): onnxruntime's Gather
+# fails a run for an id past the end, so negative ids are made past the end; any other backend reads an output
+INDEX_CHECKS = {"onnxruntime": "raise"}
 
 
 def with_fallbacks(program, traced, graph, call):
@@ -183,6 +191,7 @@ class TracedCall:
     backend = "onnx"
     _guard_outputs = None   # GuardOutputs where the model computes guards (_init_guard_outputs)
     _n_sums = 0   # the model's input sum outputs, after every other output (_init_input_sums)
+    _n_index = 0   # 1 where the model reports its embeddings' id range, before the sums (_init_guard_outputs)
     _finite_in_torch = True   # the arguments are checked for NaN / inf in torch before the run (_init_input_sums)
 
     def _init_call(self, traced, graph) -> None:
@@ -208,6 +217,7 @@ class TracedCall:
         """Check the model's guard outputs (export/guard_outputs.py) after each run, where it has some."""
         checks = GuardOutputs(proto, self.graph, self.signature.split("(")[0])
         self._guard_outputs = checks if checks.count else None
+        self._n_index = int(any(o.name == INDEX_OUTPUT for o in proto.graph.output))
 
     def _init_input_sums(self, proto) -> None:
         """Where this backend computes some op of the graph otherwise than eager on NaN / inf, the model ``proto``
@@ -232,6 +242,9 @@ class TracedCall:
             if not finite(results, self._n_sums):
                 return False
             del results[-self._n_sums:]
+        if self._n_index:   # an embedding id out of eager's range: eager raises IndexError (index_checks.py)
+            if not results.pop(-1):
+                return False
         return self._guard_outputs is None or self._guard_outputs.hold(results)
 
     def _hand_over(self, *args, **kwargs):
@@ -251,46 +264,14 @@ class TracedCall:
         leaves = [next(it) if isinstance(o, Value) else o for o in self._out_leaves]
         return pytree.unflatten(self._out_spec, leaves)
 
-    def _run_failed_on_a_guard(self, tensors) -> bool:
-        """After a failed run: where the model has guard outputs, did one of them fail for this call (computed alone
-        by ``_guard_flags``)? Then the traced branch's shapes no longer fit the data (Mask R-CNN pastes each mask at
-        the traced box size) and the call is the traced program's; otherwise the run's error stands."""
-        flags = getattr(self, "_guard_flags", None)
-        if self._guard_outputs is None or flags is None:
-            return False
-        try:
-            values = flags(tensors)
-        except Exception:  # noqa: BLE001  (the guards cannot be computed either: the run's error stands)
-            return False
-        return not self._guard_outputs.hold(values, alone=True)
-
-    def _after_failure(self, tensors, error: Exception, args, kwargs):
-        """A call whose run failed, or whose shapes the runtime refused (``error``: what to raise): the traced
-        program's (``_safe``) where a guard output, computed alone, fails for it, or where a tensor has another
-        dtype, rank or pinned size than the trace's (the model takes the traced ones; eager computes in the call's:
-        the traced program's guards decide, a live object traces again, a loaded one raises the GuardError naming
-        the line); else ``error`` stands."""
-        if self._traced_otherwise(tensors) or self._run_failed_on_a_guard(tensors):
-            return self._hand_over(*args, **kwargs)
-        raise error from None
-
-    def _init_fixed_dims(self, proto) -> None:
-        """The sizes the model fixes (a guard pinned them: ``x.size(0) == 4``): per input, ``{dim: size}``."""
-        self._fixed_dims = [{d: dim.dim_value for d, dim in enumerate(i.type.tensor_type.shape.dim)
-                             if dim.HasField("dim_value")} for i in proto.graph.input]
-
-    def _traced_otherwise(self, tensors) -> bool:
-        """Has a CPU tensor of this call another dtype or rank than the traced input it stands for, or another
-        size where the model fixes one (a pinning guard's: the traced program's guard names the line)?"""
-        fixed = getattr(self, "_fixed_dims", None) or [{}] * len(tensors)
-        for t, value, sizes in zip(tensors, self.graph.inputs, fixed):
-            kind = getattr(value, "type", None)
-            if not (isinstance(t, torch.Tensor) and t.device.type == "cpu" and isinstance(kind, TensorType)):
-                continue
-            if t.dtype != kind.dtype or t.dim() != len(kind.shape) or \
-                    any(t.shape[d] != size for d, size in sizes.items() if d < t.dim()):
-                return True
-        return False
+    def _after_failure(self, args, kwargs):
+        """A call whose run failed, or whose shapes the runtime refused, is the traced program's (``_safe``): its
+        guards decide and its ops compute in the call's dtypes (another dtype, rank or pinned size than the
+        trace's; a guard output that failed where the traced branch's shapes no longer fit the data: Mask R-CNN
+        pastes each mask at the traced box size), so the answer is eager's, or eager's own error with the traced
+        line (an index out of range: IndexError, as eager), or the GuardError naming the line (a loaded program);
+        never the runtime's message about ONNX nodes."""
+        return self._hand_over(*args, **kwargs)
 
     def _run_error(self, tensors, e: Exception) -> RuntimeError:
         """The runtime's errors name ONNX nodes, not the user's call: say which call failed."""

@@ -56,7 +56,6 @@ class OrtProgram(TracedCall):
         graph, proto = models[0]
         self._init_call(traced, graph)
         self._init_guard_outputs(proto)
-        self._init_fixed_dims(proto)
         self._init_input_sums(proto)
         self._threads, self._spinning = threads or torch.get_num_threads(), spinning
         self.quantize = quantize
@@ -71,7 +70,7 @@ class OrtProgram(TracedCall):
                                                                                                           None)
         self._run = _run_of(self.session)
         self._output_names = [o.name for o in self.session.get_outputs()]
-        self._plain_out = (len(self._out_leaves) == len(self._output_names) - self._n_sums
+        self._plain_out = (len(self._out_leaves) == len(self._output_names) - self._n_sums - self._n_index
                            and all(isinstance(o, Value) for o in self._out_leaves))
         self._call = with_size_guards(self, traced, graph, with_fallbacks(self, traced, graph, self._fast_call()))
         if _model is None:   # every other specialization: its own session, chosen per call by its guards
@@ -136,8 +135,8 @@ class OrtProgram(TracedCall):
         tensor or a flat tuple of tensors in; one tensor or a flat tuple / list of tensors out),
         the general path otherwise. Both hand onnxruntime numpy views and wrap its numpy results."""
         run, out_names, names, n = self._run, self._output_names, self._names, self._n_inputs
-        from_numpy, general, checked_feed, run_error, failed = torch.from_numpy, self._call_general, \
-            self._checked_feed, self._run_error, self._after_failure
+        from_numpy, general, checked_feed, failed = torch.from_numpy, self._call_general, self._checked_feed, \
+            self._after_failure
         n_sums, safe = self._n_sums, self._hand_over   # the fast paths: no guard outputs (_plain_out), sums inline
         out_kind = self._out_spec.kind if self._out_spec is not None else "leaf"
         flat_out = self._plain_out and (out_kind == "leaf" or (
@@ -159,8 +158,8 @@ class OrtProgram(TracedCall):
                     feed = checked_feed(args)
                 try:
                     results = (run if shape is None or x.shape == shape else run_for(args))(out_names, feed, None)
-                except Exception as e:  # noqa: BLE001
-                    return failed(args, run_error(args, e), args, kwargs)
+                except Exception:  # noqa: BLE001  (the traced program answers, or raises eager's error)
+                    return failed(args, kwargs)
                 if n_sums and not finite(results, n_sums):
                     return safe(*args, **kwargs)
                 return from_numpy(results[0])
@@ -176,8 +175,8 @@ class OrtProgram(TracedCall):
             try:
                 results = (run if shapes is None or [t.shape for t in args] == shapes else run_for(args))(
                     out_names, feed, None)
-            except Exception as e:  # noqa: BLE001
-                return failed(args, run_error(args, e), args, kwargs)
+            except Exception:  # noqa: BLE001  (the traced program answers, or raises eager's error)
+                return failed(args, kwargs)
             if n_sums:
                 if not finite(results, n_sums):
                     return safe(*args, **kwargs)
@@ -196,18 +195,11 @@ class OrtProgram(TracedCall):
             feed = self._checked_feed(tensors)
         try:
             results = self._run_for(tensors)(self._output_names, feed, None)
-        except Exception as e:  # noqa: BLE001
-            return self._after_failure(tensors, self._run_error(tensors, e), args, kwargs)
+        except Exception:  # noqa: BLE001  (the traced program answers, or raises eager's error)
+            return self._after_failure(args, kwargs)
         if not self._answers(results):
             return self._hand_over(*args, **kwargs)
         return self._outputs([torch.from_numpy(r) for r in results], self._plain_out)
-
-    def _guard_flags(self, tensors) -> list:
-        """The model's guard outputs alone for this call: a session of the model whose only outputs they are
-        (onnxruntime drops the nodes they do not read), opened on the first call that needs it."""
-        if getattr(self, "_guards_session", None) is None:
-            self._guards_session = self._open({}, model=self._guard_outputs.guards_only_model(self._model_bytes))
-        return self._guards_session.run(self._guard_outputs.names, self._checked_feed(tensors))
 
     def __repr__(self) -> str:
         return f"<OrtProgram {self.signature}>"

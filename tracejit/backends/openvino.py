@@ -59,7 +59,6 @@ class OpenVinoProgram(TracedCall):
         graph, self.proto = models[0]
         self._init_call(traced, graph)
         self._init_guard_outputs(self.proto)
-        self._init_fixed_dims(self.proto)
         self._init_input_sums(self.proto)
         _refuse_double(graph, self.signature)
         self._ov_tensor = ov.Tensor
@@ -76,7 +75,7 @@ class OpenVinoProgram(TracedCall):
         self.request = self.compiled.create_infer_request()
         self._lock = threading.Lock()   # one request: calls from several threads take turns
         self._n_outputs = len(self.compiled.outputs)
-        self._plain_out = (len(self._out_leaves) == self._n_outputs - self._n_sums
+        self._plain_out = (len(self._out_leaves) == self._n_outputs - self._n_sums - self._n_index
                            and all(isinstance(o, Value) for o in self._out_leaves))
         self._single = self._plain_out and self._out_spec is None
         self._ov = ov
@@ -105,8 +104,8 @@ class OpenVinoProgram(TracedCall):
         shapes = tuple(a.shape for a in feed)
         try:
             reshaped = None if shapes in self._shapes_ok else self._check_shapes(tensors, shapes)
-        except RuntimeError as refused:   # shapes the model refuses (the run error, raised by _check_shapes)
-            return self._after_failure(tensors, refused, args, kwargs)
+        except RuntimeError:   # shapes the model refuses (raised by _check_shapes): the traced program's call
+            return self._after_failure(args, kwargs)
         request, lock = self.request, self._lock
         if self._static is not None:
             request, lock = self._static_request(shapes, reshaped) or (request, lock)
@@ -131,9 +130,9 @@ class OpenVinoProgram(TracedCall):
                     request.wait()
                 # copies: the request's output buffers are overwritten by the next call
                 results = [request.get_output_tensor(i).data.copy() for i in range(self._n_outputs)]
-        except Exception as e:  # noqa: BLE001
+        except Exception:  # noqa: BLE001  (the traced program answers, or raises eager's error)
             self._renew(request, shapes)
-            return self._after_failure(tensors, self._run_error(tensors, e), args, kwargs)
+            return self._after_failure(args, kwargs)
         if not self._answers(results):
             return self._hand_over(*args, **kwargs)
         if self._single:
@@ -198,17 +197,6 @@ class OpenVinoProgram(TracedCall):
                 hit = None
             self._static[shapes] = hit
             return hit
-
-    def _guard_flags(self, tensors) -> list:
-        """The model's guard outputs alone for this call (``_run_error``: the traced branch's shapes no longer fit
-        the call's data): the model reduced to them (backends/guard_outputs.py), compiled on the first call that
-        needs it."""
-        compiled = self.__dict__.get("_guards_compiled")
-        if compiled is None:
-            alone = self.core.read_model(self._guard_outputs.guards_only_model(self.proto.SerializeToString()), b"")
-            compiled = self._guards_compiled = self.core.compile_model(alone, "CPU", self.config)
-        results = compiled(list(self._checked_feed(tensors).values()))
-        return [results[port] for port in compiled.outputs]
 
     def __repr__(self) -> str:
         return f"<OpenVinoProgram {self.signature}{'' if self.precision == 'f32' else ' ' + self.precision}>"

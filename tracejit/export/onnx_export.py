@@ -23,6 +23,7 @@ from .dtypes import onnx_dtype
 from .errors import ExportError
 from .guard_outputs import METADATA_KEY as GUARDS_METADATA, add_outputs as add_guard_outputs
 from .guard_outputs import check_supported as checked_guard_form
+from .index_checks import MODES as INDEX_MODES, add_output as add_index_output
 from .guards import plan_guards, refuse_changed_globals, warn_unchecked
 from .lowering import Lowering
 from .model_check import check_and_infer
@@ -44,7 +45,7 @@ MAX_FILE_NODES = 10_000
 
 def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False,
                 graph: Graph | None = None, max_nodes: int | None = None, guard_outputs: bool = False,
-                check_guards: bool = True):
+                check_guards: bool = True, index_checks: str | None = None):
     """Write ``traced`` (a Program, tracejit/program.py, or a TracedModule / TracedFunction, whose Program is
     exported: ``program_of``) as an ONNX model to ``f`` (a path or a
     binary file object; None: only return it). Returns the ``onnx.ModelProto``. ``doc_strings``:
@@ -59,7 +60,9 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
     other outputs are the traced branch's answer (export/guard_outputs.py). By default value guards refuse the
     export. ``check_guards``: the model checks the size guards it cannot check at its entry itself (a run where one
     fails stops with an error naming it: guard_checks.py); False leaves them unchecked, listed and warned about
-    (for a caller that checks them before each run: the onnxruntime / OpenVINO backends).
+    (for a caller that checks them before each run: the onnxruntime / OpenVINO backends). ``index_checks``
+    (None, "raise" or "report"): how the model keeps eager's range check on embedding ids (export/index_checks.py:
+    the backends' models).
 
     >>> import torch, tracejit
     >>> traced = tracejit.trace(lambda x: torch.relu(x) * 2, torch.randn(2, 3))
@@ -74,7 +77,8 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
                                                                       doc_strings=doc_strings, graph=graph,
                                                                       max_nodes=max_nodes,
                                                                       guard_outputs=guard_outputs,
-                                                                      check_guards=check_guards))
+                                                                      check_guards=check_guards,
+                                                                      index_checks=index_checks))
     try:
         proto = check_and_infer(onnx, proto)   # on a copy without the weights' bytes (model_check.py)
     except Exception as e:  # noqa: BLE001  (named by its class too: a MemoryError's message is empty)
@@ -176,7 +180,7 @@ def _identifier(text: str) -> str:
 
 def build_model(traced, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False,
                 graph: Graph | None = None, max_nodes: int | None = None, guard_outputs: bool = False,
-                check_guards: bool = True):
+                check_guards: bool = True, index_checks: str | None = None):
     """The onnx-ir Model of ``traced``'s ``method`` (or of ``graph``, one of its specializations);
     ``max_nodes``: see export_onnx."""
     if opset is not None and not (isinstance(opset, int) and opset >= DEFAULT_OPSET):
@@ -202,6 +206,9 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
         checked = [g for g in unchecked if check_guards and guard_checks.has_form(g)]
         unchecked = [g for g in unchecked if not (check_guards and guard_checks.has_form(g))]
         lowering.guard_checks = guard_checks.GuardChecks(checked, graph)
+    if index_checks not in (None, *INDEX_MODES):
+        raise ValueError(f"export_onnx: index_checks must be None, 'raise' or 'report'; got {index_checks!r}")
+    lowering.index_checks = index_checks
     notes = SourceNotes(onnx_graph, program, graph, method) if doc_strings else None
     for k, (v, name) in enumerate(zip(graph.inputs, input_names(graph))):
         if not hasattr(v.type, "shape"):
@@ -216,6 +223,8 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
         _add_outputs(builder, lowering, graph)
         if guard_outputs and unchecked:
             guards_text = add_guard_outputs(builder, [lowering.guard_values[id(g)] for g in unchecked], unchecked)
+        if lowering.index_flags:
+            add_index_output(builder, lowering.index_flags)
     drop_unused_pool_indices(onnx_graph)
     keep_pads_out_of_max_pool(onnx_graph)
     model = ir.Model(onnx_graph, ir_version=10, producer_name="tracejit")
