@@ -105,3 +105,35 @@ def test_a_standalone_file_has_no_index_check_and_modes_are_checked():
     assert "Where" not in ops and "ReduceMin" not in ops   # the default: the file is the traced program's ops
     with pytest.raises(ValueError, match="index_checks must be None, 'raise' or 'report'"):
         tracejit.export_onnx(traced, index_checks="always")
+
+
+class Picks(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(6, 4))
+
+    def forward(self, rows, cols):
+        picked = self.table[rows]                                          # [-6, 6)
+        selected = torch.index_select(self.table, 0, cols)                # [0, 6)
+        gathered = torch.gather(self.table, 1, cols[:, None] % 4 - (cols[:, None] < 0).long() * 5)   # [0, 4)
+        return picked.sum(-1), selected.sum(-1), gathered.sum(-1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_index_select_gather_and_indexing_keep_eagers_range(backend):
+    """index_select / gather take [0, n), ``x[i]`` takes [-n, n): in range the answer is eager's (negative rows
+    too), out of range eager's IndexError, where a runtime wrapped the index or answered zeros."""
+    pytest.importorskip(backend)
+    model = Picks().eval()
+    program = tracejit.optimize_for_inference(
+        tracejit.trace(model, (torch.tensor([1, 2]), torch.tensor([0, 3]))), backend=backend)
+    with torch.no_grad():
+        for rows, cols in [(torch.tensor([5, -6, 0]), torch.tensor([5, 0, 2])), (torch.tensor([-1]), torch.tensor([4]))]:
+            for g, w in zip(program(rows, cols), model(rows, cols)):
+                torch.testing.assert_close(g, w)
+        for rows, cols in [(torch.tensor([6, 1]), torch.tensor([0, 1])), (torch.tensor([-7, 1]), torch.tensor([0, 1])),
+                           (torch.tensor([1, 1]), torch.tensor([6, 1])), (torch.tensor([1, 1]), torch.tensor([-1, 1]))]:
+            with pytest.raises((IndexError, RuntimeError)) as eager:
+                model(rows, cols)
+            with pytest.raises(type(eager.value)):
+                program(rows, cols)

@@ -1,20 +1,23 @@
-"""Eager's range check on embedding ids, kept by the models of the onnxruntime / OpenVINO backends.
+"""Eager's range check on gathered indices, kept by the models of the onnxruntime / OpenVINO backends.
 
-``torch.embedding`` raises IndexError for an id outside ``[0, num_embeddings)``. Its ONNX form, ``Gather``, does
-not: a negative id picks a row from the end (onnxruntime and OpenVINO), and an id past the end fails the run in
-onnxruntime but gives a row of zeros in OpenVINO: an answer where eager raises. For an embedding whose ids are not
-computed from constants and sizes alone, a model exported for a backend (``index_checks``) therefore holds:
+``torch.embedding``, ``index_select`` and ``gather`` raise IndexError for an index outside ``[0, n)``; ``x[i]``
+with an index tensor for one outside ``[-n, n)``. Their ONNX forms (Gather, GatherElements, GatherND) do not: a
+negative index picks from the end (onnxruntime and OpenVINO), and one past the end fails the run in onnxruntime
+but gives zeros in OpenVINO: an answer where eager raises. For indices not computed from constants and sizes
+alone, a model exported for a backend (``index_checks``) therefore holds:
 
-* ``"raise"`` (onnxruntime): the ids with each negative one replaced by ``rows``, so that onnxruntime's Gather
-  fails the run for it as for any id past the end (two elementwise nodes on the ids, no output to read);
+* ``"raise"`` (onnxruntime): where negatives are not allowed, each negative index replaced by ``n``, so that
+  onnxruntime's gather fails the run for it as for any index past the end (two elementwise nodes, no output);
 * ``"report"`` (OpenVINO): one boolean output, ``tracejit_index_ok``, after the guard outputs: every checked
-  embedding's least id >= 0 and greatest id < rows.
+  index tensor's least and greatest value in range.
 
 Either way the backend hands such a call to the traced program (a failed run, or a False output:
 backends/onnx_call.py), which raises eager's IndexError. A standalone file has neither (the default): a caller
 would have to know.
 """
 from __future__ import annotations
+
+import torch
 
 from ._deps import require
 from .special_ops import constant_like, handles
@@ -28,23 +31,73 @@ MODES = ("raise", "report")
 
 @handles("aten::embedding.default", "aten::embedding")
 def embedding(cx, node, args, kwargs):
-    """torch_lib's Gather, with the ids' range checked as the lowering's ``index_checks`` mode says."""
+    """torch_lib's Gather, the ids in ``[0, rows)`` as eager checks them."""
+    if len(node.args) > 1 and _checked(cx, node.args[1]):
+        args = [args[0], _in_range(cx, args[1], _size(args[0], 0), negative_ok=False), *args[2:]]
+    return cx.call_aten("aten::embedding", args, kwargs)
+
+
+@handles("aten::index_select.default", "aten::index_select")
+def index_select(cx, node, args, kwargs):
+    """``x.index_select(dim, index)``: the index in ``[0, x.size(dim))``."""
+    if len(node.args) > 2 and isinstance(args[1], int) and _checked(cx, node.args[2]):
+        args = [args[0], args[1], _in_range(cx, args[2], _size(args[0], _dim(node, args[1])), negative_ok=False)]
+    return cx.call_aten("aten::index_select", args, kwargs)
+
+
+@handles("aten::gather.default", "aten::gather")
+def gather(cx, node, args, kwargs):
+    """``torch.gather(x, dim, index)``: the index in ``[0, x.size(dim))``."""
+    if len(node.args) > 2 and isinstance(args[1], int) and _checked(cx, node.args[2]):
+        args = [args[0], args[1], _in_range(cx, args[2], _size(args[0], _dim(node, args[1])), negative_ok=False),
+                *args[3:]]
+    return cx.call_aten("aten::gather", args, kwargs)
+
+
+@handles("aten::index.Tensor")
+def index(cx, node, args, kwargs):
+    """``x[i, j]`` with integer index tensors: each in ``[-n, n)`` of its dimension (onnxruntime's GatherND fails a
+    run past that itself; OpenVINO's answers zeros: reported)."""
+    if getattr(cx, "index_checks", None) == "report" and len(node.args) > 1 and isinstance(node.args[1], (list, tuple)):
+        for d, (traced, value) in enumerate(zip(node.args[1], args[1])):
+            if traced is not None and not _is_mask(traced) and _checked(cx, traced):
+                _in_range(cx, value, _size(args[0], d), negative_ok=True)
+    return cx.call_aten(node.op, args, kwargs)
+
+
+def _checked(cx, ids) -> bool:
+    """Is the range of the traced tensor ``ids`` to be checked (a mode is set; not constants and sizes alone)?"""
     from .guards import _constant_only   # (export/guards.py imports the lowering's modules)
-    mode = getattr(cx, "index_checks", None)
-    rows = getattr(getattr(node.args[0], "type", None), "shape", (None,))[0] if node.args else None
-    ids = node.args[1] if len(node.args) > 1 else None
-    if mode is None or ids is None or not isinstance(rows, int) or _constant_only([ids], {}, sizes=True):
-        return cx.call_aten("aten::embedding", args, kwargs)
-    weight, id_values, *rest = args
-    if mode == "raise":
-        past_the_end = constant_like(cx, rows, id_values)
-        id_values = op.Where(op.Less(id_values, constant_like(cx, 0, id_values)), past_the_end, id_values)
-    else:
-        least = op.ReduceMin(id_values, keepdims=0)
-        greatest = op.ReduceMax(id_values, keepdims=0)
-        cx.index_flags.append(op.And(op.GreaterOrEqual(least, constant_like(cx, 0, least)),
-                                     op.Less(greatest, constant_like(cx, rows, greatest))))
-    return cx.call_aten("aten::embedding", [weight, id_values, *rest], kwargs)
+    return getattr(cx, "index_checks", None) is not None and ids is not None and not isinstance(ids, (int, float)) \
+        and not _constant_only([ids], {}, sizes=True)
+
+
+def _is_mask(traced) -> bool:
+    return getattr(getattr(traced, "type", None), "dtype", None) in (torch.bool, torch.uint8)
+
+
+def _dim(node, dim: int) -> int:
+    return dim + len(node.args[0].type.shape) if dim < 0 else dim
+
+
+def _size(x, dim: int):
+    """``x.size(dim)`` at run time, a 0-d int64."""
+    return op.Squeeze(op.Shape(x, start=dim, end=dim + 1))
+
+
+def _in_range(cx, ids, size, negative_ok: bool):
+    """``ids`` checked against ``[0, size)`` (``[-size, size)`` where ``negative_ok``), as the mode says: "raise"
+    makes a negative id past the end (onnxruntime fails the run there; nothing to do where negatives are allowed),
+    "report" records the flag of the output. Returns the ids to gather with."""
+    size = size if ids.dtype == ir.DataType.INT64 else op.Cast(size, to=ids.dtype)
+    if cx.index_checks == "raise":
+        if negative_ok:
+            return ids
+        return op.Where(op.Less(ids, constant_like(cx, 0, ids)), size, ids)
+    low = op.Neg(size) if negative_ok else constant_like(cx, 0, ids)
+    cx.index_flags.append(op.And(op.GreaterOrEqual(op.ReduceMin(ids, keepdims=0), low),
+                                 op.Less(op.ReduceMax(ids, keepdims=0), size)))
+    return ids
 
 
 def add_output(builder, flags: list) -> None:
