@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from ._deps import require
+from .guards import _constant_only as from_constants_and_sizes
 from .special_ops import constant_like, handles
 
 ir = require("onnx_ir")
@@ -67,9 +68,8 @@ def index(cx, node, args, kwargs):
 
 def _checked(cx, ids) -> bool:
     """Is the range of the traced tensor ``ids`` to be checked (a mode is set; not constants and sizes alone)?"""
-    from .guards import _constant_only   # (export/guards.py imports the lowering's modules)
     return getattr(cx, "index_checks", None) is not None and ids is not None and not isinstance(ids, (int, float)) \
-        and not _constant_only([ids], {}, sizes=True)
+        and not from_constants_and_sizes([ids], {}, sizes=True)
 
 
 def _is_mask(traced) -> bool:
