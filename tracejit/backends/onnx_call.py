@@ -47,7 +47,7 @@ def prepare(traced, backend: str):
                          f"program holds tensors on {device}. Use backend='torch' (or 'cuda_graphs' on CUDA), or "
                          f"move it to the CPU first (.to('cpu')); tracejit.export_onnx writes a device-free model")
     prepared = optimized(traced, in_memory=False)   # the export reads the saved graph: no in-memory kernels
-    checks = INDEX_CHECKS.get(backend, "report")   # eager's range of embedding ids (export/index_checks.py)
+    checks = INDEX_CHECKS.get(backend, "report")   # eager's range of gathered indices (export/index_checks.py)
     spec_set = specialize.sets_of(prepared).get("forward")
     extra = spec_set.extra() if spec_set is not None else []
     first = traced_graph(prepared)
@@ -69,8 +69,8 @@ def _export(prepared, graph, inlined, index_checks: str):
                        index_checks=index_checks)
 
 
-# how each backend's model keeps eager's range check on embedding ids (export/index_checks.py): onnxruntime's Gather
-# fails a run for an id past the end, so negative ids are made past the end; any other backend reads an output
+# how each backend's model keeps eager's range check on gathered indices (export/index_checks.py): onnxruntime's
+# gathers fail a run past the end, so a refused negative index is made past the end; any other backend reads an output
 INDEX_CHECKS = {"onnxruntime": "raise"}
 
 
@@ -191,7 +191,7 @@ class TracedCall:
     backend = "onnx"
     _guard_outputs = None   # GuardOutputs where the model computes guards (_init_guard_outputs)
     _n_sums = 0   # the model's input sum outputs, after every other output (_init_input_sums)
-    _n_index = 0   # 1 where the model reports its embeddings' id range, before the sums (_init_guard_outputs)
+    _n_index = 0   # 1 where the model reports its gathered indices' range, before the sums (_init_guard_outputs)
     _finite_in_torch = True   # the arguments are checked for NaN / inf in torch before the run (_init_input_sums)
 
     def _init_call(self, traced, graph) -> None:
@@ -242,7 +242,7 @@ class TracedCall:
             if not finite(results, self._n_sums):
                 return False
             del results[-self._n_sums:]
-        if self._n_index:   # an embedding id out of eager's range: eager raises IndexError (index_checks.py)
+        if self._n_index:   # an index out of eager's range: eager raises IndexError (index_checks.py)
             if not results.pop(-1):
                 return False
         return self._guard_outputs is None or self._guard_outputs.hold(results)

@@ -101,7 +101,7 @@ def _in_range(cx, ids, size, negative_ok: bool):
 
 
 def add_output(builder, flags: list) -> None:
-    """``tracejit_index_ok``: every flag (one per checked embedding) True."""
+    """``tracejit_index_ok``: every flag (one per checked index tensor) True."""
     combined = flags[0]
     for flag in flags[1:]:
         combined = op.And(combined, flag)

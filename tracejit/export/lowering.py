@@ -27,7 +27,7 @@ from .special_ops import HANDLERS
 from .torch_lib_lookup import lookup
 from . import attention, edge_values, grouped_mm, recurrent, sym_lowering, torch_lib_fixes, unlisted_ops, vision_ops  # noqa: E402,F401  (register their handlers)
 from . import convolution, fusable_forms, guard_checks, guard_outputs, sequences, view_writes  # noqa: E402,F401  (handlers register)
-from . import index_checks  # noqa: E402,F401  (registers aten::embedding's handler)
+from . import index_checks  # noqa: E402,F401  (registers the gathers' handlers)
 
 ir = require("onnx_ir")
 from onnxscript.onnx_opset import opset18 as op  # noqa: E402
@@ -54,8 +54,8 @@ class Lowering:
         self.alias_roots = view_writes.alias_roots(graph)   # views -> the tensor they view
         self.guard_values: dict | None = None   # id(guard node) -> its boolean, for the guards made outputs
         self.guard_checks = None   # the size guards the graph checks (guard_checks.GuardChecks)
-        self.index_checks = None   # None, "raise" or "report": the embeddings' id range (index_checks.py)
-        self.index_flags: list = []   # "report": one boolean per checked embedding
+        self.index_checks = None   # None, "raise" or "report": gathered indices' range (index_checks.py)
+        self.index_flags: list = []   # "report": one boolean per checked index tensor
 
     # ------------------------------------------------------------------ args
     def arg(self, a):

@@ -61,7 +61,7 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
     export. ``check_guards``: the model checks the size guards it cannot check at its entry itself (a run where one
     fails stops with an error naming it: guard_checks.py); False leaves them unchecked, listed and warned about
     (for a caller that checks them before each run: the onnxruntime / OpenVINO backends). ``index_checks``
-    (None, "raise" or "report"): how the model keeps eager's range check on embedding ids (export/index_checks.py:
+    (None, "raise" or "report"): how the model keeps eager's range check on gathered indices (export/index_checks.py:
     the backends' models).
 
     >>> import torch, tracejit
