@@ -38,7 +38,7 @@ def collapse_reshape_chains(graph) -> int:
                 or out.shape is None or not out.shape.is_static() or first.inputs[0] is None):
             continue
         dims = np.array([int(d) for d in out.shape], dtype=np.int64)
-        target = ir.Value(name=f"{out.name}_collapsed_shape", shape=ir.Shape([len(dims)]),
+        target = ir.Value(name=free_name(graph, f"{out.name}_collapsed_shape"), shape=ir.Shape([len(dims)]),
                           type=ir.TensorType(ir.DataType.INT64), const_value=ir.tensor(dims))
         graph.register_initializer(target)
         # allowzero: a 0 in the target is a size, never "copy the input's dim"; only where there is one (onnxruntime
@@ -48,6 +48,23 @@ def collapse_reshape_chains(graph) -> int:
         replace_node(graph, node, single, [first])   # its one use was the link replaced
         rewritten += 1
     return rewritten
+
+
+def drop_identity_reshapes(graph) -> int:
+    """Remove each reshape link of ``graph`` (an onnx-ir Graph, changed in place) whose input already has its static
+    output shape (not a graph output): its readers read the input; returns how many."""
+    dropped = 0
+    for node in list(graph):
+        if not _is_reshape(node) or node.inputs[0] is None:
+            continue
+        source, out = node.inputs[0], node.outputs[0]
+        if (out.is_graph_output() or out.shape is None or source.shape is None or not out.shape.is_static()
+                or not source.shape.is_static() or tuple(source.shape) != tuple(out.shape)):
+            continue
+        out.replace_all_uses_with(source)
+        graph.remove(node, safe=True)
+        dropped += 1
+    return dropped
 
 
 def drop_needless_allowzero(graph) -> int:
@@ -64,6 +81,15 @@ def drop_needless_allowzero(graph) -> int:
         node.attributes.pop("allowzero")
         cleared += 1
     return cleared
+
+
+def free_name(graph, name: str) -> str:
+    """``name``, or ``name`` with a number after it where an initializer of ``graph`` has it (the passes may run
+    twice; names are not always unique in the model torch_lib writes)."""
+    taken, k, free = graph.initializers, 1, name
+    while free in taken:
+        free, k = f"{name}_{k}", k + 1
+    return free
 
 
 def _is_reshape(node) -> bool:

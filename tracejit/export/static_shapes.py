@@ -11,7 +11,9 @@ constant folding, which propagates the sizes through each reshape (GPT-2: 372 ->
 onnxruntime's optimizer against torch.onnx's 75). The result is valid for those sizes only: the onnxruntime
 backend runs it for calls of the traced shapes and the dynamic model for any other. Nodes no output reads
 (BERT's pooler when the model returns the hidden states) are dropped from it: onnxruntime runs them otherwise;
-each chain of reshapes becomes one (reshape_chains.py), each ``ReduceSum / count`` one ``ReduceMean``
+a transformer's activations between its linears are computed as ``(tokens, features)`` matrices where that saves
+the reshapes onnxruntime writes around each Gemm (token_rows.py), each chain of reshapes becomes one and a reshape to
+its input's own shape none (reshape_chains.py), each ``ReduceSum / count`` one ``ReduceMean``
 (reduce_means.py), each concat of concats along one axis one Concat (concat_chains.py).
 """
 from __future__ import annotations
@@ -19,8 +21,9 @@ from __future__ import annotations
 from ._deps import require
 from .concat_chains import flatten_concats
 from .reduce_means import restore_reduce_means
-from .reshape_chains import collapse_reshape_chains, drop_needless_allowzero
+from .reshape_chains import collapse_reshape_chains, drop_identity_reshapes, drop_needless_allowzero
 from .tidy import fold_constants
+from .token_rows import flatten_token_rows
 
 
 def with_input_sizes(proto, sizes: dict[str, int]):
@@ -41,7 +44,9 @@ def with_input_sizes(proto, sizes: dict[str, int]):
             dim.Clear()   # an unknown size: inferred again (an output axis may be named after an input axis)
     model = ir.serde.deserialize_model(fixed)
     fold_constants(model, drop_unread=True)   # nodes no output reads: onnxruntime would run them
+    flatten_token_rows(model.graph)   # a transformer's rows between its linears as matrices (token_rows.py)
     collapse_reshape_chains(model.graph)   # the sizes are known: a chain of reshapes is one (reshape_chains.py)
+    drop_identity_reshapes(model.graph)   # and a reshape to the shape its input has is none
     drop_needless_allowzero(model.graph)   # a constant target without a 0: onnxruntime merges the reshape then
     flatten_concats(model.graph)   # a concat of concats along one axis is one (concat_chains.py)
     restore_reduce_means(model.graph)   # and no reduced axis is empty: a mean is one ReduceMean (reduce_means.py)
