@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import tracejit
+from tracejit.passes.inline import inline_calls
 from tracejit.runtime import specialize
 
 pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
@@ -385,6 +386,49 @@ def test_torch_state_read_in_forward_is_checked_per_call(backend):
     with pytest.raises(tracejit.GuardError) as info:
         dropped(y)
     assert info.value.source.lineno == line_of("grad_mode_branch")
+
+
+class FastpathLayer(torch.nn.Module):
+    """Reads a torch flag in forward, as each ``nn.MultiheadAttention`` of torchvision's ViT does."""
+
+    def __init__(self, factor: float):
+        super().__init__()
+        self.factor = factor
+
+    def forward(self, x):
+        if torch.backends.mha.get_fastpath_enabled():  # @fastpath_layer
+            return x * self.factor
+        return x + 1
+
+
+FASTPATH_LAYERS = torch.nn.Sequential(FastpathLayer(2.0), FastpathLayer(3.0)).eval()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_state_read_repeated_in_forward_is_checked_once_per_call(backend):
+    """The exported programs check the state before the run: one read of a torch flag answers for every read of it
+    in forward, and it still decides each call (the first read's line is named)."""
+    pytest.importorskip(backend)
+    x = torch.randn(4)
+    traced = tracejit.trace(FASTPATH_LAYERS, (x,), check_trace=False)
+    fresh = tracejit.trace(FASTPATH_LAYERS, (x,), check_trace=False)
+    fresh.drop_original()
+    reads = [n for n in inline_calls(traced.graph).nodes if "get_fastpath_enabled" in str(n.attrs.get("test"))]
+    assert len(reads) == 2   # the trace guards each layer's read
+    program = tracejit.optimize_for_inference(traced, backend=backend)
+    dropped = tracejit.optimize_for_inference(fresh, backend=backend)
+    assert program.state_guards.code.count("get_fastpath_enabled() !=") == 1
+    y = torch.randn(4)
+    torch.testing.assert_close(program(y), y * 6)
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        torch.testing.assert_close(program(y), FASTPATH_LAYERS(y))   # the live program traced again: y + 2
+        torch.testing.assert_close(program(y), y + 2)
+        with pytest.raises(tracejit.GuardError) as info:
+            dropped(y)
+        assert info.value.source.lineno == line_of("fastpath_layer")
+    finally:
+        torch.backends.mha.set_fastpath_enabled(True)
 
 
 def test_contiguous_tensors_of_the_traced_shapes_skip_the_signature_key():
