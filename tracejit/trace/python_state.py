@@ -38,6 +38,7 @@ trace froze; each is then a TracerWarning at its line and a ``python_state`` led
 from __future__ import annotations
 
 import collections
+import collections.abc
 import inspect
 import os
 import random
@@ -61,6 +62,9 @@ from .symbolic import get_tracer
 OPT_OUT = "allow_frozen_python_state=True"
 _MODULE_BOOKKEEPING = frozenset(nn.Module().__dict__) - {"training", "_parameters", "_buffers", "_modules"}
 _CONTAINERS = (list, dict, set, collections.deque, collections.OrderedDict)
+# any other mutable container, compared by its items too (default-deny: weakref.WeakKeyDictionary /
+# WeakValueDictionary / WeakSet used as a per-module counter or a "seen" set, a user MutableMapping, ...)
+_ABSTRACT_CONTAINERS = (collections.abc.MutableMapping, collections.abc.MutableSet, collections.abc.MutableSequence)
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 
 
@@ -74,6 +78,14 @@ def _fingerprint(value):
         return ("c", type(value), tuple((k if isinstance(k, _PLAIN) else id(k), _item(v)) for k, v in value.items()))
     if isinstance(value, _CONTAINERS):   # by contents: a container replaced by an equal one is no change
         return ("c", type(value), tuple(_item(v) for v in value))
+    if isinstance(value, _ABSTRACT_CONTAINERS) and not isinstance(value, nn.Module):
+        try:   # (items listed first: a weak container may lose one while it is read)
+            items = list(value.items()) if isinstance(value, collections.abc.Mapping) else list(value)
+        except Exception:   # a container that cannot be listed: by identity, as before
+            return ("o", id(value))
+        if isinstance(value, collections.abc.Mapping):
+            return ("c", type(value), tuple((k if isinstance(k, _PLAIN) else id(k), _item(v)) for k, v in items))
+        return ("c", type(value), tuple(_item(v) for v in items))
     return ("o", id(value))
 
 
@@ -90,11 +102,24 @@ def _own_attributes(m: nn.Module) -> dict:
         if key in _MODULE_BOOKKEEPING or (torch_layer and key.startswith("_") and key not in (
                 "_parameters", "_buffers", "_modules")):
             continue
-        if key in ("_parameters", "_buffers", "_modules"):
+        if key in ("_parameters", "_buffers"):   # `self.w.data = ...` keeps the object, replaces its storage
+            out[key] = tuple((k, id(v), _storage_of(v)) for k, v in value.items())
+        elif key == "_modules":
             out[key] = tuple((k, id(v)) for k, v in value.items())
         else:
             out[key] = _fingerprint(value)
     return out
+
+
+def _storage_of(t):
+    """What ``t.data = other`` changes on a parameter / buffer that stays the same object (its storage, shape,
+    dtype); None for a tensor without storage (meta, a subclass without one)."""
+    if not isinstance(t, torch.Tensor):
+        return None
+    try:
+        return (t.untyped_storage()._cdata, tuple(t.shape), t.dtype, t.storage_offset())
+    except Exception:
+        return None
 
 
 def snapshot(module: nn.Module | None) -> dict:
@@ -125,7 +150,7 @@ def _changes(before: dict, lazy: list) -> list:
                 continue
             if key in _ENTRY_KINDS:
                 changed = set(attrs.get(key, ())) ^ set(now.get(key, ()))
-                out += [(path, m, (key, name)) for name in sorted({name for name, _ in changed})]
+                out += [(path, m, (key, name)) for name in sorted({entry[0] for entry in changed})]
             else:
                 out.append((path, m, key))
     return out
@@ -137,9 +162,9 @@ def _describe(path: str, m: nn.Module, key) -> str:
         return f"forward switched the training flag of {where} (`.train()` / `.eval()` inside forward)"
     if isinstance(key, tuple):
         kind, name = _ENTRY_KINDS[key[0]], key[1]
-        return f"forward replaced or added {kind} `{name}` of {where} (`self.{name} = ...`)"
+        return f"forward replaced or added {kind} `{name}` of {where} (`self.{name} = ...` or `self.{name}.data = ...`)"
     value = m.__dict__.get(key)
-    if isinstance(value, _CONTAINERS):
+    if isinstance(value, _CONTAINERS + _ABSTRACT_CONTAINERS):
         return f"forward changed the items of `{key}` of {where} (a {type(value).__name__} used as a cache?)"
     return f"forward assigned attribute `{key}` of {where} (e.g. `self.{key} += 1`)"
 
@@ -152,13 +177,13 @@ _MUTATORS = "|".join(sorted(MUTATING_METHODS))
 
 
 def _write_patterns(target: str, key) -> list:
-    """Regexes for a line that writes ``<target>`` (``self.step += 1``, ``self.cache[k] = v``,
+    """Regexes for a line that writes ``<target>`` (``self.step += 1``, ``self.w.data = ...``, ``self.cache[k] = v``,
     ``self.mems.append(x)``, ``random.shuffle(self.order)``; ``self.head.eval()`` for a training flag)."""
     t = re.escape(target)
     if key == "training":
         return [rf"{t}\.(train|eval)\(", rf"{t}\.training\s*=[^=]"]
     name = rf"{t}\.{re.escape(key[1] if isinstance(key, tuple) else key)}\b"
-    return [rf"{name}\s*(\[[^\]]*\])?\s*([-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)", rf"{name}\.({_MUTATORS})\(",
+    return [rf"{name}(\.data)?\s*(\[[^\]]*\])?\s*([-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)", rf"{name}\.({_MUTATORS})\(",
             rf"\b(shuffle|sort|heappush|heappop|insort)\(\s*{name}"]
 
 
@@ -226,6 +251,7 @@ _RANDOM_ADVICE = "draw with torch (torch.rand, torch.randint, ...), which the tr
 _CLOCK_ADVICE = "pass the value in as an argument"
 _DEFAULT_ADVICE = ("pass dtype= / device= to the factory calls instead (torch.ones(3, dtype=torch.float64)); the "
                    "program's factories follow the caller's default at call time")
+_SEED_READ_ADVICE = "pass the seed / state in as an argument (the program cannot read a generator's seed or state)"
 _SEED_ADVICE = "seed with torch.manual_seed(k) (recorded), seed outside forward, or pass a torch.Generator in"
 
 
@@ -240,6 +266,9 @@ def _register() -> None:
     for name in ("seed", "set_rng_state"):   # torch.manual_seed and torch.Generator are recorded (rng_record.py)
         patches.register(torch, name, _note(f"torch.{name}()", _SEED_ADVICE))
         patches.register(torch.random, name, _note(f"torch.{name}()", _SEED_ADVICE))
+    for name in ("initial_seed", "get_rng_state"):   # read the global generator: the trace would keep the value
+        patches.register(torch, name, _note(f"torch.{name}()", _SEED_READ_ADVICE))
+        patches.register(torch.random, name, _note(f"torch.{name}()", _SEED_READ_ADVICE))
     for name in ("set_default_dtype", "set_default_tensor_type", "set_default_device"):   # factories after it are
         if hasattr(torch, name):   # recorded without a dtype / device and would replay in the caller's default
             patches.register(torch, name, _note(f"torch.{name}()", _DEFAULT_ADVICE))
@@ -251,6 +280,20 @@ def _register() -> None:
 
 
 _register()
+
+
+def generator_call(frame, fn) -> None:
+    """The profile hook (frame_returns.py) saw user code in ``frame`` call ``fn``, a method of a ``torch.Generator``
+    made outside forward (``torch.default_generator.initial_seed()``, ``g.get_state()``, ``g.manual_seed(k)``):
+    the program draws from such a generator but cannot read or reseed it. Default-deny: every method (a generator
+    made inside forward is the stand-in's, trace/rng_record.py, and never comes here)."""
+    tracer = get_tracer()
+    watch = getattr(tracer, "python_state", None) if tracer is not None else None
+    if watch is None or outside_forward(frame):
+        return
+    code = frame.f_code
+    watch.found(f"torch.Generator.{getattr(fn, '__name__', '?')}() on a generator made outside forward",
+                _SEED_READ_ADVICE, SourceLoc(code.co_filename, frame.f_lineno, code.co_name))
 
 
 # ---- one recording's watch --------------------------------------------------------------------------------
