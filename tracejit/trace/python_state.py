@@ -14,7 +14,9 @@ such things are detected while tracing (``PythonStateWatch``, one per recording)
   capture; after a call of the program the attribute still holds the trace-time tensor), a tensor item of
   a container replaced by another tensor (torchvision's ``cell_anchors`` moved with ``.to()``), and an
   attribute that was None and is set by forward (lazy set-up on the first call, torchvision's
-  ``MultiScaleRoIAlign.scales``: eager reuses it from then on as the trace does; a ledger entry).
+  ``MultiScaleRoIAlign.scales``: eager reuses it from then on as the trace does; a ledger entry); both unless
+  the user's code reads the attribute before setting it (other than ``is None``) or sets it twice
+  (trace/carried_state.py: a value carried to the next call is refused as any changed attribute).
   Not the model's state: nn.Module's own bookkeeping dicts
   (hooks, ...) and the underscore attributes of torch's own layer classes (torch's caches such as
   RNN's ``_flat_weights``), objects that are not containers (only their identity is compared);
@@ -55,6 +57,8 @@ from ..errors import TraceError
 from ..ir import SourceLoc
 from . import patches
 from . import not_forward
+from . import held_state
+from .carried_state import carried
 from .not_forward import outside_forward
 from .source import user_location
 from .symbolic import get_tracer
@@ -122,10 +126,21 @@ def _storage_of(t):
         return None
 
 
+def _attributes(m) -> dict:
+    if isinstance(m, nn.Module):
+        return _own_attributes(m)
+    return held_state.attributes(m, _fingerprint, _CONTAINERS + _ABSTRACT_CONTAINERS)
+
+
 def snapshot(module: nn.Module | None) -> dict:
+    """``{path: (object, fingerprints)}`` of each module, each object a module holds and each user class of the
+    hierarchy (trace/held_state.py)."""
     if module is None:
         return {}
-    return {path: (m, _own_attributes(m)) for path, m in module.named_modules(remove_duplicate=True)}
+    out = {path: (m, _own_attributes(m)) for path, m in module.named_modules(remove_duplicate=True)}
+    for path, obj in held_state.held(module).items():
+        out.setdefault(path, (obj, _attributes(obj)))
+    return out
 
 
 _ENTRY_KINDS = {"_parameters": "parameter", "_buffers": "buffer", "_modules": "submodule"}
@@ -134,14 +149,19 @@ _ENTRY_KINDS = {"_parameters": "parameter", "_buffers": "buffer", "_modules": "s
 _NONE = ("v", type(None), None)
 
 
-def _changes(before: dict, lazy: list) -> list:
+def _changes(before: dict, lazy: list, codes=()) -> list:
     """(path, module, attribute) of each change; a changed parameter / buffer / submodule entry by its name.
-    Attributes that were None and are set now (lazy set-up on the first call) go to ``lazy`` instead."""
+    Attributes that were None and are set now (lazy set-up on the first call) go to ``lazy`` instead, and plain
+    tensor attributes are left out, unless ``codes`` (the user's code that ran) carry the value from one call to
+    the next (trace/carried_state.py: read before it is set, or set twice)."""
     out = []
     for path, (m, attrs) in before.items():
-        now = _own_attributes(m)
+        now = _attributes(m)
         for key in sorted(set(attrs) | set(now)):
             if attrs.get(key) == now.get(key):
+                continue
+            if isinstance(key, str) and carried(key, codes):
+                out.append((path, m, key))   # the next call reads what this one set: state, not a set-up
                 continue
             if isinstance(m.__dict__.get(key), torch.Tensor):
                 continue   # a plain tensor attribute set in forward: a capture (see the module docstring)
@@ -192,12 +212,19 @@ def _assignment_line(root: nn.Module | None, path: str, key):
     in the class of the module itself and of each module above it (``self.head.eval()`` in the parent)."""
     if root is None:
         return None
-    parts = path.split(".") if path else []
+    cls = path[len("<class "):-1] if path.startswith("<class ") else None   # held_state's class entries
+    parts = path.split(".") if path and cls is None else []
     for depth in range(len(parts), -1, -1):   # the module itself first, then its parents
-        owner = root.get_submodule(".".join(parts[:depth]))
+        try:
+            owner = root.get_submodule(".".join(parts[:depth]))
+        except AttributeError:   # a held object's path (held_state.py): its holder is further up
+            continue
         rel = ".".join(parts[depth:])
         target = "self" + (f".{rel}" if rel else "")
         patterns = [re.compile(p) for p in _write_patterns(target, key)]
+        if cls is not None:   # type(self).n += 1, self.__class__.n = ..., Model.n += 1
+            patterns = [re.compile(p) for t in ("type(self)", "self.__class__", cls.split(".")[-1])
+                        for p in _write_patterns(t, key)]
         try:
             lines, first = inspect.getsourcelines(type(owner))
             filename = inspect.getsourcefile(type(owner))
@@ -327,7 +354,8 @@ class PythonStateWatch:
     def finish(self, ledger) -> None:
         lazy: list = []
         self.lazy = lazy   # (path, module, attribute) set from None by this forward: trace/api.py's Recording
-        for path, m, key in _changes(self.before, lazy):
+        codes = tuple(self.outer.forward_codes) if self.outer is not None else ()
+        for path, m, key in _changes(self.before, lazy, codes):
             self.found(_describe(path, m, key), "keep state that changes per call in tensors (buffers updated "
                        "in place) or outside forward", _assignment_line(self.module, path, key))
         for path, m, key in lazy:
