@@ -24,10 +24,12 @@ such things are detected while tracing (``PythonStateWatch``, one per recording)
   global generators, found by that binding, plus ``numpy.random.default_rng()`` without a seed),
   **clocks** (``time.time`` / ``perf_counter`` / ``monotonic`` / ``process_time`` and their ``_ns``
   forms), **seeding torch's generator from outside the program inside forward** (``torch.seed``,
-  ``torch.set_rng_state``; ``torch.manual_seed`` and a ``torch.Generator`` made inside forward are
+  ``torch.set_rng_state``; reads of its seed or state: ``torch.initial_seed``, ``torch.get_rng_state``, a
+  generator's methods; ``torch.manual_seed`` and a ``torch.Generator`` made inside forward are
   recorded instead: trace/rng_record.py), **the default dtype or device set inside forward**
   (``torch.set_default_dtype`` / ``set_default_tensor_type`` / ``set_default_device``: a factory after it is
-  recorded without a dtype and replays in the caller's default; hunt19): stand-ins (trace/patches.register) note the
+  recorded without a dtype and replays in the caller's default; hunt19), **writes torch never shows the trace**
+  (``Tensor.set_``, ``torch.utils.swap_tensors``: no TorchFunctionMode sees them; hunt25): stand-ins (trace/patches.register) note the
   calling line when the caller
   is the tracing thread's code (not the standard library, numpy, torch or tracejit);
 - **an exception raised by a recorded op and caught** by the traced code (``try: x.view(...) except
@@ -278,6 +280,7 @@ _RANDOM_ADVICE = "draw with torch (torch.rand, torch.randint, ...), which the tr
 _CLOCK_ADVICE = "pass the value in as an argument"
 _DEFAULT_ADVICE = ("pass dtype= / device= to the factory calls instead (torch.ones(3, dtype=torch.float64)); the "
                    "program's factories follow the caller's default at call time")
+_UNSEEN_ADVICE = "make a new tensor instead (y = other.clone(), or .copy_() into a tensor of the same shape)"
 _SEED_READ_ADVICE = "pass the seed / state in as an argument (the program cannot read a generator's seed or state)"
 _SEED_ADVICE = "seed with torch.manual_seed(k) (recorded), seed outside forward, or pass a torch.Generator in"
 
@@ -296,6 +299,10 @@ def _register() -> None:
     for name in ("initial_seed", "get_rng_state"):   # read the global generator: the trace would keep the value
         patches.register(torch, name, _note(f"torch.{name}()", _SEED_READ_ADVICE))
         patches.register(torch.random, name, _note(f"torch.{name}()", _SEED_READ_ADVICE))
+    # writes torch does not dispatch to a TorchFunctionMode (the trace never sees them): the program would skip them
+    patches.register(torch.Tensor, "set_", _note("Tensor.set_() (a write the trace cannot see)", _UNSEEN_ADVICE))
+    patches.register(torch.utils, "swap_tensors", _note("torch.utils.swap_tensors() (a write the trace cannot see)",
+                                                        _UNSEEN_ADVICE))
     for name in ("set_default_dtype", "set_default_tensor_type", "set_default_device"):   # factories after it are
         if hasattr(torch, name):   # recorded without a dtype / device and would replay in the caller's default
             patches.register(torch, name, _note(f"torch.{name}()", _DEFAULT_ADVICE))
