@@ -61,6 +61,7 @@ from . import patches
 from . import not_forward
 from . import held_state
 from .carried_state import carried
+from .numpy_writes import NumpyViews
 from .not_forward import outside_forward
 from .source import user_location
 from .symbolic import get_tracer
@@ -340,6 +341,7 @@ class PythonStateWatch:
         self.before = snapshot(module)
         self.outer = None   # trace/outer_state.OuterState (globals, closure cells, input containers): set by api.record
         self.issues: list = []   # (what, advice, SourceLoc | None)
+        self.numpy_views = NumpyViews()   # arrays sharing a traced tensor's memory (trace/numpy_writes.py)
         not_forward.reset()
         self._raised: set[int] = set()
 
@@ -361,6 +363,9 @@ class PythonStateWatch:
     def finish(self, ledger) -> None:
         lazy: list = []
         self.lazy = lazy   # (path, module, attribute) set from None by this forward: trace/api.py's Recording
+        for loc in self.numpy_views.changed():
+            self.found("a write into a tensor through its numpy view (`.numpy()` / `np.asarray`)",
+                       "write with torch ops, or take a copy (`.numpy().copy()`)", loc)
         codes = tuple(self.outer.forward_codes) if self.outer is not None else ()
         for path, m, key in _changes(self.before, lazy, codes):
             self.found(_describe(path, m, key), "keep state that changes per call in tensors (buffers updated "
