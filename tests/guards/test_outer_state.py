@@ -178,3 +178,27 @@ def test_a_closure_set_up_read_after_it_is_not_refused():
     traced = tracejit.trace(step, (torch.ones(3),), check_trace=False)
     y = torch.randn(3)
     torch.testing.assert_close(traced(y), step(y))
+
+
+class ClassMemo(torch.nn.Module):        # a class-level cache, filled by forward, whose tensor forward then updates
+    _buf: dict = {}
+
+    def forward(self, x):
+        b = ClassMemo._buf.setdefault(x.shape[-1], torch.zeros(x.shape[-1]))  # @class_memo
+        b.add_(1)
+        return x + b
+
+
+def test_a_class_level_cache_filled_by_forward_is_refused_as_a_global_one():
+    """Before, the private class dict was exempt: the trace made the tensor (a factory in the program) and stored it;
+    eager's later calls reuse and update the stored one, the program made a fresh one each call: silently 1 where
+    eager says 2, 3, ... Now the first trace, which fills it, is refused (as ``_GRIDS``); once filled, it traces."""
+    ClassMemo._buf.clear()
+    with pytest.raises(tracejit.TraceError) as err:
+        tracejit.trace(ClassMemo(), (torch.zeros(3),), check_trace=False)
+    assert f"{FILE}:{LINE('class_memo')}:" in str(err.value) and "`_buf` of class ClassMemo" in str(err.value)
+    ClassMemo._buf.clear()
+    m = ClassMemo()
+    m(torch.zeros(3))   # filled by an eager call
+    traced = tracejit.trace(m, (torch.zeros(3),), check_trace=False)
+    torch.testing.assert_close(traced(torch.zeros(3)), m(torch.zeros(3)) - 1)   # the program updated it too

@@ -6,7 +6,9 @@ python_state.py snapshots these beside the modules' own attributes and refuses a
 program would keep the trace's value where eager's next call reads the new one. Default-deny: every held object
 with a ``__dict__`` and every class along a module's MRO is looked at, except torch's and installed libraries'
 (their counters and caches are theirs: a ``logging.Logger``'s ``_cache``, a library's warn-once flags) and the
-private containers of an object (``obj._cache``: a cache it fills as it is used, by convention).
+private containers of a held object (``obj._cache``: a cache it fills as it is used, by convention). A class's
+private container filled by forward (``Model._masks[n] = ...``) is refused as a module-level one is
+(outer_state.py's ``_GRIDS``): the first trace that fills it, not the ones after.
 """
 from __future__ import annotations
 
@@ -61,7 +63,7 @@ def attributes(obj, fingerprint, containers) -> dict:
         if key.startswith("__") or isinstance(value, _NOT_STATE) or isinstance(value, (staticmethod, classmethod,
                                                                                         property)):
             continue
-        if key.startswith("_") and isinstance(value, containers):
-            continue   # a private container: a cache the object fills as it is used (module docstring)
+        if key.startswith("_") and isinstance(value, containers) and not isinstance(obj, type):
+            continue   # a held object's private container: a cache it fills as it is used (module docstring)
         out[key] = fingerprint(value)
     return out

@@ -180,7 +180,8 @@ def _changes(before: dict, lazy: list, codes=()) -> list:
 
 
 def _describe(path: str, m: nn.Module, key) -> str:
-    where = f"{type(m).__name__} {path!r}" if path else type(m).__name__
+    where = f"class {m.__qualname__}" if isinstance(m, type) else f"{type(m).__name__} {path!r}" if path else \
+        type(m).__name__
     if key == "training":
         return f"forward switched the training flag of {where} (`.train()` / `.eval()` inside forward)"
     if isinstance(key, tuple):
