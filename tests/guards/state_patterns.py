@@ -13,6 +13,8 @@ from __future__ import annotations
 import collections
 import random
 import time
+import types
+import weakref
 from dataclasses import dataclass
 from typing import Callable
 
@@ -248,6 +250,104 @@ def generator_clock_seeded(x):           # a generator made in forward, seeded f
     return x + torch.randn(x.shape, generator=g)
 
 
+# ---- hunt25: weak containers, `.data =`, reading torch's generators ------------------------------------------
+_WEAK_CALLS = weakref.WeakKeyDictionary()
+
+
+class WeakKeyCounter(nn.Module):         # a per-module call count kept outside the module, by weak reference
+    def forward(self, x):
+        _WEAK_CALLS[self] = _WEAK_CALLS.get(self, 0) + 1  # @weak_key_counter
+        return x * _WEAK_CALLS[self]
+
+
+class _Token:   # a weak-referenceable object
+    pass
+
+
+class WeakSeenSet(nn.Module):            # "seen" bookkeeping in a WeakSet attribute: the first call differs
+    def __init__(self):
+        super().__init__()
+        self.seen = weakref.WeakSet()
+        self.token = _Token()
+
+    def forward(self, x):
+        y = x * 2 if self.token in self.seen else x
+        self.seen.add(self.token)  # @weak_seen_set
+        return y
+
+
+class ParamDataAssign(nn.Module):        # a weight rescaled through `.data` in forward (weight-norm style hacks)
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        out = x * self.w
+        self.w.data = self.w.data * 2  # @param_data_assign
+        return out
+
+
+class LastLength(nn.Module):             # "same length as the last call?" (streaming models reusing a cache)
+    def __init__(self):
+        super().__init__()
+        self.last = None
+
+    def forward(self, x):
+        out = x * 2 if self.last == x.shape[0] else x
+        self.last = x.shape[0]  # @last_length
+        return out
+
+
+class RecurrentHidden(nn.Module):        # a hidden state kept on the module between calls (streaming RNN cells)
+    def __init__(self):
+        super().__init__()
+        self.h = None
+
+    def forward(self, x):
+        if self.h is None:
+            self.h = torch.zeros_like(x)  # @recurrent_hidden
+        self.h = 0.5 * self.h + x
+        return self.h
+
+
+class ClassLevelCounter(nn.Module):      # a count shared by all instances, kept on the class
+    calls = 0
+
+    def forward(self, x):
+        type(self).calls += 1  # @class_level_counter
+        return x * type(self).calls
+
+
+def _fresh_class_level_counter():
+    ClassLevelCounter.calls = 0
+    return ClassLevelCounter()
+
+
+class HeldNamespace(nn.Module):          # state in a plain object the module holds
+    def __init__(self):
+        super().__init__()
+        self.state = types.SimpleNamespace(n=0)
+
+    def forward(self, x):
+        self.state.n += 1  # @held_namespace
+        return x * self.state.n
+
+
+def initial_seed_read(x):                # a seed-dependent offset: torch.initial_seed() read in forward
+    return x * (torch.initial_seed() % 7)  # @initial_seed_read
+
+
+def rng_state_read(x):                   # the global generator's state as data
+    return x + torch.get_rng_state()[:4].float()  # @rng_state_read
+
+
+def generator_method_read(x):            # the same through the generator object's own method
+    return x * (torch.default_generator.initial_seed() % 7)  # @generator_method_read
+
+
+_reseed_torch = lambda k: torch.manual_seed(100 + k)   # noqa: E731
+
+
 # ---- exception-driven fallbacks --------------------------------------------------------------------------
 def view_fallback(x):
     try:
@@ -289,6 +389,16 @@ CASES = [
     StateCase("timestamp_feature", lambda: timestamp_feature, (r(4),), (r(4),)),
     StateCase("clock_seeded_noise", lambda: clock_seeded_noise, (r(4),), (r(4),)),
     StateCase("generator_clock_seeded", lambda: generator_clock_seeded, (r(4),), (r(4),)),
+    StateCase("weak_key_counter", WeakKeyCounter, (r(4),), (r(4),)),
+    StateCase("weak_seen_set", WeakSeenSet, (r(4),), (r(4),)),
+    StateCase("param_data_assign", ParamDataAssign, (r(4),), (r(4),), observe=lambda m, out: m.w.detach().clone()),
+    StateCase("last_length", LastLength, (r(4),), (r(4),)),
+    StateCase("recurrent_hidden", RecurrentHidden, (r(4),), (r(4),)),
+    StateCase("class_level_counter", _fresh_class_level_counter, (r(4),), (r(4),)),
+    StateCase("held_namespace", HeldNamespace, (r(4),), (r(4),)),
+    StateCase("initial_seed_read", lambda: initial_seed_read, (r(4),), (r(4),), reseed=_reseed_torch),
+    StateCase("rng_state_read", lambda: rng_state_read, (r(4),), (r(4),), reseed=_reseed_torch),
+    StateCase("generator_method_read", lambda: generator_method_read, (r(4),), (r(4),), reseed=_reseed_torch),
     StateCase("view_fallback", lambda: view_fallback, (r(4, 3).t(),), (r(3, 4),), jit_unusable=True),
     StateCase("index_fallback", lambda: index_fallback, (r(3),), (r(8),), jit_unusable=True),
 ]

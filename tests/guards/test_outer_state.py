@@ -121,3 +121,84 @@ def test_setting_the_default_dtype_inside_forward_is_refused_at_its_line():
         tracejit.trace(ones_in_float64, (torch.randn(3),), check_trace=False)
     assert f"{FILE}:{LINE('ones_in_float64')}:" in str(err.value) and "set_default_dtype" in str(err.value)
     assert torch.get_default_dtype() == torch.float32
+
+
+def _closure_last_length():              # "same length as last call?" in a closure (hunt25)
+    last = None
+
+    def step(x):
+        nonlocal last
+        out = x * 2 if last == x.shape[0] else x
+        last = x.shape[0]  # @closure_last_length
+        return out
+    return step
+
+
+def _closure_recurrent():                # a recurrent state in a closure cell: None, then a tensor updated per call
+    h = None
+
+    def step(x):
+        nonlocal h
+        if h is None:
+            h = torch.zeros_like(x)  # @closure_recurrent
+        h = 0.5 * h + x
+        return h
+    return step
+
+
+def _closure_lazy_table():               # a set-up on the first call, read after it: not carried state
+    table = None
+
+    def step(x):
+        nonlocal table
+        if table is None:
+            table = [2.0, 3.0]
+        return x * table[0]
+    return step
+
+
+@pytest.mark.parametrize("make,marker", [(_closure_last_length, "closure_last_length"),
+                                         (_closure_recurrent, "closure_recurrent")])
+def test_a_closure_cell_read_before_it_is_set_is_refused(make, marker):
+    """The cell was None (a "lazy set-up") or held a tensor, but the next call reads what this one set: eager's
+    second call differs from the first, torch.jit.trace's program keeps the first; tracejit refuses at the line."""
+    eager = make()
+    x = torch.ones(3)
+    first, second = eager(x.clone()), eager(x.clone())
+    assert not torch.equal(first, second)   # the pattern matters
+    with pytest.raises(tracejit.TraceError) as err:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tracejit.trace(make(), (x,), check_trace=False)
+    assert f"{FILE}:{LINE(marker)}:" in str(err.value), str(err.value)
+
+
+def test_a_closure_set_up_read_after_it_is_not_refused():
+    step = _closure_lazy_table()
+    traced = tracejit.trace(step, (torch.ones(3),), check_trace=False)
+    y = torch.randn(3)
+    torch.testing.assert_close(traced(y), step(y))
+
+
+class ClassMemo(torch.nn.Module):        # a class-level cache, filled by forward, whose tensor forward then updates
+    _buf: dict = {}
+
+    def forward(self, x):
+        b = ClassMemo._buf.setdefault(x.shape[-1], torch.zeros(x.shape[-1]))  # @class_memo
+        b.add_(1)
+        return x + b
+
+
+def test_a_class_level_cache_filled_by_forward_is_refused_as_a_global_one():
+    """Before, the private class dict was exempt: the trace made the tensor (a factory in the program) and stored it;
+    eager's later calls reuse and update the stored one, the program made a fresh one each call: silently 1 where
+    eager says 2, 3, ... Now the first trace, which fills it, is refused (as ``_GRIDS``); once filled, it traces."""
+    ClassMemo._buf.clear()
+    with pytest.raises(tracejit.TraceError) as err:
+        tracejit.trace(ClassMemo(), (torch.zeros(3),), check_trace=False)
+    assert f"{FILE}:{LINE('class_memo')}:" in str(err.value) and "`_buf` of class ClassMemo" in str(err.value)
+    ClassMemo._buf.clear()
+    m = ClassMemo()
+    m(torch.zeros(3))   # filled by an eager call
+    traced = tracejit.trace(m, (torch.zeros(3),), check_trace=False)
+    torch.testing.assert_close(traced(torch.zeros(3)), m(torch.zeros(3)) - 1)   # the program updated it too

@@ -205,3 +205,37 @@ def test_a_lazy_set_up_from_the_input_size_passes_the_default_trace_check():
     x = torch.randn(3, 3, 24, 32)
     torch.testing.assert_close(traced(x), ScaleFromShape()(x))
     torch.testing.assert_close(traced(x), model(x))
+
+
+class HandsTensorDown(nn.Module):
+    """A parent hands a tensor to its child through an attribute the child reads in the same call (not carried:
+    trace/carried_state.py looks only at the code that stores it)."""
+
+    class Child(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ctx = None
+
+        def forward(self, x):
+            return x + self.ctx
+
+    def __init__(self):
+        super().__init__()
+        self.child = HandsTensorDown.Child()
+
+    def forward(self, x):
+        self.child.ctx = x.mean()
+        return self.child(x)
+
+
+def test_set_up_then_read_and_a_tensor_handed_down_are_not_carried_state():
+    """``if self.scale is None: self.scale = ...`` then reads, and a tensor set by the parent for its child, trace
+    without refusal and answer as eager on new inputs (only reads before the set-up, other than ``is None``, or
+    two sets, count as a value carried to the next call)."""
+    for model in (ScaleFromShape(), HandsTensorDown()):
+        x = torch.randn(2, 3, 16, 16)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            traced = tracejit.trace(model, (x,), check_trace=False)
+        y = torch.randn(2, 3, 16, 16)
+        torch.testing.assert_close(traced(y), model(y))

@@ -9,7 +9,8 @@ called through and restored after; a C-level one (``cProfile``) is left alone, a
 scan is then off for that trace. The same hook sees each C function a user frame is about to call
 (``c_call``): a numpy one has its traced-size arguments guarded (numpy_calls.check_at_call), whatever
 expression gave its receiver. Its ``call`` and ``return`` events of user frames also go to outer_state.OuterState
-(the globals and closure cells forward changes).
+(the globals and closure cells forward changes). A method of a ``torch.Generator`` made outside forward called by
+user code goes to python_state.generator_call (refused: the program cannot read or reseed it).
 
 Cost: the hook runs for every call while tracing (CPython 3.11 has no per-event monitoring);
 tracing BERT-base took about +20% longer (7 interleaved rounds, median +20%, best +18%)
@@ -22,9 +23,12 @@ import os
 import sys
 import sysconfig
 
-from . import numpy_calls
+import torch
+
+from . import numpy_calls, python_state
 from .source import _TORCH_DIR, _skipped
 
+_GENERATOR = torch._C.Generator   # its methods called by user code: python_state.generator_call
 _user_files: dict[str, bool] = {}
 _STDLIB = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
 _SITE = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
@@ -126,8 +130,11 @@ def watching(scanner, outer=None):
                     elif frame.f_back is not None and _is_numpy_caller(frame.f_back.f_code.co_filename):
                         stdlib_call(frame)   # a user frame calls json.dumps(n): stdlib_calls.py
             elif event == "c_call" and callers.get(frame.f_code.co_filename, None) is not False \
-                    and _is_numpy_caller(frame.f_code.co_filename) and numpy_callee(arg):
-                numpy_call(frame)   # (the caller first: most C calls come from torch's own code)
+                    and _is_numpy_caller(frame.f_code.co_filename):   # (the caller first: most C calls are torch's)
+                if numpy_callee(arg):
+                    numpy_call(frame)
+                elif type(getattr(arg, "__self__", None)) is _GENERATOR:
+                    python_state.generator_call(frame, arg)
     else:
         def hook(frame, event, arg):
             if event == "return" and _is_user(frame.f_code.co_filename):
@@ -138,8 +145,11 @@ def watching(scanner, outer=None):
             elif event == "call" and _is_stdlib(frame.f_code.co_filename) and frame.f_back is not None \
                     and _is_numpy_caller(frame.f_back.f_code.co_filename):
                 stdlib_call(frame)
-            elif event == "c_call" and numpy_callee(arg) and _is_numpy_caller(frame.f_code.co_filename):
-                numpy_call(frame)
+            elif event == "c_call" and _is_numpy_caller(frame.f_code.co_filename):
+                if numpy_callee(arg):
+                    numpy_call(frame)
+                elif type(getattr(arg, "__self__", None)) is _GENERATOR:
+                    python_state.generator_call(frame, arg)
             previous(frame, event, arg)
     sys.setprofile(hook)
     try:

@@ -37,6 +37,7 @@ import torch
 from ..ir import SourceLoc
 from .not_forward import outside_forward
 from .source import _TORCH_DIR
+from .carried_state import carried
 from .python_state import _CONTAINERS, _MUTATORS, _NONE, _fingerprint
 
 # torch code that calls the user's code as forward's own (a submodule's forward, a custom autograd Function's
@@ -106,9 +107,14 @@ class OuterState:
             if name not in local or name in self._exempt:
                 continue
             now = _fp(local[name])
-            if now == before or now == ("tensor",) and before == ("tensor",):
+            if now == before and now != ("tensor",):
                 continue
-            if before == _NONE:
+            if (now == ("tensor",) and before == ("tensor",) or before == _NONE) and carried(
+                    name, (frame.f_code,), "cell"):   # read before set, or set twice: the next call reads it
+                pass
+            elif now == ("tensor",) and before == ("tensor",):
+                continue
+            elif before == _NONE:
                 self.lazy.append(f"closure variable `{name}` of {frame.f_code.co_name}()")
                 continue
             self.changes.append((f"forward changed closure variable `{name}` of {frame.f_code.co_name}() "
@@ -157,7 +163,7 @@ class OuterState:
                 now = _fp(g[name])
             if now == before:
                 continue
-            if before == _NONE:
+            if before == _NONE and not carried(name, codes, "global"):
                 self.lazy.append(f"global `{name}` of {g.get('__name__', '?')}")
                 continue
             self.changes.append((f"forward changed global `{name}` of module {g.get('__name__', '?')} "

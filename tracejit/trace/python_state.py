@@ -14,7 +14,9 @@ such things are detected while tracing (``PythonStateWatch``, one per recording)
   capture; after a call of the program the attribute still holds the trace-time tensor), a tensor item of
   a container replaced by another tensor (torchvision's ``cell_anchors`` moved with ``.to()``), and an
   attribute that was None and is set by forward (lazy set-up on the first call, torchvision's
-  ``MultiScaleRoIAlign.scales``: eager reuses it from then on as the trace does; a ledger entry).
+  ``MultiScaleRoIAlign.scales``: eager reuses it from then on as the trace does; a ledger entry); both unless
+  the user's code reads the attribute before setting it (other than ``is None``) or sets it twice
+  (trace/carried_state.py: a value carried to the next call is refused as any changed attribute).
   Not the model's state: nn.Module's own bookkeeping dicts
   (hooks, ...) and the underscore attributes of torch's own layer classes (torch's caches such as
   RNN's ``_flat_weights``), objects that are not containers (only their identity is compared);
@@ -22,10 +24,12 @@ such things are detected while tracing (``PythonStateWatch``, one per recording)
   global generators, found by that binding, plus ``numpy.random.default_rng()`` without a seed),
   **clocks** (``time.time`` / ``perf_counter`` / ``monotonic`` / ``process_time`` and their ``_ns``
   forms), **seeding torch's generator from outside the program inside forward** (``torch.seed``,
-  ``torch.set_rng_state``; ``torch.manual_seed`` and a ``torch.Generator`` made inside forward are
+  ``torch.set_rng_state``; reads of its seed or state: ``torch.initial_seed``, ``torch.get_rng_state``, a
+  generator's methods; ``torch.manual_seed`` and a ``torch.Generator`` made inside forward are
   recorded instead: trace/rng_record.py), **the default dtype or device set inside forward**
   (``torch.set_default_dtype`` / ``set_default_tensor_type`` / ``set_default_device``: a factory after it is
-  recorded without a dtype and replays in the caller's default; hunt19): stand-ins (trace/patches.register) note the
+  recorded without a dtype and replays in the caller's default; hunt19), **writes torch never shows the trace**
+  (``Tensor.set_``, ``torch.utils.swap_tensors``: no TorchFunctionMode sees them; hunt25): stand-ins (trace/patches.register) note the
   calling line when the caller
   is the tracing thread's code (not the standard library, numpy, torch or tracejit);
 - **an exception raised by a recorded op and caught** by the traced code (``try: x.view(...) except
@@ -38,6 +42,7 @@ trace froze; each is then a TracerWarning at its line and a ``python_state`` led
 from __future__ import annotations
 
 import collections
+import collections.abc
 import inspect
 import os
 import random
@@ -54,6 +59,9 @@ from ..errors import TraceError
 from ..ir import SourceLoc
 from . import patches
 from . import not_forward
+from . import held_state
+from .carried_state import carried
+from .numpy_writes import NumpyViews
 from .not_forward import outside_forward
 from .source import user_location
 from .symbolic import get_tracer
@@ -61,6 +69,9 @@ from .symbolic import get_tracer
 OPT_OUT = "allow_frozen_python_state=True"
 _MODULE_BOOKKEEPING = frozenset(nn.Module().__dict__) - {"training", "_parameters", "_buffers", "_modules"}
 _CONTAINERS = (list, dict, set, collections.deque, collections.OrderedDict)
+# any other mutable container, compared by its items too (default-deny: weakref.WeakKeyDictionary /
+# WeakValueDictionary / WeakSet used as a per-module counter or a "seen" set, a user MutableMapping, ...)
+_ABSTRACT_CONTAINERS = (collections.abc.MutableMapping, collections.abc.MutableSet, collections.abc.MutableSequence)
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 
 
@@ -74,6 +85,14 @@ def _fingerprint(value):
         return ("c", type(value), tuple((k if isinstance(k, _PLAIN) else id(k), _item(v)) for k, v in value.items()))
     if isinstance(value, _CONTAINERS):   # by contents: a container replaced by an equal one is no change
         return ("c", type(value), tuple(_item(v) for v in value))
+    if isinstance(value, _ABSTRACT_CONTAINERS) and not isinstance(value, nn.Module):
+        try:   # (items listed first: a weak container may lose one while it is read)
+            items = list(value.items()) if isinstance(value, collections.abc.Mapping) else list(value)
+        except Exception:   # a container that cannot be listed: by identity, as before
+            return ("o", id(value))
+        if isinstance(value, collections.abc.Mapping):
+            return ("c", type(value), tuple((k if isinstance(k, _PLAIN) else id(k), _item(v)) for k, v in items))
+        return ("c", type(value), tuple(_item(v) for v in items))
     return ("o", id(value))
 
 
@@ -90,17 +109,41 @@ def _own_attributes(m: nn.Module) -> dict:
         if key in _MODULE_BOOKKEEPING or (torch_layer and key.startswith("_") and key not in (
                 "_parameters", "_buffers", "_modules")):
             continue
-        if key in ("_parameters", "_buffers", "_modules"):
+        if key in ("_parameters", "_buffers"):   # `self.w.data = ...` keeps the object, replaces its storage
+            out[key] = tuple((k, id(v), _storage_of(v)) for k, v in value.items())
+        elif key == "_modules":
             out[key] = tuple((k, id(v)) for k, v in value.items())
         else:
             out[key] = _fingerprint(value)
     return out
 
 
+def _storage_of(t):
+    """What ``t.data = other`` changes on a parameter / buffer that stays the same object (its storage, shape,
+    dtype); None for a tensor without storage (meta, a subclass without one)."""
+    if not isinstance(t, torch.Tensor):
+        return None
+    try:
+        return (t.untyped_storage()._cdata, tuple(t.shape), t.dtype, t.storage_offset())
+    except Exception:
+        return None
+
+
+def _attributes(m) -> dict:
+    if isinstance(m, nn.Module):
+        return _own_attributes(m)
+    return held_state.attributes(m, _fingerprint, _CONTAINERS + _ABSTRACT_CONTAINERS)
+
+
 def snapshot(module: nn.Module | None) -> dict:
+    """``{path: (object, fingerprints)}`` of each module, each object a module holds and each user class of the
+    hierarchy (trace/held_state.py)."""
     if module is None:
         return {}
-    return {path: (m, _own_attributes(m)) for path, m in module.named_modules(remove_duplicate=True)}
+    out = {path: (m, _own_attributes(m)) for path, m in module.named_modules(remove_duplicate=True)}
+    for path, obj in held_state.held(module).items():
+        out.setdefault(path, (obj, _attributes(obj)))
+    return out
 
 
 _ENTRY_KINDS = {"_parameters": "parameter", "_buffers": "buffer", "_modules": "submodule"}
@@ -109,14 +152,19 @@ _ENTRY_KINDS = {"_parameters": "parameter", "_buffers": "buffer", "_modules": "s
 _NONE = ("v", type(None), None)
 
 
-def _changes(before: dict, lazy: list) -> list:
+def _changes(before: dict, lazy: list, codes=()) -> list:
     """(path, module, attribute) of each change; a changed parameter / buffer / submodule entry by its name.
-    Attributes that were None and are set now (lazy set-up on the first call) go to ``lazy`` instead."""
+    Attributes that were None and are set now (lazy set-up on the first call) go to ``lazy`` instead, and plain
+    tensor attributes are left out, unless ``codes`` (the user's code that ran) carry the value from one call to
+    the next (trace/carried_state.py: read before it is set, or set twice)."""
     out = []
     for path, (m, attrs) in before.items():
-        now = _own_attributes(m)
+        now = _attributes(m)
         for key in sorted(set(attrs) | set(now)):
             if attrs.get(key) == now.get(key):
+                continue
+            if isinstance(key, str) and carried(key, codes):
+                out.append((path, m, key))   # the next call reads what this one set: state, not a set-up
                 continue
             if isinstance(m.__dict__.get(key), torch.Tensor):
                 continue   # a plain tensor attribute set in forward: a capture (see the module docstring)
@@ -125,21 +173,22 @@ def _changes(before: dict, lazy: list) -> list:
                 continue
             if key in _ENTRY_KINDS:
                 changed = set(attrs.get(key, ())) ^ set(now.get(key, ()))
-                out += [(path, m, (key, name)) for name in sorted({name for name, _ in changed})]
+                out += [(path, m, (key, name)) for name in sorted({entry[0] for entry in changed})]
             else:
                 out.append((path, m, key))
     return out
 
 
 def _describe(path: str, m: nn.Module, key) -> str:
-    where = f"{type(m).__name__} {path!r}" if path else type(m).__name__
+    where = f"class {m.__qualname__}" if isinstance(m, type) else f"{type(m).__name__} {path!r}" if path else \
+        type(m).__name__
     if key == "training":
         return f"forward switched the training flag of {where} (`.train()` / `.eval()` inside forward)"
     if isinstance(key, tuple):
         kind, name = _ENTRY_KINDS[key[0]], key[1]
-        return f"forward replaced or added {kind} `{name}` of {where} (`self.{name} = ...`)"
+        return f"forward replaced or added {kind} `{name}` of {where} (`self.{name} = ...` or `self.{name}.data = ...`)"
     value = m.__dict__.get(key)
-    if isinstance(value, _CONTAINERS):
+    if isinstance(value, _CONTAINERS + _ABSTRACT_CONTAINERS):
         return f"forward changed the items of `{key}` of {where} (a {type(value).__name__} used as a cache?)"
     return f"forward assigned attribute `{key}` of {where} (e.g. `self.{key} += 1`)"
 
@@ -152,13 +201,13 @@ _MUTATORS = "|".join(sorted(MUTATING_METHODS))
 
 
 def _write_patterns(target: str, key) -> list:
-    """Regexes for a line that writes ``<target>`` (``self.step += 1``, ``self.cache[k] = v``,
+    """Regexes for a line that writes ``<target>`` (``self.step += 1``, ``self.w.data = ...``, ``self.cache[k] = v``,
     ``self.mems.append(x)``, ``random.shuffle(self.order)``; ``self.head.eval()`` for a training flag)."""
     t = re.escape(target)
     if key == "training":
         return [rf"{t}\.(train|eval)\(", rf"{t}\.training\s*=[^=]"]
     name = rf"{t}\.{re.escape(key[1] if isinstance(key, tuple) else key)}\b"
-    return [rf"{name}\s*(\[[^\]]*\])?\s*([-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)", rf"{name}\.({_MUTATORS})\(",
+    return [rf"{name}(\.data)?\s*(\[[^\]]*\])?\s*([-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)", rf"{name}\.({_MUTATORS})\(",
             rf"\b(shuffle|sort|heappush|heappop|insort)\(\s*{name}"]
 
 
@@ -167,12 +216,19 @@ def _assignment_line(root: nn.Module | None, path: str, key):
     in the class of the module itself and of each module above it (``self.head.eval()`` in the parent)."""
     if root is None:
         return None
-    parts = path.split(".") if path else []
+    cls = path[len("<class "):-1] if path.startswith("<class ") else None   # held_state's class entries
+    parts = path.split(".") if path and cls is None else []
     for depth in range(len(parts), -1, -1):   # the module itself first, then its parents
-        owner = root.get_submodule(".".join(parts[:depth]))
+        try:
+            owner = root.get_submodule(".".join(parts[:depth]))
+        except AttributeError:   # a held object's path (held_state.py): its holder is further up
+            continue
         rel = ".".join(parts[depth:])
         target = "self" + (f".{rel}" if rel else "")
         patterns = [re.compile(p) for p in _write_patterns(target, key)]
+        if cls is not None:   # type(self).n += 1, self.__class__.n = ..., Model.n += 1
+            patterns = [re.compile(p) for t in ("type(self)", "self.__class__", cls.split(".")[-1])
+                        for p in _write_patterns(t, key)]
         try:
             lines, first = inspect.getsourcelines(type(owner))
             filename = inspect.getsourcefile(type(owner))
@@ -226,6 +282,8 @@ _RANDOM_ADVICE = "draw with torch (torch.rand, torch.randint, ...), which the tr
 _CLOCK_ADVICE = "pass the value in as an argument"
 _DEFAULT_ADVICE = ("pass dtype= / device= to the factory calls instead (torch.ones(3, dtype=torch.float64)); the "
                    "program's factories follow the caller's default at call time")
+_UNSEEN_ADVICE = "make a new tensor instead (y = other.clone(), or .copy_() into a tensor of the same shape)"
+_SEED_READ_ADVICE = "pass the seed / state in as an argument (the program cannot read a generator's seed or state)"
 _SEED_ADVICE = "seed with torch.manual_seed(k) (recorded), seed outside forward, or pass a torch.Generator in"
 
 
@@ -240,6 +298,13 @@ def _register() -> None:
     for name in ("seed", "set_rng_state"):   # torch.manual_seed and torch.Generator are recorded (rng_record.py)
         patches.register(torch, name, _note(f"torch.{name}()", _SEED_ADVICE))
         patches.register(torch.random, name, _note(f"torch.{name}()", _SEED_ADVICE))
+    for name in ("initial_seed", "get_rng_state"):   # read the global generator: the trace would keep the value
+        patches.register(torch, name, _note(f"torch.{name}()", _SEED_READ_ADVICE))
+        patches.register(torch.random, name, _note(f"torch.{name}()", _SEED_READ_ADVICE))
+    # writes torch does not dispatch to a TorchFunctionMode (the trace never sees them): the program would skip them
+    patches.register(torch.Tensor, "set_", _note("Tensor.set_() (a write the trace cannot see)", _UNSEEN_ADVICE))
+    patches.register(torch.utils, "swap_tensors", _note("torch.utils.swap_tensors() (a write the trace cannot see)",
+                                                        _UNSEEN_ADVICE))
     for name in ("set_default_dtype", "set_default_tensor_type", "set_default_device"):   # factories after it are
         if hasattr(torch, name):   # recorded without a dtype / device and would replay in the caller's default
             patches.register(torch, name, _note(f"torch.{name}()", _DEFAULT_ADVICE))
@@ -253,6 +318,20 @@ def _register() -> None:
 _register()
 
 
+def generator_call(frame, fn) -> None:
+    """The profile hook (frame_returns.py) saw user code in ``frame`` call ``fn``, a method of a ``torch.Generator``
+    made outside forward (``torch.default_generator.initial_seed()``, ``g.get_state()``, ``g.manual_seed(k)``):
+    the program draws from such a generator but cannot read or reseed it. Default-deny: every method (a generator
+    made inside forward is the stand-in's, trace/rng_record.py, and never comes here)."""
+    tracer = get_tracer()
+    watch = getattr(tracer, "python_state", None) if tracer is not None else None
+    if watch is None or outside_forward(frame):
+        return
+    code = frame.f_code
+    watch.found(f"torch.Generator.{getattr(fn, '__name__', '?')}() on a generator made outside forward",
+                _SEED_READ_ADVICE, SourceLoc(code.co_filename, frame.f_lineno, code.co_name))
+
+
 # ---- one recording's watch --------------------------------------------------------------------------------
 class PythonStateWatch:
     """Collects what forward did that a traced program cannot replay; ``finish`` refuses or warns."""
@@ -263,6 +342,7 @@ class PythonStateWatch:
         self.before = snapshot(module)
         self.outer = None   # trace/outer_state.OuterState (globals, closure cells, input containers): set by api.record
         self.issues: list = []   # (what, advice, SourceLoc | None)
+        self.numpy_views = NumpyViews()   # arrays sharing a traced tensor's memory (trace/numpy_writes.py)
         not_forward.reset()
         self._raised: set[int] = set()
 
@@ -284,7 +364,11 @@ class PythonStateWatch:
     def finish(self, ledger) -> None:
         lazy: list = []
         self.lazy = lazy   # (path, module, attribute) set from None by this forward: trace/api.py's Recording
-        for path, m, key in _changes(self.before, lazy):
+        for loc in self.numpy_views.changed():
+            self.found("a write into a tensor through its numpy view (`.numpy()` / `np.asarray`)",
+                       "write with torch ops, or take a copy (`.numpy().copy()`)", loc)
+        codes = tuple(self.outer.forward_codes) if self.outer is not None else ()
+        for path, m, key in _changes(self.before, lazy, codes):
             self.found(_describe(path, m, key), "keep state that changes per call in tensors (buffers updated "
                        "in place) or outside forward", _assignment_line(self.module, path, key))
         for path, m, key in lazy:

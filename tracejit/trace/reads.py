@@ -132,6 +132,8 @@ def value_read(tracer, func, name, args, kwargs):
     tracer.ledger.add("value_read", f"{torch_phrase(name)}: {what} read a value out of a tensor, and the trace "
                       "cannot record that", loc, result if not hasattr(result, "shape") else args[0])
     tracer.guards.value(name, args, result, what, loc)
+    if name in ("numpy", "__array__") and getattr(tracer, "python_state", None) is not None:
+        tracer.python_state.numpy_views.add(result, loc)   # a write through it: trace/numpy_writes.py
     return result
 
 
