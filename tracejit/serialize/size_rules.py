@@ -24,6 +24,7 @@ from . import op_sizes_strided as strided
 from . import op_sizes_linalg as linalg
 from . import op_sizes_values as values
 from . import op_sizes_vision as vision
+from . import op_sizes_work as work
 
 
 class SizeRule(FrozenRecord):
@@ -87,7 +88,7 @@ RULES: dict[str, SizeRule] = {
     **_rules("upsample_nearest1d upsample_nearest2d upsample_nearest3d upsample_linear1d upsample_bilinear2d "
              "upsample_bicubic2d upsample_trilinear3d _upsample_nearest_exact1d _upsample_nearest_exact2d "
              "_upsample_nearest_exact3d", size.upsample),
-    **{op: SizeRule(functools.partial(size.rnn, op=op)) for op in size.GATES},
+    **{op: SizeRule(functools.partial(size.rnn, op=op), work.rnn_flops) for op in size.GATES},   # work: round 25
     # products: the output and the work of a contraction
     **_rules("matmul mm linalg_matmul addmm", linalg.matmul_elements, linalg.matmul_flops,
              linalg.constant_operand_factor),
@@ -158,7 +159,9 @@ RULES: dict[str, SizeRule] = {
     **_rules("renorm", constant_args.renormed, static_factor=constant_args.same_size),
     # values the kernels trust (op_sizes_values.py): a ValueError is a LoadError / GuardError
     **_rules("mvlgamma special_multigammaln", values.mvlgamma),
-    **_rules("matrix_power linalg_matrix_power", values.matrix_power),
+    **_rules("matrix_power linalg_matrix_power", values.matrix_power, work.matrix_power_flops),
+    # a kernel's scalar loop over every (target, class) pair of a row (op_sizes_work.py, round 25)
+    **_rules("multilabel_margin_loss", several.broadcast_or_sum, work.multilabel_margin_flops),
     **_rules("binomial", values.binomial),
     **_rules("_weight_norm", values.weight_norm),
     # pooling: the output is at most the input, the work its window times the output

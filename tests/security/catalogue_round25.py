@@ -1,0 +1,119 @@
+"""Hostile files of the round-25 attack round (/work/wt/hostile25_findings.md has the whole table).
+
+**Call-time work** (each file a few KB, called on a 3 x 8 input): ops whose kernels loop more than their output
+says, on tensors the file makes with its own factories (within the element budget), so every size stays legal
+and only the *work* is hostile. Before this round each loaded and ran its call for minutes (the sandbox child's
+CPU limit killed it); now the call raises BudgetError before the kernel runs (serialize/op_sizes_work.py):
+
+- ``matrix_power_2_62`` / ``linalg_matrix_power_2_62``: the power 2**62 of a 4096 x 4096 matrix: 124 products
+  of 4096^3 (3 minutes a call);
+- ``multilabel_margin_2_20``: multilabel_margin_loss of [1, 2**20] with an all-zero target: 2^40 scalar steps
+  (about 14 minutes);
+- ``lstm_16000_steps`` / ``gru_16000_steps``: a fused recurrent op over 16,000 steps with the file's zeros as
+  2,048-wide weights (a minute).
+
+``hostile_cases()`` / ``legit_cases()`` give round_problems' tuples; the legitimate files are the unedited programs
+called on another shape, answering as eager.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+import tracejit
+from security_testlib import graphs, rewrite, to_bytes
+
+X = "1:3,8"
+
+
+def _factories(doc, op: str):
+    return [n for g in graphs(doc) for n in g["nodes"] if n["op"].startswith(f"aten::{op}.")]
+
+
+def _sizes(op: str, *shapes):
+    """The program's ``op`` factories (zeros, eye), in order, asked for ``shapes`` instead."""
+    def edit(doc):
+        for n, shape in zip(_factories(doc, op), shapes):
+            n["args"][:len(shape)] = list(shape)
+    return edit
+
+
+def _arg(op: str, i: int, value):
+    return lambda doc: _factories(doc, op)[0]["args"].__setitem__(i, value)
+
+
+def _then(*edits):
+    def edit(doc):
+        for e in edits:
+            e(doc)
+    return edit
+
+
+def _matrix_power(x):
+    return torch.matrix_power(torch.eye(4) + x.sum(), 3).sum(0)
+
+
+def _linalg_matrix_power(x):
+    return torch.linalg.matrix_power(torch.eye(4) + x.sum(), 3).sum(0)
+
+
+def _multilabel(x):
+    a = torch.zeros(1, 8) + x.sum()
+    return torch.nn.functional.multilabel_margin_loss(a, torch.zeros(1, 8, dtype=torch.long), reduction="none")
+
+
+def _recurrent(op):
+    """``op`` (torch.lstm / gru / rnn_tanh) over a sequence and weights the program makes: 8 steps, hidden 3."""
+    gates = {"lstm": 4, "gru": 3, "rnn_tanh": 1}[op]
+
+    def fn(x):
+        s = x.sum()
+        seq, h = torch.zeros(8, 1, 2) + s, torch.zeros(1, 1, 3)
+        weights = [torch.zeros(3 * gates, 2) + s / 100, torch.zeros(3 * gates, 3) + s / 100]
+        states = (h, h) if op == "lstm" else h
+        return getattr(torch, op)(seq, states, weights, False, 1, 0.0, False, False, False)[0][-1]
+    return fn
+
+
+OPS = {   # name -> (function of x [3, 8], a legit second shape)
+    "matrix_power": (_matrix_power, "2:4,6"),
+    "linalg_matrix_power": (_linalg_matrix_power, "2:4,6"),
+    "multilabel": (_multilabel, "2:4,6"),
+    "lstm": (_recurrent("lstm"), "2:4,6"),
+    "gru": (_recurrent("gru"), "2:4,6"),
+}
+
+EDITS = [   # (name, op, edit, expect)
+    ("matrix_power_2_62", "matrix_power",
+     _then(_sizes("eye", (4096,)), _arg("matrix_power", 1, 2 ** 62)), "call_refused"),
+    ("linalg_matrix_power_2_62", "linalg_matrix_power",
+     _then(_sizes("eye", (4096,)), _arg("linalg_matrix_power", 1, 2 ** 62)), "call_refused"),
+    ("multilabel_margin_2_20", "multilabel", _sizes("zeros", (1, 2 ** 20), (1, 2 ** 20)), "call_refused"),
+    ("lstm_16000_steps", "lstm",
+     _sizes("zeros", (16000, 1, 1), (1, 1, 2048), (8192, 1), (8192, 2048)), "call_refused"),
+    ("gru_16000_steps", "gru",
+     _sizes("zeros", (16000, 1, 1), (1, 1, 2048), (6144, 1), (6144, 2048)), "call_refused"),
+]
+
+
+def _op_files() -> dict:
+    out = {}
+    for name, (fn, _) in OPS.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out[name] = to_bytes(tracejit.trace(fn, (torch.randn(3, 8),)))
+    return out
+
+
+def hostile_cases(files: dict | None = None) -> list:
+    """``(name, file bytes, input spec, expect)`` in round_problems' form."""
+    files = files or _op_files()
+    return [(name, rewrite(files[op], edit_doc=edit), X, expect) for name, op, edit, expect in EDITS]
+
+
+def legit_cases(files: dict | None = None) -> list:
+    """The unedited programs on another shape: ``(name, file bytes, input spec, eager's output sum)``."""
+    from security_testlib import output_sum
+    files = files or _op_files()
+    return [(f"legit_{op}", files[op], spec, output_sum(fn, spec)) for op, (fn, spec) in OPS.items()]

@@ -1,0 +1,76 @@
+"""The round-25 call-time work files (catalogue_round25.py) loaded and called in a child process capped in memory
+and CPU time: each loads (every size in it is legal) and its call raises BudgetError before the kernel runs,
+never runs for minutes; the unedited programs answer as eager on another shape; the refusal names the op and
+the work; and the work rules count what the kernels do on shapes other than the files'."""
+from __future__ import annotations
+
+import io
+
+import pytest
+import torch
+
+import tracejit
+from catalogue_round25 import X, _op_files, hostile_cases, legit_cases
+from security_testlib import round_problems
+from tracejit.serialize import size_rules
+from tracejit.support.call_budget import WORK_FACTOR
+
+CPU_S = 2.0
+
+
+@pytest.fixture(scope="module")
+def files():
+    return _op_files()
+
+
+def test_round25_files_are_refused_before_the_kernel(tmp_path, files):
+    problems = round_problems(tmp_path, hostile_cases(files), legit_cases(files), CPU_S)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_refusal_names_the_op_and_its_work(monkeypatch, files):
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", "")
+    by_name = {n: raw for n, raw, _, _ in hostile_cases(files)}
+    for name, op in (("matrix_power_2_62", "matrix_power"), ("multilabel_margin_2_20", "multilabel_margin_loss"),
+                     ("lstm_16000_steps", "lstm")):
+        loaded = tracejit.load(io.BytesIO(by_name[name]))
+        with pytest.raises(tracejit.BudgetError, match=rf"aten::{op} at .* would compute \d+ multiply-adds"):
+            loaded(torch.randn(3, 8))
+
+
+def _meta(*shape):
+    return torch.empty(*shape, device="meta")
+
+
+@pytest.mark.parametrize("k,n", [(5, 9), (3, 2 ** 40), (7, -6), (2, 1)])
+def test_matrix_power_work_covers_its_products(k, n):
+    """Two products per bit of n (squares and multiplies), an inverse for a negative n: counted at least as
+    the products eager's repeated squaring makes (counted by a dispatch-level count of mm calls)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        products = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func._schema.name in ("aten::mm", "aten::bmm", "aten::matmul", "aten::linalg_inv_ex"):
+                Count.products += 1
+            return func(*args, **(kwargs or {}))
+
+    x = torch.eye(k, dtype=torch.float64) + 0.01 * torch.randn(k, k, dtype=torch.float64)
+    with Count():
+        torch.matrix_power(x, n)
+    counted = size_rules.rule("matrix_power").flops({"self": _meta(2, k, k), "n": n})
+    assert counted >= 2 * Count.products * k ** 3
+
+
+def test_recurrent_and_multilabel_work_grows_with_what_the_kernel_loops_over():
+    lstm = size_rules.rule("lstm").flops
+    small = lstm({"input": _meta(10, 2, 5), "params": [_meta(12, 5), _meta(12, 3)]})
+    assert small == 10 * 2 * (12 * 5 + 12 * 3)
+    assert lstm({"input": _meta(20, 2, 5), "params": [_meta(12, 5), _meta(12, 3)]}) == 2 * small
+    ml = size_rules.rule("multilabel_margin_loss").flops
+    assert ml({"self": _meta(3, 64), "target": _meta(3, 64)}) == 4 * ml({"self": _meta(3, 32), "target": _meta(3, 32)})
+    # the files' shapes are far past the work a 3 x 8 call may do
+    budget = WORK_FACTOR * 2 ** 25
+    assert ml({"self": _meta(1, 2 ** 20), "target": _meta(1, 2 ** 20)}) > budget
+    assert lstm({"input": _meta(16000, 1, 1), "params": [_meta(8192, 1), _meta(8192, 2048)]}) > budget
