@@ -117,3 +117,27 @@ def legit_cases(files: dict | None = None) -> list:
     from security_testlib import output_sum
     files = files or _op_files()
     return [(f"legit_{op}", files[op], spec, output_sum(fn, spec)) for op, (fn, spec) in OPS.items()]
+
+
+# ------------------------------------------------------------------------------------------ open (not fixed)
+# **the call's total work** (OPEN: needs support/call_budget.py and the code generator, not this round's files).
+# Every op of a call is held to the budget on its own (elements, and WORK_FACTOR x that in multiply-adds), but
+# nothing holds their sum: a file that makes one legal 4096 x 4096 matrix and multiplies it by itself k times
+# (each product 4096^3, within the per-op work budget) costs k x 1.4 CPU seconds a call on a 3-element input
+# (k = 10: 14 s from a 5 KB file; 50,000 nodes, or a submodule called until the expansion limit: hours), and
+# k element-by-element ops on a legal 2**25 - 1 element zeros cost k x ~90 ms with no check at all (they make
+# no more than their input). /work/wt/hostile25_findings.md proposes a per-call running total.
+def work_chain(k: int, kind: str = "mm"):
+    """The traced function of the open attack: ``k`` products of a 4096 x 4096 matrix (``mm``) or ``k`` sines
+    of a 2**25 - 1 element vector (``sin``), from a factory of the file (trace it, save it, load it, call it)."""
+    def fn(x):
+        if kind == "sin":
+            z = torch.zeros(2 ** 25 - 1) + x.sum()
+            for _ in range(k):
+                z = z.sin()
+            return z.sum()
+        a = torch.zeros(4096, 4096) + x.sum()
+        for _ in range(k):
+            a = a @ a
+        return a.sum()
+    return fn
