@@ -12,6 +12,12 @@ CPU limit killed it); now the call raises BudgetError before the kernel runs (se
 - ``lstm_16000_steps`` / ``gru_16000_steps``: a fused recurrent op over 16,000 steps with the file's zeros as
   2,048-wide weights (a minute).
 
+**Constants the kernels of sized ops refuse** (``CONSTANT_EDITS``, on a [1, 2, 6, 6] input): an upsampling size of
+0 or -3, a negative adaptive pooling size, cdist's compute_mode 7 or p -1, stft's hop 0 or a window of 20 for an
+n_fft of 8, im2col's padding -5, histc's min above its max, quantile's q 1.5, a circular padding of 7 on a size-6
+dimension: each loaded and raised the kernel's RuntimeError at the first call; now a LoadError naming the node,
+the argument and what the kernel would refuse (serialize/op_sizes_refused.py).
+
 ``hostile_cases()`` / ``legit_cases()`` give round_problems' tuples; the legitimate files are the unedited programs
 called on another shape, answering as eager.
 """
@@ -97,26 +103,76 @@ EDITS = [   # (name, op, edit, expect)
 ]
 
 
-def _op_files() -> dict:
+# ------------------------------------------------------------------------------------------ refused constants
+X4 = "1:1,2,6,6"
+F = torch.nn.functional
+
+
+def _node_arg(op: str, i: int, value):
+    """Argument ``i`` of the first ``op`` node set to ``value`` (a keyword when ``i`` is a name)."""
+    def edit(doc):
+        n = next(n for g in graphs(doc) for n in g["nodes"] if n["op"].startswith(f"aten::{op}."))
+        if isinstance(i, str):
+            n["kwargs"] = [[k, value if k == i else v] for k, v in n["kwargs"]]
+        else:
+            n["args"][i] = value
+    return edit
+
+
+CONSTANT_OPS = {   # name -> (function of x [1, 2, 6, 6], a legit second shape)
+    "upsample": (lambda x: F.interpolate(x, size=(3, 5)), "2:2,2,8,8"),
+    "bilinear": (lambda x: F.interpolate(x, size=(3, 5), mode="bilinear"), "2:2,2,8,8"),
+    "adaptive_max": (lambda x: F.adaptive_max_pool2d(x, 2), "2:2,2,8,8"),
+    "cdist": (lambda x: torch.cdist(x[0], x[0]), "2:1,2,8,8"),
+    "stft": (lambda x: torch.stft(x.flatten(), 8, hop_length=2, win_length=8, return_complex=True).real, "2:1,2,8,8"),
+    "unfold": (lambda x: F.unfold(x, 2), "2:2,2,8,8"),
+    "histc": (lambda x: torch.histc(x, 4, -1, 1), "2:2,2,8,8"),
+    "quantile": (lambda x: x.flatten().quantile(0.25), "2:2,2,8,8"),
+    "circular": (lambda x: F.pad(x, (1, 1, 1, 1), mode="circular"), "2:2,2,8,8"),
+}
+
+CONSTANT_EDITS = [   # (name, op, edit): each a LoadError
+    ("upsample_size_0", "upsample", _node_arg("upsample_nearest2d", 1, [0, 5])),
+    ("upsample_size_negative", "upsample", _node_arg("upsample_nearest2d", 1, [-3, 5])),
+    ("bilinear_size_0", "bilinear", _node_arg("upsample_bilinear2d", 1, [3, 0])),
+    ("adaptive_max_negative", "adaptive_max", _node_arg("adaptive_max_pool2d", 1, [-2, 2])),
+    ("cdist_compute_mode_7", "cdist", _node_arg("cdist", 3, 7)),
+    ("cdist_p_negative", "cdist", _node_arg("cdist", 2, -1.0)),
+    ("stft_hop_0", "stft", _node_arg("stft", 2, 0)),
+    ("stft_window_over_n_fft", "stft", _node_arg("stft", 3, 20)),
+    ("im2col_padding_negative", "unfold", _node_arg("im2col", 3, [-5, 0])),
+    ("histc_min_over_max", "histc", _node_arg("histc", 2, 5.0)),
+    ("quantile_q_1_5", "quantile", _node_arg("quantile", 1, 1.5)),
+    ("circular_pad_wraps_twice", "circular", _node_arg("pad", 1, [7, 7, 1, 1])),
+]
+
+
+def _traced(ops: dict, example) -> dict:
     out = {}
-    for name, (fn, _) in OPS.items():
+    for name, (fn, _) in ops.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            out[name] = to_bytes(tracejit.trace(fn, (torch.randn(3, 8),)))
+            out[name] = to_bytes(tracejit.trace(fn, (example,)))
     return out
+
+
+def _op_files() -> dict:
+    return {**_traced(OPS, torch.randn(3, 8)), **{f"c_{k}": v for k, v in _traced(CONSTANT_OPS, torch.randn(1, 2, 6, 6)).items()}}
 
 
 def hostile_cases(files: dict | None = None) -> list:
     """``(name, file bytes, input spec, expect)`` in round_problems' form."""
     files = files or _op_files()
-    return [(name, rewrite(files[op], edit_doc=edit), X, expect) for name, op, edit, expect in EDITS]
+    return [(name, rewrite(files[op], edit_doc=edit), X, expect) for name, op, edit, expect in EDITS] + \
+        [(name, rewrite(files[f"c_{op}"], edit_doc=edit), X4, "reject") for name, op, edit in CONSTANT_EDITS]
 
 
 def legit_cases(files: dict | None = None) -> list:
     """The unedited programs on another shape: ``(name, file bytes, input spec, eager's output sum)``."""
     from security_testlib import output_sum
     files = files or _op_files()
-    return [(f"legit_{op}", files[op], spec, output_sum(fn, spec)) for op, (fn, spec) in OPS.items()]
+    return [(f"legit_{op}", files[op], spec, output_sum(fn, spec)) for op, (fn, spec) in OPS.items()] + \
+        [(f"legit_{op}", files[f"c_{op}"], spec, output_sum(fn, spec)) for op, (fn, spec) in CONSTANT_OPS.items()]
 
 
 # ------------------------------------------------------------------------------------------ open (not fixed)

@@ -74,3 +74,16 @@ def test_recurrent_and_multilabel_work_grows_with_what_the_kernel_loops_over():
     budget = WORK_FACTOR * 2 ** 25
     assert ml({"self": _meta(1, 2 ** 20), "target": _meta(1, 2 ** 20)}) > budget
     assert lstm({"input": _meta(16000, 1, 1), "params": [_meta(8192, 1), _meta(8192, 2048)]}) > budget
+
+
+def test_refused_constants_say_what_and_where(monkeypatch, files):
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", "")
+    by_name = {n: raw for n, raw, _, _ in hostile_cases(files)}
+    for name, fragment in (
+            ("upsample_size_0", r"node \d+ \(aten::upsample_nearest2d.default\): .*output size \[0, 5\] must be positive"),
+            ("cdist_compute_mode_7", r"aten::cdist: compute_mode 7 must be 0, 1 or 2"),
+            ("stft_window_over_n_fft", r"aten::stft: win_length 20 must be between 1 and n_fft \(8\)"),
+            ("histc_min_over_max", r"aten::histc: min 5.0 must not be larger than max"),
+            ("circular_pad_wraps_twice", r"circular padding \[7, 7, 1, 1\] wraps dimension 3 of size 6")):
+        with pytest.raises(tracejit.LoadError, match=fragment):
+            tracejit.load(io.BytesIO(by_name[name]))
