@@ -1,7 +1,8 @@
 """The code cache (serialize/code_cache.py) holds at most MAX_TOTAL_BYTES in all, not only MAX_ENTRIES entries:
 a crafted file's entry can be twice its header (a 5 MB file of 28,000 nodes wrote an 11.5 MB entry), so a service
 handed 256 distinct files kept gigabytes (round 25, /work/wt/hostile25_findings.md). The newest entry always stays;
-temporary files of a writer killed before its rename go once they are an hour old."""
+temporary files of a writer killed before its rename go once they are an hour old. And a complete file whose header
+passes the header limit is told so (it was called "truncated")."""
 from __future__ import annotations
 
 import os
@@ -57,3 +58,22 @@ def test_stale_temporary_files_go_and_fresh_ones_stay(tmp_path, monkeypatch):
     os.utime(old, (two_hours_ago, two_hours_ago))
     tracejit.load(str(_save(tmp_path, 0)))
     assert not old.exists() and fresh.exists()
+
+
+def test_a_whole_file_with_a_header_over_the_limit_is_told_so_not_called_truncated(tmp_path, monkeypatch):
+    """A header of 16 MiB + 100 bytes (JSON padded with spaces, as safetensors pads it) in a complete file was
+    refused as "truncated, or not a tracejit file"; it is the header limit (serialize/limits.MAX_HEADER)."""
+    import io
+    import struct
+
+    import pytest
+    from tracejit.serialize.limits import MAX_HEADER
+
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", "")
+    raw = _save(tmp_path, 0).read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    pad = MAX_HEADER + 100 - n
+    big = struct.pack("<Q", n + pad) + raw[8:8 + n] + b" " * pad + raw[8 + n:]
+    with pytest.raises(tracejit.LoadError) as e:
+        tracejit.load(io.BytesIO(big))
+    assert f"claims {n + pad} bytes, more than the {MAX_HEADER}" in str(e.value) and "truncated" not in str(e.value)
