@@ -197,3 +197,16 @@ def work_chain(k: int, kind: str = "mm"):
             a = a @ a
         return a.sum()
     return fn
+
+
+# **a call guard's broadcast** (OPEN: needs codegen/guards.py, not this round's files). A call guard repeats a
+# reviewed read (serialize/guards.FILE_CALL_FUNCTIONS); ``torch.allclose`` (and ``Tensor.allclose``) broadcast
+# their operands, and nothing sizes a guard's call: two legal factories of the file, [2**16, 1] and [1, 2**16]
+# (65,536 elements each), made the guard's isclose ask for 2**32 elements: 4.4 GB resident, then a failed
+# 17 GB allocation after 7.6 CPU s (under a 6 GB address-space limit; a bigger machine allocates it). The same
+# test written as ``b in a`` is recorded as aten::eq / any and refused by the size check (BudgetError).
+def allclose_guard_broadcast(x):
+    """Trace on a [3] input, then set the two zeros nodes' sizes to [2**16, 1] and [1, 2**16]."""
+    a = torch.zeros(4, 1) + x.sum()
+    b = torch.zeros(1, 4) + x.sum()
+    return x + 1 if torch.allclose(a, b) else x - 1
