@@ -12,6 +12,11 @@ CPU limit killed it); now the call raises BudgetError before the kernel runs (se
 - ``lstm_16000_steps`` / ``gru_16000_steps``: a fused recurrent op over 16,000 steps with the file's zeros as
   2,048-wide weights (a minute).
 
+**A call guard's broadcast**: ``allclose_guard_2_32``: a call guard repeating ``torch.allclose`` of two of the file's
+tensors, [2**16, 1] and [1, 2**16] (legal), asked for 2**32 elements (4.4 GB resident, then a failed 17 GB
+allocation); now sized like an op of two tensors before the guard runs (serialize/guards.BROADCASTING_CALLS,
+budget_plan._guard_check): BudgetError.
+
 **Constants the kernels of sized ops refuse** (``CONSTANT_EDITS``, on a [1, 2, 6, 6] input): an upsampling size of
 0 or -3, a negative adaptive pooling size, cdist's compute_mode 7 or p -1, stft's hop 0 or a window of 20 for an
 n_fft of 8, im2col's padding -5, histc's min above its max, quantile's q 1.5, a circular padding of 7 on a size-6
@@ -82,12 +87,20 @@ def _recurrent(op):
     return fn
 
 
+def allclose_guard_broadcast(x):
+    """A call guard repeating ``torch.allclose`` of two tensors the program makes ([4, 1] and [1, 4]: they broadcast)."""
+    a = torch.zeros(4, 1) + x.sum()
+    b = torch.zeros(1, 4) + x.sum()
+    return x + 1 if torch.allclose(a, b) else x - 1
+
+
 OPS = {   # name -> (function of x [3, 8], a legit second shape)
     "matrix_power": (_matrix_power, "2:4,6"),
     "linalg_matrix_power": (_linalg_matrix_power, "2:4,6"),
     "multilabel": (_multilabel, "2:4,6"),
     "lstm": (_recurrent("lstm"), "2:4,6"),
     "gru": (_recurrent("gru"), "2:4,6"),
+    "allclose_guard": (allclose_guard_broadcast, "2:4,6"),
 }
 
 EDITS = [   # (name, op, edit, expect)
@@ -100,6 +113,8 @@ EDITS = [   # (name, op, edit, expect)
      _sizes("zeros", (16000, 1, 1), (1, 1, 2048), (8192, 1), (8192, 2048)), "call_refused"),
     ("gru_16000_steps", "gru",
      _sizes("zeros", (16000, 1, 1), (1, 1, 2048), (6144, 1), (6144, 2048)), "call_refused"),
+    # a call guard's broadcast: [2**16, 1] and [1, 2**16] (legal) made the guard's allclose ask for 2**32 elements
+    ("allclose_guard_2_32", "allclose_guard", _sizes("zeros", (2 ** 16, 1), (1, 2 ** 16)), "call_refused"),
 ]
 
 
@@ -199,14 +214,3 @@ def work_chain(k: int, kind: str = "mm"):
     return fn
 
 
-# **a call guard's broadcast** (OPEN: needs codegen/guards.py, not this round's files). A call guard repeats a
-# reviewed read (serialize/guards.FILE_CALL_FUNCTIONS); ``torch.allclose`` (and ``Tensor.allclose``) broadcast
-# their operands, and nothing sizes a guard's call: two legal factories of the file, [2**16, 1] and [1, 2**16]
-# (65,536 elements each), made the guard's isclose ask for 2**32 elements: 4.4 GB resident, then a failed
-# 17 GB allocation after 7.6 CPU s (under a 6 GB address-space limit; a bigger machine allocates it). The same
-# test written as ``b in a`` is recorded as aten::eq / any and refused by the size check (BudgetError).
-def allclose_guard_broadcast(x):
-    """Trace on a [3] input, then set the two zeros nodes' sizes to [2**16, 1] and [1, 2**16]."""
-    a = torch.zeros(4, 1) + x.sum()
-    b = torch.zeros(1, 4) + x.sum()
-    return x + 1 if torch.allclose(a, b) else x - 1

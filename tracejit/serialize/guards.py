@@ -75,6 +75,11 @@ FILE_CALL_METHODS = frozenset(METADATA) | {"is_same_size", "equal", "allclose", 
 FILE_CALL_FUNCTIONS = {"torch.allclose", "torch.equal", "torch.is_same_size", "torch.numel", "torch.is_nonzero",
                        "torch.result_type", "torch.can_cast", "torch.promote_types", "torch.is_tensor",
                        "torch.is_floating_point", "torch.is_complex"}
+# Of those, the reads whose work is their operands' *broadcast*, not their sizes: ``allclose`` (isclose of the
+# two) and ``a.__contains__(b)`` (``(b == a).any()``). Two legal tensors of a file, [2**16, 1] and [1, 2**16],
+# made a guard's allclose ask for 2**32 elements (round 25). In a program with a call budget the guard is
+# sized first, like an op of two tensors (serialize/budget_plan.BudgetPlan.check_for; codegen/guards.py).
+BROADCASTING_CALLS = frozenset(("fn:torch.allclose", "method:allclose", "method:__contains__"))
 _FORMAT_SPEC = LazyPattern(r"[^0-9]{0,8}(?:[0-9]{1,3}[^0-9]{0,8}){0,3}")   # widths and precisions below 1000
 
 
