@@ -88,7 +88,8 @@ def _recurrent(op):
 
 
 def allclose_guard_broadcast(x):
-    """A call guard repeating ``torch.allclose`` of two tensors the program makes ([4, 1] and [1, 4]: they broadcast)."""
+    """A call guard repeating ``torch.allclose`` of two tensors the program makes ([4, 1] and [1, 4]: they
+    broadcast)."""
     a = torch.zeros(4, 1) + x.sum()
     b = torch.zeros(1, 4) + x.sum()
     return x + 1 if torch.allclose(a, b) else x - 1
@@ -172,7 +173,8 @@ def _traced(ops: dict, example) -> dict:
 
 
 def _op_files() -> dict:
-    return {**_traced(OPS, torch.randn(3, 8)), **{f"c_{k}": v for k, v in _traced(CONSTANT_OPS, torch.randn(1, 2, 6, 6)).items()}}
+    constant_files = _traced(CONSTANT_OPS, torch.randn(1, 2, 6, 6))
+    return {**_traced(OPS, torch.randn(3, 8)), **{f"c_{k}": v for k, v in constant_files.items()}}
 
 
 def hostile_cases(files: dict | None = None) -> list:

@@ -80,7 +80,8 @@ def test_refused_constants_say_what_and_where(monkeypatch, files):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", "")
     by_name = {n: raw for n, raw, _, _ in hostile_cases(files)}
     for name, fragment in (
-            ("upsample_size_0", r"node \d+ \(aten::upsample_nearest2d.default\): .*output size \[0, 5\] must be positive"),
+            ("upsample_size_0",
+             r"node \d+ \(aten::upsample_nearest2d.default\): .*output size \[0, 5\] must be positive"),
             ("cdist_compute_mode_7", r"aten::cdist: compute_mode 7 must be 0, 1 or 2"),
             ("stft_window_over_n_fft", r"aten::stft: win_length 20 must be between 1 and n_fft \(8\)"),
             ("histc_min_over_max", r"aten::histc: min 5.0 must not be larger than max"),

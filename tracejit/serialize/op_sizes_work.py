@@ -14,8 +14,8 @@ element. Measured on a 3-element input with one thread, before these rules:
 
 Work is in multiply-adds (the unit of ``SizeRule.flops``), a scalar loop's step counted as ``SCALAR_STEP`` of
 them: a compare-and-branch step with two loads costs about as much as 30 to 50 multiply-adds of a blocked
-matrix product on one core (measured here: 1.3e9 steps/s against 4.9e10 multiply-adds/s, a 4096^3 product in 1.4 s). Like op_sizes.py:
-Python ints, None while a size is unknown (a traced int at load: checked at call time).
+matrix product on one core (measured here: 1.3e9 steps/s against 4.9e10 multiply-adds/s, a 4096^3 product in
+1.4 s). Like op_sizes.py: Python ints, None while a size is unknown (a traced int at load: checked at call time).
 """
 from __future__ import annotations
 
