@@ -15,7 +15,10 @@ CPU limit killed it); now the call raises BudgetError before the kernel runs (se
 **A call guard's broadcast**: ``allclose_guard_2_32``: a call guard repeating ``torch.allclose`` of two of the file's
 tensors, [2**16, 1] and [1, 2**16] (legal), asked for 2**32 elements (4.4 GB resident, then a failed 17 GB
 allocation); now sized like an op of two tensors before the guard runs (serialize/guards.BROADCASTING_CALLS,
-budget_plan._guard_check): BudgetError.
+budget_plan._guard_check): BudgetError. ``repr_guard_2_25`` / ``_2_20``: a call guard repeating ``repr`` of a view
+expanded to [2] * 25 (legal): torch prints every element of a tensor whose dimensions are all short (800 MB, minutes;
+[2] * 20: 11 s); now a GuardError before printing, the printed elements being more than the text compared with
+has characters (serialize/guards.TEXT_READS).
 
 **Constants the kernels of sized ops refuse** (``CONSTANT_EDITS``, on a [1, 2, 6, 6] input): an upsampling size of
 0 or -3, a negative adaptive pooling size, cdist's compute_mode 7 or p -1, stft's hop 0 or a window of 20 for an
@@ -95,6 +98,19 @@ def allclose_guard_broadcast(x):
     return x + 1 if torch.allclose(a, b) else x - 1
 
 
+def repr_guard(x):
+    """A call guard repeating ``repr`` of a [2, 2] view of one element (its text: 36 characters)."""
+    a = torch.zeros(1).expand(2, 2)
+    return x + 1 if "tensor" in repr(a) else x - 1
+
+
+def _expand_to(shape):
+    def edit(doc):
+        n = next(n for g in graphs(doc) for n in g["nodes"] if n["op"].startswith("aten::expand."))
+        n["args"] = [n["args"][0], *shape]
+    return edit
+
+
 OPS = {   # name -> (function of x [3, 8], a legit second shape)
     "matrix_power": (_matrix_power, "2:4,6"),
     "linalg_matrix_power": (_linalg_matrix_power, "2:4,6"),
@@ -102,6 +118,7 @@ OPS = {   # name -> (function of x [3, 8], a legit second shape)
     "lstm": (_recurrent("lstm"), "2:4,6"),
     "gru": (_recurrent("gru"), "2:4,6"),
     "allclose_guard": (allclose_guard_broadcast, "2:4,6"),
+    "repr_guard": (repr_guard, "2:4,6"),
 }
 
 EDITS = [   # (name, op, edit, expect)
@@ -116,6 +133,10 @@ EDITS = [   # (name, op, edit, expect)
      _sizes("zeros", (16000, 1, 1), (1, 1, 2048), (6144, 1), (6144, 2048)), "call_refused"),
     # a call guard's broadcast: [2**16, 1] and [1, 2**16] (legal) made the guard's allclose ask for 2**32 elements
     ("allclose_guard_2_32", "allclose_guard", _sizes("zeros", (2 ** 16, 1), (1, 2 ** 16)), "call_refused"),
+    # a printed tensor: the view expanded to [2] * 25 (2**25 elements, legal) printed every one (torch elides only
+    # dimensions longer than 2 x edgeitems): 800 MB of text, minutes a call; [2] * 20 took 11 s
+    ("repr_guard_2_25", "repr_guard", _expand_to([2] * 25), "call_refused"),
+    ("repr_guard_2_20", "repr_guard", _expand_to([2] * 20), "call_refused"),
 ]
 
 

@@ -57,8 +57,14 @@ class BudgetPlan:
 
     def _guard_check(self, node):
         """A call guard repeating a read that broadcasts its two tensors (serialize/guards.BROADCASTING_CALLS:
-        ``torch.allclose``): sized like an op of two tensors (their broadcast or sum) when their shapes differ."""
+        ``torch.allclose``): sized like an op of two tensors (their broadcast or sum) when their shapes differ; one
+        that prints a tensor (TEXT_READS): at most as many elements as the text it compares with has characters."""
         call = node.attrs.get("call")
+        if node.attrs.get("test") == "call" and call in file_guards.TEXT_READS and node.args \
+                and isinstance(node.args[0], Value) and size_rules.is_tensor(node.args[0]) \
+                and isinstance(node.attrs.get("expected"), str):   # a printed tensor: at most the text's length
+            return file_guards.text_read_check(call, _where(node), len(node.attrs["expected"])), \
+                {"self": node.args[0]}, None
         if node.attrs.get("test") != "call" or call not in file_guards.BROADCASTING_CALLS or len(node.args) < 2 \
                 or not all(isinstance(v, Value) and size_rules.is_tensor(v) for v in node.args[:2]):
             return None
