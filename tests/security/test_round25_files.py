@@ -11,7 +11,7 @@ import torch
 
 import tracejit
 from catalogue_round25 import X, _op_files, hostile_cases, legit_cases
-from security_testlib import round_problems
+from security_testlib import graphs, rewrite, round_problems, traced_bytes
 from tracejit.serialize import size_rules
 from tracejit.support.call_budget import WORK_FACTOR
 
@@ -88,3 +88,46 @@ def test_refused_constants_say_what_and_where(monkeypatch, files):
             ("circular_pad_wraps_twice", r"circular padding \[7, 7, 1, 1\] wraps dimension 3 of size 6")):
         with pytest.raises(tracejit.LoadError, match=fragment):
             tracejit.load(io.BytesIO(by_name[name]))
+
+
+def _out_into(producer_op):
+    """The file's mul as ``aten::mul.out`` writing into the graph's input (``producer_op`` None) or into the
+    output of its first ``producer_op`` node (the file's constant)."""
+    def edit(doc):
+        g = graphs(doc)[0]
+        target, v = 0, len(g["inputs"])
+        for n in g["nodes"]:
+            if producer_op is not None and n["op"] == producer_op:
+                target = v
+                break
+            v += len(n["outputs"])
+        mul = next(n for n in g["nodes"] if n["op"].startswith("aten::mul"))
+        mul["op"], mul["kwargs"] = "aten::mul.out", [["out", {"v": target}]]
+    return edit
+
+
+def test_out_may_name_only_a_tensor_the_program_made(monkeypatch, tmp_path):
+    """``out=`` writes into, and resizes, the tensor it names: a file's ``aten::mul.out`` into the caller's input
+    (it wrote into the caller's x) or into a constant of the file is a LoadError; a program that writes into a
+    tensor it made (a traced ``torch.mul(x, 2, out=buf)``) saves, loads and answers as eager on another input;
+    ``save`` refuses one writing into its input, naming out=."""
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", "")
+    w = torch.linspace(-1, 1, 4)
+    raw = traced_bytes(lambda x: torch.mul(x, w) + 1, (torch.randn(4),))
+    for producer, what in ((None, "an input of the call"), ("tracejit::constant", "a constant of the file")):
+        with pytest.raises(tracejit.LoadError, match=rf"aten::mul.out\): its out= names {what}"):
+            tracejit.load(io.BytesIO(rewrite(raw, edit_doc=_out_into(producer))))
+
+    def made(x):
+        buf = torch.zeros(x.shape[0])
+        torch.mul(x, 2.0, out=buf)
+        return buf + 1
+    loaded = tracejit.load(io.BytesIO(traced_bytes(made, (torch.randn(4),))))
+    x = torch.randn(7)
+    assert torch.equal(loaded(x), made(x))
+
+    def into_input(x):
+        torch.mul(x, 2.0, out=x)
+        return x + 1
+    with pytest.raises(tracejit.SaveError, match="out= names an input of the call"):
+        tracejit.save(tracejit.trace(into_input, torch.randn(4)), str(tmp_path / "f.tjit"))
