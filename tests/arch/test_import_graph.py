@@ -63,6 +63,8 @@ LAZY_MODULES: dict = {
     ("tracejit.serialize.budget_plan", "tracejit.serialize.op_checks"): "likewise",
     ("tracejit.serialize.budget_plan", "tracejit.serialize.schema_check"): "likewise",
     ("tracejit.serialize.budget_plan", "tracejit.serialize.size_rules"): "likewise",
+    ("tracejit.serialize.budget_plan", "tracejit.serialize.guards"): "likewise (which call guards broadcast their "
+                                                                  "operands: round 25)",
     ("tracejit.serialize.budget_plan", "tracejit.ops.aten"): "likewise (op schemas, to bind a node's arguments)",
     ("tracejit.serialize.cached_methods", "tracejit.serialize.size_rules"): "only a program with call-time size "
                                                                             "checks needs the rules",

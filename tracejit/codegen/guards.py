@@ -26,6 +26,8 @@ class GuardEmitter:
 
     def emit(self, node: Node) -> None:
         gen = self.gen
+        if gen.budget is not None:   # a loaded program: a call guard that broadcasts is sized first (round 25)
+            budget_emit.before_node(gen, node)
         test, expected = node.attrs["test"], node.attrs["expected"]
         operands = [gen.expr(a) for a in node.args]
         pred = guard_expr(test, operands, node.attrs.get("call"), [f"{k}={gen.expr(v)}" for k, v in node.kwargs.items()])

@@ -14,6 +14,7 @@ from ..lazy_module import LazyModule
 
 # consulted while code is generated: a load that hits the code cache (code_cache.py) imports none of them
 op_allowlist = LazyModule(".op_allowlist", __package__)
+file_guards = LazyModule(".guards", __package__)
 op_checks = LazyModule(".op_checks", __package__)
 schema_check = LazyModule(".schema_check", __package__)
 size_rules = LazyModule(".size_rules", __package__)
@@ -30,6 +31,8 @@ class BudgetPlan:
         """``(check, bound arguments, gate)`` for ``node`` (gate: see ``_gate``), or None when it needs
         no call-time check."""
         op = node.op
+        if op == "tracejit::guard":
+            return self._guard_check(node)
         if isinstance(op, str) and op.split(".")[0] in size_rules.CUSTOM_RULES:
             return self._custom_check(node)
         if not isinstance(op, str) or not op.startswith("aten::"):
@@ -51,6 +54,24 @@ class BudgetPlan:
         self.checked = True
         return size_check(f"aten::{name}", rule, self.file_elements, _where(node)), bound, \
             _gate(rule, bound, self.file_elements, name)
+
+    def _guard_check(self, node):
+        """A call guard repeating a read that broadcasts its two tensors (serialize/guards.BROADCASTING_CALLS:
+        ``torch.allclose``): sized like an op of two tensors (their broadcast or sum) when their shapes differ; one
+        that prints a tensor (TEXT_READS): at most as many elements as the text it compares with has characters."""
+        call = node.attrs.get("call")
+        if node.attrs.get("test") == "call" and call in file_guards.TEXT_READS and node.args \
+                and isinstance(node.args[0], Value) and size_rules.is_tensor(node.args[0]) \
+                and isinstance(node.attrs.get("expected"), str):   # a printed tensor: at most the text's length
+            return file_guards.text_read_check(call, _where(node), len(node.attrs["expected"])), \
+                {"self": node.args[0]}, None
+        if node.attrs.get("test") != "call" or call not in file_guards.BROADCASTING_CALLS or len(node.args) < 2 \
+                or not all(isinstance(v, Value) and size_rules.is_tensor(v) for v in node.args[:2]):
+            return None
+        self.checked = True
+        bound = {"self": node.args[0], "other": node.args[1]}
+        return size_check(f"the call guard {call}", size_rules.SEVERAL_TENSORS, self.file_elements, _where(node)), \
+            bound, ("shape", "self", "other")
 
     def _custom_check(self, node):
         """A kept custom op (torchvision's nms, roi_align): its size rule, which also checks the values its

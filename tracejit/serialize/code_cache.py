@@ -22,8 +22,11 @@ It is used only where the directory and the entry belong to this user and nobody
 A crafted *program file* cannot reach it: a file's key is a hash of its own header.
 
 Where: ``$TRACEJIT_CACHE_DIR``, else ``$XDG_CACHE_HOME/tracejit``, else ``~/.cache/tracejit``. Set
-``TRACEJIT_CACHE_DIR`` to an empty string (or ``0``) to turn it off. At most ``MAX_ENTRIES`` entries are kept
-(the least recently written go first).
+``TRACEJIT_CACHE_DIR`` to an empty string (or ``0``) to turn it off. At most ``MAX_ENTRIES`` entries holding at
+most ``MAX_TOTAL_BYTES`` in all are kept (the least recently written go first; the newest always stays): a
+crafted file's entry can be twice its header (a 5 MB file of 28,000 nodes wrote 11.5 MB), so 256 entries of
+distinct files a service was handed could fill gigabytes of its disk (round 25). Temporary files a process
+killed while writing left behind go after an hour.
 
 >>> import os, tempfile, torch, tracejit
 >>> os.environ["TRACEJIT_CACHE_DIR"] = tempfile.mkdtemp()
@@ -44,6 +47,7 @@ import marshal
 import os
 import stat
 import sys
+import time
 
 import torch
 
@@ -52,6 +56,8 @@ from ..version import __version__
 MAGIC = b"TJCC1\n"
 MAX_ENTRIES = 256
 MAX_ENTRY_BYTES = 256 * 1024 * 1024
+MAX_TOTAL_BYTES = 1024 * 1024 * 1024
+STALE_TMP_NS = 3600 * 10 ** 9
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # another copy of tracejit: other keys
 
 
@@ -156,17 +162,31 @@ def _trusted(st) -> bool:
 
 
 def _evict(where: str) -> None:
-    entries = []
+    """Keep the newest entries, at most MAX_ENTRIES of them and MAX_TOTAL_BYTES in all (the newest always);
+    remove temporary files older than STALE_TMP_NS (a writer killed before its rename)."""
+    entries, now = [], None
     with os.scandir(where) as it:
         for e in it:
+            st = e.stat(follow_symlinks=False)
             if e.name.endswith(".tjc"):
-                entries.append((e.stat().st_mtime_ns, e.path))
-    entries.sort()
-    for _, path in entries[:max(0, len(entries) - MAX_ENTRIES)]:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+                entries.append((st.st_mtime_ns, st.st_size, e.path))
+            elif e.name.startswith(".") and e.name.endswith(".tmp") and stat.S_ISREG(st.st_mode):
+                now = now or time.time_ns()
+                if now - st.st_mtime_ns > STALE_TMP_NS:
+                    _unlink(e.path)
+    entries.sort(reverse=True)   # newest first
+    total = 0
+    for i, (_, size, path) in enumerate(entries):
+        total += size
+        if i and (i >= MAX_ENTRIES or total > MAX_TOTAL_BYTES):
+            _unlink(path)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _sources() -> tuple:

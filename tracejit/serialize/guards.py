@@ -7,11 +7,12 @@ messages. Everything else about a guard is in the op table (ir/ops.py).
 from __future__ import annotations
 
 import functools
+import math
 import types
 
 import torch
 
-from ..errors import LoadError, SaveError
+from ..errors import GuardError, LoadError, SaveError
 from ..ir import GUARD_KINDS, GUARD_TESTS, Value, guard_arity
 from ..ir.guard_nodes import is_flag_path
 from ..support.guards import METADATA, PLAIN_VALUE_TESTS
@@ -75,6 +76,39 @@ FILE_CALL_METHODS = frozenset(METADATA) | {"is_same_size", "equal", "allclose", 
 FILE_CALL_FUNCTIONS = {"torch.allclose", "torch.equal", "torch.is_same_size", "torch.numel", "torch.is_nonzero",
                        "torch.result_type", "torch.can_cast", "torch.promote_types", "torch.is_tensor",
                        "torch.is_floating_point", "torch.is_complex"}
+# Of those, the reads whose work is their operands' *broadcast*, not their sizes: ``allclose`` (isclose of the
+# two) and ``a.__contains__(b)`` (``(b == a).any()``). Two legal tensors of a file, [2**16, 1] and [1, 2**16],
+# made a guard's allclose ask for 2**32 elements (round 25). In a program with a call budget the guard is
+# sized first, like an op of two tensors (serialize/budget_plan.BudgetPlan.check_for; codegen/guards.py).
+BROADCASTING_CALLS = frozenset(("fn:torch.allclose", "method:allclose", "method:__contains__"))
+# And the reads that print a tensor. torch elides only dimensions longer than 2 x edgeitems, so a view of one
+# element expanded to [2] * 25 (2**25 elements, within the budget) printed all of them: 800 MB of text and minutes
+# a call (round 25). Such a guard compares with a text of at most _MAX_GUARD_TEXT characters and each printed
+# element takes one at least, so a loaded program checks the count first (BudgetPlan.check_for; codegen/guards.py).
+TEXT_READS = frozenset(("builtin:repr", "builtin:str", "builtin:format"))
+
+
+def printed_elements(t) -> int:
+    """How many elements ``repr`` / ``str`` of tensor ``t`` prints under the print options now."""
+    opts = torch._tensor_str.PRINT_OPTS
+    if t.numel() <= opts.threshold:
+        return t.numel()
+    return math.prod(min(int(s), 2 * opts.edgeitems) for s in t.shape)
+
+
+def text_read_check(call: str, where: str, most: int):
+    """The check before a call guard ``call`` (TEXT_READS) that compares with a text of ``most`` characters: a
+    GuardError, before any printing, when its tensor would print more elements than that (it cannot match)."""
+    def check(bound: dict) -> None:
+        t = bound.get("self")
+        if isinstance(t, torch.Tensor):
+            n = printed_elements(t)
+            if n > most:
+                raise GuardError(f"the call guard {call} at {where}: the tensor {list(t.shape)} would print {n} "
+                                 f"elements, more than the {most} characters the guard compares with (not printed)")
+    return check
+
+
 _FORMAT_SPEC = LazyPattern(r"[^0-9]{0,8}(?:[0-9]{1,3}[^0-9]{0,8}){0,3}")   # widths and precisions below 1000
 
 

@@ -204,9 +204,12 @@ def read_header(buf, size: int | None = None, validated: bool = False):
     if size < 8:
         raise LoadError(f"the file is {size} bytes long: too short to be a tracejit program")
     header_len = struct.unpack("<Q", bytes(buf[:8]))[0]
-    if header_len > min(MAX_HEADER, size - 8):
+    if header_len > size - 8:
         raise LoadError(f"the header claims {header_len} bytes but the file has {size - 8} after its length "
                         "field (truncated, or not a tracejit file)")
+    if header_len > MAX_HEADER:   # a whole file, but over the limit: say so, not "truncated" (round 25)
+        raise LoadError(f"the header claims {header_len} bytes, more than the {MAX_HEADER} a tracejit file's header "
+                        "(its program document and extra files) may hold")
     raw_header = bytes(buf[8:8 + header_len])
     if raw_header.count(b'"data_offsets"') > limits.MAX_TENSORS:
         raise LoadError(f"the file holds more than {limits.MAX_TENSORS} tensors")

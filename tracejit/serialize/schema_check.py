@@ -77,6 +77,7 @@ class Argument(NamedTuple):
     type: str        # str(argument.type): "List[int]", "Optional[Tensor]", ...
     real_type: str   # str(argument.real_type)
     has_default: bool
+    writes: bool = False   # annotated Tensor(a!): the op writes it (self of an in-place op, out= of an .out overload)
 
 
 _arguments: dict = {}   # id(schema) -> (schema, its Arguments): the schema is held, so its id stays its own
@@ -88,8 +89,8 @@ def arguments(schema) -> tuple:
     hit = _arguments.get(id(schema))
     if hit is not None and hit[0] is schema:
         return hit[1]
-    out = tuple(Argument(a.name, a.kwarg_only, str(a.type), str(a.real_type), a.has_default_value())
-                for a in schema.arguments)
+    out = tuple(Argument(a.name, a.kwarg_only, str(a.type), str(a.real_type), a.has_default_value(),
+                         a.alias_info is not None and a.alias_info.is_write) for a in schema.arguments)
     _arguments[id(schema)] = (schema, out)
     return out
 

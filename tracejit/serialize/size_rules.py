@@ -24,6 +24,9 @@ from . import op_sizes_strided as strided
 from . import op_sizes_linalg as linalg
 from . import op_sizes_values as values
 from . import op_sizes_vision as vision
+from . import op_sizes_work as work
+from .op_sizes_refused import refusing
+from . import op_sizes_refused as refused
 
 
 class SizeRule(FrozenRecord):
@@ -71,7 +74,7 @@ RULES: dict[str, SizeRule] = {
     **_rules("meshgrid", size.meshgrid),
     **_rules("repeat tile repeat_interleave", size.repeat),
     **_rules("pad constant_pad_nd reflection_pad1d reflection_pad2d reflection_pad3d replication_pad1d "
-             "replication_pad2d replication_pad3d", size.pad),
+             "replication_pad2d replication_pad3d", refusing(refused.circular_padded, size.pad)),
     **_rules("one_hot", size.one_hot),
     **_rules("linalg_vander vander", size.vander),
     **_rules("cartesian_prod", size.cartesian_prod),
@@ -79,15 +82,15 @@ RULES: dict[str, SizeRule] = {
     **_rules("einsum", size.einsum, size.einsum_flops),
     **_rules("outer ger", size.outer),
     **_rules("kron", size.kron),
-    **_rules("im2col", size.im2col),
-    **_rules("col2im", size.col2im),
+    **_rules("im2col", refusing(refused.windowed, size.im2col)),
+    **_rules("col2im", refusing(refused.windowed, size.col2im)),
     **_rules("block_diag", size.block_diag),
     **_rules("conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d convolution _convolution",
              size.convolution, static_factor=gates.convolution_factor),
     **_rules("upsample_nearest1d upsample_nearest2d upsample_nearest3d upsample_linear1d upsample_bilinear2d "
              "upsample_bicubic2d upsample_trilinear3d _upsample_nearest_exact1d _upsample_nearest_exact2d "
-             "_upsample_nearest_exact3d", size.upsample),
-    **{op: SizeRule(functools.partial(size.rnn, op=op)) for op in size.GATES},
+             "_upsample_nearest_exact3d", refusing(refused.upsampled, size.upsample)),
+    **{op: SizeRule(functools.partial(size.rnn, op=op), work.rnn_flops) for op in size.GATES},   # work: round 25
     # products: the output and the work of a contraction
     **_rules("matmul mm linalg_matmul addmm", linalg.matmul_elements, linalg.matmul_flops,
              linalg.constant_operand_factor),
@@ -99,21 +102,21 @@ RULES: dict[str, SizeRule] = {
     **_rules("bilinear", linalg.bilinear_elements, linalg.bilinear_flops),
     **_rules("tensordot", linalg.tensordot_elements, linalg.tensordot_flops),
     **_rules("chain_matmul linalg_multi_dot", linalg.chain_elements, linalg.chain_flops),
-    **_rules("cdist", linalg.cdist_elements, linalg.cdist_flops),
+    **_rules("cdist", refusing(refused.cdist_args, linalg.cdist_elements), linalg.cdist_flops),
     **_rules("_grouped_mm", grouped.grouped_mm_elements, grouped.grouped_mm_flops),   # offs checked too
     # more than their input: one result per q per slice; rank coordinates per element
-    **_rules("quantile nanquantile", several.quantile),
+    **_rules("quantile nanquantile", refusing(refused.quantile_q, several.quantile)),
     **_rules("nonzero argwhere", several.nonzero),
     # sized by an int argument next to their input
     **_rules("adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d adaptive_max_pool2d "
-             "adaptive_max_pool3d", args.adaptive_pool),
+             "adaptive_max_pool3d", refusing(refused.adaptive_pooled, args.adaptive_pool)),
     **_rules("affine_grid_generator", args.affine_grid),
-    **_rules("histc", args.histogram),
+    **_rules("histc", refusing(refused.histogram_range, args.histogram)),
     **_rules("bincount", args.bincount),
     **_rules("fft_fft fft_ifft fft_rfft fft_irfft fft_hfft fft_ihfft fft_fft2 fft_ifft2 fft_rfft2 fft_irfft2 "
              "fft_fftn fft_ifftn fft_rfftn fft_irfftn", args.fft),
-    **_rules("stft", args.stft),
-    **_rules("istft", args.istft),
+    **_rules("stft", refusing(refused.stft_args, args.stft)),
+    **_rules("istft", refusing(refused.stft_args, args.istft)),
     **_rules("unfold", args.unfold),
     **_rules("diag diag_embed diagflat", args.diagonal_matrix),
     # one slice per index: the index tensor can be bigger than what it indexes
@@ -158,7 +161,9 @@ RULES: dict[str, SizeRule] = {
     **_rules("renorm", constant_args.renormed, static_factor=constant_args.same_size),
     # values the kernels trust (op_sizes_values.py): a ValueError is a LoadError / GuardError
     **_rules("mvlgamma special_multigammaln", values.mvlgamma),
-    **_rules("matrix_power linalg_matrix_power", values.matrix_power),
+    **_rules("matrix_power linalg_matrix_power", values.matrix_power, work.matrix_power_flops),
+    # a kernel's scalar loop over every (target, class) pair of a row (op_sizes_work.py, round 25)
+    **_rules("multilabel_margin_loss", several.broadcast_or_sum, work.multilabel_margin_flops),
     **_rules("binomial", values.binomial),
     **_rules("_weight_norm", values.weight_norm),
     # pooling: the output is at most the input, the work its window times the output

@@ -119,6 +119,7 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
     else:
         schema, bound = _any_fitting_schema(name, node, at)
     fam.check(name, bound, at)
+    _check_written(schema, bound, at)
     op_dims.check_dims(name, bound, node, at)
     bound = size_rules.with_unpack(name, bound, node)
     rule = size_rules.rule_for(name, bound)
@@ -143,6 +144,24 @@ def _any_fitting_schema(name: str, node, at: str):
         except LoadError as e:
             first = first or e
     raise first or LoadError(f"{at}: aten::{name} has no schema its arguments fit")
+
+
+def _check_written(schema, bound: dict, at: str) -> None:
+    """An argument an op writes other than ``self`` (``out=`` of an .out overload, ``values`` / ``indices`` ...)
+    writes and resizes the tensor it names: it must be one the program made, not an input of the call, a
+    parameter, a buffer or a constant of the file (round 25: a file's ``torch.mul(x, 2.0, out=x)`` wrote into,
+    and could resize, its caller's tensor; a traced ``torch.mul(x, 2, out=buf)`` with ``buf`` made in the
+    program stays as it is)."""
+    for a in schema_check.arguments(schema):
+        if not a.writes or a.name == "self":
+            continue
+        v = bound.get(a.name)
+        producer = v.producer if isinstance(v, Value) else None
+        if isinstance(v, Value) and (producer is None or producer.op in (GET_ATTR, CONSTANT)):
+            what = "an input of the call" if producer is None else f"a {producer.attrs.get('kind', 'constant')} " \
+                f"of the file"
+            raise LoadError(f"{at}: its {a.name}= names {what}; a program loaded from a file may write with "
+                            f"{a.name}= only into a tensor it made itself")
 
 
 def _check_outputs(node, at: str, schema) -> None:
