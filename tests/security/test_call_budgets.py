@@ -185,3 +185,29 @@ def test_run_without_input_refuses_to_make_the_huge_inputs_a_file_declares(tmp_p
     refused = run_cli("run", str(huge), "--repeat", "1")
     assert refused.returncode != 0
     assert b"inputs of 4294967296 elements in all" in refused.stderr and b"pass --input" in refused.stderr
+
+
+def _products(x):
+    """Six products of a 256 x 256 matrix the program makes (each 256^3 multiply-adds, legal on its own)."""
+    a = torch.full((256, 256), 1e-3) + x.sum()
+    for _ in range(6):
+        a = (a @ a).clamp(-1, 1)
+    return a.sum()
+
+
+def test_the_contractions_of_one_call_are_held_to_a_total(monkeypatch):
+    """Every product is within one op's budget; their sum is held to TOTAL_WORK_FACTOR times it (round 25: ten
+    4096^3 products from a 5 KB file ran 14 s a call, and more nodes ran longer). Here the factor is made small
+    enough that four products pass and the fifth is refused, before it runs; the next call starts a new total."""
+    x = torch.randn(3)
+    loaded = _roundtrip(_traced(_products, x))
+    torch.testing.assert_close(loaded(x), _products(x))   # the real factor: far from this program's total
+    one_op = call_budget.WORK_FACTOR * 2 ** 25   # a 3-element input: the file's floor sets the budget
+    monkeypatch.setattr(call_budget, "TOTAL_WORK_FACTOR", 4.5 * 256 ** 3 / one_op)
+    with pytest.raises(tracejit.BudgetError, match="this call's multiply-adds to 83886080, more than the ops of "
+                                                   "one call"):
+        loaded(x)
+    with pytest.raises(tracejit.BudgetError, match="83886080"):   # a new call: a new total, refused at the same op
+        loaded(x)
+    monkeypatch.setattr(call_budget, "TOTAL_WORK_FACTOR", 6 * 256 ** 3 / one_op)
+    torch.testing.assert_close(loaded(x), _products(x))

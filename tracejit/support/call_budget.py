@@ -12,6 +12,8 @@ the user's own code is trusted), the generated code
   input tensors): one budget for every op of the call, so growth step by step (64 ops each doubling
   a tensor) is held too; its multiply-adds (matmul and the other contractions) within WORK_FACTOR
   times that. Ops of several tensors are checked too (their broadcast or sum can outgrow each).
+  The multiply-adds of the checked ops of one call are summed too, and held to TOTAL_WORK_FACTOR times one op's
+  (a 5 KB file chaining legal 4096^3 products ran 1.4 s a product, without end: round 25's ``work_chain``).
   Every method of a program with such checks first records its inputs' elements (``enter_call``)
   when it is an entry point (called from outside the program's generated code; a submodule call
   inside a call keeps the outer budget); programs without checks pay nothing. ``over_budget`` also checks the traced sizes at load.
@@ -35,6 +37,7 @@ INT_BOUND = 2 ** 63
 MAX_REPEATED_LIST = 65536
 CALL_FACTOR = 64     # elements an op may make per element of its largest tensor argument
 WORK_FACTOR = 4096   # multiply-adds an op may do per element it may make (a contraction of length 4096)
+TOTAL_WORK_FACTOR = 8   # the checked contractions of one call may do, together, this many times what one op may
 
 
 def _bounded(v, what: str):
@@ -96,7 +99,7 @@ def enter_call(*inputs) -> None:
     for t in inputs:
         if isinstance(t, Tensor):   # a submodule method has no input checks: a direct call may pass anything
             n += t.numel()
-    _CALL.elements = n
+    _CALL.elements, _CALL.work = n, 0
 
 
 def enter_root(*inputs) -> None:
@@ -105,7 +108,7 @@ def enter_root(*inputs) -> None:
     n = 0
     for t in inputs:
         n += t.numel()
-    _CALL.elements = n
+    _CALL.elements, _CALL.work = n, 0
 
 
 def _held(t) -> int:
@@ -172,12 +175,19 @@ def over_budget(rule, args: dict, file_elements: int, call_elements: int | None 
     the op's largest tensor argument): ops whose arguments can change are checked again at each call,
     the others' tensors are the file's own. Raises ValueError for arguments the kernel would trust
     wrongly (op_sizes.rnn, op_sizes_values.py). Empty tensors count at their extent (``_at_extent``)."""
+    return _verdict(*_measure(rule, args), args, file_elements, call_elements)
+
+
+def _measure(rule, args: dict) -> tuple:
+    """(elements, multiply-adds) the op would make and compute (None where its rule does not say)."""
     # a reshape's rule reads its input's emptiness itself (empty_only: serialize/op_sizes_values.py); the
     # arguments are copied only when one is empty (most calls: none, and the scan is a few isinstance tests)
     sized = args if getattr(rule, "empty_only", None) or not _any_empty(args) else \
         {k: _at_extent(v) for k, v in args.items()}
-    n = rule.elements(sized)
-    work = rule.flops(sized) if rule.flops is not None else None
+    return rule.elements(sized), (rule.flops(sized) if rule.flops is not None else None)
+
+
+def _verdict(n, work, args: dict, file_elements: int, call_elements: int | None) -> str | None:
     if (n is None or n <= file_elements) and (work is None or work <= WORK_FACTOR * file_elements):
         return None
     if call_elements is None:
@@ -195,15 +205,30 @@ def over_budget(rule, args: dict, file_elements: int, call_elements: int | None 
     return None
 
 
+def _total_work(work: int, file_elements: int, call_elements: int) -> str | None:
+    """Add an op's multiply-adds to its call's running total; why the total is over budget, or None."""
+    total = getattr(_CALL, "work", 0) + work
+    _CALL.work = total
+    limit = TOTAL_WORK_FACTOR * WORK_FACTOR * max(file_elements, CALL_FACTOR * call_elements)
+    if total <= limit:
+        return None
+    return (f"would bring this call's multiply-adds to {_count(total)}, more than the ops of one call of a program "
+            f"loaded from a file may compute together ({limit}: {TOTAL_WORK_FACTOR} x what one op may)")
+
+
 def size_check(op: str, rule, file_elements: int, where: str):
     """The function generated code calls with an op's bound arguments before the op runs."""
 
     def check(args: dict) -> None:
+        call_elements = getattr(_CALL, "elements", 0)
         try:
-            why = over_budget(rule, args, file_elements, getattr(_CALL, "elements", 0))
+            n, work = _measure(rule, args)
         except ValueError as e:   # arguments the kernel would trust wrongly (op_sizes.rnn)
             raise GuardError(f"{op} at {where}: {e}; this program (loaded from a file) cannot run on these "
                              "inputs") from None
+        why = _verdict(n, work, args, file_elements, call_elements)
+        if why is None and work:
+            why = _total_work(work, file_elements, call_elements)
         if why is not None:
             raise BudgetError(f"{op} at {where} {why}")
 
