@@ -13,7 +13,7 @@ from .runtime.private_rng import PrivateRandomness
 from .runtime.state import ModuleState
 from .runtime import specialize
 from .runtime.lending import (float64_copy, hook_snapshot, lend_tensors, like_module, one_at_a_time,
-                               submodule_or_none, swap_hooks)
+                               submodule_or_none, swap_hooks, with_later_hooks)
 from .program import Program, of_function, of_module
 from .runtime.assemble import compile_program
 from .runtime.traced import compile_methods
@@ -254,11 +254,14 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
 
     def retrace(mode: bool, current, inputs=None) -> dict:
         """A trace of ``mod`` in training mode ``mode`` on ``inputs`` (default: the example inputs),
-        as it was traced (same hooks), with the traced module's current parameters and buffers."""
+        as it was traced (its hooks), with the traced module's current parameters and buffers and the hooks the
+        original got since (``with_later_hooks``): its Python state is today's too, and a forward that installs
+        hooks once and remembers it in an attribute (transformers' output capturing) would otherwise run with the
+        flag but without the hooks, and answer what eager does not (an empty ``hidden_states``)."""
         flags = [(m, m.training) for m in mod.modules()]
         lent = lend_tensors(current, mod)
         state = ModuleState(mod)
-        now = swap_hooks(hooks)
+        now = swap_hooks(with_later_hooks(mod, hooks))
         mod.train(mode)
         if current is not None and mode == current.training:   # a guard retrace: each submodule keeps
             for path, m in mod.named_modules():                 # the mode its traced copy is in

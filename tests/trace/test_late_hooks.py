@@ -68,3 +68,48 @@ def test_a_hooked_submodule_called_on_its_own_runs_its_hook():
     assert not block(y).any()   # its own hook: eager's answer
     with pytest.raises(LateHookError):
         traced(torch.randn(5, 3))
+
+
+COLLECTED: list = []   # what the lazily installed hooks put aside while a collecting call runs
+
+
+class LazyHooks(nn.Module):
+    """Installs forward hooks on its layers the first time a call asks to collect, and remembers that in an
+    attribute: transformers' output capturing (``output_hidden_states=True``) works this way."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+        self.installed = False
+
+    def forward(self, x, collect: bool = False):
+        if collect and not self.installed:
+            for layer in self.layers:
+                layer.register_forward_hook(lambda m, a, o: COLLECTED[-1].append(o) if COLLECTED else None)
+            self.installed = True
+        if collect:
+            COLLECTED.append([])
+        for layer in self.layers:
+            x = layer(x)
+        return {"last": x, "all": tuple(COLLECTED.pop()) if collect else ()}
+
+
+def test_a_retrace_after_the_modules_hooks_changed_runs_them_as_eager_does():
+    """One eager call with the flag installs the hooks on the original module; the traced program's guard on the flag
+    then fails and it traces again. With the first trace's hooks (none) but the attribute saying they are there, that
+    trace answered an empty ``all`` where eager has 3 (silently, before); it now runs the hooks the module has."""
+    torch.manual_seed(0)
+    net = LazyHooks().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = tracejit.trace(net, example_kwarg_inputs={"x": torch.randn(2, 4)}, strict=False)
+        x = torch.randn(5, 4)
+        torch.testing.assert_close(traced(x=x)["last"], net(x)["last"])
+        assert len(net(x, collect=True)["all"]) == 3   # eager: the hooks are installed now
+        got, want = traced(x=x, collect=True), net(x, collect=True)
+        assert len(got["all"]) == len(want["all"]) == 3
+        for g, w in zip(got["all"], want["all"]):
+            torch.testing.assert_close(g, w)
+        x2 = torch.randn(3, 4)
+        torch.testing.assert_close(traced(x=x2)["last"], net(x2)["last"])   # the plain call: eager's answer too
+        assert traced(x=x2)["all"] == ()

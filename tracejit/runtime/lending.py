@@ -32,6 +32,22 @@ def hook_snapshot(mod) -> dict:
     return {m: {name: dict(getattr(m, name)) for name in _HOOK_DICTS if hasattr(m, name)} for m in mod.modules()}
 
 
+def with_later_hooks(mod, snapshot: dict) -> dict:
+    """``snapshot`` (the forward hooks at trace time) with the hooks ``mod``'s modules got since, in the order they
+    were registered (a handle's id grows): a retrace keeps the traced hooks (one removed from the original since
+    still runs in the traced program) and runs those the module installed after the trace (transformers installs
+    its output-capturing hooks on the first call that asks for hidden states, and remembers it in an attribute the
+    retrace reads as it is now)."""
+    now = hook_snapshot(mod)
+    merged = {}
+    for m in set(snapshot) | set(now):
+        before, after = snapshot.get(m, {}), now.get(m, {})
+        merged[m] = {name: dict(sorted({**before.get(name, {}), **after.get(name, {})}.items(),
+                                       key=lambda item: item[0]))
+                     for name in set(before) | set(after)}
+    return merged
+
+
 def swap_hooks(snapshot: dict) -> dict:
     """Install the hook dicts of ``snapshot``; return the ones that were installed."""
     previous = {}
