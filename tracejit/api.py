@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 import types
+from collections.abc import Mapping
 import warnings
 
 import torch
@@ -54,18 +55,28 @@ def _fits(fn, args: tuple) -> bool:
     return True
 
 
+def _as_kwarg_dict(example):
+    """``example`` where a dict, its items where a mapping keyed by names only (``BatchEncoding`` is a
+    ``UserDict``: what ``**encoding`` passes at call time), else None."""
+    if isinstance(example, dict) or not isinstance(example, Mapping):
+        return example if isinstance(example, dict) else None
+    return dict(example.items()) if all(isinstance(k, str) for k in example.keys()) else None
+
+
 def _kwarg_examples(example_kwarg_inputs, fn) -> dict:
-    """``example_kwarg_inputs`` checked (a dict, as torch.jit requires) and ordered as ``fn``'s parameters,
-    so that a positional call of the traced program binds in signature order, as torch.jit's does."""
-    if not isinstance(example_kwarg_inputs, dict):
+    """``example_kwarg_inputs`` checked (a dict, as torch.jit requires, or a mapping of names: a tokenizer's
+    ``BatchEncoding``, which torch.jit refuses) and ordered as ``fn``'s parameters, so that a positional call
+    of the traced program binds in signature order, as torch.jit's does."""
+    given = _as_kwarg_dict(example_kwarg_inputs)
+    if given is None:
         raise ArgumentTypeError(f"example_kwarg_inputs should be a dict of keyword arguments (parameter name -> "
                                 f"example value); got {type(example_kwarg_inputs).__name__}")
     try:
         order = list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
-        return dict(example_kwarg_inputs)
+        return dict(given)
     rank = {name: i for i, name in enumerate(order)}
-    return dict(sorted(example_kwarg_inputs.items(), key=lambda kv: rank.get(kv[0], len(order))))
+    return dict(sorted(given.items(), key=lambda kv: rank.get(kv[0], len(order))))
 
 
 def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inputs=None, check_tolerance=1e-05,
@@ -318,10 +329,10 @@ def _compile(recordings: dict, label: str) -> dict:
 
 def _split_inputs(example, kwarg: bool, where: str, fn=None):
     if kwarg:
-        if not isinstance(example, dict):
+        if _as_kwarg_dict(example) is None:
             raise TypeError(f"example inputs for {where!r} should be a dict of keyword arguments "
                             f"(example_inputs_is_kwarg=True); got {type(example).__name__}")
-        return (), (_kwarg_examples(example, fn) if fn is not None else dict(example))
+        return (), (_kwarg_examples(example, fn) if fn is not None else dict(_as_kwarg_dict(example)))
     if example is None:
         raise ValueError(f"no example inputs given for {where!r}")
     return _as_args(example, fn), {}
