@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import inspect
 import types
-from collections.abc import Mapping
 import warnings
 
 import torch
@@ -19,6 +18,7 @@ from .program import Program, of_function, of_module
 from .runtime.assemble import compile_program
 from .runtime.traced import compile_methods
 from .errors import ArgumentTypeError, TraceError, TracerWarning
+from .kwarg_examples import as_kwarg_dict, kwarg_examples
 from .pytree import KEYED
 from .passes.pipeline import run_trace_pipeline
 from .trace.api import lazy_setups_undone, record
@@ -53,30 +53,6 @@ def _fits(fn, args: tuple) -> bool:
     except ValueError:
         return True
     return True
-
-
-def _as_kwarg_dict(example):
-    """``example`` where a dict, its items where a mapping keyed by names only (``BatchEncoding`` is a
-    ``UserDict``: what ``**encoding`` passes at call time), else None."""
-    if isinstance(example, dict) or not isinstance(example, Mapping):
-        return example if isinstance(example, dict) else None
-    return dict(example.items()) if all(isinstance(k, str) for k in example.keys()) else None
-
-
-def _kwarg_examples(example_kwarg_inputs, fn) -> dict:
-    """``example_kwarg_inputs`` checked (a dict, as torch.jit requires, or a mapping of names: a tokenizer's
-    ``BatchEncoding``, which torch.jit refuses) and ordered as ``fn``'s parameters, so that a positional call
-    of the traced program binds in signature order, as torch.jit's does."""
-    given = _as_kwarg_dict(example_kwarg_inputs)
-    if given is None:
-        raise ArgumentTypeError(f"example_kwarg_inputs should be a dict of keyword arguments (parameter name -> "
-                                f"example value); got {type(example_kwarg_inputs).__name__}")
-    try:
-        order = list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return dict(given)
-    rank = {name: i for i, name in enumerate(order)}
-    return dict(sorted(given.items(), key=lambda kv: rank.get(kv[0], len(order))))
 
 
 def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inputs=None, check_tolerance=1e-05,
@@ -133,7 +109,7 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
                   allow_frozen=allow_frozen)
     if example_kwarg_inputs is not None:
         target = func.forward if isinstance(func, nn.Module) else func
-        example_kwarg_inputs = _kwarg_examples(example_kwarg_inputs, target)
+        example_kwarg_inputs = kwarg_examples(example_kwarg_inputs, target)
     if isinstance(func, nn.Module):
         inputs = example_kwarg_inputs if example_kwarg_inputs is not None else example_inputs
         checks = [c for c in check_inputs] if check_inputs is not None else None
@@ -329,10 +305,10 @@ def _compile(recordings: dict, label: str) -> dict:
 
 def _split_inputs(example, kwarg: bool, where: str, fn=None):
     if kwarg:
-        if _as_kwarg_dict(example) is None:
+        if as_kwarg_dict(example) is None:
             raise TypeError(f"example inputs for {where!r} should be a dict of keyword arguments "
                             f"(example_inputs_is_kwarg=True); got {type(example).__name__}")
-        return (), (_kwarg_examples(example, fn) if fn is not None else dict(_as_kwarg_dict(example)))
+        return (), (kwarg_examples(example, fn) if fn is not None else dict(as_kwarg_dict(example)))
     if example is None:
         raise ValueError(f"no example inputs given for {where!r}")
     return _as_args(example, fn), {}
