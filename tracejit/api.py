@@ -18,6 +18,7 @@ from .program import Program, of_function, of_module
 from .runtime.assemble import compile_program
 from .runtime.traced import compile_methods
 from .errors import ArgumentTypeError, TraceError, TracerWarning
+from .kwarg_examples import as_kwarg_dict, kwarg_examples
 from .pytree import KEYED
 from .passes.pipeline import run_trace_pipeline
 from .trace.api import lazy_setups_undone, record
@@ -52,20 +53,6 @@ def _fits(fn, args: tuple) -> bool:
     except ValueError:
         return True
     return True
-
-
-def _kwarg_examples(example_kwarg_inputs, fn) -> dict:
-    """``example_kwarg_inputs`` checked (a dict, as torch.jit requires) and ordered as ``fn``'s parameters,
-    so that a positional call of the traced program binds in signature order, as torch.jit's does."""
-    if not isinstance(example_kwarg_inputs, dict):
-        raise ArgumentTypeError(f"example_kwarg_inputs should be a dict of keyword arguments (parameter name -> "
-                                f"example value); got {type(example_kwarg_inputs).__name__}")
-    try:
-        order = list(inspect.signature(fn).parameters)
-    except (TypeError, ValueError):
-        return dict(example_kwarg_inputs)
-    rank = {name: i for i, name in enumerate(order)}
-    return dict(sorted(example_kwarg_inputs.items(), key=lambda kv: rank.get(kv[0], len(order))))
 
 
 def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inputs=None, check_tolerance=1e-05,
@@ -122,7 +109,7 @@ def trace(func, example_inputs=None, optimize=None, check_trace=True, check_inpu
                   allow_frozen=allow_frozen)
     if example_kwarg_inputs is not None:
         target = func.forward if isinstance(func, nn.Module) else func
-        example_kwarg_inputs = _kwarg_examples(example_kwarg_inputs, target)
+        example_kwarg_inputs = kwarg_examples(example_kwarg_inputs, target)
     if isinstance(func, nn.Module):
         inputs = example_kwarg_inputs if example_kwarg_inputs is not None else example_inputs
         checks = [c for c in check_inputs] if check_inputs is not None else None
@@ -321,10 +308,10 @@ def _compile(recordings: dict, label: str) -> dict:
 
 def _split_inputs(example, kwarg: bool, where: str, fn=None):
     if kwarg:
-        if not isinstance(example, dict):
+        if as_kwarg_dict(example) is None:
             raise TypeError(f"example inputs for {where!r} should be a dict of keyword arguments "
                             f"(example_inputs_is_kwarg=True); got {type(example).__name__}")
-        return (), (_kwarg_examples(example, fn) if fn is not None else dict(example))
+        return (), (kwarg_examples(example, fn) if fn is not None else dict(as_kwarg_dict(example)))
     if example is None:
         raise ValueError(f"no example inputs given for {where!r}")
     return _as_args(example, fn), {}

@@ -38,7 +38,8 @@ from .api import trace
 from .errors import TraceError, TracerWarning
 from .runtime import specialize
 from .serialize.encode import dtype_name
-from .hf_inputs import build_inputs, input_names, max_length, modality, omittable_subsets, serving_shapes  # noqa: F401
+from .hf_inputs import (build_inputs, forward_parameters, input_names, max_length, modality,  # noqa: F401
+                        omittable_subsets, serving_shapes)
 
 # task -> the transformers Auto class that loads it
 TASKS = {
@@ -76,7 +77,7 @@ class PretrainedTrace:
     traced: object
     task: str
     model_class: str
-    modality: str                      # "text", "image" or "speech"
+    modality: str                      # "text", "image" or "speech" (hf_inputs.modality of the forward)
     example: dict                      # input name -> tensor the trace saw
     checked: dict = field(default_factory=dict)   # input name -> tensor of the check (empty: not checked)
     check_note: str = ""               # why the check keeps some sizes
@@ -112,11 +113,12 @@ def resolve_task(task: str | None, config) -> str:
     return name
 
 
-def check_sizes(config, batch: int, length: int) -> tuple[int, int, str]:
-    """(batch, length, note) of the check: other sizes than the example's where the model allows."""
+def check_sizes(config, batch: int, length: int, kind: str | None = None) -> tuple[int, int, str]:
+    """(batch, length, note) of the check: other sizes than the example's where the model allows.
+    ``kind``: the model's modality (default: the config's, ``hf_inputs.modality``)."""
     check_batch = CHECK_BATCH if batch != CHECK_BATCH else CHECK_BATCH + 1
     check_length = CHECK_LENGTH if length != CHECK_LENGTH else CHECK_LENGTH + 2
-    kind = modality(config)
+    kind = kind or modality(config)
     limit = max_length(config, decoder=kind != "text")
     note = ""
     if kind == "image":
@@ -177,7 +179,8 @@ def trace_pretrained(path, task: str | None = None, *, batch: int = 2, length: i
     step("load")
     model, config, task = load_pretrained(os.fspath(path), task, use_cache)
     names = input_names(model, config, os.fspath(path), inputs)
-    example = build_inputs(config, batch, length, seed, names=names)
+    kind = modality(config, forward_parameters(model))   # the forward's inputs decide (BEiT: pixels, not tokens)
+    example = build_inputs(config, batch, length, seed, names=names, kind=kind)
     step("trace")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TracerWarning)   # each one is in the ledger
@@ -191,16 +194,16 @@ def trace_pretrained(path, task: str | None = None, *, batch: int = 2, length: i
                         "so tracejit cannot trace the tensors inside it; trace without the cache "
                         f"(use_cache=False) or register the cache class with torch.utils._pytree. ({e})") from None
                 raise
-    result = PretrainedTrace(traced, task, type(model).__name__, modality(config), example)
+    result = PretrainedTrace(traced, task, type(model).__name__, kind, example)
     if check:
         step("check")
         _check(result, model, config, batch, length, seed, names)
         if serve:
-            shapes = serving_shapes(config, batch, length)
+            shapes = serving_shapes(config, batch, length, kind)
             _make_room(result.traced, (1 + len(omittable_subsets(model, names))) * (1 + len(shapes)))
             for i, (b, n, *dec) in enumerate(shapes):
                 served = build_inputs(config, b, n, seed + 2 + i, padded_row=0, names=names,
-                                      decoder_length=dec[0] if dec else None)
+                                      decoder_length=dec[0] if dec else None, kind=kind)
                 _compare(result, model, served)
                 result.served.append(served)
             _serve_omitted(result, model, config, [(batch, length)] + shapes, seed, names)
@@ -223,13 +226,14 @@ def _serve_omitted(result: PretrainedTrace, model, config, shapes: list, seed: i
         kept = [n for n in names if n not in subset]
         for i, (b, n, *dec) in enumerate(shapes):
             _compare(result, model, build_inputs(config, b, n, seed + 40 + i, padded_row=0, names=kept,
-                                                 decoder_length=dec[0] if dec else None))
+                                                 decoder_length=dec[0] if dec else None, kind=result.modality))
         result.omitted.append(subset)
 
 
 def _check(result: PretrainedTrace, model, config, batch: int, length: int, seed: int, names: list) -> None:
-    check_batch, check_length, note = check_sizes(config, batch, length)
-    inputs = build_inputs(config, check_batch, check_length, seed + 1, padded_row=0, names=names)
+    check_batch, check_length, note = check_sizes(config, batch, length, result.modality)
+    inputs = build_inputs(config, check_batch, check_length, seed + 1, padded_row=0, names=names,
+                          kind=result.modality)
     names, worst = _compare(result, model, inputs)
     result.checked, result.check_note, result.max_abs_diff, result.outputs = inputs, note, worst, tuple(names)
 

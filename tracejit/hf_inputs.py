@@ -33,8 +33,25 @@ BUILDABLE = ("input_ids", "attention_mask", "token_type_ids", "position_ids", "p
              "input_features", "decoder_input_ids", "decoder_attention_mask")
 
 
-def modality(config) -> str:
-    """``speech`` (mel-bin input features), ``image`` (pixel values) or ``text`` (token ids)."""
+# the input a forward takes that tells its modality, first match wins (a forward that takes token ids
+# is a text model even where it also takes pixels: a multimodal model is fed as text, as before)
+FORWARD_MODALITIES = (("input_ids", "text"), ("pixel_values", "image"), ("input_features", "speech"))
+
+
+def modality(config, accepted: list[str] | None = None) -> str:
+    """``speech`` (mel-bin input features), ``image`` (pixel values) or ``text`` (token ids).
+
+    ``accepted``: the names the model's forward takes (``forward_parameters``), where the model is
+    built; they decide over the config's fields (BEiT's config has a ``vocab_size``, for its masked
+    image modelling head, beside ``image_size``: its forward takes ``pixel_values``, not token ids).
+    A forward that takes none of those names (wav2vec2-style ``input_values``) is refused by name."""
+    if accepted is not None:
+        for name, kind in FORWARD_MODALITIES:
+            if name in accepted:
+                return kind
+        raise ValueError(f"cannot build example inputs for a {type(config).__name__} model: its forward takes "
+                         f"none of {', '.join(n for n, _ in FORWARD_MODALITIES)} (it takes {', '.join(accepted)}); "
+                         "trace it in Python with tracejit.trace(model, example_kwarg_inputs=...)")
     if getattr(config, "num_mel_bins", None):
         return "speech"
     if getattr(config, "vocab_size", None) is None and getattr(config, "image_size", None):
@@ -74,7 +91,7 @@ def input_names(model, config, path: str, names: list[str] | None = None) -> lis
     """The keyword inputs to trace: ``names`` (checked against the forward), else the tokenizer's that
     the forward accepts, else the modality's defaults; ``decoder_input_ids`` added for an encoder-decoder."""
     accepted = forward_parameters(model)
-    kind = modality(config)
+    kind = modality(config, accepted)
     if names:
         for name in names:
             if name not in accepted:
@@ -107,13 +124,14 @@ def max_length(config, decoder: bool = False) -> int | None:
 
 
 def build_inputs(config, batch: int, length: int, seed: int = 0, padded_row: int = -1,
-                 names: list[str] | None = None, decoder_length: int | None = None) -> dict:
+                 names: list[str] | None = None, decoder_length: int | None = None, kind: str | None = None) -> dict:
     """Example inputs for ``config``'s model: name -> tensor, for ``names`` (default: the modality's).
-    ``decoder_length``: an encoder-decoder's decoder inputs' (default: ``length - 2``, at least 1)."""
+    ``decoder_length``: an encoder-decoder's decoder inputs' (default: ``length - 2``, at least 1).
+    ``kind``: the model's modality (``modality(config, forward_parameters(model))``; default: the config's)."""
     if batch < 1 or length < 1:
         raise ValueError(f"batch and length must be at least 1; got batch={batch}, length={length}")
     g = torch.Generator().manual_seed(seed)
-    kind = modality(config)
+    kind = kind or modality(config)
     if names is None:
         names = list({"text": TEXT_DEFAULTS, "image": IMAGE_DEFAULTS, "speech": SPEECH_DEFAULTS}[kind])
         if getattr(config, "is_encoder_decoder", False):
@@ -164,14 +182,14 @@ def _cap(n: int, limit: int | None) -> int:
     return n if limit is None else min(n, limit)
 
 
-def serving_shapes(config, batch: int, length: int) -> list[tuple]:
+def serving_shapes(config, batch: int, length: int, kind: str | None = None) -> list[tuple]:
     """(batch, length) pairs a server meets besides the example's: batch 1 and many, length 1 and
     many (text; an image's size is the model's, so only the batch changes). Padded where length > 1.
     A text encoder-decoder also gets (batch, length, decoder length) triples that cross encoder and
     decoder lengths 1 and many (a generation step: one decoder token beside a long text; a long
     target beside a one-word text): the attention code of each side tests its own length."""
     many = max(batch, 3)
-    if modality(config) != "text":
+    if (kind or modality(config)) != "text":
         return [(1, length), (many, length)]
     longest = _cap(max(length, 13), max_length(config))
     pairs = [(1, 1), (1, longest), (many, 1), (many, longest), (1, 2), (many, 2)]
