@@ -4,6 +4,7 @@ moment, torch.save's permissions, symbolic links written through, and every fail
 from __future__ import annotations
 
 import errno
+import io
 import os
 import random
 import resource
@@ -302,3 +303,15 @@ def test_concurrent_saves_to_one_path_leave_one_complete_file(programs, tmp_path
     assert errors == []
     assert path.read_bytes() in (bytes_a, bytes_b)
     assert os.listdir(tmp_path) == ["model.tj"]
+
+
+@pytest.mark.parametrize("backend", ["onnxruntime", "auto"])
+def test_saving_a_backend_program_says_what_to_save_instead(backend):
+    """``tracejit.save(optimize_for_inference(traced, backend=...))``: a TypeError that says to save the traced
+    program and build the backend after loading (serve25b: the message named the types only)."""
+    pytest.importorskip("onnxruntime")
+    traced = tracejit.trace(torch.nn.Linear(3, 3).eval(), (torch.randn(2, 3),))
+    options = {"candidates": ("traced", "onnxruntime"), "budget_s": 0.05} if backend == "auto" else {}
+    program = tracejit.optimize_for_inference(traced, backend=backend, **options)
+    with pytest.raises(TypeError, match=r"save the traced program it was built from .*AutoProgram.save"):
+        tracejit.save(program, io.BytesIO())
