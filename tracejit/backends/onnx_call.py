@@ -139,6 +139,9 @@ def with_size_guards(program, traced, graph, call):
             # the traced program's guards decide, as for a False guard output (guard_outputs.py): a live
             # object traces again (eager's answer), a loaded one raises the GuardError naming the line
             return program._hand_over(*args, **kwargs)
+        except TypeError:   # the checks take the traced signature: a keyword left out fails them first
+            program._tensors(args, kwargs)   # the call's own error: what the trace had, what came
+            raise
         return call(*args, **kwargs)
     return guarded
 
