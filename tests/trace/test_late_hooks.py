@@ -113,3 +113,22 @@ def test_a_retrace_after_the_modules_hooks_changed_runs_them_as_eager_does():
         x2 = torch.randn(3, 4)
         torch.testing.assert_close(traced(x=x2)["last"], net(x2)["last"])   # the plain call: eager's answer too
         assert traced(x=x2)["all"] == ()
+
+
+def test_tracing_the_first_call_that_installs_the_hooks_says_to_call_once_before():
+    """Traced on the call that installs the hooks, the trace is refused (forward set ``installed``); the message
+    says what works (serve25b: transformers users saw only 'keep state ... outside forward'), and it does."""
+    torch.manual_seed(0)
+    net = LazyHooks().eval()
+    x = torch.randn(2, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(tracejit.TraceError, match="call the module once with the same arguments before tracing"):
+            tracejit.trace(net, example_kwarg_inputs={"x": x, "collect": True}, strict=False)
+        net = LazyHooks().eval()   # a module the refused trace never ran: its first call eagerly, then the trace
+        net(x, collect=True)
+        traced = tracejit.trace(net, example_kwarg_inputs={"x": x, "collect": True}, strict=False)
+        x2 = torch.randn(3, 4)
+        got, want = traced(x=x2, collect=True), net(x2, collect=True)
+    assert len(got["all"]) == len(want["all"]) == 3
+    torch.testing.assert_close(got["last"], want["last"])

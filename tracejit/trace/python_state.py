@@ -190,7 +190,9 @@ def _describe(path: str, m: nn.Module, key) -> str:
     value = m.__dict__.get(key)
     if isinstance(value, _CONTAINERS + _ABSTRACT_CONTAINERS):
         return f"forward changed the items of `{key}` of {where} (a {type(value).__name__} used as a cache?)"
-    return f"forward assigned attribute `{key}` of {where} (e.g. `self.{key} += 1`)"
+    return (f"forward assigned attribute `{key}` of {where} (e.g. `self.{key} += 1`; or a set-up done once, on a "
+            "first call asking for it, as transformers' output capturing: call the module once with the same "
+            "arguments before tracing)")
 
 
 # the methods that write into a container: one set for the regex here and global_reads' bytecode scan
