@@ -42,8 +42,7 @@ def with_later_hooks(mod, snapshot: dict) -> dict:
     merged = {}
     for m in set(snapshot) | set(now):
         before, after = snapshot.get(m, {}), now.get(m, {})
-        merged[m] = {name: dict(sorted({**before.get(name, {}), **after.get(name, {})}.items(),
-                                       key=lambda item: item[0]))
+        merged[m] = {name: dict(sorted({**before.get(name, {}), **after.get(name, {})}.items()))   # by handle id
                      for name in set(before) | set(after)}
     return merged
 

@@ -165,8 +165,7 @@ def _program(obj):
     """The file's program document and tensors, from the object's Program (tracejit/program.py)."""
     if not isinstance(obj, (TracedFunction, TracedModule)):
         hint = ""
-        if getattr(obj, "backend", None) is not None and getattr(obj, "graph", None) is not None or \
-                type(obj).__name__ == "AutoProgram":   # an optimize_for_inference program of an exported backend
+        if getattr(obj, "backend", None) is not None:   # a program optimize_for_inference built on a backend
             hint = (". This is a program optimize_for_inference built on a backend: save the traced program it was "
                     "built from (tracejit.save(traced, f)) and build the backend again after tracejit.load "
                     "(AutoProgram.save(f) keeps auto's choice, so the server does not measure again)")
