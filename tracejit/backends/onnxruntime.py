@@ -37,6 +37,7 @@ from ..support.module_hooks import any_registered
 from .fallback import autocast_on as _autocast_on, refuse_autocast
 from .input_sums import finite
 from .onnx_call import TracedCall, prepare, with_fallbacks, with_size_guards
+from .pinned_shapes import PinnedShapes
 from .specializations import choose_per_call
 
 NAME = "onnxruntime"
@@ -66,6 +67,9 @@ class OrtProgram(TracedCall):
         self.pinned_sizes = traced_sizes(proto, graph)
         self.session = self._open(self.pinned_sizes, optimized_model_path, self._pinned_model(proto))
         self._shapes = [torch.Size(v.type.shape) for v in graph.inputs] if self.pinned_sizes else None
+        # other shapes called again get a session of their own (backends/pinned_shapes.py)
+        self._dim_names = [[d.dim_param or None for d in i.type.tensor_type.shape.dim] for i in proto.graph.input]
+        self.pins = PinnedShapes(self._open_pinned, len(self._model_bytes))
         self._dynamic_session, self._dynamic_lock = (None, threading.Lock()) if self.pinned_sizes else (self.session,
                                                                                                           None)
         self._run = _run_of(self.session)
@@ -77,13 +81,14 @@ class OrtProgram(TracedCall):
             choose_per_call(self, prepared, [OrtProgram(traced, threads=threads, spinning=spinning, quantize=quantize,
                                                         _model=model) for model in models[1:]])
 
-    def _pinned_model(self, proto) -> bytes:
-        """The model for the traced shapes: its input axes fixed and the size math folded (export/static_shapes.py);
-        the dynamic model (its axes fixed by the session) where that fails."""
-        if not self.pinned_sizes:
+    def _pinned_model(self, proto, sizes: dict | None = None) -> bytes:
+        """The model for the traced shapes (or ``sizes``): its input axes fixed and the size math folded
+        (export/static_shapes.py); the dynamic model (its axes fixed by the session) where that fails."""
+        sizes = self.pinned_sizes if sizes is None else sizes
+        if not sizes:
             return self._model_bytes
         try:
-            fixed = with_input_sizes(proto, self.pinned_sizes)
+            fixed = with_input_sizes(proto, sizes)
             return quantize_model(fixed, self.quantize) if self.quantize else fixed.SerializeToString()
         except Exception:  # noqa: BLE001  (the dynamic model, pinned by the session, computes the same)
             return self._model_bytes
@@ -117,11 +122,29 @@ class OrtProgram(TracedCall):
         return self._dynamic_session
 
     def _run_for(self, tensors):
-        """The run function of the session for these input tensors: pinned for the traced shapes."""
+        """The run function of the session for these input tensors: pinned for the traced shapes and for the
+        other shapes called again (backends/pinned_shapes.py), else the dynamic model's."""
         shapes = self._shapes
-        if shapes is None or all(getattr(t, "shape", None) == s for t, s in zip(tensors, shapes)):
+        if shapes is None:
             return self._run
-        return _run_of(self.dynamic_session)
+        key = tuple(getattr(t, "shape", None) for t in tensors)
+        if list(key) == shapes:
+            return self._run
+        run = self.pins.run_for(key) if None not in key else None
+        return run or _run_of(self.dynamic_session)
+
+    def _open_pinned(self, shapes: tuple):
+        """The run function of a new session of the model pinned to these input shapes (on a pin thread)."""
+        sizes: dict = {}
+        for names, shape in zip(self._dim_names, shapes, strict=True):
+            if len(names) != len(shape):
+                raise ValueError(f"rank {len(shape)} where the model takes {len(names)}")
+            for name, size in zip(names, shape):
+                if name is not None and sizes.setdefault(name, size) != size:
+                    raise ValueError(f"axis {name} is {sizes[name]} and {size}")   # the dynamic run reports it
+        model = None if self.quantize else self._pinned_model(require("onnx").load_from_string(self._model_bytes),
+                                                             sizes)
+        return _run_of(self._open(sizes, None, model))
 
     def __call__(self, *args, **kwargs):
         if _autocast_on():

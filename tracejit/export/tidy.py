@@ -29,6 +29,9 @@ largest value where eager's answer is the padded 0 (transformers' BiT stem, ``Co
 """
 from __future__ import annotations
 
+import logging
+import threading
+
 import numpy as np
 
 FOLD_INPUT_LIMIT = 8192   # onnxscript's default: weights are never folded (nor copied) at export
@@ -46,10 +49,29 @@ def fold_constants(model, *, drop_unread: bool = False) -> None:
     # SequenceConstruct in about one export in four after other exports: test_vision_ops_export's split test)
     read = _read_nodes(graph)
     unread_before = {} if drop_unread else {id(node): node for node in graph if id(node) not in read}
-    with np.errstate(all="ignore"):   # log(0) = -inf in T5's position buckets: what the runtime computes, silently
-        folding.FoldConstantsPass(shape_inference=True, input_size_limit=FOLD_INPUT_LIMIT,
-                                  output_size_limit=FOLD_OUTPUT_LIMIT)(model)
+    _QUIET.folding = True   # its "Evaluation failed" warnings are a node left unfolded, not the user's concern
+    _quiet(logging.getLogger(folding.__name__))
+    try:
+        with np.errstate(all="ignore"):   # log(0) = -inf in T5's position buckets: what the runtime computes
+            folding.FoldConstantsPass(shape_inference=True, input_size_limit=FOLD_INPUT_LIMIT,
+                                      output_size_limit=FOLD_OUTPUT_LIMIT)(model)
+    finally:
+        _QUIET.folding = False
     drop_unread_nodes(graph, keep=unread_before)
+
+
+_QUIET = threading.local()   # set on the thread while fold_constants runs: onnxscript's warnings are dropped
+
+
+def _folding_elsewhere(record: logging.LogRecord) -> bool:
+    """A logging filter: onnxscript's constant-folding records pass on threads where tracejit is not folding."""
+    return not getattr(_QUIET, "folding", False) or record.levelno >= logging.ERROR
+
+
+def _quiet(logger: logging.Logger) -> None:
+    """Give onnxscript's folding logger the filter, once (it keeps its records on every other thread)."""
+    if _folding_elsewhere not in logger.filters:
+        logger.addFilter(_folding_elsewhere)
 
 
 def drop_unread_nodes(graph, keep=frozenset()) -> None:
