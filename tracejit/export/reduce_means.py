@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .tidy import replace_node
+from .tidy import constant_array, replace_node
 
 
 def restore_reduce_means(graph) -> int:
@@ -49,7 +49,7 @@ def _mean_of(div, ir):
         return None
     x, axes_value = total.inputs
     shape = x.shape
-    axes, count = _constant(axes_value, ir), _constant(count_value, ir)
+    axes, count = constant_array(axes_value), constant_array(count_value)
     if shape is None or axes is None or count is None or count.size != 1:
         return None
     rank = len(shape)
@@ -64,10 +64,3 @@ def _mean_of(div, ir):
         return None
     return total, x, axes_value
 
-
-def _constant(value, ir):
-    """``value``'s constant contents as a numpy array (an initializer or a ``Constant`` node), or None."""
-    if value is None:
-        return None
-    tensor = ir.convenience.get_const_tensor(value)
-    return None if tensor is None else np.asarray(tensor.numpy())

@@ -14,12 +14,14 @@ backend runs it for calls of the traced shapes and the dynamic model for any oth
 a transformer's activations between its linears are computed as ``(tokens, features)`` matrices where that saves
 the reshapes onnxruntime writes around each Gemm (token_rows.py), each chain of reshapes becomes one and a reshape to
 its input's own shape none (reshape_chains.py), each ``ReduceSum / count`` one ``ReduceMean``
-(reduce_means.py), each concat of concats along one axis one Concat (concat_chains.py).
+(reduce_means.py), each concat of concats along one axis one Concat (concat_chains.py), and an attention mask made
+of finite constants (T5's) needs no hidden-row check (finite_masks.py).
 """
 from __future__ import annotations
 
 from ._deps import require
 from .concat_chains import flatten_concats
+from .finite_masks import drop_multiplications_by_one, fold_finite_mask_checks
 from .reduce_means import restore_reduce_means
 from .reshape_chains import collapse_reshape_chains, drop_identity_reshapes, drop_needless_allowzero
 from .tidy import fold_constants
@@ -44,6 +46,10 @@ def with_input_sizes(proto, sizes: dict[str, int]):
             dim.Clear()   # an unknown size: inferred again (an output axis may be named after an input axis)
     model = ir.serde.deserialize_model(fixed)
     fold_constants(model, drop_unread=True)   # nodes no output reads: onnxruntime would run them
+    factors = fold_finite_mask_checks(model.graph)   # a mask of finite constants hides no row (finite_masks.py)
+    if factors:
+        fold_constants(model, drop_unread=True)   # its hidden-row factors are constants of ones now
+        drop_multiplications_by_one(factors)
     flatten_token_rows(model.graph)   # a transformer's rows between its linears as matrices (token_rows.py)
     collapse_reshape_chains(model.graph)   # the sizes are known: a chain of reshapes is one (reshape_chains.py)
     drop_identity_reshapes(model.graph)   # and a reshape to the shape its input has is none

@@ -74,6 +74,16 @@ def _quiet(logger: logging.Logger) -> None:
         logger.addFilter(_folding_elsewhere)
 
 
+def constant_array(value):
+    """``value``'s constant contents as a numpy array (an initializer or a ``Constant`` node of an onnx-ir graph),
+    or None."""
+    if value is None:
+        return None
+    from onnx_ir.convenience import get_const_tensor   # optional dependency (the onnx extra)
+    tensor = get_const_tensor(value)
+    return None if tensor is None else np.asarray(tensor.numpy())
+
+
 def drop_unread_nodes(graph, keep=frozenset()) -> None:
     """Remove from ``graph`` (an onnx-ir Graph, changed in place) each node no graph output depends on, except
     those whose ids are in ``keep`` (a mapping that holds the nodes, so that no id is reused meanwhile); a node

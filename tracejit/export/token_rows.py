@@ -26,6 +26,7 @@ import numpy as np
 
 from ._deps import require
 from .reshape_chains import RESHAPES, free_name
+from .tidy import constant_array
 
 # row-wise ONNX ops: each output row is computed from the same row of the inputs, so the op computes the same
 # on the (tokens, features) matrix as on the (batch, seq, features) tensor
@@ -57,14 +58,6 @@ def _static_rows(value) -> tuple | None:
     return dims if all(d > 0 for d in dims) else None
 
 
-def _const(value):
-    if value is None:
-        return None
-    ir = require("onnx_ir")
-    tensor = ir.convenience.get_const_tensor(value)
-    return None if tensor is None else np.asarray(tensor.numpy())
-
-
 def _row_positions(node) -> list[int] | None:
     """The input positions of ``node`` that carry full ``(..., features)`` rows, when ``node`` is row-wise (its
     other inputs are constants it reads the same for every row); else None. Its one output is a row value too."""
@@ -75,20 +68,20 @@ def _row_positions(node) -> list[int] | None:
         return None
     op = node.op_type
     if op == "MatMul":
-        weight = _const(node.inputs[1])
+        weight = constant_array(node.inputs[1])
         return [0] if weight is not None and weight.ndim == 2 and _static_rows(node.inputs[0]) else None
     if op in UNARY_ROW_OPS:
         return [0] if len(node.inputs) == 1 and _static_rows(node.inputs[0]) == out else None
     if op == "LayerNormalization":
         axis = node.attributes.get_int("axis", -1)
-        params = [_const(v) for v in node.inputs[1:]]
+        params = [constant_array(v) for v in node.inputs[1:]]
         if axis not in (-1, len(out) - 1) or _static_rows(node.inputs[0]) != out:
             return None
         return [0] if all(p is not None and p.ndim == 1 for p in params) else None
     if op in BINARY_ROW_OPS and len(node.inputs) == 2:
         positions = []
         for i, value in enumerate(node.inputs):
-            const = _const(value)
+            const = constant_array(value)
             if const is None and _same_rows(_static_rows(value), out):
                 positions.append(i)
             elif not _per_feature(const, out):
@@ -111,7 +104,7 @@ def _over_features(node, rank: int) -> bool:
     if not node.attributes.get_int("keepdims", 1) or node.attributes.get_int("noop_with_empty_axes", 0):
         return False
     if len(node.inputs) > 1 and node.inputs[1] is not None:
-        axes = _const(node.inputs[1])
+        axes = constant_array(node.inputs[1])
         axes = None if axes is None else [int(a) for a in axes.reshape(-1)]
     else:
         axes = node.attributes.get_ints("axes", None)
@@ -293,7 +286,7 @@ def _rewrite(graph, region, ir) -> None:
 def _flat_constant(graph, value, out_dims, node, ir):
     """A per-feature constant operand as the matrices read it: a full-shape one (a position table) reshaped to the
     matrix, a ``(1, 1, features)`` one to ``(features,)``; a scalar or a vector as it is."""
-    array = _const(value)
+    array = constant_array(value)
     if array is None or array.ndim <= 1:
         return value
     if array.shape == tuple(out_dims):
