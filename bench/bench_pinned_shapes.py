@@ -1,4 +1,4 @@
-"""What a shape other than the traced one costs in the onnxruntime backend: the dynamic model against the
+"""What a shape other than the traced one costs in the onnxruntime (or OpenVINO) backend: the dynamic model against the
 session pinned to that shape (backends/pinned_shapes.py), side by side with eager, interleaved rounds, medians.
 
     OMP_NUM_THREADS=1 python bench/bench_pinned_shapes.py --models bert,gpt2,resnet18 --rounds 7
@@ -32,11 +32,11 @@ def _time(fn, n: int) -> float:
     return (time.perf_counter() - start) / n * 1e6
 
 
-def measure(name: str, rounds: int, batch: int) -> dict:
+def measure(name: str, rounds: int, batch: int, backend: str = "onnxruntime") -> dict:
     model, make = zoo_models.ZOO[name]()
     example, new = make(batch), make(batch, new=True)
     with torch.no_grad():
-        program = tracejit.optimize_for_inference(tracejit.trace(model, example), backend="onnxruntime")
+        program = tracejit.optimize_for_inference(tracejit.trace(model, example), backend=backend)
         pinned_shapes.PIN_AFTER = 1
         dynamic = program(*new)   # this call asks for the shape's session
         program.pins.wait()
@@ -77,13 +77,14 @@ def main() -> None:
     parser.add_argument("--models", default="bert,distilbert,gpt2,vit_hf,resnet18")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--backend", default="onnxruntime", choices=("onnxruntime", "openvino"))
     args = parser.parse_args()
-    print(f"load {os.getloadavg()[0]:.2f}, threads {torch.get_num_threads()}")
+    print(f"load {os.getloadavg()[0]:.2f}, threads {torch.get_num_threads()}, backend {args.backend}")
     print("| model | eager us | dynamic us | pinned us | pinned / dynamic | pinned / eager | err vs eager | "
           "pinned vs dynamic |")
     print("|---|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
-        r = measure(name, args.rounds, args.batch)
+        r = measure(name, args.rounds, args.batch, args.backend)
         print(f"| {r['model']} b{r['batch']} | {r['eager_us']} | {r['dynamic_us']} | {r['pinned_us']} | "
               f"{r['pinned_over_dynamic']} | {r['pinned_over_eager']} | {r['err_vs_eager']:.1e} | "
               f"{r['pinned_vs_dynamic']:.1e} |", flush=True)

@@ -129,3 +129,41 @@ def test_counts_are_forgotten_past_the_bound(monkeypatch):
     pins.run_for(((4,),))   # the fourth shape's count survived the clear: its second call asks for a session
     pins.wait()
     assert opened == [((4,),)] and pins.pinned == (((4,),),)
+
+
+def test_openvino_runs_the_traced_shapes_and_shapes_called_again_on_models_compiled_for_them():
+    pytest.importorskip("openvino")
+    model = Block().eval()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        program = tracejit.optimize_for_inference(tracejit.trace(model, (_x(1, 8),)), backend="openvino")
+    traced = ((1, 8, 32),)
+    request, _ = program._static[traced]
+    assert program._dynamic is None   # nothing compiled with dynamic axes yet
+    x = _x(1, 8, 1)
+    torch.testing.assert_close(program(x), model(x).detach(), rtol=1e-5, atol=1e-5)
+    assert program._dynamic is None and request.get_input_tensor(0).shape == [1, 8, 32]
+    new = ((2, 12, 32),)
+    for seed in range(3):   # first call: the dynamic model; second: asks for the compiled one; third: either
+        x = _x(2, 12, seed)
+        torch.testing.assert_close(program(x), model(x).detach(), rtol=1e-5, atol=1e-5)
+        program.pins.wait()
+    assert program._dynamic is not None and program.pins.pinned == (new,)
+    x = _x(2, 12, 7)
+    torch.testing.assert_close(program(x), model(x).detach(), rtol=1e-5, atol=1e-5)
+    pinned_request, _ = program.pins.run_for(new)
+    assert pinned_request.get_input_tensor(0).shape == [2, 12, 32]
+
+
+def test_a_forgotten_shape_is_counted_again():
+    opened = []
+    pins = pinned_shapes.PinnedShapes(lambda shapes: opened.append(shapes) or object(), model_bytes=1)
+    for _ in range(2):
+        pins.run_for(((3,),))
+    pins.wait()
+    assert pins.pinned == (((3,),),)
+    pins.forget(((3,),))   # its run failed: the runtime may keep the failure in that compiled model
+    assert pins.pinned == () and pins.run_for(((3,),)) is None
+    pins.run_for(((3,),))
+    pins.wait()
+    assert opened == [((3,),), ((3,),)] and pins.pinned == (((3,),),)

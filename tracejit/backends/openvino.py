@@ -3,18 +3,22 @@
 ``OpenVinoProgram(traced)`` prepares the program like OrtProgram (tracejit's inference passes,
 then export_onnx, one model per specialization chosen per call by backends/specializations.py),
 reads the ONNX model from memory and compiles it for CPU with
-``PERFORMANCE_HINT=LATENCY`` and ``INFERENCE_NUM_THREADS = torch.get_num_threads()``; the
-export's symbolic axes stay dynamic dimensions, so other batch sizes / lengths run on the same
-compiled model; each new set of input shapes is first checked by OpenVINO's shape inference
+``PERFORMANCE_HINT=LATENCY`` and ``INFERENCE_NUM_THREADS = torch.get_num_threads()``. The traced input
+shapes run a model compiled for their sizes; other shapes run the export's symbolic axes as dynamic
+dimensions (compiled on the first such call), and a shape called a second time gets a model compiled for it
+on a background thread (backends/pinned_shapes.py). With fixed sizes OpenVINO ran BERT (two layers, 16
+tokens) in 0.45x and GPT-2 in 0.55x the dynamic model's time (bench/bench_pinned_shapes.py --backend openvino);
+until 2026-11-29 the traced shapes ran the dynamic model too. Each new set of input shapes is first checked by
+OpenVINO's shape inference
 (``_check_shapes``: its compiled model does not always refuse shapes it cannot take). One
-InferRequest serves every call, driven by its own set_input_tensor / infer / get_output_tensor
+InferRequest per compiled model serves every call, driven by its own set_input_tensor / infer / get_output_tensor
 (InferRequest.infer's Python wrapper doubled a small model's call time):
 inputs share the tensors' memory (no copy when contiguous), outputs are copied out of the
 request's buffers (which the next call overwrites), so two calls' results never alias; calls from
 several threads take turns.
 
-``static_shapes=True`` (opt-in) also compiles the model for each new set of input shapes, up to
-``MAX_STATIC`` of them (later shapes run on the dynamic model): OpenVINO picks better kernels for
+``static_shapes=True`` (opt-in) compiles the model for each new set of input shapes on its first call instead, up
+to ``MAX_STATIC`` of them (later shapes run on the dynamic model): OpenVINO picks better kernels for
 fixed shapes (TransformerEncoder d256 s64 2.9 -> 2.4 ms, BERT-base s128 67 -> 64 ms here), at the
 price of a compile on the first call with each shape (0.3-1 s) and one more compiled copy of the
 weights per shape. ``precision="bf16"`` (opt-in) computes in bfloat16 where the CPU has it
@@ -35,6 +39,7 @@ from ..runtime import late_hooks
 from ..support.module_hooks import any_registered
 from .fallback import autocast_on as _autocast_on, refuse_autocast
 from .onnx_call import TracedCall, prepare, with_fallbacks, with_size_guards
+from .pinned_shapes import PinnedShapes
 from .specializations import choose_per_call
 
 NAME = "openvino"
@@ -71,16 +76,23 @@ class OpenVinoProgram(TracedCall):
         self.config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": PRECISIONS[precision],
                        "INFERENCE_NUM_THREADS": threads or torch.get_num_threads(),
                        **(config or {})}
-        self.compiled = self.core.compile_model(self.model, "CPU", self.config)
-        self.request = self.compiled.create_infer_request()
-        self._lock = threading.Lock()   # one request: calls from several threads take turns
-        self._n_outputs = len(self.compiled.outputs)
+        self._ov = ov
+        self._lock = threading.Lock()   # the dynamic model's one request: calls from several threads take turns
+        self._dynamic = None            # (compiled, request): compiled on first use (``compiled``)
+        self._static: dict = {}         # input shapes -> (request, lock) of a model compiled for them, or None
+        self._static_all = static_shapes
+        self._static_lock = threading.Lock()
+        traced_shapes = tuple(tuple(v.type.shape) for v in graph.inputs if hasattr(v.type, "shape"))
+        if len(traced_shapes) == len(graph.inputs) and all(isinstance(d, int) for s in traced_shapes for d in s):
+            try:   # the traced shapes run a model compiled for their sizes
+                self._static[traced_shapes] = self._compile_for(traced_shapes)
+            except Exception:  # noqa: BLE001  (sizes OpenVINO cannot fix: the dynamic model runs them)
+                self._static[traced_shapes] = None
+        self.pins = PinnedShapes(self._compile_for, self.proto.ByteSize())   # other shapes called again
+        self._n_outputs = len(self.model.outputs)
         self._plain_out = (len(self._out_leaves) == self._n_outputs - self._n_sums - self._n_index
                            and all(isinstance(o, Value) for o in self._out_leaves))
         self._single = self._plain_out and self._out_spec is None
-        self._ov = ov
-        self._static = {} if static_shapes else None   # input shapes -> (request, lock), or None: refused
-        self._static_lock = threading.Lock()
         self._shapes_ok: set = set()   # input shapes OpenVINO's shape inference accepted (_check_shapes)
         self._call = with_size_guards(self, traced, graph, with_fallbacks(self, traced, graph, self._run_call))
         if _model is None:   # every other specialization: its own compiled model, chosen per call by its guards
@@ -106,9 +118,10 @@ class OpenVinoProgram(TracedCall):
             reshaped = None if shapes in self._shapes_ok else self._check_shapes(tensors, shapes)
         except RuntimeError:   # shapes the model refuses (raised by _check_shapes): the traced program's call
             return self._after_failure(args, kwargs)
-        request, lock = self.request, self._lock
-        if self._static is not None:
-            request, lock = self._static_request(shapes, reshaped) or (request, lock)
+        hit = self._static.get(shapes, False)
+        if hit is False:
+            hit = self._static_request(shapes, reshaped) if self._static_all else self.pins.run_for(shapes)
+        request, lock = hit or (self.request, self._lock)
         make_tensor = self._ov_tensor
         # C-contiguous copies of strided inputs (channels_last, a slice, an expanded view), held in ``feed`` until
         # the run is over: a tensor made with shared_memory reads the array's memory without keeping the array
@@ -146,14 +159,13 @@ class OpenVinoProgram(TracedCall):
         The failure path pays one compile of the model; a static-shape model is dropped (compiled again on its
         next use)."""
         with self._lock:
-            if failed is self.request:
-                self.compiled = self.core.compile_model(self.model, "CPU", self.config)
-                self.request = self.compiled.create_infer_request()
-        if self._static is not None:
-            with self._static_lock:
-                hit = self._static.get(shapes)
-                if hit is not None and hit[0] is failed:
-                    del self._static[shapes]
+            if self._dynamic is not None and failed is self._dynamic[1]:
+                self._dynamic = None   # compiled again on its next use
+        with self._static_lock:
+            hit = self._static.get(shapes)
+            if hit is not None and hit[0] is failed:
+                del self._static[shapes]
+        self.pins.forget(shapes)
 
     def _check_shapes(self, tensors, shapes: tuple):
         """The model reshaped to these input shapes (static_shapes compiles it), or the run error when
@@ -175,10 +187,40 @@ class OpenVinoProgram(TracedCall):
         self._shapes_ok.add(shapes)
         return model
 
+    @property
+    def compiled(self):
+        """The model compiled with its dynamic axes, for the shapes no static model serves (compiled on first use)."""
+        return self._dynamic_pair()[0]
+
+    @property
+    def request(self):
+        """The dynamic model's one infer request."""
+        return self._dynamic_pair()[1]
+
+    def _dynamic_pair(self):
+        pair = self._dynamic
+        if pair is None:
+            with self._lock:
+                pair = self._dynamic
+                if pair is None:
+                    compiled = self.core.compile_model(self.model, "CPU", self.config)
+                    pair = self._dynamic = (compiled, compiled.create_infer_request())
+        return pair
+
+    def _compile_for(self, shapes: tuple, reshaped=None):
+        """(request, lock) of the model compiled for these input shapes (from ``reshaped`` when the shape check
+        just made it); raises where OpenVINO refuses them."""
+        model = reshaped
+        if model is None:
+            model = self.core.read_model(self.proto.SerializeToString(), b"")
+            model.reshape({port.get_any_name(): self._ov.PartialShape(list(shape))
+                           for port, shape in zip(model.inputs, shapes)})
+        compiled = self.core.compile_model(model, "CPU", self.config)
+        return compiled.create_infer_request(), threading.Lock()
+
     def _static_request(self, shapes: tuple, reshaped=None):
-        """(request, lock) of the model compiled for these input shapes (compiled on first use, from
-        ``reshaped`` when the shape check just made it), or None when the cache is full or OpenVINO refuses
-        the shapes (the dynamic model runs)."""
+        """``static_shapes=True``: (request, lock) of the model compiled for these input shapes (compiled on first
+        use), or None when the cache is full or OpenVINO refuses the shapes (the dynamic model runs)."""
         hit = self._static.get(shapes, False)
         if hit is not False:
             return hit
@@ -186,13 +228,7 @@ class OpenVinoProgram(TracedCall):
             if shapes in self._static or len(self._static) >= MAX_STATIC:
                 return self._static.get(shapes)
             try:
-                model = reshaped
-                if model is None:
-                    model = self.core.read_model(self.proto.SerializeToString(), b"")
-                    model.reshape({port.get_any_name(): self._ov.PartialShape(list(shape))
-                                   for port, shape in zip(model.inputs, shapes)})
-                compiled = self.core.compile_model(model, "CPU", self.config)
-                hit = (compiled.create_infer_request(), threading.Lock())
+                hit = self._compile_for(shapes, reshaped)
             except Exception:  # noqa: BLE001  (shapes the model cannot take: the dynamic model reports it)
                 hit = None
             self._static[shapes] = hit

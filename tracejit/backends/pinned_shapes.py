@@ -61,6 +61,12 @@ class PinnedShapes:
         """The input shapes that have a pinned session."""
         return tuple(self._runs)
 
+    def forget(self, shapes: tuple) -> None:
+        """Drop the session of ``shapes`` (its run failed and the runtime may keep the failure): counted again."""
+        with self._lock:
+            if shapes in self._runs:
+                self._runs = {k: v for k, v in self._runs.items() if k != shapes}
+
     def wait(self, timeout: float | None = None) -> None:
         """Wait until the session being opened (if any) is ready."""
         builder = self._builder
