@@ -27,7 +27,7 @@ import enum
 import sys
 from collections.abc import Mapping
 
-from .guards import plain_value
+from .guards import GuardFailure, plain_value
 
 MAX_ITEMS = 64      # a larger container (a vocabulary, a table) is not guarded item by item
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
@@ -173,3 +173,52 @@ def _items(container):
     if isinstance(container, enum.Enum):
         return ()
     return container.values() if isinstance(container, dict) else container
+
+
+class IdentityChecks:
+    """The in-memory checks of the module-level tensors a trace captured (trace/global_tensors.py): each name must
+    still be bound to the very tensor the trace read. Eager reads the name again at every call, so a rebinding
+    (``MEAN = MEAN.to(torch.float64)``, ``STATS = torch.load(...)``) must be seen; an update in place is the
+    captured object itself (nothing to check: the program reads it). Held by the Graph (``memory_checks``), not
+    in it: a file keeps no check of Python globals, and loading gives the same graph text and code.
+
+    ``items``: ``(namespace, name, tensor, node)`` per global, ``node`` a ``tracejit::guard`` made for the
+    error only (kind ``global``: what, line, source).
+
+    >>> g = {"MEAN": object()}
+    >>> checks = IdentityChecks([(g, "MEAN", g["MEAN"], None)])
+    >>> checks.changed(), g.update(MEAN=object()), checks.changed()
+    (False, None, True)
+    """
+    __slots__ = ("items",)
+
+    def __init__(self, items):
+        self.items = tuple(items)
+
+    def changed(self) -> bool:
+        for mapping, name, obj, _ in self.items:
+            if mapping.get(name, _UNBOUND) is not obj:
+                return True
+        return False
+
+    def fail(self, fn_name: str):
+        """Raise the GuardError of the first check that fails now (as a graph's guard would)."""
+        for mapping, name, obj, node in self.items:
+            now = mapping.get(name, _UNBOUND)
+            if now is not obj:
+                GuardFailure([(node, f"{name} is the tensor traced")], fn_name)(0, _describe(now))
+
+    def what_changed(self) -> str:
+        """The first rebound global, in words (for save's refusal), or ``""``."""
+        for mapping, name, obj, node in self.items:
+            now = mapping.get(name, _UNBOUND)
+            if now is not obj:
+                return f"{node.attrs['what']} ({node.source}), now {_describe(now)}"
+        return ""
+
+
+def _describe(value) -> str:
+    if value is _UNBOUND:
+        return "unbound"
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    return f"another {type(value).__name__}" + (f" (shape {tuple(shape)}, dtype {dtype})" if dtype is not None else "")
