@@ -25,8 +25,8 @@ from ..ir import Graph, Node, TensorType, Value, iter_values
 from ..ir.target import function
 from ..ops import custom as custom_ops
 from ..pytree import flatten
-from . import (boundary, dtype_reads, grad_mode, int_tensors, len_reads, ops, pieces, provenance, reads,
-               self_results, subscript, torch_rounding)
+from . import (boundary, captured_writes, dtype_reads, grad_mode, int_tensors, len_reads, ops, pieces, provenance,
+               reads, self_results, subscript, torch_rounding)
 from .guards import GuardMaker
 from .ledger import Ledger, torch_phrase
 from .source import in_torch, user_location
@@ -276,6 +276,7 @@ class Tracer(TorchFunctionMode):
             # the helper called its C++ twin (``super().unflatten(...)``, ``_VF.broadcast_tensors``), which
             # reports the Python helper as the function: run and record the C++ function itself
             func = ops.cpp_twin(func)
+        captured_writes.note(self, name, args, kwargs)   # a retrace puts back what it writes into captured tensors
         if self.force_outplace and _is_inplace(name):
             return self._outplace(func, name, args, kwargs)
         pieces.guard_count(self, name, args, kwargs)   # the count of results the program unpacks (pieces.py)
