@@ -63,6 +63,14 @@ def held(module: nn.Module) -> dict:
     return out
 
 
+def user_class(cls: type) -> bool:
+    """Is ``cls`` a class of the user's own files (not torch's, tracejit's, an installed library's, the standard
+    library's or a builtin's), and not a module class (those along the traced hierarchy are ``held``)?"""
+    if issubclass(cls, nn.Module) or _library_class(cls) or _stdlib_class(cls):
+        return False
+    return bool(getattr(sys.modules.get(cls.__module__), "__file__", None))
+
+
 def _stdlib_class(cls: type) -> bool:
     """Is ``cls`` defined in a file of the standard library (``logging.Logger``; ``types.SimpleNamespace`` too)?"""
     file = getattr(sys.modules.get(cls.__module__), "__file__", None) or ""
