@@ -71,44 +71,13 @@ def finish(fn, graph: Graph, source: str, signature: str, guards: bool):
     """``fn`` with what the runtime reads on a compiled method: its graph, source and signature text, whether
     keyword-traced arguments may come by position, and what a failed guard must put back (runtime/undo.py).
     Also for a method made from the code cache (serialize/cached_methods.py)."""
-    checks = getattr(graph, "memory_checks", None) if guards else None
-    if checks is not None:   # module-level tensors, by identity, in memory only (trace/global_tensors.py)
-        fn = _checked_first(fn, checks)
     fn.graph = graph
     fn.code = source
     fn.signature = signature
     fn.by_position = guards and bool(graph.in_spec.children[1].children)   # keyword-traced args, by position too
     fn.undo = undo_plan(graph) if guards else None
+    # the checks of Python state held beside the graph (ir/graph.py: tensors read from globals and attributes,
+    # library modules' settings); the callers run them before the code (runtime/traced.py, runtime/specialize.py)
+    fn.memory_checks = getattr(graph, "memory_checks", None) if guards else None
     return fn
 
-
-def _checked_first(fn, checks):
-    """``fn`` behind a function of the same parameters (the call binds them exactly as ``fn``'s would, so an
-    arity error is still the call's own) that runs ``checks`` (support/global_guards.IdentityChecks) first. The
-    checks are not in the generated code: ``.code`` is what a file saves and a load gives again."""
-    code = fn.__code__
-    n = code.co_argcount + code.co_kwonlyargcount
-    names = list(code.co_varnames[:n])
-    positional, keyword = names[:code.co_argcount], names[code.co_argcount:]
-    params, call = list(positional), list(positional)
-    if code.co_flags & 0x04:   # CO_VARARGS
-        star = code.co_varnames[n]
-        params.append("*" + star)
-        call.append("*" + star)
-        n += 1
-    elif keyword:
-        params.append("*")
-    params += keyword
-    call += [f"{k}={k}" for k in keyword]
-    if code.co_flags & 0x08:   # CO_VARKEYWORDS
-        params.append("**" + code.co_varnames[n])
-        call.append("**" + code.co_varnames[n])
-    src = (f"def {fn.__name__}({', '.join(params)}):\n"
-           f"    if _tj_checks.changed(): _tj_checks.fail({fn.__name__!r})\n"
-           f"    return _tj_inner({', '.join(call)})\n")
-    ns = {"_tj_checks": checks, "_tj_inner": fn}
-    exec(compile(src, f"<tracejit memory checks of {fn.__name__}>", "exec"), ns)
-    out = ns[fn.__name__]
-    out.__defaults__, out.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
-    out.__dict__.update(fn.__dict__)
-    return out

@@ -17,10 +17,9 @@ object traces one (runtime/omitted_inputs.py).
 
 A failed attempt leaves no trace: a program that writes in place before a later guard restores what it wrote
 before the next attempt (runtime/undo.py); a retrace puts back what it wrote into captured tensors
-(support/captured_writes.py: forward runs twice for that call, eager once). The set holds at most
-``LIMIT`` specializations; the least recently used one after the first is dropped, never one that
-``specialize_for`` asked for, a file held or an optimized program copied (``pinned``: those stay,
-beyond the limit if need be).
+(support/captured_writes.py). The set holds at most ``LIMIT`` specializations; the least recently used one
+after the first is dropped, never one that ``specialize_for`` asked for, a file held or an optimized program
+copied (``pinned``: those stay, beyond the limit if need be).
 """
 from __future__ import annotations
 
@@ -115,11 +114,12 @@ class SpecializationSet:
         memo[id(self)] = new
         new.__dict__.update(self.__dict__)
         new.owner = copy.deepcopy(self.owner, memo)
-        new.lock = threading.RLock()
-        new._hint = None
+        new.lock, new._hint = threading.RLock(), None
         return new
 
     def run(self, spec: Specialization, args, kwargs):
+        checks = getattr(spec.fn, "memory_checks", None)   # Python state held beside the graph (method_compiler.py)
+        checks is None or checks.check(self.method)
         return undoable_call(spec.fn, self.owner, args, kwargs)
 
     def handle(self, args, kwargs, error, wrong_names: bool = False):

@@ -183,38 +183,62 @@ class IdentityChecks:
     in it: a file keeps no check of Python globals, and loading gives the same graph text and code.
 
     ``items``: ``(namespace, name, tensor, node)`` per global, ``node`` a ``tracejit::guard`` made for the
-    error only (kind ``global``: what, line, source).
+    error only (kind ``global``: what, line, source). ``values``: the same for plain values compared by equality
+    (the scalar configuration of torch's and libraries' modules: trace/module_config.py), all in one C-level
+    tuple compare per call.
 
-    >>> g = {"MEAN": object()}
-    >>> checks = IdentityChecks([(g, "MEAN", g["MEAN"], None)])
-    >>> checks.changed(), g.update(MEAN=object()), checks.changed()
-    (False, None, True)
+    >>> g, cfg = {"MEAN": object()}, {"p": 0.5}
+    >>> checks = IdentityChecks([(g, "MEAN", g["MEAN"], None)], [(cfg, "p", 0.5, None)])
+    >>> checks.changed(), cfg.update(p=0.0), checks.changed(), cfg.update(p=0.5), g.update(MEAN=1), checks.changed()
+    (False, None, True, None, None, True)
     """
-    __slots__ = ("items",)
+    __slots__ = ("items", "values", "_maps", "_names", "_expected")
 
-    def __init__(self, items):
+    def __init__(self, items, values=()):
         self.items = tuple(items)
+        self.values = tuple(values)
+        self._maps = tuple(v[0] for v in self.values)
+        self._names = tuple(v[1] for v in self.values)
+        self._expected = tuple(v[2] for v in self.values)
+
+    def joined(self, items=(), values=()) -> "IdentityChecks":
+        """These checks and ``items`` / ``values`` more."""
+        return IdentityChecks(self.items + tuple(items), self.values + tuple(values))
 
     def changed(self) -> bool:
         for mapping, name, obj, _ in self.items:
             if mapping.get(name, _UNBOUND) is not obj:
                 return True
-        return False
+        return bool(self._maps) and tuple(map(dict.get, self._maps, self._names)) != self._expected
+
+    def _failing(self):
+        """``(node, now)`` of the first check that fails now, or None."""
+        for mapping, name, obj, node in self.items:
+            now = mapping.get(name, _UNBOUND)
+            if now is not obj:
+                return node, _describe(now)
+        for mapping, name, value, node in self.values:
+            now = mapping.get(name, _UNBOUND)
+            if now != value or type(now) is not type(value):
+                return node, "unbound" if now is _UNBOUND else now
+        return None
+
+    def check(self, fn_name: str) -> None:
+        """Raise GuardError (``fail``) if a check fails now; what the callers of a compiled method run first."""
+        if self.changed():
+            self.fail(fn_name)
 
     def fail(self, fn_name: str):
         """Raise the GuardError of the first check that fails now (as a graph's guard would)."""
-        for mapping, name, obj, node in self.items:
-            now = mapping.get(name, _UNBOUND)
-            if now is not obj:
-                GuardFailure([(node, f"{name} is the tensor traced")], fn_name)(0, _describe(now))
+        hit = self._failing()
+        if hit is not None:
+            node, now = hit
+            GuardFailure([(node, f"{node.attrs['name']} is as traced")], fn_name)(0, now)
 
     def what_changed(self) -> str:
-        """The first rebound global, in words (for save's refusal), or ``""``."""
-        for mapping, name, obj, node in self.items:
-            now = mapping.get(name, _UNBOUND)
-            if now is not obj:
-                return f"{node.attrs['what']} ({node.source}), now {_describe(now)}"
-        return ""
+        """The first changed check, in words (for save's refusal), or ``""``."""
+        hit = self._failing()
+        return f"{hit[0].attrs['what']} ({hit[0].source}), now {hit[1]!r}" if hit is not None else ""
 
 
 def _describe(value) -> str:

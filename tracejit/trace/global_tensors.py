@@ -6,9 +6,9 @@ as a constant (the ledger notes it), eager reads the name again at every call. A
 ``MEAN = torch.load(...)``, a test's monkeypatch) was silently missed: the program kept the old tensor
 (torch.jit.trace does too). Now each such global (a ``LOAD_GLOBAL`` of user code, module-level or in code run
 by ``exec``) is held with the tensor it was bound to in the graph's ``memory_checks``
-(support/global_guards.IdentityChecks), which the compiled method runs before its code
-(runtime/method_compiler.py): a live or optimized program traces again (eager's answer), one whose original
-was dropped raises GuardError naming the line that read it.
+(support/global_guards.IdentityChecks), which the callers of the compiled method run before its code
+(runtime/traced.py, runtime/specialize.py, backends/torch_kernels.py): a live or optimized program traces
+again (eager's answer), one whose original was dropped raises GuardError naming the line that read it.
 
 Why outside the graph: a file keeps no check of Python globals (it is loaded where the user's modules need not
 exist: serialize/encode.py), and a loaded program must print the same graph and code as the one saved, so the

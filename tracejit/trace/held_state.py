@@ -9,8 +9,9 @@ with a ``__dict__`` and every class along a module's MRO is looked at, except to
 library's objects (a ``logging.Logger``'s ``_cache``). A private container filled by forward, a class's
 (``Model._masks[n] = ...``) or a held object's (``self.helper._cache[n] = torch.zeros(n)``, later updated in
 place), is refused as a module-level one is (outer_state.py's ``_GRIDS``): the first trace that fills it, not the
-ones after (call the module once before tracing). Before hunt26 a held object's private containers were left out as caches by convention; the
-program then kept making the trace's fresh tensor where eager reused and updated the cached one.
+ones after (call the module once before tracing). Before hunt26 a held object's private containers were left
+out as caches by convention; the program then kept making the trace's fresh tensor where eager reused and
+updated the cached one.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ from ..ir import SourceLoc
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _TRACEJIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _SITE = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
-_STDLIB = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
+_STDLIB = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["stdlib"],
+                                                      sysconfig.get_paths()["platstdlib"]})
 _NOT_STATE = (nn.Module, torch.Tensor, type, types.ModuleType, types.FunctionType, types.MethodType,
               types.BuiltinFunctionType)
 _libraries: dict = {}

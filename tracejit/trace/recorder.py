@@ -84,6 +84,7 @@ class Tracer(TorchFunctionMode):
         self.training_written: set[str] = set()     # submodule paths whose flag forward set itself
         self.python_state = None   # trace/python_state.PythonStateWatch, set by trace/api.record
         self.rng_seeded = False    # forward seeded or made a generator: later draws are never dropped (rng_record.py)
+        self.captured: dict = {}   # id(tensor) -> (tensor, SourceLoc): each captured as a constant (attribute_tensors.py)
         if root_module is not None:
             for path, m in root_module.named_modules(remove_duplicate=False):
                 self.module_paths.setdefault(id(m), path)
@@ -148,6 +149,7 @@ class Tracer(TorchFunctionMode):
         graph = frame.graph
         node = Node("tracejit::constant", "", attrs={"index": len(graph.constants)}, source=user_location(3))
         graph.constants.append(t.detach() if not isinstance(t, torch.nn.Parameter) else t)
+        self.captured.setdefault(id(t), (t, node.source))
         graph.add_node(node, [TensorType.of(t)], dynamic=False)
         frame.bind(t, node.outputs[0])
         return node.outputs[0]
