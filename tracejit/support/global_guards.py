@@ -24,6 +24,7 @@ False
 from __future__ import annotations
 
 import enum
+import operator
 import sys
 from collections.abc import Mapping
 
@@ -192,14 +193,19 @@ class IdentityChecks:
     >>> checks.changed(), cfg.update(p=0.0), checks.changed(), cfg.update(p=0.5), g.update(MEAN=1), checks.changed()
     (False, None, True, None, None, True)
     """
-    __slots__ = ("items", "values", "_maps", "_names", "_expected")
+    __slots__ = ("items", "values", "_maps", "_getters", "_expected")
 
     def __init__(self, items, values=()):
         self.items = tuple(items)
         self.values = tuple(values)
-        self._maps = tuple(v[0] for v in self.values)
-        self._names = tuple(v[1] for v in self.values)
-        self._expected = tuple(v[2] for v in self.values)
+        groups: dict = {}   # id(mapping) -> (mapping, [names], [values]): one C-level itemgetter per object
+        for mapping, name, value, _ in self.values:
+            group = groups.setdefault(id(mapping), (mapping, [], []))
+            group[1].append(name)
+            group[2].append(value)
+        self._maps = tuple(g[0] for g in groups.values())
+        self._getters = tuple(operator.itemgetter(*(g[1] * (2 if len(g[1]) == 1 else 1))) for g in groups.values())
+        self._expected = tuple(tuple(g[2] * (2 if len(g[2]) == 1 else 1)) for g in groups.values())
 
     def joined(self, items=(), values=()) -> "IdentityChecks":
         """These checks and ``items`` / ``values`` more."""
@@ -209,7 +215,12 @@ class IdentityChecks:
         for mapping, name, obj, _ in self.items:
             if mapping.get(name, _UNBOUND) is not obj:
                 return True
-        return bool(self._maps) and tuple(map(dict.get, self._maps, self._names)) != self._expected
+        if not self._maps:
+            return False
+        try:
+            return tuple(map(operator.call, self._getters, self._maps)) != self._expected
+        except KeyError:   # an attribute deleted since
+            return True
 
     def _failing(self):
         """``(node, now)`` of the first check that fails now, or None."""
