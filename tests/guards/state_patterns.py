@@ -333,6 +333,27 @@ class HeldNamespace(nn.Module):          # state in a plain object the module ho
         return x * self.state.n
 
 
+class PositionTable:                     # a plain helper object with a private per-length cache (hunt26)
+    def __init__(self):
+        self._cache = {}
+
+    def counts(self, n):
+        if n not in self._cache:
+            self._cache[n] = torch.zeros(n)  # @held_private_cache
+        table = self._cache[n]
+        table.add_(1)   # eager's next call reuses and updates the cached tensor
+        return table
+
+
+class HeldPrivateCache(nn.Module):       # the cache is the held object's, private by name: still state
+    def __init__(self):
+        super().__init__()
+        self.table = PositionTable()
+
+    def forward(self, x):
+        return x * self.table.counts(x.shape[-1])
+
+
 def initial_seed_read(x):                # a seed-dependent offset: torch.initial_seed() read in forward
     return x * (torch.initial_seed() % 7)  # @initial_seed_read
 
@@ -396,6 +417,7 @@ CASES = [
     StateCase("recurrent_hidden", RecurrentHidden, (r(4),), (r(4),)),
     StateCase("class_level_counter", _fresh_class_level_counter, (r(4),), (r(4),)),
     StateCase("held_namespace", HeldNamespace, (r(4),), (r(4),)),
+    StateCase("held_private_cache", HeldPrivateCache, (r(4),), (r(4),)),
     StateCase("initial_seed_read", lambda: initial_seed_read, (r(4),), (r(4),), reseed=_reseed_torch),
     StateCase("rng_state_read", lambda: rng_state_read, (r(4),), (r(4),), reseed=_reseed_torch),
     StateCase("generator_method_read", lambda: generator_method_read, (r(4),), (r(4),), reseed=_reseed_torch),

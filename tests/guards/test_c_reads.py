@@ -106,10 +106,15 @@ def split_count(x):
     return x * len(torch.split(torch.arange(10.0), x.shape[0]))  # @split
 
 
+def size_numel(x):                       # torch.Size.numel() multiplies the sizes in C (hunt26)
+    return torch.zeros(x.shape.numel()) + x.sum()  # @size_numel
+
+
 CASES = [packed, bounded, sliced, zero_bytes, binary, char, justified, inserted, numbered, repeated, percent,
-         tuple_index, text_index, range_index, typed_array, pickled, deep_copied, modular_pow, split_count]
+         tuple_index, text_index, range_index, typed_array, pickled, deep_copied, modular_pow, split_count,
+         size_numel]
 MARKERS = ["struct", "deque", "islice", "bytes", "bin", "chr", "ljust", "insert", "enumerate", "repeat", "percent",
-           "tuple", "text", "range", "array", "pickle", "deepcopy", "pow", "split"]
+           "tuple", "text", "range", "array", "pickle", "deepcopy", "pow", "split", "size_numel"]
 # eager's answer at size 3 differs from size 2's for each; sizes 2 -> 3 cross bin()'s width (4 -> 5) at + 2
 SIZES = {"bin": (6, 9), "percent": (2, 20)}
 
@@ -134,7 +139,8 @@ def test_a_size_read_in_c_is_guarded(fn, marker):
 
 
 @pytest.mark.parametrize("fn, marker", [(packed, "struct"), (sliced, "islice"), (tuple_index, "tuple"),
-                                        (percent, "percent")], ids=["struct", "islice", "tuple", "percent"])
+                                        (percent, "percent"), (size_numel, "size_numel")],
+                         ids=["struct", "islice", "tuple", "percent", "size_numel"])
 def test_torch_jit_freezes_them_silently(fn, marker):
     small, big = SIZES.get(marker, (2, 3))
     with warnings.catch_warnings():

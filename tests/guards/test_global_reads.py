@@ -205,3 +205,70 @@ def test_environment_variables_read_are_guarded(monkeypatch, name, value):
     assert torch.equal(loaded(x), x * 2)   # a file is a snapshot of the environment of saving
     with pytest.raises(tracejit.SaveError, match=f"environment variable '{name}'"):
         _roundtrip(traced)
+
+
+MEAN = torch.tensor([0.5, 0.25, 0.125])   # a module-level normalisation constant (hunt25 #100, hunt26)
+
+
+def normalised(x):
+    return x - MEAN
+
+
+class Centre(torch.nn.Module):
+    def forward(self, x):
+        return x * 2 - MEAN
+
+
+class Normalise(torch.nn.Module):
+    """The global is read by a submodule: the root's program holds the check."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = Centre()
+
+    def forward(self, x):
+        return self.inner(x).relu()
+
+
+@pytest.mark.parametrize("make", [lambda: normalised, lambda: Normalise().eval()], ids=["function", "submodule"])
+def test_a_rebound_global_tensor_traces_again(monkeypatch, make):
+    """``MEAN = MEAN.to(...)`` / a new tensor bound to the name after the trace: eager reads the new tensor; the
+    program captured the old one and returned the old answer silently before (torch.jit.trace still does). Now
+    a tensor global is checked by its identity, in memory: the live and optimized programs trace again, one whose
+    original was dropped raises GuardError naming the line. A file keeps no check of Python globals (by design:
+    a file is a snapshot, loaded where this module need not exist), so the loaded program keeps the tensor saved
+    and prints the same graph and code as the traced one."""
+    eager = make()
+    x, new_x = torch.randn(3), torch.randn(3)
+    traced = _quiet(tracejit.trace, eager, (x,))
+    optimized = tracejit.optimize_for_inference(_quiet(tracejit.trace, eager, (x,)))
+    dropped = _quiet(tracejit.trace, eager, (x,))
+    dropped.drop_original()
+    reference = _quiet(torch.jit.trace, eager, (x,), check_trace=False)
+    loaded = _roundtrip(traced)
+    assert str(loaded.graph) == str(traced.graph)   # the check is beside the graph, not in it
+    before = eager(new_x)
+    monkeypatch.setitem(globals(), "MEAN", MEAN.to(torch.float64) * 4)
+    after = eager(new_x)
+    assert not torch.equal(after, before) and after.dtype == torch.float64   # eager's answer moved
+    assert torch.equal(reference(new_x), before)   # torch.jit.trace: the old tensor, silently
+    torch.testing.assert_close(_quiet(traced, new_x), after)
+    torch.testing.assert_close(_quiet(optimized, new_x), after)
+    with pytest.raises(tracejit.GuardError, match=r"test_global_reads\.py:\d+ `.*MEAN.*`: global `MEAN`"):
+        dropped(new_x)
+    torch.testing.assert_close(loaded(new_x), before)   # the file's snapshot
+    for stale in (dropped, traced):   # the first trace holds the old tensor: save refuses it, as for any global
+        with pytest.raises(tracejit.SaveError, match="changed since .*global `MEAN`"):
+            _roundtrip(stale)
+    MEAN.mul_(2)   # in place: the captured object itself (the new binding now), no retrace needed
+    torch.testing.assert_close(_quiet(traced, new_x), eager(new_x))
+    torch.testing.assert_close(_quiet(optimized, new_x), eager(new_x))
+
+
+def test_a_tensor_global_allowed_frozen_is_not_checked(monkeypatch):
+    """``allow_frozen_python_state=True``: the caller accepts the captured tensor whatever the name is bound to."""
+    x = torch.randn(3)
+    traced = _quiet(tracejit.trace, normalised, (x,), allow_frozen_python_state=True)
+    before = normalised(x)
+    monkeypatch.setitem(globals(), "MEAN", torch.zeros(3))
+    assert torch.equal(traced(x), before)

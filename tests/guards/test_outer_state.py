@@ -202,3 +202,66 @@ def test_a_class_level_cache_filled_by_forward_is_refused_as_a_global_one():
     m(torch.zeros(3))   # filled by an eager call
     traced = tracejit.trace(m, (torch.zeros(3),), check_trace=False)
     torch.testing.assert_close(traced(torch.zeros(3)), m(torch.zeros(3)) - 1)   # the program updated it too
+
+
+class CountingFn(torch.autograd.Function):   # a custom Function keeping a Python call counter on its class
+    calls = 0
+
+    @staticmethod
+    def forward(ctx, x):
+        CountingFn.calls += 1  # @function_counter
+        return x * CountingFn.calls
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class Tables:                             # a plain user class used as a registry (not a module: not held)
+    scale = 2.0
+    grids = {}
+
+
+def counted_by_function(x):
+    return CountingFn.apply(x)
+
+
+def from_registry(x):
+    n = x.shape[-1]
+    if n not in Tables.grids:
+        Tables.grids[n] = torch.linspace(-1, 1, n)  # @registry_fill
+    return x * Tables.grids[n] * Tables.scale
+
+
+@pytest.mark.parametrize("fn,marker,what,moves", [
+    (counted_by_function, "function_counter", "`CountingFn.calls`", True),
+    (from_registry, "registry_fill", "`Tables.grids`", False),   # a memo: refused as the module-level _GRIDS is
+], ids=["autograd_function_counter", "registry_class_cache"])
+def test_a_user_class_named_as_a_global_changed_by_forward_is_refused(fn, marker, what, moves):
+    """hunt26: a class that is neither a traced module's nor along its MRO (a custom autograd Function's counter, a
+    registry class's cache): forward changed its attribute, and the end-of-trace guard held the value forward
+    left, so the program passed its guard forever with the trace's answer (eager: x*2, x*3, ...; torch.jit.trace
+    froze it too). Now its attributes are fingerprinted when user code naming it first runs and compared after."""
+    CountingFn.calls = 0
+    Tables.grids.clear()
+    x = torch.ones(3)
+    jit = torch.jit.trace(fn, (x,), check_trace=False)
+    assert torch.equal(jit(x), fn(x)) is not moves   # eager moved on, torch's program did not
+    CountingFn.calls = 0
+    Tables.grids.clear()
+    with pytest.raises(tracejit.TraceError) as err:
+        tracejit.trace(fn, (x,), check_trace=False)
+    text = str(err.value)
+    assert f"{FILE}:{LINE(marker)}:" in text and what in text and "allow_frozen_python_state=True" in text
+
+
+def test_a_user_class_only_read_is_guarded_not_refused():
+    Tables.grids.clear()
+    x = torch.ones(4)
+    from_registry(x)   # the cache set up by a call before tracing
+    traced = tracejit.trace(from_registry, (x,), check_trace=False)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Tables, "scale", 5.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.testing.assert_close(traced(x), from_registry(x))

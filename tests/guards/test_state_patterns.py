@@ -9,6 +9,7 @@ refuses it at trace time with a TraceError naming the marked line and the opt-ou
 from __future__ import annotations
 
 import inspect
+import logging
 import random
 import threading
 import time
@@ -239,3 +240,31 @@ def test_set_up_then_read_and_a_tensor_handed_down_are_not_carried_state():
             traced = tracejit.trace(model, (x,), check_trace=False)
         y = torch.randn(2, 3, 16, 16)
         torch.testing.assert_close(traced(y), model(y))
+
+
+class LoggedTable(nn.Module):
+    """A held logger (its private ``_cache`` fills on the first ``debug``) and a held helper's private cache."""
+
+    def __init__(self):
+        super().__init__()
+        self.log = logging.getLogger(f"{__name__}.LoggedTable")
+        self.table = state_patterns.PositionTable()
+
+    def forward(self, x):
+        self.log.debug("width %d", x.shape[-1])
+        return x * self.table.counts(x.shape[-1])
+
+
+def test_a_held_cache_set_up_before_the_trace_and_a_held_logger_trace():
+    """hunt26: a held object's private cache is state (refused on the trace that fills it: held_private_cache);
+    filled by a call before tracing, the trace reads and updates the cached tensor as eager does. A standard-library
+    object's private attributes (a Logger's ``_cache``) are left out."""
+    model, twin = LoggedTable(), LoggedTable()
+    x = torch.randn(4)
+    model(x), twin(x)   # the set-up call
+    model.log._cache.clear()
+    traced = tracejit.trace(model, (x,), check_trace=False)
+    twin(x)
+    for _ in range(2):
+        new = torch.randn(4)
+        torch.testing.assert_close(traced(new), twin(new))

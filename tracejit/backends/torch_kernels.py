@@ -56,6 +56,8 @@ class FastTracedModule(TracedModule):
             except GuardError as e:   # no specialization fits: the live object it was made from answers
                 return hand_over(d.get("_live"), e, args, kwargs, self.training)
         try:
+            checks = getattr(d["forward"], "memory_checks", None)   # held beside the graph (method_compiler.py)
+            checks is None or checks.check(self.original_name)
             return d["forward"](*args, **kwargs)
         except GuardError as e:
             return _after_guard_failure(self, e, args, kwargs)
@@ -111,6 +113,8 @@ class FastTracedFunction(TracedFunction):
             except GuardError as e:
                 return hand_over(self.__dict__.get("_live"), e, args, kwargs)
         try:
+            checks = getattr(fn, "memory_checks", None)   # held beside the graph (runtime/method_compiler.py)
+            checks is None or checks.check(self.__name__)
             return fn(self, *args, **kwargs)
         except GuardError as e:
             return _after_guard_failure(self, e, args, kwargs)

@@ -231,6 +231,9 @@ class Graph:
       index); attrs only name it;
       functions: function_id -> the custom autograd Function class a tracejit::autograd_function node
       calls in memory (a file holds its forward's ops).
+    Not a field (not compared, printed or saved): ``memory_checks``, the checks an in-memory program runs before
+    its code (support/global_guards.IdentityChecks: module-level tensors the trace captured, by identity; a
+    file keeps no check of Python globals, so a loaded graph has none). Passes copy it (passes/graph_copy.py).
     ``==`` compares every field (as the dataclass it was did); a Graph is not hashable."""
 
     _FIELDS = ("name", "inputs", "nodes", "outputs", "in_spec", "input_leaves", "out_spec", "arg_names",
@@ -259,6 +262,7 @@ class Graph:
         self.functions = {} if functions is None else functions
         self.exact_keys = exact_keys   # ((input path, "file:line" that read its key set), ...): trace/input_keys.py
         self.grad_exit = grad_exit     # True / False: the grad mode forward leaves its caller in (trace/grad_mode.py)
+        self.memory_checks = None      # in memory only (class docstring): an IdentityChecks, or None
 
     def __eq__(self, other):
         if other.__class__ is self.__class__:

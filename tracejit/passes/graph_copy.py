@@ -25,6 +25,7 @@ def empty_like(graph: Graph) -> Graph:
                 param_names=graph.param_names, module_type=graph.module_type, training=graph.training,
                 call_budget=graph.call_budget, exact_keys=graph.exact_keys,
                 grad_exit=graph.grad_exit)
+    out.memory_checks = graph.memory_checks   # in-memory checks of globals (ir/graph.py): the copy runs them too
     return out   # a loaded program stays checked when passes rebuild it
 
 

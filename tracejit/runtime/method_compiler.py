@@ -76,4 +76,8 @@ def finish(fn, graph: Graph, source: str, signature: str, guards: bool):
     fn.signature = signature
     fn.by_position = guards and bool(graph.in_spec.children[1].children)   # keyword-traced args, by position too
     fn.undo = undo_plan(graph) if guards else None
+    # the checks of Python state held beside the graph (ir/graph.py: tensors read from globals and attributes,
+    # library modules' settings); the callers run them before the code (runtime/traced.py, runtime/specialize.py)
+    fn.memory_checks = getattr(graph, "memory_checks", None) if guards else None
     return fn
+

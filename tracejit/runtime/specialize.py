@@ -15,11 +15,11 @@ A call that leaves out a traced input whose forward has a default (a tokenizer t
 ``token_type_ids``) chooses the same way among the specializations traced without it, and a live
 object traces one (runtime/omitted_inputs.py).
 
-A failed attempt leaves no trace: a program that writes in place before a later guard
-restores what it wrote before the next attempt (runtime/undo.py). The set holds at most
-``LIMIT`` specializations; the least recently used one after the first is dropped, never one that
-``specialize_for`` asked for, a file held or an optimized program copied (``pinned``: those stay,
-beyond the limit if need be).
+A failed attempt leaves no trace: a program that writes in place before a later guard restores what it wrote
+before the next attempt (runtime/undo.py); a retrace puts back what it wrote into captured tensors
+(support/captured_writes.py). The set holds at most ``LIMIT`` specializations; the least recently used one
+after the first is dropped, never one that ``specialize_for`` asked for, a file held or an optimized program
+copied (``pinned``: those stay, beyond the limit if need be).
 """
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ import torch
 from ..errors import ArgumentTypeError, GuardError
 from ..ir import nodes_with_callees
 from ..trace.source import caller_stacklevel, warn_at
+from ..support import captured_writes
 from ..support.module_hooks import any_registered
 from . import late_hooks, omitted_inputs
 from .method_compiler import compile_method
@@ -100,13 +101,10 @@ class SpecializationSet:
     """
 
     def __init__(self, owner, method: str, first_fn, retrace, limit: int = LIMIT, signature=None):
-        self.owner = owner
+        self.owner, self.method, self.retrace, self.limit = owner, method, retrace, limit
         self.signature = signature      # the original's inspect.Signature: which inputs it may go without
-        self.method = method
         self.first = Specialization(method, first_fn, "the first trace")
         self.entries: tuple = (self.first,)
-        self.retrace = retrace
-        self.limit = limit
         self.traces = 0                 # how many times the original was traced again
         self.lock = threading.RLock()   # one thread at a time makes and publishes a specialization
         self._hint = None               # the specialization that last fitted after the first failed
@@ -116,11 +114,12 @@ class SpecializationSet:
         memo[id(self)] = new
         new.__dict__.update(self.__dict__)
         new.owner = copy.deepcopy(self.owner, memo)
-        new.lock = threading.RLock()
-        new._hint = None
+        new.lock, new._hint = threading.RLock(), None
         return new
 
     def run(self, spec: Specialization, args, kwargs):
+        checks = getattr(spec.fn, "memory_checks", None)   # Python state held beside the graph (method_compiler.py)
+        checks is None or checks.check(self.method)
         return undoable_call(spec.fn, self.owner, args, kwargs)
 
     def handle(self, args, kwargs, error, wrong_names: bool = False):
@@ -168,7 +167,8 @@ class SpecializationSet:
                             wrong_names and not omitted_inputs.original_accepts(self.signature, args, kwargs)):
                         raise none_fits(self.owner, self.method, failures) if failures else self._names_error(error)
                     inputs = RetraceInputs(args, kwargs, keep_history=reads_history(e for _, e in failures))
-                    fn = self.retrace(self.owner, *inputs.inputs)
+                    with captured_writes.undone():   # forward runs twice for this call: one write counts
+                        fn = self.retrace(self.owner, *inputs.inputs)
                     inputs.check_untouched(self.method)
                     spec = Specialization(self.method, fn, *self._why(args, kwargs, failures))
                     self.traces += 1
@@ -220,8 +220,9 @@ class SpecializationSet:
             if self.retrace is None:
                 raise none_fits(self.owner, self.method, list(zip(self.entries, failures)))
             why = (_reason(failures[-1]), failures[-1].source) if failures else self._why(args, kwargs, [])
-            spec = Specialization(self.method, self.retrace(self.owner, *inputs_for_retrace(args, kwargs)),
-                                  "specialize_for: " + why[0], why[1])
+            with captured_writes.undone():   # no call happened: no write into a captured tensor counts
+                spec = Specialization(self.method, self.retrace(self.owner, *inputs_for_retrace(args, kwargs)),
+                                      "specialize_for: " + why[0], why[1])
             spec.pinned = True
             self.traces += 1
             self._publish(spec)

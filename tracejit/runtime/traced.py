@@ -66,6 +66,9 @@ class _TracedProgram:
         """Run the first trace ``fn`` (``bound``: it bound to this object); a failed guard or a left-out
         input chooses another specialization (runtime/specialize.py)."""
         try:
+            checks = getattr(fn, "memory_checks", None)   # Python state held beside the graph (method_compiler.py)
+            if checks is not None:
+                checks.check(self._label())
             if getattr(fn, "undo", None) is None:   # the common case: nothing to put back if a guard fails
                 return call_checked(bound, fn.signature, args, kwargs, fn.graph)
             return undoable_call(fn, self, args, kwargs)
@@ -73,6 +76,9 @@ class _TracedProgram:
             return specialize.on_guard_failure(self, e, args, kwargs)
         except ArgumentTypeError as e:   # an input left out: a specialization traced without it
             return specialize.on_argument_error(self, e, args, kwargs)
+
+    def _label(self) -> str:
+        return f"{getattr(self, 'original_name', None) or self.__name__}.forward"
 
     def _run(self, args, kwargs):   # the first trace only: the checker reports a failed guard
         return undoable_call(self._method("forward"), self, args, kwargs)

@@ -87,6 +87,11 @@ def encode_graph(graph: Graph, where: str) -> dict:
             raise SaveError(f"{where}: a tensor inside an op's arguments cannot be saved")
         return encode_const(a, where)
 
+    checks = getattr(graph, "memory_checks", None)   # tensors read from globals / attributes, module config
+    if checks is not None and checks.changed():   # (support/global_guards.IdentityChecks, in memory only)
+        raise SaveError(f"{where}: the program was traced with Python state that has changed since "
+                        f"({checks.what_changed()}). A file holds no such check: trace again to save the current "
+                        "state")
     for v in graph.inputs:
         index[id(v)] = len(index)
     nodes = []

@@ -23,8 +23,9 @@ from ..support.global_guards import stale_global
 
 def _traced_for_other_globals(graph) -> bool:
     """Does ``graph`` hold a ``global`` guard (trace/global_reads.py) that fails with the globals' values now?"""
+    checks = getattr(graph, "memory_checks", None)   # module-level tensors, by identity (trace/global_tensors.py)
     return any(n.op == "tracejit::guard" and n.attrs.get("kind") == "global" and stale_global(n.attrs) is not None
-               for n in graph.nodes)
+               for n in graph.nodes) or (checks is not None and checks.changed())
 
 
 def encode_table(program, graphs) -> list:

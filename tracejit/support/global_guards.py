@@ -24,10 +24,11 @@ False
 from __future__ import annotations
 
 import enum
+import operator
 import sys
 from collections.abc import Mapping
 
-from .guards import plain_value
+from .guards import GuardFailure, plain_value
 
 MAX_ITEMS = 64      # a larger container (a vocabulary, a table) is not guarded item by item
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
@@ -173,3 +174,86 @@ def _items(container):
     if isinstance(container, enum.Enum):
         return ()
     return container.values() if isinstance(container, dict) else container
+
+
+class IdentityChecks:
+    """The in-memory checks of the module-level tensors a trace captured (trace/global_tensors.py): each name must
+    still be bound to the very tensor the trace read. Eager reads the name again at every call, so a rebinding
+    (``MEAN = MEAN.to(torch.float64)``, ``STATS = torch.load(...)``) must be seen; an update in place is the
+    captured object itself (nothing to check: the program reads it). Held by the Graph (``memory_checks``), not
+    in it: a file keeps no check of Python globals, and loading gives the same graph text and code.
+
+    ``items``: ``(namespace, name, tensor, node)`` per global, ``node`` a ``tracejit::guard`` made for the
+    error only (kind ``global``: what, line, source). ``values``: the same for plain values compared by equality
+    (the scalar configuration of torch's and libraries' modules: trace/module_config.py), all in one C-level
+    tuple compare per call.
+
+    >>> g, cfg = {"MEAN": object()}, {"p": 0.5}
+    >>> checks = IdentityChecks([(g, "MEAN", g["MEAN"], None)], [(cfg, "p", 0.5, None)])
+    >>> checks.changed(), cfg.update(p=0.0), checks.changed(), cfg.update(p=0.5), g.update(MEAN=1), checks.changed()
+    (False, None, True, None, None, True)
+    """
+    __slots__ = ("items", "values", "_maps", "_getters", "_expected")
+
+    def __init__(self, items, values=()):
+        self.items = tuple(items)
+        self.values = tuple(values)
+        groups: dict = {}   # id(mapping) -> (mapping, [names], [values]): one C-level itemgetter per object
+        for mapping, name, value, _ in self.values:
+            group = groups.setdefault(id(mapping), (mapping, [], []))
+            group[1].append(name)
+            group[2].append(value)
+        self._maps = tuple(g[0] for g in groups.values())
+        self._getters = tuple(operator.itemgetter(*(g[1] * (2 if len(g[1]) == 1 else 1))) for g in groups.values())
+        self._expected = tuple(tuple(g[2] * (2 if len(g[2]) == 1 else 1)) for g in groups.values())
+
+    def joined(self, items=(), values=()) -> "IdentityChecks":
+        """These checks and ``items`` / ``values`` more."""
+        return IdentityChecks(self.items + tuple(items), self.values + tuple(values))
+
+    def changed(self) -> bool:
+        for mapping, name, obj, _ in self.items:
+            if mapping.get(name, _UNBOUND) is not obj:
+                return True
+        if not self._maps:
+            return False
+        try:
+            return tuple(map(operator.call, self._getters, self._maps)) != self._expected
+        except KeyError:   # an attribute deleted since
+            return True
+
+    def _failing(self):
+        """``(node, now)`` of the first check that fails now, or None."""
+        for mapping, name, obj, node in self.items:
+            now = mapping.get(name, _UNBOUND)
+            if now is not obj:
+                return node, _describe(now)
+        for mapping, name, value, node in self.values:
+            now = mapping.get(name, _UNBOUND)
+            if now != value or type(now) is not type(value):
+                return node, "unbound" if now is _UNBOUND else now
+        return None
+
+    def check(self, fn_name: str) -> None:
+        """Raise GuardError (``fail``) if a check fails now; what the callers of a compiled method run first."""
+        if self.changed():
+            self.fail(fn_name)
+
+    def fail(self, fn_name: str):
+        """Raise the GuardError of the first check that fails now (as a graph's guard would)."""
+        hit = self._failing()
+        if hit is not None:
+            node, now = hit
+            GuardFailure([(node, f"{node.attrs['name']} is as traced")], fn_name)(0, now)
+
+    def what_changed(self) -> str:
+        """The first changed check, in words (for save's refusal), or ``""``."""
+        hit = self._failing()
+        return f"{hit[0].attrs['what']} ({hit[0].source}), now {hit[1]!r}" if hit is not None else ""
+
+
+def _describe(value) -> str:
+    if value is _UNBOUND:
+        return "unbound"
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    return f"another {type(value).__name__}" + (f" (shape {tuple(shape)}, dtype {dtype})" if dtype is not None else "")

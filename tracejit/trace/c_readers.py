@@ -44,6 +44,11 @@ PASSES = frozenset(
                              "isclose", "isfinite", "isinf", "isnan")]   # dunders / __float__ (guarded)
 )
 
+# torch.Size's methods that hand its items on or ask them (not read their digits in C); any other is a reader
+SIZE_PASSES = frozenset(("__getitem__", "__len__", "__iter__", "__add__", "__radd__", "__mul__", "__rmul__",
+                         "__contains__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__",
+                         "__repr__", "__str__", "__reduce__", "__getnewargs__", "index", "count"))
+
 # builtins that only iterate their first positional arguments (the items are never read as numbers by the
 # builtin): those are not guarded; the rest are (``enumerate(sizes, n)``'s ``start``). torchvision's detection
 # transform runs ``enumerate(sublist)`` over each image's traced sizes: guarding them pinned every image size.
@@ -117,6 +122,8 @@ def _decide(fn) -> bool:
         owner = owner.lstrip("_")
     if owner is None:
         owner = "builtins" if getattr(builtins, name, None) is fn else ""
+    if owner == "torch.Size":   # a C tuple: its methods are not recorded (``x.shape.numel()`` multiplies the
+        return name not in SIZE_PASSES   # digits in C: hunt26); those that pass the items on are listed
     if owner.startswith(("torch", "numpy", "tracejit")) or owner in ("torch.Tensor", "Tensor"):
         return False   # recorded by the tracer / numpy_calls.py / tracejit's own
     return (owner, name) not in PASSES

@@ -132,7 +132,7 @@ def watching(scanner, outer=None):
             elif event == "c_call" and callers.get(frame.f_code.co_filename, None) is not False \
                     and _is_numpy_caller(frame.f_code.co_filename):   # (the caller first: most C calls are torch's)
                 if numpy_callee(arg):
-                    numpy_call(frame)
+                    numpy_call(frame, arg)
                 elif type(getattr(arg, "__self__", None)) is _GENERATOR:
                     python_state.generator_call(frame, arg)
     else:
@@ -147,7 +147,7 @@ def watching(scanner, outer=None):
                 stdlib_call(frame)
             elif event == "c_call" and _is_numpy_caller(frame.f_code.co_filename):
                 if numpy_callee(arg):
-                    numpy_call(frame)
+                    numpy_call(frame, arg)
                 elif type(getattr(arg, "__self__", None)) is _GENERATOR:
                     python_state.generator_call(frame, arg)
             previous(frame, event, arg)

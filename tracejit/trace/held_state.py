@@ -5,14 +5,19 @@ own classes (``type(self).calls += 1``, ``Model.seen.add(n)``).
 python_state.py snapshots these beside the modules' own attributes and refuses a change the same way: the
 program would keep the trace's value where eager's next call reads the new one. Default-deny: every held object
 with a ``__dict__`` and every class along a module's MRO is looked at, except torch's and installed libraries'
-(their counters and caches are theirs: a ``logging.Logger``'s ``_cache``, a library's warn-once flags) and the
-private containers of a held object (``obj._cache``: a cache it fills as it is used, by convention). A class's
-private container filled by forward (``Model._masks[n] = ...``) is refused as a module-level one is
-(outer_state.py's ``_GRIDS``): the first trace that fills it, not the ones after.
+(their counters and caches are theirs: a library's warn-once flags) and the private attributes of the standard
+library's objects (a ``logging.Logger``'s ``_cache``). A private container filled by forward, a class's
+(``Model._masks[n] = ...``) or a held object's (``self.helper._cache[n] = torch.zeros(n)``, later updated in
+place), is refused as a module-level one is (outer_state.py's ``_GRIDS``): the first trace that fills it, not the
+ones after (call the module once before tracing). Before hunt26 a held object's private containers were left
+out as caches by convention; the program then kept making the trace's fresh tensor where eager reused and
+updated the cached one.
 """
 from __future__ import annotations
 
+import inspect
 import os
+import re
 import sys
 import sysconfig
 import types
@@ -20,9 +25,13 @@ import types
 import torch
 from torch import nn
 
+from ..ir import SourceLoc
+
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _TRACEJIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _SITE = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+_STDLIB = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["stdlib"],
+                                                      sysconfig.get_paths()["platstdlib"]})
 _NOT_STATE = (nn.Module, torch.Tensor, type, types.ModuleType, types.FunctionType, types.MethodType,
               types.BuiltinFunctionType)
 _libraries: dict = {}
@@ -56,14 +65,54 @@ def held(module: nn.Module) -> dict:
     return out
 
 
-def attributes(obj, fingerprint, containers) -> dict:
-    """The fingerprints of ``obj``'s own plain attributes (a class: its data attributes, not its functions)."""
+def user_class(cls: type) -> bool:
+    """Is ``cls`` a class of the user's own files (not torch's, tracejit's, an installed library's, the standard
+    library's or a builtin's), and not a module class (those along the traced hierarchy are ``held``)?"""
+    if issubclass(cls, nn.Module) or _library_class(cls) or _stdlib_class(cls):
+        return False
+    return bool(getattr(sys.modules.get(cls.__module__), "__file__", None))
+
+
+def _stdlib_class(cls: type) -> bool:
+    """Is ``cls`` defined in a file of the standard library (``logging.Logger``; ``types.SimpleNamespace`` too)?"""
+    file = getattr(sys.modules.get(cls.__module__), "__file__", None) or ""
+    path = os.path.abspath(file) if file else ""
+    return bool(path) and path.startswith(_STDLIB) and not path.startswith(_SITE)
+
+
+def attributes(obj, fingerprint) -> dict:
+    """The fingerprints of ``obj``'s own plain attributes (a class: its data attributes, not its functions); a
+    standard-library object's private attributes are left out (a ``logging.Logger``'s ``_cache``: the module
+    docstring)."""
+    private_ok = not isinstance(obj, type) and _stdlib_class(type(obj))
     out = {}
     for key, value in list(vars(obj).items()):
         if key.startswith("__") or isinstance(value, _NOT_STATE) or isinstance(value, (staticmethod, classmethod,
                                                                                         property)):
             continue
-        if key.startswith("_") and isinstance(value, containers) and not isinstance(obj, type):
-            continue   # a held object's private container: a cache it fills as it is used (module docstring)
+        if private_ok and key.startswith("_"):
+            continue
         out[key] = fingerprint(value)
     return out
+
+
+def write_line(obj, key, patterns) -> SourceLoc | None:
+    """The line of a held object's own class (not ``__init__``) that writes its attribute ``key`` (``self._cache[n] =
+    ...`` in the helper's method); ``patterns(target, key)``: python_state's write regexes. None for a module, a
+    class, or where the source cannot be read."""
+    if isinstance(obj, (nn.Module, type)):
+        return None
+    try:
+        lines, first = inspect.getsourcelines(type(obj))
+        filename = inspect.getsourcefile(type(obj))
+    except (OSError, TypeError):
+        return None
+    compiled = [re.compile(p) for p in patterns("self", key)]
+    in_init = False
+    for i, line in enumerate(lines):
+        text = line.strip()
+        if text.startswith("def "):
+            in_init = text.startswith("def __init__")
+        if not in_init and any(p.search(text) for p in compiled):
+            return SourceLoc(filename, first + i, "")
+    return None

@@ -203,14 +203,15 @@ class IndexScanner:
         if not frame.f_code.co_flags & _SUSPENDS:   # a generator's frame comes back after a yield
             self.last.pop(id(frame), None)
 
-    def numpy_call(self, frame) -> None:
-        """``frame`` (a user frame) is about to call a numpy C callable (frame_returns.py): guard what it passes."""
+    def numpy_call(self, frame, fn=None) -> None:
+        """``frame`` (a user frame) is about to call a numpy C callable ``fn`` (frame_returns.py): guard what it
+        passes."""
         if self.busy or AST_LOCK.held_here():   # inside this thread's own parse: a gc callback's call, not forward's
             return
         self.busy = True
         try:
             numpy_calls.check_at_call(self, frame, _subscripts_by_line(frame.f_code.co_filename), _eval, _safe,
-                                      guard_index)
+                                      guard_index, fn)
         finally:
             self.busy = False
 

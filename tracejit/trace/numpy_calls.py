@@ -204,11 +204,18 @@ def call_at(frame, table):
     return None
 
 
-def check_at_call(scanner, frame, table, evaluate, safe, guard) -> None:
+def check_at_call(scanner, frame, table, evaluate, safe, guard, fn=None) -> None:
     """``frame`` calls a numpy C callable now (is_numpy_c_callable): guard the traced sizes among the call's
     side-effect-free arguments at its line. The receiver is never looked at again (``arrs[0].reshape(n)``,
     ``self.table.reshape(n)``, ``np.ones(3).reshape(n)``, a comprehension's or a lambda's ``a.reshape(n)``):
-    the run time said whose the method is."""
+    the run time said whose the method is. A ``torch.Size`` receiver (``fn``: ``x.shape.numel()``, whose C code
+    multiplies the sizes without asking them) has its own traced sizes guarded (hunt26)."""
+    receiver = getattr(fn, "__self__", None)
+    if type(receiver) is torch.Size:
+        loc = SourceLoc(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        for ti in traced_ints(receiver):
+            guard(scanner.tracer, ti, f"read by torch.Size.{fn.__name__}() (C code reads the numbers without "
+                                      "asking them)", loc)
     call = call_at(frame, table)
     if call is not None and candidate_arguments(call, safe):
         _guard_arguments(scanner, frame, call, evaluate, safe, guard)

@@ -38,7 +38,8 @@ from ..ir import SourceLoc
 from .not_forward import outside_forward
 from .source import _TORCH_DIR
 from .carried_state import carried
-from .python_state import _CONTAINERS, _MUTATORS, _NONE, _fingerprint
+from . import held_state
+from .python_state import _CONTAINERS, _MUTATORS, _NONE, _fingerprint, _write_patterns
 
 # torch code that calls the user's code as forward's own (a submodule's forward, a custom autograd Function's
 # forward, a parametrization, a checkpointed function): frames of it between forward and a function do not count
@@ -67,6 +68,7 @@ class OuterState:
         self.lazy: list = []        # descriptions of lazy set-ups
         self._exempt: set = set()   # names code outside forward (a finalizer, a gc callback) used: not compared
         self._stop = None           # the frame that runs forward (trace/api.record's): where forward's stack ends
+        self._classes: dict = {}    # id(class) -> (user class named as a global, its attributes' fingerprints, codes)
 
     # ---- called by frame_returns' profile hook, for user frames only ----
     def called(self, frame) -> None:
@@ -81,11 +83,17 @@ class OuterState:
         self.forward_codes[code] = g   # before the early return: its global loads may reach a settings module
         names = [n for n in code.co_names if n in g and ((id(g), n) in self._globals or not isinstance(
             g[n], _SKIP_TYPES))]
-        if not names and not code.co_freevars:
+        classes = [g[n] for n in code.co_names if isinstance(g.get(n), type) and (
+            id(g[n]) in self._classes or held_state.user_class(g[n]))]
+        if not names and not code.co_freevars and not classes:
             return   # nothing to watch: neither the stack walks below nor a fingerprint (most functions)
         if outside_forward(frame) or _library_internal(frame, self._stop):   # not forward's own code, nor its changes
             self._exempt.update(code.co_freevars + code.co_names)
             return
+        for cls in classes:   # user classes named as globals (``CountFn.calls += 1``): their attributes
+            if id(cls) not in self._classes:
+                self._classes[id(cls)] = (cls, held_state.attributes(cls, _fingerprint), [])
+            self._classes[id(cls)][2].append(code)
         for name in names:
             seen = self._globals.get((id(g), name))
             if seen is not None:
@@ -168,6 +176,17 @@ class OuterState:
                 continue
             self.changes.append((f"forward changed global `{name}` of module {g.get('__name__', '?')} "
                                  f"({_kind(g.get(name))})", _first_write(codes, name)))
+        for cls, before, codes in self._classes.values():
+            now = held_state.attributes(cls, _fingerprint)
+            for key in sorted(set(before) | set(now)):
+                if before.get(key) == now.get(key) or key in self._exempt:
+                    continue
+                if before.get(key) == _NONE:
+                    self.lazy.append(f"class attribute `{cls.__qualname__}.{key}`")
+                    continue
+                self.changes.append((f"forward changed class attribute `{cls.__qualname__}.{key}` (a class the "
+                                     f"traced code names as a global; {_class_kind(cls, key)})",
+                                     _class_write_line(codes, cls, key)))
         return self.changes, self.lazy
 
     def globals_read(self) -> list:
@@ -221,6 +240,26 @@ def _kind(value, statement: str = "global") -> str:
     if isinstance(value, _CONTAINERS):
         return f"a {type(value).__name__} whose items changed: a cache or a log?"
     return f"e.g. a counter: `{statement} n; n += 1`"
+
+
+def _class_kind(cls: type, key: str) -> str:
+    value = vars(cls).get(key)
+    return _kind(value) if isinstance(value, _CONTAINERS) else f"e.g. a counter: `{cls.__name__}.{key} += 1`"
+
+
+def _class_write_line(codes, cls: type, key: str):
+    """The line of ``codes`` that writes ``Cls.key`` (``CountFn.calls += 1``), else of the class's own code."""
+    patterns = [re.compile(p) for p in _write_patterns(cls.__name__, key)]
+    for code in codes:
+        try:
+            lines, first = inspect.getsourcelines(code)
+            filename = inspect.getsourcefile(code)
+        except (OSError, TypeError):
+            continue
+        for i, line in enumerate(lines):
+            if filename and any(p.search(line.strip()) for p in patterns):
+                return SourceLoc(filename, first + i, "")
+    return held_state.write_line(cls, key, _write_patterns)
 
 
 def _first_write(codes, name: str):

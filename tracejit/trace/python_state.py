@@ -132,7 +132,7 @@ def _storage_of(t):
 def _attributes(m) -> dict:
     if isinstance(m, nn.Module):
         return _own_attributes(m)
-    return held_state.attributes(m, _fingerprint, _CONTAINERS + _ABSTRACT_CONTAINERS)
+    return held_state.attributes(m, _fingerprint)
 
 
 def snapshot(module: nn.Module | None) -> dict:
@@ -189,7 +189,8 @@ def _describe(path: str, m: nn.Module, key) -> str:
         return f"forward replaced or added {kind} `{name}` of {where} (`self.{name} = ...` or `self.{name}.data = ...`)"
     value = m.__dict__.get(key)
     if isinstance(value, _CONTAINERS + _ABSTRACT_CONTAINERS):
-        return f"forward changed the items of `{key}` of {where} (a {type(value).__name__} used as a cache?)"
+        return (f"forward changed the items of `{key}` of {where} (a {type(value).__name__} used as a cache? one "
+                "filled on a first call only is set up by calling the module once before tracing)")
     return (f"forward assigned attribute `{key}` of {where} (e.g. `self.{key} += 1`; or a set-up done once, on a "
             "first call asking for it, as transformers' output capturing: call the module once with the same "
             "arguments before tracing)")
@@ -372,7 +373,7 @@ class PythonStateWatch:
         codes = tuple(self.outer.forward_codes) if self.outer is not None else ()
         for path, m, key in _changes(self.before, lazy, codes):
             self.found(_describe(path, m, key), "keep state that changes per call in tensors (buffers updated "
-                       "in place) or outside forward", _assignment_line(self.module, path, key))
+                       "in place) or outside forward", _assignment_line(self.module, path, key) or held_state.write_line(m, key, _write_patterns))
         for path, m, key in lazy:
             ledger.add("python_state", f"forward set `{key}` of {type(m).__name__} {path!r}, None before: a lazy set-up "
                        "on the first call, which eager reuses as the trace does", None, None, warn=False)

@@ -25,8 +25,8 @@ from ..ir import Graph, Node, TensorType, Value, iter_values
 from ..ir.target import function
 from ..ops import custom as custom_ops
 from ..pytree import flatten
-from . import (boundary, dtype_reads, grad_mode, int_tensors, len_reads, ops, pieces, provenance, reads,
-               self_results, subscript, torch_rounding)
+from . import (boundary, captured_writes, dtype_reads, grad_mode, int_tensors, len_reads, ops, pieces, provenance,
+               reads, self_results, subscript, torch_rounding)
 from .guards import GuardMaker
 from .ledger import Ledger, torch_phrase
 from .source import in_torch, user_location
@@ -84,6 +84,7 @@ class Tracer(TorchFunctionMode):
         self.training_written: set[str] = set()     # submodule paths whose flag forward set itself
         self.python_state = None   # trace/python_state.PythonStateWatch, set by trace/api.record
         self.rng_seeded = False    # forward seeded or made a generator: later draws are never dropped (rng_record.py)
+        self.captured: dict = {}   # id(tensor) -> (tensor, SourceLoc): each captured as a constant (attribute_tensors.py)
         if root_module is not None:
             for path, m in root_module.named_modules(remove_duplicate=False):
                 self.module_paths.setdefault(id(m), path)
@@ -148,6 +149,7 @@ class Tracer(TorchFunctionMode):
         graph = frame.graph
         node = Node("tracejit::constant", "", attrs={"index": len(graph.constants)}, source=user_location(3))
         graph.constants.append(t.detach() if not isinstance(t, torch.nn.Parameter) else t)
+        self.captured.setdefault(id(t), (t, node.source))
         graph.add_node(node, [TensorType.of(t)], dynamic=False)
         frame.bind(t, node.outputs[0])
         return node.outputs[0]
@@ -276,6 +278,7 @@ class Tracer(TorchFunctionMode):
             # the helper called its C++ twin (``super().unflatten(...)``, ``_VF.broadcast_tensors``), which
             # reports the Python helper as the function: run and record the C++ function itself
             func = ops.cpp_twin(func)
+        captured_writes.note(self, name, args, kwargs)   # a retrace puts back what it writes into captured tensors
         if self.force_outplace and _is_inplace(name):
             return self._outplace(func, name, args, kwargs)
         pieces.guard_count(self, name, args, kwargs)   # the count of results the program unpacks (pieces.py)

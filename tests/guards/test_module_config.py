@@ -1,0 +1,69 @@
+"""torch's and libraries' module settings changed after the trace (hunt26; trace/module_config.py).
+
+``model.act.negative_slope = 0.2`` or ``model.norm.eps = 1.0`` after tracing: eager's forward reads the attribute
+again, the program kept the value the trace read, silently (torch.jit.trace too). Now the scalar attributes of the
+hierarchy's torch / library modules are checked in memory: the live and optimized programs trace again, one whose
+original was dropped raises GuardError naming the attribute. Setting an equal value again retraces nothing.
+"""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import tracejit
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.norm = nn.LayerNorm(4)
+        self.act = nn.LeakyReLU(0.01)
+
+    def forward(self, x):
+        return self.act(self.norm(self.lin(x)))
+
+
+def _quiet(fn, *args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args)
+
+
+@pytest.mark.parametrize("change", [
+    lambda m: setattr(m.act, "negative_slope", 0.5),
+    lambda m: setattr(m.norm, "eps", 1.0),
+], ids=["leaky_slope", "layernorm_eps"])
+def test_a_changed_module_setting_gives_eagers_answer(change):
+    torch.manual_seed(0)
+    model = Block().eval()
+    x = torch.randn(3, 4)
+    traced = _quiet(tracejit.trace, model, (x,))
+    optimized = tracejit.optimize_for_inference(_quiet(tracejit.trace, model, (x,)))
+    dropped = _quiet(tracejit.trace, model, (x,))
+    dropped.drop_original()
+    jit = _quiet(torch.jit.trace, model, (x,))
+    new = torch.randn(5, 4)
+    before = model(new)
+    change(model)
+    after = model(new)
+    assert not torch.allclose(before, after)
+    torch.testing.assert_close(jit(new), before)   # torch.jit.trace: the old setting, silently
+    torch.testing.assert_close(_quiet(traced, new), after)
+    torch.testing.assert_close(_quiet(optimized, new), after)
+    with pytest.raises(tracejit.GuardError, match=r"`(act\.negative_slope|norm\.eps)` \(an attribute of"):
+        dropped(new)
+
+
+def test_an_unchanged_or_equal_setting_retraces_nothing():
+    torch.manual_seed(0)
+    model = Block().eval()
+    x = torch.randn(3, 4)
+    traced = _quiet(tracejit.trace, model, (x,))
+    model.norm.eps = float("1e-5")   # an equal value, another object
+    for _ in range(3):
+        torch.testing.assert_close(traced(x), model(x))
+    assert len(traced.specializations) == 1

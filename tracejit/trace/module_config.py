@@ -1,0 +1,50 @@
+"""The scalar configuration of torch's and installed libraries' modules, checked in memory (hunt26).
+
+``nn.Dropout(p)``, ``nn.LayerNorm(eps=...)``, ``nn.LeakyReLU(negative_slope)``, timm's ``DropPath(drop_prob)``: their
+forward (torch's or the library's code) reads plain attributes of the module, and the trace freezes what it read (a
+dropout probability, an epsilon). Changing one after the trace (``model.drop.p = 0.2``, ``model.norm.eps = 1e-6``):
+eager reads the new value, the program kept the old one, silently (torch.jit.trace too). The user's own module
+classes have their read attributes guarded in the graph (global_reads.py); these are not the user's code, so every
+public attribute holding a bool, int, float, str, None or a small tuple of those (``kernel_size``, ``stride``) is
+held with its value in the graph's ``memory_checks`` (support/global_guards.IdentityChecks: one C-level tuple
+compare per call, outside the graph: a file keeps no check of Python state). A live or optimized program traces
+again when one changed; one whose original was dropped raises GuardError naming the attribute.
+Mutable containers (a library's warn-once dict) are left out; ``allow_frozen_python_state=True`` skips the checks.
+"""
+from __future__ import annotations
+
+from torch import nn
+
+from ..ir import GUARD, Node
+from ..support.global_guards import IdentityChecks, guardable
+from .global_reads import KIND, _user_class_anywhere
+
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def _scalar_config(value) -> bool:
+    if type(value) in _SCALARS:
+        return True
+    return type(value) is tuple and len(value) <= 8 and all(type(v) in _SCALARS for v in value)
+
+
+def add_checks(graph, module, allowed: bool) -> None:
+    """Add to ``graph.memory_checks`` the scalar attributes of the hierarchy's torch / library modules."""
+    if allowed or module is None:
+        return
+    values = []
+    for path, m in module.named_modules(remove_duplicate=True):
+        if _user_class_anywhere(type(m)) or type(m).__module__.startswith("tracejit."):
+            continue   # the user's own classes: guarded in the graph where their code reads them
+        space = vars(m)
+        for attr, value in list(space.items()):
+            if attr.startswith("_") or attr == "training" or not _scalar_config(value) or guardable(value) is None:
+                continue
+            where = f"`{path}.{attr}`" if path else f"`{attr}`"
+            node = Node(GUARD, "", (), attrs={
+                "kind": KIND, "test": KIND, "expected": value, "seen": value, "name": attr, "line": "",
+                "what": f"{where} (an attribute of {type(m).__name__}, read by its forward) was {value!r} when traced"},
+                source=None, effectful=True)
+            values.append((space, attr, value, node))
+    if values:
+        graph.memory_checks = (graph.memory_checks or IdentityChecks(())).joined(values=values)
