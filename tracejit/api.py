@@ -22,6 +22,7 @@ from .kwarg_examples import as_kwarg_dict, kwarg_examples
 from .pytree import KEYED
 from .passes.pipeline import run_trace_pipeline
 from .trace.api import lazy_setups_undone, record
+from .trace import module_config
 from .trace.source import caller_stacklevel
 
 
@@ -235,6 +236,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
     for installed, rec in recordings.items():
         _check_outputs(rec, strict, f"{label}.{names[installed]}")
     traced = compile_program(_program(mod, recordings, label))
+    module_config.remember_settings(traced, mod)   # `traced.drop.p = 0.2` is refused, not ignored
     if _store_inputs:
         traced.example_inputs = per_method_args
     hooks = hook_snapshot(mod)

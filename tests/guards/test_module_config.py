@@ -7,6 +7,7 @@ original was dropped raises GuardError naming the attribute. Setting an equal va
 """
 from __future__ import annotations
 
+import copy
 import warnings
 
 import pytest
@@ -67,3 +68,39 @@ def test_an_unchanged_or_equal_setting_retraces_nothing():
     for _ in range(3):
         torch.testing.assert_close(traced(x), model(x))
     assert len(traced.specializations) == 1
+
+
+class Scaled(nn.Module):
+    """A user class whose forward reads a plain attribute (guarded in the graph) beside torch's modules."""
+
+    def __init__(self):
+        super().__init__()
+        self.block, self.scale = Block(), 2.0
+
+    def forward(self, x):
+        return self.block(x) * self.scale
+
+
+def test_a_setting_set_on_the_traced_copy_is_refused_not_ignored():
+    """torch.jit.trace's module takes ``traced.act.negative_slope = 0.5`` and keeps the traced slope: the answer does not
+    move, silently. The traced copy reads the original's settings as they were traced and refuses to set them."""
+    model = Scaled().eval()
+    x = torch.randn(3, 4)
+    traced = _quiet(tracejit.trace, model, (x,))
+    assert traced.block.act.negative_slope == 0.01 and traced.scale == 2.0 and traced.block.norm.eps == 1e-5
+    for sub, name, value in ((traced.block.act, "negative_slope", 0.5), (traced.block.norm, "eps", 1.0),
+                             (traced, "scale", 3.0)):
+        with pytest.raises(AttributeError, match=f"`{name}` of the traced .* was .* when it was traced.*original"):
+            setattr(sub, name, value)
+    torch.testing.assert_close(traced(x), model(x))
+    before = copy.deepcopy(model)
+    model.block.act.negative_slope = 0.5   # on the original: followed
+    model.scale = 3.0
+    y = torch.randn(3, 4) - 1
+    want = model(y)
+    assert not torch.allclose(want, before(y))   # the settings move the answer
+    torch.testing.assert_close(_quiet(traced, y), want)
+    traced.note = "any new attribute is the user's own"   # names the original did not have stay settable
+    assert traced.note.startswith("any") and traced.training is False
+    traced.train()   # nn.Module's own flag is not a setting
+    assert traced.training is True

@@ -154,6 +154,21 @@ class TracedModule(_TracedProgram, nn.Module):
     def _get_name(self) -> str:
         return self.original_name
 
+    def __getattr__(self, name: str):
+        settings = self.__dict__.get("_original_settings")   # the original's scalar attributes (module_config.py)
+        if settings is not None and name in settings:
+            return settings[name]
+        return super().__getattr__(name)
+
+    def __setattr__(self, name: str, value) -> None:
+        settings = self.__dict__.get("_original_settings")
+        if settings is not None and name in settings and name not in self.__dict__:
+            raise AttributeError(
+                f"`{name}` of the traced {self.original_name} was {settings[name]!r} when it was traced, and the traced "
+                f"program holds that value: setting it here would change nothing. Set it on the original module (the "
+                f"traced program follows the original's settings while it keeps it), or trace again")
+        super().__setattr__(name, value)
+
     # each registration is counted: a traced parent's next call checks its submodules (late_hooks.py)
     def register_forward_pre_hook(self, *args, **kwargs):
         return late_hooks.registered(super().register_forward_pre_hook(*args, **kwargs))

@@ -48,3 +48,18 @@ def add_checks(graph, module, allowed: bool) -> None:
             values.append((space, attr, value, node))
     if values:
         graph.memory_checks = (graph.memory_checks or IdentityChecks(())).joined(values=values)
+
+
+def remember_settings(traced, module) -> None:
+    """Give each traced module of ``traced`` the public scalar attributes of its original in ``module`` (in memory):
+    reading one gives the value the trace saw, setting one is refused (runtime/traced.TracedModule.__setattr__:
+    the program holds the traced value, so ``traced.drop.p = 0.2`` would change nothing, silently)."""
+    for path, original in module.named_modules(remove_duplicate=False):
+        try:
+            copy = traced.get_submodule(path) if path else traced
+        except AttributeError:
+            continue
+        settings = {attr: value for attr, value in vars(original).items()
+                    if not attr.startswith("_") and attr != "training" and _scalar_config(value)}
+        if settings and "original_name" in vars(copy):   # a traced module (not a module of the user's)
+            copy.__dict__["_original_settings"] = settings
