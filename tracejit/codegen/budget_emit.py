@@ -23,7 +23,17 @@ def _add_global(gen, name: str, value) -> None:
 
 
 def before_node(gen, node) -> None:
-    """Emit the node's size check, if its op has one and an argument can change from call to call."""
+    """Emit the node's work count (a program whose calls count every op's work: serialize/budget_plan.py), and
+    its size check, if its op has one and an argument can change from call to call."""
+    if gen.budget.counting():
+        counted = gen.budget.work_for(node)
+        if counted is not None:
+            count, tensors = counted
+            name = f"_tj_budget{len(gen.globals)}"
+            _add_global(gen, name, count)
+            gen.budget_checked = gen.budget_ungated = True
+            gen.budget.checked = True
+            gen.emit(f"{name}({', '.join(gen.expr(t) for t in tensors)})", node.source)
     planned = gen.budget.check_for(node)
     if planned is None:
         return

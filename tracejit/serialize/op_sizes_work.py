@@ -12,6 +12,11 @@ element. Measured on a 3-element input with one thread, before these rules:
   and hidden state with every weight matrix: a file's zeros as weights (T = 16,000, hidden 2,048) ran a
   minute a call; its element rule counted only the output.
 
+Convolutions (round 26): each output position multiplies the weight's window with every input channel of its
+group, output elements x kernel x in_channels / groups multiply-adds (a transposed one: each input element times
+the weight's window and the output channels of its group), counted like a product's, in the per-op and per-call
+work budgets.
+
 Work is in multiply-adds (the unit of ``SizeRule.flops``), a scalar loop's step counted as ``SCALAR_STEP`` of
 them: a compare-and-branch step with two loads costs about as much as 30 to 50 multiply-adds of a blocked
 matrix product on one core (measured here: 1.3e9 steps/s against 4.9e10 multiply-adds/s, a 4096^3 product in
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from .op_sizes import _ints, _shape
+from .op_sizes import _ints, _shape, conv_geometry
 
 SCALAR_STEP = 32   # multiply-adds one step of a kernel's scalar loop counts for
 
@@ -62,3 +67,18 @@ def rnn_flops(b):
         if len(s) == 2:
             weights += s[0] * s[1]
     return x[0] * x[1] * weights
+
+
+def convolution_flops(b):
+    """conv / conv_transpose (and convolution / _convolution): output elements x kernel x in_channels / groups
+    (the weight's ``[C_out, C_in / groups, *kernel]``); a transposed one's: input elements x kernel x its weight's
+    ``C_out / groups`` (``[C_in, C_out / groups, *kernel]``). The same count: one multiply-add per pair of an input
+    and an output element the weight's window joins, padding's zeros included."""
+    found = conv_geometry(b)
+    if found is None:
+        return None
+    batch, cin, cout, spatial_in, out_sp, _, w = found
+    window = math.prod(w[2:]) * w[1]
+    if b.get("transposed", False):
+        return batch * cin * math.prod(spatial_in) * window
+    return batch * cout * math.prod(out_sp) * window

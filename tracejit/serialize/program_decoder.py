@@ -43,7 +43,7 @@ def decode_function(program: dict, tensors: dict, budget: int, version: int, val
     name = program.get("name")
     if not isinstance(name, str):
         raise LoadError("malformed function name")
-    g.call_budget = BudgetPlan(budget)   # its code checks sizes that follow the inputs (support/call_budget.py)
+    BudgetPlan(budget).adopt(g)   # its code checks sizes that follow the inputs (support/call_budget.py)
     root = ModuleEntry("", name, False, methods=(("forward", g),))
     specs = _specializations(program, table, _Tree({"": root}), ("forward",), budget, function=True, validated=validated)
     return upgrade(Program("function", name, (root,), ("forward",), specs,
@@ -123,7 +123,7 @@ def decode_module(program: dict, tensors: dict, budget: int, version: int, valid
                     linked[key] = table.get(idx, where, callees)
                 else:
                     linked[key] = g
-                linked[key].call_budget = plan
+                plan.adopt(linked[key])
             graphs[path][name] = linked[key]
     entries = tuple(_with_methods(e, graphs[e.path]) for e in tree.ordered())
     entry_points = tuple(graphs[""])
@@ -276,7 +276,7 @@ def _specializations(program: dict, table: _GraphTable, tree: _Tree, methods: tu
         if not validated:
             validate.check_graph(g, where, has_tensor, lambda rel: {}, budget)
             _check_weights(g, None if function else (lambda rel, kind: tree.tensor("", rel, kind)), where)
-        g.call_budget = BudgetPlan(budget)   # a file's program: call-time budget checks (support/call_budget.py)
+        BudgetPlan(budget).adopt(g)   # a file's program: call-time budget checks (support/call_budget.py)
         out.append(SpecializationEntry(method, g, reason, source))
     return tuple(out)
 

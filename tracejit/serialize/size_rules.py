@@ -86,7 +86,7 @@ RULES: dict[str, SizeRule] = {
     **_rules("col2im", refusing(refused.windowed, size.col2im)),
     **_rules("block_diag", size.block_diag),
     **_rules("conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d convolution _convolution",
-             size.convolution, static_factor=gates.convolution_factor),
+             size.convolution, work.convolution_flops, gates.convolution_factor),   # work: round 26
     **_rules("upsample_nearest1d upsample_nearest2d upsample_nearest3d upsample_linear1d upsample_bilinear2d "
              "upsample_bicubic2d upsample_trilinear3d _upsample_nearest_exact1d _upsample_nearest_exact2d "
              "_upsample_nearest_exact3d", refusing(refused.upsampled, size.upsample)),

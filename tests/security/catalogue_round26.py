@@ -1,0 +1,73 @@
+"""Hostile files of the round-26 attack round (/work/wt/hostile26_findings.md has the whole table).
+
+**The total work of a call, op by op** (each file a few KB, called on a 3 x 8 input): a factory of the file makes a
+legal 2**25 - 1 element vector, and a chain of ``k`` element-by-element ops (``sin``), each making no more than
+its input, runs on it: before this round nothing counted them (round 25 summed only the contractions), so k sines
+cost k x ~0.1 s a call without end (300: half a minute; a 100,000-node file: hours). Now every op of a loaded
+program whose ops could together pass a call's total counts its step weight (``ops.step_work``) times its
+elements (support/call_budget.work_count): the call raises BudgetError after a bounded total.
+
+``elementwise_chain(k, op)`` is the traced function (with an 8-element factory: the file edits it to
+2**25 - 1, ``SIZED``); ``hostile_cases()`` / ``legit_cases()`` give round_problems' tuples.
+"""
+from __future__ import annotations
+
+import torch
+
+from security_testlib import graphs, output_sum, rewrite, traced_bytes
+
+X = "1:3,8"
+BIG = 2 ** 25 - 1   # a legal factory of a tiny file (limits.ALLOC_FLOOR = 2**25)
+
+
+def elementwise_chain(k: int, op: str = "sin"):
+    """``k`` calls of ``torch.<op>`` on an 8-element vector of the file's zeros plus the input's sum."""
+    def fn(x):
+        z = torch.zeros(8) + x.sum()
+        for _ in range(k):
+            z = getattr(torch, op)(z)
+        return z.sum()
+    return fn
+
+
+def sized(raw: bytes, n: int = BIG) -> bytes:
+    """The file with its first ``zeros`` factory asked for ``n`` elements."""
+    def edit(doc):
+        node = next(n for g in graphs(doc) for n in g["nodes"] if n["op"].startswith("aten::zeros."))
+        node["args"][0] = [n]
+    return rewrite(raw, edit_doc=edit)
+
+
+CHAINS = {   # name -> (k, op): each a call-time BudgetError on a 3 x 8 input
+    "sin_chain_400": (400, "sin"),
+    "polygamma_chain_8": (8, "digamma"),
+    "sort_chain_200": (200, "msort"),
+}
+
+
+def hostile_cases() -> list:
+    """``(name, file bytes, input spec, expect)`` in round_problems' form."""
+    x = torch.randn(3, 8)
+    return [(name, sized(traced_bytes(elementwise_chain(k, op), (x,))), X, "call_refused")
+            for name, (k, op) in CHAINS.items()]
+
+
+def legit_cases() -> list:
+    """A short chain (20 sines) of the file's 8-element vector, called on another shape: answers as eager."""
+    fn = elementwise_chain(20)
+    return [("legit_sin_chain_20", traced_bytes(fn, (torch.randn(3, 8),)), "2:5,4", output_sum(fn, "2:5,4"))]
+
+
+# ------------------------------------------------------------------------------------------ convolutions' work
+def conv(x):
+    """A convolution of the file's zeros (input [1, 8, 8], weight [8, 8, 1]): ``conv_sized`` makes both legal
+    (each within the element budget, as is the output) and the work 5792^3 multiply-adds (4 s a call on one core)."""
+    return torch.nn.functional.conv1d(torch.zeros(1, 8, 8) + x.sum(), torch.zeros(8, 8, 1)).sum()
+
+
+def conv_sized(raw: bytes, n: int = 5792) -> bytes:
+    """The conv file with its input [1, n, n] and its weight [n, n, 1]: every tensor under 2**25 elements."""
+    def edit(doc):
+        zeros = [n_ for g in graphs(doc) for n_ in g["nodes"] if n_["op"].startswith("aten::zeros.")]
+        zeros[0]["args"], zeros[1]["args"] = [[1, n, n]], [[n, n, 1]]
+    return rewrite(raw, edit_doc=edit)

@@ -1,0 +1,104 @@
+"""Round 26's files (catalogue_round26.py): the total work of a call counts every op of a loaded program whose ops
+could together pass it (an element-by-element chain stops with a BudgetError after a bounded total, a real
+program's call stays far under it), and convolutions count their multiply-adds."""
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+import tracejit
+from tracejit import ops
+from catalogue_round26 import conv, conv_sized, elementwise_chain, sized
+from security_testlib import traced_bytes
+from tracejit.serialize import size_rules
+from tracejit.support import call_budget
+
+F = torch.nn.functional
+
+
+@pytest.fixture(autouse=True)
+def _no_cache(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", "")
+
+
+class _CheapSin(TorchDispatchMode):
+    """Runs ``sin`` as the identity (the test counts the work, not the seconds) and counts how many ran."""
+    ran = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in (torch.ops.aten.sin.default, torch.ops.aten.sin_.default):
+            _CheapSin.ran += 1
+            return args[0]
+        return func(*args, **(kwargs or {}))
+
+
+def _load(raw: bytes):
+    return tracejit.load(io.BytesIO(raw))
+
+
+def test_an_elementwise_chain_stops_after_a_bounded_total():
+    """400 sines of the file's legal 2**25 - 1 element vector (half a minute a call, more with more nodes: nothing
+    counted them): the call raises BudgetError naming the op and its line once the sines' elements times their
+    step weight pass the call's total, long before the 400th; the next call starts a new total."""
+    loaded = _load(sized(traced_bytes(elementwise_chain(400), (torch.randn(3, 8),))))
+    runs = []
+    for _ in range(2):
+        _CheapSin.ran = 0
+        with _CheapSin(), pytest.raises(tracejit.BudgetError,
+                                        match=r"aten::sin at .*catalogue_round26\.py:\d+ would bring this call's "
+                                              r"multiply-adds to \d+, more than the ops of one call"):
+            loaded(torch.randn(3, 8))
+        runs.append(_CheapSin.ran)
+    limit = call_budget.TOTAL_WORK_FACTOR * call_budget.WORK_FACTOR * 2 ** 25
+    step = ops.step_work("aten::sin")
+    assert runs[0] == runs[1] and 0 < runs[0] < 400
+    # the sines that ran, with the factory, add and sum around them (a few ops more), reach the limit
+    assert limit - 4 * step * 2 ** 25 < runs[0] * step * (2 ** 25 - 1) <= limit
+
+
+@pytest.mark.parametrize("k", [20, 400])
+def test_a_chain_of_small_tensors_answers_as_eager(k):
+    """The same programs on their own 8-element vector, short (no counting: its ops cannot pass the total) and long
+    (every op counted), called on other shapes: eager's answer, and the long one counts its ops."""
+    fn = elementwise_chain(k)
+    loaded = _load(traced_bytes(fn, (torch.randn(3, 8),)))
+    for shape in ((5, 4), (2, 2, 2)):
+        x = torch.randn(*shape)
+        torch.testing.assert_close(loaded(x), fn(x))
+    counts = re.findall(r"^\s*_tj_budget\d+\((?!\{)", loaded.code, re.M)   # work counts (a size check takes a dict)
+    assert len(counts) == (k + 4 if k == 400 else 0)   # every sin, and the factory, add and the two sums
+
+
+@pytest.mark.parametrize("op,x_shape,w_shape,kw", [
+    ("conv2d", (2, 6, 9, 11), (12, 3, 3, 2), dict(stride=[2, 1], padding=[1, 2], dilation=[1, 2], groups=2)),
+    ("conv1d", (3, 4, 20), (8, 4, 5), dict(stride=[1], padding=[0], dilation=[1], groups=1)),
+    ("conv3d", (1, 2, 5, 6, 7), (4, 2, 3, 3, 3), dict(stride=[1, 1, 2], padding=[1, 1, 1], dilation=[1, 1, 1],
+                                                      groups=1)),
+    ("conv_transpose2d", (2, 6, 7, 5), (6, 4, 3, 3), dict(stride=[2, 2], padding=[1, 1], dilation=[1, 1],
+                                                          groups=2)),
+])
+def test_convolution_work_counts_what_torch_counts(op, x_shape, w_shape, kw):
+    """The convolutions' work rule (serialize/op_sizes_work.convolution_flops) on shapes, strides, groups and
+    transposition: torch's own flop counter's multiply-adds (half its flops)."""
+    x, w = torch.randn(*x_shape), torch.randn(*w_shape)
+    transposed = op.startswith("conv_transpose")
+    with FlopCounterMode(display=False) as counter:
+        getattr(F, op)(x, w, **kw)
+    bound = {"input": x, "weight": w, "transposed": transposed, **kw}
+    assert size_rules.rule(op).flops(bound) == counter.get_total_flops() // 2
+
+
+def test_a_convolution_past_the_work_budget_is_refused_before_it_runs():
+    """A conv1d of the file's zeros, input [1, 5792, 5792] by weight [5792, 5792, 1]: every tensor within the
+    element budget, 1.9e11 multiply-adds (4 s a call on one core, nothing counted them): BudgetError naming the op
+    and its work, before the kernel; the unedited program answers as eager on another input."""
+    raw = traced_bytes(conv, (torch.randn(3, 8),))
+    with pytest.raises(tracejit.BudgetError, match=r"aten::conv1d at .* would compute \d+ multiply-adds"):
+        _load(conv_sized(raw))(torch.randn(3, 8))
+    x = torch.randn(2, 5)
+    torch.testing.assert_close(_load(raw)(x), conv(x))
