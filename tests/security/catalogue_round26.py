@@ -71,3 +71,46 @@ def conv_sized(raw: bytes, n: int = 5792) -> bytes:
         zeros = [n_ for g in graphs(doc) for n_ in g["nodes"] if n_["op"].startswith("aten::zeros.")]
         zeros[0]["args"], zeros[1]["args"] = [[1, n, n]], [[n, n, 1]]
     return rewrite(raw, edit_doc=edit)
+
+
+# ------------------------------------------------------------------------------------------ norms' constants
+NORM_OPS = {   # name -> (function, example shape, a legit other shape)
+    "layer_norm": (lambda x: torch.nn.functional.layer_norm(x, [8], torch.ones(8), torch.zeros(8)), (3, 8), (5, 8)),
+    "rms_norm": (lambda x: torch.nn.functional.rms_norm(x, [4, 8], torch.ones(4, 8)), (2, 4, 8), (3, 4, 8)),
+    "group_norm": (lambda x: torch.nn.functional.group_norm(x, 2, torch.ones(6), torch.zeros(6)), (2, 6, 4),
+                   (3, 6, 7)),
+    "fold": (lambda x: torch.nn.functional.fold(x, (5, 5), (2, 2)), (1, 12, 16), (2, 12, 16)),
+}
+
+
+def _first(op: str, i, value):
+    """Argument ``i`` of the first ``op`` node set to ``value``."""
+    def edit(doc):
+        node = next(n for g in graphs(doc) for n in g["nodes"] if n["op"].startswith(f"aten::{op}."))
+        node["args"][i] = value
+    return edit
+
+
+NORM_EDITS = [   # (name, op, edit, what the LoadError says): each loaded and failed in the kernel at the first call
+    ("layer_norm_shape_4", "layer_norm", _first("layer_norm", 1, [4]), r"normalized_shape \[4\] must be the input's "
+                                                                       r"last sizes, but the input is \[3, 8\]"),
+    ("rms_norm_shape_2_8", "rms_norm", _first("rms_norm", 1, [2, 8]), r"normalized_shape \[2, 8\] must be"),
+    ("group_norm_groups_4", "group_norm", _first("group_norm", 1, 4),
+     r"channels \(dim 1 of \[2, 6, 4\]\) must be divisible by num_groups 4"),
+    ("group_norm_groups_3_weight_6", "group_norm", _first("group_norm", 1, 3), None),   # divides: loads, answers
+    ("fold_output_5_6", "fold", _first("col2im", 1, [5, 6]), r"output_size \[5, 6\] .* makes 4 x 5 sliding blocks, "
+                                                             r"but the input's last dimension holds 16"),
+    ("fold_output_0", "fold", _first("col2im", 1, [0, 0]), r"makes -1 x -1 sliding blocks"),
+]
+
+
+def norm_files() -> dict:
+    """The traced norm programs' files, by NORM_OPS name."""
+    return {name: traced_bytes(fn, (torch.randn(*shape),)) for name, (fn, shape, _) in NORM_OPS.items()}
+
+
+def norm_cases(files: dict) -> list:
+    """``(name, file bytes, input spec, expect)`` of NORM_EDITS in round_problems' form (the one that divides is
+    left out: it loads)."""
+    return [(name, rewrite(files[op], edit_doc=edit), "1:" + ",".join(map(str, NORM_OPS[op][1])), "reject")
+            for name, op, edit, what in NORM_EDITS if what is not None]

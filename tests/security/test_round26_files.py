@@ -13,8 +13,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import tracejit
 from tracejit import ops
-from catalogue_round26 import conv, conv_sized, elementwise_chain, sized
-from security_testlib import traced_bytes
+from catalogue_round26 import NORM_EDITS, NORM_OPS, conv, conv_sized, elementwise_chain, norm_files, sized
+from security_testlib import rewrite, traced_bytes
 from tracejit.serialize import size_rules
 from tracejit.support import call_budget
 
@@ -102,3 +102,79 @@ def test_a_convolution_past_the_work_budget_is_refused_before_it_runs():
         _load(conv_sized(raw))(torch.randn(3, 8))
     x = torch.randn(2, 5)
     torch.testing.assert_close(_load(raw)(x), conv(x))
+
+
+@pytest.fixture(scope="module")
+def norms():
+    return norm_files()
+
+
+@pytest.mark.parametrize("name,op,edit,what", [e for e in NORM_EDITS if e[3] is not None], ids=lambda v: str(v)[:30])
+def test_norm_constants_the_kernel_refuses_are_a_load_error(norms, name, op, edit, what):
+    """A layer_norm / rms_norm normalized_shape that is not the input's last sizes, a group_norm num_groups that
+    does not divide the channels, a fold output_size whose sliding blocks are not the input's: each loaded and
+    raised the kernel's RuntimeError at the first call; now a LoadError naming the node and what disagrees."""
+    with pytest.raises(tracejit.LoadError, match=rf"node \d+ \(aten::\w+\.default\): aten::\w+: .*{what}"):
+        _load(rewrite(norms[op], edit_doc=edit))
+
+
+def test_a_group_count_that_divides_loads_and_checks_the_weight_at_the_call(norms):
+    """num_groups 3 divides 6 channels: the file loads and answers as eager would with 3 groups; an input of 9
+    channels (divisible by 3, but the weight holds 6) is a GuardError naming the line where eager's kernel fails."""
+    loaded = _load(rewrite(norms["group_norm"], edit_doc=NORM_EDITS[3][2]))
+    x = torch.randn(3, 6, 7)
+    torch.testing.assert_close(loaded(x), F.group_norm(x, 3, torch.ones(6), torch.zeros(6)))
+    with pytest.raises(RuntimeError):
+        F.group_norm(torch.randn(3, 9, 7), 3, torch.ones(6), torch.zeros(6))
+    with pytest.raises(tracejit.GuardError, match=r"aten::group_norm at .*catalogue_round26\.py:\d+: weight of "
+                                                  r"shape \[6\] must hold one value per channel"):
+        loaded(torch.randn(3, 9, 7))
+
+
+@pytest.mark.parametrize("op,bad", [("layer_norm", (5, 4)), ("rms_norm", (3, 8, 4)), ("group_norm", (3, 9, 7)),
+                                    ("fold", (2, 12, 10))])
+def test_a_shape_the_norm_refuses_at_the_call_is_a_guard_error_naming_the_line(norms, op, bad):
+    """The unedited programs on a legit other shape: eager's answer; on a shape the kernel refuses (eager raises its
+    RuntimeError): a GuardError naming the op and the traced line, before the kernel."""
+    fn, _, good = NORM_OPS[op]
+    loaded = _load(norms[op])
+    x = torch.randn(*good)
+    torch.testing.assert_close(loaded(x), fn(x))
+    x = torch.randn(*bad)
+    with pytest.raises(RuntimeError):
+        fn(x)
+    aten = "col2im" if op == "fold" else op
+    with pytest.raises(tracejit.GuardError, match=rf"aten::{aten} at .*catalogue_round26\.py:\d+: .*cannot run on "
+                                                  r"these inputs"):
+        loaded(x)
+
+
+def test_save_refuses_a_header_load_would_refuse():
+    """A program whose header (document and extra files) passes the 16 MB a loader reads: ``save`` wrote it and every
+    load refused it (Mask R-CNN traced on eight images has an 18 MB document); now a SaveError saying so, and what
+    fits still saves and loads."""
+    traced = tracejit.trace(lambda x: x + 1, torch.randn(3))
+    big = {"notes.txt": b"n" * (17 << 20)}
+    with pytest.raises(tracejit.SaveError, match=r"header .* would take \d+ bytes, more than the 16777216"):
+        tracejit.save(traced, io.BytesIO(), _extra_files=big)
+    buf = io.BytesIO()
+    tracejit.save(traced, buf, _extra_files={"notes.txt": b"n" * 1024})
+    x = torch.randn(4)
+    torch.testing.assert_close(_load(buf.getvalue())(x), x + 1)
+
+
+def test_save_refuses_a_document_of_more_values_than_load_reads(monkeypatch):
+    """The loader bounds the values of a program document (limits.MAX_JSON_ITEMS, counted before parsing); ``save``
+    wrote documents over it (Mask R-CNN on eight images: 1.1 million) that every load refused. Here the bound is made
+    small: a 40-op program's save is a SaveError naming it; under the bound it saves and loads."""
+    from tracejit.serialize import limits
+    fn = elementwise_chain(40)
+    traced = tracejit.trace(fn, torch.randn(3, 8))
+    monkeypatch.setattr(limits, "MAX_JSON_ITEMS", 500)
+    with pytest.raises(tracejit.SaveError, match=r"would refuse this program.*holds about \d+ values \(at most 500\)"):
+        tracejit.save(traced, io.BytesIO())
+    monkeypatch.setattr(limits, "MAX_JSON_ITEMS", 500_000)
+    buf = io.BytesIO()
+    tracejit.save(traced, buf)
+    x = torch.randn(2, 5)
+    torch.testing.assert_close(_load(buf.getvalue())(x), fn(x))

@@ -52,6 +52,9 @@ def before_node(gen, node) -> None:
         gen.emit(f"if not 0 < {gen.expr(bound[arg])}.numel() <= {most}: {name}({body})", node.source)
     elif gate[0] == "empty":   # a reshape of an empty tensor: its new shape's extent (serialize/op_sizes_values.py)
         gen.emit(f"if {gen.expr(bound[gate[1]])}.numel() == 0: {name}({body})", node.source)
+    elif gate[0] == "test":   # the rule's test of the argument (serialize/op_sizes_norms.py), written from ints
+        names = {k: gen.expr(v) for k, v in bound.items() if isinstance(v, Value)}
+        gen.emit(f"if {gate[2].format(**names)}: {name}({body})", node.source)
     else:   # two tensors of one shape broadcast to that shape
         _, a, b = gate
         gen.emit(f"if {gen.expr(bound[a])}.shape != {gen.expr(bound[b])}.shape: {name}({body})", node.source)

@@ -185,14 +185,17 @@ def _gate(rule, bound: dict, file_elements: int, name: str = ""):
       no more than either when their shapes are equal (a residual add): ``if a.shape != b.shape:
       check(...)``. Not for other ops of two tensors: ``diff(x, prepend=x)`` doubles x;
     - ``("empty", argument name)``: a reshape can outgrow its input only when that is empty (its extent:
-      serialize/op_sizes_values.py): ``if x.numel() == 0: check(...)``."""
+      serialize/op_sizes_values.py): ``if x.numel() == 0: check(...)``;
+    - ``("test", argument name, test)``: the rule's own test of the argument (``rule.call_test``: a norm's input
+      shape against its constants): ``if x.shape[-1:] != (8,): check(...)``."""
     if rule.empty_only is not None and isinstance(bound.get(rule.empty_only), Value):
         return "empty", rule.empty_only
+    if rule.call_test is not None:   # a test of the input's shape against the constants (op_sizes_norms.py)
+        found = rule.call_test(op_checks.meta_arguments(bound), _constants(bound))
+        return None if found is None or not isinstance(bound.get(found[0]), Value) else ("test", *found)
     if rule.static_factor is None:
         return None
-    constants = {k for k, v in bound.items() if isinstance(v, Value) and v.producer is not None
-                 and v.producer.op == "tracejit::get_attr"}
-    found = rule.static_factor(op_checks.meta_arguments(bound), constants)
+    found = rule.static_factor(op_checks.meta_arguments(bound), _constants(bound))
     if found is None or not isinstance(bound.get(found[0]), Value):
         if rule is size_rules.SEVERAL_TENSORS and _elementwise(name) and len(bound) == 2 \
                 and all(isinstance(v, Value) for v in bound.values()):
@@ -201,6 +204,12 @@ def _gate(rule, bound: dict, file_elements: int, name: str = ""):
     name, per_element, work_per_element = found
     n = min(file_elements / max(per_element, 1e-9), WORK_FACTOR * file_elements / max(work_per_element, 1))
     return "numel", name, int(n)
+
+
+def _constants(bound: dict) -> set:
+    """The names of the bound arguments that are the file's own tensors (made by a get_attr)."""
+    return {k for k, v in bound.items() if isinstance(v, Value) and v.producer is not None
+            and v.producer.op == "tracejit::get_attr"}
 
 
 def _elementwise(name: str) -> bool:
