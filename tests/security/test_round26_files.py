@@ -13,7 +13,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import tracejit
 from tracejit import ops
-from catalogue_round26 import NORM_EDITS, NORM_OPS, conv, conv_sized, elementwise_chain, norm_files, sized
+from catalogue_round26 import (NORM_EDITS, NORM_OPS, conv, conv_sized, elementwise_chain, norm_files,
+                               repeated_specializations, sized)
 from security_testlib import rewrite, traced_bytes
 from tracejit.serialize import size_rules
 from tracejit.support import call_budget
@@ -178,3 +179,15 @@ def test_save_refuses_a_document_of_more_values_than_load_reads(monkeypatch):
     tracejit.save(traced, buf)
     x = torch.randn(2, 5)
     torch.testing.assert_close(_load(buf.getvalue())(x), fn(x))
+
+
+def test_a_specialization_table_that_repeats_a_graph_is_refused_fast():
+    """256 specializations naming one graph (14 s to load before): a LoadError at the second entry, before any
+    graph past the first is decoded; a table naming it once loads and answers as eager on another shape."""
+    fn = elementwise_chain(700)
+    raw = traced_bytes(fn, (torch.randn(3, 8),))
+    with pytest.raises(tracejit.LoadError, match=r"specialization 1 of 'forward': names graph 0, which "
+                                                 r"specialization 0 names already"):
+        _load(repeated_specializations(raw))
+    x = torch.randn(5, 4)
+    torch.testing.assert_close(_load(repeated_specializations(raw, n=1))(x), fn(x))

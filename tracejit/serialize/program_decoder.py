@@ -257,7 +257,7 @@ def _specializations(program: dict, table: _GraphTable, tree: _Tree, methods: tu
     if visits > limits.MAX_NODE_VISITS:   # a big graph named by many entries: bound the checking work
         raise LoadError(f"the specializations add up to {visits} nodes to check (at most {limits.MAX_NODE_VISITS})")
     has_tensor = None if function else (lambda rel, kind: tree.tensor("", rel, kind) is not None)
-    out = []
+    out, named = [], {}   # named: graph index -> the entry that named it first
     for k, e in enumerate(entries):
         where = f"specialization {k}"
         if not isinstance(e, dict) or set(e) - {"method", "graph", "reason", "source"}:
@@ -269,6 +269,9 @@ def _specializations(program: dict, table: _GraphTable, tree: _Tree, methods: tu
         where = f"{where} of {method!r}"
         reason = limits.text(e.get("reason"), f"{where} reason")
         source = _source(e.get("source"), where)
+        first = named.setdefault(e.get("graph") if isinstance(e.get("graph"), int) else None, k)
+        if first != k:   # save writes each its own graph: a repeat only multiplies the load's work (round 26: 14 s)
+            raise LoadError(f"{where}: names graph {e['graph']}, which specialization {first} names already")
         g = table.get(e.get("graph"), where)
         if any(n.op == "tracejit::call_module" for n in g.nodes):
             raise LoadError(f"{where}: a specialization's graph must have its submodule calls inlined; it calls "
