@@ -38,24 +38,33 @@ def sized(raw: bytes, n: int = BIG) -> bytes:
     return rewrite(raw, edit_doc=edit)
 
 
-CHAINS = {   # name -> (k, op): each a call-time BudgetError on a 3 x 8 input
+CHAINS = {   # name -> (k, op): each a call-time BudgetError on a 3 x 8 input, after the call's total (10 to 20 s of
+    # CPU here: the total is what a call may do; test_round26_files.py runs them with the ops made cheap)
     "sin_chain_400": (400, "sin"),
-    "polygamma_chain_8": (8, "digamma"),
+    "digamma_chain_40": (40, "digamma"),
     "sort_chain_200": (200, "msort"),
 }
 
 
 def hostile_cases() -> list:
-    """``(name, file bytes, input spec, expect)`` in round_problems' form."""
+    """``(name, file bytes, input spec, expect)`` in round_problems' form: the files refused within a CPU second
+    (the chains are not: test_round26_files.py counts their ops instead)."""
     x = torch.randn(3, 8)
-    return [(name, sized(traced_bytes(elementwise_chain(k, op), (x,))), X, "call_refused")
-            for name, (k, op) in CHAINS.items()]
+    norms = norm_files()
+    return [("diff_order_2_22", diff_sized(traced_bytes(diffed, (x,))), X, "call_refused"),
+            ("repeated_specializations", repeated_specializations(traced_bytes(elementwise_chain(700), (x,))), X,
+             "reject"), *norm_cases(norms)]
 
 
 def legit_cases() -> list:
-    """A short chain (20 sines) of the file's 8-element vector, called on another shape: answers as eager."""
+    """Short chains, a diff, and the norm programs, called on other shapes: each answers as eager."""
     fn = elementwise_chain(20)
-    return [("legit_sin_chain_20", traced_bytes(fn, (torch.randn(3, 8),)), "2:5,4", output_sum(fn, "2:5,4"))]
+    out = [("legit_sin_chain_20", traced_bytes(fn, (torch.randn(3, 8),)), "2:5,4", output_sum(fn, "2:5,4")),
+           ("legit_diff", traced_bytes(diffed, (torch.randn(3, 8),)), "2:5,4", output_sum(diffed, "2:5,4"))]
+    for name, (f, shape, other) in NORM_OPS.items():
+        spec = "2:" + ",".join(map(str, other))
+        out.append((f"legit_{name}", traced_bytes(f, (torch.randn(*shape),)), spec, output_sum(f, spec)))
+    return out
 
 
 # ------------------------------------------------------------------------------------------ convolutions' work
@@ -124,4 +133,21 @@ def repeated_specializations(raw: bytes, n: int = 256, graph: int = 0) -> bytes:
     def edit(doc):
         doc["program"]["specializations"] = [{"method": "forward", "graph": graph, "reason": "r", "source": None}
                                              for _ in range(n)]
+    return rewrite(raw, edit_doc=edit)
+
+
+# ------------------------------------------------------------------------------------------ diff's order
+def diffed(x):
+    """``diff`` of order 2 of the file's 8-element vector (``diff_sized`` makes it 2**22 elements and order 2**22)."""
+    return torch.diff(torch.zeros(8) + x.sum(), n=2).sum()
+
+
+def diff_sized(raw: bytes, n: int = 2 ** 22) -> bytes:
+    """The diff file with its vector of ``n`` elements and its order ``n``: n passes over a shrinking vector, n^2 / 2
+    element steps (2**22: 2**43, about an hour), every size legal."""
+    def edit(doc):
+        nodes = [n_ for g in graphs(doc) for n_ in g["nodes"]]
+        next(n_ for n_ in nodes if n_["op"].startswith("aten::zeros."))["args"] = [[n]]
+        node = next(n_ for n_ in nodes if n_["op"].startswith("aten::diff."))
+        node["kwargs"] = [[k, n if k == "n" else v] for k, v in node["kwargs"]]
     return rewrite(raw, edit_doc=edit)

@@ -14,8 +14,8 @@ from torch.utils.flop_counter import FlopCounterMode
 import tracejit
 from tracejit import ops
 from catalogue_round26 import (NORM_EDITS, NORM_OPS, conv, conv_sized, elementwise_chain, norm_files,
-                               repeated_specializations, sized)
-from security_testlib import rewrite, traced_bytes
+                               diff_sized, diffed, hostile_cases, legit_cases, repeated_specializations, sized)
+from security_testlib import rewrite, round_problems, traced_bytes
 from tracejit.serialize import size_rules
 from tracejit.support import call_budget
 
@@ -191,3 +191,31 @@ def test_a_specialization_table_that_repeats_a_graph_is_refused_fast():
         _load(repeated_specializations(raw))
     x = torch.randn(5, 4)
     torch.testing.assert_close(_load(repeated_specializations(raw, n=1))(x), fn(x))
+
+
+def test_round26_files_are_refused_in_a_capped_child(tmp_path):
+    """The catalogue's files that a check refuses before the work (diff of order 2**22 on 2**22 elements: an hour a
+    call before; the norm constants; a repeated specialization graph) in a child capped in memory and CPU: each is
+    refused within CPU_S; the legitimate programs answer as eager on other shapes."""
+    problems = round_problems(tmp_path, hostile_cases(), legit_cases(), 2.0)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("n,length", [(1, 9), (3, 9), (8, 9), (40, 9), (5, 2)])
+def test_diff_work_counts_every_pass(n, length):
+    """diff's work rule against the passes eager's kernel makes (a dispatch-level count of its subtractions):
+    min(n, the size along dim) passes, each over at most all the elements."""
+    class Count(TorchDispatchMode):
+        passes = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func._schema.name == "aten::sub":
+                Count.passes += 1
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(3, length)
+    with Count():
+        torch.diff(x, n=n)
+    rule = size_rules.rule("diff").flops
+    assert rule({"self": x, "n": n, "dim": -1}) >= Count.passes * x.numel() > 0 or Count.passes == 0
+    assert rule({"self": x, "n": n, "dim": -1}) == min(n, length) * rule({"self": x, "n": 1, "dim": -1})

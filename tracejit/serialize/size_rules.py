@@ -162,7 +162,7 @@ RULES: dict[str, SizeRule] = {
     **_rules("kthvalue", functools.partial(constant_args.top_k, low=1), static_factor=constant_args.same_size),
     **{op: SizeRule(values.counted_rule(op), static_factor=constant_args.same_size)
        for op in values.SPLITS},   # their counts checked (op_sizes_values.check_counts)
-    **_rules("diff", constant_args.differenced),
+    **_rules("diff", constant_args.differenced, work.diff_flops),   # work: n passes (op_sizes_work.py, round 26)
     **_rules("renorm", constant_args.renormed, static_factor=constant_args.same_size),
     # normalizations: their constants against the input's shape (op_sizes_norms.py, round 26)
     **_rules("layer_norm rms_norm", norms.layer_normed, call_test=norms.layer_norm_test),
