@@ -4,6 +4,7 @@ program's call stays far under it), and convolutions count their multiply-adds."
 from __future__ import annotations
 
 import io
+import os
 import re
 
 import pytest
@@ -219,3 +220,19 @@ def test_diff_work_counts_every_pass(n, length):
     rule = size_rules.rule("diff").flops
     assert rule({"self": x, "n": n, "dim": -1}) >= Count.passes * x.numel() > 0 or Count.passes == 0
     assert rule({"self": x, "n": n, "dim": -1}) == min(n, length) * rule({"self": x, "n": 1, "dim": -1})
+
+
+def test_the_code_cache_keeps_every_ops_count(monkeypatch, tmp_path):
+    """A counting program's methods go to the code cache (their work counts are plain recipes) and the load made
+    from the entry stops at the same op as the first."""
+    monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path))
+    raw = sized(traced_bytes(elementwise_chain(400), (torch.randn(3, 8),)))
+    runs = []
+    for _ in range(2):
+        loaded = _load(raw)
+        _CheapSin.ran = 0
+        with _CheapSin(), pytest.raises(tracejit.BudgetError, match="aten::sin at"):
+            loaded(torch.randn(3, 8))
+        runs.append(_CheapSin.ran)
+        assert [p for p in os.listdir(tmp_path) if p.endswith(".tjc")], "no cache entry written"
+    assert runs[0] == runs[1] > 0
