@@ -188,7 +188,7 @@ def test_a_specialization_table_that_repeats_a_graph_is_refused_fast():
     fn = elementwise_chain(700)
     raw = traced_bytes(fn, (torch.randn(3, 8),))
     with pytest.raises(tracejit.LoadError, match=r"specialization 1 of 'forward': names graph 0, which "
-                                                 r"specialization 0 names already"):
+                                                 r"specialization 0 names too"):
         _load(repeated_specializations(raw))
     x = torch.randn(5, 4)
     torch.testing.assert_close(_load(repeated_specializations(raw, n=1))(x), fn(x))

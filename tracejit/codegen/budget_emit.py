@@ -25,7 +25,9 @@ def _add_global(gen, name: str, value) -> None:
 def before_node(gen, node) -> None:
     """Emit the node's work count (a program whose calls count every op's work: serialize/budget_plan.py), and
     its size check, if its op has one and an argument can change from call to call."""
-    if gen.budget.counting():
+    planned = gen.budget.check_for(node)
+    _emit_check(gen, node, planned)
+    if gen.budget.counting():   # after the size check: an op over its own budget says what it would allocate
         counted = gen.budget.work_for(node)
         if counted is not None:
             count, tensors = counted
@@ -34,7 +36,10 @@ def before_node(gen, node) -> None:
             gen.budget_checked = gen.budget_ungated = True
             gen.budget.checked = True
             gen.emit(f"{name}({', '.join(gen.expr(t) for t in tensors)})", node.source)
-    planned = gen.budget.check_for(node)
+
+
+def _emit_check(gen, node, planned) -> None:
+    """Emit a node's planned size check (``BudgetPlan.check_for``), behind its gate if it has one."""
     if planned is None:
         return
     check, bound, gate = planned

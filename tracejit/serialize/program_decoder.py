@@ -4,11 +4,9 @@ file -> (decode, upgrade old schemas, validate) -> Program -> runtime/assemble. 
 runtime object: the result is the same plain data a trace produces (module entries holding the file's
 tensors, each method's Graph, the specializations, the ledger), every graph validated (validate.py,
 schema_check.py), its weights checked against the types it was traced with, its submodule calls linked
-in its ``Graph.callees`` (a graph the file shares between modules whose callees differ is decoded once per
-set of callees), and what it may allocate per call planned (``Graph.call_budget``). Old schemas are
-upgraded here, not in codegen (``upgrade``): a schema-1 root method gets the training guard node a
-trace makes today.
-"""
+in its ``Graph.callees`` (a graph the file shares between modules whose callees differ is decoded once per set of
+callees), and what it may allocate per call planned (``Graph.call_budget``). Old schemas are upgraded here, not
+in codegen (``upgrade``): a schema-1 root method gets the training guard node a trace makes today."""
 from __future__ import annotations
 
 from torch import nn
@@ -269,9 +267,8 @@ def _specializations(program: dict, table: _GraphTable, tree: _Tree, methods: tu
         where = f"{where} of {method!r}"
         reason = limits.text(e.get("reason"), f"{where} reason")
         source = _source(e.get("source"), where)
-        first = named.setdefault(e.get("graph") if isinstance(e.get("graph"), int) else None, k)
-        if first != k:   # save writes each its own graph: a repeat only multiplies the load's work (round 26: 14 s)
-            raise LoadError(f"{where}: names graph {e['graph']}, which specialization {first} names already")
+        if type(e.get("graph")) is int and named.setdefault(e["graph"], k) != k:   # a repeat: 14 s (round 26)
+            raise LoadError(f"{where}: names graph {e['graph']}, which specialization {named[e['graph']]} names too")
         g = table.get(e.get("graph"), where)
         if any(n.op == "tracejit::call_module" for n in g.nodes):
             raise LoadError(f"{where}: a specialization's graph must have its submodule calls inlined; it calls "
