@@ -184,12 +184,14 @@ def test_trace_module_methods_survive():
 
 def _without_budget_checks(code: str) -> str:
     """A loaded program's code without the call-time budget checks loading adds (docs/SECURITY.md): the
-    ``_tj_budget*`` lines (also those gated by ``if not 0 < x.numel() <= N:``, ``if x.numel() == 0:`` or
-    ``if a.shape != b.shape:``), and ``_tj_int.mul(a, b)`` read back as ``a * b`` (likewise pow, lshift)."""
+    ``_tj_budget*`` lines (also those gated by ``if not 0 < x.numel() <= N:``, ``if x.numel() == 0:``,
+    ``if a.shape != b.shape:`` or a norm's ``if x.shape[-1:] != (8,):``), and ``_tj_int.mul(a, b)`` read back as
+    ``a * b`` (likewise pow, lshift)."""
     import re
     lines = [line for line in code.splitlines(keepends=True)
              if not re.match(r"\s*(if not 0 < \w+\.numel\(\) <= \d+: |if \w+\.numel\(\) == 0: |"
-                             r"if \w+\.shape != \w+\.shape: )?_tj_budget\w*\(", line)]
+                             r"if \w+\.shape != \w+\.shape: |if \w+\.shape\[-\d+:\] != \([\d, ]*\)[^:]*: |"
+                             r"if \w+\.dim\(\) < 2 or \w+\.shape\[1\] [^:]*: )?_tj_budget\w*\(", line)]
     ops = {"mul": "*", "pow": "**", "lshift": "<<"}
     return re.sub(r"_tj_int\.(mul|pow|lshift)\(([^,()]+), ([^,()]+)\)", lambda m: f"{m[2]} {ops[m[1]]} {m[3]}",
                   "".join(lines))

@@ -23,8 +23,23 @@ def _add_global(gen, name: str, value) -> None:
 
 
 def before_node(gen, node) -> None:
-    """Emit the node's size check, if its op has one and an argument can change from call to call."""
+    """Emit the node's work count (a program whose calls count every op's work: serialize/budget_plan.py), and
+    its size check, if its op has one and an argument can change from call to call."""
     planned = gen.budget.check_for(node)
+    _emit_check(gen, node, planned)
+    if gen.budget.counting():   # after the size check: an op over its own budget says what it would allocate
+        counted = gen.budget.work_for(node)
+        if counted is not None:
+            count, tensors = counted
+            name = f"_tj_budget{len(gen.globals)}"
+            _add_global(gen, name, count)
+            gen.budget_checked = gen.budget_ungated = True
+            gen.budget.checked = True
+            gen.emit(f"{name}({', '.join(gen.expr(t) for t in tensors)})", node.source)
+
+
+def _emit_check(gen, node, planned) -> None:
+    """Emit a node's planned size check (``BudgetPlan.check_for``), behind its gate if it has one."""
     if planned is None:
         return
     check, bound, gate = planned
@@ -42,6 +57,9 @@ def before_node(gen, node) -> None:
         gen.emit(f"if not 0 < {gen.expr(bound[arg])}.numel() <= {most}: {name}({body})", node.source)
     elif gate[0] == "empty":   # a reshape of an empty tensor: its new shape's extent (serialize/op_sizes_values.py)
         gen.emit(f"if {gen.expr(bound[gate[1]])}.numel() == 0: {name}({body})", node.source)
+    elif gate[0] == "test":   # the rule's test of the argument (serialize/op_sizes_norms.py), written from ints
+        names = {k: gen.expr(v) for k, v in bound.items() if isinstance(v, Value)}
+        gen.emit(f"if {gate[2].format(**names)}: {name}({body})", node.source)
     else:   # two tensors of one shape broadcast to that shape
         _, a, b = gate
         gen.emit(f"if {gen.expr(bound[a])}.shape != {gen.expr(bound[b])}.shape: {name}({body})", node.source)

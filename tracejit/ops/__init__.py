@@ -24,7 +24,7 @@ _WHERE = {**dict.fromkeys(("accumulates", "draws_random", "exact_overload", "exa
                            "has_data_dependent_shape", "inplace_twin", "is_dropout", "is_fresh", "is_inplace",
                            "is_layout_free", "is_mergeable", "is_pointwise", "is_random", "is_reduction", "may_alias",
                            "outgrows_inputs", "pieces_follow_size", "reads_metadata_only", "reads_values_of",
-                           "schema_of", "schemas_of", "shares_memory", "splits_into_views", "steps",
+                           "schema_of", "schemas_of", "shares_memory", "splits_into_views", "step_work", "steps",
                            "takes_generator", "takes_numbers_for_tensors"), _aten),
           "STRING_ARGUMENTS": _overrides, **dict.fromkeys(("droppable", "mergeable"), _purity)}
 
@@ -44,4 +44,4 @@ __all__ = ["OpName", "base_name", "split_name", "schema_of", "schemas_of", "exac
            "inplace_twin",
            "is_fresh", "is_layout_free", "gives_tensor", "accumulates", "outgrows_inputs",
            "takes_numbers_for_tensors", "STRING_ARGUMENTS", "has_data_dependent_shape", "is_mergeable",
-           "droppable", "mergeable", "steps", "reads_metadata_only", "reads_values_of"]
+           "droppable", "mergeable", "step_work", "steps", "reads_metadata_only", "reads_values_of"]

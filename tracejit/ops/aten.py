@@ -27,6 +27,7 @@ Every function is cached and looks an op up on first use: nothing is enumerated 
     steps(op)            its result jumps at boundaries of its input (floor, sign, remainder: overrides)
     reads_metadata_only(op)  its result follows its input's shape / dtype / device only (size, zeros_like: overrides)
     reads_values_of(op, args)  the arguments whose values reach its result (expand_as: the first only; overrides)
+    step_work(op)        its cost per element in multiply-adds (default, a view's copy, or an override)
     schema_of(op)        torch's FunctionSchema (None for an unknown op); exact_schema, schemas_of
 """
 from __future__ import annotations
@@ -365,3 +366,23 @@ def reads_values_of(op: str, args: tuple) -> tuple:
     """The arguments of a call of ``op`` whose values reach its result: all of them, but only the first for
     ``x.expand_as(other)``, ``view_as``, ``reshape_as``, ``type_as`` (the reviewed "like_second" overrides)."""
     return tuple(args[:1]) if overrides.fact(split_name(op).name, "like_second") else tuple(args)
+
+
+DEFAULT_STEP = 256   # multiply-adds' time per element of an op nobody measured (sin 150, pow 174, an add 87 at 2**24)
+ALIAS_STEP = 32      # a view, or the copy a reshape / contiguous / to may make (a clone: 87 at 2**24, 16 cached)
+
+
+@functools.lru_cache(maxsize=None)
+def step_work(op: str) -> int:
+    """What one element of ``op``'s largest tensor (its inputs' broadcast, or its output) costs, in multiply-adds of
+    a blocked matrix product (support/call_budget.py sums it over a loaded program's call): ops/overrides.py's
+    "step_work" where measured above the default, 0 for an op that returns no tensor (``size``), ALIAS_STEP for
+    one whose result may be its input's memory (a view; a reshape may copy), else DEFAULT_STEP (default-deny: an
+    op nobody measured costs as much as the dearer common ones). An in-place op costs its out-of-place form."""
+    name = split_name(op).name
+    listed = overrides.fact(name, "step_work") or overrides.fact(split_name(functional_of(op)).name, "step_work")
+    if listed:
+        return listed
+    if _overloads(op) and not gives_tensor(op):
+        return 0
+    return ALIAS_STEP if shares_memory(op) else DEFAULT_STEP

@@ -18,6 +18,10 @@ shares its reason. Facts:
   "metadata_only"  its result follows its (first) tensor input's shape, dtype or device, not its values
                  (ops.reads_metadata_only; passes/decisions.py)
   "like_second"  it reads only the shape or dtype of its second tensor argument (ops.reads_values_of)
+  "step_work"    its kernel's cost per element, in multiply-adds of a blocked matrix product (ops.step_work), where
+                 it is above the default ops/aten.py gives every op (a call of a program loaded from a file counts
+                 it against its total: support/call_budget.py). Measured on one core with torch 2.13 (round 26:
+                 ns per element x 5.4e10 multiply-adds/s); an op not listed here takes the default.
 STRING_ARGUMENTS: the closed vocabularies of arguments ATen's schemas type only as ``str``.
 RANDOM_SWITCHES: the arguments that turn a seeded op's draws off ("true": drawn only when truthy,
 "nonzero": only when not 0), read by ops.draws_random against each op's schema.
@@ -57,6 +61,16 @@ _METADATA = ("its result is its input's size, rank or strides, or a new tensor s
 _LIKE_SECOND = "x.<op>(other) takes other's shape (or dtype) only; x's values carry"
 _REPEATS = ("its list of dims may name one twice (a shift applied twice); every other op's kernel refuses that "
             "(\"dim 1 appears multiple times\", \"FFT dims must be unique\"): checked against ATen, round 22")
+_SPECIAL = ("a special function evaluated by series or recurrences per element: measured 8,000 to 27,000 "
+            "multiply-adds' time per element (polygamma 174-535 ns, zeta 150-480 ns)")
+_SERIES = "a special function or inverse evaluated by a series per element: measured 400 to 1,400 multiply-adds' time"
+_SORTS = ("sorts, or sorts a copy of, its input along a dim (n log n compares with cache misses): measured "
+          "1,500 to 4,900 multiply-adds' time per element at 2**20 elements")
+_SEARCH = ("a binary search per element into a sorted dim (up to 64 dependent loads each, cache misses): "
+           "measured 1,600 and, on 2**24 sorted values, 29,000 multiply-adds' time per element")
+_UNIQUE = "sorts its input's slices lexicographically (unique_dim): measured 64,560 multiply-adds' time per element"
+_TRANSFORMS = ("a fast Fourier transform (n log n, complex arithmetic): measured 600 to 4,500 multiply-adds' time per "
+               "element")
 
 
 def _listed(fact: str, value, reason: str, *names: str) -> dict:
@@ -101,6 +115,18 @@ OVERRIDES: dict[tuple[str, str], tuple[object, str]] = {
     **_listed("numbers_as_tensors", True, _LOADER,
               "atan2", "logical_and", "logical_or", "logical_xor", "hypot", "nextafter", "maximum", "minimum",
               "fmax", "fmin", "heaviside", "ldexp", "index_put"),
+    **_listed("step_work", 32768, _SPECIAL, "polygamma", "special_zeta", "special_polygamma"),
+    **_listed("step_work", 65536, _UNIQUE, "unique_dim", "unique_consecutive", "unique"),
+    **_listed("step_work", 32768, _SEARCH, "searchsorted", "bucketize"),
+    **_listed("step_work", 8192, _SORTS, "sort", "argsort", "msort", "mode", "quantile", "nanquantile", "median",
+              "nanmedian", "kthvalue", "topk", "logit", "special_logit"),
+    **_listed("step_work", 8192, _TRANSFORMS, "fft_fft", "fft_ifft", "fft_rfft", "fft_irfft", "fft_hfft",
+              "fft_ihfft", "fft_fft2", "fft_ifft2", "fft_rfft2", "fft_irfft2", "fft_fftn", "fft_ifftn", "fft_rfftn",
+              "fft_irfftn", "stft", "istft"),
+    **_listed("step_work", 2048, _SERIES, "i0", "special_i0e", "special_i1", "special_i1e", "special_log_ndtr",
+              "digamma", "special_psi", "special_digamma", "lgamma", "special_gammaln", "mvlgamma",
+              "special_multigammaln", "erfinv", "special_ndtri", "asinh", "arcsinh", "acosh", "arccosh", "sinc",
+              "special_sinc", "special_xlog1py", "binomial", "logcumsumexp", "special_entr", "_standard_gamma"),
 }
 
 # the loader's closed vocabularies of ``str`` arguments (ATen's schemas say only ``str``): argument name ->

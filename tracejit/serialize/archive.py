@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from ..version import __version__
-from ..errors import SaveError
+from ..errors import LoadError, SaveError
 from ..program import Program
 from ..runtime.traced import TracedFunction, TracedModule, program_of
 from . import atomic_file, encode, limits, save_check, specializations
@@ -93,9 +93,18 @@ def _write(out, program: dict, tensors: dict) -> None:
         entries[k] = {"dtype": _ST_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + t.nbytes]}
         offset += t.nbytes
     entries["__metadata__"] = {"tracejit": json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)}
+    try:   # the loader's bound on the document's values (limits.py), said here, not on the server (round 26)
+        limits.check_document_text(entries["__metadata__"]["tracejit"])
+    except LoadError as e:
+        raise SaveError(f"tracejit.load would refuse this program, so it is not saved: {e}; a program unrolled per "
+                        "item (a detector's eight images) is smaller traced at a smaller batch") from None
     header = json.dumps(entries, separators=(",", ":")).encode()
     header += b" " * (-(8 + len(header)) % ALIGN)   # the data starts ALIGN-aligned (8: the length field)
     head = struct.pack("<Q", len(header)) + header
+    if len(header) > MAX_HEADER:   # load refuses it (loader.read_header): said here, not on the server (round 26)
+        raise SaveError(f"the file's header (its program document and extra files) would take {len(header)} bytes, "
+                        f"more than the {MAX_HEADER} tracejit.load reads, so it is not saved; a program unrolled "
+                        "per item (a detector's eight images) is smaller traced at a smaller batch")
     save_check.check_loadable(program, tensors, len(head) + offset)   # refused here, not on the server
     out.write(head)
     views = [memoryview(tensors[k].reshape(-1).view(torch.uint8).numpy()) for k in order if tensors[k].numel()]

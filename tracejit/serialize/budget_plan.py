@@ -4,12 +4,17 @@ For each node whose op has a size rule (size_rules.py) and an argument that can 
 call to call (a traced tensor or int), the plan gives the check to call before the op and the
 node's arguments bound to the op's schema names. Nodes whose arguments are all constants were
 checked at load (op_checks.check_sizes) and get no check.
+
+The plan also says whether the program's calls count every op's work (``counting``): when its ops, each at most
+the budget's elements times its step weight (``ops.step_work``), could together pass half of a call's total
+(call_budget.STATIC_STEPS), every op gets a ``work_count`` before it and the size checks run ungated, adding their
+step weight per element they make; else the total of the counted contractions alone is checked, as before.
 """
 from __future__ import annotations
 
 from ..ir import Value, iter_values
 from ..ops import custom, split_name
-from ..support.call_budget import WORK_FACTOR, size_check
+from ..support.call_budget import STATIC_STEPS, WORK_FACTOR, size_check, work_count
 from ..lazy_module import LazyModule
 
 # consulted while code is generated: a load that hits the code cache (code_cache.py) imports none of them
@@ -26,6 +31,54 @@ class BudgetPlan:
         self.file_elements = file_elements   # limits.max_elements(file size)
         self.checked = False                 # some node got a check (the root then records its inputs)
         self.with_checks: dict[int, bool] = {}   # id(graph) -> its method, or one it calls, has checks
+        self.graphs: list = []                   # the program's graphs (``adopt``); none known: every op counts
+        self._counting: bool | None = None
+
+    def adopt(self, graph) -> None:
+        """Make this the plan of ``graph``, one of the program's methods (its element steps count in ``counting``)."""
+        graph.call_budget = self
+        self.graphs.append(graph)
+
+    def counting(self) -> bool:
+        """Do this program's calls count every op's work? Yes when a method's element steps (its own ops' step
+        weights and those of the methods it calls, at each call) pass STATIC_STEPS, or when the plan knows none
+        of the program's graphs (default-deny)."""
+        if self._counting is None:
+            memo: dict[int, int] = {}
+            self._counting = not self.graphs or any(element_steps(g, memo) > STATIC_STEPS for g in self.graphs)
+        return self._counting
+
+    def work_for(self, node):
+        """``(count, tensor arguments)`` for a node of a counting program: ``work_count`` with the op's step weight
+        (the work of an op of constant arguments sized now), or None for a node that computes nothing."""
+        op = node.op
+        if not isinstance(op, str) or not (op.startswith("aten::") or op.split(".")[0] in size_rules.CUSTOM_RULES):
+            return None
+        step = node_step(node)
+        tensors = [a for a in (*node.args, *node.kwargs.values()) if _holds_tensor(a)]
+        fixed = 0
+        if not any(True for _ in iter_values((node.args, node.kwargs))):
+            fixed = self._constant_work(node, step)
+        if not step or not (tensors or fixed):
+            return None
+        return work_count(op.split(".")[0], step, self.file_elements, _where(node), fixed), tensors
+
+    def _constant_work(self, node, step: int) -> int:
+        """The work of an op whose arguments are all constants (a factory of constant sizes): its size rule's
+        elements times ``step``, plus its multiply-adds; a size rule that cannot say counts the whole budget."""
+        _, name, overload = split_name(node.op)
+        bound = _bind(name, overload, node)
+        rule = None if bound is None else size_rules.rule_for(name, bound)
+        if rule is None:
+            return 0
+        try:
+            n = rule.elements(bound)
+            flops = rule.flops(bound) if rule.flops is not None else 0
+        except (ValueError, TypeError, ArithmeticError):
+            n, flops = None, None
+        if n is None or flops is None:
+            return step * self.file_elements
+        return step * n + flops
 
     def check_for(self, node):
         """``(check, bound arguments, gate)`` for ``node`` (gate: see ``_gate``), or None when it needs
@@ -52,6 +105,8 @@ class BudgetPlan:
         if rule is size_rules.SEVERAL_TENSORS:   # only its tensors size it
             bound = {k: v for k, v in bound.items() if _holds_tensor(v)}
         self.checked = True
+        if self.counting():   # every op counts: the check runs at every call, adding its elements' steps
+            return size_check(f"aten::{name}", rule, self.file_elements, _where(node), node_step(node)), bound, None
         return size_check(f"aten::{name}", rule, self.file_elements, _where(node)), bound, \
             _gate(rule, bound, self.file_elements, name)
 
@@ -79,7 +134,40 @@ class BudgetPlan:
         op = node.op.split(".")[0]
         bound = schema_check.bind(custom.reviewed_schema(op), node.args, node.kwargs)
         self.checked = True
-        return size_check(op, size_rules.CUSTOM_RULES[op], self.file_elements, _where(node)), bound, None
+        step = node_step(node) if self.counting() else 0
+        return size_check(op, size_rules.CUSTOM_RULES[op], self.file_elements, _where(node), step), bound, None
+
+
+def node_step(node) -> int:
+    """The step weight of a node's op (``ops.step_work``; a kept custom op: the default), 0 for tracejit's own
+    nodes (constants, attributes, submodule calls: their callees count their own ops)."""
+    op = node.op
+    if not isinstance(op, str):
+        return 0
+    if op.startswith("aten::"):
+        return _aten.step_work(op)
+    return _aten.DEFAULT_STEP if op.split(".")[0] in size_rules.CUSTOM_RULES else 0
+
+
+def element_steps(graph, memo: dict) -> int:
+    """The step weights of a graph's ops, plus those of the methods it calls at each call (``memo``: by graph id;
+    a graph met again while it is being summed counts as over any bound)."""
+    key = id(graph)
+    if key in memo:
+        if memo[key] < 0:
+            return STATIC_STEPS + 1
+        return memo[key]
+    memo[key] = -1
+    total = 0
+    callees = getattr(graph, "callees", None) or {}
+    for n in graph.nodes:
+        if n.op == "tracejit::call_module":
+            callee = callees.get((n.attrs.get("path"), n.attrs.get("method")))
+            total += STATIC_STEPS + 1 if callee is None else element_steps(callee, memo)
+        else:
+            total += node_step(n)
+    memo[key] = total
+    return total
 
 
 def _where(node) -> str:
@@ -97,14 +185,17 @@ def _gate(rule, bound: dict, file_elements: int, name: str = ""):
       no more than either when their shapes are equal (a residual add): ``if a.shape != b.shape:
       check(...)``. Not for other ops of two tensors: ``diff(x, prepend=x)`` doubles x;
     - ``("empty", argument name)``: a reshape can outgrow its input only when that is empty (its extent:
-      serialize/op_sizes_values.py): ``if x.numel() == 0: check(...)``."""
+      serialize/op_sizes_values.py): ``if x.numel() == 0: check(...)``;
+    - ``("test", argument name, test)``: the rule's own test of the argument (``rule.call_test``: a norm's input
+      shape against its constants): ``if x.shape[-1:] != (8,): check(...)``."""
     if rule.empty_only is not None and isinstance(bound.get(rule.empty_only), Value):
         return "empty", rule.empty_only
+    if rule.call_test is not None:   # a test of the input's shape against the constants (op_sizes_norms.py)
+        found = rule.call_test(op_checks.meta_arguments(bound), _constants(bound))
+        return None if found is None or not isinstance(bound.get(found[0]), Value) else ("test", *found)
     if rule.static_factor is None:
         return None
-    constants = {k for k, v in bound.items() if isinstance(v, Value) and v.producer is not None
-                 and v.producer.op == "tracejit::get_attr"}
-    found = rule.static_factor(op_checks.meta_arguments(bound), constants)
+    found = rule.static_factor(op_checks.meta_arguments(bound), _constants(bound))
     if found is None or not isinstance(bound.get(found[0]), Value):
         if rule is size_rules.SEVERAL_TENSORS and _elementwise(name) and len(bound) == 2 \
                 and all(isinstance(v, Value) for v in bound.values()):
@@ -113,6 +204,12 @@ def _gate(rule, bound: dict, file_elements: int, name: str = ""):
     name, per_element, work_per_element = found
     n = min(file_elements / max(per_element, 1e-9), WORK_FACTOR * file_elements / max(work_per_element, 1))
     return "numel", name, int(n)
+
+
+def _constants(bound: dict) -> set:
+    """The names of the bound arguments that are the file's own tensors (made by a get_attr)."""
+    return {k for k, v in bound.items() if isinstance(v, Value) and v.producer is not None
+            and v.producer.op == "tracejit::get_attr"}
 
 
 def _elementwise(name: str) -> bool:

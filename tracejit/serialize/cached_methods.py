@@ -33,7 +33,7 @@ from ..codegen.compiler import function_from_code
 from ..ir import SourceLoc
 from ..ops import custom
 from ..runtime.method_compiler import InputError, compile_method, finish
-from ..support.call_budget import size_check
+from ..support.call_budget import size_check, work_count
 from ..support.guards import GuardFailure
 from ..lazy_module import LazyModule
 
@@ -119,9 +119,11 @@ def _recipe(name: str, v, named: dict, places: dict):
         return ("sources", tuple(None if s is None else (s.filename, s.lineno, s.function) for s in v))
     made_of = getattr(v, "made_of", None)
     if name.startswith("_tj_budget") and made_of is not None:
-        op, rule, where = made_of
+        if made_of[0] == "work":   # support/call_budget.work_count: plain data
+            return made_of if all(type(x) in _PLAIN for x in made_of) else None
+        op, rule, where, step = made_of
         key = _rule_keys().get(id(rule))
-        return ("budget", op, key, where) if key is not None and _rule(key) is rule else None
+        return ("budget", op, key, where, step) if key is not None and _rule(key) is rule else None
     if type(v) in _PLAIN:
         return ("value", v)
     return named.get(id(v)) or places["objects"].get(id(v))
@@ -188,11 +190,14 @@ def _make(recipe, graph, specs: dict, signature: str):
     if kind == "sources":
         return [None if s is None else SourceLoc(*s) for s in recipe[1]]
     if kind == "budget":
-        _, op, key, where = recipe
+        _, op, key, where, step = recipe
         rule = _rule(key)
         if rule is None:
             raise Mismatch(f"no size rule {key!r}")
-        return size_check(op, rule, graph.call_budget.file_elements, where)
+        return size_check(op, rule, graph.call_budget.file_elements, where, step)
+    if kind == "work":
+        _, op, step, where, fixed = recipe
+        return work_count(op, step, graph.call_budget.file_elements, where, fixed)
     raise Mismatch(f"unknown recipe {kind!r}")
 
 

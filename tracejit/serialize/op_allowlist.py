@@ -109,7 +109,9 @@ FAMILIES = (
            "aten::batch_norm / instance_norm check running statistics against the input's channels at call time "
            "themselves; at load the statistics must exist in eval mode and match the traced channels (their "
            "native_ kernels trust that, so those are not on the list)"),
-    Family("group_norm", _ops("group_norm"), chk.group_norm, "num_groups positive; divisibility checked by the kernel"),
+    Family("group_norm", _ops("group_norm"), chk.group_norm,
+           "num_groups positive; its divisibility of the channels and the weight's count checked by its size rule "
+           "at load and before a call whose shape differs (op_sizes_norms.py)"),
     Family("grid_sampling", _ops("grid_sampler"), chk.grid_sampler,
            "interpolation and padding modes are enums the kernel does not range-check (mode 7 returns unwritten "
            "memory): both must be constants in range; shapes checked by the kernel"),

@@ -146,8 +146,9 @@ def _per_dim(x, n):
     return xs * n if len(xs) == 1 else xs
 
 
-def convolution(b):
-    """conv / conv_transpose: the output and the padded input (CPU kernels pad or unfold it first)."""
+def conv_geometry(b):
+    """``(batch, input channels, output channels, input spatial sizes, output spatial sizes, padding, weight
+    shape)`` of a conv / conv_transpose's bound arguments, or None while a size is unknown."""
     x, w = _shape(b.get("input")), _shape(b.get("weight"))
     if x is None or w is None or len(w) < 3:
         return None
@@ -169,10 +170,20 @@ def convolution(b):
         else:
             out_sp.append(max((spatial_in[i] + 2 * pad_[i] - k) // max(abs(stride[i]), 1) + 1, 0))
     batch = math.prod(x[:-nsp - 1]) if len(x) > nsp + 1 else 1
+    cin = x[-nsp - 1] if len(x) > nsp else 1
     cout = w[1] * int(b.get("groups", 1) or 1) if transposed else w[0]
-    padded = batch * (x[-nsp - 1] if len(x) > nsp else 1) * math.prod(s + 2 * abs(p) for s, p in zip(spatial_in, pad_))
+    return batch, cin, cout, spatial_in, out_sp, pad_, w
+
+
+def convolution(b):
+    """conv / conv_transpose: the output and the padded input (CPU kernels pad or unfold it first)."""
+    found = conv_geometry(b)
+    if found is None:
+        return None
+    batch, cin, cout, spatial_in, out_sp, pad_, w = found
+    padded = batch * cin * math.prod(s + 2 * abs(p) for s, p in zip(spatial_in, pad_))
     # the unfolded input of a CPU convolution: one column per output position, Cin * kernel rows
-    unfolded = batch * (x[-nsp - 1] if len(x) > nsp else 1) * math.prod(w[2:]) * math.prod(out_sp)
+    unfolded = batch * cin * math.prod(w[2:]) * math.prod(out_sp)
     return max(batch * cout * math.prod(out_sp), padded, unfolded)
 
 

@@ -34,7 +34,9 @@ def _constant_ints(b: dict, names: tuple, n: int):
 
 
 def convolution_factor(b: dict, constants: set):
-    """``("input", elements per input element, 0)`` for a convolution by a weight of the file, else None."""
+    """``("input", elements per input element, multiply-adds per input element)`` for a convolution by a weight of
+    the file, else None: each input element meets each output channel of its group at most once per kernel
+    position (op_sizes_work.convolution_flops), padding's zeros spread like the elements."""
     if "weight" not in constants or "input" in constants or b.get("transposed"):
         return None
     w = _shape(b.get("weight"))
@@ -51,7 +53,7 @@ def convolution_factor(b: dict, constants: set):
     if found is None or cin < 1:
         return None
     spread = math.prod(2 * abs(p) + 2 for p in found[1])
-    return "input", max(w[0] / cin, 1, math.prod(w[2:])) * spread, 0
+    return "input", max(w[0] / cin, 1, math.prod(w[2:])) * spread, w[0] / groups * math.prod(w[2:]) * spread
 
 
 def pool_factor(b: dict, constants: set, dims: int):

@@ -67,6 +67,25 @@ def windowed(b) -> None:
             raise ValueError(f"{name} {v} must be {'positive' if low else 'non-negative'}")
 
 
+def col2im_blocks(b) -> None:
+    """col2im (fold): kernel, dilation and stride positive, padding non-negative (``windowed``); the input 2-D or
+    3-D, its dim -2 a multiple of the kernel's elements and its dim -1 the number of sliding blocks output_size
+    makes (round 26: a file's output_size loaded and the kernel refused it at the first call)."""
+    windowed(b)
+    x, out = _shape(b.get("self")), _ints(b.get("output_size"))
+    k, d, p, s = (_per_dim(b.get(n), 2) for n in ("kernel_size", "dilation", "padding", "stride"))
+    if x is None or out is None or None in (k, d, p, s):
+        return
+    if len(x) not in (2, 3):
+        raise ValueError(f"the input {list(x)} must have 2 or 3 dimensions")
+    if x[-2] % (k[0] * k[1]):
+        raise ValueError(f"the input's dim -2 ({x[-2]}) must be a multiple of the kernel's {k[0] * k[1]} elements")
+    blocks = [(out[i] + 2 * p[i] - (d[i] * (k[i] - 1) + 1)) // s[i] + 1 for i in range(2)]
+    if min(blocks) < 1 or blocks[0] * blocks[1] != x[-1]:
+        raise ValueError(f"output_size {out} (kernel {k}, dilation {d}, padding {p}, stride {s}) makes "
+                         f"{blocks[0]} x {blocks[1]} sliding blocks, but the input's last dimension holds {x[-1]}")
+
+
 def histogram_range(b) -> None:
     """histc: min at most max (both 0: the data's range)."""
     low, high = b.get("min", 0), b.get("max", 0)

@@ -12,6 +12,14 @@ element. Measured on a 3-element input with one thread, before these rules:
   and hidden state with every weight matrix: a file's zeros as weights (T = 16,000, hidden 2,048) ran a
   minute a call; its element rule counted only the output.
 
+``diff(x, n)`` (round 26): the kernel differences its input min(n, size along dim) times, each pass a new tensor
+one shorter: a [2**25] vector and n = 2**25 is 2**48 element steps (hours), from one legal node.
+
+Convolutions (round 26): each output position multiplies the weight's window with every input channel of its
+group, output elements x kernel x in_channels / groups multiply-adds (a transposed one: each input element times
+the weight's window and the output channels of its group), counted like a product's, in the per-op and per-call
+work budgets.
+
 Work is in multiply-adds (the unit of ``SizeRule.flops``), a scalar loop's step counted as ``SCALAR_STEP`` of
 them: a compare-and-branch step with two loads costs about as much as 30 to 50 multiply-adds of a blocked
 matrix product on one core (measured here: 1.3e9 steps/s against 4.9e10 multiply-adds/s, a 4096^3 product in
@@ -21,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-from .op_sizes import _ints, _shape
+from .op_sizes import _ints, _shape, conv_geometry
 
 SCALAR_STEP = 32   # multiply-adds one step of a kernel's scalar loop counts for
 
@@ -62,3 +70,37 @@ def rnn_flops(b):
         if len(s) == 2:
             weights += s[0] * s[1]
     return x[0] * x[1] * weights
+
+
+def convolution_flops(b):
+    """conv / conv_transpose (and convolution / _convolution): output elements x kernel x in_channels / groups
+    (the weight's ``[C_out, C_in / groups, *kernel]``); a transposed one's: input elements x kernel x its weight's
+    ``C_out / groups`` (``[C_in, C_out / groups, *kernel]``). The same count: one multiply-add per pair of an input
+    and an output element the weight's window joins, padding's zeros included."""
+    found = conv_geometry(b)
+    if found is None:
+        return None
+    batch, cin, cout, spatial_in, out_sp, _, w = found
+    window = math.prod(w[2:]) * w[1]
+    if b.get("transposed", False):
+        return batch * cin * math.prod(spatial_in) * window
+    return batch * cout * math.prod(out_sp) * window
+
+
+DISPATCH = 2 ** 16   # multiply-adds one op dispatch of a loop in Python-level ATen costs (about a microsecond)
+
+
+def diff_flops(b):
+    """diff(self, n, dim, prepend, append): min(n, the size along dim, prepend and append included) passes over
+    at most all the elements, each pass a kernel step per element and a dispatch."""
+    x, n, dim = _shape(b.get("self")), b.get("n", 1), b.get("dim", -1)
+    if x is None or _ints(n) is None or _ints(dim) is None:
+        return None
+    extra = [_shape(b.get(k)) for k in ("prepend", "append") if b.get(k) is not None]
+    if any(e is None for e in extra):
+        return None
+    total = math.prod(x) + sum(math.prod(e) for e in extra)
+    length = (x[dim] if x and -len(x) <= dim < len(x) else 1) + sum(e[dim] if e and -len(e) <= dim < len(e) else 1
+                                                                  for e in extra)
+    passes = min(max(n, 0), length)
+    return passes * (total * SCALAR_STEP + DISPATCH)

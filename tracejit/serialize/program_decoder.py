@@ -4,11 +4,9 @@ file -> (decode, upgrade old schemas, validate) -> Program -> runtime/assemble. 
 runtime object: the result is the same plain data a trace produces (module entries holding the file's
 tensors, each method's Graph, the specializations, the ledger), every graph validated (validate.py,
 schema_check.py), its weights checked against the types it was traced with, its submodule calls linked
-in its ``Graph.callees`` (a graph the file shares between modules whose callees differ is decoded once per
-set of callees), and what it may allocate per call planned (``Graph.call_budget``). Old schemas are
-upgraded here, not in codegen (``upgrade``): a schema-1 root method gets the training guard node a
-trace makes today.
-"""
+in its ``Graph.callees`` (a graph the file shares between modules whose callees differ is decoded once per set of
+callees), and what it may allocate per call planned (``Graph.call_budget``). Old schemas are upgraded here, not
+in codegen (``upgrade``): a schema-1 root method gets the training guard node a trace makes today."""
 from __future__ import annotations
 
 from torch import nn
@@ -43,7 +41,7 @@ def decode_function(program: dict, tensors: dict, budget: int, version: int, val
     name = program.get("name")
     if not isinstance(name, str):
         raise LoadError("malformed function name")
-    g.call_budget = BudgetPlan(budget)   # its code checks sizes that follow the inputs (support/call_budget.py)
+    BudgetPlan(budget).adopt(g)   # its code checks sizes that follow the inputs (support/call_budget.py)
     root = ModuleEntry("", name, False, methods=(("forward", g),))
     specs = _specializations(program, table, _Tree({"": root}), ("forward",), budget, function=True, validated=validated)
     return upgrade(Program("function", name, (root,), ("forward",), specs,
@@ -123,7 +121,7 @@ def decode_module(program: dict, tensors: dict, budget: int, version: int, valid
                     linked[key] = table.get(idx, where, callees)
                 else:
                     linked[key] = g
-                linked[key].call_budget = plan
+                plan.adopt(linked[key])
             graphs[path][name] = linked[key]
     entries = tuple(_with_methods(e, graphs[e.path]) for e in tree.ordered())
     entry_points = tuple(graphs[""])
@@ -257,7 +255,7 @@ def _specializations(program: dict, table: _GraphTable, tree: _Tree, methods: tu
     if visits > limits.MAX_NODE_VISITS:   # a big graph named by many entries: bound the checking work
         raise LoadError(f"the specializations add up to {visits} nodes to check (at most {limits.MAX_NODE_VISITS})")
     has_tensor = None if function else (lambda rel, kind: tree.tensor("", rel, kind) is not None)
-    out = []
+    out, named = [], {}   # named: graph index -> the entry that named it first
     for k, e in enumerate(entries):
         where = f"specialization {k}"
         if not isinstance(e, dict) or set(e) - {"method", "graph", "reason", "source"}:
@@ -269,6 +267,8 @@ def _specializations(program: dict, table: _GraphTable, tree: _Tree, methods: tu
         where = f"{where} of {method!r}"
         reason = limits.text(e.get("reason"), f"{where} reason")
         source = _source(e.get("source"), where)
+        if type(e.get("graph")) is int and named.setdefault(e["graph"], k) != k:   # a repeat: 14 s (round 26)
+            raise LoadError(f"{where}: names graph {e['graph']}, which specialization {named[e['graph']]} names too")
         g = table.get(e.get("graph"), where)
         if any(n.op == "tracejit::call_module" for n in g.nodes):
             raise LoadError(f"{where}: a specialization's graph must have its submodule calls inlined; it calls "
@@ -276,7 +276,7 @@ def _specializations(program: dict, table: _GraphTable, tree: _Tree, methods: tu
         if not validated:
             validate.check_graph(g, where, has_tensor, lambda rel: {}, budget)
             _check_weights(g, None if function else (lambda rel, kind: tree.tensor("", rel, kind)), where)
-        g.call_budget = BudgetPlan(budget)   # a file's program: call-time budget checks (support/call_budget.py)
+        BudgetPlan(budget).adopt(g)   # a file's program: call-time budget checks (support/call_budget.py)
         out.append(SpecializationEntry(method, g, reason, source))
     return tuple(out)
 

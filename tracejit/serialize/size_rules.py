@@ -22,6 +22,7 @@ from . import op_sizes_constants as constant_args
 from . import op_sizes_grouped as grouped
 from . import op_sizes_strided as strided
 from . import op_sizes_linalg as linalg
+from . import op_sizes_norms as norms
 from . import op_sizes_values as values
 from . import op_sizes_vision as vision
 from . import op_sizes_work as work
@@ -35,19 +36,23 @@ class SizeRule(FrozenRecord):
     those that are the file's own tensors) -> (the varying argument, elements and multiply-adds per element
     of it) when fixed at load, else None: the call then runs the full check only when that argument's
     numel() passes a constant; ``empty_only``: the argument whose emptiness alone can make the op outgrow it
-    (generated code checks ``if x.numel() == 0:``: a reshape of a non-empty tensor keeps its elements)."""
-    __slots__ = _fields = ("elements", "flops", "static_factor", "empty_only")
+    (generated code checks ``if x.numel() == 0:``: a reshape of a non-empty tensor keeps its elements);
+    ``call_test``: (bound arguments at load, the file's own tensors) -> (argument, a Python test of it written
+    with the bound arguments' names, ``{input}``) or None: the call runs the full check only when the test holds (op_sizes_norms.py: the input's
+    shape against the constants the kernel would refuse)."""
+    __slots__ = _fields = ("elements", "flops", "static_factor", "empty_only", "call_test")
 
     def __init__(self, elements: Callable, flops: Callable | None = None, static_factor: Callable | None = None,
-                 empty_only: str | None = None):
+                 empty_only: str | None = None, call_test: Callable | None = None):
         object.__setattr__(self, "elements", elements)
         object.__setattr__(self, "flops", flops)
         object.__setattr__(self, "static_factor", static_factor)
         object.__setattr__(self, "empty_only", empty_only)
+        object.__setattr__(self, "call_test", call_test)
 
 
-def _rules(names: str, elements, flops=None, static_factor=None, empty_only=None) -> dict:
-    return dict.fromkeys(names.split(), SizeRule(elements, flops, static_factor, empty_only))
+def _rules(names: str, elements, flops=None, static_factor=None, empty_only=None, call_test=None) -> dict:
+    return dict.fromkeys(names.split(), SizeRule(elements, flops, static_factor, empty_only, call_test))
 
 
 def _pool(op: str) -> SizeRule:
@@ -83,10 +88,10 @@ RULES: dict[str, SizeRule] = {
     **_rules("outer ger", size.outer),
     **_rules("kron", size.kron),
     **_rules("im2col", refusing(refused.windowed, size.im2col)),
-    **_rules("col2im", refusing(refused.windowed, size.col2im)),
+    **_rules("col2im", refusing(refused.col2im_blocks, size.col2im)),
     **_rules("block_diag", size.block_diag),
     **_rules("conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d convolution _convolution",
-             size.convolution, static_factor=gates.convolution_factor),
+             size.convolution, work.convolution_flops, gates.convolution_factor),   # work: round 26
     **_rules("upsample_nearest1d upsample_nearest2d upsample_nearest3d upsample_linear1d upsample_bilinear2d "
              "upsample_bicubic2d upsample_trilinear3d _upsample_nearest_exact1d _upsample_nearest_exact2d "
              "_upsample_nearest_exact3d", refusing(refused.upsampled, size.upsample)),
@@ -157,8 +162,11 @@ RULES: dict[str, SizeRule] = {
     **_rules("kthvalue", functools.partial(constant_args.top_k, low=1), static_factor=constant_args.same_size),
     **{op: SizeRule(values.counted_rule(op), static_factor=constant_args.same_size)
        for op in values.SPLITS},   # their counts checked (op_sizes_values.check_counts)
-    **_rules("diff", constant_args.differenced),
+    **_rules("diff", constant_args.differenced, work.diff_flops),   # work: n passes (op_sizes_work.py, round 26)
     **_rules("renorm", constant_args.renormed, static_factor=constant_args.same_size),
+    # normalizations: their constants against the input's shape (op_sizes_norms.py, round 26)
+    **_rules("layer_norm rms_norm", norms.layer_normed, call_test=norms.layer_norm_test),
+    **_rules("group_norm", norms.group_normed, call_test=norms.group_norm_test),
     # values the kernels trust (op_sizes_values.py): a ValueError is a LoadError / GuardError
     **_rules("mvlgamma special_multigammaln", values.mvlgamma),
     **_rules("matrix_power linalg_matrix_power", values.matrix_power, work.matrix_power_flops),

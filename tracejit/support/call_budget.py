@@ -14,6 +14,11 @@ the user's own code is trusted), the generated code
   times that. Ops of several tensors are checked too (their broadcast or sum can outgrow each).
   The multiply-adds of the checked ops of one call are summed too, and held to TOTAL_WORK_FACTOR times one op's
   (a 5 KB file chaining legal 4096^3 products ran 1.4 s a product, without end: round 25's ``work_chain``).
+  In a program whose ops could together pass that total (serialize/budget_plan.py: more than STATIC_STEPS
+  element steps in all, each op's ``ops.step_work`` times its largest tensor, which the budget bounds), every op
+  counts: ``work_count`` adds its step weight times the elements of its tensors before it runs, and each size
+  check adds its step weight times the elements it makes (round 26: 20 ``sin`` of a 2^25 tensor took 1.9 s, a
+  chain of them had no end).
   Every method of a program with such checks first records its inputs' elements (``enter_call``)
   when it is an entry point (called from outside the program's generated code; a submodule call
   inside a call keeps the outer budget); programs without checks pay nothing. ``over_budget`` also checks the traced sizes at load.
@@ -38,6 +43,9 @@ MAX_REPEATED_LIST = 65536
 CALL_FACTOR = 64     # elements an op may make per element of its largest tensor argument
 WORK_FACTOR = 4096   # multiply-adds an op may do per element it may make (a contraction of length 4096)
 TOTAL_WORK_FACTOR = 8   # the checked contractions of one call may do, together, this many times what one op may
+# the element steps (ops.step_work x elements) a program's ops may take in all, per element of the budget, before its
+# calls count them one by one: half the total, so those left uncounted leave room for the counted contractions
+STATIC_STEPS = TOTAL_WORK_FACTOR * WORK_FACTOR // 2
 
 
 def _bounded(v, what: str):
@@ -213,11 +221,13 @@ def _total_work(work: int, file_elements: int, call_elements: int) -> str | None
     if total <= limit:
         return None
     return (f"would bring this call's multiply-adds to {_count(total)}, more than the ops of one call of a program "
-            f"loaded from a file may compute together ({limit}: {TOTAL_WORK_FACTOR} x what one op may)")
+            f"loaded from a file may compute together ({limit}: {TOTAL_WORK_FACTOR} x what one op may; an op of "
+            f"elements counts each at its step weight, ops.step_work)")
 
 
-def size_check(op: str, rule, file_elements: int, where: str):
-    """The function generated code calls with an op's bound arguments before the op runs."""
+def size_check(op: str, rule, file_elements: int, where: str, step: int = 0):
+    """The function generated code calls with an op's bound arguments before the op runs. ``step``: in a program
+    whose calls count every op's work (``work_count``), the op's step weight per element it makes."""
 
     def check(args: dict) -> None:
         call_elements = getattr(_CALL, "elements", 0)
@@ -227,10 +237,56 @@ def size_check(op: str, rule, file_elements: int, where: str):
             raise GuardError(f"{op} at {where}: {e}; this program (loaded from a file) cannot run on these "
                              "inputs") from None
         why = _verdict(n, work, args, file_elements, call_elements)
-        if why is None and work:
-            why = _total_work(work, file_elements, call_elements)
+        amount = (work or 0) + (step * n if step and n else 0)
+        if why is None and amount:
+            why = _total_work(amount, file_elements, call_elements)
         if why is not None:
             raise BudgetError(f"{op} at {where} {why}")
 
-    check.made_of = (op, rule, where)   # what serialize/code_cache.py records to make it again
+    check.made_of = (op, rule, where, step)   # what serialize/code_cache.py records to make it again
     return check
+
+
+def _broadcast_bound(tensors: list) -> int:
+    """At least the elements of the broadcast of tensors of different shapes (each dim's largest size)."""
+    dims: list[int] = []
+    for t in tensors:
+        shape = t.shape
+        for i in range(1, len(shape) + 1):
+            if i > len(dims):
+                dims.append(shape[-i])
+            elif shape[-i] > dims[i - 1]:
+                dims[i - 1] = shape[-i]
+    return math.prod(dims)
+
+
+def tensor_elements(args: tuple) -> int:
+    """The elements an op of tensor arguments ``args`` works through: its largest tensor, a list argument's
+    tensors together (``cat``), the broadcast of tensors of different shapes (``[n, 1] + [1, m]``)."""
+    found = []
+    listed = 0
+    for a in args:
+        if isinstance(a, Tensor):
+            found.append(a)
+        elif isinstance(a, (list, tuple)):
+            listed = max(listed, sum(x.numel() for x in a if isinstance(x, Tensor)))
+    if not found:
+        return listed
+    first = found[0]
+    if len(found) == 1 or all(t.shape == first.shape for t in found):
+        return max(first.numel(), listed)
+    return max(_broadcast_bound(found), listed)
+
+
+def work_count(op: str, step: int, file_elements: int, where: str, fixed: int = 0):
+    """The function generated code calls, before an op of a program whose calls count every op's work, with the
+    op's tensor arguments: adds ``step`` times the elements they hold (``tensor_elements``), plus ``fixed`` (the
+    work of an op of constant arguments, sized at load), to the call's total (``_total_work``)."""
+
+    def count(*tensors) -> None:
+        why = _total_work(step * tensor_elements(tensors) + fixed, file_elements, getattr(_CALL, "elements", 0))
+        if why is not None:
+            raise BudgetError(f"{op} at {where} {why}")
+
+    count.made_of = ("work", op, step, where, fixed)   # what serialize/code_cache.py records to make it again
+    return count
