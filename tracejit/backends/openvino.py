@@ -61,6 +61,7 @@ class OpenVinoProgram(TracedCall):
         self._init_guard_outputs(self.proto)
         self._init_input_sums(self.proto)
         _refuse_double(graph, self.signature)
+        _refuse_sequences(self.proto, self.signature)
         self._ov_tensor = ov.Tensor
         self.core = ov.Core()
         if precision != "f32":
@@ -216,6 +217,33 @@ def _refuse_double(graph, signature: str) -> None:
             raise ValueError(f"optimize_for_inference(backend='openvino'): {signature} computes in float64{where}; "
                              "OpenVINO's CPU plugin computes float64 as float32, which would change the answers. "
                              "Use backend='onnxruntime' or the default torch backend for float64 programs")
+
+
+def _sequence_node(graph):
+    """The first node of ``graph`` (an ``onnx.GraphProto``) or of a subgraph of it (a ``Loop`` / ``If`` body)
+    that makes or reads an ONNX sequence, or None."""
+    for node in graph.node:
+        if "Sequence" in node.op_type:   # SequenceEmpty / Insert / At / Construct / ..., Split/ConcatFromSequence
+            return node
+        for attr in node.attribute:
+            for sub in [attr.g, *attr.graphs] if attr.HasField("g") else attr.graphs:
+                found = _sequence_node(sub)
+                if found is not None:
+                    return found
+    return None
+
+
+def _refuse_sequences(proto, signature: str) -> None:
+    """Refuse a model that uses ONNX sequences (default-deny: none was found to run right). OpenVINO's CPU plugin
+    ran the grouped product of a mixture of experts (export/grouped_mm.py: a ``Loop`` appending each expert's rows to a
+    sequence) with the wrong number of rows (24 for 16 tokens), and on Mixtral corrupted the heap (the process
+    aborted in ``infer``); it refuses ``SplitToSequence`` when reading the model."""
+    node = _sequence_node(proto.graph)
+    if node is not None:
+        raise ValueError(f"optimize_for_inference(backend='openvino'): {signature}'s ONNX model uses ONNX sequences "
+                         f"({node.op_type} node {node.name!r}), which OpenVINO's CPU plugin does not run right (a "
+                         "Loop building a sequence gave outputs of the wrong size, or corrupted memory). Use "
+                         "backend='onnxruntime' or the default torch backend for this program")
 
 
 def _require_native(core, precision: str) -> None:
