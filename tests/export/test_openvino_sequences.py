@@ -82,3 +82,28 @@ def test_small_mixtral_openvino_refused_auto_serves_a_new_length():
         assert program.backend != "openvino"
         for inputs in (ids(2, 16, 2), ids(2, 24, 3)):
             torch.testing.assert_close(program(inputs), model(inputs), rtol=1e-5, atol=1e-5)
+
+
+class Attention(nn.Module):
+    """timm's attention: ``qkv.unbind(0)`` (torch_lib's SplitToSequence, unpacked to a plain Split: export/sequences.py)."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, 2, c // 2).permute(2, 0, 3, 1, 4).unbind(0)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, c)
+
+
+def test_an_unread_split_to_sequence_does_not_refuse_openvino():
+    torch.manual_seed(0)
+    model = Attention().eval()
+    with torch.no_grad():
+        traced = tracejit.trace(model, torch.randn(1, 5, 16))
+        assert any(n.op_type == "SplitToSequence" for n in tracejit.export_onnx(traced).graph.node)
+        program = tracejit.optimize_for_inference(traced, backend="openvino")
+        for shape in ((1, 5, 16), (3, 9, 16)):
+            x = torch.randn(*shape)
+            torch.testing.assert_close(program(x), model(x), rtol=1e-4, atol=1e-5)

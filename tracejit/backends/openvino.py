@@ -219,17 +219,32 @@ def _refuse_double(graph, signature: str) -> None:
                              "Use backend='onnxruntime' or the default torch backend for float64 programs")
 
 
-def _sequence_node(graph):
-    """The first node of ``graph`` (an ``onnx.GraphProto``) or of a subgraph of it (a ``Loop`` / ``If`` body)
-    that makes or reads an ONNX sequence, or None."""
+def _used_names(graph) -> set:
+    """Every value name ``graph`` (an ``onnx.GraphProto``) or a subgraph of it reads, and its outputs."""
+    used = {o.name for o in graph.output}
     for node in graph.node:
-        if "Sequence" in node.op_type:   # SequenceEmpty / Insert / At / Construct / ..., Split/ConcatFromSequence
+        used.update(node.input)
+        for sub in _subgraphs(node):
+            used |= _used_names(sub)
+    return used
+
+
+def _subgraphs(node) -> list:
+    return [g for attr in node.attribute for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)]
+
+
+def _sequence_node(graph, used: set | None = None):
+    """The first live node of ``graph`` or of a subgraph of it (a ``Loop`` / ``If`` body) that makes or reads an
+    ONNX sequence, or None. A node none of whose outputs is read is left out: a ``SplitToSequence`` whose pieces
+    export/sequences.py took from a plain ``Split`` stays in the model, unread."""
+    used = _used_names(graph) if used is None else used
+    for node in graph.node:
+        if "Sequence" in node.op_type and any(o in used for o in node.output):   # SequenceEmpty / Insert / At ...
             return node
-        for attr in node.attribute:
-            for sub in [attr.g, *attr.graphs] if attr.HasField("g") else attr.graphs:
-                found = _sequence_node(sub)
-                if found is not None:
-                    return found
+        for sub in _subgraphs(node):
+            found = _sequence_node(sub, used)
+            if found is not None:
+                return found
     return None
 
 
