@@ -85,7 +85,8 @@ def test_small_mixtral_openvino_refused_auto_serves_a_new_length():
 
 
 class Attention(nn.Module):
-    """timm's attention: ``qkv.unbind(0)`` (torch_lib's SplitToSequence, unpacked to a plain Split: export/sequences.py)."""
+    """timm's attention: ``qkv.unbind(0)`` (torch_lib's SplitToSequence, unpacked to a plain Split:
+    export/sequences.py)."""
 
     def __init__(self):
         super().__init__()

@@ -233,26 +233,33 @@ def _subgraphs(node) -> list:
     return [g for attr in node.attribute for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)]
 
 
-def _sequence_node(graph, used: set | None = None):
+# The one sequence form OpenVINO was seen to run right: a split into a sequence read item by item, in the main graph
+# (export/sequences.py: GPT-2's ``qkv.split(n, dim=2)``; tests/export/test_openvino_backend.py's corpus).
+RUNS_RIGHT = frozenset({"SplitToSequence", "SequenceAt"})
+
+
+def _sequence_node(graph, used: set | None = None, top: bool = True):
     """The first live node of ``graph`` or of a subgraph of it (a ``Loop`` / ``If`` body) that makes or reads an
-    ONNX sequence, or None. A node none of whose outputs is read is left out: a ``SplitToSequence`` whose pieces
-    export/sequences.py took from a plain ``Split`` stays in the model, unread."""
+    ONNX sequence in a form OpenVINO was not seen to run right, or None. Default-deny: only a split read item by
+    item in the main graph (``RUNS_RIGHT``) passes. A node none of whose outputs is read is left out: a
+    ``SplitToSequence`` whose pieces export/sequences.py took from a plain ``Split`` stays in the model, unread."""
     used = _used_names(graph) if used is None else used
     for node in graph.node:
-        if "Sequence" in node.op_type and any(o in used for o in node.output):   # SequenceEmpty / Insert / At ...
+        live = any(o in used for o in node.output)
+        if "Sequence" in node.op_type and live and not (top and node.op_type in RUNS_RIGHT):
             return node
         for sub in _subgraphs(node):
-            found = _sequence_node(sub, used)
+            found = _sequence_node(sub, used, top=False)
             if found is not None:
                 return found
     return None
 
 
 def _refuse_sequences(proto, signature: str) -> None:
-    """Refuse a model that uses ONNX sequences (default-deny: none was found to run right). OpenVINO's CPU plugin
-    ran the grouped product of a mixture of experts (export/grouped_mm.py: a ``Loop`` appending each expert's rows to a
-    sequence) with the wrong number of rows (24 for 16 tokens), and on Mixtral corrupted the heap (the process
-    aborted in ``infer``); it refuses ``SplitToSequence`` when reading the model."""
+    """Refuse a model that uses ONNX sequences other than a split read item by item (``_sequence_node``).
+    OpenVINO's CPU plugin ran the grouped product of a mixture of experts (export/grouped_mm.py: a ``Loop``
+    appending each expert's rows to a sequence) with the wrong number of rows (24 for 16 tokens), and on Mixtral
+    corrupted the heap (the process aborted in ``infer``)."""
     node = _sequence_node(proto.graph)
     if node is not None:
         raise ValueError(f"optimize_for_inference(backend='openvino'): {signature}'s ONNX model uses ONNX sequences "
