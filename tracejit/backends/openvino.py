@@ -66,6 +66,7 @@ class OpenVinoProgram(TracedCall):
         self._init_guard_outputs(self.proto)
         self._init_input_sums(self.proto)
         _refuse_double(graph, self.signature)
+        _refuse_sequences(self.proto, self.signature)
         self._ov_tensor = ov.Tensor
         self.core = ov.Core()
         if precision != "f32":
@@ -252,6 +253,55 @@ def _refuse_double(graph, signature: str) -> None:
             raise ValueError(f"optimize_for_inference(backend='openvino'): {signature} computes in float64{where}; "
                              "OpenVINO's CPU plugin computes float64 as float32, which would change the answers. "
                              "Use backend='onnxruntime' or the default torch backend for float64 programs")
+
+
+def _used_names(graph) -> set:
+    """Every value name ``graph`` (an ``onnx.GraphProto``) or a subgraph of it reads, and its outputs."""
+    used = {o.name for o in graph.output}
+    for node in graph.node:
+        used.update(node.input)
+        for sub in _subgraphs(node):
+            used |= _used_names(sub)
+    return used
+
+
+def _subgraphs(node) -> list:
+    return [g for attr in node.attribute for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)]
+
+
+# The one sequence form OpenVINO was seen to run right: a split into a sequence read item by item, in the main graph
+# (export/sequences.py: GPT-2's ``qkv.split(n, dim=2)``; tests/export/test_openvino_backend.py's corpus).
+RUNS_RIGHT = frozenset({"SplitToSequence", "SequenceAt"})
+
+
+def _sequence_node(graph, used: set | None = None, top: bool = True):
+    """The first live node of ``graph`` or of a subgraph of it (a ``Loop`` / ``If`` body) that makes or reads an
+    ONNX sequence in a form OpenVINO was not seen to run right, or None. Default-deny: only a split read item by
+    item in the main graph (``RUNS_RIGHT``) passes. A node none of whose outputs is read is left out: a
+    ``SplitToSequence`` whose pieces export/sequences.py took from a plain ``Split`` stays in the model, unread."""
+    used = _used_names(graph) if used is None else used
+    for node in graph.node:
+        live = any(o in used for o in node.output)
+        if "Sequence" in node.op_type and live and not (top and node.op_type in RUNS_RIGHT):
+            return node
+        for sub in _subgraphs(node):
+            found = _sequence_node(sub, used, top=False)
+            if found is not None:
+                return found
+    return None
+
+
+def _refuse_sequences(proto, signature: str) -> None:
+    """Refuse a model that uses ONNX sequences other than a split read item by item (``_sequence_node``).
+    OpenVINO's CPU plugin ran the grouped product of a mixture of experts (export/grouped_mm.py: a ``Loop``
+    appending each expert's rows to a sequence) with the wrong number of rows (24 for 16 tokens), and on Mixtral
+    corrupted the heap (the process aborted in ``infer``)."""
+    node = _sequence_node(proto.graph)
+    if node is not None:
+        raise ValueError(f"optimize_for_inference(backend='openvino'): {signature}'s ONNX model uses ONNX sequences "
+                         f"({node.op_type} node {node.name!r}), which OpenVINO's CPU plugin does not run right (a "
+                         "Loop building a sequence gave outputs of the wrong size, or corrupted memory). Use "
+                         "backend='onnxruntime' or the default torch backend for this program")
 
 
 def _require_native(core, precision: str) -> None:
