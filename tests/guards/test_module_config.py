@@ -104,3 +104,31 @@ def test_a_setting_set_on_the_traced_copy_is_refused_not_ignored():
     assert traced.note.startswith("any") and traced.training is False
     traced.train()   # nn.Module's own flag is not a setting
     assert traced.training is True
+
+
+def test_only_the_settings_a_forward_reads_are_checked():
+    """nn.Linear's forward reads ``weight`` and ``bias`` only: its ``in_features`` is not checked on every call (the
+    check cost the bench's MLP 21% of a call); a setting read by a method forward calls (Conv2d's ``_conv_forward``)
+    is; where the source cannot tell (``self`` handed on), every setting is."""
+    from tracejit.trace.forward_reads import attributes_read
+    assert attributes_read(nn.Linear) == {"weight", "bias"}
+    assert {"stride", "padding", "dilation", "groups", "padding_mode"} <= attributes_read(nn.Conv2d)
+
+    class Aliased(nn.Module):   # a library-style module whose forward aliases self
+        def __init__(self):
+            super().__init__()
+            self.gain = 2.0
+
+        def forward(self, x):
+            me = self
+            return x * me.gain
+    Aliased.__module__ = "torch.nn.modules.fake"   # not the user's class: module_config's checks apply
+    assert attributes_read(Aliased) is None
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.Conv1d(1, 1, 3, padding=1), Aliased()).eval()
+    x = torch.randn(2, 1, 4)
+    traced = _quiet(tracejit.trace, model, (x,))
+    values = {attr for _, attr, _, _ in traced.forward.__func__.memory_checks.values}
+    assert "in_features" not in values and "padding" in values and "gain" in values
+    model[2].gain = 3.0   # read through the alias: followed
+    torch.testing.assert_close(_quiet(traced, x), model(x))

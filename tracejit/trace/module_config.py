@@ -6,7 +6,8 @@ dropout probability, an epsilon). Changing one after the trace (``model.drop.p =
 eager reads the new value, the program kept the old one, silently (torch.jit.trace too). The user's own module
 classes have their read attributes guarded in the graph (global_reads.py); these are not the user's code, so every
 public attribute holding a bool, int, float, str, None or a small tuple of those (``kernel_size``, ``stride``) is
-held with its value in the graph's ``memory_checks`` (support/global_guards.IdentityChecks: one C-level tuple
+held with its value in the graph's ``memory_checks`` (those its class's forward reads, where its source tells:
+forward_reads.py) (support/global_guards.IdentityChecks: one C-level tuple
 compare per call, outside the graph: a file keeps no check of Python state). A live or optimized program traces
 again when one changed; one whose original was dropped raises GuardError naming the attribute.
 Mutable containers (a library's warn-once dict) are left out; ``allow_frozen_python_state=True`` skips the checks.
@@ -17,6 +18,7 @@ from torch import nn
 
 from ..ir import GUARD, Node
 from ..support.global_guards import IdentityChecks, guardable
+from .forward_reads import attributes_read
 from .global_reads import KIND, _user_class_anywhere
 
 _SCALARS = (bool, int, float, str, type(None))
@@ -37,9 +39,12 @@ def add_checks(graph, module, allowed: bool) -> None:
         if _user_class_anywhere(type(m)) or type(m).__module__.startswith("tracejit."):
             continue   # the user's own classes: guarded in the graph where their code reads them
         space = vars(m)
+        read = None if "forward" in space else attributes_read(type(m))   # None: every attribute counts
         for attr, value in list(space.items()):
             if attr.startswith("_") or attr == "training" or not _scalar_config(value) or guardable(value) is None:
                 continue
+            if read is not None and attr not in read:
+                continue   # its forward never reads it (forward_reads.py: Linear's in_features)
             where = f"`{path}.{attr}`" if path else f"`{attr}`"
             node = Node(GUARD, "", (), attrs={
                 "kind": KIND, "test": KIND, "expected": value, "seen": value, "name": attr, "line": "",
