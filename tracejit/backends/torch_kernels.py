@@ -57,7 +57,7 @@ class FastTracedModule(TracedModule):
                 return hand_over(d.get("_live"), e, args, kwargs, self.training)
         try:
             checks = getattr(d["forward"], "memory_checks", None)   # held beside the graph (method_compiler.py)
-            checks is None or checks.check(self.original_name)
+            checks is None or not checks.changed() or checks.fail(self.original_name)   # (check(), one frame less)
             return d["forward"](*args, **kwargs)
         except GuardError as e:
             return _after_guard_failure(self, e, args, kwargs)
@@ -114,7 +114,7 @@ class FastTracedFunction(TracedFunction):
                 return hand_over(self.__dict__.get("_live"), e, args, kwargs)
         try:
             checks = getattr(fn, "memory_checks", None)   # held beside the graph (runtime/method_compiler.py)
-            checks is None or checks.check(self.__name__)
+            checks is None or not checks.changed() or checks.fail(self.__name__)
             return fn(self, *args, **kwargs)
         except GuardError as e:
             return _after_guard_failure(self, e, args, kwargs)

@@ -212,13 +212,15 @@ class IdentityChecks:
         return IdentityChecks(self.items + tuple(items), self.values + tuple(values))
 
     def changed(self) -> bool:
-        for mapping, name, obj, _ in self.items:
-            if mapping.get(name, _UNBOUND) is not obj:
-                return True
-        if not self._maps:
+        if self.items:
+            for mapping, name, obj, _ in self.items:
+                if mapping.get(name, _UNBOUND) is not obj:
+                    return True
+        maps = self._maps
+        if not maps:
             return False
         try:
-            return tuple(map(operator.call, self._getters, self._maps)) != self._expected
+            return tuple(map(operator.call, self._getters, maps)) != self._expected
         except KeyError:   # an attribute deleted since
             return True
 
