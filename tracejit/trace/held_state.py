@@ -102,12 +102,17 @@ def write_line(obj, key, patterns) -> SourceLoc | None:
     class, or where the source cannot be read."""
     if isinstance(obj, (nn.Module, type)):
         return None
+    return line_outside_init(type(obj), [re.compile(p) for p in patterns("self", key)])
+
+
+def line_outside_init(cls, compiled) -> SourceLoc | None:
+    """The first line of ``cls``'s source, outside ``__init__``, that one of the ``compiled`` regexes finds; None
+    where none does or the source cannot be read."""
     try:
-        lines, first = inspect.getsourcelines(type(obj))
-        filename = inspect.getsourcefile(type(obj))
+        lines, first = inspect.getsourcelines(cls)
+        filename = inspect.getsourcefile(cls)
     except (OSError, TypeError):
         return None
-    compiled = [re.compile(p) for p in patterns("self", key)]
     in_init = False
     for i, line in enumerate(lines):
         text = line.strip()

@@ -232,18 +232,9 @@ def _assignment_line(root: nn.Module | None, path: str, key):
         if cls is not None:   # type(self).n += 1, self.__class__.n = ..., Model.n += 1
             patterns = [re.compile(p) for t in ("type(self)", "self.__class__", cls.split(".")[-1])
                         for p in _write_patterns(t, key)]
-        try:
-            lines, first = inspect.getsourcelines(type(owner))
-            filename = inspect.getsourcefile(type(owner))
-        except (OSError, TypeError):
-            continue
-        in_init = False
-        for i, line in enumerate(lines):
-            text = line.strip()
-            if text.startswith("def "):
-                in_init = text.startswith("def __init__")
-            if not in_init and any(p.search(text) for p in patterns):
-                return SourceLoc(filename, first + i, "")
+        found = held_state.line_outside_init(type(owner), patterns)
+        if found is not None:
+            return found
     return None
 
 
