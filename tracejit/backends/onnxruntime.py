@@ -68,7 +68,7 @@ class OrtProgram(TracedCall):
         self.session = self._open(self.pinned_sizes, optimized_model_path, self._pinned_model(proto))
         self._shapes = [torch.Size(v.type.shape) for v in graph.inputs] if self.pinned_sizes else None
         # other shapes called again get a session of their own (backends/pinned_shapes.py)
-        self._dim_names = [[d.dim_param or None for d in i.type.tensor_type.shape.dim] for i in proto.graph.input]
+        self._dim_names = dim_names(proto)
         self.pins = PinnedShapes(self._open_pinned, len(self._model_bytes))
         self._dynamic_session, self._dynamic_lock = (None, threading.Lock()) if self.pinned_sizes else (self.session,
                                                                                                           None)
@@ -134,14 +134,9 @@ class OrtProgram(TracedCall):
         return run or _run_of(self.dynamic_session)
 
     def _open_pinned(self, shapes: tuple):
-        """The run function of a new session of the model pinned to these input shapes (on a pin thread)."""
-        sizes: dict = {}
-        for names, shape in zip(self._dim_names, shapes, strict=True):
-            if len(names) != len(shape):
-                raise ValueError(f"rank {len(shape)} where the model takes {len(names)}")
-            for name, size in zip(names, shape):
-                if name is not None and sizes.setdefault(name, size) != size:
-                    raise ValueError(f"axis {name} is {sizes[name]} and {size}")   # the dynamic run reports it
+        """The run function of a new session of the model pinned to these input shapes (on a pin thread); raises
+        ValueError where they do not fit the model's axes (the dynamic run reports it)."""
+        sizes = axis_sizes(self._dim_names, shapes)
         model = None if self.quantize else self._pinned_model(require("onnx").load_from_string(self._model_bytes),
                                                              sizes)
         return _run_of(self._open(sizes, None, model))
@@ -231,13 +226,27 @@ class OrtProgram(TracedCall):
 def traced_sizes(proto, graph) -> dict[str, int]:
     """Each dynamic axis of the model's inputs (``<input>_dim<i>``) -> its size in the trace (the graph's input
     types); {} when an input's traced shape is unknown."""
-    sizes = {}
-    for onnx_input, value in zip(proto.graph.input, graph.inputs):
-        shape = getattr(value.type, "shape", None)
-        dims = onnx_input.type.tensor_type.shape.dim
-        if shape is None or len(shape) != len(dims) or not all(isinstance(s, int) for s in shape):
-            return {}
-        sizes.update((d.dim_param, size) for d, size in zip(dims, shape) if d.dim_param)
+    try:
+        return axis_sizes(dim_names(proto), [getattr(v.type, "shape", None) for v in graph.inputs])
+    except ValueError:
+        return {}
+
+
+def dim_names(proto) -> list:
+    """Per input of the model, the name of each of its axes (``<input>_dim<i>``), None for a fixed one."""
+    return [[d.dim_param or None for d in i.type.tensor_type.shape.dim] for i in proto.graph.input]
+
+
+def axis_sizes(names: list, shapes) -> dict[str, int]:
+    """Each named axis (``dim_names``) -> its size in ``shapes`` (one per input); ValueError where a shape is
+    unknown, has another rank, or gives one axis two sizes."""
+    sizes: dict = {}
+    for axis_names, shape in zip(names, shapes):
+        if shape is None or len(shape) != len(axis_names) or not all(isinstance(d, int) for d in shape):
+            raise ValueError(f"shape {shape} where the model's axes are {axis_names}")
+        for name, size in zip(axis_names, shape):
+            if name is not None and sizes.setdefault(name, size) != size:
+                raise ValueError(f"axis {name} is {sizes[name]} and {size}")
     return sizes
 
 

@@ -8,8 +8,8 @@ fixed. The backend's ``session`` is pinned to the traced shapes; other shapes ru
 
 ``PinnedShapes`` gives a set of input shapes its own pinned session once it has been called ``PIN_AFTER``
 times: the session opens on a background thread (the call that asks for it, and those after it until it is
-ready, run the dynamic model, so no call waits for a build; the interpreter's exit waits for one under way), at most ``MAX_SHAPES`` of them and at most
-``MAX_BYTES`` of model in all (each session holds its own copy of the weights). A shape whose session fails to
+ready, run the dynamic model, so no call waits for a build; the interpreter's exit waits for one under way), at
+most ``MAX_SHAPES`` of them and at most ``MAX_BYTES`` of model in all (each session holds its own copy of the weights). A shape whose session fails to
 open stays on the dynamic model. The counts are forgotten after ``MAX_COUNTED`` distinct shapes, so a server
 that never repeats a shape keeps no growing table.
 
