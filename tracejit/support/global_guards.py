@@ -24,7 +24,6 @@ False
 from __future__ import annotations
 
 import enum
-import operator
 import sys
 from collections.abc import Mapping
 
@@ -193,36 +192,16 @@ class IdentityChecks:
     >>> checks.changed(), cfg.update(p=0.0), checks.changed(), cfg.update(p=0.5), g.update(MEAN=1), checks.changed()
     (False, None, True, None, None, True)
     """
-    __slots__ = ("items", "values", "_maps", "_getters", "_expected")
+    __slots__ = ("items", "values", "changed")
 
     def __init__(self, items, values=()):
         self.items = tuple(items)
         self.values = tuple(values)
-        groups: dict = {}   # id(mapping) -> (mapping, [names], [values]): one C-level itemgetter per object
-        for mapping, name, value, _ in self.values:
-            group = groups.setdefault(id(mapping), (mapping, [], []))
-            group[1].append(name)
-            group[2].append(value)
-        self._maps = tuple(g[0] for g in groups.values())
-        self._getters = tuple(operator.itemgetter(*(g[1] * (2 if len(g[1]) == 1 else 1))) for g in groups.values())
-        self._expected = tuple(tuple(g[2] * (2 if len(g[2]) == 1 else 1)) for g in groups.values())
+        self.changed = _changed_function(self.items, self.values)   # () -> bool: does a check fail now?
 
     def joined(self, items=(), values=()) -> "IdentityChecks":
         """These checks and ``items`` / ``values`` more."""
         return IdentityChecks(self.items + tuple(items), self.values + tuple(values))
-
-    def changed(self) -> bool:
-        if self.items:
-            for mapping, name, obj, _ in self.items:
-                if mapping.get(name, _UNBOUND) is not obj:
-                    return True
-        maps = self._maps
-        if not maps:
-            return False
-        try:
-            return tuple(map(operator.call, self._getters, maps)) != self._expected
-        except KeyError:   # an attribute deleted since
-            return True
 
     def _failing(self):
         """``(node, now)`` of the first check that fails now, or None."""
@@ -252,6 +231,43 @@ class IdentityChecks:
         """The first changed check, in words (for save's refusal), or ``""``."""
         hit = self._failing()
         return f"{hit[0].attrs['what']} ({hit[0].source}), now {hit[1]!r}" if hit is not None else ""
+
+
+def _changed_function(items, values):
+    """The generated ``changed()`` of ``IdentityChecks``: one expression, every check a dict lookup and a compare.
+
+    Called before every call of a program that holds checks, so it is code, not a loop: for a 3-layer MLP's two
+    ``ReLU.inplace`` settings 0.04 us against 0.25 for a loop of tuple compares. ``True`` / ``False`` / ``None``
+    compare by identity (``1`` is not ``True``: ``_failing`` tells them apart too); other values as a tuple
+    compares its items (identity first, so a NaN setting equals itself), through a one-item ``in``.
+
+    >>> ns = {"p": 0.5, "inplace": False}
+    >>> changed = _changed_function((), [(ns, "p", 0.5, None), (ns, "inplace", False, None)])
+    >>> changed(), ns.update(inplace=0), changed(), ns.update(inplace=False, p=float("nan")), changed()
+    (False, None, True, None, True)
+    """
+    terms, env = [], {"_U": _UNBOUND}
+    for i, (mapping, name, obj, _) in enumerate(items):
+        env[f"m{i}"], env[f"o{i}"] = mapping, obj
+        terms.append(f"m{i}.get({name!r}, _U) is not o{i}")
+    for j, (mapping, name, value, _) in enumerate(values):
+        env[f"v{j}"] = mapping
+        if value is None or value is True or value is False:
+            terms.append(f"v{j}[{name!r}] is not {value!r}")
+        else:
+            env[f"t{j}"] = (value,)
+            terms.append(f"v{j}[{name!r}] not in t{j}")
+    names = ", ".join(env)
+    source = (f"def make({names}):\n"
+              f"    def changed():\n"
+              f"        try:\n"
+              f"            return {' or '.join(terms) or 'False'}\n"
+              f"        except KeyError:   # an attribute deleted since\n"
+              f"            return True\n"
+              f"    return changed\n")
+    scope: dict = {}
+    exec(compile(source, "<tracejit memory checks>", "exec"), scope)
+    return scope["make"](**env)
 
 
 def _describe(value) -> str:
