@@ -56,8 +56,8 @@ class FastTracedModule(TracedModule):
             except GuardError as e:   # no specialization fits: the live object it was made from answers
                 return hand_over(d.get("_live"), e, args, kwargs, self.training)
         try:
-            checks = getattr(d["forward"], "memory_checks", None)   # held beside the graph (method_compiler.py)
-            checks is None or not checks.changed() or checks.fail(self.original_name)   # (check(), one frame less)
+            changed = d["_memory_changed"]   # the forward's memory checks (_install), or None
+            changed is None or not changed() or d["forward"].memory_checks.fail(self.original_name)
             return d["forward"](*args, **kwargs)
         except GuardError as e:
             return _after_guard_failure(self, e, args, kwargs)
@@ -81,6 +81,8 @@ class FastTracedModule(TracedModule):
         super()._install(name, fn)
         if name == "forward":
             self.__dict__["_slow_call"] = _slow(fn, self.__dict__.get("_captured"))
+            checks = getattr(fn, "memory_checks", None)   # held beside the graph (runtime/method_compiler.py)
+            self.__dict__["_memory_changed"] = None if checks is None else checks.changed
 
 
 class FastTracedFunction(TracedFunction):
