@@ -71,3 +71,24 @@ def test_a_migrated_program_saved_and_loaded_keeps_the_budget(tmp_path):
     loaded = tracejit.load(path)
     with pytest.raises(tracejit.BudgetError, match="aten::matmul"):
         loaded(torch.randn(8))
+
+
+def _chain(x):   # 80 elementwise ops: their step weights pass what a program may run without counting
+    for _ in range(40):
+        x = torch.sin(x) * 1.5
+    return x
+
+
+def _small(x):
+    return torch.relu(x * 2 + 1)
+
+
+@pytest.mark.parametrize("fn, counts", [(_small, False), (_chain, True)])
+def test_a_migrated_program_counts_every_op_only_when_its_ops_could_pass_the_call_total(fn, counts):
+    """As a loaded file's program (serialize/budget_plan.py): a small archive skips the per-op count, a long
+    chain keeps it; both give eager's answer on another length."""
+    _, buf = _archive(fn, torch.randn(5))
+    migrated = tracejit.migrate(buf, torch.randn(5))
+    assert migrated.forward.graph.call_budget.counting() is counts
+    x = torch.randn(9)
+    torch.testing.assert_close(migrated(x), fn(x))

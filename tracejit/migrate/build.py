@@ -36,7 +36,7 @@ def script_program(script_root, graphs: dict, ledger, budget_elements: int) -> P
             params.append((n, shared[id(p)]))
         methods = graphs.get(id(sm), {})
         for g in methods.values():
-            g.call_budget = plan
+            plan.adopt(g)   # its element steps decide whether calls count every op (serialize/budget_plan.py)
         entries.append(ModuleEntry(
             path, getattr(sm, "original_name", type(sm).__name__), bool(sm.training), tuple(params),
             tuple((n, b.detach()) for n, b in sm.named_buffers(recurse=False)), frozenset(),
