@@ -67,8 +67,8 @@ class _TracedProgram:
         input chooses another specialization (runtime/specialize.py)."""
         try:
             checks = getattr(fn, "memory_checks", None)   # Python state held beside the graph (method_compiler.py)
-            if checks is not None:
-                checks.check(self._label())
+            if checks is not None and checks.changed():   # (the label only for the error)
+                checks.fail(self._label())
             if getattr(fn, "undo", None) is None:   # the common case: nothing to put back if a guard fails
                 return call_checked(bound, fn.signature, args, kwargs, fn.graph)
             return undoable_call(fn, self, args, kwargs)
