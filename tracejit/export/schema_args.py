@@ -49,7 +49,7 @@ def bind(op: str, args: tuple, kwargs: dict) -> tuple[list, dict]:
                 and not _is_tensor_value(value):
             # x.view(-1), x.sum(1): one size for an int[] parameter; int[2] repeats it (kernel_size=3)
             value = [value] * (arg.N or 1) if isinstance(arg.N, int) else [value]
-        out_args.append(value)
+        out_args.append(_floats(arg, value))
     for arg in schema.arguments:
         if arg.kwarg_only and arg.name in kwargs:
             out_kwargs[arg.name] = kwargs[arg.name]
@@ -69,6 +69,16 @@ def node_args(node, op: str | None = None) -> tuple[list, dict]:
         if 0 < at < len(args):
             args = (*args[1:at + 1], args[0], *args[at + 1:])
     return bind(op, args, node.kwargs)
+
+
+def _floats(arg, value):
+    """A ``float[]`` parameter given Python ints (``interpolate(x, scale_factor=2)`` records ``scale_factors=[2, 2]``)
+    as floats: torch_lib writes it as a float-list attribute, and a list of ints failed ("Unsupported attribute type:
+    list", transformers' DPT / Depth Anything)."""
+    if "List[float]" in str(arg.type) and isinstance(value, (list, tuple)) and value and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return [float(v) for v in value]
+    return value
 
 
 def _is_int_list(arg) -> bool:
