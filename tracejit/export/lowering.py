@@ -25,7 +25,7 @@ from .recorder import inline, split_inputs_attributes
 from .schema_args import bind, node_args
 from .special_ops import HANDLERS
 from .torch_lib_lookup import lookup
-from . import attention, edge_values, grouped_mm, recurrent, strided, sym_lowering, torch_lib_fixes, unlisted_ops, vision_ops  # noqa: E402,F401  (register their handlers)
+from . import attention, edge_values, fft, grouped_mm, recurrent, strided, sym_lowering, torch_lib_fixes, unlisted_ops, vision_ops  # noqa: E402,F401  (register their handlers)
 from . import convolution, fusable_forms, guard_checks, guard_outputs, sequences, view_writes  # noqa: E402,F401  (handlers register)
 from . import index_checks  # noqa: E402,F401  (registers the gathers' handlers)
 
@@ -58,6 +58,8 @@ class Lowering:
         self.index_checks = None   # None, "raise" or "report": gathered indices' range (index_checks.py)
         self.index_flags: list = []   # "report": one boolean per checked index tensor
         self.loop_free = False   # no Loop building a sequence where another form exists (grouped_mm.py)
+        self.nodes = graph.nodes   # the graph's nodes (fft.py reads who reads a complex result)
+        self.pairs: set = set()   # id(Value) of complex results held as (real, imaginary) pairs (fft.py)
 
     # ------------------------------------------------------------------ args
     def arg(self, a):
@@ -251,7 +253,7 @@ class Lowering:
 
     def _typed(self, value, v: Value):
         """Make the ONNX value carry the traced dtype (a Cast where torch_lib chose another) and rank."""
-        if not isinstance(value, ir.Value):
+        if not isinstance(value, ir.Value) or id(v) in self.pairs:   # complex as (real, imaginary) pairs: fft.py
             return value
         t = v.type
         want = onnx_dtype(t.dtype) if isinstance(t, TensorType) else SCALAR_TO_ONNX.get(getattr(t, "kind", ""))
