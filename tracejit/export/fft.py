@@ -16,12 +16,10 @@ import numpy as np
 
 from ._deps import require
 from .special_ops import HANDLERS
+from .torch_lib_lookup import lookup
 
 ir = require("onnx_ir")
 from onnxscript.onnx_opset import opset18 as op  # noqa: E402
-
-PAIR_READERS = ("aten::real.default", "aten::imag.default")
-
 
 def fft_fftn(cx, node, args, kwargs):
     """``fftn(x, s=None, dim, norm)`` of a real ``x``: (real, imaginary) pairs on a new last axis."""
@@ -34,9 +32,9 @@ def fft_fftn(cx, node, args, kwargs):
         raise NotImplementedError("fftn with s or a norm other than 'backward'")
     out = node.outputs[0]
     readers = [n for n in cx.nodes if any(v is out for v in n.input_values())]
-    if not readers or any(n.op not in PAIR_READERS for n in readers):
-        raise NotImplementedError("fftn whose complex result is read other than by .real / .imag: "
-                                  f"{sorted({n.op for n in readers if n.op not in PAIR_READERS})}")
+    others = sorted({n.op for n in readers if HANDLERS.get(n.op) is not pair_part})
+    if not readers or others:
+        raise NotImplementedError(f"fftn whose complex result is read other than by .real / .imag: {others}")
     rank = len(x.type.shape)
     dims = range(rank) if dim is None else [int(d) % rank for d in (dim if isinstance(dim, (list, tuple)) else [dim])]
     value = op.Unsqueeze(op.Cast(args[0], to=ir.DataType.DOUBLE), op.Constant(value_ints=[-1]))
@@ -47,13 +45,17 @@ def fft_fftn(cx, node, args, kwargs):
 
 
 def pair_part(cx, node, args, kwargs):
-    """``.real`` / ``.imag`` of an fftn result (pairs: ``fft_fftn``)."""
+    """``.real`` / ``.imag`` of an fftn result (pairs: ``fft_fftn``); of anything else, torch_lib's conversion."""
     if id(node.args[0]) not in cx.pairs:
-        raise NotImplementedError(f"{node.op} of a tensor that is not an fftn result")
+        if node.op == "aten::real.default" and not node.args[0].type.dtype.is_complex:
+            return [args[0]]   # torch.real of a real tensor is the tensor
+        if lookup(node.op) is None:
+            raise NotImplementedError(f"{node.op} of a tensor that is not an fftn result")
+        return cx.call_aten(node.op, args, kwargs)
     index = 0 if node.op == "aten::real.default" else 1
     return [op.Gather(args[0], op.Constant(value=ir.tensor(np.array(index, dtype=np.int64))), axis=-1)]
 
 
 HANDLERS["aten::fft_fftn.default"] = fft_fftn
-for _name in PAIR_READERS:
-    HANDLERS[_name] = pair_part
+HANDLERS["aten::real.default"] = pair_part   # the readers of the pairs (fft_fftn checks them by this handler)
+HANDLERS["aten::imag.default"] = pair_part
