@@ -2,7 +2,11 @@
 exports as a ``Loop`` appending each expert's rows to a sequence (export/grouped_mm.py). OpenVINO's CPU plugin ran
 it with the wrong number of rows (24 for 16 tokens, no error), and on a small Mixtral ``backend="auto"`` aborted
 the process (heap corruption inside OpenVINO's ``infer``). The OpenVINO backend now refuses such a model with a
-clear error, and ``auto`` leaves the OpenVINO candidate out: eager's answers on new numbers of tokens."""
+clear error, and ``auto`` leaves the OpenVINO candidate out: eager's answers on new numbers of tokens.
+
+breadth27: the OpenVINO backend exports ``loop_free`` (export/grouped_mm.py: every group's product, each row's own
+picked with GatherElements, no Loop and no sequence), so a mixture of experts now runs on OpenVINO with eager's
+answers on new token counts / lengths; the refusal stays for any other live sequence.)"""
 from __future__ import annotations
 
 import importlib.util
@@ -15,7 +19,7 @@ from torch import nn
 import tracejit
 
 pytest.importorskip("openvino")
-pytest.importorskip("onnxruntime")
+ort = pytest.importorskip("onnxruntime")
 
 pytestmark = pytest.mark.filterwarnings("ignore::tracejit.TracerWarning")
 
@@ -43,27 +47,46 @@ def _experts():
     return Experts().eval()
 
 
-def test_openvino_refuses_a_model_with_sequences_and_says_why():
+def _no_loops(proto):
+    return not any(n.op_type == "Loop" or "Sequence" in n.op_type for n in proto.graph.node)
+
+
+def test_openvino_runs_the_grouped_product_loop_free_with_eagers_answers():
     model = _experts()
     with torch.no_grad():
         traced = tracejit.trace(model, torch.randn(16, 8))
-    with pytest.raises(ValueError, match=r"backend='openvino'.*ONNX sequences \(SequenceEmpty.*backend='onnxruntime'"):
-        tracejit.optimize_for_inference(traced, backend="openvino")
+        program = tracejit.optimize_for_inference(traced, backend="openvino")   # before: refused (sequences)
+        assert _no_loops(program.proto), [n.op_type for n in program.proto.graph.node]
+        for n in (16, 5, 33, 1):
+            x = torch.randn(n, 8, generator=torch.Generator().manual_seed(n))
+            torch.testing.assert_close(program(x), model(x), rtol=1e-5, atol=1e-5)
+        assert program.handed_over == 0   # OpenVINO's answers
 
 
-def test_auto_leaves_openvino_out_and_gives_eagers_answers_on_new_token_counts():
+def test_loop_free_export_equals_eager_in_onnxruntime():
+    model = _experts()
+    with torch.no_grad():
+        proto = tracejit.export_onnx(tracejit.trace(model, torch.randn(16, 8)), loop_free=True)
+        assert _no_loops(proto)
+        session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+        for n in (16, 7, 40):
+            x = torch.randn(n, 8, generator=torch.Generator().manual_seed(n + 1))
+            got = torch.from_numpy(session.run(None, {session.get_inputs()[0].name: x.numpy()})[0])
+            torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_auto_gives_eagers_answers_on_new_token_counts():
     model = _experts()
     with torch.no_grad():
         traced = tracejit.trace(model, torch.randn(16, 8))
         program = tracejit.optimize_for_inference(traced, backend="auto", budget_s=0.2)
-        assert program.backend != "openvino"
         for n in (16, 5, 33):
             x = torch.randn(n, 8, generator=torch.Generator().manual_seed(n))
             torch.testing.assert_close(program(x), model(x), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="needs transformers")
-def test_small_mixtral_openvino_refused_auto_serves_a_new_length():
+def test_small_mixtral_runs_on_openvino_and_auto_serves_a_new_length():
     import transformers
     transformers.logging.set_verbosity_error()
     torch.manual_seed(0)
@@ -76,12 +99,12 @@ def test_small_mixtral_openvino_refused_auto_serves_a_new_length():
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         traced = tracejit.trace(model, ids(2, 16, 1))
-        with pytest.raises(ValueError, match="ONNX sequences"):
-            tracejit.optimize_for_inference(traced, backend="openvino")
+        on_openvino = tracejit.optimize_for_inference(traced, backend="openvino")   # before: refused
         program = tracejit.optimize_for_inference(traced, backend="auto", budget_s=0.2)
-        assert program.backend != "openvino"
         for inputs in (ids(2, 16, 2), ids(2, 24, 3)):
             torch.testing.assert_close(program(inputs), model(inputs), rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(on_openvino(inputs), model(inputs), rtol=1e-5, atol=1e-5)
+        assert on_openvino.handed_over == 0
 
 
 class Attention(nn.Module):

@@ -156,7 +156,7 @@ def test_detection_exports_with_guard_outputs(kind):
         traced = tracejit.trace(model, (example,), check_trace=False)
         traced.drop_original()   # as a loaded program: where a guard fails, the GuardError, no new trace
         if kind == "maskrcnn":
-            with pytest.raises(ExportError, match=r"tensor values \(int\(tensor\)\).*guard_outputs=True"
+            with pytest.raises(ExportError, match=r"tensor values \(int\(tensor\) in `.*guard_outputs=True"
                                                   r".*roi_heads\.py:\d+"):
                 tracejit.export_onnx(traced)
         proto = tracejit.export_onnx(traced, guard_outputs=True)

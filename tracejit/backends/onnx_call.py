@@ -52,21 +52,22 @@ def prepare(traced, backend: str):
     extra = spec_set.extra() if spec_set is not None else []
     first = traced_graph(prepared)
     if not extra:
-        return prepared, [(first, _export(prepared, first, first, checks))]
+        return prepared, [(first, _export(prepared, first, first, checks, backend))]
     with warnings.catch_warnings():   # the per-call choice checks every guard: none is left unchecked
         warnings.filterwarnings("ignore", "export_onnx: .* cannot be checked by the ONNX model", TracerWarning)
-        models = [(first, _export(prepared, first, first, checks))]
+        models = [(first, _export(prepared, first, first, checks, backend))]
         for spec in extra:
             graph = inline_calls(spec.graph)
-            models.append((graph, _export(prepared, spec.graph, graph, checks)))
+            models.append((graph, _export(prepared, spec.graph, graph, checks, backend)))
     return prepared, models
 
 
-def _export(prepared, graph, inlined, index_checks: str):
+def _export(prepared, graph, inlined, index_checks: str, backend: str):
     """The ONNX model of one specialization: its data-dependent guards as outputs (checked after each run), the
-    other size guards left to the check before each run (``with_size_guards``), not checked in the graph too."""
+    other size guards left to the check before each run (``with_size_guards``), not checked in the graph too.
+    OpenVINO's is loop-free where a form exists (its CPU plugin mis-ran a Loop building a sequence)."""
     return export_onnx(prepared, graph=graph, guard_outputs=bool(after_run_guards(inlined)), check_guards=False,
-                       index_checks=index_checks)
+                       index_checks=index_checks, loop_free=backend == "openvino")
 
 
 # how each backend's model keeps eager's range check on gathered indices (export/index_checks.py): onnxruntime's

@@ -41,6 +41,7 @@ from .fallback import autocast_on as _autocast_on, refuse_autocast
 from .onnx_call import TracedCall, prepare, with_fallbacks, with_size_guards
 from .pinned_shapes import PinnedShapes
 from .specializations import choose_per_call
+from . import static_check
 
 NAME = "openvino"
 
@@ -83,6 +84,9 @@ class OpenVinoProgram(TracedCall):
         self._static: dict = {}         # input shapes -> (request, lock) of a model compiled for them, or None
         self._static_all = static_shapes
         self._static_lock = threading.Lock()
+        self.reference = self._safe   # the traced program a fixed-shape model's first answer is checked against
+        self.static_checked: set = set()   # shapes whose fixed-shape model's first answer agreed (static_check.py)
+        self.static_off: set = set()       # shapes whose fixed-shape model disagreed: the dynamic model serves them
         traced_shapes = tuple(tuple(v.type.shape) for v in graph.inputs if hasattr(v.type, "shape"))
         if len(traced_shapes) == len(graph.inputs) and all(isinstance(d, int) for s in traced_shapes for d in s):
             try:   # the traced shapes run a model compiled for their sizes
@@ -119,7 +123,7 @@ class OpenVinoProgram(TracedCall):
             reshaped = None if shapes in self._shapes_ok else self._check_shapes(tensors, shapes)
         except RuntimeError:   # shapes the model refuses (raised by _check_shapes): the traced program's call
             return self._after_failure(args, kwargs)
-        hit = self._static.get(shapes, False)
+        hit = self._static.get(shapes, False) if shapes not in self.static_off else None
         if hit is False:
             hit = self._static_request(shapes, reshaped) if self._static_all else self.pins.run_for(shapes)
         request, lock = hit or (self.request, self._lock)
@@ -150,8 +154,20 @@ class OpenVinoProgram(TracedCall):
         if not self._answers(results):
             return self._hand_over(*args, **kwargs)
         if self._single:
-            return torch.from_numpy(results[0])
-        return self._outputs([torch.from_numpy(r) for r in results], self._plain_out)
+            answer = torch.from_numpy(results[0])
+        else:
+            answer = self._outputs([torch.from_numpy(r) for r in results], self._plain_out)
+        if hit and shapes not in self.static_checked:   # a fixed-shape model's first answer (static_check.py)
+            return static_check.first_answer(self, shapes, answer, args, kwargs)
+        return answer
+
+    def drop_static(self, shapes: tuple) -> None:
+        """Never run a model compiled for ``shapes`` again: the dynamic model serves them (static_check.py)."""
+        self.static_off.add(shapes)
+        with self._static_lock:
+            if shapes in self._static:
+                self._static[shapes] = None
+        self.pins.forget(shapes)
 
     def _renew(self, failed, shapes: tuple) -> None:
         """Replace the compiled model whose request ``failed`` to run. OpenVINO's CPU plugin keeps the shapes it

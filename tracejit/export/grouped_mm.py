@@ -10,6 +10,12 @@ matrix, ``[G, S, N]``, then each row's own picked: G times the work and memory.)
 the kernel leaves unwritten (a loaded program refuses such offsets before the kernel,
 serialize/op_sizes_grouped.py), are multiplied by the last group's matrix so the output keeps its S rows. The
 3-d x 3-d form (no offsets) is a batched ``MatMul``. The other forms are refused by name.
+
+With ``export_onnx(..., loop_free=True)`` (the OpenVINO backend: its CPU plugin ran the Loop's sequence with the
+wrong number of rows, or corrupted memory, breadth26) the product has no Loop: every row times every group's
+matrix (``[S, G, N]``, G times the work) and each row's own group picked with ``GatherElements`` (the group of row
+r: how many offsets are <= r, the rows past ``offs[-1]`` the last group's, as above): each row's own product,
+nothing summed.
 """
 from __future__ import annotations
 
@@ -36,6 +42,8 @@ def grouped_mm(cx, node, args, kwargs):
         return [op.MatMul(a, b)]
     if ranks != (2, 3) or offs is None:
         raise NotImplementedError(f"_grouped_mm of ranks {ranks} (only [S, K] x [G, K, N] with offsets, and 3-d x 3-d)")
+    if getattr(cx, "loop_free", False):
+        return [_every_group_picked(a, b, offs)]
     zero = op.Constant(value_ints=[0])
     bounds = op.Concat(zero, op.Cast(offs, to=INT64), axis=0)                          # [G + 1]: 0, offs...
     groups = op.Squeeze(op.Shape(b, start=0, end=1), zero)                             # G, 0-d
@@ -44,6 +52,31 @@ def grouped_mm(cx, node, args, kwargs):
     tail = op.MatMul(op.Slice(a, op.Unsqueeze(last, zero), op.Shape(a, start=0, end=1), zero),
                      op.Gather(b, op.Sub(groups, op.Constant(value_int=1)), axis=0))   # rows past offs[-1]
     return [op.Concat(op.ConcatFromSequence(pieces, axis=0), tail, axis=0)]
+
+
+def _every_group_picked(a, b, offs):
+    """``[S, N]``: row r of ``a`` times the matrix of its group (how many offsets are <= r, at most G - 1). One 2-d
+    ``MatMul`` by the groups' matrices side by side (``[K, G * N]``: OpenVINO's CPU plugin refused the broadcast
+    ``[1, S, K] x [G, K, N]`` form, "Can not clone with new dims")."""
+    shape_b = op.Shape(b)                                                              # G, K, N
+    side_by_side = op.Reshape(op.Transpose(b, perm=[1, 0, 2]),
+                              op.Concat(op.Gather(shape_b, op.Constant(value_ints=[1])),
+                                        op.Constant(value_ints=[-1]), axis=0))        # [K, G * N]
+    every = op.Reshape(op.MatMul(a, side_by_side),
+                       op.Concat(op.Constant(value_ints=[0]), op.Gather(shape_b, op.Constant(value_ints=[0, 2])),
+                                 axis=0))                                              # [S, G, N]
+    rows = op.Range(op.Constant(value=ir.tensor(np.array(0, dtype=np.int64))),
+                    op.Squeeze(op.Shape(a, start=0, end=1), op.Constant(value_ints=[0])),
+                    op.Constant(value=ir.tensor(np.array(1, dtype=np.int64))))         # [S]
+    ends = op.Unsqueeze(op.Cast(offs, to=INT64), op.Constant(value_ints=[0]))          # [1, G]
+    passed = op.Cast(op.LessOrEqual(ends, op.Unsqueeze(rows, op.Constant(value_ints=[1]))), to=INT64)   # [S, G]
+    last = op.Sub(op.Shape(b, start=0, end=1), op.Constant(value_ints=[1]))            # [1]: G - 1
+    group = op.Min(op.ReduceSum(passed, op.Constant(value_ints=[1]), keepdims=0), last)   # [S]
+    index = op.Expand(op.Unsqueeze(group, op.Constant(value_ints=[1, 2])),
+                      op.Concat(op.Shape(a, start=0, end=1), op.Constant(value_ints=[1]),
+                                op.Gather(shape_b, op.Constant(value_ints=[2])), axis=0))   # [S, 1, N]
+    picked = op.GatherElements(every, index, axis=1)                                  # [S, 1, N]: each row its own
+    return op.Squeeze(picked, op.Constant(value_ints=[1]))
 
 
 def _group_body(a, b, bounds, dtype):

@@ -19,6 +19,8 @@ import numpy as np
 
 from ._deps import require
 from .errors import ExportError
+from .guards import is_layout_guard
+from .strided import layout_holds
 
 ir = require("onnx_ir")
 from onnxscript.onnx_opset import opset18 as op  # noqa: E402
@@ -37,6 +39,8 @@ def describe(node) -> str:
 def check_supported(node) -> None:
     """ExportError unless ``node`` (a guard) has an ONNX form here."""
     test = node.attrs.get("test")
+    if is_layout_guard(node):
+        return
     if test not in _TESTS or node.kwargs:
         raise ExportError(f"the trace relied on {describe(node)} (guard test {test!r}), which has no ONNX form as a "
                           "guard output", "tracejit::guard", node.source or node.attrs.get("line"))
@@ -46,6 +50,8 @@ def lower_guard(lowering, node):
     """The 0-d boolean ONNX value that is True where guard ``node`` holds, from the lowered values it reads."""
     test, expected = node.attrs["test"], node.attrs.get("expected")
     check_supported(node)
+    if is_layout_guard(node):   # x.stride(): the traced layout's strides at the call's sizes (strided.py)
+        return layout_holds(lowering, node)
     if test == "len":   # len(x) == expected: the first dimension's size
         first = op.Gather(op.Shape(lowering.arg(node.args[0]), start=0, end=1), _const(lowering, 0, ir.DataType.INT64))
         holds = op.Equal(first, _const(lowering, int(expected), ir.DataType.INT64))

@@ -20,6 +20,9 @@
   from those and tensor sizes alone (torchvision's pooler scale, ``float(torch.tensor(h / H).log2().round())``):
   such a guard reads no tensor's values, so it is listed with the size guards ONNX cannot check, which the
   onnxruntime / OpenVINO programs check before each run.
+- A ``meta`` guard on ``x.stride()`` (a dense layout) is listed with those size guards too: the model computes the
+  layout's strides at the call's sizes (strided.py), and the onnxruntime / OpenVINO programs evaluate torch's own
+  strides on meta tensors before each run. Other ``meta`` guards (contiguity, requires_grad) make export fail.
 """
 from __future__ import annotations
 
@@ -30,12 +33,13 @@ import warnings
 from ..errors import TracerWarning
 from ..ir import Graph, Value
 from ..ops import draws_random, split_name
-from ..ops.names import SIZE_READS, STATE_READS, SYM_MATH
+from ..ops.names import CAPTURE_OPS, SIZE_READS, STATE_READS, SYM_MATH
 from ..support.global_guards import stale_global
 from ..support.module_hooks import is_hook_guard
 from .errors import ExportError
 
 GUARD_OP = "tracejit::guard"
+STRIDE_CALL = "method:stride"
 # an ONNX model's input dtypes are fixed; it is the program of the global torch state at trace time (``state``:
 # grad mode, autocast, default dtype... have no meaning in onnxruntime)
 GUARD_OUTPUTS_HINT = ("export_onnx(..., guard_outputs=True) (tracejit export --guard-outputs) exports such guards "
@@ -77,8 +81,12 @@ def plan_guards(graph: Graph, guard_outputs: bool = False) -> tuple[dict, list]:
         if kind == "value" and guard_outputs:
             unchecked.append(node)
             continue
+        if kind == "meta" and is_layout_guard(node):   # x.stride(): checked like a size guard (strided.py)
+            unchecked.append(node)
+            continue
         if kind in ("value", "meta"):
-            raise ExportError(f"the trace relied on tensor values ({node.attrs.get('what')}); ONNX has no way to "
+            raise ExportError(f"the trace relied on tensor values ({node.attrs.get('what')}{_read_from(graph, node)}"
+                              "); ONNX has no way to "
                               "check them at the entry, so the exported model could silently take the traced branch "
                               "for other values. "
                               + (GUARD_OUTPUTS_HINT if kind == "value" else "Export of this guard is not supported"),
@@ -92,6 +100,35 @@ def plan_guards(graph: Graph, guard_outputs: bool = False) -> tuple[dict, list]:
         else:
             unchecked.append(node)
     return pinned, unchecked
+
+
+def is_layout_guard(node) -> bool:
+    """Is ``node`` (a guard) a read of a tensor's strides, ``x.stride()`` or ``x.stride(d)``?"""
+    return (node.attrs.get("kind") == "meta" and node.attrs.get("call") == STRIDE_CALL and not node.kwargs
+            and 1 <= len(node.args) <= 2 and isinstance(node.args[0], Value)
+            and (len(node.args) == 1 or isinstance(node.args[1], int)))
+
+
+def _read_from(graph: Graph, node) -> str:
+    """`` of <the line> = <what it saw>, computed from input 'mask'``: what a value guard read and which of the
+    graph's inputs that value depends on (none: parameters / buffers alone), for the refusal's message."""
+    inputs = {id(v): f"'{v.hint or f'input {i}'}'" for i, v in enumerate(graph.inputs)}
+    found, seen, todo = [], set(), [a for a in _leaves(node.args) if isinstance(a, Value)]
+    while todo:
+        v = todo.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if id(v) in inputs:
+            found.append(inputs[id(v)])
+        elif v.producer is not None and v.producer.op not in SIZE_READS and v.producer.op not in CAPTURE_OPS:
+            todo += [a for a in _leaves((v.producer.args, v.producer.kwargs)) if isinstance(a, Value)]
+    line = str(node.attrs.get("line") or "").strip()
+    read = f" in `{line}`" if line else ""
+    seen_value = f", which gave {node.attrs.get('seen')!r}" if "seen" in node.attrs else ""
+    origin = (f", computed from input {', '.join(sorted(found))}: a data dependence, not a size" if found
+              else ", computed from no input")
+    return f"{read}{seen_value}{origin}"
 
 
 def refuse_changed_globals(graph: Graph) -> None:
@@ -115,6 +152,27 @@ def pinning_guards(graph: Graph) -> list:
     index = {id(v): i for i, v in enumerate(graph.inputs)}
     return [n for n in graph.nodes if n.op == GUARD_OP and n.attrs.get("kind") in ("size", "length")
             and _pinned_input_dim(n, index) is not None]
+
+
+def warn_pinned_batches(graph: Graph, pinned: dict, names: list) -> str:
+    """Warn where a guard fixes an input's first dimension (its batch) in the exported model, naming the guard
+    (torchvision's detectors: ``list(images.unbind(0))``, one unrolled branch per traced image); onnxruntime then
+    refuses another batch with "Got invalid dimensions ... index: 0". Returns the model metadata's text."""
+    index = {id(v): i for i, v in enumerate(graph.inputs)}
+    lines = []
+    for node in pinning_guards(graph):
+        (k, dim), size = _pinned_input_dim(node, index)
+        if dim != 0 or len(graph.inputs[k].type.shape) < 2 or pinned.get((k, 0)) != size:
+            continue
+        lines.append(f"input '{names[k]}' dimension 0 (its batch) is fixed to {size}: {node.attrs.get('what')} "
+                     f"({node.source or node.attrs.get('line') or 'unknown line'})")
+    if lines:
+        warnings.warn(TracerWarning(f"export_onnx: {'; '.join(lines)}. The model takes only that batch (onnxruntime "
+                                    "refuses another: 'Got invalid dimensions ... index: 0'); the program unrolled "
+                                    "one branch per traced item, so the batch cannot stay dynamic. Export one model "
+                                    "per batch size (trace with an example of that batch), or call it with one "
+                                    "batch of that size at a time"), stacklevel=_user_stacklevel())
+    return "\n".join(lines)
 
 
 def _constant_only(args, memo: dict, sizes: bool = False) -> bool:

@@ -22,10 +22,10 @@ from ._deps import require
 from .dtypes import SCALAR_TO_ONNX, onnx_dtype
 from .errors import RNG_REFUSAL, ExportError
 from .recorder import inline, split_inputs_attributes
-from .schema_args import bind
+from .schema_args import bind, node_args
 from .special_ops import HANDLERS
 from .torch_lib_lookup import lookup
-from . import attention, edge_values, grouped_mm, recurrent, sym_lowering, torch_lib_fixes, unlisted_ops, vision_ops  # noqa: E402,F401  (register their handlers)
+from . import attention, edge_values, fft, grouped_mm, recurrent, strided, sym_lowering, torch_lib_fixes, unlisted_ops, vision_ops  # noqa: E402,F401  (register their handlers)
 from . import convolution, fusable_forms, guard_checks, guard_outputs, sequences, view_writes  # noqa: E402,F401  (handlers register)
 from . import index_checks  # noqa: E402,F401  (registers the gathers' handlers)
 
@@ -52,10 +52,14 @@ class Lowering:
         self.dtypes: dict[int, torch.dtype] = {}   # dtype_of outputs -> the torch dtype
         self._written: dict = {}   # id(in-place node) -> (written value, its chain of views)
         self.alias_roots = view_writes.alias_roots(graph)   # views -> the tensor they view
+        self.layouts = strided.traced_layouts(graph)   # id(Value) -> the strides the trace read (strided.py)
         self.guard_values: dict | None = None   # id(guard node) -> its boolean, for the guards made outputs
         self.guard_checks = None   # the size guards the graph checks (guard_checks.GuardChecks)
         self.index_checks = None   # None, "raise" or "report": gathered indices' range (index_checks.py)
         self.index_flags: list = []   # "report": one boolean per checked index tensor
+        self.loop_free = False   # no Loop building a sequence where another form exists (grouped_mm.py)
+        self.nodes = graph.nodes   # the graph's nodes (fft.py reads who reads a complex result)
+        self.pairs: set = set()   # id(Value) of complex results held as (real, imaginary) pairs (fft.py)
 
     # ------------------------------------------------------------------ args
     def arg(self, a):
@@ -125,7 +129,7 @@ class Lowering:
         if op_name.endswith(".Scalar") and any(isinstance(a, Value) and not isinstance(a.type, TensorType)
                                                for a in node.args[1:]):
             op_name = op_name[:-len("Scalar")] + "Tensor"   # a traced size as the scalar: a 0-d tensor
-        args, kwargs = bind(op_name, node.args, node.kwargs)
+        args, kwargs = node_args(node, op_name)
         args = [self.arg(a) for a in args]
         kwargs = {k: self.arg(v) for k, v in kwargs.items()}
         args = self._promote(node, args)
@@ -249,7 +253,7 @@ class Lowering:
 
     def _typed(self, value, v: Value):
         """Make the ONNX value carry the traced dtype (a Cast where torch_lib chose another) and rank."""
-        if not isinstance(value, ir.Value):
+        if not isinstance(value, ir.Value) or id(v) in self.pairs:   # complex as (real, imaginary) pairs: fft.py
             return value
         t = v.type
         want = onnx_dtype(t.dtype) if isinstance(t, TensorType) else SCALAR_TO_ONNX.get(getattr(t, "kind", ""))

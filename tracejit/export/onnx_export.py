@@ -24,7 +24,7 @@ from .errors import ExportError
 from .guard_outputs import METADATA_KEY as GUARDS_METADATA, add_outputs as add_guard_outputs
 from .guard_outputs import check_supported as checked_guard_form
 from .index_checks import MODES as INDEX_MODES, add_output as add_index_output
-from .guards import plan_guards, refuse_changed_globals, warn_unchecked
+from .guards import plan_guards, refuse_changed_globals, warn_pinned_batches, warn_unchecked
 from .lowering import Lowering
 from .model_check import check_and_infer
 from .recorder import NamingGraphBuilder as GraphBuilder, Recorder
@@ -45,7 +45,7 @@ MAX_FILE_NODES = 10_000
 
 def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False,
                 graph: Graph | None = None, max_nodes: int | None = None, guard_outputs: bool = False,
-                check_guards: bool = True, index_checks: str | None = None):
+                check_guards: bool = True, index_checks: str | None = None, loop_free: bool = False):
     """Write ``traced`` (a Program, tracejit/program.py, or a TracedModule / TracedFunction, whose Program is
     exported: ``program_of``) as an ONNX model to ``f`` (a path or a
     binary file object; None: only return it). Returns the ``onnx.ModelProto``. ``doc_strings``:
@@ -62,7 +62,9 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
     fails stops with an error naming it: guard_checks.py); False leaves them unchecked, listed and warned about
     (for a caller that checks them before each run: the onnxruntime / OpenVINO backends). ``index_checks``
     (None, "raise" or "report"): how the model keeps eager's range check on gathered indices (export/index_checks.py:
-    the backends' models).
+    the backends' models). ``loop_free``: no ``Loop`` building an ONNX sequence where another form exists (a
+    mixture of experts' grouped product computes every group and picks each row's: export/grouped_mm.py), for
+    runtimes that do not run such loops right (OpenVINO's CPU plugin).
 
     >>> import torch, tracejit
     >>> traced = tracejit.trace(lambda x: torch.relu(x) * 2, torch.randn(2, 3))
@@ -78,7 +80,8 @@ def export_onnx(traced, f=None, opset: int | None = None, *, method: str = "forw
                                                                       max_nodes=max_nodes,
                                                                       guard_outputs=guard_outputs,
                                                                       check_guards=check_guards,
-                                                                      index_checks=index_checks))
+                                                                      index_checks=index_checks,
+                                                                      loop_free=loop_free))
     try:
         proto = check_and_infer(onnx, proto)   # on a copy without the weights' bytes (model_check.py)
     except Exception as e:  # noqa: BLE001  (named by its class too: a MemoryError's message is empty)
@@ -180,7 +183,7 @@ def _identifier(text: str) -> str:
 
 def build_model(traced, opset: int | None = None, *, method: str = "forward", doc_strings: bool = False,
                 graph: Graph | None = None, max_nodes: int | None = None, guard_outputs: bool = False,
-                check_guards: bool = True, index_checks: str | None = None):
+                check_guards: bool = True, index_checks: str | None = None, loop_free: bool = False):
     """The onnx-ir Model of ``traced``'s ``method`` (or of ``graph``, one of its specializations);
     ``max_nodes``: see export_onnx."""
     if opset is not None and not (isinstance(opset, int) and opset >= DEFAULT_OPSET):
@@ -200,6 +203,7 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
     onnx_graph = ir.Graph([], [], nodes=[], opset_imports={"": DEFAULT_OPSET}, name=method)
     builder = GraphBuilder(onnx_graph)
     lowering = Lowering(builder, _tensor_source(program, graph), graph)
+    lowering.loop_free = loop_free
     if guard_outputs:
         lowering.guard_values = {id(g): None for g in unchecked}
     else:   # the graph checks each size guard it can compute; the others are listed (guard_checks.py)
@@ -236,6 +240,9 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
     if not guard_outputs and checked:
         model.metadata_props[guard_checks.METADATA_KEY] = guard_checks.metadata(checked)
     unchecked_text = "" if guard_outputs else warn_unchecked(unchecked)
+    pinned_text = warn_pinned_batches(graph, pinned, input_names(graph)) if check_guards else ""
+    if pinned_text:
+        model.metadata_props["tracejit.pinned_batches"] = pinned_text
     if unchecked_text:
         model.metadata_props["tracejit.unchecked_guards"] = unchecked_text
     if opset is not None and opset != DEFAULT_OPSET:

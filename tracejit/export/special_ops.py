@@ -208,18 +208,34 @@ def tensor_of_number(cx, node, args, kwargs):
 @handles("aten::as_tensor.list", "aten::tensor.default")
 def tensor_of_list(cx, node, args, kwargs):
     """``torch.as_tensor([0.485, 0.456, 0.406])``, ``torch.tensor([k])`` (torchvision's detection transform
-    and top-k bound): a tensor of the traced result's dtype; a flat list may hold traced numbers (sizes)."""
+    and top-k bound): a tensor of the traced result's dtype; a list, flat or nested, may hold traced numbers
+    (sizes: Mask2Former's ``torch.tensor([[shape[1], shape[0]] for shape in spatial_shapes_list])``)."""
     data, dtype = args[0], onnx_dtype(node.outputs[0].type.dtype)
     if not isinstance(data, (list, tuple)):
         raise NotImplementedError("data that is not a list")
     if _numbers(data):
         return [op.Constant(value=ir.tensor(data, dtype=dtype))]
-    if not all(isinstance(x, (bool, int, float, ir.Value)) for x in data):
-        raise NotImplementedError("a nested list holding traced values")
+    flat, shape = _flat_rectangle(data)   # a nested list (Mask2Former's [[h, w] for each level]): row-major
     one = op.Constant(value=ir.tensor([1], dtype=ir.DataType.INT64))
     parts = [op.Reshape(op.Cast(x, to=dtype), one) if isinstance(x, ir.Value)
-             else op.Constant(value=ir.tensor([x], dtype=dtype)) for x in data]
-    return [op.Concat(*parts, axis=0)]
+             else op.Constant(value=ir.tensor([x], dtype=dtype)) for x in flat]
+    joined = op.Concat(*parts, axis=0)
+    if len(shape) == 1:
+        return [joined]
+    return [op.Reshape(joined, op.Constant(value=ir.tensor(list(shape), dtype=ir.DataType.INT64)))]
+
+
+def _flat_rectangle(data) -> tuple[list, tuple]:
+    """The numbers of a nested list in row-major order and its shape; NotImplementedError where it is ragged or
+    holds something other than numbers and traced numbers (the trace fixed the nesting: only the numbers move)."""
+    if all(isinstance(x, (bool, int, float, ir.Value)) for x in data):
+        return list(data), (len(data),)
+    if not data or not all(isinstance(x, (list, tuple)) for x in data):
+        raise NotImplementedError("a list mixing numbers and lists, or holding other objects")
+    inner = [_flat_rectangle(x) for x in data]
+    if any(shape != inner[0][1] for _, shape in inner):
+        raise NotImplementedError("a ragged nested list")
+    return [v for flat, _ in inner for v in flat], (len(data), *inner[0][1])
 
 
 @handles("aten::meshgrid.indexing", "aten::meshgrid.default")

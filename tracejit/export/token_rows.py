@@ -41,10 +41,11 @@ def flatten_token_rows(graph) -> int:
     ``(tokens, features)`` matrices (module docstring); returns how many regions were rewritten."""
     ir = require("onnx_ir")
     rows = {id(n): n for n in graph if _row_positions(n) is not None}
-    rewritten = 0
+    rewritten, taken = 0, None
     for region in _regions(rows):
         if _saved(region) > _boundary_cost(region):
-            _rewrite(graph, region, ir)
+            taken = _value_names(graph) if taken is None else taken
+            _rewrite(graph, region, ir, taken)
             rewritten += 1
     return rewritten
 
@@ -222,12 +223,31 @@ def _boundary_cost(region) -> int:
     return cost
 
 
-def _rewrite(graph, region, ir) -> None:
+def _value_names(graph) -> set:
+    """Every value name of ``graph`` (inputs, initializers, node outputs): the rewrite's new names avoid them all."""
+    names = {v.name for v in graph.inputs} | set(graph.initializers)
+    names.update(o.name for node in graph for o in node.outputs)
+    return names
+
+
+def _fresh(taken: set, name: str) -> str:
+    """``name``, or ``name_<k>`` where ``taken`` holds it (a value read both as a row and as a constant operand got
+    ``<name>_rows`` twice: a Reshape's output and an initializer, and onnxruntime refused the model, "Duplicate
+    definition of name": transformers' Perceiver, breadth27); the name is taken from then on."""
+    free, k = name, 1
+    while free in taken:
+        free, k = f"{name}_{k}", k + 1
+    taken.add(free)
+    return free
+
+
+def _rewrite(graph, region, ir, taken: set) -> None:
     flat_of: dict = {}   # id(original value) -> its (tokens, features) value
     backs = []   # the Reshapes back to each computed value's shape (dropped below where only members read it)
 
     def shape_const(dims, name):
-        value = ir.Value(name=free_name(graph, name), shape=ir.Shape([len(dims)]), type=ir.TensorType(ir.DataType.INT64),
+        value = ir.Value(name=_fresh(taken, free_name(graph, name)), shape=ir.Shape([len(dims)]),
+                         type=ir.TensorType(ir.DataType.INT64),
                          const_value=ir.tensor(np.array(dims, dtype=np.int64)))
         graph.register_initializer(value)
         return value
@@ -242,7 +262,7 @@ def _rewrite(graph, region, ir) -> None:
         else:
             graph.insert_after(producer, node)
         node.outputs[0].shape, node.outputs[0].type = ir.Shape(list(_matrix(dims))), value.type
-        node.outputs[0].name = f"{value.name}_rows"
+        node.outputs[0].name = _fresh(taken, f"{value.name}_rows")
         flat_of[id(value)] = node.outputs[0]
     for node in region:   # graph order: each row input is entering or computed by an earlier member
         positions = _row_positions(node)
@@ -252,7 +272,7 @@ def _rewrite(graph, region, ir) -> None:
             if i in positions:
                 inputs.append(flat_of[id(value)])
             elif node.op_type in BINARY_ROW_OPS:
-                inputs.append(_flat_constant(graph, value, out_dims, node, ir))
+                inputs.append(_flat_constant(graph, value, out_dims, node, ir, taken))
             elif node.op_type in REDUCE_ROW_OPS:   # the axes: the matrix's last
                 inputs.append(shape_const((-1,), f"{node.outputs[0].name}_rows_axes"))
             else:   # a MatMul's weight, a layer norm's scale and bias: as they are
@@ -266,7 +286,7 @@ def _rewrite(graph, region, ir) -> None:
         graph.insert_before(node, flat)
         old = node.outputs[0]
         flat.outputs[0].shape, flat.outputs[0].type = ir.Shape(list(_matrix(out_dims))), old.type
-        flat.outputs[0].name = f"{old.name}_rows"
+        flat.outputs[0].name = _fresh(taken, f"{old.name}_rows")
         flat_of[id(old)] = flat.outputs[0]
         back = ir.Node("", "Reshape", [flat.outputs[0], shape_const(out_dims, f"{old.name}_shape")], num_outputs=1,
                        name=f"{old.name}_from_rows")
@@ -283,7 +303,7 @@ def _rewrite(graph, region, ir) -> None:
             graph.remove(back, safe=True)
 
 
-def _flat_constant(graph, value, out_dims, node, ir):
+def _flat_constant(graph, value, out_dims, node, ir, taken: set):
     """A per-feature constant operand as the matrices read it: a full-shape one (a position table) reshaped to the
     matrix, a ``(1, 1, features)`` one to ``(features,)``; a scalar or a vector as it is."""
     array = constant_array(value)
@@ -293,7 +313,8 @@ def _flat_constant(graph, value, out_dims, node, ir):
         flat = array.reshape(math.prod(out_dims[:-1]), out_dims[-1])
     else:
         flat = array.reshape(array.shape[-1:])
-    const = ir.Value(name=free_name(graph, f"{value.name}_rows"), shape=ir.Shape(list(flat.shape)), type=value.type,
+    const = ir.Value(name=_fresh(taken, free_name(graph, f"{value.name}_rows")), shape=ir.Shape(list(flat.shape)),
+                     type=value.type,
                      const_value=ir.tensor(np.ascontiguousarray(flat)))
     graph.register_initializer(const)
     return const

@@ -15,6 +15,11 @@ Found by tracing models outside the zoo at batch 1 and running their ONNX models
   steps (``torch.linspace(-1, 1, x.shape[-1])``) use torch's CPU formula, ``start + step * i`` for the
   first half and ``end - step * (steps - 1 - i)`` for the rest, in the output's float type (double for
   integer outputs, from the truncated ends), one step giving ``start``.
+- ``pad(x, p, mode="circular")`` (``Conv1d(padding_mode="circular")``: Informer's distilling conv): torch_lib writes
+  ``Pad`` with ``mode="wrap"``, which ONNX has only from opset 19 (the model is opset 18): onnxruntime ran it,
+  OpenVINO's converter lost the rank ("Conv ... rank().is_static() failed"). Here each padded axis is the
+  ``Concat`` of its last ``left`` slices, the tensor and its first ``right`` slices (eager's wrap); a negative pad
+  (a crop) or a traced pad keeps torch_lib's form.
 """
 from __future__ import annotations
 
@@ -72,3 +77,27 @@ def linspace(cx, node, args, kwargs):
     values = op.Where(op.Less(i, half), op.Add(start, op.Mul(step, i)), op.Sub(end, op.Mul(step, op.Sub(last, i))))
     values = op.Where(op.Equal(n, one), op.Expand(start, op.Reshape(n, op.Constant(value_ints=[1]))), values)
     return [op.Cast(values, to=out)]
+
+
+@handles("aten::pad.default")
+def pad(cx, node, args, kwargs):
+    """``pad``: circular with non-negative int pads as slices concatenated (module text); the rest torch_lib's."""
+    x, amounts = args[0], args[1]
+    mode = args[2] if len(args) > 2 else kwargs.get("mode", "constant")
+    if mode != "circular" or not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in amounts):
+        return [cx.call_aten("aten::pad.default", list(args), kwargs)]
+    rank = len(node.args[0].type.shape)
+    for k in range(len(amounts) // 2):   # (left, right) of the last axis first
+        axis, left, right = rank - 1 - k, amounts[2 * k], amounts[2 * k + 1]
+        parts = [x]
+        if left:
+            parts.insert(0, op.Slice(x, _ints([-left]), _ints([2 ** 62]), _ints([axis])))
+        if right:
+            parts.append(op.Slice(x, _ints([0]), _ints([right]), _ints([axis])))
+        x = op.Concat(*parts, axis=axis) if len(parts) > 1 else x
+    return [x]
+
+
+def _ints(values):
+    return op.Constant(value=ir.tensor(torch.tensor(values, dtype=torch.int64).numpy()))
+

@@ -26,11 +26,13 @@ True
 """
 from __future__ import annotations
 
+import torch
+
 from ..ir import Node, TensorType, Value
 from ..ops import shares_memory
 from ..ops.names import STATE_READS
 from ._deps import require
-from .schema_args import bind
+from .schema_args import aten_schema, bind
 
 ir = require("onnx_ir")
 from onnxscript.onnx_opset import opset18 as op  # noqa: E402
@@ -85,6 +87,9 @@ def check_writable(cx, node: Node, target: Value) -> list[Node]:
     for view in chain:
         if view.name not in _INVERSES:
             raise WriteError(f"the written tensor is a view ({view.op}) that has no inverse in ONNX")
+        if view.name == "to" and not _returns_self(view):
+            raise WriteError(f"the written tensor is a to() that may copy ({view.op} with copy=True or a memory "
+                             "format): eager's write may not reach the tensor it was made from")
         if view.name == "narrow" and not all(isinstance(a, int) for a in bind(view.op, view.args, view.kwargs)[0][2:4]):
             raise WriteError("the written tensor is a narrow() view with a traced start or length")
     rewritten = {id(base)} | {id(v.outputs[0]) for v in chain}
@@ -108,6 +113,18 @@ def _inverse(cx, view: Node, parent, child):
     """The value of ``view``'s base once ``child`` (the view's new value) is written into it."""
     args, _ = bind(view.op, view.args, view.kwargs)
     return _INVERSES[view.name](cx, [cx.arg(a) for a in args], len(view.args[0].type.shape), parent, child)
+
+
+def _returns_self(view: Node) -> bool:
+    """Does ``x.to(...)`` (the same dtype and device: ``_is_view``) return ``x`` itself? Yes unless it asks for a
+    copy or a memory format (then it may copy, and a write into it does not reach ``x``)."""
+    schema = aten_schema(view.op)
+    if schema is None:
+        return False
+    positional, kwargs = bind(view.op, view.args, view.kwargs)
+    names = [a.name for a in schema.arguments if not a.kwarg_only]
+    args = {**dict(zip(names, positional)), **kwargs}
+    return not args.get("copy", False) and args.get("memory_format") in (None, torch.preserve_format)
 
 
 def _reshaped_back(cx, args, rank, parent, child):
@@ -147,10 +164,12 @@ def _permute(cx, args, rank, parent, child):
 
 # the write-back this module implements for each view (an implementation table: which views ONNX can write
 # through, and how); a view not listed refuses the write (default-deny). A reshape-like view (the same
-# elements in the same order) is written back by reshaping to its base's shape.
+# elements in the same order) is written back by reshaping to its base's shape; ``to`` that returns its tensor
+# itself (the same dtype and device, no copy asked: ``_returns_self``) is that tensor (Informer's
+# ``context = v.cumsum(-2, dtype=torch.float32).to(v.dtype); context[i, top, :] = out``).
 _INVERSES = {
     **{name: _reshaped_back for name in ("view", "reshape", "flatten", "unflatten", "view_as", "reshape_as",
-                                         "unsqueeze", "squeeze", "alias", "detach")},
+                                         "unsqueeze", "squeeze", "alias", "detach", "to")},
     "slice": _slice, "narrow": _narrow, "select": _select, "transpose": _transpose, "swapaxes": _transpose,
     "swapdims": _transpose,
     "t": _reversed_dims, "numpy_T": _reversed_dims, "mT": _last_two, "permute": _permute,
