@@ -16,7 +16,8 @@ such things are detected while tracing (``PythonStateWatch``, one per recording)
   attribute that was None and is set by forward (lazy set-up on the first call, torchvision's
   ``MultiScaleRoIAlign.scales``: eager reuses it from then on as the trace does; a ledger entry); both unless
   the user's code reads the attribute before setting it (other than ``is None``) or sets it twice
-  (trace/carried_state.py: a value carried to the next call is refused as any changed attribute).
+  (trace/carried_state.py: a value carried to the next call is refused as any changed attribute); and an attribute
+  forward writes before any read in the call, seen while tracing (scratch state, trace/first_access.py).
   Not the model's state: nn.Module's own bookkeeping dicts
   (hooks, ...) and the underscore attributes of torch's own layer classes (torch's caches such as
   RNN's ``_flat_weights``), objects that are not containers (only their identity is compared);
@@ -57,9 +58,7 @@ from torch import nn
 
 from ..errors import TraceError
 from ..ir import SourceLoc
-from . import patches
-from . import not_forward
-from . import held_state
+from . import first_access, held_state, not_forward, patches
 from .carried_state import carried
 from .numpy_writes import NumpyViews
 from .not_forward import outside_forward
@@ -147,23 +146,25 @@ def snapshot(module: nn.Module | None) -> dict:
 
 
 _ENTRY_KINDS = {"_parameters": "parameter", "_buffers": "buffer", "_modules": "submodule"}
-
-
 _NONE = ("v", type(None), None)
 
 
-def _changes(before: dict, lazy: list, codes=()) -> list:
+def _changes(before: dict, lazy: list, codes=(), first=None, scratch=None) -> list:
     """(path, module, attribute) of each change; a changed parameter / buffer / submodule entry by its name.
     Attributes that were None and are set now (lazy set-up on the first call) go to ``lazy`` instead, and plain
     tensor attributes are left out, unless ``codes`` (the user's code that ran) carry the value from one call to
-    the next (trace/carried_state.py: read before it is set, or set twice)."""
+    the next (trace/carried_state.py: read before it is set, or set twice). An attribute forward wrote before any
+    read in the call (``first``: trace/first_access.py) goes to ``scratch`` instead (its old value never reached the
+    output)."""
     out = []
+    first = first or {}
     for path, (m, attrs) in before.items():
         now = _attributes(m)
         for key in sorted(set(attrs) | set(now)):
             if attrs.get(key) == now.get(key):
                 continue
-            if isinstance(key, str) and carried(key, codes):
+            written_first = isinstance(key, str) and first.get((id(m), key)) == "store" and key in m.__dict__
+            if isinstance(key, str) and carried(key, codes) and not written_first:
                 out.append((path, m, key))   # the next call reads what this one set: state, not a set-up
                 continue
             if isinstance(m.__dict__.get(key), torch.Tensor):
@@ -174,6 +175,8 @@ def _changes(before: dict, lazy: list, codes=()) -> list:
             if key in _ENTRY_KINDS:
                 changed = set(attrs.get(key, ())) ^ set(now.get(key, ()))
                 out += [(path, m, (key, name)) for name in sorted({entry[0] for entry in changed})]
+            elif written_first and scratch is not None:
+                scratch.append((path, m, key))   # scratch state: written before any read in this call
             else:
                 out.append((path, m, key))
     return out
@@ -336,6 +339,7 @@ class PythonStateWatch:
         self.before = snapshot(module)
         self.outer = None   # trace/outer_state.OuterState (globals, closure cells, input containers): set by api.record
         self.issues: list = []   # (what, advice, SourceLoc | None)
+        self.first_access: dict = {}   # (id(instance), name) -> "load" / "store": trace/first_access.py
         self.numpy_views = NumpyViews()   # arrays sharing a traced tensor's memory (trace/numpy_writes.py)
         not_forward.reset()
         self._raised: set[int] = set()
@@ -358,13 +362,19 @@ class PythonStateWatch:
     def finish(self, ledger) -> None:
         lazy: list = []
         self.lazy = lazy   # (path, module, attribute) set from None by this forward: trace/api.py's Recording
+        self.scratch = scratch = []   # (path, module, attribute) written before any read: trace/first_access.py
         for loc in self.numpy_views.changed():
             self.found("a write into a tensor through its numpy view (`.numpy()` / `np.asarray`)",
                        "write with torch ops, or take a copy (`.numpy().copy()`)", loc)
         codes = tuple(self.outer.forward_codes) if self.outer is not None else ()
-        for path, m, key in _changes(self.before, lazy, codes):
+        for path, m, key in _changes(self.before, lazy, codes, self.first_access, scratch):
             self.found(_describe(path, m, key), "keep state that changes per call in tensors (buffers updated "
                        "in place) or outside forward", _assignment_line(self.module, path, key) or held_state.write_line(m, key, _write_patterns))
+        for path, m, key in scratch:
+            first_access.plain_size(m, key)
+            ledger.add("python_state", f"forward wrote `{key}` of {type(m).__name__} {path!r} before any read in the call "
+                       "(scratch state: its old value never reaches the output); a call of the program does not "
+                       "write it (it keeps the value it had)", None, None, warn=False)
         for path, m, key in lazy:
             ledger.add("python_state", f"forward set `{key}` of {type(m).__name__} {path!r}, None before: a lazy set-up "
                        "on the first call, which eager reuses as the trace does", None, None, warn=False)
