@@ -14,7 +14,7 @@ from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
-from . import attribute_tensors, boundary, first_access, capture, env_reads, frame_returns, global_reads, global_state, global_tensors, legacy, module_config, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
+from . import attribute_tensors, boundary, fast_paths, first_access, capture, env_reads, frame_returns, global_reads, global_state, global_tensors, legacy, module_config, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
 from . import backend_flags, global_hooks, input_keys, outer_state, rng_record  # noqa: F401  (rng_record's, backend_flags' stand-ins register)
 from .symbolic import get_tracer, set_tracer
 
