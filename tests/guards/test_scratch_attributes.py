@@ -131,3 +131,4 @@ def test_funnel_model_serves_new_lengths():
                 assert not torch.allclose(_first(jit(ids)), expected, atol=1e-5)
             except RuntimeError:
                 pass
+

@@ -18,9 +18,8 @@ such things are detected while tracing (``PythonStateWatch``, one per recording)
   the user's code reads the attribute before setting it (other than ``is None``) or sets it twice
   (trace/carried_state.py: a value carried to the next call is refused as any changed attribute); and an attribute
   forward writes before any read in the call, seen while tracing (scratch state, trace/first_access.py).
-  Not the model's state: nn.Module's own bookkeeping dicts
-  (hooks, ...) and the underscore attributes of torch's own layer classes (torch's caches such as
-  RNN's ``_flat_weights``), objects that are not containers (only their identity is compared);
+  Not the model's state: nn.Module's own bookkeeping dicts (hooks, ...), the underscore attributes of torch's layer
+  classes (RNN's ``_flat_weights``); other objects by identity (a random generator by its state: held_state.py);
 - **Python's ``random`` and ``numpy.random`` draws** (every module-level function bound to their
   global generators, found by that binding, plus ``numpy.random.default_rng()`` without a seed),
   **clocks** (``time.time`` / ``perf_counter`` / ``monotonic`` / ``process_time`` and their ``_ns``
@@ -92,7 +91,7 @@ def _fingerprint(value):
         if isinstance(value, collections.abc.Mapping):
             return ("c", type(value), tuple((k if isinstance(k, _PLAIN) else id(k), _item(v)) for k, v in items))
         return ("c", type(value), tuple(_item(v) for v in items))
-    return ("o", id(value))
+    return held_state.object_fingerprint(value)   # identity; a random generator's state too
 
 
 def _item(v):
@@ -156,8 +155,7 @@ def _changes(before: dict, lazy: list, codes=(), first=None, scratch=None) -> li
     the next (trace/carried_state.py: read before it is set, or set twice). An attribute forward wrote before any
     read in the call (``first``: trace/first_access.py) goes to ``scratch`` instead (its old value never reached the
     output)."""
-    out = []
-    first = first or {}
+    out, first = [], first or {}
     for path, (m, attrs) in before.items():
         now = _attributes(m)
         for key in sorted(set(attrs) | set(now)):
@@ -191,6 +189,8 @@ def _describe(path: str, m: nn.Module, key) -> str:
         kind, name = _ENTRY_KINDS[key[0]], key[1]
         return f"forward replaced or added {kind} `{name}` of {where} (`self.{name} = ...` or `self.{name}.data = ...`)"
     value = m.__dict__.get(key)
+    if held_state.is_generator(value):
+        return f"forward drew from the random generator `{key}` of {where} (its state changed)"
     if isinstance(value, _CONTAINERS + _ABSTRACT_CONTAINERS):
         return (f"forward changed the items of `{key}` of {where} (a {type(value).__name__} used as a cache? one "
                 "filled on a first call only is set up by calling the module once before tracing)")
