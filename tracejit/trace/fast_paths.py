@@ -1,19 +1,21 @@
-"""``torch.overrides.has_torch_function(args)`` answered as eager would, where it chooses a path (hunt27).
+"""``torch.overrides.has_torch_function(args)`` answered as eager would where it chooses a nested-tensor path (hunt27).
 
-torch's ``nn.TransformerEncoder``, ``TransformerEncoderLayer`` and ``MultiheadAttention`` take a fast path in
-eval mode without grad (``torch._nested_tensor_from_mask``, ``torch._transformer_encoder_layer_fwd``,
-``torch._native_multi_head_attention``) unless, among other conditions, ``torch.overrides.has_torch_function``
-says some argument has a ``__torch_function__``. While tracing it always said yes: the recorder is a
-TorchFunctionMode. The trace froze the slow path, and eager, served under ``torch.no_grad()`` with a padding
-mask, took the nested-tensor path, whose padded positions are zeros: the program's answer differed, silently
-(with check_trace on, every such trace under no_grad was refused instead: the model could not be served).
+``nn.TransformerEncoder`` in eval mode without grad and with a padding mask runs its layers on a nested tensor
+(``torch._nested_tensor_from_mask``) and pads the result with zeros, unless, among other conditions,
+``torch.overrides.has_torch_function`` says some argument has a ``__torch_function__``. While tracing it always said
+yes (the recorder is a TorchFunctionMode): the trace froze the dense path, and eager, served under
+``torch.no_grad()``, answered zeros at the padded positions where the program had values, silently (with check_trace
+on, every such trace under no_grad was refused instead: the model could not be served).
 
-The stand-in answers for the calling thread's trace as eager would (a ``__torch_function__`` of an argument's
-own type; another mode on the stack), so the trace takes eager's path; the other conditions of those chains
-are guarded where they are read (``torch.is_grad_enabled()``: global_state.py; the training flag;
-``torch.backends.mha.get_fastpath_enabled()``: backend_flags.py). Default-deny on the callers: a function whose code names
-``handle_torch_function`` (a dispatch hop: ``if has_torch_function(a): return handle_torch_function(...)``) gets
-the original answer, which the recorder needs to see the call.
+The stand-in answers for the calling thread's trace as eager would (an argument whose type has a
+``__torch_function__`` of its own; another mode on the stack) where the answer chooses between a nested-tensor path
+and a dense one, whose answers differ: the caller's code names a nested-tensor constructor (``*nested_tensor*``:
+TransformerEncoder.forward), or an argument is a nested tensor (its layers then). The trace takes eager's path, and
+the other conditions of the choice are guarded where they are read (``torch.is_grad_enabled()``, the training flag,
+``torch.backends.mha.get_fastpath_enabled()``). Elsewhere the recorder's answer stays: a dispatch hop
+(``if has_torch_function(a): return handle_torch_function(...)``) needs it to see the call, and the layers' and
+MultiheadAttention's dense fast paths compute the same math as their recorded ops (which passes and exporters know)
+up to rounding.
 """
 from __future__ import annotations
 
@@ -31,10 +33,12 @@ _PLAIN_TF = (getattr(torch.Tensor.__torch_function__, "__func__", torch.Tensor._
 _hops: dict = {}
 
 
-def _dispatch_hop(code: types.CodeType) -> bool:
+def _chooses_nested(code: types.CodeType) -> bool:
+    """Does ``code`` make nested tensors (and not dispatch through ``handle_torch_function``)?"""
     r = _hops.get(code)
     if r is None:
-        r = _hops[code] = any("handle_torch_function" in n for n in code.co_names)
+        r = _hops[code] = any("nested_tensor" in n for n in code.co_names) and not any(
+            "handle_torch_function" in n for n in code.co_names)
     return r
 
 
@@ -50,6 +54,11 @@ def _eager_answer(args) -> bool:
     return False
 
 
+def _any_nested(args) -> bool:
+    with torch._C.DisableTorchFunction():   # not a read of the traced code: the recorder must not see it
+        return any(a.is_nested for a in args if isinstance(a, torch.Tensor))
+
+
 def _is_recorder(mode) -> bool:
     return type(mode).__module__.startswith("tracejit.")
 
@@ -58,10 +67,9 @@ def _stand_in(original):
     def has_torch_function(args):
         if get_tracer() is None:
             return original(args)
-        caller = sys._getframe(1).f_code
-        if _dispatch_hop(caller):
-            return original(args)
-        return _eager_answer(args)
+        if _chooses_nested(sys._getframe(1).f_code) or _any_nested(args):
+            return _eager_answer(args)
+        return original(args)
     has_torch_function.__name__ = "has_torch_function"
     has_torch_function.__doc__ = getattr(original, "__doc__", None)
     has_torch_function.__wrapped__ = original
