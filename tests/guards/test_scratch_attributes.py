@@ -11,6 +11,7 @@ trace (or eager call) left, as the ledger entry says.
 from __future__ import annotations
 
 import io
+import threading
 import warnings
 
 import pytest
@@ -132,3 +133,37 @@ def test_funnel_model_serves_new_lengths():
             except RuntimeError:
                 pass
 
+
+
+def test_the_watch_is_taken_off_the_classes_and_other_threads_run_eager_meanwhile():
+    """The descriptors live on the classes only while a recording runs (several at once: counted), and pass every
+    read and write through for threads that are not tracing."""
+    errors: list = []
+
+    def trace_it():
+        try:
+            model = Funnelish().eval()
+            model(torch.randn(2, 5, 4))
+            traced = _quiet(tracejit.trace, model, (torch.randn(2, 5, 4),))
+            x = torch.randn(2, 6, 4)
+            torch.testing.assert_close(_quiet(traced, x), model(x))
+        except Exception as e:   # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    def eager():
+        try:
+            model = Funnelish().eval()
+            for n in range(3, 40):
+                x = torch.randn(1, n, 4)
+                model(x)
+                assert model.structure.seq_len == n and model.structure.mult == 2
+        except Exception as e:   # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=trace_it) for _ in range(3)] + [threading.Thread(target=eager)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert "seq_len" not in vars(Structure) and "mult" not in vars(Structure)

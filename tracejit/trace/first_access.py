@@ -27,9 +27,9 @@ from torch import nn
 
 from .symbolic import TracedInt, get_tracer
 
-_MISSING = object()
+MISSING = object()
 _lock = threading.Lock()
-_installed: dict = {}   # (class, name) -> [count, the class's own attribute it shadows or _MISSING]
+_installed: dict = {}   # (class, name) -> [count, the class's own attribute it shadows or MISSING]
 
 
 def _codes(code):
@@ -66,13 +66,13 @@ def candidates(cls: type) -> frozenset:
     for name in names:
         if name.startswith("__") or name == "training":
             continue
-        found = next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), _MISSING)
-        if found is _MISSING or not (hasattr(type(found), "__set__") or hasattr(type(found), "__delete__")):
+        found = next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), MISSING)
+        if found is MISSING or not (hasattr(type(found), "__set__") or hasattr(type(found), "__delete__")):
             out.add(name)   # a property / slot of the class's own is its business: not looked at
     return frozenset(out)
 
 
-class _Watch:
+class Watch:
     """A data descriptor passing ``name`` through to the instance and noting its first access (module docstring)."""
 
     def __init__(self, name: str, shadowed):
@@ -87,18 +87,18 @@ class _Watch:
 
     def __get__(self, inst, owner=None):
         if inst is None:
-            if self.shadowed is not _MISSING:
+            if self.shadowed is not MISSING:
                 return self.shadowed.__get__(None, owner) if hasattr(self.shadowed, "__get__") else self.shadowed
             raise AttributeError(self.name)
         self._note(inst, self.name, "load")
         space = inst.__dict__
         if self.name in space:
             return space[self.name]
-        if self.shadowed is not _MISSING:
+        if self.shadowed is not MISSING:
             s = self.shadowed
             return s.__get__(inst, type(inst)) if hasattr(type(s), "__get__") else s
         for klass in type(inst).__mro__[1:]:   # a base class's attribute (below the class that holds this)
-            if self.name in vars(klass) and not isinstance(vars(klass)[self.name], _Watch):
+            if self.name in vars(klass) and not isinstance(vars(klass)[self.name], Watch):
                 s = vars(klass)[self.name]
                 return s.__get__(inst, type(inst)) if hasattr(type(s), "__get__") else s
         raise AttributeError(self.name)   # nn.Module.__getattr__ then looks at parameters / buffers / submodules
@@ -127,11 +127,11 @@ def install(module: nn.Module | None) -> list:
                 key = (cls, name)
                 entry = _installed.get(key)
                 if entry is None:
-                    own = vars(cls).get(name, _MISSING)
-                    if isinstance(own, _Watch):   # someone else's copy: leave it
+                    own = vars(cls).get(name, MISSING)
+                    if isinstance(own, Watch):   # someone else's copy: leave it
                         continue
                     entry = _installed[key] = [0, own]
-                    setattr(cls, name, _Watch(name, own))
+                    setattr(cls, name, Watch(name, own))
                 entry[0] += 1
                 done.append(key)
     return done
@@ -148,8 +148,8 @@ def remove(done: list) -> None:
             if entry[0] == 0:
                 cls, name = key
                 del _installed[key]
-                if entry[1] is _MISSING:
-                    if isinstance(vars(cls).get(name), _Watch):
+                if entry[1] is MISSING:
+                    if isinstance(vars(cls).get(name), Watch):
                         delattr(cls, name)
                 else:
                     setattr(cls, name, entry[1])

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from ..ir import SourceLoc
+from . import first_access
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _TRACEJIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -90,6 +91,10 @@ def attributes(obj, fingerprint) -> dict:
     private_ok = not isinstance(obj, type) and _stdlib_class(type(obj))
     out = {}
     for key, value in list(vars(obj).items()):
+        if isinstance(value, first_access.Watch):   # a recording's pass-through (another thread's trace may put
+            if value.shadowed is first_access.MISSING:   # it on or take it off meanwhile): the class's own value
+                continue
+            value = value.shadowed
         if key.startswith("__") or isinstance(value, _NOT_STATE) or isinstance(value, (staticmethod, classmethod,
                                                                                         property)):
             continue
