@@ -49,8 +49,9 @@ class HeldGenerators(nn.Module):
 def test_a_held_random_generator_drawn_in_forward_is_refused(kind):
     # before: the program multiplied by the trace's draw forever, eager by a new draw each call (torch.jit the same)
     model = HeldGenerators(kind).eval()
-    with pytest.raises(tracejit.TraceError, match="random generator `rng`"):
+    with pytest.raises(tracejit.TraceError, match="random generator `rng`") as err:
         _quiet(tracejit.trace, model, (torch.randn(3),), check_trace=False)
+    assert f"{__file__}:" in str(err.value)   # the line that drew
     allowed = _quiet(tracejit.trace, model, (torch.randn(3),), check_trace=False, allow_frozen_python_state=True)
     assert any(e.kind == "python_state" for e in allowed.ledger)
 

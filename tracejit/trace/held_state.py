@@ -154,3 +154,7 @@ def object_fingerprint(value):
 
 def is_generator(value) -> bool:
     return _rng_state(value) is not None
+
+
+class DrawnKey(str):
+    """An attribute name whose generator forward drew from: its line is the draw (``self.rng.random()``), any call."""

@@ -18,8 +18,8 @@ such things are detected while tracing (``PythonStateWatch``, one per recording)
   the user's code reads the attribute before setting it (other than ``is None``) or sets it twice
   (trace/carried_state.py: a value carried to the next call is refused as any changed attribute); and an attribute
   forward writes before any read in the call, seen while tracing (scratch state, trace/first_access.py).
-  Not the model's state: nn.Module's own bookkeeping dicts (hooks, ...), the underscore attributes of torch's layer
-  classes (RNN's ``_flat_weights``); other objects by identity (a random generator by its state: held_state.py);
+  Not the model's state: nn.Module's bookkeeping dicts, the underscore attributes of torch's layers (RNN's
+  ``_flat_weights``); other objects by identity (a random generator by its state: held_state.py);
 - **Python's ``random`` and ``numpy.random`` draws** (every module-level function bound to their
   global generators, found by that binding, plus ``numpy.random.default_rng()`` without a seed),
   **clocks** (``time.time`` / ``perf_counter`` / ``monotonic`` / ``process_time`` and their ``_ns``
@@ -213,7 +213,8 @@ def _write_patterns(target: str, key) -> list:
     if key == "training":
         return [rf"{t}\.(train|eval)\(", rf"{t}\.training\s*=[^=]"]
     name = rf"{t}\.{re.escape(key[1] if isinstance(key, tuple) else key)}\b"
-    return [rf"{name}(\.data)?\s*(\[[^\]]*\])?\s*([-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)", rf"{name}\.({_MUTATORS})\(",
+    calls = r"\w+" if isinstance(key, held_state.DrawnKey) else f"({_MUTATORS})"   # a generator: any call draws
+    return [rf"{name}(\.data)?\s*(\[[^\]]*\])?\s*([-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)", rf"{name}\.{calls}\(",
             rf"\b(shuffle|sort|heappush|heappop|insort)\(\s*{name}"]
 
 
@@ -334,8 +335,7 @@ class PythonStateWatch:
     """Collects what forward did that a traced program cannot replay; ``finish`` refuses or warns."""
 
     def __init__(self, module: nn.Module | None, allow: bool):
-        self.allow = allow
-        self.module = module
+        self.allow, self.module = allow, module
         self.before = snapshot(module)
         self.outer = None   # trace/outer_state.OuterState (globals, closure cells, input containers): set by api.record
         self.issues: list = []   # (what, advice, SourceLoc | None)
@@ -368,6 +368,7 @@ class PythonStateWatch:
                        "write with torch ops, or take a copy (`.numpy().copy()`)", loc)
         codes = tuple(self.outer.forward_codes) if self.outer is not None else ()
         for path, m, key in _changes(self.before, lazy, codes, self.first_access, scratch):
+            key = held_state.DrawnKey(key) if isinstance(key, str) and held_state.is_generator(vars(m).get(key)) else key
             self.found(_describe(path, m, key), "keep state that changes per call in tensors (buffers updated "
                        "in place) or outside forward", _assignment_line(self.module, path, key) or held_state.write_line(m, key, _write_patterns))
         for path, m, key in scratch:
@@ -387,8 +388,7 @@ class PythonStateWatch:
         if not self.issues:
             return
         if not self.allow:
-            lines = [f"  {loc if loc is not None else '(line unknown)'}: {what}; {advice}" for what, advice, loc
-                     in self.issues[:6]]
+            lines = [f"  {loc or '(line unknown)'}: {what}; {advice}" for what, advice, loc in self.issues[:6]]
             more = f"\n  ... and {len(self.issues) - 6} more" if len(self.issues) > 6 else ""
             raise TraceError(
                 "the traced code did something a traced program cannot replay or check at call time; its "
