@@ -13,7 +13,7 @@ from .runtime.private_rng import PrivateRandomness
 from .runtime.state import ModuleState
 from .runtime import specialize
 from .runtime.lending import (float64_copy, hook_snapshot, lend_tensors, like_module, one_at_a_time,
-                               submodule_or_none, swap_hooks, with_later_hooks)
+                               submodule_or_none, swap_back, swap_hooks, with_later_hooks)
 from .program import Program, of_function, of_module
 from .runtime.assemble import compile_program
 from .runtime.traced import compile_methods
@@ -250,7 +250,8 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
         flags = [(m, m.training) for m in mod.modules()]
         lent = lend_tensors(current, mod)
         state = ModuleState(mod)
-        now = swap_hooks(with_later_hooks(mod, hooks))
+        merged = with_later_hooks(mod, hooks)
+        now = swap_hooks(merged)
         mod.train(mode)
         if current is not None and mode == current.training:   # a guard retrace: each submodule keeps
             for path, m in mod.named_modules():                 # the mode its traced copy is in
@@ -264,7 +265,7 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
         finally:
             for m, flag in flags:
                 m.training = flag
-            swap_hooks(now)
+            swap_back(now, merged)   # the hooks forward registered meanwhile stay (runtime/lending.py)
             state.restore()
             lend_tensors(lent, mod)
         return _compile(recs, label)

@@ -60,6 +60,22 @@ def swap_hooks(snapshot: dict) -> dict:
     return previous
 
 
+def swap_back(previous: dict, installed: dict) -> None:
+    """Undo ``swap_hooks(installed)`` (``previous``: what it returned), keeping the hooks the modules got while
+    ``installed`` was in place: the traced code registered them (transformers installs its output-capturing hooks on
+    the first call asking for hidden states, and remembers it in an attribute that stays set). Dropping them left the
+    user's model with the attribute and without its hooks: after one retrace that asked for hidden states (even a
+    refused one), eager answered an empty ``hidden_states`` from then on, silently (hunt27)."""
+    for m, dicts in previous.items():
+        for name, content in dicts.items():
+            target = getattr(m, name)
+            put = installed.get(m, {}).get(name, {})
+            added = {k: v for k, v in target.items() if k not in put}
+            target.clear()
+            target.update(content)
+            target.update(added)
+
+
 def lend_tensors(source, mod) -> dict:
     """Put ``source``'s parameters and buffers into ``mod`` (same paths); return what was there.
 

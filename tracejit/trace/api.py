@@ -14,7 +14,7 @@ from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
 from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
-from . import attribute_tensors, boundary, capture, env_reads, frame_returns, global_reads, global_state, global_tensors, legacy, module_config, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
+from . import attribute_tensors, boundary, fast_paths, first_access, capture, env_reads, frame_returns, global_reads, global_state, global_tensors, legacy, module_config, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
 from . import backend_flags, global_hooks, input_keys, outer_state, rng_record  # noqa: F401  (rng_record's, backend_flags' stand-ins register)
 from .symbolic import get_tracer, set_tracer
 
@@ -136,10 +136,14 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
     args, kwargs = input_keys.watch(args, kwargs, graph.param_names)   # dicts whose key set forward reads
     watch.outer.watch_inputs(args, kwargs, signature_of or fn)
     key_reads: dict = {}
+    installed = first_access.install(module)   # which comes first, a read or a write of an attribute
     with _tracing_state(tracer):
         input_keys.arm(args, kwargs, key_reads)
-        with frame_returns.watching(tracer.guards.scanner, watch.outer):   # subscripts after a frame's last event
-            result = fn(*args, **kwargs)
+        try:
+            with frame_returns.watching(tracer.guards.scanner, watch.outer):   # subscripts after a frame's last event
+                result = fn(*args, **kwargs)
+        finally:
+            first_access.remove(installed)
         input_keys.arm(args, kwargs, None)
         graph.grad_exit = tracer.grad_state.exit   # a bare set_grad_enabled(b): the program leaves the caller so too
         graph.exact_keys = tuple(sorted(key_reads.items()))

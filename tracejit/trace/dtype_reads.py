@@ -16,7 +16,8 @@ a dict key, a return, an attribute store, a function tracejit cannot read) guard
 ``str(x.dtype) == "torch.float32"`` (resp. ``str(x.device)``) at the line of the read.
 ``x.is_floating_point()``, ``x.is_complex()``, ``x.is_signed()``, ``x.element_size()`` and
 ``x.itemsize`` guard the dtype; ``x.is_cuda`` / ``is_cpu`` / ``is_meta`` and ``x.get_device()``
-the device. Reads inside torch's own code are not analysed (they stay as recorded).
+the device. Reads inside torch's own code are not analysed (they stay as recorded), except those dtype methods, which
+torch's code branches on too (``F._canonical_mask``: a float mask is added, a bool one filled): guarded there as well.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ import sys
 import torch
 
 from .index_reads import AST_LOCK
-from .source import _TORCH_DIR, _skipped
+from .source import _TORCH_DIR, _skipped, user_location
 from ..ir import SourceLoc
 
 DTYPE_METHODS = {"is_floating_point", "is_complex", "is_signed", "element_size", "itemsize"}
@@ -238,14 +239,16 @@ def _text(node) -> str:
 
 
 # ---- the guards -----------------------------------------------------------------------------------
-def guard(tracer, t, prop: str, why: str, depth: int = 3) -> None:
-    """Guard ``str(t.<prop>) == <now>`` at the user's line (``prop``: dtype or device)."""
+def guard(tracer, t, prop: str, why: str, depth: int = 3, torch_too: bool = False) -> None:
+    """Guard ``str(t.<prop>) == <now>`` at the user's line (``prop``: dtype or device); ``torch_too``: also when
+    torch's own code reads it (at the user's line that called torch)."""
     if not isinstance(t, torch.Tensor) or not tracer.frames:
         return
     frame = reading_frame(depth)
-    if frame is None:
+    if frame is None and not torch_too:
         return
-    loc = SourceLoc(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    loc = SourceLoc(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name) if frame is not None else \
+        user_location(depth)
     if id(t) not in tracer.frame.env and (id(t) in tracer.param_names or not tracer._known_outside(t, tracer.frame)):
         # a tensor made from constants has a fixed dtype / device; a parameter or buffer this frame has not
         # used yet changes them only with the module (``.to()``), and looking it up here would bind it twice
@@ -272,4 +275,6 @@ def on_method(tracer, name: str, args) -> None:
     if not args or not isinstance(args[0], torch.Tensor):
         return
     prop = "device" if name in DEVICE_METHODS or name in DEVICE_PROPERTIES else "dtype"
-    guard(tracer, args[0], prop, f"read by {name}", depth=4)
+    # torch's own code branches on these too (F._canonical_mask: a float mask is added, a bool one filled with
+    # -inf; hunt27: traced with a float key_padding_mask, a bool one answered differently, silently): guarded
+    guard(tracer, args[0], prop, f"read by {name}", depth=4, torch_too=name in DTYPE_METHODS)

@@ -16,16 +16,19 @@ updated the cached one.
 from __future__ import annotations
 
 import inspect
+import random
 import os
 import re
 import sys
 import sysconfig
 import types
 
+import numpy.random as npr   # numpy is a dependency (pyproject.toml)
 import torch
 from torch import nn
 
 from ..ir import SourceLoc
+from . import first_access
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _TRACEJIT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -35,6 +38,7 @@ _STDLIB = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["std
 _NOT_STATE = (nn.Module, torch.Tensor, type, types.ModuleType, types.FunctionType, types.MethodType,
               types.BuiltinFunctionType)
 _libraries: dict = {}
+_NP_RNGS = (npr.Generator, npr.RandomState, npr.BitGenerator)
 
 
 def _library_class(cls: type) -> bool:
@@ -87,6 +91,10 @@ def attributes(obj, fingerprint) -> dict:
     private_ok = not isinstance(obj, type) and _stdlib_class(type(obj))
     out = {}
     for key, value in list(vars(obj).items()):
+        if isinstance(value, first_access.Watch):   # a recording's pass-through (another thread's trace may put
+            if value.shadowed is first_access.MISSING:   # it on or take it off meanwhile): the class's own value
+                continue
+            value = value.shadowed
         if key.startswith("__") or isinstance(value, _NOT_STATE) or isinstance(value, (staticmethod, classmethod,
                                                                                         property)):
             continue
@@ -121,3 +129,32 @@ def line_outside_init(cls, compiled) -> SourceLoc | None:
         if not in_init and any(p.search(text) for p in compiled):
             return SourceLoc(filename, first + i, "")
     return None
+
+
+def _rng_state(value):
+    """The state of a random generator object of Python's or numpy's (``random.Random``, ``numpy.random.Generator`` /
+    ``RandomState`` / a bit generator), as text; None for any other object. Its draws change that state in C, where
+    no attribute shows it: a generator held by a module (``self.rng = random.Random(0)``; ``self.rng.random()`` in
+    forward) or bound to a global is compared by its state (hunt27: the program kept the trace's draw, silently)."""
+    if isinstance(value, random.Random):
+        return repr(value.getstate())
+    if isinstance(value, _NP_RNGS):
+        state = value.bit_generator.state if hasattr(value, "bit_generator") else (
+            value.get_state(legacy=False) if hasattr(value, "get_state") else value.state)
+        return repr(state)
+    return None
+
+
+def object_fingerprint(value):
+    """python_state's fingerprint of an object that is not plain data or a container: its identity, and a random
+    generator's state (``_rng_state``)."""
+    state = _rng_state(value)
+    return ("o", id(value)) if state is None else ("rng", id(value), state)
+
+
+def is_generator(value) -> bool:
+    return _rng_state(value) is not None
+
+
+class DrawnKey(str):
+    """An attribute name whose generator forward drew from: its line is the draw (``self.rng.random()``), any call."""

@@ -16,10 +16,10 @@ such things are detected while tracing (``PythonStateWatch``, one per recording)
   attribute that was None and is set by forward (lazy set-up on the first call, torchvision's
   ``MultiScaleRoIAlign.scales``: eager reuses it from then on as the trace does; a ledger entry); both unless
   the user's code reads the attribute before setting it (other than ``is None``) or sets it twice
-  (trace/carried_state.py: a value carried to the next call is refused as any changed attribute).
-  Not the model's state: nn.Module's own bookkeeping dicts
-  (hooks, ...) and the underscore attributes of torch's own layer classes (torch's caches such as
-  RNN's ``_flat_weights``), objects that are not containers (only their identity is compared);
+  (trace/carried_state.py: a value carried to the next call is refused as any changed attribute); and an attribute
+  forward writes before any read in the call, seen while tracing (scratch state, trace/first_access.py).
+  Not the model's state: nn.Module's bookkeeping dicts, the underscore attributes of torch's layers (RNN's
+  ``_flat_weights``); other objects by identity (a random generator by its state: held_state.py);
 - **Python's ``random`` and ``numpy.random`` draws** (every module-level function bound to their
   global generators, found by that binding, plus ``numpy.random.default_rng()`` without a seed),
   **clocks** (``time.time`` / ``perf_counter`` / ``monotonic`` / ``process_time`` and their ``_ns``
@@ -57,9 +57,7 @@ from torch import nn
 
 from ..errors import TraceError
 from ..ir import SourceLoc
-from . import patches
-from . import not_forward
-from . import held_state
+from . import first_access, held_state, not_forward, patches
 from .carried_state import carried
 from .numpy_writes import NumpyViews
 from .not_forward import outside_forward
@@ -93,7 +91,7 @@ def _fingerprint(value):
         if isinstance(value, collections.abc.Mapping):
             return ("c", type(value), tuple((k if isinstance(k, _PLAIN) else id(k), _item(v)) for k, v in items))
         return ("c", type(value), tuple(_item(v) for v in items))
-    return ("o", id(value))
+    return held_state.object_fingerprint(value)   # identity; a random generator's state too
 
 
 def _item(v):
@@ -147,23 +145,24 @@ def snapshot(module: nn.Module | None) -> dict:
 
 
 _ENTRY_KINDS = {"_parameters": "parameter", "_buffers": "buffer", "_modules": "submodule"}
-
-
 _NONE = ("v", type(None), None)
 
 
-def _changes(before: dict, lazy: list, codes=()) -> list:
+def _changes(before: dict, lazy: list, codes=(), first=None, scratch=None) -> list:
     """(path, module, attribute) of each change; a changed parameter / buffer / submodule entry by its name.
     Attributes that were None and are set now (lazy set-up on the first call) go to ``lazy`` instead, and plain
     tensor attributes are left out, unless ``codes`` (the user's code that ran) carry the value from one call to
-    the next (trace/carried_state.py: read before it is set, or set twice)."""
-    out = []
+    the next (trace/carried_state.py: read before it is set, or set twice). An attribute forward wrote before any
+    read in the call (``first``: trace/first_access.py) goes to ``scratch`` instead (its old value never reached the
+    output)."""
+    out, first = [], first or {}
     for path, (m, attrs) in before.items():
         now = _attributes(m)
         for key in sorted(set(attrs) | set(now)):
             if attrs.get(key) == now.get(key):
                 continue
-            if isinstance(key, str) and carried(key, codes):
+            written_first = isinstance(key, str) and first.get((id(m), key)) == "store" and key in m.__dict__
+            if isinstance(key, str) and carried(key, codes) and not written_first:
                 out.append((path, m, key))   # the next call reads what this one set: state, not a set-up
                 continue
             if isinstance(m.__dict__.get(key), torch.Tensor):
@@ -174,6 +173,8 @@ def _changes(before: dict, lazy: list, codes=()) -> list:
             if key in _ENTRY_KINDS:
                 changed = set(attrs.get(key, ())) ^ set(now.get(key, ()))
                 out += [(path, m, (key, name)) for name in sorted({entry[0] for entry in changed})]
+            elif written_first and scratch is not None:
+                scratch.append((path, m, key))   # scratch state: written before any read in this call
             else:
                 out.append((path, m, key))
     return out
@@ -188,6 +189,8 @@ def _describe(path: str, m: nn.Module, key) -> str:
         kind, name = _ENTRY_KINDS[key[0]], key[1]
         return f"forward replaced or added {kind} `{name}` of {where} (`self.{name} = ...` or `self.{name}.data = ...`)"
     value = m.__dict__.get(key)
+    if held_state.is_generator(value):
+        return f"forward drew from the random generator `{key}` of {where} (its state changed)"
     if isinstance(value, _CONTAINERS + _ABSTRACT_CONTAINERS):
         return (f"forward changed the items of `{key}` of {where} (a {type(value).__name__} used as a cache? one "
                 "filled on a first call only is set up by calling the module once before tracing)")
@@ -210,7 +213,8 @@ def _write_patterns(target: str, key) -> list:
     if key == "training":
         return [rf"{t}\.(train|eval)\(", rf"{t}\.training\s*=[^=]"]
     name = rf"{t}\.{re.escape(key[1] if isinstance(key, tuple) else key)}\b"
-    return [rf"{name}(\.data)?\s*(\[[^\]]*\])?\s*([-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)", rf"{name}\.({_MUTATORS})\(",
+    calls = r"\w+" if isinstance(key, held_state.DrawnKey) else f"({_MUTATORS})"   # a generator: any call draws
+    return [rf"{name}(\.data)?\s*(\[[^\]]*\])?\s*([-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)", rf"{name}\.{calls}\(",
             rf"\b(shuffle|sort|heappush|heappop|insort)\(\s*{name}"]
 
 
@@ -331,11 +335,11 @@ class PythonStateWatch:
     """Collects what forward did that a traced program cannot replay; ``finish`` refuses or warns."""
 
     def __init__(self, module: nn.Module | None, allow: bool):
-        self.allow = allow
-        self.module = module
+        self.allow, self.module = allow, module
         self.before = snapshot(module)
         self.outer = None   # trace/outer_state.OuterState (globals, closure cells, input containers): set by api.record
         self.issues: list = []   # (what, advice, SourceLoc | None)
+        self.first_access: dict = {}   # (id(instance), name) -> "load" / "store": trace/first_access.py
         self.numpy_views = NumpyViews()   # arrays sharing a traced tensor's memory (trace/numpy_writes.py)
         not_forward.reset()
         self._raised: set[int] = set()
@@ -358,13 +362,20 @@ class PythonStateWatch:
     def finish(self, ledger) -> None:
         lazy: list = []
         self.lazy = lazy   # (path, module, attribute) set from None by this forward: trace/api.py's Recording
+        self.scratch = scratch = []   # (path, module, attribute) written before any read: trace/first_access.py
         for loc in self.numpy_views.changed():
             self.found("a write into a tensor through its numpy view (`.numpy()` / `np.asarray`)",
                        "write with torch ops, or take a copy (`.numpy().copy()`)", loc)
         codes = tuple(self.outer.forward_codes) if self.outer is not None else ()
-        for path, m, key in _changes(self.before, lazy, codes):
+        for path, m, key in _changes(self.before, lazy, codes, self.first_access, scratch):
+            key = held_state.DrawnKey(key) if isinstance(key, str) and held_state.is_generator(vars(m).get(key)) else key
             self.found(_describe(path, m, key), "keep state that changes per call in tensors (buffers updated "
                        "in place) or outside forward", _assignment_line(self.module, path, key) or held_state.write_line(m, key, _write_patterns))
+        for path, m, key in scratch:
+            first_access.plain_size(m, key)
+            ledger.add("python_state", f"forward wrote `{key}` of {type(m).__name__} {path!r} before any read in the call "
+                       "(scratch state: its old value never reaches the output); a call of the program does not "
+                       "write it (it keeps the value it had)", None, None, warn=False)
         for path, m, key in lazy:
             ledger.add("python_state", f"forward set `{key}` of {type(m).__name__} {path!r}, None before: a lazy set-up "
                        "on the first call, which eager reuses as the trace does", None, None, warn=False)
@@ -377,8 +388,7 @@ class PythonStateWatch:
         if not self.issues:
             return
         if not self.allow:
-            lines = [f"  {loc if loc is not None else '(line unknown)'}: {what}; {advice}" for what, advice, loc
-                     in self.issues[:6]]
+            lines = [f"  {loc or '(line unknown)'}: {what}; {advice}" for what, advice, loc in self.issues[:6]]
             more = f"\n  ... and {len(self.issues) - 6} more" if len(self.issues) > 6 else ""
             raise TraceError(
                 "the traced code did something a traced program cannot replay or check at call time; its "
