@@ -1,7 +1,10 @@
 """Round 27's files (catalogue_round27.py): a call's work is held to its traced call's (support/call_budget.Allowance):
 a tiny file's call stops after about 0.05 s of work instead of 20 s, a file whose traced call alone claims more
 than its tensors and inputs allow is refused at load, and real patterns called on larger inputs than traced (a
-longer attention, a bigger batch) answer as eager well within their allowance."""
+longer attention, a bigger batch) answer as eager well within their allowance. Then allow-listed ops with odd
+arguments, claimed dtypes, input names that collide with generated code's, dead graphs and a contradicting
+specialization: none crashes, reads outside a storage or answers otherwise than the unedited program; the viewer
+renders each or refuses it."""
 from __future__ import annotations
 
 import io
@@ -14,9 +17,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import tracejit
 from catalogue_round26 import elementwise_chain, sized
-from catalogue_round27 import attention, products
-from security_testlib import traced_bytes
+from catalogue_round27 import _flat, _Ops, attention, odd_cases, products, structure_cases
+from security_testlib import output_sum, run_child, traced_bytes
+from tracejit.serialize import read_program
 from tracejit.support import call_budget
+from tracejit.viewer import program_document, render_html
 
 
 @pytest.fixture(autouse=True)
@@ -136,3 +141,57 @@ def test_the_code_cache_keeps_the_allowance(monkeypatch, tmp_path):
         made.append(call_budget._CALL.limit)
         assert [p for p in os.listdir(tmp_path) if p.endswith(".tjc")], "no cache entry written"
     assert made[0] == made[2] and made[1] == made[3]
+
+
+# ------------------------------------------------------------------------------------------ odd arguments
+def _expected_sums() -> dict:
+    """What the unedited programs answer on the jobs' input (eager: the module and function the files were made
+    from)."""
+    torch.manual_seed(0)
+    ops = _Ops().eval()
+    return {"ops": output_sum(ops, "1:3,8"), "flat": output_sum(_flat, "1:3,8")}
+
+
+def test_odd_arguments_types_names_and_structure_never_crash_or_read_outside(tmp_path):
+    """Every edit of catalogue_round27 (odd dims, strides, offsets, indices, dtypes, input names, dead graphs, a
+    contradicting specialization), loaded and called in a capped child: no crash (each job reports), no canary,
+    within 2 CPU seconds; a case whose answer would be memory outside a storage never answers (a LoadError, a
+    GuardError, or the kernel's own check); renamed inputs answer as the unedited program."""
+    want = _expected_sums()
+    cases = odd_cases() + structure_cases()
+    jobs = []
+    for name, raw, spec, kind in cases:
+        job = {"name": name, "raw": raw, "inputs": spec}
+        if kind == "same":
+            job["expect_sum"] = want["flat" if "specialization" in name else "ops"]
+        jobs.append(job)
+    report = run_child(tmp_path, jobs, str(tmp_path / "canary"), mem_mb=400, cpu_s=120)
+    problems = []
+    for name, raw, spec, kind in cases:
+        r = report.get(name)
+        if r is None or "outcome" not in r:
+            problems.append(f"{name}: no report (the child crashed at it?)")
+            continue
+        got = f"{r['outcome']} {r.get('message', '')[:120]} call={r.get('call')} {r.get('call_message', '')[:120]}"
+        if r["outcome"] not in ("loaded", "load_error"):
+            problems.append(f"{name}: {got}")
+        if kind == "read" and r.get("call") == "ok":
+            problems.append(f"{name}: answered (memory outside a storage?): {got}")
+        if kind == "same" and r.get("call") != "same":
+            problems.append(f"{name}: expected the unedited answer, got {got}")
+        if r["load_cpu_s"] + r.get("call_cpu_s", 0.0) > 2.0:
+            problems.append(f"{name}: {r['load_cpu_s'] + r.get('call_cpu_s', 0.0):.2f} CPU seconds")
+        if r["canary"]:
+            problems.append(f"{name}: the canary appeared")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_viewer_renders_every_round27_file_or_refuses_it():
+    """``tracejit view``'s page of each file (read without running it, weights on the meta device): a page no
+    bigger than a fixed multiple of the file, or the loader's LoadError; nothing else."""
+    for name, raw, _, _ in odd_cases() + structure_cases():
+        try:
+            html = render_html(program_document(read_program(io.BytesIO(raw), map_location="meta")))
+        except tracejit.LoadError:
+            continue
+        assert len(html) <= 64 * len(raw) + 4_000_000, name
