@@ -41,6 +41,7 @@ class BudgetPlan:
         self.graphs: list = []                   # the program's graphs (``adopt``); none known: every op counts
         self._counting: bool | None = None
         self._work: dict[int, int] = {}          # id(graph) -> the work of its traced call (traced_work.py)
+        self._sized: dict[int, tuple | None] = {}   # id(node) -> (rule, bound) check_for found, or None: none
 
     def adopt(self, graph) -> None:
         """Make this the plan of ``graph``, one of the program's methods (its element steps count in ``counting``)."""
@@ -83,7 +84,12 @@ class BudgetPlan:
         step = node_step(node)
         work = traced_work.element_work(node, step)
         name = op.split(".")[0]
-        if name in size_rules.CUSTOM_RULES:
+        found = self._sized.get(id(node), self)   # what check_for bound (the graph's code is generated first)
+        if found is None:
+            return work
+        if found is not self:
+            rule, bound = found
+        elif name in size_rules.CUSTOM_RULES:
             rule = size_rules.CUSTOM_RULES[name]
             bound = schema_check.bind(custom.reviewed_schema(name), node.args, node.kwargs)
         elif op.startswith("aten::"):
@@ -94,8 +100,8 @@ class BudgetPlan:
             rule = None if bound is None else size_rules.rule_for(short, bound)
         else:
             return work
-        if rule is None or bound is None:
-            return work
+        if rule is None or bound is None or rule is size_rules.SEVERAL_TENSORS:
+            return work   # several tensors make their broadcast (or sum): the elements counted above, twice
         try:
             n, flops = _measure(rule, op_checks.meta_arguments(bound))
         except (ValueError, TypeError, ArithmeticError, IndexError, RuntimeError, AttributeError):
@@ -151,15 +157,18 @@ class BudgetPlan:
             return None
         if size_rules.rule(name) is None and not _may_take_several_tensors(name, node) \
                 and not size_rules.checks_node(name, node):
+            self._sized[id(node)] = None
             return None   # rule_for gives None whatever the binding: no need to bind (most nodes of a load)
         bound = _bind(name, overload, node)
         if bound is not None:
             bound = size_rules.with_unpack(name, bound, node)
         rule = None if bound is None else size_rules.rule_for(name, bound)
         if rule is None:
+            self._sized[id(node)] = None
             return None
         if rule is size_rules.SEVERAL_TENSORS:   # only its tensors size it
             bound = {k: v for k, v in bound.items() if _holds_tensor(v)}
+        self._sized[id(node)] = (rule, bound)   # node_work measures it again at the traced shapes
         self.checked = True
         if self.counting():   # every op counts: the check runs at every call, adding its elements' steps
             return size_check(f"aten::{name}", rule, self.file_elements, _where(node), node_step(node)), bound, None

@@ -23,43 +23,60 @@ def _elements(v) -> int:
         return sum(_elements(x) for x in v)
     t = getattr(v, "type", None) if isinstance(v, Value) else None
     shape = getattr(t, "shape", None)
-    if shape is None:
-        return 0
-    return min(math.prod(s if type(s) is int and s >= 1 else 1 for s in shape), UNKNOWN)
-
-
-def _shape(v):
-    t = getattr(v, "type", None) if isinstance(v, Value) else None
-    return getattr(t, "shape", None)
+    return 0 if shape is None else _size(shape)
 
 
 def _arguments(node) -> int:
     """The elements a call's ``work_count`` counts for the node's tensor arguments (support/call_budget.tensor_elements
     at the traced shapes): its largest tensor, a list's tensors summed, the broadcast of tensors of different shapes
     (each dimension's largest size: a convolution's input and weight count so too)."""
-    shapes, listed = [], 0
-    for a in (*node.args, *node.kwargs.values()):
-        if isinstance(a, (list, tuple)):
+    first = None
+    others = []
+    listed = 0
+    for a in (*node.args, *node.kwargs.values()) if node.kwargs else node.args:
+        if a.__class__ is Value:
+            shape = getattr(a.type, "shape", None)
+            if shape is None:
+                continue
+            if first is None:
+                first = shape
+            elif shape != first:
+                others.append(shape)
+        elif isinstance(a, (list, tuple)):
             listed = max(listed, _elements(a))
-        elif _shape(a) is not None:
-            shapes.append(tuple(d if type(d) is int and d >= 1 else 1 for d in _shape(a)))
-    if not shapes:
+    if first is None:
         return listed
+    if not others:
+        return max(_size(first), listed)
     dims: list[int] = []
-    for shape in shapes:
+    for shape in (first, *others):
         for i in range(1, len(shape) + 1):
+            d = shape[-i] if type(shape[-i]) is int and shape[-i] >= 1 else 1
             if i > len(dims):
-                dims.append(shape[-i])
-            elif shape[-i] > dims[i - 1]:
-                dims[i - 1] = shape[-i]
+                dims.append(d)
+            elif d > dims[i - 1]:
+                dims[i - 1] = d
     return max(min(math.prod(dims), UNKNOWN), listed)
+
+
+def _size(shape) -> int:
+    """The elements of a traced shape, each 0 (or a dimension that is no int) counted as 1 (an empty tensor's
+    extent, as the size rules count it)."""
+    n = math.prod(shape)
+    if n > 0:
+        return min(n, UNKNOWN)
+    return min(math.prod(s if type(s) is int and s >= 1 else 1 for s in shape), UNKNOWN)
 
 
 def element_work(node, step: int) -> int:
     """``step`` times the traced elements of a node's tensor arguments (as ``work_count`` counts them) and outputs."""
     if not step:
         return 0
-    outs = sum(_elements(v) for v in node.outputs if v is not None)
+    outs = 0
+    for v in node.outputs:
+        shape = None if v is None else getattr(v.type, "shape", None)
+        if shape is not None:
+            outs += _size(shape)
     return min(step * (_arguments(node) + outs), UNKNOWN)
 
 
