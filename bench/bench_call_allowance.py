@@ -99,13 +99,14 @@ def _measure(name: str, model, example, calls) -> None:
                 continue
             took = time.perf_counter() - t
             c = call_budget._CALL
-            if not hasattr(c, "limit"):   # no check ran: a program whose ops cannot pass its total counts nothing
+            limit = call_budget.call_limit()
+            if limit is None:   # no check ran: a program whose ops cannot pass its total counts nothing
                 print(f"{name:9s} {label:11s} call {took:6.2f} s  no work counted (no check ran)", flush=True)
                 continue
             cap = call_budget.TOTAL_WORK_FACTOR * call_budget.WORK_FACTOR * max(
                 tracejit.serialize.limits.max_elements(len(buf.getvalue())), call_budget.CALL_FACTOR * c.elements)
-            print(f"{name:9s} {label:11s} call {took:6.2f} s  counted {c.work:.3e}  allowance {c.limit:.3e} "
-                  f"(share {c.work / c.limit:.3f})  cap {cap:.3e} (share {c.work / cap:.2e})", flush=True)
+            print(f"{name:9s} {label:11s} call {took:6.2f} s  counted {c.work:.3e}  allowance {limit:.3e} "
+                  f"(share {c.work / limit:.3f})  cap {cap:.3e} (share {c.work / cap:.2e})", flush=True)
 
 
 if __name__ == "__main__":

@@ -132,19 +132,19 @@ class Allowance:
         alone needs more (its own example would be refused) is refused at load."""
         return min(self.cap(n), max(ALLOWANCE_FLOOR, ALLOWANCE_FACTOR * CLAIM_FACTOR * (self.weights + n) * n))
 
-    def limit(self, inputs: tuple, n: int) -> int:
-        """The work a call of these inputs (``n``: their elements) may do in all."""
+    def limit(self, shapes: list, n: int) -> int:
+        """The work a call may do in all whose tensor inputs have ``shapes`` (None for an argument that is no
+        tensor) and ``n`` elements."""
         growth = 1.0
-        shapes = self.shapes
-        for i, t in enumerate(inputs):
-            if not isinstance(t, Tensor):
+        traced_shapes = self.shapes
+        for i, s in enumerate(shapes):
+            if s is None:
                 continue
-            s = tuple(t.shape)
-            traced = shapes[i] if i < len(shapes) else ()
+            traced = traced_shapes[i] if i < len(traced_shapes) else ()
             if s == traced:
                 continue
             if len(s) != len(traced):   # another rank (a direct call may pass anything): its elements' growth
-                growth *= max(1.0, t.numel() / max(math.prod(traced), 1))
+                growth *= max(1.0, math.prod(s) / max(math.prod(traced), 1))
                 continue
             for d, d0 in zip(s, traced):
                 if d > d0:
@@ -171,7 +171,8 @@ def enter_call(allow: Allowance, *inputs) -> None:
     for t in inputs:
         if isinstance(t, Tensor):   # a submodule method has no input checks: a direct call may pass anything
             n += t.numel()
-    _CALL.elements, _CALL.work, _CALL.limit = n, 0, allow.limit(inputs, n)   # (a direct call: rare)
+    _CALL.elements, _CALL.work, _CALL.limit = n, 0, None   # (a direct call: rare) computed when first needed
+    _CALL.pending = (allow, [t.shape if isinstance(t, Tensor) else None for t in inputs], n)
 
 
 def enter_root(allow: Allowance, *inputs) -> None:
@@ -184,7 +185,11 @@ def enter_root(allow: Allowance, *inputs) -> None:
         if same and t.shape != traced:
             same = False
     _CALL.elements, _CALL.work = n, 0
-    _CALL.limit = allow.at_traced if same and len(inputs) == len(allow.shapes) else allow.limit(inputs, n)
+    if same and len(inputs) == len(allow.shapes):
+        _CALL.limit = allow.at_traced
+    else:   # other shapes: the limit is computed when an op first counts work (most calls of most programs: never)
+        _CALL.limit = None
+        _CALL.pending = (allow, [t.shape for t in inputs], n)
 
 
 def _held(t) -> int:
@@ -281,13 +286,29 @@ def _verdict(n, work, args: dict, file_elements: int, call_elements: int | None)
     return None
 
 
+_NO_ENTRY = object()
+
+
+def call_limit() -> int | None:
+    """The work the current (or last) call of a loaded program in this thread may do in all, or None when no entry
+    point ran here (benches and tests read it)."""
+    limit = getattr(_CALL, "limit", _NO_ENTRY)
+    if limit is None:
+        allow, shapes, n = _CALL.pending
+        limit = _CALL.limit = allow.limit(shapes, n)
+    return None if limit is _NO_ENTRY else limit
+
+
 def _total_work(work: int, file_elements: int, call_elements: int) -> str | None:
     """Add an op's multiply-adds to its call's running total; why the total is over the call's allowance (set by
     its entry point: ``Allowance.limit``), or None."""
     total = getattr(_CALL, "work", 0) + work
     _CALL.work = total
-    limit = getattr(_CALL, "limit", None)
-    if limit is None:   # no entry point ran in this thread: the file's total (default: the cap, never more)
+    limit = getattr(_CALL, "limit", _NO_ENTRY)
+    if limit is None:   # the entry point left it for the first op that counts (its inputs were not the traced shapes)
+        allow, shapes, n = _CALL.pending
+        limit = _CALL.limit = allow.limit(shapes, n)
+    elif limit is _NO_ENTRY:   # no entry point ran in this thread: the file's total (default: the cap, never more)
         limit = TOTAL_WORK_FACTOR * WORK_FACTOR * max(file_elements, CALL_FACTOR * call_elements)
     if total <= limit:
         return None
