@@ -234,3 +234,29 @@ def structure_cases() -> list:
     flat = traced_bytes(_flat, (torch.randn(3, 8),))   # no submodule calls: specializations may name its graph
     return [(name, rewrite(flat if "specialization" in name else raw, edit_doc=edit), "1:3,8", kind)
             for name, (edit, kind) in STRUCTURE.items()]
+
+
+# ------------------------------------------------------------------------------------------ structures
+def dict_io(x: dict) -> dict:
+    """A dict in, a dict out (traced with strict=False)."""
+    return {"a": x["p"] + 1, "b": x["q"] * 2}
+
+
+def _in_keys(keys: list):
+    """The first positional argument's dict keys (in_spec: (args tuple, kwargs dict); args[0] the dict)."""
+    def edit(doc):
+        graphs(doc)[0]["in_spec"]["children"][0]["children"][0]["keys"] = keys
+    return edit
+
+
+def _out_keys(keys: list):
+    def edit(doc):
+        graphs(doc)[0]["out_spec"]["keys"] = keys
+    return edit
+
+
+KEY_EDITS = {   # name -> edit: a dict whose keys repeat (a trace never writes one)
+    "output_keys_repeated": _out_keys(["a", "a"]),
+    "output_keys_true_and_1": _out_keys([1, True]),
+    "input_keys_repeated": _in_keys(["p", "p"]),
+}

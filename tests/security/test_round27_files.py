@@ -17,8 +17,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import tracejit
 from catalogue_round26 import elementwise_chain, sized
-from catalogue_round27 import _flat, _Ops, attention, odd_cases, products, structure_cases
-from security_testlib import output_sum, run_child, traced_bytes
+from catalogue_round27 import KEY_EDITS, _flat, _Ops, attention, dict_io, odd_cases, products, structure_cases
+from security_testlib import output_sum, rewrite, run_child, to_bytes, traced_bytes
 from tracejit.serialize import read_program
 from tracejit.support import call_budget
 from tracejit.viewer import program_document, render_html
@@ -195,3 +195,23 @@ def test_the_viewer_renders_every_round27_file_or_refuses_it():
         except tracejit.LoadError:
             continue
         assert len(html) <= 64 * len(raw) + 4_000_000, name
+
+
+def _dict_file() -> bytes:
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return to_bytes(tracejit.trace(dict_io, ({"p": torch.randn(3), "q": torch.randn(3)},), strict=False))
+
+
+@pytest.mark.parametrize("name", sorted(KEY_EDITS))
+def test_a_dict_structure_whose_keys_repeat_is_a_load_error(name):
+    """An output dict {"a": x + 1, "a": x * 2} loaded and answered {"a": x * 2}: one output silently dropped (and
+    an input dict of repeated keys would read one argument twice). A trace never writes repeated keys: LoadError."""
+    raw = _dict_file()
+    x = {"p": torch.randn(5), "q": torch.randn(5)}
+    got = _load(raw)(x)
+    want = dict_io(x)
+    assert got.keys() == want.keys() and all(torch.equal(got[k], want[k]) for k in want)
+    with pytest.raises(tracejit.LoadError, match="repeats"):
+        _load(rewrite(raw, edit_doc=KEY_EDITS[name]))
