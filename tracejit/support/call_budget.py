@@ -113,14 +113,14 @@ class Allowance:
     and at least ALLOWANCE_FLOOR (within the cap). A file whose traced call alone passes ``claim`` of its traced
     inputs (its own example would be refused) is refused at load (serialize/budget_plan.BudgetPlan.allowance)."""
 
-    __slots__ = ("work", "shapes", "file_elements", "weights", "made_of", "at_traced")
+    __slots__ = ("work", "shapes", "file_elements", "weights", "made_of", "at_traced", "traced_n")
 
     def __init__(self, work: int, shapes: tuple, file_elements: int, weights: int):
         self.work, self.shapes, self.file_elements, self.weights = work, shapes, file_elements, weights
         self.made_of = ("allow", work, shapes, file_elements, weights)   # serialize/cached_methods.py records it
         # the limit of a call at exactly the traced shapes (most calls: the entry's test of the shapes, no sums)
-        traced = sum(math.prod(s) for s in shapes)
-        self.at_traced = min(self.claim(traced), max(ALLOWANCE_FLOOR, ALLOWANCE_FACTOR * work))
+        self.traced_n = sum(math.prod(s) for s in shapes)
+        self.at_traced = min(self.claim(self.traced_n), max(ALLOWANCE_FLOOR, ALLOWANCE_FACTOR * work))
 
     def cap(self, n: int) -> int:
         """The file's total for a call of ``n`` input elements (session 25's bound)."""
@@ -179,17 +179,23 @@ def enter_root(allow: Allowance, *inputs) -> None:
     """``enter_call`` for a root method: always an entry point (the file's calls name submodules only, and a
     module tree has no cycle), its inputs Tensors (its input checks ran first)."""
     n = 0
-    same = True
-    for t, traced in zip(inputs, allow.shapes):   # its tensors, in the order of the traced shapes
+    for t in inputs:
         n += t.numel()
-        if same and t.shape != traced:
-            same = False
     _CALL.elements, _CALL.work = n, 0
-    if same and len(inputs) == len(allow.shapes):
-        _CALL.limit = allow.at_traced
-    else:   # other shapes: the limit is computed when an op first counts work (most calls of most programs: never)
-        _CALL.limit = None
-        _CALL.pending = (allow, [t.shape for t in inputs], n)
+    if n == allow.traced_n:   # most calls: the traced shapes (then the limit fixed at load)
+        shapes = allow.shapes
+        if len(inputs) == len(shapes):
+            i = 0
+            for t in inputs:
+                if t.shape != shapes[i]:
+                    break
+                i += 1
+            else:
+                _CALL.limit = allow.at_traced
+                return
+    # other shapes: the limit is computed when an op first counts work (most calls of most programs: never)
+    _CALL.limit = None
+    _CALL.pending = (allow, [t.shape for t in inputs], n)
 
 
 def _held(t) -> int:
