@@ -104,15 +104,16 @@ def main() -> None:
                   f"{(t['loaded'][i] - base) / base * 100:+.2f}% of the unchecked call")
         med = {"traced": t["traced"][0]}
         if n:
-            from tracejit.support.call_budget import enter_call, size_check
+            from tracejit.support.call_budget import Allowance, enter_call, size_check
             from tracejit.serialize.size_rules import RULES
             x, w = torch.randn(1, 128, 768), torch.randn(3072, 768)
             check = size_check("aten::linear", RULES["linear"], 2 ** 25, "bench")
+            allow = Allowance(10 ** 12, ((1, 128, 768),), 2 ** 25, 10 ** 8)   # a call's work allowance (round 27)
 
             def one_check():   # each in a call of its own: 10,000 in one call would pass the call's total
-                enter_call(x)
+                enter_call(allow, x)
                 check({"input": x, "weight": w, "bias": None})
-            entry = min(timeit.repeat(lambda: enter_call(x), number=10000, repeat=5)) / 10000
+            entry = min(timeit.repeat(lambda: enter_call(allow, x), number=10000, repeat=5)) / 10000
             per = min(timeit.repeat(one_check, number=10000, repeat=5)) / 10000 - entry
             print(f"  one size check {per * 1e6:.2f} us, the inputs' count {entry * 1e6:.2f} us: at most "
                   f"{(n * per + entry) / med['traced'] * 100:.3f}% of a traced call")

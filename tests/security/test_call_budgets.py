@@ -56,10 +56,10 @@ def test_only_loaded_programs_carry_the_checks():
     loaded = _roundtrip(traced)
     assert "_tj_int.mul(" in loaded.code
     # one size check before each of zeros, the add of two tensors (a broadcast can outgrow both), expand
-    # and pad, and the inputs counted once, first
-    assert loaded.code.count("_tj_budget") == 5
+    # and pad, and the inputs counted once, first, with the method's work allowance (call_budget.Allowance)
+    assert loaded.code.count("_tj_budget") == 6
     first = next(line for line in loaded.code.splitlines()[1:] if not line.lstrip().startswith("if "))
-    assert first.strip() == "_tj_budget_root(x)"
+    assert first.strip() == "_tj_budget_root(_tj_budget_allow, x)"
 
 
 def _edit_mul(right, op="aten::mul.int", target="op:*"):
@@ -204,10 +204,12 @@ def test_the_contractions_of_one_call_are_held_to_a_total(monkeypatch):
     torch.testing.assert_close(loaded(x), _products(x))   # the real factor: far from this program's total
     one_op = call_budget.WORK_FACTOR * 2 ** 25   # a 3-element input: the file's floor sets the budget
     monkeypatch.setattr(call_budget, "TOTAL_WORK_FACTOR", 4.5 * 256 ** 3 / one_op)
+    loaded = _roundtrip(_traced(_products, x))   # its allowance's limit at the traced shapes is fixed at load
     with pytest.raises(tracejit.BudgetError, match="this call's multiply-adds to 83886080, more than the ops of "
                                                    "one call"):
         loaded(x)
     with pytest.raises(tracejit.BudgetError, match="83886080"):   # a new call: a new total, refused at the same op
         loaded(x)
     monkeypatch.setattr(call_budget, "TOTAL_WORK_FACTOR", 6 * 256 ** 3 / one_op)
+    loaded = _roundtrip(_traced(_products, x))
     torch.testing.assert_close(loaded(x), _products(x))

@@ -32,7 +32,10 @@ def test_growing_files_are_refused_before_they_allocate(tmp_path):
     problems = []
     for name in [c[0] for c in cases] + [j["name"] for j in direct]:
         r = report[name]
-        if r["outcome"] != "loaded" or r.get("call") != "raised BudgetError":
+        if r["outcome"] == "load_error" and "its traced call would compute" in r.get("message", "") \
+                and name.startswith("chain_"):   # round 27: a chain whose traced shapes already grow past the cap
+            pass
+        elif r["outcome"] != "loaded" or r.get("call") != "raised BudgetError":
             problems.append(f"{name}: {r['outcome']} {r.get('message', '')} call={r.get('call')} "
                             f"{r.get('call_message', '')}")
         elif "would allocate" not in r["call_message"] or "catalogue_growth.py:" not in r["call_message"]:

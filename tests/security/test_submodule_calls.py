@@ -71,10 +71,10 @@ def test_a_real_models_submodule_called_directly_runs_like_eager():
         tracejit.save(traced, buf)
         loaded = _load(buf.getvalue())
         layer = loaded.encoder.layer._modules["0"]
-        assert "_tj_budget_inputs(hidden_states)" in layer._traced_methods["forward"].code
+        assert "_tj_budget_inputs(_tj_budget_allow, hidden_states)" in layer._traced_methods["forward"].code
         # a Linear's only check is gated: it counts its inputs inside the gate, not on every call
         dense = layer.intermediate.dense._traced_methods["forward"].code
-        assert "_tj_budget_inputs(input); _tj_budget" in dense and "\n    _tj_budget_inputs" not in dense
+        assert "_tj_budget_inputs(_tj_budget_allow, input); _tj_budget" in dense and "\n    _tj_budget_inputs" not in dense
         h = torch.randn(3, 5, 32)   # another batch and length than traced
         want = model.encoder.layer[0](h)
         want = want[0] if isinstance(want, tuple) else want
@@ -87,8 +87,8 @@ def test_the_entry_test_reads_the_callers_globals():
     """``enter_call`` counts the inputs unless its caller is a loaded program's own generated code (whose
     globals hold ``enter_call`` as ``_tj_budget_inputs``)."""
     def functions(marked: bool) -> dict:
-        ns = {"_tj_budget_inputs": call_budget.enter_call}
-        exec("def generated(*xs):\n    _tj_budget_inputs(*xs)\n", ns)   # a generated method's first statement
+        ns = {"_tj_budget_inputs": call_budget.enter_call, "_tj_budget_allow": call_budget.Allowance(0, (), 0, 0)}
+        exec("def generated(*xs):\n    _tj_budget_inputs(_tj_budget_allow, *xs)\n", ns)   # a generated method's first statement
         caller = dict(ns) if marked else {}
         caller["generated"] = ns["generated"]
         exec("def caller(*xs):\n    generated(*xs)\n", caller)

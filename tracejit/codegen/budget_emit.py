@@ -105,10 +105,13 @@ def enter_line(gen) -> str | None:
     if not (gen.budget_checked or callees_need or (gen.guards and plan.checked)):
         return None
     tensors = [gen.name(v) for v in gen.graph.inputs if hasattr(v.type, "shape") and not v.capture]
-    call = f"_tj_budget_inputs({', '.join(tensors)})"
+    # the work this method's calls may do in all (support/call_budget.Allowance), from its traced call's work
+    _add_global(gen, "_tj_budget_allow", plan.allowance(gen.graph))
+    args = ", ".join(["_tj_budget_allow", *tensors])
+    call = f"_tj_budget_inputs({args})"
     if gen.guards:   # a root method is always an entry point: no test of its caller
         _add_global(gen, "_tj_budget_root", enter_root)
-        return f"_tj_budget_root({', '.join(tensors)})"
+        return f"_tj_budget_root({args})"
     if callees_need or getattr(gen, "budget_ungated", False):
         return call
     for i in getattr(gen, "budget_gates", ()):

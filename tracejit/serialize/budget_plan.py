@@ -12,9 +12,13 @@ step weight per element they make; else the total of the counted contractions al
 """
 from __future__ import annotations
 
+import math
+
 from ..ir import Value, iter_values
 from ..ops import custom, split_name
-from ..support.call_budget import STATIC_STEPS, WORK_FACTOR, size_check, work_count
+from ..errors import LoadError
+from ..support.call_budget import STATIC_STEPS, WORK_FACTOR, Allowance, _measure, size_check, work_count
+from . import traced_work
 from ..lazy_module import LazyModule
 
 # consulted while code is generated: a load that hits the code cache (code_cache.py) imports none of them
@@ -27,12 +31,17 @@ _aten = LazyModule("..ops.aten", __package__)
 
 
 class BudgetPlan:
-    def __init__(self, file_elements: int):
+    def __init__(self, file_elements: int, weights: int | None = None):
         self.file_elements = file_elements   # limits.max_elements(file size)
+        # the elements of the file's tensors (call_budget.Allowance); None (migrate/build.py's plans): its calls keep
+        # the file's cap (the traced call's work unknown: no allowance below it, no claim refused at load)
+        self.weights = weights
         self.checked = False                 # some node got a check (the root then records its inputs)
         self.with_checks: dict[int, bool] = {}   # id(graph) -> its method, or one it calls, has checks
         self.graphs: list = []                   # the program's graphs (``adopt``); none known: every op counts
         self._counting: bool | None = None
+        self._work: dict[int, int] = {}          # id(graph) -> the work of its traced call (traced_work.py)
+        self._sized: dict[int, tuple | None] = {}   # id(node) -> (rule, bound) check_for found, or None: none
 
     def adopt(self, graph) -> None:
         """Make this the plan of ``graph``, one of the program's methods (its element steps count in ``counting``)."""
@@ -47,6 +56,59 @@ class BudgetPlan:
             memo: dict[int, int] = {}
             self._counting = not self.graphs or any(element_steps(g, memo) > STATIC_STEPS for g in self.graphs)
         return self._counting
+
+    def allowance(self, graph) -> Allowance:
+        """The work a call entering at ``graph`` may do (support/call_budget.Allowance), from its traced call's work.
+        A graph whose traced call alone passes the file's total at its traced inputs claims more than any call of
+        it may do: a LoadError (its first call would stop with a BudgetError)."""
+        shapes = traced_work.input_shapes(graph)
+        if self.weights is None:
+            return Allowance(traced_work.UNKNOWN, shapes, self.file_elements, self.file_elements)
+        work = traced_work.graph_work(graph, self._work, self.node_work)
+        allow = Allowance(work, shapes, self.file_elements, self.weights)
+        traced = sum(math.prod(s) for s in allow.shapes)
+        most = allow.claim(traced)
+        if work > most:
+            raise LoadError(f"graph {graph.name!r}: its traced call would compute {work} multiply-adds (its ops' "
+                            f"work at the traced shapes), more than a call of this file on its traced inputs may "
+                            f"({most}: support/call_budget.Allowance.claim); a program loaded from a file may not "
+                            "claim such work")
+        return allow
+
+    def node_work(self, node) -> int:
+        """One node's work at its traced shapes (serialize/traced_work.py): its step weight times its tensors'
+        elements, plus what its size check adds at a call (its multiply-adds and its step weight per element made)."""
+        op = node.op
+        if not isinstance(op, str):
+            return 0
+        step = node_step(node)
+        work = traced_work.element_work(node, step)
+        name = op.split(".")[0]
+        found = self._sized.get(id(node), self)   # what check_for bound (the graph's code is generated first)
+        if found is None:
+            return work
+        if found is not self:
+            rule, bound = found
+        elif name in size_rules.CUSTOM_RULES:
+            rule = size_rules.CUSTOM_RULES[name]
+            bound = schema_check.bind(custom.reviewed_schema(name), node.args, node.kwargs)
+        elif op.startswith("aten::"):
+            _, short, overload = split_name(op)
+            if size_rules.rule(short) is None and not _may_take_several_tensors(short, node):
+                return work   # no rule whatever the binding (check_for's shortcut): most nodes of a load
+            bound = _bind(short, overload, node)
+            rule = None if bound is None else size_rules.rule_for(short, bound)
+        else:
+            return work
+        if rule is None or bound is None or rule is size_rules.SEVERAL_TENSORS:
+            return work   # several tensors make their broadcast (or sum): the elements counted above, twice
+        try:
+            n, flops = _measure(rule, op_checks.meta_arguments(bound))
+        except (ValueError, TypeError, ArithmeticError, IndexError, RuntimeError, AttributeError):
+            return work   # the load's own size checks refuse such a node; counted as nothing (a smaller allowance)
+        # a size that follows a traced int is unknown here (the output's traced elements count above): nothing, so a
+        # file cannot raise its allowance by hiding its sizes
+        return min(work + (flops or 0) + step * (n or 0), traced_work.UNKNOWN)
 
     def work_for(self, node):
         """``(count, tensor arguments)`` for a node of a counting program: ``work_count`` with the op's step weight
@@ -95,15 +157,18 @@ class BudgetPlan:
             return None
         if size_rules.rule(name) is None and not _may_take_several_tensors(name, node) \
                 and not size_rules.checks_node(name, node):
+            self._sized[id(node)] = None
             return None   # rule_for gives None whatever the binding: no need to bind (most nodes of a load)
         bound = _bind(name, overload, node)
         if bound is not None:
             bound = size_rules.with_unpack(name, bound, node)
         rule = None if bound is None else size_rules.rule_for(name, bound)
         if rule is None:
+            self._sized[id(node)] = None
             return None
         if rule is size_rules.SEVERAL_TENSORS:   # only its tensors size it
             bound = {k: v for k, v in bound.items() if _holds_tensor(v)}
+        self._sized[id(node)] = (rule, bound)   # node_work measures it again at the traced shapes
         self.checked = True
         if self.counting():   # every op counts: the check runs at every call, adding its elements' steps
             return size_check(f"aten::{name}", rule, self.file_elements, _where(node), node_step(node)), bound, None
@@ -136,6 +201,11 @@ class BudgetPlan:
         self.checked = True
         step = node_step(node) if self.counting() else 0
         return size_check(op, size_rules.CUSTOM_RULES[op], self.file_elements, _where(node), step), bound, None
+
+
+def weights_of(tensors: dict) -> int:
+    """The elements of a file's tensors (a base of a call's work allowance: support/call_budget.Allowance)."""
+    return sum(t.numel() for t in tensors.values() if hasattr(t, "numel"))
 
 
 def node_step(node) -> int:

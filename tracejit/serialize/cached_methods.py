@@ -33,7 +33,7 @@ from ..codegen.compiler import function_from_code
 from ..ir import SourceLoc
 from ..ops import custom
 from ..runtime.method_compiler import InputError, compile_method, finish
-from ..support.call_budget import size_check, work_count
+from ..support.call_budget import Allowance, size_check, work_count
 from ..support.guards import GuardFailure
 from ..lazy_module import LazyModule
 
@@ -121,6 +121,11 @@ def _recipe(name: str, v, named: dict, places: dict):
     if name.startswith("_tj_budget") and made_of is not None:
         if made_of[0] == "work":   # support/call_budget.work_count: plain data
             return made_of if all(type(x) in _PLAIN for x in made_of) else None
+        if made_of[0] == "allow":   # support/call_budget.Allowance: ints and tuples of ints
+            _, work, shapes, elements, weights = made_of
+            plain = type(work) is int and type(elements) is int and type(weights) is int and type(shapes) is tuple and all(
+                type(s) is tuple and all(type(d) is int for d in s) for s in shapes)
+            return made_of if plain else None
         op, rule, where, step = made_of
         key = _rule_keys().get(id(rule))
         return ("budget", op, key, where, step) if key is not None and _rule(key) is rule else None
@@ -195,6 +200,9 @@ def _make(recipe, graph, specs: dict, signature: str):
         if rule is None:
             raise Mismatch(f"no size rule {key!r}")
         return size_check(op, rule, graph.call_budget.file_elements, where, step)
+    if kind == "allow":
+        _, work, shapes, elements, weights = recipe
+        return Allowance(work, tuple(tuple(s) for s in shapes), elements, weights)
     if kind == "work":
         _, op, step, where, fixed = recipe
         return work_count(op, step, graph.call_budget.file_elements, where, fixed)

@@ -17,7 +17,7 @@ from ..program import ModuleEntry, Program, SpecializationEntry
 from ..ir.guard_nodes import training_guard
 from ..trace.ledger import LedgerEntry
 from . import encode, limits
-from .budget_plan import BudgetPlan
+from .budget_plan import BudgetPlan, weights_of
 from .document_checks import method_name
 from ..lazy_module import LazyModule
 
@@ -37,11 +37,11 @@ def decode_function(program: dict, tensors: dict, budget: int, version: int, val
     g = table.get(methods[0][1], "function")
     if not validated:
         validate.check_graph(g, "function", None, None, budget)
-        _check_weights(g, None, "function")
+        _checkweights_of(g, None, "function")
     name = program.get("name")
     if not isinstance(name, str):
         raise LoadError("malformed function name")
-    BudgetPlan(budget).adopt(g)   # its code checks sizes that follow the inputs (support/call_budget.py)
+    BudgetPlan(budget, weights_of(tensors)).adopt(g)   # its code checks sizes that follow the inputs (support/call_budget.py)
     root = ModuleEntry("", name, False, methods=(("forward", g),))
     specs = _specializations(program, table, _Tree({"": root}), ("forward",), budget, function=True, validated=validated)
     return upgrade(Program("function", name, (root,), ("forward",), specs,
@@ -72,7 +72,7 @@ def decode_module(program: dict, tensors: dict, budget: int, version: int, valid
         for name, idx in _pairs(e.get("methods", []), f"module {path}"):
             method_name(name, f"module {path!r} method", tree.names(path))
             methods[path][name] = idx
-    plan = BudgetPlan(budget)   # the generated code checks sizes that follow the inputs (support/call_budget.py)
+    plan = BudgetPlan(budget, weights_of(tensors))   # the generated code checks sizes that follow the inputs (call_budget.py)
     graphs: dict[str, dict] = {path: {} for path in tree.entries}
     linked: dict[tuple, object] = {}
     checked: set[int] = set()
@@ -96,7 +96,7 @@ def decode_module(program: dict, tensors: dict, budget: int, version: int, valid
                 else:
                     validate.check_graph(g, where, has_tensor, methods_of, budget)
                     checked.add(idx)
-                _check_weights(g, lambda rel, kind, owner=path: tree.tensor(owner, rel, kind), where)
+                _checkweights_of(g, lambda rel, kind, owner=path: tree.tensor(owner, rel, kind), where)
             callees = []
             for i, n in enumerate(g.nodes):
                 if n.op == "tracejit::call_module":
@@ -275,8 +275,8 @@ def _specializations(program: dict, table: _GraphTable, tree: _Tree, methods: tu
                             "a submodule method")
         if not validated:
             validate.check_graph(g, where, has_tensor, lambda rel: {}, budget)
-            _check_weights(g, None if function else (lambda rel, kind: tree.tensor("", rel, kind)), where)
-        BudgetPlan(budget).adopt(g)   # a file's program: call-time budget checks (support/call_budget.py)
+            _checkweights_of(g, None if function else (lambda rel, kind: tree.tensor("", rel, kind)), where)
+        BudgetPlan(budget, weights_of(table.tensors)).adopt(g)   # a file's program: call-time budget checks (call_budget.py)
         out.append(SpecializationEntry(method, g, reason, source))
     return tuple(out)
 
@@ -354,7 +354,7 @@ def _module_entries(by_path: dict, tensors: dict) -> dict:
     return entries
 
 
-def _check_weights(g, tensor_at, where: str) -> None:
+def _checkweights_of(g, tensor_at, where: str) -> None:
     """Parameters, buffers and constants must have the dtype and shape the graph was traced with
     (``tensor_at(path, kind)``: the module's tensor at ``path``; None for a function)."""
     for i, node in enumerate(g.nodes):

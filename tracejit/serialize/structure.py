@@ -114,6 +114,11 @@ def decode_spec(d, where: str, depth: int = 0) -> Spec:
             hash(keys)
         except TypeError:
             raise LoadError(f"{where}: dict keys must be constants") from None
+        if kind == "dict" and len(set(keys)) != len(keys):   # a trace never writes one; a dict would drop a value
+            seen: set = set()
+            again = next(k for k in keys if k in seen or seen.add(k))
+            raise LoadError(f"{where}: dict structure repeats key {again!r} (keys {list(keys)[:20]!r}): one of its "
+                            "values would be dropped (an output) or read twice (an input)")
         found = _found_class(d, where)
         if kind == "registered" and found is not None and found not in (dict, list, tuple):
             return Spec("registered", found, (decode_const(d.get("context"), where),), children)

@@ -91,11 +91,75 @@ assert set(SYMBOLS.values()) <= set(vars(INT_OPS)) and _mul(3, 4) == operator.mu
 _CALL = threading.local()   # elements of the tensors the current call of a loaded program received
 
 
-def enter_call(*inputs) -> None:
+ALLOWANCE_FACTOR = 16     # a call may do this many times its traced example call's work (serialize/traced_work.py) ...
+ALLOWANCE_FLOOR = 2 ** 31  # ... or this many multiply-adds (about 0.05 s on one core), whichever is more
+CLAIM_FACTOR = 256         # a call of n input elements does at most ALLOWANCE_FACTOR x this x (its tensors' elements + n) x n
+
+
+class Allowance:
+    """The work one call of a method may do in all (``_total_work``), fixed at load (round 27; round 26's cap alone
+    let a 5 KB file's call run about 20 s): the least of
+
+    - ALLOWANCE_FACTOR x the work of its traced example call (``work``, computed at load from the traced shapes,
+      never read from the file: serialize/traced_work.py), times the square of how much larger the call's inputs
+      are than the traced ones (``shapes``: each dimension's growth over its traced size, multiplied; attention is
+      quadratic in its length);
+    - ``claim(n)``: ALLOWANCE_FACTOR x CLAIM_FACTOR x (the file's tensors' elements, ``weights``, + n) x n for the
+      call's n input elements. It rests on the call's real inputs and the file's real tensors alone, so a file
+      cannot raise it by claiming big traced shapes (a product by weights does weights x positions, a position
+      at most an input element; attention n^2 x width);
+    - the file's cap, TOTAL_WORK_FACTOR x WORK_FACTOR x max(``file_elements``, CALL_FACTOR x n) (sessions 25-26);
+
+    and at least ALLOWANCE_FLOOR (within the cap). A file whose traced call alone passes ``claim`` of its traced
+    inputs (its own example would be refused) is refused at load (serialize/budget_plan.BudgetPlan.allowance)."""
+
+    __slots__ = ("work", "shapes", "file_elements", "weights", "made_of", "at_traced", "traced_n")
+
+    def __init__(self, work: int, shapes: tuple, file_elements: int, weights: int):
+        self.work, self.shapes, self.file_elements, self.weights = work, shapes, file_elements, weights
+        self.made_of = ("allow", work, shapes, file_elements, weights)   # serialize/cached_methods.py records it
+        # the limit of a call at exactly the traced shapes (most calls: the entry's test of the shapes, no sums)
+        self.traced_n = sum(math.prod(s) for s in shapes)
+        self.at_traced = min(self.claim(self.traced_n), max(ALLOWANCE_FLOOR, ALLOWANCE_FACTOR * work))
+
+    def cap(self, n: int) -> int:
+        """The file's total for a call of ``n`` input elements (session 25's bound)."""
+        return TOTAL_WORK_FACTOR * WORK_FACTOR * max(self.file_elements, CALL_FACTOR * n)
+
+    def claim(self, n: int) -> int:
+        """The most work a call of ``n`` input elements may do by the file's tensors and ``n`` alone: ALLOWANCE_FACTOR
+        x CLAIM_FACTOR x (``weights`` + n) x n, at least ALLOWANCE_FLOOR, at most the cap. A file whose traced call
+        alone needs more (its own example would be refused) is refused at load."""
+        return min(self.cap(n), max(ALLOWANCE_FLOOR, ALLOWANCE_FACTOR * CLAIM_FACTOR * (self.weights + n) * n))
+
+    def limit(self, shapes: list, n: int) -> int:
+        """The work a call may do in all whose tensor inputs have ``shapes`` (None for an argument that is no
+        tensor) and ``n`` elements."""
+        growth = 1.0
+        traced_shapes = self.shapes
+        for i, s in enumerate(shapes):
+            if s is None:
+                continue
+            traced = traced_shapes[i] if i < len(traced_shapes) else ()
+            if s == traced:
+                continue
+            if len(s) != len(traced):   # another rank (a direct call may pass anything): its elements' growth
+                growth *= max(1.0, math.prod(s) / max(math.prod(traced), 1))
+                continue
+            for d, d0 in zip(s, traced):
+                if d > d0:
+                    growth *= d / d0
+        traced_work = ALLOWANCE_FACTOR * self.work * growth * growth
+        claim = self.claim(n)
+        return claim if traced_work >= claim else max(ALLOWANCE_FLOOR, int(traced_work))
+
+
+def enter_call(allow: Allowance, *inputs) -> None:
     """The first statement of every method of a loaded program that has size checks (root methods and
     submodule methods alike): every entry point into the program sets the budget of its call from
     the elements of *its own* inputs, so ``loaded.encoder.layer[0].forward(x)`` called directly is
-    held to what ``x`` allows, not to the last root call's budget in this thread.
+    held to what ``x`` allows, not to the last root call's budget in this thread, and its work to the
+    method's ``allow`` (Allowance).
 
     A call made from a loaded program's own generated code (a submodule call inside a call: its
     caller's globals hold this function) keeps the outer call's budget: its inputs are the call's
@@ -107,16 +171,31 @@ def enter_call(*inputs) -> None:
     for t in inputs:
         if isinstance(t, Tensor):   # a submodule method has no input checks: a direct call may pass anything
             n += t.numel()
-    _CALL.elements, _CALL.work = n, 0
+    _CALL.elements, _CALL.work, _CALL.limit = n, 0, None   # (a direct call: rare) computed when first needed
+    _CALL.pending = (allow, [t.shape if isinstance(t, Tensor) else None for t in inputs], n)
 
 
-def enter_root(*inputs) -> None:
+def enter_root(allow: Allowance, *inputs) -> None:
     """``enter_call`` for a root method: always an entry point (the file's calls name submodules only, and a
     module tree has no cycle), its inputs Tensors (its input checks ran first)."""
     n = 0
     for t in inputs:
         n += t.numel()
     _CALL.elements, _CALL.work = n, 0
+    if n == allow.traced_n:   # most calls: the traced shapes (then the limit fixed at load)
+        shapes = allow.shapes
+        if len(inputs) == len(shapes):
+            i = 0
+            for t in inputs:
+                if t.shape != shapes[i]:
+                    break
+                i += 1
+            else:
+                _CALL.limit = allow.at_traced
+                return
+    # other shapes: the limit is computed when an op first counts work (most calls of most programs: never)
+    _CALL.limit = None
+    _CALL.pending = (allow, [t.shape for t in inputs], n)
 
 
 def _held(t) -> int:
@@ -213,16 +292,36 @@ def _verdict(n, work, args: dict, file_elements: int, call_elements: int | None)
     return None
 
 
+_NO_ENTRY = object()
+
+
+def call_limit() -> int | None:
+    """The work the current (or last) call of a loaded program in this thread may do in all, or None when no entry
+    point ran here (benches and tests read it)."""
+    limit = getattr(_CALL, "limit", _NO_ENTRY)
+    if limit is None:
+        allow, shapes, n = _CALL.pending
+        limit = _CALL.limit = allow.limit(shapes, n)
+    return None if limit is _NO_ENTRY else limit
+
+
 def _total_work(work: int, file_elements: int, call_elements: int) -> str | None:
-    """Add an op's multiply-adds to its call's running total; why the total is over budget, or None."""
+    """Add an op's multiply-adds to its call's running total; why the total is over the call's allowance (set by
+    its entry point: ``Allowance.limit``), or None."""
     total = getattr(_CALL, "work", 0) + work
     _CALL.work = total
-    limit = TOTAL_WORK_FACTOR * WORK_FACTOR * max(file_elements, CALL_FACTOR * call_elements)
+    limit = getattr(_CALL, "limit", _NO_ENTRY)
+    if limit is None:   # the entry point left it for the first op that counts (its inputs were not the traced shapes)
+        allow, shapes, n = _CALL.pending
+        limit = _CALL.limit = allow.limit(shapes, n)
+    elif limit is _NO_ENTRY:   # no entry point ran in this thread: the file's total (default: the cap, never more)
+        limit = TOTAL_WORK_FACTOR * WORK_FACTOR * max(file_elements, CALL_FACTOR * call_elements)
     if total <= limit:
         return None
     return (f"would bring this call's multiply-adds to {_count(total)}, more than the ops of one call of a program "
-            f"loaded from a file may compute together ({limit}: {TOTAL_WORK_FACTOR} x what one op may; an op of "
-            f"elements counts each at its step weight, ops.step_work)")
+            f"loaded from a file may compute together ({int(limit)}: {ALLOWANCE_FACTOR} x its traced call's work, scaled by the "
+            f"square of its inputs' growth over the traced sizes, at least {ALLOWANCE_FLOOR}, at most "
+            f"{TOTAL_WORK_FACTOR} x what one op may; an op of elements counts each at its step weight, ops.step_work)")
 
 
 def size_check(op: str, rule, file_elements: int, where: str, step: int = 0):
