@@ -82,7 +82,7 @@ class BudgetPlan:
         if not isinstance(op, str):
             return 0
         step = node_step(node)
-        work = traced_work.element_work(node, step)
+        work = traced_work.element_work(node, step, broadcasts(op))
         name = op.split(".")[0]
         found = self._sized.get(id(node), self)   # what check_for bound (the graph's code is generated first)
         if found is None:
@@ -123,7 +123,7 @@ class BudgetPlan:
             fixed = self._constant_work(node, step)
         if not step or not (tensors or fixed):
             return None
-        return work_count(op.split(".")[0], step, self.file_elements, _where(node), fixed), tensors
+        return work_count(op.split(".")[0], step, self.file_elements, _where(node), fixed, broadcasts(op)), tensors
 
     def _constant_work(self, node, step: int) -> int:
         """The work of an op whose arguments are all constants (a factory of constant sizes): its size rule's
@@ -206,6 +206,17 @@ class BudgetPlan:
 def weights_of(tensors: dict) -> int:
     """The elements of a file's tensors (a base of a call's work allowance: support/call_budget.Allowance)."""
     return sum(t.numel() for t in tensors.values() if hasattr(t, "numel"))
+
+
+def broadcasts(op: str) -> bool:
+    """Are an op's tensor arguments counted as their broadcast (``work_count``)? Yes (default-deny: the larger
+    count), except for an ATen op whose size rule counts its multiply-adds (a convolution, a matmul, a linear):
+    its input, weight and bias do not broadcast together, and the rule counts its work. efficientvit_l1's 1x1
+    convolutions counted as input x output channels x 256 per element: 2.4e14 for its 64-px example, refused."""
+    if not op.startswith("aten::"):
+        return True
+    found = size_rules.rule(split_name(op).name)
+    return found is None or found.flops is None
 
 
 def node_step(node) -> int:

@@ -204,8 +204,8 @@ def _make(recipe, graph, specs: dict, signature: str):
         _, work, shapes, elements, weights = recipe
         return Allowance(work, tuple(tuple(s) for s in shapes), elements, weights)
     if kind == "work":
-        _, op, step, where, fixed = recipe
-        return work_count(op, step, graph.call_budget.file_elements, where, fixed)
+        _, op, step, where, fixed, broadcast = recipe
+        return work_count(op, step, graph.call_budget.file_elements, where, fixed, broadcast)
     raise Mismatch(f"unknown recipe {kind!r}")
 
 

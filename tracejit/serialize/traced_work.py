@@ -26,10 +26,11 @@ def _elements(v) -> int:
     return 0 if shape is None else _size(shape)
 
 
-def _arguments(node) -> int:
+def _arguments(node, broadcast: bool = True) -> int:
     """The elements a call's ``work_count`` counts for the node's tensor arguments (support/call_budget.tensor_elements
     at the traced shapes): its largest tensor, a list's tensors summed, the broadcast of tensors of different shapes
-    (each dimension's largest size: a convolution's input and weight count so too)."""
+    (each dimension's largest size); without ``broadcast`` (an op whose size rule counts its multiply-adds: a
+    convolution, a matmul) its largest tensor."""
     first = None
     others = []
     listed = 0
@@ -48,6 +49,8 @@ def _arguments(node) -> int:
         return listed
     if not others:
         return max(_size(first), listed)
+    if not broadcast:
+        return max(max(_size(shape) for shape in (first, *others)), listed)
     dims: list[int] = []
     for shape in (first, *others):
         for i in range(1, len(shape) + 1):
@@ -68,8 +71,9 @@ def _size(shape) -> int:
     return min(math.prod(s if type(s) is int and s >= 1 else 1 for s in shape), UNKNOWN)
 
 
-def element_work(node, step: int) -> int:
-    """``step`` times the traced elements of a node's tensor arguments (as ``work_count`` counts them) and outputs."""
+def element_work(node, step: int, broadcast: bool = True) -> int:
+    """``step`` times the traced elements of a node's tensor arguments (as ``work_count`` counts them, with
+    ``broadcast``) and outputs."""
     if not step:
         return 0
     outs = 0
@@ -77,7 +81,7 @@ def element_work(node, step: int) -> int:
         shape = None if v is None else getattr(v.type, "shape", None)
         if shape is not None:
             outs += _size(shape)
-    return min(step * (_arguments(node) + outs), UNKNOWN)
+    return min(step * (_arguments(node, broadcast) + outs), UNKNOWN)
 
 
 def graph_work(graph, memo: dict, node_work) -> int:

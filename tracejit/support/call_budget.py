@@ -359,9 +359,11 @@ def _broadcast_bound(tensors: list) -> int:
     return math.prod(dims)
 
 
-def tensor_elements(args: tuple) -> int:
+def tensor_elements(args: tuple, broadcast: bool = True) -> int:
     """The elements an op of tensor arguments ``args`` works through: its largest tensor, a list argument's
-    tensors together (``cat``), the broadcast of tensors of different shapes (``[n, 1] + [1, m]``)."""
+    tensors together (``cat``), the broadcast of tensors of different shapes (``[n, 1] + [1, m]``); without
+    ``broadcast`` (an op whose size rule counts its multiply-adds: a convolution's input, weight and bias do not
+    broadcast together) its largest tensor."""
     found = []
     listed = 0
     for a in args:
@@ -374,18 +376,21 @@ def tensor_elements(args: tuple) -> int:
     first = found[0]
     if len(found) == 1 or all(t.shape == first.shape for t in found):
         return max(first.numel(), listed)
+    if not broadcast:
+        return max(max(t.numel() for t in found), listed)
     return max(_broadcast_bound(found), listed)
 
 
-def work_count(op: str, step: int, file_elements: int, where: str, fixed: int = 0):
+def work_count(op: str, step: int, file_elements: int, where: str, fixed: int = 0, broadcast: bool = True):
     """The function generated code calls, before an op of a program whose calls count every op's work, with the
-    op's tensor arguments: adds ``step`` times the elements they hold (``tensor_elements``), plus ``fixed`` (the
-    work of an op of constant arguments, sized at load), to the call's total (``_total_work``)."""
+    op's tensor arguments: adds ``step`` times the elements they hold (``tensor_elements``, with ``broadcast``),
+    plus ``fixed`` (the work of an op of constant arguments, sized at load), to the call's total (``_total_work``)."""
 
     def count(*tensors) -> None:
-        why = _total_work(step * tensor_elements(tensors) + fixed, file_elements, getattr(_CALL, "elements", 0))
+        why = _total_work(step * tensor_elements(tensors, broadcast) + fixed, file_elements,
+                          getattr(_CALL, "elements", 0))
         if why is not None:
             raise BudgetError(f"{op} at {where} {why}")
 
-    count.made_of = ("work", op, step, where, fixed)   # what serialize/code_cache.py records to make it again
+    count.made_of = ("work", op, step, where, fixed, broadcast)   # what serialize/code_cache.py records
     return count
