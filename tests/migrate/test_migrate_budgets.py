@@ -92,3 +92,15 @@ def test_a_migrated_program_counts_every_op_only_when_its_ops_could_pass_the_cal
     assert migrated.forward.graph.call_budget.counting() is counts
     x = torch.randn(9)
     torch.testing.assert_close(migrated(x), fn(x))
+
+
+def _heavy_for_its_input(x):   # one element in, 2048^3 multiply-adds of factory-made operands
+    return x + torch.ones(2048, 2048).matmul(torch.ones(2048, 2048)).sum()
+
+
+def test_an_archive_whose_traced_call_claims_more_work_than_its_input_allows_is_refused_as_a_file_is():
+    """The archive's tensors and its traced call's work set each call's allowance, as for a loaded .tjit file
+    (serialize/budget_plan.BudgetPlan.allowance): a call of one element may not claim 8.6e9 multiply-adds."""
+    _, buf = _archive(_heavy_for_its_input, torch.randn(1))
+    with pytest.raises(tracejit.LoadError, match="its traced call would compute"):
+        tracejit.migrate(buf, torch.randn(1))

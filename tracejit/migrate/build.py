@@ -2,6 +2,7 @@
 module tree as a Program (tracejit/program.py), compiled by the runtime (runtime/assemble.py)."""
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from ..program import ModuleEntry, Program
@@ -23,7 +24,10 @@ def build_traced_module(script_root, graphs: dict, ledger, budget_elements: int)
 
 def script_program(script_root, graphs: dict, ledger, budget_elements: int) -> Program:
     """The Program of a converted TorchScript module tree (see ``build_traced_module``)."""
-    plan = BudgetPlan(budget_elements)
+    constants = [c for gs in graphs.values() for g in gs.values() for c in (g.constants or ())]
+    weights = sum(t.numel() for t in (*script_root.parameters(), *script_root.buffers(), *constants)
+                  if isinstance(t, torch.Tensor))   # the archive's tensors: a base of each call's allowance
+    plan = BudgetPlan(budget_elements, weights)
     shared: dict[int, nn.Parameter] = {}
     order = list(script_root.named_modules())
     path_of = {id(sm): path for path, sm in order}
