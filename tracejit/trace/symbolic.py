@@ -88,8 +88,12 @@ class TracedInt(int):
     def __float__(self):
         return float(self._specialize("float()"))
 
-    def __bool__(self):
-        return bool(self._specialize("bool()"))
+    def __bool__(self):   # truth is ``!= 0``: guard that predicate, not the value (LongT5's ``if not all(x.shape)``)
+        value = self._plain()
+        t = get_tracer()
+        if t is not None:
+            t.specialize_size(self, "bool()", value, "__ne__", 0, value != 0)
+        return value != 0
 
     def __ceil__(self):   # an int rounds to itself: nothing to guard
         return self
