@@ -232,23 +232,8 @@ def node_step(node) -> int:
 
 def element_steps(graph, memo: dict) -> int:
     """The step weights of a graph's ops, plus those of the methods it calls at each call (``memo``: by graph id;
-    a graph met again while it is being summed counts as over any bound)."""
-    key = id(graph)
-    if key in memo:
-        if memo[key] < 0:
-            return STATIC_STEPS + 1
-        return memo[key]
-    memo[key] = -1
-    total = 0
-    callees = getattr(graph, "callees", None) or {}
-    for n in graph.nodes:
-        if n.op == "tracejit::call_module":
-            callee = callees.get((n.attrs.get("path"), n.attrs.get("method")))
-            total += STATIC_STEPS + 1 if callee is None else element_steps(callee, memo)
-        else:
-            total += node_step(n)
-    memo[key] = total
-    return total
+    a method not linked, or a graph met again while it is being summed, counts as over any bound)."""
+    return traced_work.summed_over_calls(graph, memo, node_step, STATIC_STEPS + 1)
 
 
 def _where(node) -> str:

@@ -88,18 +88,25 @@ def graph_work(graph, memo: dict, node_work) -> int:
     """The work of one call of ``graph`` at its traced shapes, the methods it calls included (``node_work(node)``:
     one node's, serialize/budget_plan.BudgetPlan.node_work; ``memo``: by graph id; a graph met again while it is
     being summed, or a call of a method not linked (the loader refuses both), counts as nothing)."""
+    return summed_over_calls(graph, memo, node_work, 0)
+
+
+def summed_over_calls(graph, memo: dict, per_node, unlinked: int) -> int:
+    """``per_node(node)`` summed over a graph's nodes, a call of a submodule method counting its callee's sum (each
+    call again; ``memo``: by graph id), at most UNKNOWN. A call whose callee is not linked, or of a graph met again
+    while it is being summed (a cycle), counts ``unlinked``."""
     key = id(graph)
     if key in memo:
-        return max(memo[key], 0)
+        return unlinked if memo[key] < 0 else memo[key]
     memo[key] = -1
     total = 0
     callees = getattr(graph, "callees", None) or {}
     for n in graph.nodes:
         if n.op == "tracejit::call_module":
             callee = callees.get((n.attrs.get("path"), n.attrs.get("method")))
-            total += 0 if callee is None else graph_work(callee, memo, node_work)
+            total += unlinked if callee is None else summed_over_calls(callee, memo, per_node, unlinked)
         else:
-            total += node_work(n)
+            total += per_node(n)
         total = min(total, UNKNOWN)
     memo[key] = total
     return total
