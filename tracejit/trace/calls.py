@@ -153,6 +153,7 @@ class ModuleCalls:
             out_leaves = None if traced_through else internal(bind_outputs)(tracer, child, out)
         finally:
             tracer.frames.pop()
+            tracer.finished.remember(child, parent)   # what it computed and did not return (escapes.py)
         if traced_through:   # an ImageList in or out: the ops go into the caller's graph (trace/through.py)
             internal(through.splice)(parent, child, outer, path[len(parent.path) + 1:] if parent.path else path)
             return out

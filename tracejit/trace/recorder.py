@@ -27,6 +27,7 @@ from ..ops import custom as custom_ops
 from ..pytree import flatten
 from . import (boundary, captured_writes, dtype_reads, grad_mode, int_tensors, len_reads, ops, pieces, provenance,
                reads, self_results, subscript, torch_rounding)
+from .escapes import FinishedCalls
 from .guards import GuardMaker
 from .ledger import Ledger, torch_phrase
 from .source import in_torch, user_location
@@ -85,6 +86,7 @@ class Tracer(TorchFunctionMode):
         self.python_state = None   # trace/python_state.PythonStateWatch, set by trace/api.record
         self.rng_seeded = False    # forward seeded or made a generator: later draws are never dropped (rng_record.py)
         self.captured: dict = {}   # id(tensor) -> (tensor, SourceLoc): each captured as a constant (attribute_tensors.py)
+        self.finished = FinishedCalls()   # tensors of finished submodule calls their callers do not know (escapes.py)
         if root_module is not None:
             for path, m in root_module.named_modules(remove_duplicate=False):
                 self.module_paths.setdefault(id(m), path)
@@ -138,6 +140,7 @@ class Tracer(TorchFunctionMode):
         return v
 
     def _constant(self, frame: Frame, t) -> Value:
+        self.finished.refuse_escaped(t, frame, user_location(3))
         grad_mode.refuse_free_tensor_needing_grad(t, user_location(3))
         if isinstance(t, torch.nn.Parameter) or t.requires_grad:
             what = "a parameter or tensor that requires grad and is not a parameter of the traced module"

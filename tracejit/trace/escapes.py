@@ -1,0 +1,75 @@
+"""Tensors a submodule's call computed that reach its caller other than through the call's return value.
+
+A submodule call is recorded as a ``call_module`` node of its own graph: its caller knows the tensors the call
+returned, nothing else. A tensor the call computed and handed out another way (appended to a list its caller
+passed in, stored by a forward hook into a dict the caller reads: transformers' output capturing, written into a
+container the caller holds) is unknown to the caller's frame; the recorder would freeze it as a constant, the
+example's tensor, and every call would answer it (silently, where it needs no grad: under ``no_grad``, the common
+way to trace). ``FinishedCalls`` remembers, by weak reference, the tensors of every finished submodule call that its
+caller does not know; a tensor about to become a constant that one of them computed is refused with the line and
+the submodule's path (default-deny: a tensor computed from constants or parameters alone too, since a parameter
+updated in place later would leave the constant stale).
+
+>>> import torch, tracejit
+>>> class Inner(torch.nn.Module):
+...     def forward(self, x, store):
+...         store.append(x * 2)
+...         return x + 1
+>>> class Outer(torch.nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.inner = Inner()
+...     def forward(self, x):
+...         store = []
+...         return self.inner(x, store) + store[0]
+>>> with torch.no_grad():
+...     tracejit.trace(Outer(), torch.ones(2))
+Traceback (most recent call last):
+  ...
+tracejit.errors.TraceError: a tensor (shape (2,), dtype torch.float32) computed inside submodule 'inner' ...
+"""
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+from ..errors import TraceError
+from ..ops.names import CONSTANT, GET_ATTR
+
+
+_NOT_COMPUTED = (CONSTANT, GET_ATTR)   # tensors the call found, not made: a later call finds them too
+
+
+class FinishedCalls:
+    """The tensors of finished submodule calls that their callers do not know (see the module doc)."""
+
+    def __init__(self):
+        self._by_id: dict[int, tuple] = {}   # id(tensor) -> (weak reference, the submodule's path)
+
+    def remember(self, child, parent) -> None:
+        """After ``child``'s call (a Frame) returned into ``parent``'s: remember what it computed and kept."""
+        for obj in child.keep:
+            if not isinstance(obj, torch.Tensor) or id(obj) in parent.env:
+                continue
+            producer = getattr(child.env.get(id(obj)), "producer", None)
+            if producer is None or producer.op in _NOT_COMPUTED:   # an input, a capture, a constant, an attribute
+                continue
+            try:
+                self._by_id[id(obj)] = (weakref.ref(obj), child.path)
+            except TypeError:   # a tensor type without weak references: nothing to tell later
+                pass
+
+    def refuse_escaped(self, t, frame, where) -> None:
+        """Raise TraceError if ``t`` (about to be frozen as a constant in ``frame``) was computed by a finished call."""
+        hit = self._by_id.get(id(t))
+        if hit is None or hit[0]() is not t:
+            return
+        caller = f"submodule '{frame.path}'" if frame.path else "the traced code"
+        shape = "nested" if t.is_nested else tuple(t.shape)
+        raise TraceError(
+            f"a tensor (shape {shape}, dtype {t.dtype}) computed inside submodule '{hit[1]}' reached {caller} at "
+            f"{where or '(line unknown)'} other than through that submodule's return value (a list or dict passed "
+            "in, a forward hook, a container held outside): tracejit records a submodule call by its inputs and "
+            "outputs, so the program would answer the example's tensor at every call. Return the tensor from the "
+            "submodule's forward (or compute it in the caller), then trace again")
