@@ -16,7 +16,7 @@ import tracejit
 from tracejit import ops
 from catalogue_round26 import (NORM_EDITS, NORM_OPS, conv, conv_sized, elementwise_chain, norm_files,
                                diff_sized, diffed, hostile_cases, legit_cases, repeated_specializations, sized)
-from security_testlib import rewrite, round_problems, traced_bytes
+from security_testlib import CheapSin, load_bytes, rewrite, round_problems, traced_bytes
 from tracejit.serialize import size_rules
 from tracejit.support import call_budget
 
@@ -28,19 +28,7 @@ def _no_cache(monkeypatch):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", "")
 
 
-class _CheapSin(TorchDispatchMode):
-    """Runs ``sin`` as the identity (the test counts the work, not the seconds) and counts how many ran."""
-    ran = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func in (torch.ops.aten.sin.default, torch.ops.aten.sin_.default):
-            _CheapSin.ran += 1
-            return args[0]
-        return func(*args, **(kwargs or {}))
-
-
-def _load(raw: bytes):
-    return tracejit.load(io.BytesIO(raw))
+_CheapSin, _load = CheapSin, load_bytes   # (security_testlib: conftest.py)
 
 
 def test_an_elementwise_chain_stops_after_a_bounded_total(monkeypatch):

@@ -13,12 +13,11 @@ import os
 import pytest
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import tracejit
 from catalogue_round26 import elementwise_chain, sized
 from catalogue_round27 import KEY_EDITS, _flat, _Ops, attention, dict_io, odd_cases, products, structure_cases
-from security_testlib import output_sum, rewrite, run_child, to_bytes, traced_bytes
+from security_testlib import CheapSin, load_bytes, output_sum, rewrite, run_child, to_bytes, traced_bytes
 from tracejit.serialize import read_program
 from tracejit.support import call_budget
 from tracejit.viewer import program_document, render_html
@@ -29,19 +28,7 @@ def _no_cache(monkeypatch):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", "")
 
 
-class _CheapSin(TorchDispatchMode):
-    """Runs ``sin`` as the identity and counts how many ran (the test counts work, not seconds)."""
-    ran = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func in (torch.ops.aten.sin.default, torch.ops.aten.sin_.default):
-            _CheapSin.ran += 1
-            return args[0]
-        return func(*args, **(kwargs or {}))
-
-
-def _load(raw: bytes):
-    return tracejit.load(io.BytesIO(raw))
+_CheapSin, _load = CheapSin, load_bytes   # (security_testlib: conftest.py)
 
 
 def _call_work(loaded, *args):
