@@ -7,8 +7,8 @@ container the caller holds) is unknown to the caller's frame; the recorder would
 example's tensor, and every call would answer it (silently, where it needs no grad: under ``no_grad``, the common
 way to trace). ``FinishedCalls`` remembers, by weak reference, the tensors of every finished submodule call that its
 caller does not know; a tensor about to become a constant that one of them computed is refused with the line and
-the submodule's path (default-deny: a tensor computed from constants or parameters alone too, since a parameter
-updated in place later would leave the constant stale).
+the submodule's path, where it depends on the data of a tensor (an input, a parameter or buffer: one updated in
+place later would leave the constant stale); one made from constants and sizes alone stays frozen, as before.
 
 >>> import torch, tracejit
 >>> class Inner(torch.nn.Module):
@@ -35,10 +35,34 @@ import weakref
 import torch
 
 from ..errors import TraceError
-from ..ops.names import CONSTANT, GET_ATTR
+from ..ir import iter_values
+from ..ops.names import CONSTANT, GET_ATTR, SIZE_READS
 
 
 _NOT_COMPUTED = (CONSTANT, GET_ATTR)   # tensors the call found, not made: a later call finds them too
+
+
+def _reads_data(value, limit: int = 100_000) -> bool:
+    """Does ``value`` depend on the data of a tensor the call received or found (an input, a capture, a parameter
+    or buffer), not only on constants and sizes? A size read (``x.size(0)``) stops the walk: a tensor made from
+    sizes alone (``torch.arange(n)``, an index built from a window's size and cached by ``lru_cache``, as BEiT's
+    relative position index) was frozen before and stays so (its size guards are what they were). A walk past
+    ``limit`` values answers yes (default-deny)."""
+    seen, todo = set(), [value]
+    while todo:
+        v = todo.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if len(seen) > limit:
+            return True
+        node = v.producer
+        if node is None or node.op == GET_ATTR:   # an input of the call (or a capture), a parameter or buffer
+            return True
+        if node.op == CONSTANT or node.op in SIZE_READS:
+            continue
+        todo.extend(iter_values((node.args, node.kwargs)))
+    return False
 
 
 class FinishedCalls:
@@ -52,8 +76,11 @@ class FinishedCalls:
         for obj in child.keep:
             if not isinstance(obj, torch.Tensor) or id(obj) in parent.env:
                 continue
-            producer = getattr(child.env.get(id(obj)), "producer", None)
+            value = child.env.get(id(obj))
+            producer = getattr(value, "producer", None)
             if producer is None or producer.op in _NOT_COMPUTED:   # an input, a capture, a constant, an attribute
+                continue
+            if not _reads_data(value):   # made from constants and sizes alone (BEiT's relative position index)
                 continue
             try:
                 self._by_id[id(obj)] = (weakref.ref(obj), child.path)
