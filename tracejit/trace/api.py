@@ -11,11 +11,12 @@ from ..errors import TraceError
 from ..ir import Graph
 from ..pytree import flatten, unflatten
 from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
+from .escapes import EscapedTensorError
 from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
 from . import attribute_tensors, boundary, fast_paths, first_access, capture, env_reads, frame_returns, global_reads, global_state, global_tensors, legacy, module_config, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
-from . import backend_flags, global_hooks, input_keys, outer_state, rng_record  # noqa: F401  (rng_record's, backend_flags' stand-ins register)
+from . import attempts, backend_flags, global_hooks, input_keys, outer_state, rng_record  # noqa: F401  (rng_record's, backend_flags' stand-ins register)
 from .symbolic import get_tracer, set_tracer
 
 
@@ -100,22 +101,61 @@ def _refuse_uninitialized(module: nn.Module) -> None:
                              "(torch.jit.trace needs the same)")
 
 
-def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: bool = True,
-           force_outplace: bool = False, name: str = "forward", registry: tuple | None = None,
-           signature_of=None, guards=True, allow_frozen_python_state: bool = False, finish) -> Recording:
-    """Run ``fn(*args, **kwargs)`` once, recording every PyTorch op it calls.
+def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, **options) -> Recording:
+    """Run ``fn(*args, **kwargs)`` once, recording every PyTorch op it calls (options: ``_record_run``'s).
+
+    Where a submodule call's tensor reached its caller another way than the call's return value (trace/escapes.py),
+    forward runs again with those calls traced through in place, if the first run changed nothing a caller can
+    see (trace/attempts.py); else the escape is a TraceError saying what was written.
+    """
+    through, warned = frozenset(), set()
+    for _ in range(attempts.MAX_ATTEMPTS):
+        attempt = attempts.Attempt(args, kwargs, module, options.get("registry"))
+        try:
+            rec = _record_run(fn, args, kwargs, module, through=through, attempt=attempt, warned=warned, **options)
+            escaped, error = rec.escaped, None
+        except EscapedTensorError as e:
+            escaped, error = e.through, e
+        if escaped <= through:   # nothing new to trace through (or nothing escaped)
+            if error is not None:
+                raise error
+            return rec
+        written = attempt.changed()
+        if written is not None:
+            raise TraceError(f"{error if error is not None else _CAUGHT}; tracejit would record forward again "
+                             f"with that call traced through in place, but the first run changed state a caller "
+                             f"sees: {written}") from error
+        attempt.rewind()
+        through |= escaped
+    raise TraceError(f"a tensor kept escaping its submodule's call after tracing {sorted(through)} through")
+
+
+_CAUGHT = ("a tensor computed inside a submodule reached its caller other than through the call's return value, "
+           "and the traced code caught tracejit's error about it")
+
+
+def _record_run(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: bool = True,
+                force_outplace: bool = False, name: str = "forward", registry: tuple | None = None,
+                signature_of=None, guards=True, allow_frozen_python_state: bool = False, finish,
+                through: frozenset = frozenset(), attempt=None, warned: set | None = None) -> Recording:
+    """One run of ``fn(*args, **kwargs)``, recording every PyTorch op it calls.
 
     ``registry`` shares submodule method graphs between the methods of one trace_module;
     ``signature_of`` is the callable whose parameter names name the inputs (default ``fn``);
     ``guards`` (True, "shapes" or False) says which guards the trace keeps (see docs/DESIGN.md);
     ``allow_frozen_python_state`` turns trace/python_state.py's refusals into warnings;
     ``finish(graph)`` runs on each graph this recording made, once (the caller passes
-    passes.pipeline.run_trace_pipeline: passes sit above trace/, so trace/ does not import them).
+    passes.pipeline.run_trace_pipeline: passes sit above trace/, so trace/ does not import them);
+    ``through``: submodule paths whose calls are traced through in place (trace/attempts.py); ``attempt``: the
+    caller-visible state before the run (attempts.Attempt); ``warned``: the warnings already given by an earlier run.
     """
     check_policy(guards)
-    ledger = Ledger(emit_warnings=warn)
+    ledger = Ledger(emit_warnings=warn, warned=warned)
     tracer = Tracer(module, ledger, force_outplace, registry)
     tracer.guards.policy = guards
+    tracer.through = through
+    if attempt is not None:
+        attempt.ledger = ledger
     known = {id(g) for methods in tracer.methods.values() for g in methods.values()}   # shared, already finished
     graph = Graph(name=name, module_type=type(module).__name__ if module is not None else "",
                   training=module.training if module is not None else None)
@@ -131,7 +171,8 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
         for path, m in module.named_modules():
             check_backward_hooks(m, path)
         ledger.add("training", "the module's training flag", None, module.training)
-    tracer.python_state = watch = python_state.PythonStateWatch(module, allow_frozen_python_state)
+    tracer.python_state = watch = python_state.PythonStateWatch(
+        module, allow_frozen_python_state, attempt.python if attempt is not None else None)
     watch.outer = outer_state.OuterState()
     args, kwargs = input_keys.watch(args, kwargs, graph.param_names)   # dicts whose key set forward reads
     watch.outer.watch_inputs(args, kwargs, signature_of or fn)
@@ -160,4 +201,6 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn: boo
     recorded = [g for methods in tracer.methods.values() for g in methods.values() if id(g) not in known]
     for g in recorded + [graph]:   # submodule graphs made by this recording, then the method's own
         finish(g)
-    return Recording(graph, tracer.methods, ledger, result, [(m, key) for _, m, key in getattr(watch, "lazy", ())])
+    rec = Recording(graph, tracer.methods, ledger, result, [(m, key) for _, m, key in getattr(watch, "lazy", ())])
+    rec.escaped = tracer.finished.escaped   # escapes the traced code caught (trace/attempts.py)
+    return rec

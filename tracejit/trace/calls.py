@@ -144,7 +144,7 @@ class ModuleCalls:
         check_backward_hooks(module, path)
         graph = Graph(name="forward", module_type=type(module).__name__)
         child = Frame(graph, module, path, parent)
-        traced_through = internal(through.cannot_flatten)((args, kwargs))
+        traced_through = path in tracer.through or internal(through.cannot_flatten)((args, kwargs))
         outer = internal(bind_inputs)(tracer, child, args, kwargs, module.forward, parent, traced_through)
         tracer.frames.append(child)
         try:
@@ -154,7 +154,7 @@ class ModuleCalls:
         finally:
             tracer.frames.pop()
             tracer.finished.remember(child, parent)   # what it computed and did not return (escapes.py)
-        if traced_through:   # an ImageList in or out: the ops go into the caller's graph (trace/through.py)
+        if traced_through:   # an ImageList in or out, or a tensor it handed out (escapes.py): into the caller's graph
             internal(through.splice)(parent, child, outer, path[len(parent.path) + 1:] if parent.path else path)
             return out
         return internal(self._finish_call)(module, path, parent, child, outer, out, out_leaves)

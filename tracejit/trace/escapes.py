@@ -6,13 +6,20 @@ passed in, stored by a forward hook into a dict the caller reads: transformers' 
 container the caller holds) is unknown to the caller's frame; the recorder would freeze it as a constant, the
 example's tensor, and every call would answer it (silently, where it needs no grad: under ``no_grad``, the common
 way to trace). ``FinishedCalls`` remembers, by weak reference, the tensors of every finished submodule call that its
-caller does not know; a tensor about to become a constant that one of them computed is refused with the line and
-the submodule's path, where it depends on the data of a tensor (an input, a parameter or buffer: one updated in
-place later would leave the constant stale); one made from constants and sizes alone stays frozen, as before.
+caller does not know; a tensor about to become a constant that one of them computed stops the recording
+(``EscapedTensorError``, naming the line and the submodule's path), where it depends on the data of a tensor (an
+input, a parameter or buffer: one updated in place later would leave the constant stale); one made from constants
+and sizes alone stays frozen, as before. trace/attempts.py then records forward again with that submodule's call
+traced through in place, so the tensor is known where it is read; where the first run changed state a caller sees,
+the error stands.
 
 >>> import torch, tracejit
 >>> class Inner(torch.nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.register_buffer("calls", torch.zeros(()))
 ...     def forward(self, x, store):
+...         self.calls += 1   # written in place: a second run would count twice
 ...         store.append(x * 2)
 ...         return x + 1
 >>> class Outer(torch.nn.Module):
@@ -65,11 +72,41 @@ def _reads_data(value, limit: int = 100_000) -> bool:
     return False
 
 
+class EscapedTensorError(TraceError):
+    """A finished submodule call's tensor reached its caller another way than the call's return value.
+    ``through``: the submodule paths whose calls, traced through in place (trace/through.py), would make the tensor
+    known where it is read (trace/api.record retraces with them, where the failed attempt changed nothing)."""
+
+    def __init__(self, message: str, through: frozenset):
+        super().__init__(message)
+        self.through = through
+
+
+def paths_to_trace_through(callee: str, reader: str) -> frozenset:
+    """The submodule paths from below the nearest common ancestor of ``reader`` (the frame that read the tensor)
+    and ``callee`` (the finished call that computed it) down to ``callee``: traced through, each call hands what
+    it knew to its caller, up to that ancestor, which then knows the tensor.
+
+    >>> sorted(paths_to_trace_through("encoder.layer.0", ""))
+    ['encoder', 'encoder.layer', 'encoder.layer.0']
+    >>> sorted(paths_to_trace_through("encoder.layer.0", "pooler"))
+    ['encoder', 'encoder.layer', 'encoder.layer.0']
+    >>> sorted(paths_to_trace_through("a.b.c", "a.x"))
+    ['a.b', 'a.b.c']
+    """
+    parts, reads = callee.split("."), reader.split(".") if reader else []
+    common = 0
+    while common < min(len(parts), len(reads)) and parts[common] == reads[common]:
+        common += 1
+    return frozenset(".".join(parts[:i]) for i in range(common + 1, len(parts) + 1))
+
+
 class FinishedCalls:
     """The tensors of finished submodule calls that their callers do not know (see the module doc)."""
 
     def __init__(self):
         self._by_id: dict[int, tuple] = {}   # id(tensor) -> (weak reference, the submodule's path)
+        self.escaped: frozenset = frozenset()   # paths to trace through, from every escape refused (even if caught)
 
     def remember(self, child, parent) -> None:
         """After ``child``'s call (a Frame) returned into ``parent``'s: remember what it computed and kept."""
@@ -94,9 +131,10 @@ class FinishedCalls:
             return
         caller = f"submodule '{frame.path}'" if frame.path else "the traced code"
         shape = "nested" if t.is_nested else tuple(t.shape)
-        raise TraceError(
+        self.escaped |= paths_to_trace_through(hit[1], frame.path)
+        raise EscapedTensorError(
             f"a tensor (shape {shape}, dtype {t.dtype}) computed inside submodule '{hit[1]}' reached {caller} at "
             f"{where or '(line unknown)'} other than through that submodule's return value (a list or dict passed "
             "in, a forward hook, a container held outside): tracejit records a submodule call by its inputs and "
             "outputs, so the program would answer the example's tensor at every call. Return the tensor from the "
-            "submodule's forward (or compute it in the caller), then trace again")
+            "submodule's forward (or compute it in the caller), then trace again", self.escaped)

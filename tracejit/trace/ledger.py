@@ -86,9 +86,10 @@ class Ledger:
     WARN_KINDS = ("value_read", "iteration", "size", "constant", "autograd_function", "outplace_view", "metadata",
                   "python_state")
 
-    def __init__(self, emit_warnings: bool = True):
+    def __init__(self, emit_warnings: bool = True, warned: set | None = None):
         self.entries: list[LedgerEntry] = []
         self.emit_warnings = emit_warnings
+        self.warned = set() if warned is None else warned   # warnings given (shared by a recording's runs)
 
     def add(self, kind: str, message: str, source: SourceLoc | None, value: Any = None, warn: bool = True) -> None:
         entry = LedgerEntry(kind, message, source, _plain(value))
@@ -96,7 +97,9 @@ class Ledger:
         if warn and self.emit_warnings and kind in self.WARN_KINDS:
             said = message if INCORRECT in message else f"{message}; this {INCORRECT}"
             text = f"{said}. The trace fixed the value {entry.value!r}; it may be wrong for other inputs."
-            warn_at(text, source, stacklevel=3)
+            if (text, repr(source)) not in self.warned:   # a recording run again (trace/attempts.py) warns once
+                self.warned.add((text, repr(source)))
+                warn_at(text, source, stacklevel=3)
 
 
 def _plain(value):

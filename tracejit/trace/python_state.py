@@ -334,9 +334,9 @@ def generator_call(frame, fn) -> None:
 class PythonStateWatch:
     """Collects what forward did that a traced program cannot replay; ``finish`` refuses or warns."""
 
-    def __init__(self, module: nn.Module | None, allow: bool):
+    def __init__(self, module: nn.Module | None, allow: bool, before: dict | None = None):
         self.allow, self.module = allow, module
-        self.before = snapshot(module)
+        self.before = snapshot(module) if before is None else before
         self.outer = None   # trace/outer_state.OuterState (globals, closure cells, input containers): set by api.record
         self.issues: list = []   # (what, advice, SourceLoc | None)
         self.first_access: dict = {}   # (id(instance), name) -> "load" / "store": trace/first_access.py

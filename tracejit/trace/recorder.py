@@ -87,6 +87,7 @@ class Tracer(TorchFunctionMode):
         self.rng_seeded = False    # forward seeded or made a generator: later draws are never dropped (rng_record.py)
         self.captured: dict = {}   # id(tensor) -> (tensor, SourceLoc): each captured as a constant (attribute_tensors.py)
         self.finished = FinishedCalls()   # tensors of finished submodule calls their callers do not know (escapes.py)
+        self.through: frozenset = frozenset()   # submodule paths whose calls go into their caller's graph (api.record)
         if root_module is not None:
             for path, m in root_module.named_modules(remove_duplicate=False):
                 self.module_paths.setdefault(id(m), path)

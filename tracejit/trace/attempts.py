@@ -1,0 +1,95 @@
+"""A recording run again, with submodule calls traced through, when a tensor escaped a finished call.
+
+A submodule call is recorded by its inputs and outputs (a ``call_module`` node). A tensor the call computed that
+reaches its caller another way (transformers' output capturing: forward hooks store each layer's output, and the
+model returns them as ``hidden_states``; a list passed in and appended to) is unknown to the caller: trace/escapes.py
+stops the recording there, naming the submodule. torch.jit.trace records one flat graph, so the tensor is simply
+known. tracejit then records the forward again with those submodule calls traced through in place
+(trace/through.py: their ops go into the caller's graph; their own submodules stay calls), and the tensor is known
+where it is read.
+
+Running forward a second time is allowed only where the first run changed nothing a caller can see
+(``Attempt.changed``): no in-place write to an input, a parameter, a buffer or a tensor attribute of the module
+(their version counters), no Python attribute of the hierarchy changed (trace/python_state.py's snapshot), no
+random number drawn (a second run would draw again from torch's global generator; putting its state back would
+be seen by every other thread, as runtime/private_rng.py explains). A ``trace_module`` shares no method the failed
+run registered. Where the first run did change something, the escape stays a TraceError, which says what. Warnings
+the first run gave are not given again.
+
+>>> import torch, tracejit
+>>> class Inner(torch.nn.Module):
+...     def forward(self, x, store):
+...         store.append(x * 2)
+...         return x + 1
+>>> class Outer(torch.nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.inner = Inner()
+...     def forward(self, x):
+...         store = []
+...         return self.inner(x, store) + store[0]
+>>> with torch.no_grad():
+...     traced = tracejit.trace(Outer(), torch.ones(2))
+>>> traced(torch.full((3,), 2.0))
+tensor([7., 7., 7.])
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..pytree import flatten
+from . import python_state
+
+MAX_ATTEMPTS = 8   # each retry traces at least one more submodule path through: bounded by the hierarchy's depth
+
+
+def _version(t: torch.Tensor):
+    try:
+        return t._version
+    except RuntimeError:   # an inference tensor keeps no version counter
+        return None
+
+
+class Attempt:
+    """What a caller could see of one recording run: taken before it, compared after it failed."""
+
+    def __init__(self, args, kwargs, module: nn.Module | None, registry):
+        leaves, _ = flatten((tuple(args), dict(kwargs)))
+        tensors = {id(t): ("an input", t) for t in leaves if isinstance(t, torch.Tensor)}
+        if module is not None:
+            for name, t in list(module.named_parameters()) + list(module.named_buffers()):
+                tensors.setdefault(id(t), (f"'{name}'", t))
+            for path, m in module.named_modules():
+                for key, value in vars(m).items():
+                    if isinstance(value, torch.Tensor):
+                        tensors.setdefault(id(value), (f"attribute '{path + '.' if path else ''}{key}'", value))
+        self.versions = [(what, t, _version(t)) for what, t in tensors.values()]
+        self.inference = torch.is_inference_mode_enabled()
+        self.python = python_state.snapshot(module)
+        self.ledger = None   # the run's ledger (trace/api._record_run sets it): its random draws
+        self.registry = registry
+        self.methods = None if registry is None else [{p: dict(d) for p, d in part.items()} for part in registry]
+
+    def changed(self) -> str | None:
+        """What the failed run changed that a caller can see (None: nothing), in words."""
+        for what, t, before in self.versions:
+            now = _version(t)
+            if now != before or (now is None and self.inference):
+                return f"{what} was written in place"
+        for path, (obj, attrs) in self.python.items():
+            now = python_state._attributes(obj)
+            for key in set(attrs) | set(now):
+                if attrs.get(key) != now.get(key):
+                    return f"attribute {key!r} of {'the module' if not path else repr(path)} changed"
+        drawn = [e for e in (self.ledger.entries if self.ledger is not None else ()) if e.kind == "nondeterministic"]
+        if drawn:
+            return f"it drew random numbers ({drawn[0].message} at {drawn[0].source})"
+        return None
+
+    def rewind(self) -> None:
+        """Put back the methods the failed run registered (shared by a trace_module's methods)."""
+        if self.registry is not None:
+            for part, kept in zip(self.registry, self.methods):
+                part.clear()
+                part.update(kept)
