@@ -237,3 +237,25 @@ def test_returned_tensors_and_python_values_handed_out_still_trace():
         for n in (2, 5):
             x = torch.randn(n, 4)
             torch.testing.assert_close(traced(x), model(x))
+
+
+def test_an_escape_the_traced_code_catches_is_still_traced_through():
+    class Catching(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Ledgered()
+
+        def forward(self, x):
+            store = []
+            y = self.inner(x, store)
+            try:   # tracejit's error about the escape is caught here in the first run: the run is not kept
+                y = y + store[0]
+            except Exception:
+                y = y - 100
+            return y
+
+    model = Catching()
+    with torch.no_grad():
+        traced = tracejit.trace(model, torch.ones(2))
+        x = torch.randn(3)
+        torch.testing.assert_close(traced(x), model(x), rtol=0, atol=0)
