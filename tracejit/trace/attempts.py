@@ -17,21 +17,26 @@ run registered. Where the first run did change something, the escape stays a Tra
 the first run gave are not given again.
 
 >>> import torch, tracejit
->>> class Inner(torch.nn.Module):
-...     def forward(self, x, store):
-...         store.append(x * 2)
-...         return x + 1
->>> class Outer(torch.nn.Module):
+>>> class Block(torch.nn.Module):   # hands each step's tensor out through a list, as hidden states are collected
 ...     def __init__(self):
 ...         super().__init__()
-...         self.inner = Inner()
+...         self.lin = torch.nn.Linear(2, 2)
+...     def forward(self, x, trail):
+...         trail.append(self.lin(x))
+...         return trail[-1].relu()
+>>> class Model(torch.nn.Module):
+...     def __init__(self):
+...         super().__init__()
+...         self.block = Block()
 ...     def forward(self, x):
-...         store = []
-...         return self.inner(x, store) + store[0]
+...         trail = []
+...         return self.block(x, trail), trail[0]
+>>> model = Model()
 >>> with torch.no_grad():
-...     traced = tracejit.trace(Outer(), torch.ones(2))
->>> traced(torch.full((3,), 2.0))
-tensor([7., 7., 7.])
+...     traced = tracejit.trace(model, torch.ones(1, 2))
+...     x = torch.randn(3, 2)
+...     torch.equal(traced(x)[1], model(x)[1])
+True
 """
 from __future__ import annotations
 
