@@ -131,6 +131,9 @@ def test_the_submodule_is_traced_through_and_its_own_submodules_stay_calls():
         traced = tracejit.trace(model, torch.randn(2, 4))
     assert "self._modules['inner']._modules['lin']" in traced.code
     assert "self._modules['inner'].forward" not in traced.code
+    with pytest.raises(RuntimeError, match="traced through into its caller's graph"):
+        traced.inner(torch.randn(2, 4), [])
+    assert traced.inner.lin(torch.randn(1, 4)).shape == (1, 4)   # its own submodule keeps its traced forward
 
 
 class Counting(nn.Module):

@@ -206,7 +206,11 @@ class TracedModule(_TracedProgram, nn.Module):
         object.__setattr__(self, name, types.MethodType(fn, self))
 
     def forward(self, *args, **kwargs):  # replaced per instance by _install
-        raise RuntimeError(f"{self.original_name} was not called while tracing, so it has no traced forward")
+        raise RuntimeError(f"{self.original_name} has no traced forward of its own: it was not called while tracing, "
+                           "or its call was traced through into its caller's graph (a tensor it computed reached the "
+                           "caller another way than its return value, or its inputs or outputs hold objects tracejit "
+                           "cannot flatten); call the traced module that holds it (torch.jit's traced submodules "
+                           "cannot be called either)")
 
     def __call__(self, *args, **kwargs):
         seen = self.__dict__.get("_hook_seen")
