@@ -106,25 +106,30 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, **options) -
 
     Where a submodule call's tensor reached its caller another way than the call's return value (trace/escapes.py),
     forward runs again with those calls traced through in place, if the first run changed nothing a caller can
-    see (trace/attempts.py); else the escape is a TraceError saying what was written.
+    see (trace/attempts.py); else the escape is a TraceError saying what was written. A run that only set the
+    module up (python_state.FirstCallSetUpError) is followed by one more, from the state it left.
     """
-    through, warned = frozenset(), set()
+    through, warned, set_up = frozenset(), set(), False
     for _ in range(attempts.MAX_ATTEMPTS):
         attempt = attempts.Attempt(args, kwargs, module, options.get("registry"))
+        first_call = False
         try:
             rec = _record_run(fn, args, kwargs, module, through=through, attempt=attempt, warned=warned, **options)
             escaped, error = rec.escaped, None
         except EscapedTensorError as e:
             escaped, error = e.through, e
-        if escaped <= through:   # nothing new to trace through (or nothing escaped)
+        except python_state.FirstCallSetUpError as e:   # the run only set the module up: record the next call
+            escaped, error, first_call = through, e, not set_up
+        if escaped <= through and not first_call:   # nothing new to trace through (or nothing escaped)
             if error is not None:
                 raise error
             return rec
+        set_up = set_up or first_call
         written = attempt.changed()
         if written is not None:
-            raise TraceError(f"{error if error is not None else _CAUGHT}; tracejit would record forward again "
-                             f"with that call traced through in place, but the first run changed state a caller "
-                             f"sees: {written}") from error
+            again = "from the state it set up" if first_call else "with that call traced through in place"
+            raise TraceError(f"{error if error is not None else _CAUGHT}\n(tracejit would record forward again {again}, "
+                             f"but the first run changed state a caller sees: {written})") from error
         attempt.rewind()
         through |= escaped
     raise TraceError(f"a tensor kept escaping its submodule's call after tracing {sorted(through)} through")

@@ -10,11 +10,17 @@ where it is read.
 
 Running forward a second time is allowed only where the first run changed nothing a caller can see
 (``Attempt.changed``): no in-place write to an input, a parameter, a buffer or a tensor attribute of the module
-(their version counters), no Python attribute of the hierarchy changed (trace/python_state.py's snapshot), no
+(their version counters), no Python attribute of the hierarchy changed (trace/python_state.py's snapshot) but
+for set-ups (an attribute the module did not have, or had as None: eager's second call finds them done too), no
 random number drawn (a second run would draw again from torch's global generator; putting its state back would
 be seen by every other thread, as runtime/private_rng.py explains). A ``trace_module`` shares no method the failed
 run registered. Where the first run did change something, the escape stays a TraceError, which says what. Warnings
 the first run gave are not given again.
+
+The same second run records a module whose first call only set itself up (python_state.FirstCallSetUpError:
+every Python-state change sets an attribute the module did not have, such as transformers' output capturing
+``_output_capturing_hooks_installed``): the second run starts from what the first left, as eager's second call, and
+its own checks see any state that changes per call.
 
 >>> import torch, tracejit
 >>> class Block(torch.nn.Module):   # hands each step's tensor out through a list, as hidden states are collected
@@ -85,6 +91,8 @@ class Attempt:
         for path, (obj, attrs) in self.python.items():
             now = python_state._attributes(obj)
             for key in set(attrs) | set(now):
+                if key not in attrs or attrs[key] == python_state.NONE_FINGERPRINT:
+                    continue   # a set-up on the first call: eager's second call finds it done too
                 if attrs.get(key) != now.get(key):
                     return f"attribute {key!r} of {'the module' if not path else repr(path)} changed"
         drawn = [e for e in (self.ledger.entries if self.ledger is not None else ()) if e.kind == "nondeterministic"]

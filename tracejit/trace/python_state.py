@@ -65,6 +65,13 @@ from .source import user_location
 from .symbolic import get_tracer
 
 OPT_OUT = "allow_frozen_python_state=True"
+
+
+class FirstCallSetUpError(TraceError):
+    """Every change forward made to the hierarchy's Python state sets an attribute the module did not have before
+    (a set-up done once, on the first call: transformers' output capturing installs its hooks and sets
+    ``_output_capturing_hooks_installed``). trace/api.record records forward again from the state that call left,
+    as eager's second call would run, where nothing else changed (trace/attempts.py); else this error stands."""
 _MODULE_BOOKKEEPING = frozenset(nn.Module().__dict__) - {"training", "_parameters", "_buffers", "_modules"}
 _CONTAINERS = (list, dict, set, collections.deque, collections.OrderedDict)
 # any other mutable container, compared by its items too (default-deny: weakref.WeakKeyDictionary /
@@ -145,7 +152,7 @@ def snapshot(module: nn.Module | None) -> dict:
 
 
 _ENTRY_KINDS = {"_parameters": "parameter", "_buffers": "buffer", "_modules": "submodule"}
-_NONE = ("v", type(None), None)
+_NONE = NONE_FINGERPRINT = ("v", type(None), None)
 
 
 def _changes(before: dict, lazy: list, codes=(), first=None, scratch=None) -> list:
@@ -367,7 +374,9 @@ class PythonStateWatch:
             self.found("a write into a tensor through its numpy view (`.numpy()` / `np.asarray`)",
                        "write with torch ops, or take a copy (`.numpy().copy()`)", loc)
         codes = tuple(self.outer.forward_codes) if self.outer is not None else ()
+        issues_before, set_ups = len(self.issues), 0
         for path, m, key in _changes(self.before, lazy, codes, self.first_access, scratch):
+            set_ups += isinstance(key, str) and key not in self.before[path][1] and key in vars(m)
             key = held_state.DrawnKey(key) if isinstance(key, str) and held_state.is_generator(vars(m).get(key)) else key
             self.found(_describe(path, m, key), "keep state that changes per call in tensors (buffers updated "
                        "in place) or outside forward", _assignment_line(self.module, path, key) or held_state.write_line(m, key, _write_patterns))
@@ -390,7 +399,8 @@ class PythonStateWatch:
         if not self.allow:
             lines = [f"  {loc or '(line unknown)'}: {what}; {advice}" for what, advice, loc in self.issues[:6]]
             more = f"\n  ... and {len(self.issues) - 6} more" if len(self.issues) > 6 else ""
-            raise TraceError(
+            only_set_ups = issues_before == 0 and set_ups == len(self.issues)
+            raise (FirstCallSetUpError if only_set_ups else TraceError)(
                 "the traced code did something a traced program cannot replay or check at call time; its "
                 "trace-time outcome would be frozen silently:\n" + "\n".join(lines) + more +
                 f"\nTo accept the frozen values, trace with {OPT_OUT} (each is then a TracerWarning and a "
