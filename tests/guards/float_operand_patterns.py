@@ -54,3 +54,59 @@ class LengthPenalty(nn.Module):
 
 FUNCTIONS = [(float_pow, "float_pow"), (mod_pow, "mod_pow"), (float_divmod, "float_divmod"),
              (int_divmod, "int_divmod"), (float_sum, "float_sum"), (float_prod, "float_prod")]
+
+
+# ---- operators whose other operand's own arithmetic reads the size (trace/operand_scan.py) ------
+def float_times(x):
+    return x * (0.5 * x.shape[-1])   # @float_times
+
+
+def float_over(x):
+    n = x.shape[-1]
+    k = 1.0 / n   # @float_over
+    return x * k
+
+
+def float_below(x):
+    if 3.5 < x.shape[-1]:   # @float_below
+        return x * 2
+    return x
+
+
+def chained(x):
+    if 1.5 < x.shape[-1] < 4.5:   # @chained
+        return x * 2
+    return x
+
+
+def repeated(x):
+    return x * torch.tensor([1.0] * x.shape[-1]).sum()   # @repeated
+
+
+def bool_plus(x):
+    return x * (True + x.shape[-1])   # @bool_plus
+
+
+def augmented(x):
+    acc = 0.5
+    acc *= x.shape[-1]   # @augmented
+    return x * acc
+
+
+class ScaledBySize(nn.Module):
+    def __init__(self, scale: float = 0.5):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        return x * (self.scale ** x.shape[-1])   # @attr_pow
+
+
+OPERATORS = [(float_times, "float_times"), (float_over, "float_over"), (float_below, "float_below"),
+             (chained, "chained"), (repeated, "repeated"), (bool_plus, "bool_plus"), (augmented, "augmented"),
+             (ScaledBySize(), "attr_pow")]
+
+
+def size_first(x):
+    """The size on the left: recorded float math, no guard (symfloat.py)."""
+    return x[:, : math.ceil(x.shape[-1] * 0.5)] * (x.shape[-1] / 2)

@@ -75,3 +75,27 @@ def test_transformers_exponential_decay_length_penalty():
         torch.testing.assert_close(quiet(optimized, ids, scores), expected)
         with pytest.raises(tracejit.GuardError):
             loaded(ids, scores)
+
+
+@pytest.mark.parametrize("fn,marker", pats.OPERATORS, ids=[m for _, m in pats.OPERATORS])
+def test_operator_with_the_size_on_the_right_follows_eager_or_fails_a_named_guard(fn, marker):
+    """``0.5 * n``, ``1.0 / n``, ``3.5 < n``, ``[1.0] * n``, ``True + n``, ``acc *= n``, ``self.scale ** n``: the
+    other operand's C arithmetic reads the size; found in the source (trace/operand_scan.py) and guarded."""
+    traced = quiet(tracejit.trace, fn, (torch.ones(2, 3),))
+    loaded = roundtrip(traced)
+    x = torch.ones(2, 5)
+    expected = fn(x)
+    assert not torch.equal(expected[:, :3], fn(torch.ones(2, 3)))   # eager's answer moves
+    torch.testing.assert_close(quiet(traced, x), expected)
+    with pytest.raises(tracejit.GuardError) as err:
+        loaded(x)
+    assert err.value.source.lineno == line_of(marker)
+
+
+def test_size_on_the_left_stays_recorded():
+    traced = quiet(tracejit.trace, pats.size_first, (torch.randn(2, 3),))
+    loaded = roundtrip(traced)
+    for n in (5, 8, 11):
+        x = torch.randn(2, n)
+        torch.testing.assert_close(loaded(x), pats.size_first(x))   # no GuardError
+    assert not [n for n in traced.graph.nodes if n.op == "tracejit::guard" and n.attrs["kind"] == "size"]

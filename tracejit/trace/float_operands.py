@@ -12,10 +12,8 @@ int (a float, a complex, anything else), the size is read as a Python value firs
 (``size == 7``, at the user's line); the program re-traces or fails a named guard at another size.
 Int-only calls, and calls with no traced size, run the builtin unchanged.
 
-Not covered (open, hunt28): the same arithmetic written as an operator with the float on the left (``0.5 * n``,
-``1.0 / n``, ``3.5 < n``, ``self.scale ** n``): ``float.__mul__`` runs first and reads the int directly, and no
-Python hook runs for an operator. ``n * 0.5``, ``n / 2``, ``n < 3.5`` (the size on the left) are recorded or
-guarded (symbolic.py, symfloat.py).
+The same arithmetic written as an operator (``0.5 * n``, ``1.0 / n``, ``3.5 < n``): no Python hook runs for an
+operator; those are found in the source (operand_scan.py).
 """
 from __future__ import annotations
 
