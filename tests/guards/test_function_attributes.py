@@ -100,3 +100,28 @@ def test_forward_written_function_attribute_is_not_checked():
     traced = quiet(tracejit.trace, m, (torch.randn(3),), allow_frozen_python_state=True)
     checks = traced.graph.memory_checks
     assert checks is None or all(name != "fn" for _, name, _, _ in checks.items)
+
+
+ACT = torch.relu
+
+
+class GlobalActivated(nn.Module):
+    def forward(self, x):
+        return ACT(x) * 2   # a module-level name holding a function
+
+
+def test_rebound_global_function_gives_eager_answer():
+    global ACT
+    m = GlobalActivated().eval()
+    x = torch.randn(3, 4)
+    traced = quiet(tracejit.trace, m, (x,))
+    before = m(x)
+    try:
+        ACT = torch.tanh
+        after = m(x)
+        assert not torch.allclose(after, before)
+        torch.testing.assert_close(quiet(traced, x), after)
+        assert "global `ACT`" in traced.graph.memory_checks.what_changed()
+    finally:
+        ACT = torch.relu
+    torch.testing.assert_close(quiet(traced, x), before)
