@@ -14,6 +14,9 @@ float to the RIGHT of the size, which ``TracedInt``'s own methods record), the s
 line. The program then re-traces or fails a named guard at another size. ``n * 0.5``, ``n / 2``, ``n < 3.5`` (the size
 on the left) stay recorded or guarded as before (symbolic.py, symfloat.py).
 
+An operand that is tensor math (``0.5 * (a + b)``: a name, attribute or subscript base among its operands holds a
+tensor) is not evaluated again: the tracer records tensor arithmetic, and computing it twice would add dead ops.
+
 Known limits (index_reads.py's): operands that are calls of other functions (``f(x) * n``) are not evaluated again, so
 ``math.sqrt(d) * n`` is not seen; a name reassigned between the operator and the next event is read with its new
 value (a guard the trace did not need: too strict, never wrong).
@@ -77,6 +80,31 @@ def _worth(node, safe) -> list:
     return hit[1]
 
 
+_TENSOR = torch.empty(0)   # stands for an operand that is tensor math: recorded by the tracer, never evaluated again
+
+
+def _atoms(expr):
+    """The operands of the arithmetic in ``expr``: names, attributes, subscripts, calls, constants."""
+    if isinstance(expr, ast.BinOp):
+        yield from _atoms(expr.left)
+        yield from _atoms(expr.right)
+    elif isinstance(expr, ast.UnaryOp):
+        yield from _atoms(expr.operand)
+    else:
+        yield expr
+
+
+def _value(expr, frame, eval_):
+    """``expr`` evaluated again in ``frame``, or ``_TENSOR`` where one of its operands is a tensor (``0.5 * (a + b)``:
+    not computed and recorded a second time)."""
+    for atom in _atoms(expr):
+        if isinstance(atom, ast.Subscript) and isinstance(eval_(atom.value, frame), torch.Tensor):
+            return _TENSOR   # (x[0]: an index op, not evaluated again)
+        if not isinstance(atom, ast.Constant) and isinstance(eval_(atom, frame), torch.Tensor):
+            return _TENSOR
+    return eval_(expr, frame)
+
+
 def check(scanner, frame, node, eval_, safe, guard_index) -> None:
     """Guard each traced size of ``node`` (one of ``NODES``) that meets an operand that does not ask it."""
     for left_expr, op, right_expr in _worth(node, safe):
@@ -84,11 +112,12 @@ def check(scanner, frame, node, eval_, safe, guard_index) -> None:
             with contextlib.ExitStack() as stack:
                 if scanner.tracer not in torch.overrides._get_current_function_mode_stack():
                     stack.enter_context(scanner.tracer)
-                left, right = eval_(left_expr, frame), eval_(right_expr, frame)
+                left = _value(left_expr, frame, eval_)
+                right = _TENSOR if left is _TENSOR else _value(right_expr, frame, eval_)
         except Exception:  # noqa: BLE001  (a name not bound yet, a line that did not run)
             continue
         for size, other, on_left in ((left, right, True), (right, left, False)):
-            if not isinstance(size, TracedInt) or _asks(other, on_left, op):
+            if size is _TENSOR or other is _TENSOR or not isinstance(size, TracedInt) or _asks(other, on_left, op):
                 continue
             key = (id(frame), id(node), id(left_expr), int.__int__(size))
             if key in scanner.done:
