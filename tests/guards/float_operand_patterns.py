@@ -102,9 +102,15 @@ class ScaledBySize(nn.Module):
         return x * (self.scale ** x.shape[-1])   # @attr_pow
 
 
+def in_floats(x):
+    if x.shape[-1] in (3.0, 4.0):   # @in_floats
+        return x * 2
+    return x
+
+
 OPERATORS = [(float_times, "float_times"), (float_over, "float_over"), (float_below, "float_below"),
              (chained, "chained"), (repeated, "repeated"), (bool_plus, "bool_plus"), (augmented, "augmented"),
-             (ScaledBySize(), "attr_pow")]
+             (ScaledBySize(), "attr_pow"), (in_floats, "in_floats")]
 
 
 def size_first(x):

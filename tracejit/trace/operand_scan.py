@@ -1,12 +1,13 @@
 """A traced size as the operand of an operator whose other operand's own C arithmetic reads it without asking.
 
 ``0.5 * n``, ``1.0 / x.shape[-1]``, ``self.scale ** n``, ``3.5 < n``, ``True + n``, ``[0.0] * n``, ``n * [0.0]``,
-``Fraction(1, 2) * n``: CPython runs the other operand's method first (a ``TracedInt`` is an int, not a float / bool /
+``Fraction(1, 2) * n``, ``n in (3.0, 4.0)``: CPython runs the other operand's method first (a ``TracedInt`` is an int, not a float / bool /
 complex subclass, so its reflected method is not tried first; or it answers NotImplemented to a list), and that method
 reads the int's digits directly. No Python hook runs for an operator, so nothing was recorded or guarded: the program
 kept the trace's number at every size, silently (hunt28).
 
-Found in the source instead, as index_reads.py finds list indices: each ``BinOp``, ``Compare`` and ``AugAssign`` on the
+Found in the source instead, as index_reads.py finds list indices: each ``BinOp``, ``Compare`` (membership in a list
+or tuple: its items are the left operands of ``==``) and ``AugAssign`` on the
 lines a user frame ran since its last event whose operands are side-effect free (names, attributes, numbers,
 arithmetic, ``.size()``, ``.shape[...]``, ``len()``) has its operands evaluated again in that frame; where a traced
 size meets an operand that does not ask it (anything but a tensor, an int, a ``TracedInt`` / ``TracedFloat``, and a
@@ -74,7 +75,7 @@ def _worth(node, safe) -> list:
         pairs = []
         if not isinstance(node, ast.AugAssign) or isinstance(node.target, (ast.Name, ast.Attribute)):
             pairs = [(a, op, b) for a, op, b in _pairs(node)
-                     if not isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn))   # (membership: items' own ==)
+                     if not isinstance(op, (ast.Is, ast.IsNot))
                      and not (isinstance(a, ast.Constant) and isinstance(b, ast.Constant)) and safe(a) and safe(b)]
         hit = _checked[id(node)] = (node, pairs)
     return hit[1]
@@ -116,6 +117,9 @@ def check(scanner, frame, node, eval_, safe, guard_index) -> None:
                 right = _TENSOR if left is _TENSOR else _value(right_expr, frame, eval_)
         except Exception:  # noqa: BLE001  (a name not bound yet, a line that did not run)
             continue
+        if isinstance(op, (ast.In, ast.NotIn)):   # ``n in (3.0, 4.0)``: ``item == n`` runs with the item on the left
+            items = right if isinstance(right, (list, tuple)) and len(right) <= 64 else ()
+            op, left, right = ast.Eq(), next((i for i in items if not _asks(i, False, ast.Eq())), _TENSOR), left
         for size, other, on_left in ((left, right, True), (right, left, False)):
             if size is _TENSOR or other is _TENSOR or not isinstance(size, TracedInt) or _asks(other, on_left, op):
                 continue
