@@ -16,7 +16,7 @@ from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
 from . import attribute_tensors, boundary, fast_paths, first_access, capture, env_reads, frame_returns, global_reads, global_state, global_tensors, legacy, module_config, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
-from . import attempts, backend_flags, global_hooks, input_keys, outer_state, rng_record  # noqa: F401  (rng_record's, backend_flags' stand-ins register)
+from . import attempts, backend_flags, callable_attrs, global_hooks, input_keys, outer_state, rng_record  # noqa: F401  (rng_record's, backend_flags' stand-ins register)
 from .symbolic import get_tracer, set_tracer
 
 
@@ -202,6 +202,7 @@ def _record_run(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn
         global_reads.add_guards(watch.outer, graph, allow_frozen_python_state, ledger, module, fn)   # or globals hold
         global_tensors.add_checks(watch.outer, graph, allow_frozen_python_state)   # module-level tensors, by identity
         attribute_tensors.add_checks(tracer, graph, module, allow_frozen_python_state)   # and tensor attributes
+        callable_attrs.add_checks(watch.outer, graph, module, allow_frozen_python_state)   # and function attributes
         module_config.add_checks(graph, module, allow_frozen_python_state)   # torch's / libraries' module settings
     recorded = [g for methods in tracer.methods.values() for g in methods.values() if id(g) not in known]
     for g in recorded + [graph]:   # submodule graphs made by this recording, then the method's own

@@ -154,4 +154,4 @@ for _name in _MATH_INT_READERS:
         patches.register(math, _name, _guarded_math)
 
 
-from . import index_reads, module_flags, symfloat, number_escapes, numpy_reads, float_reads  # noqa: E402,F401  (their stand-ins register with patches)
+from . import index_reads, module_flags, symfloat, number_escapes, numpy_reads, float_reads, float_operands  # noqa: E402,F401  (their stand-ins register with patches)

@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from ..ir import SourceLoc
-from . import c_readers, numpy_calls, patches, stdlib_calls
+from . import c_readers, numpy_calls, operand_scan, patches, stdlib_calls
 from .source import _TORCH_DIR, _skipped
 from .symbolic import TracedInt, get_tracer
 
@@ -88,7 +88,7 @@ def _subscripts_by_line(filename: str):
             for node in ast.walk(tree):
                 if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) or \
                         isinstance(node, ast.Call) and (node.args or node.keywords) or \
-                        _formats(node):   # calls: numpy_calls.py
+                        isinstance(node, operand_scan.NODES):   # calls: numpy_calls.py; operators: operand_scan.py
                     table.setdefault(node.lineno, []).append(node)
         _trees[filename] = table
     return _trees[filename]
@@ -249,8 +249,10 @@ class IndexScanner:
             return
         for lineno in range(start, line + 1):
             for node in table.get(lineno, ()):
-                if isinstance(node, ast.BinOp):
+                if _formats(node):
                     self._check_format(frame, node)
+                elif isinstance(node, operand_scan.NODES):
+                    operand_scan.check(self, frame, node, _eval, _safe, guard_index)
                 elif isinstance(node, ast.Call):
                     numpy_calls.check(self, frame, node, _eval, _safe, guard_index)
                 else:
