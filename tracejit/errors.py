@@ -46,6 +46,13 @@ class TraceError(RuntimeError):
     """Something in the traced code cannot be recorded."""
 
 
+class FirstCallSetUpError(TraceError):
+    """Every change forward made to the hierarchy's Python state sets an attribute the module did not have before
+    (a set-up done once, on the first call: transformers' output capturing installs its hooks and sets
+    ``_output_capturing_hooks_installed``). The trace records forward again from the state that call left, as
+    eager's second call would run, where nothing else changed (trace/attempts.py); else this error stands."""
+
+
 class BackwardHookError(TraceError, ValueError):
     """A module of the traced hierarchy has a backward hook (a ValueError, as in torch.jit)."""
 

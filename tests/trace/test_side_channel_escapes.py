@@ -262,3 +262,26 @@ def test_an_escape_the_traced_code_catches_is_still_traced_through():
         traced = tracejit.trace(model, torch.ones(2))
         x = torch.randn(3)
         torch.testing.assert_close(traced(x), model(x), rtol=0, atol=0)
+
+
+def test_an_escape_after_a_scratch_attribute_write_is_traced_through():
+    class Remembers(nn.Module):
+        def forward(self, x, store):
+            self.rows = x.shape[0]   # written before any read in the call: scratch, the next run writes it first
+            store.append(x * self.rows)
+            return x
+
+    class Caller(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Remembers()
+
+        def forward(self, x):
+            store = []
+            return self.inner(x, store) + store[0]
+
+    model = Caller()
+    with torch.no_grad():
+        traced = tracejit.trace(model, torch.ones(2, 3))
+        x = torch.randn(5, 3)
+        torch.testing.assert_close(traced(x), model(x), rtol=0, atol=0)

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
 
-from ..errors import TraceError
+from ..errors import FirstCallSetUpError, TraceError
 from ..ir import Graph
 from ..pytree import flatten, unflatten
 from .calls import ModuleCalls, bind_inputs, bind_outputs, check_backward_hooks
@@ -118,7 +118,7 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, **options) -
             escaped, error = rec.escaped, None
         except EscapedTensorError as e:
             escaped, error = e.through, e
-        except python_state.FirstCallSetUpError as e:   # the run only set the module up: record the next call
+        except FirstCallSetUpError as e:   # the run only set the module up: record the next call
             escaped, error, first_call = through, e, not set_up
         if escaped <= through and not first_call:   # nothing new to trace through (or nothing escaped)
             if error is not None:
@@ -159,8 +159,6 @@ def _record_run(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn
     tracer = Tracer(module, ledger, force_outplace, registry)
     tracer.guards.policy = guards
     tracer.through = through
-    if attempt is not None:
-        attempt.ledger = ledger
     known = {id(g) for methods in tracer.methods.values() for g in methods.values()}   # shared, already finished
     graph = Graph(name=name, module_type=type(module).__name__ if module is not None else "",
                   training=module.training if module is not None else None)
@@ -178,6 +176,8 @@ def _record_run(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn
         ledger.add("training", "the module's training flag", None, module.training)
     tracer.python_state = watch = python_state.PythonStateWatch(
         module, allow_frozen_python_state, attempt.python if attempt is not None else None)
+    if attempt is not None:   # what the run drew and which attributes it wrote first (trace/attempts.py)
+        attempt.ledger, attempt.watch = ledger, watch
     watch.outer = outer_state.OuterState()
     args, kwargs = input_keys.watch(args, kwargs, graph.param_names)   # dicts whose key set forward reads
     watch.outer.watch_inputs(args, kwargs, signature_of or fn)

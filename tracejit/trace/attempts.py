@@ -11,7 +11,8 @@ where it is read.
 Running forward a second time is allowed only where the first run changed nothing a caller can see
 (``Attempt.changed``): no in-place write to an input, a parameter, a buffer or a tensor attribute of the module
 (their version counters), no Python attribute of the hierarchy changed (trace/python_state.py's snapshot) but
-for set-ups (an attribute the module did not have, or had as None: eager's second call finds them done too), no
+for set-ups (an attribute the module did not have, or had as None: eager's second call finds them done too) and
+scratch attributes (written before any read in the run, trace/first_access.py: the next run writes them first), no
 random number drawn (a second run would draw again from torch's global generator; putting its state back would
 be seen by every other thread, as runtime/private_rng.py explains). A ``trace_module`` shares no method the failed
 run registered. Where the first run did change something, the escape stays a TraceError, which says what. Warnings
@@ -79,6 +80,7 @@ class Attempt:
         self.inference = torch.is_inference_mode_enabled()
         self.python = python_state.snapshot(module)
         self.ledger = None   # the run's ledger (trace/api._record_run sets it): its random draws
+        self.watch = None    # the run's python_state.PythonStateWatch (set there too): its first accesses
         self.registry = registry
         self.methods = None if registry is None else [{p: dict(d) for p, d in part.items()} for part in registry]
 
@@ -93,6 +95,8 @@ class Attempt:
             for key in set(attrs) | set(now):
                 if key not in attrs or attrs[key] == python_state.NONE_FINGERPRINT:
                     continue   # a set-up on the first call: eager's second call finds it done too
+                if self.watch is not None and self.watch.first_access.get((id(obj), key)) == "store":
+                    continue   # scratch: written before any read, so the next run writes it again first
                 if attrs.get(key) != now.get(key):
                     return f"attribute {key!r} of {'the module' if not path else repr(path)} changed"
         drawn = [e for e in (self.ledger.entries if self.ledger is not None else ()) if e.kind == "nondeterministic"]

@@ -29,9 +29,8 @@ such things are detected while tracing (``PythonStateWatch``, one per recording)
   recorded instead: trace/rng_record.py), **the default dtype or device set inside forward**
   (``torch.set_default_dtype`` / ``set_default_tensor_type`` / ``set_default_device``: a factory after it is
   recorded without a dtype and replays in the caller's default; hunt19), **writes torch never shows the trace**
-  (``Tensor.set_``, ``torch.utils.swap_tensors``: no TorchFunctionMode sees them; hunt25): stand-ins (trace/patches.register) note the
-  calling line when the caller
-  is the tracing thread's code (not the standard library, numpy, torch or tracejit);
+  (``Tensor.set_``, ``torch.utils.swap_tensors``: no TorchFunctionMode sees them; hunt25): stand-ins note the line
+  when the caller is the tracing thread's code (not the standard library, numpy, torch or tracejit: trace/patches);
 - **an exception raised by a recorded op and caught** by the traced code (``try: x.view(...) except
   RuntimeError: ...``): the trace holds the fallback the example took.
 
@@ -55,7 +54,7 @@ import numpy.random as npr   # numpy is a dependency (pyproject.toml)
 import torch
 from torch import nn
 
-from ..errors import TraceError
+from ..errors import FirstCallSetUpError, TraceError
 from ..ir import SourceLoc
 from . import first_access, held_state, not_forward, patches
 from .carried_state import carried
@@ -65,13 +64,6 @@ from .source import user_location
 from .symbolic import get_tracer
 
 OPT_OUT = "allow_frozen_python_state=True"
-
-
-class FirstCallSetUpError(TraceError):
-    """Every change forward made to the hierarchy's Python state sets an attribute the module did not have before
-    (a set-up done once, on the first call: transformers' output capturing installs its hooks and sets
-    ``_output_capturing_hooks_installed``). trace/api.record records forward again from the state that call left,
-    as eager's second call would run, where nothing else changed (trace/attempts.py); else this error stands."""
 _MODULE_BOOKKEEPING = frozenset(nn.Module().__dict__) - {"training", "_parameters", "_buffers", "_modules"}
 _CONTAINERS = (list, dict, set, collections.deque, collections.OrderedDict)
 # any other mutable container, compared by its items too (default-deny: weakref.WeakKeyDictionary /
@@ -373,8 +365,7 @@ class PythonStateWatch:
         for loc in self.numpy_views.changed():
             self.found("a write into a tensor through its numpy view (`.numpy()` / `np.asarray`)",
                        "write with torch ops, or take a copy (`.numpy().copy()`)", loc)
-        codes = tuple(self.outer.forward_codes) if self.outer is not None else ()
-        issues_before, set_ups = len(self.issues), 0
+        codes, issues_before, set_ups = tuple(self.outer.forward_codes) if self.outer else (), len(self.issues), 0
         for path, m, key in _changes(self.before, lazy, codes, self.first_access, scratch):
             set_ups += isinstance(key, str) and key not in self.before[path][1] and key in vars(m)
             key = held_state.DrawnKey(key) if isinstance(key, str) and held_state.is_generator(vars(m).get(key)) else key
@@ -399,8 +390,7 @@ class PythonStateWatch:
         if not self.allow:
             lines = [f"  {loc or '(line unknown)'}: {what}; {advice}" for what, advice, loc in self.issues[:6]]
             more = f"\n  ... and {len(self.issues) - 6} more" if len(self.issues) > 6 else ""
-            only_set_ups = issues_before == 0 and set_ups == len(self.issues)
-            raise (FirstCallSetUpError if only_set_ups else TraceError)(
+            raise (FirstCallSetUpError if issues_before == 0 and set_ups == len(self.issues) else TraceError)(
                 "the traced code did something a traced program cannot replay or check at call time; its "
                 "trace-time outcome would be frozen silently:\n" + "\n".join(lines) + more +
                 f"\nTo accept the frozen values, trace with {OPT_OUT} (each is then a TracerWarning and a "
