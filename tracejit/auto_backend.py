@@ -11,8 +11,9 @@ the traced object holds its original module, no further from the original's floa
 traced program itself, nor, for a candidate built after the torch backend's program, than that program;
 the float64 test alone keeps a detector's thresholded boxes), is left out and the
 report says why: a backend nobody measured is never chosen (default-deny). So is an exported candidate whose
-runtime could not answer the example inputs itself, the traced program answering for it (Mask R-CNN at batch 8:
-onnxruntime's boxes move a truncated ``int(box)``, and every call then pays both programs).
+runtime could not answer the example inputs itself, the traced program answering for it, and the report says why
+(Mask R-CNN at batch 8: onnxruntime's boxes move a truncated ``int(box)``, so the run fails on the mask paste's
+slice, ``ScatterND ... updates shape {0,2}``; every call would pay both programs).
 
 Timing, made for a machine other processes load (load only ever adds time to a call): each candidate
 built is warmed up (``WARMUP_CALLS`` calls after the check's one: first calls allocate, fill caches and
@@ -147,7 +148,8 @@ def _measure_and_choose(traced, args, kwargs, candidates, budget_s, build_budget
             notes[name] = f"left out: {type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
             continue
         if getattr(program, "handed_over", 0):
-            notes[name] = HANDED_OVER
+            reason = getattr(program, "hand_over_reason", "")
+            notes[name] = HANDED_OVER + (f" (the last: {reason})" if reason else "")
             continue
         built[name] = program
         if name == "torch":

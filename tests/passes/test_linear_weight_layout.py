@@ -80,3 +80,51 @@ def test_transformer_layers_keep_their_answers_and_save_load():
         with torch.no_grad():
             torch.testing.assert_close(fast(y), m(y), rtol=1e-4, atol=1e-5)
             torch.testing.assert_close(loaded(y), m(y), rtol=1e-4, atol=1e-5)
+
+
+class Classifier(nn.Module):
+    """A pooled feature vector and a 10-class linear head (Inception-v3's classifier at batch 1)."""
+
+    def __init__(self, features=2048, classes=10):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(features, classes)
+
+    def forward(self, x):
+        return self.fc(torch.relu(x).mean((2, 3)))
+
+
+@pytest.mark.parametrize("batch,features,classes", [(1, 2048, 10), (1, 512, 1000), (8, 2048, 10)])
+def test_a_head_whose_transposed_product_sums_otherwise_keeps_eagers_bits(batch, features, classes):
+    """Few rows or few outputs: this CPU's BLAS runs the transposed weight as another kernel, which sums in
+    another order (2-3x further from float64): the weight stays plain and the answer is eager's to the bit, on new
+    inputs of the traced batch."""
+    from tracejit.passes.linear_weight_layout import same_bits
+    m = Classifier(features, classes).eval()
+    fast = tracejit.optimize_for_inference(tracejit.trace(m, (torch.randn(batch, features, 3, 3),)))
+    if same_bits(batch, features, classes, torch.float32, True):
+        pytest.skip("this CPU's BLAS gives the same bits in both layouts at this shape")
+    assert transposed_weights(fast.graph) == 0
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for _ in range(5):
+            x = torch.randn(batch, features, 3, 3, generator=gen) * 4
+            assert torch.equal(fast(x), m(x))
+
+
+def test_a_transposed_weight_is_one_the_probe_found_exact():
+    """16 rows by 64 features and outputs: the same bits in both layouts here, so the weight is transposed (the
+    speed) and its products are the plain weight's to the bit on new inputs of that shape."""
+    from tracejit.passes.linear_weight_layout import same_bits
+    if not same_bits(16, 64, 64, torch.float32, True):
+        pytest.skip("this CPU's BLAS sums the transposed product otherwise at this shape")
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64)).eval()
+    fast = tracejit.optimize_for_inference(tracejit.trace(m, (torch.randn(16, 64),)))
+    assert transposed_weights(fast.graph) == 2
+    weights = [c for c in fast.graph.constants if isinstance(c, torch.Tensor) and c.dim() == 2]
+    with torch.no_grad():
+        for w in weights:
+            x, b = torch.randn(16, 64), torch.randn(64)
+            assert not w.is_contiguous() and torch.equal(nn.functional.linear(x, w, b),
+                                                         nn.functional.linear(x, w.contiguous(), b))

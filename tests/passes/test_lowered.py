@@ -32,8 +32,9 @@ def test_lower_builds_kernels_beside_a_plain_graph_and_leaves_its_input_alone():
     assert "kernels" not in Graph._FIELDS and not hasattr(Graph(), "kernels")   # the IR has no kernel table
     kernel_nodes = [n for n in lowered.graph.nodes if n.op == KERNEL]
     assert kernel_nodes and all(callable(lowered.kernel(n)) for n in kernel_nodes)
-    assert [p[0] for p in lowered.graph.passes[-4:]] == ["blocked_conv_regions", "fuse_conv_kernels",
-                                                         "fuse_numpy_regions", "fuse_linear_kernels"]
+    assert [p[0] for p in lowered.graph.passes[-5:]] == ["blocked_conv_regions", "fuse_conv_kernels",
+                                                         "fuse_numpy_regions", "fuse_linear_kernels",
+                                                         "roi_align_kernels"]
     optimized = tracejit.optimize_for_inference(traced)
     assert optimized._fn.lowered.graph.passes == lowered.graph.passes
     # the optimized program runs this lowered program: its code is codegen's on the graph and its kernels

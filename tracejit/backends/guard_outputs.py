@@ -13,7 +13,7 @@ loaded one raises the GuardError naming the line (support/guards.py). Never the 
 from __future__ import annotations
 
 from ..export._deps import require
-from ..export.guard_outputs import OUTPUT_PREFIX
+from ..export.guard_outputs import OUTPUT_PREFIX, describe
 from ..export.guards import _constant_only, plan_guards
 from ..export.tidy import drop_unread_nodes
 from ..ir import ScalarType
@@ -43,8 +43,10 @@ class GuardOutputs:
         names = [o.name for o in proto.graph.output]
         self.names = [n for n in names if n.startswith(OUTPUT_PREFIX)]
         self.count = len(self.names)
+        self.guards = []
         if self.count:
             _, unchecked = plan_guards(graph, guard_outputs=True)
+            self.guards = list(unchecked)
             if len(unchecked) != self.count:
                 raise RuntimeError(f"{display}: the exported model has {self.count} guard outputs; the trace has "
                                    f"{len(unchecked)} guards it cannot check at the entry")
@@ -52,6 +54,13 @@ class GuardOutputs:
     def hold(self, outs) -> bool:
         """Are the guard outputs among a run's ``outs`` (the last ``count``) all True?"""
         return all(bool(flag) for flag in outs[len(outs) - self.count:])
+
+    def first_failed(self, outs) -> str:
+        """What the first False guard output among a run's ``outs`` required and where ('' when all hold)."""
+        for k, flag in enumerate(outs[len(outs) - self.count:]):
+            if not bool(flag):
+                return describe(self.guards[k]) if k < len(self.guards) else self.names[k]
+        return ""
 
     def strip(self, outs: list) -> list:
         """The program's outputs of ``outs`` (the guard outputs dropped)."""

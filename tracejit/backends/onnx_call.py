@@ -9,6 +9,7 @@ call through; ``with_fallbacks`` puts a call behind the shared policy (backends/
 from __future__ import annotations
 
 import copy
+import sys
 import warnings
 
 import torch
@@ -28,6 +29,9 @@ from .guard_outputs import GuardOutputs, after_run_guards, scalar_slice as _scal
 from .fallback import nonfinite_differs, with_captured_check, with_finite_check
 from .input_sums import add_input_sums, finite, no_float_inputs
 from ..export.index_checks import OUTPUT as INDEX_OUTPUT
+
+
+NOT_FINITE = "an input sum was not finite (backends/input_sums.py)"
 
 
 def prepare(traced, backend: str):
@@ -231,6 +235,8 @@ class TracedCall:
         self.signature = signature(traced, graph)
         self._safe = traced   # answers the calls this backend cannot (backends/fallback.py)
         self.handed_over = 0   # calls the traced program answered (_hand_over); auto_backend.py reads it
+        self.hand_over_reason = ""   # why the last one was (_hand_over): auto_backend.py's report says it
+        self._refused = ""
 
     def _init_guard_outputs(self, proto) -> None:
         """Check the model's guard outputs (export/guard_outputs.py) after each run, where it has some."""
@@ -259,19 +265,33 @@ class TracedCall:
         computed by torch. The input sums are dropped from ``results``."""
         if self._n_sums:
             if not finite(results, self._n_sums):
+                self._refused = NOT_FINITE
                 return False
             del results[-self._n_sums:]
         if self._n_index:   # an index out of eager's range: eager raises IndexError (index_checks.py)
             if not results.pop(-1):
+                self._refused = "an index was outside eager's range (index_checks.py)"
                 return False
-        return self._guard_outputs is None or self._guard_outputs.hold(results)
+        if self._guard_outputs is None or self._guard_outputs.hold(results):
+            return True
+        self._refused = "a guard output was False: " + self._guard_outputs.first_failed(results)
+        return False
 
     def _hand_over(self, *args, **kwargs):
         """The traced program (``_safe``) answers this call: the runtime's answer was dropped (a guard output
         failed, an input sum is not finite) or the run failed on a guard. Counted in ``handed_over`` (not
         atomically: a count to read, not to rely on under threads)."""
         self.handed_over += 1
+        error = sys.exc_info()[1]   # called inside an except: the runtime's error, or a size guard's GuardError
+        self.hand_over_reason = (f"{type(error).__name__}: {str(error).splitlines()[0][:240] if str(error) else ''}"
+                                 if error is not None else self._refused)
+        self._refused = ""
         return self._safe(*args, **kwargs)
+
+    def _hand_over_sums(self, *args, **kwargs):
+        """``_hand_over`` for a run whose input sums were not finite (the fast call paths check them inline)."""
+        self._refused = NOT_FINITE
+        return self._hand_over(*args, **kwargs)
 
     def _outputs(self, outs, plain: bool):
         """The traced output structure around the runtime's output tensors ``outs`` (guard outputs dropped)."""

@@ -155,7 +155,7 @@ class OrtProgram(TracedCall):
         run, out_names, names, n = self._run, self._output_names, self._names, self._n_inputs
         from_numpy, general, checked_feed, failed = torch.from_numpy, self._call_general, self._checked_feed, \
             self._after_failure
-        n_sums, safe = self._n_sums, self._hand_over   # the fast paths: no guard outputs (_plain_out), sums inline
+        n_sums, safe = self._n_sums, self._hand_over_sums   # the fast paths: no guard outputs (_plain_out), sums inline
         out_kind = self._out_spec.kind if self._out_spec is not None else "leaf"
         flat_out = self._plain_out and (out_kind == "leaf" or (
             out_kind in ("tuple", "list") and all(c.kind == "leaf" for c in self._out_spec.children)))

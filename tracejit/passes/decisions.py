@@ -41,8 +41,9 @@ from .. import ops
 from ..ops.names import DEVICE_OF, DTYPE_OF, KERNEL, base_name
 
 # the passes that keep eager's arithmetic to the bit: they drop, merge or precompute nodes, never reorder a sum
+# (roi_align_kernels: only where the registered kernel gave the kernel's answer on a probe, passes/vision_kernels.py)
 EXACT_PASSES = frozenset({"drop_identities", "fold_constants", "eliminate_common_subexpressions",
-                          "dead_code_elimination"})
+                          "dead_code_elimination", "roi_align_kernels"})
 # the ops whose rounding the other passes change (fold_conv_batch_norm, conv_weights_channels_last,
 # transpose_linear_weights, the oneDNN / numpy / cuDNN kernels): an implementation table of those passes
 SOURCES = frozenset({"conv1d", "conv2d", "conv3d", "convolution", "_convolution", "conv_transpose1d",

@@ -3,7 +3,13 @@
 ``linear(x, W, b)`` multiplies by ``W.t()``; when that view is itself contiguous, BLAS runs the
 plain (not transposed) product, 2-10% faster on this CPU for transformer-sized layers, with
 bit-identical results (torch.jit's optimize_for_inference does the same with its
-FrozenLinearTranspose pass). The weight keeps its shape, values and dtype: only its strides
+FrozenLinearTranspose pass). Bit-identical only where BLAS runs both layouts with one kernel: on this CPU it
+does not for few rows (1-3) or few outputs (10 classes), where the transposed product is a dot-product loop 2-3x
+further from the float64 answer (40 of 40 random [1, 2048] x [2048, 10] products; Inception-v3's classifier at
+batch 1 took the optimized program further from float64 than torch.jit's freeze) and up to 2x slower. So on the
+CPU a weight is transposed only where both layouts give the same bits for each linear reading it at its traced
+shape (``same_bits``: one product each on seeded random inputs of that shape, cached per shape); a call with
+other rows may still differ (fp32 reassociation, as any pass). The weight keeps its shape, values and dtype: only its strides
 change, so the graph is unchanged and saves as before (a saved tensor is written contiguous;
 ``optimize_for_inference`` on the loaded program lays it out again).
 
@@ -18,9 +24,12 @@ oneDNN's blocked layout, and the plain weight only serves its fallback).
 """
 from __future__ import annotations
 
+import functools
+import math
+
 import torch
 
-from ..ir import Graph, Value
+from ..ir import Graph, TensorType, Value
 from .graph_copy import copy_graph
 from .linear_kernels import runs_in_onednn
 
@@ -31,14 +40,14 @@ MEASURED_DEVICES = ("cpu", "cuda")   # where the transposed layout was measured 
 
 def transpose_linear_weights(graph: Graph) -> Graph:
     out = copy_graph(graph)
-    as_weight: dict[int, int] = {}   # constant index -> uses as a linear weight
+    as_weight: dict[int, list] = {}   # constant index -> the linears it is the weight of
     other: set[int] = set()          # constant indices with any other use (several nodes may share one)
     for node in out.nodes:
         for i, a in enumerate(node.args):
             if isinstance(a, Value) and a.producer is not None and a.producer.op == CONSTANT:
                 key = a.producer.attrs["index"]
                 if node.op == LINEAR and i == 1 and not node.kwargs and not runs_in_onednn(node, out.constants[key]):
-                    as_weight[key] = as_weight.get(key, 0) + 1
+                    as_weight.setdefault(key, []).append(node)
                 else:
                     other.add(key)
         for a in list(node.kwargs.values()) + [x for a in node.args if isinstance(a, (list, tuple)) for x in a]:
@@ -53,9 +62,38 @@ def transpose_linear_weights(graph: Graph) -> Graph:
         w = out.constants[index]
         if isinstance(w, torch.Tensor) and w.dim() == 2 and w.is_floating_point() and w.device.type in MEASURED_DEVICES \
                 and w.is_contiguous() \
-                and w.layout == torch.strided and w.shape[0] > 1 and w.shape[1] > 1:
+                and w.layout == torch.strided and w.shape[0] > 1 and w.shape[1] > 1 \
+                and (w.device.type != "cpu" or all(_exact_for(node, w) for node in as_weight[index])):
             out.constants[index] = w.t().contiguous().t()
     return out
+
+
+def _exact_for(linear, weight: torch.Tensor) -> bool:
+    """Does ``linear`` (weight ``weight``) give the same bits with the weight transposed, at its traced shape?"""
+    t = getattr(linear.args[0], "type", None) if linear.args else None
+    shape = t.shape if isinstance(t, TensorType) else None
+    if not shape \
+            or any(not isinstance(s, int) or isinstance(s, bool) or s <= 0 for s in shape):
+        return False   # an unknown or empty traced shape: the plain layout (default-deny)
+    bias = len(linear.args) > 2 and linear.args[2] is not None
+    return same_bits(math.prod(shape[:-1]), weight.shape[1], weight.shape[0], weight.dtype, bias)
+
+
+@functools.lru_cache(maxsize=256)
+def same_bits(rows: int, inner: int, outputs: int, dtype: torch.dtype, bias: bool) -> bool:
+    """Does the CPU's ``linear`` of [rows, inner] by a weight [outputs, inner] give the same bits with the weight
+    stored transposed? One product each on seeded random inputs (a BLAS that sums in another order differs in some
+    of ``rows * outputs`` sums of ``inner`` random terms)."""
+    if rows * inner * outputs > (1 << 31):
+        return False   # the probe itself would take seconds: the plain layout
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, inner, generator=gen).to(dtype)
+    w = torch.randn(outputs, inner, generator=gen).to(dtype)
+    b = torch.randn(outputs, generator=gen).to(dtype) if bias else None
+    with torch.no_grad():
+        plain = torch.nn.functional.linear(x, w, b)
+        flipped = torch.nn.functional.linear(x, w.t().contiguous().t(), b)
+    return torch.equal(plain, flipped)
 
 
 def transposed_weights(graph: Graph) -> int:

@@ -36,6 +36,7 @@ from .linear_kernels import fuse_linear_kernels
 from .linear_weight_layout import transpose_linear_weights
 from .lowered import Lowered
 from .numpy_regions import fuse_numpy_regions
+from .vision_kernels import roi_align_kernels
 
 
 def add_training_guard(graph: Graph) -> Graph:
@@ -96,6 +97,7 @@ IN_MEMORY_PASSES = (
     ("fuse_conv_kernels", fuse_conv_kernels),
     ("fuse_numpy_regions", fuse_numpy_regions),
     ("fuse_linear_kernels", fuse_linear_kernels),
+    ("roi_align_kernels", roi_align_kernels),   # exact: torchvision's reference roi_align without its index copies
 )
 # the lowering passes of a program whose tensors are all on CUDA (cuDNN's fused conv + relu; sibling linears as one
 # batched GEMM; the other linears as "nn" GEMMs)
