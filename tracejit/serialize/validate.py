@@ -39,9 +39,10 @@ DEFAULT_MAX_ELEMENTS = 2 ** 25
 
 
 def check_graph(graph: Graph, where: str, module_tree, methods_of,
-                max_elements: int = DEFAULT_MAX_ELEMENTS) -> None:
+                max_elements: int = DEFAULT_MAX_ELEMENTS, ops: dict | None = None) -> None:
     """Validate one decoded graph. ``module_tree(path)`` describes the module it belongs to
-    (or None for a function); ``methods_of(path)`` lists the traced methods of a module."""
+    (or None for a function); ``methods_of(path)`` lists the traced methods of a module. ``ops``: a memo of what
+    op names passed (``_op_name``), shared by the graphs of one file (one per call when not given)."""
     try:
         verify(graph)
     except VerificationError as e:
@@ -66,7 +67,7 @@ def check_graph(graph: Graph, where: str, module_tree, methods_of,
         raise LoadError(f"{where}: parameter names do not match the input structure")
     if graph.out_spec.num_leaves != len(graph.outputs):
         raise LoadError(f"{where}: the output structure does not match the outputs")
-    ops: dict = {}   # op -> what its name alone passed (``_op_name``): checked once per graph, not per node
+    ops = {} if ops is None else ops   # op -> what its name alone passed (``_op_name``): once, not per node
     for i, node in enumerate(graph.nodes):
         check_node(node, f"{where}, node {i} ({str(node.op)[:60]})", graph, module_tree, methods_of, max_elements,
                    ops)
