@@ -56,9 +56,10 @@ def install(loaded, notes: dict) -> None:
 
 
 def _left_out(path: str, name: str, reason: str):
-    message = (f"{path}.{name} is not in this file: tracejit.save left it out because its trace holds an object "
-               f"that cannot be saved as data ({reason}). The methods that call it hold its nodes, so the root's "
-               f"methods run it; to call it on its own, trace and save it on its own")
+    # the file's text, escaped (ascii): a reason or path holding terminal control sequences is printed as text
+    message = (f"{ascii(path)[1:-1][:200]}.{name} is not in this file: tracejit.save left it out because its trace "
+               f"holds an object that cannot be saved as data ({ascii(reason)[1:-1]}). The methods that call it hold "
+               f"its nodes, so the root's methods run it; to call it on its own, trace and save it on its own")
 
     def left_out(*args, **kwargs):
         raise LoadError(message)
