@@ -12,7 +12,8 @@ import counted in its load: it stands where torch.jit.load does):
 
 Prints the medians (CPU seconds, the steadier on a busy machine, and wall) and the ratios to torch.jit.load (to
 tracejit's first load where torch.jit cannot trace or save the model: Mask R-CNN).
-``--profile NAME`` instead prints the top of a cProfile of one first load of NAME in this process.
+``--profile NAME`` instead prints the top of a cProfile of one first load of NAME in this process. Each row also
+prints the load average (a shared machine). bench_load_ab.py compares source trees the same way.
 
 Usage::
 
@@ -103,8 +104,8 @@ def measure(name: str, d: str, runs: int) -> None:
     ref_wall = statistics.median(r["wall"] for r in first)
     for p, rows in got.items():
         cpu, wall = statistics.median(r["cpu"] for r in rows), statistics.median(r["wall"] for r in rows)
-        print(f"{name:9s} {p:20s} cpu {cpu:6.3f} s ({cpu / ref:5.2f}x)  wall {wall:6.3f} s ({wall / ref_wall:5.2f}x)",
-              flush=True)
+        print(f"{name:9s} {p:20s} cpu {cpu:6.3f} s ({cpu / ref:5.2f}x)  wall {wall:6.3f} s ({wall / ref_wall:5.2f}x)"
+              f"  load avg {os.getloadavg()[0]:.2f}", flush=True)   # the machine is shared: say how busy
 
 
 def profile(name: str, d: str) -> None:

@@ -38,12 +38,13 @@ def copy_inputs(graph: Graph, out: Graph) -> dict:
     return env
 
 
-def copy_nodes(src: Graph, out: Graph, env: dict, prefix: str = "", inline: bool = False) -> None:
+def copy_nodes(src: Graph, out: Graph, env: dict, prefix: str = "", inline=False) -> None:
     """Append a copy of each node of ``src`` to ``out`` (``env`` maps ``src``'s values to ``out``'s and
     grows). ``prefix``: the submodule path ``src`` runs at below ``out``'s module (get_attr paths and
-    scopes follow it); ``inline``: a call_module node is replaced by a copy of its callee's nodes."""
+    scopes follow it); ``inline``: a call_module node is replaced by a copy of its callee's nodes (True: every
+    call; a function of the callee Graph: the calls it says yes to, at any depth; serialize/left_out.py)."""
     for node in src.nodes:
-        if node.op == CALL_MODULE and inline:
+        if node.op == CALL_MODULE and inline and (inline is True or inline(src.callee(node))):
             callee: Graph = src.callee(node)
             path = f"{prefix}{node.attrs['path']}."
             inner_env: dict[int, object] = {}

@@ -24,7 +24,8 @@ from ..version import __version__
 from ..errors import LoadError, SaveError
 from ..program import Program
 from ..runtime.traced import TracedFunction, TracedModule, program_of
-from . import atomic_file, encode, limits, save_check, specializations
+from . import atomic_file, encode, left_out, limits, save_check, specializations
+from .left_out_stubs import LEFT_OUT_ATTR, MAX_REASON
 from .crc import crc_of
 from .file_format import CRC_PLACEHOLDER as _CRC_PLACEHOLDER, FORMAT, MAX_HEADER, SCHEMA_VERSION  # noqa: F401
 from .file_format import ALIGN, ST_DTYPES as _ST_DTYPES
@@ -158,9 +159,9 @@ class _Graphs:
         self.table: list[dict] = []
         self.index: dict[str, int] = {}
 
-    def add(self, graph, path: str, method: str) -> int:
+    def add(self, graph, path: str, method: str, encoded: dict | None = None) -> int:
         where = f"method {method!r} of {path or 'the root'}"
-        d = encode.encode_graph(graph, where)
+        d = dict(encoded) if encoded is not None else encode.encode_graph(graph, where)
         d["constants"] = [self.store.key(t, f"__constants__/{path or '_'}/{method}/{i}")
                           for i, t in enumerate(graph.constants)]
         key = json.dumps(d, sort_keys=True, separators=(",", ":"), allow_nan=False)
@@ -183,10 +184,19 @@ def _program(obj):
     for path, m in (obj.named_modules() if isinstance(obj, TracedModule) else ()):
         if not isinstance(m, TracedModule):
             raise SaveError(f"submodule {path!r} is a {type(m).__name__}, not a TracedModule")
-    return program_document(program_of(obj))
+    return program_document(program_of(obj), _left_out_of(obj))
 
 
-def program_document(program: Program):
+def _left_out_of(obj) -> dict:
+    """``{path: {method: reason}}``: the methods a loaded program's file left out (serialize/left_out_stubs.py),
+    left out again when it is saved."""
+    if not isinstance(obj, TracedModule):
+        return {}
+    return {path: dict(m.__dict__.get(LEFT_OUT_ATTR, {})) for path, m in obj.named_modules()
+            if m.__dict__.get(LEFT_OUT_ATTR)}
+
+
+def program_document(program: Program, kept_left_out: dict | None = None):
     """``(program, tensors)``: a Program as the file's JSON-able program document and its tensors by key."""
     store = _Tensors()
     graphs = _Graphs(store)
@@ -197,6 +207,7 @@ def program_document(program: Program):
                               "methods": [["forward", idx]], "specializations": specs,
                               "ledger": _ledger(program.ledger)}, store)
     modules = []
+    saved = left_out.plan(program, kept_left_out)   # submodule methods whose trace holds an object (left_out.py)
     for m in program.modules:
         path = m.path
         prefix = path + "." if path else ""
@@ -204,10 +215,14 @@ def program_document(program: Program):
         params = [[n, None if p is None else {"tensor": store.key(p, prefix + n), "requires_grad": p.requires_grad}]
                   for n, p in m.parameters]
         buffers = [[n, None if b is None else store.key(b, prefix + n)] for n, b in m.buffers]
-        methods = [[name, graphs.add(graph, path, name)] for name, graph in m.methods]
-        modules.append({"path": path, "type": m.type_name, "training": m.training, "parameters": params,
-                        "buffers": buffers, "non_persistent": sorted(m.non_persistent),
-                        "methods": methods, "children": [list(c) for c in m.children]})
+        methods = [[name, graphs.add(graph, path, name, saved.encoded.get(id(graph)))]
+                   for name, graph in saved.methods[path]]
+        entry = {"path": path, "type": m.type_name, "training": m.training, "parameters": params,
+                 "buffers": buffers, "non_persistent": sorted(m.non_persistent),
+                 "methods": methods, "children": [list(c) for c in m.children]}
+        if saved.left_out.get(path):   # only then: a file without such methods is written as before
+            entry["left_out"] = [[name, reason[:MAX_REASON]] for name, reason in saved.left_out[path]]
+        modules.append(entry)
     specs = specializations.encode_table(program, graphs)
     return _with_devices({"kind": "module", "name": program.name, "graphs": graphs.table, "modules": modules,
                           "specializations": specs, "ledger": _ledger(program.ledger)}, store)

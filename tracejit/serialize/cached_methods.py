@@ -199,14 +199,19 @@ def _make(recipe, graph, specs: dict, signature: str):
         rule = _rule(key)
         if rule is None:
             raise Mismatch(f"no size rule {key!r}")
-        return size_check(op, rule, graph.call_budget.file_elements, where, step)
+        return _one(graph)(size_check, op, rule, graph.call_budget.file_elements, where, step)
     if kind == "allow":
         _, work, shapes, elements, weights = recipe
         return Allowance(work, tuple(tuple(s) for s in shapes), elements, weights)
     if kind == "work":
         _, op, step, where, fixed, broadcast = recipe
-        return work_count(op, step, graph.call_budget.file_elements, where, fixed, broadcast)
+        return _one(graph)(work_count, op, step, graph.call_budget.file_elements, where, fixed, broadcast)
     raise Mismatch(f"unknown recipe {kind!r}")
+
+
+def _one(graph):
+    """The plan's maker of one check per distinct arguments (budget_plan.BudgetPlan._one), else a plain call."""
+    return getattr(graph.call_budget, "_one", None) or (lambda make, *args: make(*args))
 
 
 def _places(graph, specs: dict) -> dict:

@@ -32,6 +32,11 @@ def dtype_name(d: torch.dtype) -> str:
     return str(d).replace("torch.", "")
 
 
+class NotDataError(SaveError):
+    """A constant a trace froze is a Python object that is not data (a transformers cache, a config object): the
+    SaveError of that case alone (serialize/left_out.py leaves a submodule method holding one out of the file)."""
+
+
 def encode_const(c, where: str):
     if c is None or isinstance(c, (bool, str)):
         return c
@@ -59,7 +64,7 @@ def encode_const(c, where: str):
         return {"tuple": [encode_const(x, where) for x in c]}
     if isinstance(c, list):
         return [encode_const(x, where) for x in c]
-    raise SaveError(f"{where}: a constant of type {type(c).__name__} ({c!r:.80}) cannot be saved as data")
+    raise NotDataError(f"{where}: a constant of type {type(c).__name__} ({c!r:.80}) cannot be saved as data")
 
 
 def decode_const(c, where: str, depth: int = 0):

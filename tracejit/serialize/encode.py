@@ -165,6 +165,8 @@ def decode_graph(d: dict, where: str, callees: list | None = None) -> Graph:
     graph's link table (``Graph.callees``) under the name the node gives (module path, method).
     """
     links = iter(callees) if callees is not None else None
+    sources: dict = {}   # source text -> its SourceLoc, targets: target text -> its CallTarget (frozen records, shared
+    targets: dict = {}   # by the nodes of one line / one call: checked and made once per graph, not per node)
     try:
         g = Graph(name=limits.text(d["name"], f"{where}: graph name", 200),
                   module_type=limits.text(d.get("module_type", ""), f"{where}: module type", 200),
@@ -205,8 +207,13 @@ def decode_graph(d: dict, where: str, callees: list | None = None) -> Graph:
             if src is not None:
                 if not (isinstance(src, list) and len(src) == 3 and isinstance(src[0], str) and isinstance(src[1], int)):
                     raise LoadError(f"{at}: malformed source location")
-                source = SourceLoc(limits.text(src[0], f"{at}: source file"), src[1],
-                                   limits.text(src[2], f"{at}: source function"))
+                key = (src[0], src[1], src[2]) if type(src[2]) is str and type(src[1]) is int else None
+                source = sources.get(key) if key is not None else None
+                if source is None:
+                    source = SourceLoc(limits.text(src[0], f"{at}: source file"), src[1],
+                                       limits.text(src[2], f"{at}: source function"))
+                    if key is not None:
+                        sources[key] = source
             kwargs = nd.get("kwargs", [])
             if not isinstance(kwargs, list) or not all(isinstance(p, list) and len(p) == 2 for p in kwargs):
                 raise LoadError(f"{at}: malformed keyword arguments")
@@ -222,7 +229,13 @@ def decode_graph(d: dict, where: str, callees: list | None = None) -> Graph:
             check_attrs(nd.get("op"), attrs, at)
             if links is not None and nd.get("op") == "tracejit::call_module":
                 g.callees[(attrs["path"], attrs["method"])] = next(links)
-            node = Node(_str(nd["op"], at), _target(nd.get("target", ""), at),
+            text = nd.get("target", "")
+            target = targets.get(text) if type(text) is str else None
+            if target is None:
+                target = _target(text, at)
+                if type(text) is str:
+                    targets[text] = target
+            node = Node(_str(nd["op"], at), target,
                         [arg(a) for a in _list(nd.get("args", []), at)],
                         {k: arg(v) for k, v in kwargs}, attrs=attrs, source=source,
                         effectful=bool(nd.get("effectful", False)))

@@ -25,7 +25,7 @@ from .expansion import check_expansion
 from ..program import Program
 from ..runtime.assemble import compile_loaded
 from .compile_once import MethodCompiler
-from . import code_cache
+from . import code_cache, left_out_stubs
 from .cached_methods import Mismatch, Recorder, Replayer
 from .program_decoder import decode_function, decode_module
 from .torch_files import raise_if_torch_file
@@ -104,6 +104,8 @@ def _compiled(buf, map_location, extra_files, check_integrity: bool, data_crc, c
     loaded = compile_loaded(program, method_compiler)
     if replay and compiler.used != len(compiler.entries):
         raise Mismatch(f"{len(compiler.entries) - compiler.used} cached functions were not asked for")
+    if document.get("kind") == "module":
+        left_out_stubs.install(loaded, left_out_stubs.read(document))   # methods save left out (left_out.py)
     return _with_backend_choice(loaded, document)
 
 
@@ -275,7 +277,9 @@ def _decode(buf, map_location, extra_files, check_integrity: bool, data_crc=None
         limits.check_visits(program)
         if not validated:
             check_expansion(program)
-        return decode_module(program, tensors, budget, doc["schema_version"], validated), program
+        decoded = decode_module(program, tensors, budget, doc["schema_version"], validated)
+        left_out_stubs.read(program)   # its left-out methods' entries checked (left_out_stubs.py)
+        return decoded, program
     raise LoadError(f"unknown program kind {kind!r}")
 
 

@@ -75,7 +75,7 @@ def decode_module(program: dict, tensors: dict, budget: int, version: int, valid
     plan = BudgetPlan(budget, weights_of(tensors))   # the generated code checks sizes that follow the inputs (call_budget.py)
     graphs: dict[str, dict] = {path: {} for path in tree.entries}
     linked: dict[tuple, object] = {}
-    checked: set[int] = set()
+    checked, ops = set(), {}   # graph indices validated; what each op name passed (validate._op_name), once a file
     adopted: set[int] = set()   # graphs linked in place (below)
     # deepest modules first, so a caller links to the graphs its submodules really run
     for path in sorted(methods, key=lambda p: -len(p.split(".")) if p else 0):
@@ -94,7 +94,7 @@ def decode_module(program: dict, tensors: dict, budget: int, version: int, valid
                 if idx in checked:
                     validate.check_module_refs(g, where, has_tensor, methods_of)
                 else:
-                    validate.check_graph(g, where, has_tensor, methods_of, budget)
+                    validate.check_graph(g, where, has_tensor, methods_of, budget, ops)
                     checked.add(idx)
                 _checkweights_of(g, lambda rel, kind, owner=path: tree.tensor(owner, rel, kind), where)
             callees = []

@@ -101,11 +101,11 @@ def check_device_constants(program) -> None:
         seen.add(id(graph))
         todo += list(getattr(graph, "callees", {}).values())
         for node in graph.nodes:
-            for v in _leaves((node.args, tuple(node.kwargs.values()))):
-                if isinstance(v, torch.device) and not device_available(v):
-                    missing = (v, node)
-                    break
-            if missing is not None:
+            found = _missing_device(node.args) if node.args else None
+            if found is None and node.kwargs:
+                found = _missing_device(tuple(node.kwargs.values()))
+            if found is not None:
+                missing = (found, node)
                 break
     if missing is not None:
         device, node = missing
@@ -133,9 +133,14 @@ def device_available(device: torch.device) -> bool:
     return (device.index or 0) < count
 
 
-def _leaves(v):
+def _missing_device(v):
+    """The first ``torch.device`` among ``v``'s leaves (lists and tuples, nested) this machine lacks, or None (one
+    recursive walk per node: a generator of leaves was 85,000 calls for Mask R-CNN's 6,800 nodes)."""
+    if isinstance(v, torch.device):
+        return None if device_available(v) else v
     if isinstance(v, (list, tuple)):
         for x in v:
-            yield from _leaves(x)
-    else:
-        yield v
+            found = _missing_device(x)
+            if found is not None:
+                return found
+    return None

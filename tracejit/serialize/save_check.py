@@ -24,10 +24,11 @@ class _Anything:
 def check_loadable(program: dict, tensors: dict, file_size: int) -> None:
     """Raise SaveError when tracejit.load would refuse a graph of ``program`` (the file's program document)."""
     budget = limits.max_elements(file_size)
+    ops: dict = {}   # what each op name passed, checked once for the whole file (validate._op_name)
     for idx, d in enumerate(program.get("graphs", ())):
         where = f"graph {idx} ({d.get('name', '?')})"
         try:
             g = _decode_graph(d, where, tensors)
-            validate.check_graph(g, where, lambda path, kind: True, lambda path: _Anything(), budget)
+            validate.check_graph(g, where, lambda path, kind: True, lambda path: _Anything(), budget, ops)
         except LoadError as e:
             raise SaveError(f"tracejit.load would refuse this program, so it is not saved: {e}") from None

@@ -39,9 +39,10 @@ DEFAULT_MAX_ELEMENTS = 2 ** 25
 
 
 def check_graph(graph: Graph, where: str, module_tree, methods_of,
-                max_elements: int = DEFAULT_MAX_ELEMENTS) -> None:
+                max_elements: int = DEFAULT_MAX_ELEMENTS, ops: dict | None = None) -> None:
     """Validate one decoded graph. ``module_tree(path)`` describes the module it belongs to
-    (or None for a function); ``methods_of(path)`` lists the traced methods of a module."""
+    (or None for a function); ``methods_of(path)`` lists the traced methods of a module. ``ops``: a memo of what
+    op names passed (``_op_name``), shared by the graphs of one file (one per call when not given)."""
     try:
         verify(graph)
     except VerificationError as e:
@@ -66,8 +67,10 @@ def check_graph(graph: Graph, where: str, module_tree, methods_of,
         raise LoadError(f"{where}: parameter names do not match the input structure")
     if graph.out_spec.num_leaves != len(graph.outputs):
         raise LoadError(f"{where}: the output structure does not match the outputs")
+    ops = {} if ops is None else ops   # op -> what its name alone passed (``_op_name``): once, not per node
     for i, node in enumerate(graph.nodes):
-        check_node(node, f"{where}, node {i} ({str(node.op)[:60]})", graph, module_tree, methods_of, max_elements)
+        check_node(node, f"{where}, node {i} ({str(node.op)[:60]})", graph, module_tree, methods_of, max_elements,
+                   ops)
 
 
 def check_module_refs(graph: Graph, where: str, module_tree, methods_of) -> None:
@@ -78,7 +81,8 @@ def check_module_refs(graph: Graph, where: str, module_tree, methods_of) -> None
 
 
 def check_node(node, at: str, graph: Graph, module_tree, methods_of,
-               max_elements: int = DEFAULT_MAX_ELEMENTS) -> None:
+               max_elements: int = DEFAULT_MAX_ELEMENTS, ops: dict | None = None) -> None:
+    """Validate one node. ``ops``: a memo of ``_op_name``'s answers by op string (check_graph's, one per graph)."""
     op = node.op
     capture_ops.check_node_attrs(node, at)
     if op in capture_ops.OPS:
@@ -93,28 +97,15 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
     if op in TRACEJIT_OPS:
         _check_tracejit_node(node, at, graph, module_tree, methods_of)
         return
-    parts = split_op_name(op)   # namespace::name(.overload): lowercase namespace, ASCII identifiers
-    if parts is None:
-        raise LoadError(f"{at}: malformed op name")
-    ns, name, overload = parts
+    facts = ops.get(op) if ops is not None and isinstance(op, str) else None
+    if facts is None:
+        facts = _op_name(op, at)
+        if ops is not None and facts[0] not in CUSTOM_NAMESPACES:
+            ops[op] = facts
+    ns, name, overload, fam, schema = facts
     if ns in CUSTOM_NAMESPACES:   # torchvision's nms / roi_align (ops/custom.py)
         return custom_op_checks.check_node(node, at, ns, name, overload, max_elements)
-    if ns not in NAMESPACES:
-        raise LoadError(f"{at}: op namespace {ns!r} is not allowed (allowed: "
-                        f"{', '.join(NAMESPACES + tuple(sorted(CUSTOM_NAMESPACES)))})")
-    packet = opnames.aten_packet(name)
-    if packet is None:
-        raise LoadError(f"{at}: there is no operator aten::{name} in this torch ({torch.__version__})")
-    fam = op_allowlist.family(name)
-    if fam is None:
-        raise LoadError(f"{at}: aten::{name} is not on the allow-list of ops a file may name "
-                        "(tracejit/serialize/op_allowlist.py)")
-    schema_check.check_op_name(name, at)
-    if overload is not None:
-        found = schemas_of(f"aten::{name}.{overload}")   # that overload alone: torch makes no object for the others
-        schema = found[0][1] if found else None
-        if schema is None:
-            raise LoadError(f"{at}: aten::{name} has no overload {overload!r}")
+    if schema is not None:
         bound = schema_check.check_arguments(name, schema, node, at)
     else:
         schema, bound = _any_fitting_schema(name, node, at)
@@ -131,6 +122,38 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
     if name not in opnames.aten_names_for_target(node.target):
         raise LoadError(f"{at}: its call target {target_text(node.target)[:60]!r} does not carry out aten::{name}")
     _check_target(node, at, name)
+
+
+def _op_name(op, at: str) -> tuple:
+    """``(namespace, name, overload, family, schema)``: what an op's name alone must pass, whatever its node's
+    arguments: a well-formed name in an allowed namespace, an ATen operator of this torch on the allow-list and not
+    refused by name, its overload (when named) one torch has (``schema``: that overload's; None: any of the op's
+    that fits). A reviewed custom op's namespace: ``(ns, name, overload, None, None)``, checked per node
+    (custom_op_checks.py). Raises LoadError naming ``at``."""
+    parts = split_op_name(op)   # namespace::name(.overload): lowercase namespace, ASCII identifiers
+    if parts is None:
+        raise LoadError(f"{at}: malformed op name")
+    ns, name, overload = parts
+    if ns in CUSTOM_NAMESPACES:   # torchvision's nms / roi_align (ops/custom.py)
+        return ns, name, overload, None, None
+    if ns not in NAMESPACES:
+        raise LoadError(f"{at}: op namespace {ns!r} is not allowed (allowed: "
+                        f"{', '.join(NAMESPACES + tuple(sorted(CUSTOM_NAMESPACES)))})")
+    packet = opnames.aten_packet(name)
+    if packet is None:
+        raise LoadError(f"{at}: there is no operator aten::{name} in this torch ({torch.__version__})")
+    fam = op_allowlist.family(name)
+    if fam is None:
+        raise LoadError(f"{at}: aten::{name} is not on the allow-list of ops a file may name "
+                        "(tracejit/serialize/op_allowlist.py)")
+    schema_check.check_op_name(name, at)
+    schema = None
+    if overload is not None:
+        found = schemas_of(f"aten::{name}.{overload}")   # that overload alone: torch makes no object for the others
+        schema = found[0][1] if found else None
+        if schema is None:
+            raise LoadError(f"{at}: aten::{name} has no overload {overload!r}")
+    return ns, name, overload, fam, schema
 
 
 def _any_fitting_schema(name: str, node, at: str):
