@@ -37,9 +37,8 @@ LAZY_MODULES: dict = {
                                                   "view works without it",
     ("tracejit.runtime.traced", "tracejit.passes.inline"): "only .inlined_graph flattens: a server's load and call "
                                                            "never import passes/ (issue #22 item 4, tests/serve)",
-    ("tracejit.runtime.undo", "tracejit.passes.inline"): "only a root method that writes in place before a guard "
-                                                         "is flattened for its undo plan: rare, never a server's start",
-    ("tracejit.runtime.undo", "tracejit.passes.written"): "its alias facts, for that same undo plan only",
+    ("tracejit.runtime.undo", "tracejit.passes.written"): "its alias facts, only for a root method that writes in "
+                                                          "place before a guard (rare)",
     ("tracejit.runtime.specialize", "tracejit.passes.inline"): "a retrace of a live object compiles its trace "
                                                                "inlined; a loaded program never retraces (#22)",
     ("tracejit.runtime.specialize", "tracejit.runtime.private_rng"): "the retrace's private random state: a "

@@ -21,13 +21,12 @@ import torch
 from torch.utils._pytree import tree_leaves
 
 from ..errors import GuardError
-from ..ir import Graph, Value, nodes_with_callees
+from ..ir import Graph, Value, map_values, nodes_with_callees
 from ..lazy_module import LazyModule
 from ..pytree import flatten, unflatten
 from .calling import call_checked
 
-# only for a root method that writes in place before a guard (rare): a server's load imports neither (issue #22)
-_inline = LazyModule("..passes.inline", __package__)
+# only for a root method that writes in place before a guard (rare): a server's load does not import it (issue #22)
 _written = LazyModule("..passes.written", __package__)
 
 GUARD = "tracejit::guard"
@@ -46,37 +45,88 @@ class UndoPlan:
 
 def undo_plan(graph: Graph) -> UndoPlan | None:
     """The plan for ``graph`` (a root method; submodule calls are followed), or None: nothing it
-    writes in place before a guard."""
+    writes in place before a guard.
+
+    The calls are followed where they stand, without copying the program into one graph: each call is a
+    frame (the callee, its path below the root, its inputs bound to the caller's arguments), and the nodes
+    are visited in the order inlining would give them (passes/inline.py), so the plan is the flat program's."""
     if not any(n.effectful and n.op != GUARD for n in nodes_with_callees(graph)):
-        return None   # writes nothing in place anywhere: no need to flatten the calls (a load compiles many roots)
-    flat = _inline.inline_calls(graph) if any(n.op == "tracejit::call_module" for n in graph.nodes) else graph
-    nodes = list(flat.nodes)
-    last_guard = max((i for i, n in enumerate(nodes) if n.op == GUARD), default=-1)
-    todo = [v for n in nodes[:last_guard] if n.effectful and n.op != GUARD
-            for v in list(n.input_values()) + [o for o in n.outputs if o is not None]]
+        return None   # writes nothing in place anywhere (a load compiles many roots)
+    steps = list(_flat_nodes(graph, _Frame(graph, "")))
+    last_guard = max((i for i, (n, _) in enumerate(steps) if n.op == GUARD), default=-1)
+    todo = [r for n, f in steps[:last_guard] if n.effectful and n.op != GUARD
+            for r in f.refs((n.args, tuple(n.kwargs.values()))) + [(o, f) for o in n.outputs if o is not None]]
     if not todo:
         return None
     inputs, attrs, constants = False, {}, {}
-    seen: set[int] = set()
+    seen: set[tuple] = set()
     while todo:
-        v = todo.pop()
-        if not isinstance(v, Value) or id(v) in seen:
+        v, frame = todo.pop()
+        if (id(v), id(frame)) in seen:
             continue
-        seen.add(id(v))
+        seen.add((id(v), id(frame)))
         producer = v.producer
         if producer is None:
             inputs = True
         elif producer.op == "tracejit::get_attr":
-            attrs[producer.attrs["path"]] = producer.attrs.get("kind", "parameter")
+            attrs[frame.prefix + producer.attrs["path"]] = producer.attrs.get("kind", "parameter")
         elif producer.op == "tracejit::constant":
-            t = flat.constants[producer.attrs["index"]]
+            t = frame.graph.constants[producer.attrs["index"]]
             if isinstance(t, torch.Tensor):
                 constants[id(t)] = t
         elif producer.op not in _written.FRESH and _written._may_alias(producer.op):
-            todo += list(producer.input_values())
+            todo += frame.refs((producer.args, tuple(producer.kwargs.values())))
     if not (inputs or attrs or constants):
         return None
     return UndoPlan(inputs, tuple(attrs.items()), tuple(constants.values()))
+
+
+class _Frame:
+    """One call of ``graph`` at ``prefix`` (its module's path below the root, with a trailing dot):
+    ``bound`` maps a callee input's id, and a call's output's id, to what it stands for in the flat program
+    (a nested structure of ``(Value, frame)`` pairs and constants)."""
+
+    def __init__(self, graph: Graph, prefix: str):
+        self.graph, self.prefix, self.bound = graph, prefix, {}
+
+    def resolve(self, obj):
+        """``obj`` (a node's arguments, nested) with each Value replaced by what it is in the flat program."""
+        return map_values(obj, lambda v: self.bound.get(id(v), (v, self)))
+
+    def refs(self, obj) -> list:
+        """The ``(Value, frame)`` pairs ``obj`` holds in the flat program, in the order of ``Node.input_values``."""
+        out: list = []
+        _pairs(self.resolve(obj), self, out)
+        return out
+
+
+def _pairs(obj, frame: _Frame, out: list) -> None:
+    if type(obj) is tuple and len(obj) == 2 and isinstance(obj[0], Value) and type(obj[1]) is _Frame:
+        out.append(obj)
+    elif isinstance(obj, Value):   # inside a named tuple (map_values keeps those as they are): this frame's
+        out.append((obj, frame))
+    elif isinstance(obj, (list, tuple)):
+        for item in obj:
+            _pairs(item, frame, out)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            _pairs(item, frame, out)
+
+
+def _flat_nodes(graph: Graph, frame: _Frame):
+    """``(node, frame)`` for each node of the flat program, calls expanded in place as passes/inline.py does."""
+    for node in graph.nodes:
+        if node.op != "tracejit::call_module":
+            yield node, frame
+            continue
+        callee = graph.callee(node)
+        inner = _Frame(callee, f"{frame.prefix}{node.attrs['path']}.")
+        for v, a in zip(callee.inputs, node.args):
+            inner.bound[id(v)] = frame.resolve(a)
+        yield from _flat_nodes(callee, inner)
+        for v, o in zip(node.outputs, callee.outputs):
+            if v is not None:
+                frame.bound[id(v)] = inner.resolve(o)
 
 
 def undoable_call(fn, owner, args, kwargs):
