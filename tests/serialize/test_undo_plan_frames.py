@@ -6,6 +6,7 @@ a failed guard still puts every write back, on a traced and on a loaded program,
 traced ones, beside eager."""
 from __future__ import annotations
 
+import gc
 import io
 import warnings
 
@@ -171,3 +172,18 @@ def test_a_failed_guard_puts_back_the_input_and_the_nested_buffer_loaded():
         _quiet(loaded, small)
     torch.testing.assert_close(small, before)
     torch.testing.assert_close(loaded.block.bump.count, count)
+
+
+def test_the_plan_leaves_no_cycles_for_the_collector():
+    """A load runs with the collector paused (gc_pause.py): what undo_plan builds must be freed by reference
+    counting, or the collection at the pause's end walks it."""
+    traced = _quiet(tracejit.trace, Root(), torch.randn(4, 5), check_trace=False)
+    graph = traced._traced_methods["forward"].graph
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        assert undo.undo_plan(graph) is not None
+        assert not [o for o in gc.get_objects() if type(o).__name__ == "_Frame"]
+    finally:
+        if was:
+            gc.enable()

@@ -52,7 +52,16 @@ def undo_plan(graph: Graph) -> UndoPlan | None:
     are visited in the order inlining would give them (passes/inline.py), so the plan is the flat program's."""
     if not any(n.effectful and n.op != GUARD for n in nodes_with_callees(graph)):
         return None   # writes nothing in place anywhere (a load compiles many roots)
-    steps = list(_flat_nodes(graph, _Frame(graph, "")))
+    frames: list = []
+    try:
+        return _plan(graph, frames)
+    finally:
+        for f in frames:   # a frame's table holds (value, frame) pairs: cycles, broken here for reference counting
+            f.bound.clear()
+
+
+def _plan(graph: Graph, frames: list) -> UndoPlan | None:
+    steps = list(_flat_nodes(graph, _Frame(graph, "", frames), frames))
     last_guard = max((i for i, (n, _) in enumerate(steps) if n.op == GUARD), default=-1)
     todo = [r for n, f in steps[:last_guard] if n.effectful and n.op != GUARD
             for r in f.refs((n.args, tuple(n.kwargs.values()))) + [(o, f) for o in n.outputs if o is not None]]
@@ -86,8 +95,9 @@ class _Frame:
     ``bound`` maps a callee input's id, and a call's output's id, to what it stands for in the flat program
     (a nested structure of ``(Value, frame)`` pairs and constants)."""
 
-    def __init__(self, graph: Graph, prefix: str):
+    def __init__(self, graph: Graph, prefix: str, frames: list):
         self.graph, self.prefix, self.bound = graph, prefix, {}
+        frames.append(self)
 
     def resolve(self, obj):
         """``obj`` (a node's arguments, nested) with each Value replaced by what it is in the flat program."""
@@ -113,17 +123,17 @@ def _pairs(obj, frame: _Frame, out: list) -> None:
             _pairs(item, frame, out)
 
 
-def _flat_nodes(graph: Graph, frame: _Frame):
+def _flat_nodes(graph: Graph, frame: _Frame, frames: list):
     """``(node, frame)`` for each node of the flat program, calls expanded in place as passes/inline.py does."""
     for node in graph.nodes:
         if node.op != "tracejit::call_module":
             yield node, frame
             continue
         callee = graph.callee(node)
-        inner = _Frame(callee, f"{frame.prefix}{node.attrs['path']}.")
+        inner = _Frame(callee, f"{frame.prefix}{node.attrs['path']}.", frames)
         for v, a in zip(callee.inputs, node.args):
             inner.bound[id(v)] = frame.resolve(a)
-        yield from _flat_nodes(callee, inner)
+        yield from _flat_nodes(callee, inner, frames)
         for v, o in zip(node.outputs, callee.outputs):
             if v is not None:
                 frame.bound[id(v)] = inner.resolve(o)
