@@ -86,6 +86,7 @@ def _child(kind: str, path: str, env: dict) -> dict:
 def measure(name: str, d: str, runs: int) -> None:
     tj, jit = save_files(name, d)
     base = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1", PYTHONPYCACHEPREFIX=os.path.join(d, "pyc"))
+    base.pop("PYTHONDONTWRITEBYTECODE", None)   # else every child compiles tracejit's ~100 modules from source
     if name == "maskrcnn":   # its files name torchvision's ops: the children register them before the clock starts
         base["BENCH_VISION"] = os.path.join(ROOT, "tests", "models")
     cached = dict(base, TRACEJIT_CACHE_DIR=os.path.join(d, f"cache-{name}"))

@@ -4,7 +4,10 @@ The models of bench_load.py (ResNet-50, BERT-base, GPT-2, Mask R-CNN at 320 x 32
 this checkout's tracejit and torch.jit (``bench_load.save_files``). Then, ``--runs`` rounds, each starting one
 fresh process per peer in turn: ``torch.jit.load`` of torch.jit's file and, for each TREE, ``tracejit.load`` of the
 tracejit file with ``PYTHONPATH=TREE`` and an empty code cache (a first load; bench_load.CHILD: one thread, bytecode
-cached, the file warm in the page cache, tracejit's import counted in its load). Prints the medians (CPU seconds)
+cached, the file warm in the page cache, tracejit's import counted in its load). Bytecode is cached as an installed
+package has it (pip compiles it): the children run without PYTHONDONTWRITEBYTECODE, which an environment may set
+(until session 29 they inherited it and compiled tracejit's ~100 modules in every process: ~0.08 s of every
+"import" figure; ``--no-bytecode-cache`` measures that). Prints the medians (CPU seconds)
 and their ratios to torch.jit.load, with the median load average over the rounds (the machine is shared).
 
 Usage::
@@ -25,11 +28,14 @@ sys.path.insert(0, HERE)
 from bench_load import _child, save_files  # noqa: E402
 
 
-def measure(name: str, d: str, runs: int, trees: list) -> None:
+def measure(name: str, d: str, runs: int, trees: list, bytecode: bool = True) -> None:
     tj, jit = save_files(name, d)
     def env(tree):
         e = dict(os.environ, PYTHONPATH=os.path.abspath(tree), OMP_NUM_THREADS="1", TRACEJIT_CACHE_DIR="",
                  PYTHONPYCACHEPREFIX=os.path.join(d, "pyc"))
+        e.pop("PYTHONDONTWRITEBYTECODE", None)   # bytecode cached, as pip leaves an installed package (fresh_load.py)
+        if not bytecode:   # every child compiles tracejit's modules from source (a checkout run that way)
+            e["PYTHONDONTWRITEBYTECODE"] = "1"
         if name == "maskrcnn":   # its files name torchvision's ops: registered before the clock starts
             e["BENCH_VISION"] = os.path.join(os.path.dirname(HERE), "tests", "models")
         return e
@@ -55,8 +61,9 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--trees", nargs="+", required=True)
+    ap.add_argument("--no-bytecode-cache", action="store_true", help="children compile tracejit's sources each time")
     ap.add_argument("models", nargs="*")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         for n in a.models or ["resnet50", "bert", "gpt2", "maskrcnn"]:
-            measure(n, d, a.runs, a.trees)
+            measure(n, d, a.runs, a.trees, not a.no_bytecode_cache)
