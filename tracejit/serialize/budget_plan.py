@@ -149,13 +149,13 @@ class BudgetPlan:
         if not isinstance(op, str):
             return None
         step, wide, _, _, _, custom_op = self._op_facts(op)
-        if not (op.startswith("aten::") or custom_op):
-            return None
+        if not step or not (op.startswith("aten::") or custom_op):
+            return None   # no weight (a view, a size read): nothing to count, whatever its arguments
         tensors = [a for a in (*node.args, *node.kwargs.values()) if _holds_tensor(a)]
         fixed = 0
         if not any(True for _ in iter_values((node.args, node.kwargs))):
             fixed = self._constant_work(node, step)
-        if not step or not (tensors or fixed):
+        if not (tensors or fixed):
             return None
         return self._one(work_count, op.split(".")[0], step, self.file_elements, _where(node), fixed, wide), tensors
 
