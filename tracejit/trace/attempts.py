@@ -10,7 +10,8 @@ where it is read.
 
 Running forward a second time is allowed only where the first run changed nothing a caller can see
 (``Attempt.changed``): no in-place write to an input, a parameter, a buffer or a tensor attribute of the module
-(their version counters), no Python attribute of the hierarchy changed (trace/python_state.py's snapshot) but
+(their version counters) or to any other tensor the run did not make (a global, a closure's, an item of a
+container attribute: trace/captured_writes.py lists each in-place write to them), no Python attribute of the hierarchy changed (trace/python_state.py's snapshot) but
 for set-ups (an attribute the module did not have, or had as None: eager's second call finds them done too) and
 scratch attributes (written before any read in the run, trace/first_access.py: the next run writes them first), no
 random number drawn (a second run would draw again from torch's global generator; putting its state back would
@@ -81,6 +82,7 @@ class Attempt:
         self.python = python_state.snapshot(module)
         self.ledger = None   # the run's ledger (trace/api._record_run sets it): its random draws
         self.watch = None    # the run's python_state.PythonStateWatch (set there too): its first accesses
+        self.outside_writes: list = []   # the run's in-place writes to tensors held outside (set there too)
         self.registry = registry
         self.methods = None if registry is None else [{p: dict(d) for p, d in part.items()} for part in registry]
 
@@ -90,6 +92,8 @@ class Attempt:
             now = _version(t)
             if now != before or (now is None and self.inference):
                 return f"{what} was written in place"
+        if self.outside_writes:   # a global, a closure's, a container attribute's tensor: versions nobody listed
+            return f"{self.outside_writes[0]} was written in place"
         for path, (obj, attrs) in self.python.items():
             now = python_state._attributes(obj)
             for key in set(attrs) | set(now):
