@@ -90,7 +90,10 @@ class Attempt:
         """What the failed run changed that a caller can see (None: nothing), in words."""
         for what, t, before in self.versions:
             now = _version(t)
-            if now != before or (now is None and self.inference):
+            if now is None and self.inference:   # default-deny: nothing tells whether it was written
+                return (f"{what} is an inference tensor, which keeps no version counter, so an in-place write to it "
+                        "cannot be ruled out (trace under torch.no_grad() instead of torch.inference_mode())")
+            if now != before:
                 return f"{what} was written in place"
         if self.outside_writes:   # a global, a closure's, a container attribute's tensor: versions nobody listed
             return f"{self.outside_writes[0]} was written in place"
