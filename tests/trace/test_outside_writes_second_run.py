@@ -157,3 +157,39 @@ def test_an_escape_under_inference_mode_says_why_it_is_refused():
         traced = tracejit.trace(model, torch.randn(2, 4))
         x = torch.randn(5, 4)
         torch.testing.assert_close(traced(x), model(x))
+
+
+def _state_write(write):
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+            self.register_buffer("count", torch.zeros(()))
+
+        def forward(self, x):
+            write(self)
+            store = []
+            return self.inner(x, store) + store[0]
+    return Outer
+
+
+STATE_WRITES = {
+    "buffer .data.add_": lambda m: m.count.data.add_(1),
+    "parameter .data.mul_ (an EMA update)": lambda m: m.inner.lin.weight.data.mul_(0.5),
+    "buffer written through its numpy view": lambda m: m.count.numpy().__iadd__(1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STATE_WRITES))
+def test_a_write_to_module_state_its_version_counter_misses_is_refused_and_applied_once(case):
+    """``.data`` has a version counter of its own, and numpy writes bypass torch: before hunt29 the second run
+    applied such a write again (an EMA step taken twice by one trace), silently."""
+    Outer = _state_write(STATE_WRITES[case])
+    model, eager = Outer().eval(), Outer().eval()
+    eager.load_state_dict(model.state_dict())
+    with torch.no_grad(), pytest.raises(tracejit.TraceError, match="changed state a caller sees"):
+        tracejit.trace(model, torch.randn(2, 4), check_trace=False)
+    with torch.no_grad():
+        eager(torch.randn(2, 4))   # one eager call
+    for (name, after_trace), once in zip(model.state_dict().items(), eager.state_dict().values()):
+        torch.testing.assert_close(after_trace, once, msg=f"{name} was written twice")

@@ -188,6 +188,7 @@ def _record_run(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn
         module, allow_frozen_python_state, attempt.python if attempt is not None else None)
     if attempt is not None:   # what the run drew and which attributes it wrote first (trace/attempts.py)
         attempt.ledger, attempt.watch, attempt.outside_writes = ledger, watch, tracer.outside_writes
+        attempt.written_storages = tracer.written_storages
     watch.outer = outer_state.OuterState()
     args, kwargs = input_keys.watch(args, kwargs, graph.param_names)   # dicts whose key set forward reads
     watch.outer.watch_inputs(args, kwargs, signature_of or fn)

@@ -29,6 +29,10 @@ def note_write(tracer, t: torch.Tensor) -> None:
     """Before ``t`` is written in place (an op, or ``t[i] = v``: trace/subscript.py): note its base if the trace
     did not make it."""
     base = t._base if t._base is not None else t
+    try:   # by storage too: `.data` / `.detach()` of a parameter has a version counter of its own (attempts.py)
+        tracer.written_storages.add(t.untyped_storage().data_ptr())
+    except Exception:  # noqa: BLE001  (a tensor without storage: a subclass, meta, sparse)
+        pass
     if _captured(tracer, base):
         tracer.outside_writes.append(f"a tensor of shape {tuple(base.shape)} held outside the module's parameters "
                                      f"and buffers (at {user_location(3) or '(line unknown)'})")
