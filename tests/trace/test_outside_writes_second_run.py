@@ -193,3 +193,44 @@ def test_a_write_to_module_state_its_version_counter_misses_is_refused_and_appli
         eager(torch.randn(2, 4))   # one eager call
     for (name, after_trace), once in zip(model.state_dict().items(), eager.state_dict().values()):
         torch.testing.assert_close(after_trace, once, msg=f"{name} was written twice")
+
+
+class SizesInner(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.kind = kind
+
+    def forward(self, x, store):
+        n = x.shape[0]
+        if self.kind == "tensor":
+            store.append(torch.tensor(n * 2.0))                      # a number from a size
+        elif self.kind == "mask":
+            store.append(torch.triu(torch.ones(n, n), 1))           # a causal mask of the input's length
+        else:
+            store.append(torch.arange(n).float()[:, None])          # positions
+        return self.lin(x)
+
+
+class SizesOuter(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.inner = SizesInner(kind)
+
+    def forward(self, x):
+        store = []
+        y = self.inner(x, store)
+        return y + store[0].sum() if store[0].dim() == 2 and store[0].shape[1] != 1 else y + store[0]
+
+
+@pytest.mark.parametrize("kind", ["tensor", "mask", "arange"])
+def test_a_tensor_made_from_sizes_inside_a_submodule_and_handed_out_follows_new_sizes(kind):
+    """Before hunt29 a handed-out tensor made from sizes and constants alone was frozen as the example's tensor
+    with no guard (the size was read inside the submodule's frame, so the caller had none): ``torch.tensor(n * 2.0)``
+    and a causal mask answered the example's at a new length, silently; positions crashed in broadcasting. Now it
+    is traced through as one that reads data."""
+    model = SizesOuter(kind).eval()
+    with torch.no_grad():
+        traced = tracejit.trace(model, torch.randn(2, 4))
+        for x in (torch.randn(5, 4), torch.randn(2, 4)):
+            torch.testing.assert_close(traced(x), model(x))
