@@ -89,3 +89,30 @@ def test_specialize_for_leaves_captured_tensors_unwritten():
         warnings.simplefilter("ignore")
         tracejit.trace(model, (torch.randn(2, 3),), check_trace=False, specialize_for=[(torch.randn(5, 3),)])
     assert model.count.item() == 1   # the trace's own call only
+
+
+SETITEM_COUNTS = torch.zeros(3)
+
+
+class SetitemCounter(torch.nn.Module):
+    """``t[i] = v`` into a module-level tensor: a live retrace (a size guard failed) must put it back, as it
+    does for ``t.add_(1)`` (before session 28's hunt29 the subscript write was not noted and counted twice)."""
+
+    def forward(self, x):
+        SETITEM_COUNTS[0] = SETITEM_COUNTS[0] + 1
+        if x.shape[0] > 2:
+            return x * 2
+        return x + 1
+
+
+def test_a_subscript_write_into_a_captured_tensor_is_applied_once_by_a_retrace():
+    with torch.no_grad():
+        traced = tracejit.trace(SetitemCounter(), torch.randn(2, 4), check_trace=False)
+        x = torch.randn(5, 4)   # the size guard fails: the live object traces again
+        SETITEM_COUNTS.zero_()
+        out = traced(x)
+        after_program = SETITEM_COUNTS.clone()
+        SETITEM_COUNTS.zero_()
+        expected = SetitemCounter()(x)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(after_program, SETITEM_COUNTS)   # one write, as one eager call

@@ -110,29 +110,39 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, **options) -
     module up (python_state.FirstCallSetUpError) is followed by one more, from the state it left.
     """
     through, warned, set_up = frozenset(), set(), False
-    for _ in range(attempts.MAX_ATTEMPTS):
-        attempt = attempts.Attempt(args, kwargs, module, options.get("registry"))
-        first_call = False
-        try:
-            rec = _record_run(fn, args, kwargs, module, through=through, attempt=attempt, warned=warned, **options)
-            escaped, error = rec.escaped, None
-        except EscapedTensorError as e:
-            escaped, error = e.through, e
-        except FirstCallSetUpError as e:   # the run only set the module up: record the next call
-            escaped, error, first_call = through, e, not set_up
-        if escaped <= through and not first_call:   # nothing new to trace through (or nothing escaped)
-            if error is not None:
-                raise error
-            return rec
-        set_up = set_up or first_call
-        written = attempt.changed()
-        if written is not None:
-            again = "from the state it set up" if first_call else "with that call traced through in place"
-            raise TraceError(f"{error if error is not None else _CAUGHT}\n(tracejit would record forward again {again}, "
-                             f"but the first run changed state a caller sees: {written})") from error
-        attempt.rewind()
-        through |= escaped
-    raise TraceError(f"a tensor kept escaping its submodule's call after tracing {sorted(through)} through")
+    try:
+        for _ in range(attempts.MAX_ATTEMPTS):
+            attempt = attempts.Attempt(args, kwargs, module, options.get("registry"))
+            first_call = False
+            try:
+                rec = _record_run(fn, args, kwargs, module, through=through, attempt=attempt, warned=warned, **options)
+                escaped, error = rec.escaped, None
+            except EscapedTensorError as e:
+                escaped, error = e.through, e
+            except FirstCallSetUpError as e:   # the run only set the module up: record the next call
+                escaped, error, first_call = through, e, not set_up
+            if escaped <= through and not first_call:   # nothing new to trace through (or nothing escaped)
+                if error is not None:
+                    raise error
+                return rec
+            set_up = set_up or first_call
+            written = attempt.changed()
+            if written is not None:
+                again = "from the state it set up" if first_call else "with that call traced through in place"
+                raise TraceError(f"{error if error is not None else _CAUGHT}\n(tracejit would record forward again "
+                                 f"{again}, but the first run changed state a caller sees: {written})") from error
+            attempt.rewind()
+            _plain_sizes(module)   # the next run starts from eager's state: plain ints
+            through |= escaped
+        raise TraceError(f"a tensor kept escaping its submodule's call after tracing {sorted(through)} through")
+    finally:
+        _plain_sizes(module)
+
+
+def _plain_sizes(module) -> None:
+    """Traced sizes forward left in attributes become plain ints (first_access.plain_sizes)."""
+    if module is not None:
+        first_access.plain_sizes(obj for obj, _ in python_state.snapshot(module).values())
 
 
 _CAUGHT = ("a tensor computed inside a submodule reached its caller other than through the call's return value, "
@@ -177,7 +187,8 @@ def _record_run(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn
     tracer.python_state = watch = python_state.PythonStateWatch(
         module, allow_frozen_python_state, attempt.python if attempt is not None else None)
     if attempt is not None:   # what the run drew and which attributes it wrote first (trace/attempts.py)
-        attempt.ledger, attempt.watch = ledger, watch
+        attempt.ledger, attempt.watch, attempt.outside_writes = ledger, watch, tracer.outside_writes
+        attempt.written_storages = tracer.written_storages
     watch.outer = outer_state.OuterState()
     args, kwargs = input_keys.watch(args, kwargs, graph.param_names)   # dicts whose key set forward reads
     watch.outer.watch_inputs(args, kwargs, signature_of or fn)

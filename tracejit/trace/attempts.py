@@ -10,7 +10,10 @@ where it is read.
 
 Running forward a second time is allowed only where the first run changed nothing a caller can see
 (``Attempt.changed``): no in-place write to an input, a parameter, a buffer or a tensor attribute of the module
-(their version counters), no Python attribute of the hierarchy changed (trace/python_state.py's snapshot) but
+(their version counters) or to any other tensor the run did not make (a global, a closure's, an item of a
+container attribute: trace/captured_writes.py lists each in-place write to them; a write through ``.data`` or a
+detached alias of a parameter, buffer or input is found by its storage, one through a numpy view by
+trace/numpy_writes.py), no Python attribute of the hierarchy changed (trace/python_state.py's snapshot) but
 for set-ups (an attribute the module did not have, or had as None: eager's second call finds them done too) and
 scratch attributes (written before any read in the run, trace/first_access.py: the next run writes them first), no
 random number drawn (a second run would draw again from torch's global generator; putting its state back would
@@ -77,10 +80,19 @@ class Attempt:
                     if isinstance(value, torch.Tensor):
                         tensors.setdefault(id(value), (f"attribute '{path + '.' if path else ''}{key}'", value))
         self.versions = [(what, t, _version(t)) for what, t in tensors.values()]
+        self.storages = {}   # data pointer -> what: a write through `.data` / `.detach()` keeps the version counter
+        for what, t in tensors.values():
+            try:
+                if t.untyped_storage().data_ptr():
+                    self.storages.setdefault(t.untyped_storage().data_ptr(), what)
+            except Exception:  # noqa: BLE001  (no storage: a subclass, meta, sparse)
+                pass
+        self.written_storages: set = set()   # the run's written storages (trace/api._record_run sets it)
         self.inference = torch.is_inference_mode_enabled()
         self.python = python_state.snapshot(module)
         self.ledger = None   # the run's ledger (trace/api._record_run sets it): its random draws
         self.watch = None    # the run's python_state.PythonStateWatch (set there too): its first accesses
+        self.outside_writes: list = []   # the run's in-place writes to tensors held outside (set there too)
         self.registry = registry
         self.methods = None if registry is None else [{p: dict(d) for p, d in part.items()} for part in registry]
 
@@ -88,8 +100,19 @@ class Attempt:
         """What the failed run changed that a caller can see (None: nothing), in words."""
         for what, t, before in self.versions:
             now = _version(t)
-            if now != before or (now is None and self.inference):
+            if now is None and self.inference:   # default-deny: nothing tells whether it was written
+                return (f"{what} is an inference tensor, which keeps no version counter, so an in-place write to it "
+                        "cannot be ruled out (trace under torch.no_grad() instead of torch.inference_mode())")
+            if now != before:
                 return f"{what} was written in place"
+        for ptr in self.written_storages:
+            if ptr in self.storages:
+                return f"{self.storages[ptr]} was written in place (through `.data` or a detached alias)"
+        views = self.watch.numpy_views.changed() if self.watch is not None else []   # unseen by torch (numpy_writes)
+        if views:
+            return f"a tensor was written through its numpy view (at {views[0] or '(line unknown)'})"
+        if self.outside_writes:   # a global, a closure's, a container attribute's tensor: versions nobody listed
+            return f"{self.outside_writes[0]} was written in place"
         for path, (obj, attrs) in self.python.items():
             now = python_state._attributes(obj)
             for key in set(attrs) | set(now):

@@ -1,27 +1,44 @@
-"""Which tensors an in-place op recorded during a retrace writes that the retrace must put back
-(support/captured_writes.py): the written tensor's base, unless it is a parameter or buffer (runtime/state.py puts
-buffers back), an input or a value the trace made."""
+"""Which tensors an in-place op writes that are held outside the trace (a global, a closure, an item of a container
+attribute, a held object's tensor): the written tensor's base, unless it is a parameter or buffer, an input or a
+value the trace made. A retrace puts their values back (support/captured_writes.py; runtime/state.py puts buffers
+back); every recording run lists them (``tracer.outside_writes``), so trace/attempts.py does not run forward a
+second time over a write a caller sees (the write would be applied twice)."""
 from __future__ import annotations
 
 import torch
 
 from ..ops.names import CONSTANT
 from ..support import captured_writes
+from .source import user_location
 
 
 def note(tracer, name: str, args, kwargs) -> None:
-    """Before ``name`` runs: keep the values of the captured tensors it writes (only while a retrace runs)."""
-    log = captured_writes.active()
-    if log is None or not (_in_place(name) or "out" in kwargs):
+    """Before ``name`` runs: list the captured tensors it writes on the tracer (``outside_writes``: where, in
+    words), and keep their values while a retrace runs."""
+    if not (_in_place(name) or "out" in kwargs):
         return
     targets = [args[0]] if args else []
     out = kwargs.get("out")
     targets += list(out) if isinstance(out, (tuple, list)) else [out]
     for t in targets:
         if isinstance(t, torch.Tensor):
-            base = t._base if t._base is not None else t
-            if _captured(tracer, base):
-                log.note(base)
+            note_write(tracer, t)
+
+
+def note_write(tracer, t: torch.Tensor) -> None:
+    """Before ``t`` is written in place (an op, or ``t[i] = v``: trace/subscript.py): note its base if the trace
+    did not make it."""
+    base = t._base if t._base is not None else t
+    try:   # by storage too: `.data` / `.detach()` of a parameter has a version counter of its own (attempts.py)
+        tracer.written_storages.add(t.untyped_storage().data_ptr())
+    except Exception:  # noqa: BLE001  (a tensor without storage: a subclass, meta, sparse)
+        pass
+    if _captured(tracer, base):
+        tracer.outside_writes.append(f"a tensor of shape {tuple(base.shape)} held outside the module's parameters "
+                                     f"and buffers (at {user_location(3) or '(line unknown)'})")
+        log = captured_writes.active()
+        if log is not None:
+            log.note(base)
 
 
 def _in_place(name: str) -> bool:

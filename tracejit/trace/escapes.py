@@ -7,9 +7,10 @@ container the caller holds) is unknown to the caller's frame; the recorder would
 example's tensor, and every call would answer it (silently, where it needs no grad: under ``no_grad``, the common
 way to trace). ``FinishedCalls`` remembers, by weak reference, the tensors of every finished submodule call that its
 caller does not know; a tensor about to become a constant that one of them computed stops the recording
-(``EscapedTensorError``, naming the line and the submodule's path), where it depends on the data of a tensor (an
-input, a parameter or buffer: one updated in place later would leave the constant stale); one made from constants
-and sizes alone stays frozen, as before. trace/attempts.py then records forward again with that submodule's call
+(``EscapedTensorError``, naming the line and the submodule's path), where it depends on a tensor (its data: an
+input, a parameter or buffer, one updated in place later would leave the constant stale; or its sizes:
+``torch.arange(x.shape[0])``, a causal mask of the input's length, which the caller, not having read the size,
+could not guard, hunt29); one made from constants alone stays frozen. trace/attempts.py then records forward again with that submodule's call
 traced through in place, so the tensor is known where it is read; where the first run changed state a caller sees,
 the error stands.
 
@@ -43,18 +44,18 @@ import torch
 
 from ..errors import TraceError
 from ..ir import iter_values
-from ..ops.names import CONSTANT, GET_ATTR, SIZE_READS
+from ..ops.names import CONSTANT, GET_ATTR
 
 
 _NOT_COMPUTED = (CONSTANT, GET_ATTR)   # tensors the call found, not made: a later call finds them too
 
 
 def _reads_data(value, limit: int = 100_000) -> bool:
-    """Does ``value`` depend on the data of a tensor the call received or found (an input, a capture, a parameter
-    or buffer), not only on constants and sizes? A size read (``x.size(0)``) stops the walk: a tensor made from
-    sizes alone (``torch.arange(n)``, an index built from a window's size and cached by ``lru_cache``, as BEiT's
-    relative position index) was frozen before and stays so (its size guards are what they were). A walk past
-    ``limit`` values answers yes (default-deny)."""
+    """Does ``value`` depend on a tensor the call received or found (an input, a capture, a parameter or buffer),
+    through its data or its sizes, not only on constants? A size read counts (hunt29: a tensor made from sizes
+    alone, frozen by the caller, had no guard: the size was read in the callee's frame). (BEiT's relative
+    position index, built from sizes and cached by ``lru_cache`` across layers, still traces: probed in hunt29.)
+    A walk past ``limit`` values answers yes (default-deny)."""
     seen, todo = set(), [value]
     while todo:
         v = todo.pop()
@@ -66,7 +67,7 @@ def _reads_data(value, limit: int = 100_000) -> bool:
         node = v.producer
         if node is None or node.op == GET_ATTR:   # an input of the call (or a capture), a parameter or buffer
             return True
-        if node.op == CONSTANT or node.op in SIZE_READS:
+        if node.op == CONSTANT:
             continue
         todo.extend(iter_values((node.args, node.kwargs)))
     return False
@@ -117,7 +118,7 @@ class FinishedCalls:
             producer = getattr(value, "producer", None)
             if producer is None or producer.op in _NOT_COMPUTED:   # an input, a capture, a constant, an attribute
                 continue
-            if not _reads_data(value):   # made from constants and sizes alone (BEiT's relative position index)
+            if not _reads_data(value):   # made from constants alone
                 continue
             try:
                 self._by_id[id(obj)] = (weakref.ref(obj), child.path)

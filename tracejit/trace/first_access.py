@@ -23,6 +23,7 @@ import threading
 import types
 from functools import lru_cache
 
+import torch
 from torch import nn
 
 from .symbolic import TracedInt, get_tracer
@@ -161,3 +162,30 @@ def plain_size(m, key) -> None:
     value = m.__dict__.get(key)
     if isinstance(value, TracedInt):
         m.__dict__[key] = int.__int__(value)
+
+
+def plain_sizes(objects) -> None:
+    """After a recording run: each traced size left in an attribute of ``objects`` (the hierarchy's modules and held
+    objects), directly or as an item of a tuple / list / torch.Size (``self.n0 = x.shape[0]`` set up on a first
+    call, ``self.hw = x.shape[-2:]``), becomes the plain int eager leaves there (hunt29: a set-up's TracedInt stayed
+    on the original, and ``torch.save(model)`` / ``pickle.dumps(model)`` then failed; it names a finished recording)."""
+    for obj in objects:
+        space = getattr(obj, "__dict__", None)
+        if not isinstance(space, dict):
+            continue
+        for key, value in list(space.items()):
+            plain = _plain(value)
+            if plain is not value:
+                space[key] = plain
+
+
+def _plain(value):
+    if isinstance(value, TracedInt):
+        return int.__int__(value)
+    if type(value) in (tuple, list, torch.Size) and any(isinstance(v, TracedInt) for v in value):
+        items = [int.__int__(v) if isinstance(v, TracedInt) else v for v in value]
+        if isinstance(value, list):
+            value[:] = items   # the same list: other holders see it too
+            return value
+        return type(value)(items)
+    return value

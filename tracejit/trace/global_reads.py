@@ -186,16 +186,21 @@ def _user_class_anywhere(cls: type) -> bool:
     return isinstance(file, str) and _is_user(file) and not _installed_library(file)
 
 
+_MODULE_BOOKKEEPING = frozenset(vars(torch.nn.Module()))   # _parameters, _forward_hooks, ...: not settings
+
+
 def _module_attribute_guards(m, path: str, loads: dict):
     """Guards on the plain attributes of a module of the user's own class that the user's code reads by name
     (``self.eps``, ``self.sizes``, ``self.cfg["k"]``: ``loads``), on the original module: a traced object traces
-    its original again when one changed (torch's and installed libraries' modules, private names and the training
-    flag, which has guards of its own, are left out)."""
+    its original again when one changed (torch's and installed libraries' modules, nn.Module's own bookkeeping and
+    the training flag, which has guards of its own, are left out). A private name counts (hunt29: ``self._k`` or
+    torchvision's ``self._post_nms_top_n["testing"]`` changed after the trace was frozen, silently); one forward
+    writes is not in ``loads``."""
     if not _user_class_anywhere(type(m)):
         return
     space = vars(m)
     for attr, value in list(space.items()):
-        if attr.startswith("_") or attr == "training" or attr not in loads:
+        if attr in _MODULE_BOOKKEEPING or attr.startswith("__") or attr == "training" or attr not in loads:
             continue
         expected = guardable(value)
         if expected is not None:
@@ -245,17 +250,29 @@ def _attribute_writes(code) -> set:
     """Attribute names ``code`` loads on a line that also writes into a container (``self.cache[k] = v``,
     ``del d[k]``, ``self.seen.append(n)``): a module's own state, filled by its calls (timm's LeViT fills
     ``attention_bias_cache`` in eager calls only), not configuration a user sets. Per line, so a name loaded
-    beside the write counts too (leaving it unguarded, as before)."""
+    beside the write counts too (leaving it unguarded, as before). A mutating method's name called on a local or
+    a global (``x.sort(0)``, ``t.add(1)``: a tensor's method of the same name, hunt29) writes no attribute of this
+    line; called on an attribute (``self.seen.append``), that attribute alone is written."""
     by_line: dict = {}
+    previous = None
     for ins in dis.get_instructions(code):
         line = ins.positions.lineno if ins.positions is not None else None
-        names, writes = by_line.setdefault(line, (set(), [False]))
+        names, writes, receivers = by_line.setdefault(line, (set(), [False], set()))
         if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and isinstance(ins.argval, str):
             names.add(ins.argval)
-            writes[0] = writes[0] or ins.argval in _MUTATORS
+            if ins.argval in _MUTATORS:
+                if previous is not None and previous.opname == "LOAD_ATTR":
+                    receivers.add(previous.argval)   # self.seen.append(n): `seen` is written
+                elif previous is None or previous.opname not in _PLAIN_RECEIVERS:
+                    writes[0] = True   # self.d[k].append(v), f().add(x): anything on the line may be written
         elif ins.opname in ("STORE_SUBSCR", "DELETE_SUBSCR"):
             writes[0] = True
-    return {n for names, writes in by_line.values() if writes[0] for n in names}
+        if ins.opname not in ("CACHE", "EXTENDED_ARG"):
+            previous = ins
+    return {n for names, writes, receivers in by_line.values() for n in (names if writes[0] else receivers)}
+
+
+_PLAIN_RECEIVERS = ("LOAD_FAST", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLOSURE")   # x.sort(): no attribute
 
 
 def _object_guards(module, outer):

@@ -10,9 +10,14 @@ held with its value in the graph's ``memory_checks`` (those its class's forward 
 forward_reads.py) (support/global_guards.IdentityChecks: one C-level tuple
 compare per call, outside the graph: a file keeps no check of Python state). A live or optimized program traces
 again when one changed; one whose original was dropped raises GuardError naming the attribute.
-Mutable containers (a library's warn-once dict) are left out; ``allow_frozen_python_state=True`` skips the checks.
+A private attribute counts where the class's source shows forward reading it, and so does a small dict or list of
+such values (hunt29: torchvision's ``model.rpn._post_nms_top_n = dict(training=.., testing=..)`` set after the trace
+was ignored, silently; the check holds a copy, so an update in place is seen too). Other mutable containers (a
+library's warn-once dict of objects) are left out; ``allow_frozen_python_state=True`` skips the checks.
 """
 from __future__ import annotations
+
+import copy
 
 from torch import nn
 
@@ -30,6 +35,17 @@ def _scalar_config(value) -> bool:
     return type(value) is tuple and len(value) <= 8 and all(type(v) in _SCALARS for v in value)
 
 
+def _config_value(value):
+    """What the check compares ``value`` with: itself (a scalar or a tuple of them), a copy of a small dict or list
+    of scalars (so a write into it is seen), or None where it is not a setting."""
+    if _scalar_config(value):
+        return value
+    if type(value) in (dict, list) and len(value) <= 8 and all(
+            _scalar_config(v) for v in (value.values() if isinstance(value, dict) else value)):
+        return copy.copy(value)
+    return None
+
+
 def add_checks(graph, module, allowed: bool) -> None:
     """Add to ``graph.memory_checks`` the scalar attributes of the hierarchy's torch / library modules."""
     if allowed or module is None:
@@ -41,10 +57,13 @@ def add_checks(graph, module, allowed: bool) -> None:
         space = vars(m)
         read = None if "forward" in space else attributes_read(type(m))   # None: every attribute counts
         for attr, value in list(space.items()):
-            if attr.startswith("_") or attr == "training" or not _scalar_config(value) or guardable(value) is None:
+            if attr.startswith("__") or attr == "training" or guardable(value) is None:
                 continue
-            if read is not None and attr not in read:
-                continue   # its forward never reads it (forward_reads.py: Linear's in_features)
+            if (read is not None and attr not in read) or (attr.startswith("_") and read is None):
+                continue   # its forward never reads it (forward_reads.py: Linear's in_features), or bookkeeping
+            value = _config_value(value)
+            if value is None:
+                continue
             where = f"`{path}.{attr}`" if path else f"`{attr}`"
             node = Node(GUARD, "", (), attrs={
                 "kind": KIND, "test": KIND, "expected": value, "seen": value, "name": attr, "line": "",

@@ -56,7 +56,7 @@ from torch import nn
 
 from ..errors import FirstCallSetUpError, TraceError
 from ..ir import SourceLoc
-from . import first_access, held_state, not_forward, patches
+from . import data_set_ups, first_access, held_state, not_forward, patches
 from .carried_state import carried
 from .numpy_writes import NumpyViews
 from .not_forward import outside_forward
@@ -164,8 +164,8 @@ def _changes(before: dict, lazy: list, codes=(), first=None, scratch=None) -> li
             if isinstance(key, str) and carried(key, codes) and not written_first:
                 out.append((path, m, key))   # the next call reads what this one set: state, not a set-up
                 continue
-            if isinstance(m.__dict__.get(key), torch.Tensor):
-                continue   # a plain tensor attribute set in forward: a capture (see the module docstring)
+            if data_set_ups.tensor_attribute(out, path, m, key, attrs.get(key, _NONE) == _NONE):
+                continue   # a plain tensor attribute set in forward: a capture (module docstring), or a set-up from data
             if attrs.get(key) == _NONE:
                 lazy.append((path, m, key))   # set once, on the first call: eager reuses it as the trace did
                 continue
@@ -367,7 +367,7 @@ class PythonStateWatch:
                        "write with torch ops, or take a copy (`.numpy().copy()`)", loc)
         codes, issues_before, set_ups = tuple(self.outer.forward_codes) if self.outer else (), len(self.issues), 0
         for path, m, key in _changes(self.before, lazy, codes, self.first_access, scratch):
-            set_ups += isinstance(key, str) and key not in self.before[path][1] and key in vars(m)
+            set_ups += data_set_ups.is_set_up(m, key, self.before[path][1], codes)
             key = held_state.DrawnKey(key) if isinstance(key, str) and held_state.is_generator(vars(m).get(key)) else key
             self.found(_describe(path, m, key), "keep state that changes per call in tensors (buffers updated "
                        "in place) or outside forward", _assignment_line(self.module, path, key) or held_state.write_line(m, key, _write_patterns))

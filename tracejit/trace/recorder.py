@@ -86,6 +86,8 @@ class Tracer(TorchFunctionMode):
         self.python_state = None   # trace/python_state.PythonStateWatch, set by trace/api.record
         self.rng_seeded = False    # forward seeded or made a generator: later draws are never dropped (rng_record.py)
         self.captured: dict = {}   # id(tensor) -> (tensor, SourceLoc): each captured as a constant (attribute_tensors.py)
+        self.outside_writes: list = []   # tensors held outside the trace written in place (captured_writes.py)
+        self.written_storages: set = set()   # data pointers of every storage written in place (captured_writes.py)
         self.finished = FinishedCalls()   # tensors of finished submodule calls their callers do not know (escapes.py)
         self.through: frozenset = frozenset()   # submodule paths whose calls go into their caller's graph (api.record)
         if root_module is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ..ir.target import indexing as index_form, method
-from . import indexing
+from . import captured_writes, indexing
 from .source import user_location
 
 
@@ -33,6 +33,7 @@ def getitem(tracer, func, args):
 
 def setitem(tracer, func, args):
     t, idx, value = args
+    captured_writes.note_write(tracer, t)   # a tensor held outside: a retrace puts it back, a second run refuses
     idx = _lists_as_tensors(tracer, idx)
     _ellipsis_rank(tracer, t, idx)
     steps = indexing.plan(t.dim(), idx)
