@@ -22,36 +22,8 @@ import warnings
 import torch
 from torch import nn
 
+from left_out_models import LeftOutModel
 from security_testlib import graphs, rewrite, to_bytes
-
-
-class Cache:
-    """A Python object handed to a submodule (transformers hands its cache to a decoder layer)."""
-
-    def __init__(self, scale: float):
-        self.scale = scale
-
-
-class Layer(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(8, 8)
-
-    def forward(self, x, cache=None):
-        return torch.relu(self.lin(x)) * cache.scale
-
-
-class LeftOutModel(nn.Module):
-    """``layer.forward`` holds a Cache: the file leaves it out; ``head`` keeps its method."""
-
-    def __init__(self):
-        super().__init__()
-        self.layer = Layer()
-        self.head = nn.Linear(8, 4)
-        self.cache = Cache(1.5)
-
-    def forward(self, x):
-        return self.head(self.layer(x, cache=self.cache) + x)
 
 
 class Shared(nn.Module):
