@@ -15,3 +15,16 @@ class HandsOut(nn.Module):
     def forward(self, x):
         store = []
         return self.inner(x, store) + store[0]
+
+
+class Inner(nn.Module):
+    """A linear layer whose output, doubled, is handed out through the caller's list."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, store):
+        h = self.lin(x)
+        store.append(h * 2)   # handed out through the caller's list: the escape that runs forward again
+        return h

@@ -3,7 +3,7 @@
 A submodule call is recorded by its inputs and outputs (a ``call_module`` node). A tensor the call computed that
 reaches its caller another way (transformers' output capturing: forward hooks store each layer's output, and the
 model returns them as ``hidden_states``; a list passed in and appended to) is unknown to the caller: trace/escapes.py
-stops the recording there, naming the submodule. torch.jit.trace records one flat graph, so the tensor is simply
+stops the recording there, naming the submodule. torch.jit's tracer records one flat graph, so the tensor is simply
 known. tracejit then records the forward again with those submodule calls traced through in place
 (trace/through.py: their ops go into the caller's graph; their own submodules stay calls), and the tensor is known
 where it is read.
