@@ -179,6 +179,17 @@ def injections(canary: str) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------ children
+def cost_and_canary(name: str, r: dict, cpu_s: float) -> list[str]:
+    """What a child's report ``r`` of file ``name`` says went wrong beyond its outcome: more than ``cpu_s`` CPU
+    seconds to load and call it, or the canary (code from the file ran)."""
+    problems = []
+    if r["load_cpu_s"] + r.get("call_cpu_s", 0.0) > cpu_s:
+        problems.append(f"{name}: {r['load_cpu_s'] + r.get('call_cpu_s', 0.0):.2f} CPU seconds")
+    if r["canary"]:
+        problems.append(f"{name}: the canary appeared")
+    return problems
+
+
 def run_child(tmp_path, cases: list[dict], canary: str, mem_mb: int = 400, cpu_s: int = 300) -> dict:
     """Load every case in one child process; {name: report}. A crash (signal) fails the test, naming
     the file that caused it."""
@@ -231,10 +242,7 @@ def round_problems(tmp_path, cases: list, legit: list, cpu_s: float = 2.0) -> li
         if expect == "call_refused" and not claimed and (
                 r["outcome"] != "loaded" or r.get("call") not in ("raised BudgetError", "raised GuardError")):
             problems.append(f"{name}: expected the call to be refused, got {got}")
-        if r["load_cpu_s"] + r.get("call_cpu_s", 0.0) > cpu_s:
-            problems.append(f"{name}: {r['load_cpu_s'] + r.get('call_cpu_s', 0.0):.2f} CPU seconds")
-        if r["canary"]:
-            problems.append(f"{name}: the canary appeared")
+        problems += cost_and_canary(name, r, cpu_s)
     for name, *_ in legit:
         if report[name]["outcome"] != "loaded" or report[name].get("call") != "same":
             problems.append(f"{name}: {report[name]}")

@@ -17,7 +17,8 @@ from torch import nn
 import tracejit
 from catalogue_round26 import elementwise_chain, sized
 from catalogue_round27 import KEY_EDITS, _flat, _Ops, attention, dict_io, odd_cases, products, structure_cases
-from security_testlib import CheapSin, load_bytes, output_sum, rewrite, run_child, to_bytes, traced_bytes
+from security_testlib import (CheapSin, cost_and_canary, load_bytes, output_sum, rewrite, run_child, to_bytes,
+                              traced_bytes)
 from tracejit.serialize import read_program
 from tracejit.support import call_budget
 from tracejit.viewer import program_document, render_html
@@ -166,10 +167,7 @@ def test_odd_arguments_types_names_and_structure_never_crash_or_read_outside(tmp
             problems.append(f"{name}: answered (memory outside a storage?): {got}")
         if kind == "same" and r.get("call") != "same":
             problems.append(f"{name}: expected the unedited answer, got {got}")
-        if r["load_cpu_s"] + r.get("call_cpu_s", 0.0) > 2.0:
-            problems.append(f"{name}: {r['load_cpu_s'] + r.get('call_cpu_s', 0.0):.2f} CPU seconds")
-        if r["canary"]:
-            problems.append(f"{name}: the canary appeared")
+        problems += cost_and_canary(name, r, 2.0)
     assert not problems, "\n".join(problems)
 
 

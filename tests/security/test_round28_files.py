@@ -11,7 +11,7 @@ import pytest
 
 import tracejit
 from catalogue_round28 import INPUTS, LeftOutModel, Shared, cases, expected_model
-from security_testlib import output_sum, run_child
+from security_testlib import cost_and_canary, output_sum, run_child
 from tracejit.serialize import read_program
 from tracejit.viewer import program_document, render_html
 
@@ -51,10 +51,7 @@ def test_left_out_entries_and_shared_op_facts_never_crash_run_code_or_answer_oth
                 problems.append(f"{name}: the left-out method answered or raised otherwise: {m}")
             if any(ord(ch) < 32 for ch in m.get("call_message", "")):
                 problems.append(f"{name}: the left-out method's message holds a control character of the file")
-        if r["load_cpu_s"] + r.get("call_cpu_s", 0.0) > 2.0:
-            problems.append(f"{name}: {r['load_cpu_s'] + r.get('call_cpu_s', 0.0):.2f} CPU seconds")
-        if r["canary"]:
-            problems.append(f"{name}: the canary appeared")
+        problems += cost_and_canary(name, r, 2.0)
     assert not problems, "\n".join(problems)
 
 

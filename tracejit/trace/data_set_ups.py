@@ -2,7 +2,7 @@
 
 ``self.scale = None`` in ``__init__``; forward ``if self.scale is None: self.scale = x.abs().max().detach()``, then
 ``x / self.scale``: a calibration on the first call. Eager's later calls divide by the FIRST input's scale; a
-recording of that first call computes ``x.abs().max()`` from every input (torch.jit.trace too), silently wrong.
+recording of that first call computes ``x.abs().max()`` from every input (so does torch.jit's tracer), silently wrong.
 python_state leaves plain tensor attributes set in forward to the recording (a capture: a rotary cache rebuilt
 from sizes is recorded as it is rebuilt), so such a set-up is told apart here: its value in the root frame reaches
 an input's data (not only its sizes). It is then a first-call set-up (python_state.FirstCallSetUpError): the next
