@@ -9,7 +9,7 @@ for the children, files warm in the page cache, torchvision's ops registered bef
 (tracejit's import counted in it) and then the first call on the example inputs (CPU and wall). Peers:
 ``torch.jit.load``; for each ``--trees`` source tree, ``tracejit`` with an empty code cache (a file's first load on a
 machine) and, with ``--cached``, with the cache an untimed run wrote. Prints medians and ratios to torch.jit.load,
-with the median load average (a shared machine: say what ran beside it).
+with the median load average (a shared machine: say what ran beside it). ``--no-call``: the load alone.
 
 Usage::
 
@@ -47,8 +47,9 @@ else:
     import tracejit
     m = tracejit.load(sys.argv[2])
 t1, c1 = time.perf_counter(), time.process_time()
-with torch.no_grad():
-    m(*args)
+if sys.argv[4] == "call":
+    with torch.no_grad():
+        m(*args)
 t2, c2 = time.perf_counter(), time.process_time()
 print(json.dumps({"load": c1 - c0, "call": c2 - c1, "load wall": t1 - t0, "call wall": t2 - t1}))
 """
@@ -83,15 +84,15 @@ def save(name: str, d: str) -> tuple[str, str | None, str]:
     return tj, (jit if os.path.exists(jit) else None), inputs
 
 
-def _child(kind: str, path: str, inputs: str, env: dict) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, kind, path, inputs], env=env, capture_output=True, text=True,
-                         timeout=600)
+def _child(kind: str, path: str, inputs: str, env: dict, call: bool = True) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD, kind, path, inputs, "call" if call else "-"], env=env,
+                         capture_output=True, text=True, timeout=1200)
     if out.returncode:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(name: str, d: str, runs: int, trees: list, cached: bool) -> None:
+def measure(name: str, d: str, runs: int, trees: list, cached: bool, call: bool = True) -> None:
     tj, jit, inputs = save(name, d)
 
     def env(tree, cache=""):
@@ -110,11 +111,11 @@ def measure(name: str, d: str, runs: int, trees: list, cached: bool) -> None:
         if cached:
             peers[f"{label} cached"] = ("tj", tj, env(tree, os.path.join(d, f"cache-{name}-{i}")))
     for kind, path, e in peers.values():   # untimed: bytecode (and the code caches) written
-        _child(kind, path, inputs, e)
+        _child(kind, path, inputs, e, call)
     got, loads = {p: [] for p in peers}, []
     for _ in range(runs):
         for p, (kind, path, e) in peers.items():
-            got[p].append(_child(kind, path, inputs, e))
+            got[p].append(_child(kind, path, inputs, e, call))
             loads.append(os.getloadavg()[0])
     ref = got.get("torch.jit.load")
     med = {p: {k: statistics.median(r[k] for r in rows) for k in rows[0]} for p, rows in got.items()}
@@ -134,6 +135,8 @@ if __name__ == "__main__":
     ap.add_argument("--trees", nargs="+", default=[ROOT])
     ap.add_argument("--cached", action="store_true", help="also the loads through a warm code cache")
     ap.add_argument("--save-only", action="store_true")
+    ap.add_argument("--no-call", action="store_true", help="the load alone (a busy machine: the first call of Mask "
+                    "R-CNN is ~6 s of CPU)")
     ap.add_argument("models", nargs="*")
     a = ap.parse_args()
     os.makedirs(a.files, exist_ok=True)
@@ -142,4 +145,4 @@ if __name__ == "__main__":
         if a.save_only:
             save(n, a.files)
         else:
-            measure(n, a.files, a.runs, a.trees, a.cached)
+            measure(n, a.files, a.runs, a.trees, a.cached, not a.no_call)
