@@ -92,7 +92,7 @@ def _child(kind: str, path: str, inputs: str, env: dict, call: bool = True) -> d
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure(name: str, d: str, runs: int, trees: list, cached: bool, call: bool = True) -> None:
+def measure(name: str, d: str, runs: int, trees: list, cached: bool, call: bool = True, warm: bool = True) -> None:
     tj, jit, inputs = save(name, d)
 
     def env(tree, cache=""):
@@ -110,8 +110,9 @@ def measure(name: str, d: str, runs: int, trees: list, cached: bool, call: bool 
         peers[f"{label} first load"] = ("tj", tj, env(tree))
         if cached:
             peers[f"{label} cached"] = ("tj", tj, env(tree, os.path.join(d, f"cache-{name}-{i}")))
-    for kind, path, e in peers.values():   # untimed: bytecode (and the code caches) written
-        _child(kind, path, inputs, e, call)
+    for p, (kind, path, e) in peers.items():   # untimed: bytecode (and the code caches) written
+        if warm or p.endswith("cached"):
+            _child(kind, path, inputs, e, call)
     got, loads = {p: [] for p in peers}, []
     for _ in range(runs):
         for p, (kind, path, e) in peers.items():
@@ -137,6 +138,8 @@ if __name__ == "__main__":
     ap.add_argument("--save-only", action="store_true")
     ap.add_argument("--no-call", action="store_true", help="the load alone (a busy machine: the first call of Mask "
                     "R-CNN is ~6 s of CPU)")
+    ap.add_argument("--no-warm", action="store_true", help="no untimed run first (bytecode written by an earlier "
+                    "run; a busy machine)")
     ap.add_argument("models", nargs="*")
     a = ap.parse_args()
     os.makedirs(a.files, exist_ok=True)
@@ -145,4 +148,4 @@ if __name__ == "__main__":
         if a.save_only:
             save(n, a.files)
         else:
-            measure(n, a.files, a.runs, a.trees, a.cached, not a.no_call)
+            measure(n, a.files, a.runs, a.trees, a.cached, not a.no_call, not a.no_warm)
