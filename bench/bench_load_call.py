@@ -13,7 +13,7 @@ with the median load average (a shared machine: say what ran beside it). ``--no-
 
 Usage::
 
-    python bench/bench_load_call.py --files /tmp/f [--runs N] [--trees A B] [--cached] [maskrcnn t5 ...]
+    python bench/bench_load_call.py --files /tmp/f [--runs N] [maskrcnn t5 ...] [--trees A B] [--cached]
 """
 from __future__ import annotations
 
@@ -85,8 +85,10 @@ def save(name: str, d: str) -> tuple[str, str | None, str]:
 
 
 def _child(kind: str, path: str, inputs: str, env: dict, call: bool = True) -> dict:
+    # cwd: the files' folder: ``python -c`` puts the working directory first on sys.path, before PYTHONPATH (run
+    # from a checkout, every child would import that checkout's tracejit whatever its tree)
     out = subprocess.run([sys.executable, "-c", CHILD, kind, path, inputs, "call" if call else "-"], env=env,
-                         capture_output=True, text=True, timeout=1200)
+                         capture_output=True, text=True, timeout=1200, cwd=os.path.dirname(os.path.abspath(path)))
     if out.returncode:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -106,6 +108,8 @@ def measure(name: str, d: str, runs: int, trees: list, cached: bool, call: bool 
     if jit is not None:
         peers["torch.jit.load"] = ("jit", jit, env(trees[0]))
     for i, tree in enumerate(trees):
+        if not os.path.isdir(os.path.join(tree, "tracejit")):
+            raise SystemExit(f"--trees {tree}: no tracejit package there (the models go before --trees)")
         label = os.path.basename(os.path.abspath(tree))
         peers[f"{label} first load"] = ("tj", tj, env(tree))
         if cached:
@@ -133,7 +137,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--files", required=True, help="where the saved files are kept (made on first use)")
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--trees", nargs="+", default=[ROOT])
+    ap.add_argument("--trees", nargs="+", default=[ROOT], help="after the models (it takes every name after it)")
     ap.add_argument("--cached", action="store_true", help="also the loads through a warm code cache")
     ap.add_argument("--save-only", action="store_true")
     ap.add_argument("--no-call", action="store_true", help="the load alone (a busy machine: the first call of Mask "
