@@ -76,8 +76,10 @@ def save_files(name: str, d: str) -> tuple[str, str]:
 
 
 def _child(kind: str, path: str, env: dict) -> dict:
+    # cwd: the file's folder. ``python -c`` puts the working directory first on sys.path, before PYTHONPATH: run from
+    # a checkout, every child imported that checkout's tracejit, whatever tree bench_load_ab.py named (session 30)
     out = subprocess.run([sys.executable, "-c", CHILD, kind, path], env=env, capture_output=True, text=True,
-                         timeout=600)
+                         timeout=600, cwd=os.path.dirname(os.path.abspath(path)))
     if out.returncode:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])

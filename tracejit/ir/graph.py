@@ -174,13 +174,19 @@ def is_plain(value, depth: int = 0) -> bool:
 
 
 def iter_values(obj) -> Iterator[Value]:
+    """The Values in ``obj`` (nested in lists, tuples and dict values), depth first, in order. A plain item is
+    skipped without a generator of its own (a load walks every node's arguments several times: session 30)."""
     if isinstance(obj, Value):
         yield obj
-    elif isinstance(obj, (list, tuple)):
-        for item in obj:
-            yield from iter_values(item)
-    elif isinstance(obj, dict):
-        for item in obj.values():
+        return
+    if isinstance(obj, dict):
+        obj = obj.values()
+    elif not isinstance(obj, (list, tuple)):
+        return
+    for item in obj:
+        if isinstance(item, Value):
+            yield item
+        elif isinstance(item, (list, tuple, dict)):
             yield from iter_values(item)
 
 

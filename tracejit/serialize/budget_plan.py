@@ -44,6 +44,11 @@ class BudgetPlan:
         self._sized: dict[int, tuple | None] = {}   # id(node) -> (rule, bound) check_for found, or None: none
         self._facts: dict[str, tuple] = {}       # op -> its per-op facts (``_op_facts``), read once per plan
         self._made: dict[tuple, object] = {}     # a check's arguments -> the check (``_one``)
+        # id(node) -> (node, bound arguments, size rule) the validator found for an ATen node named with its overload
+        # (validate.check_graph): the same binding ``_bind`` and ``rule_for`` would make again (one schema), for
+        # ``check_for``; the node itself is kept and compared, so an entry serves that node alone
+        self.bound_at_load: dict[int, tuple] = {}
+        self._wheres: dict[int, tuple] = {}      # id(source location) -> (it, ``_where`` of it)
 
     def adopt(self, graph) -> None:
         """Make this the plan of ``graph``, one of the program's methods (its element steps count in ``counting``)."""
@@ -151,13 +156,24 @@ class BudgetPlan:
         step, wide, _, _, _, custom_op = self._op_facts(op)
         if not step or not (op.startswith("aten::") or custom_op):
             return None   # no weight (a view, a size read): nothing to count, whatever its arguments
-        tensors = [a for a in (*node.args, *node.kwargs.values()) if _holds_tensor(a)]
+        is_tensor = size_rules.is_tensor   # read once: a LazyModule's attribute costs a lookup each time
+        tensors = [a for a in (*node.args, *node.kwargs.values())
+                   if any(is_tensor(x) for x in (a if isinstance(a, (list, tuple)) else (a,)))]
         fixed = 0
-        if not any(True for _ in iter_values((node.args, node.kwargs))):
+        if not tensors and next(iter_values((node.args, node.kwargs)), None) is None:
             fixed = self._constant_work(node, step)
         if not (tensors or fixed):
             return None
-        return self._one(work_count, op.split(".")[0], step, self.file_elements, _where(node), fixed, wide), tensors
+        return self._one(work_count, op.split(".")[0], step, self.file_elements, self._where(node), fixed, wide), \
+            tensors
+
+    def _where(self, node) -> str:
+        """``_where(node)``, once per source location (the nodes of one line share one: program_decoder.py)."""
+        src = node.source
+        hit = self._wheres.get(id(src))
+        if hit is None or hit[0] is not src:
+            hit = self._wheres[id(src)] = (src, _where(node))
+        return hit[1]
 
     def _constant_work(self, node, step: int) -> int:
         """The work of an op whose arguments are all constants (a factory of constant sizes): its size rule's
@@ -185,20 +201,24 @@ class BudgetPlan:
         if not isinstance(op, str):
             return None
         _, _, name, overload, has_rule, custom_op = self._op_facts(op)
+        hit = self.bound_at_load.pop(id(node), None)   # asked once per node: not kept past the code generation
         if custom_op:
             return self._custom_check(node)
         if not op.startswith("aten::"):
             return None
-        if not any(True for _ in iter_values((node.args, node.kwargs))):
+        if next(iter_values((node.args, node.kwargs)), None) is None:
             return None
         if not has_rule and not _may_take_several_tensors(name, node) \
                 and not size_rules.checks_node(name, node):
             self._sized[id(node)] = None
             return None   # rule_for gives None whatever the binding: no need to bind (most nodes of a load)
-        bound = _bind(name, overload, node)
-        if bound is not None:
-            bound = size_rules.with_unpack(name, bound, node)
-        rule = None if bound is None else size_rules.rule_for(name, bound)
+        if hit is not None and hit[0] is node:   # bound by the validator, to the one schema of its overload
+            _, bound, rule = hit
+        else:
+            bound = _bind(name, overload, node)
+            if bound is not None:
+                bound = size_rules.with_unpack(name, bound, node)
+            rule = None if bound is None else size_rules.rule_for(name, bound)
         if rule is None:
             self._sized[id(node)] = None
             return None
@@ -207,9 +227,9 @@ class BudgetPlan:
         self._sized[id(node)] = (rule, bound)   # node_work measures it again at the traced shapes
         self.checked = True
         if self.counting():   # every op counts: the check runs at every call, adding its elements' steps
-            return self._one(size_check, f"aten::{name}", rule, self.file_elements, _where(node),
+            return self._one(size_check, f"aten::{name}", rule, self.file_elements, self._where(node),
                              self.node_step(node)), bound, None
-        return self._one(size_check, f"aten::{name}", rule, self.file_elements, _where(node)), bound, \
+        return self._one(size_check, f"aten::{name}", rule, self.file_elements, self._where(node)), bound, \
             _gate(rule, bound, self.file_elements, name)
 
     def _guard_check(self, node):

@@ -102,6 +102,10 @@ def _compiled(buf, map_location, extra_files, check_integrity: bool, data_crc, c
     program, document = _decoded(buf, map_location, extra_files, check_integrity, data_crc, validated=replay)
     method_compiler = MethodCompiler(compiler)
     loaded = compile_loaded(program, method_compiler)
+    for _, _, graph in program.graphs():   # the validator's bindings its code generation did not ask for
+        plan = getattr(graph, "call_budget", None)
+        if plan is not None:
+            plan.bound_at_load.clear()
     if replay and compiler.used != len(compiler.entries):
         raise Mismatch(f"{len(compiler.entries) - compiler.used} cached functions were not asked for")
     if document.get("kind") == "module":

@@ -94,7 +94,7 @@ def decode_module(program: dict, tensors: dict, budget: int, version: int, valid
                 if idx in checked:
                     validate.check_module_refs(g, where, has_tensor, methods_of)
                 else:
-                    validate.check_graph(g, where, has_tensor, methods_of, budget, ops)
+                    validate.check_graph(g, where, has_tensor, methods_of, budget, ops, plan.bound_at_load)
                     checked.add(idx)
                 _checkweights_of(g, lambda rel, kind, owner=path: tree.tensor(owner, rel, kind), where)
             callees = []

@@ -39,10 +39,12 @@ DEFAULT_MAX_ELEMENTS = 2 ** 25
 
 
 def check_graph(graph: Graph, where: str, module_tree, methods_of,
-                max_elements: int = DEFAULT_MAX_ELEMENTS, ops: dict | None = None) -> None:
+                max_elements: int = DEFAULT_MAX_ELEMENTS, ops: dict | None = None, bindings: dict | None = None) -> None:
     """Validate one decoded graph. ``module_tree(path)`` describes the module it belongs to
     (or None for a function); ``methods_of(path)`` lists the traced methods of a module. ``ops``: a memo of what
-    op names passed (``_op_name``), shared by the graphs of one file (one per call when not given)."""
+    op names passed (``_op_name``), shared by the graphs of one file (one per call when not given). ``bindings``:
+    where each ATen node named with its overload leaves ``(node, bound arguments, size rule)`` by ``id(node)``, for
+    the call-time budget plan (budget_plan.BudgetPlan.bound_at_load), which would bind them again."""
     try:
         verify(graph)
     except VerificationError as e:
@@ -70,7 +72,7 @@ def check_graph(graph: Graph, where: str, module_tree, methods_of,
     ops = {} if ops is None else ops   # op -> what its name alone passed (``_op_name``): once, not per node
     for i, node in enumerate(graph.nodes):
         check_node(node, f"{where}, node {i} ({str(node.op)[:60]})", graph, module_tree, methods_of, max_elements,
-                   ops)
+                   ops, bindings)
 
 
 def check_module_refs(graph: Graph, where: str, module_tree, methods_of) -> None:
@@ -81,8 +83,9 @@ def check_module_refs(graph: Graph, where: str, module_tree, methods_of) -> None
 
 
 def check_node(node, at: str, graph: Graph, module_tree, methods_of,
-               max_elements: int = DEFAULT_MAX_ELEMENTS, ops: dict | None = None) -> None:
-    """Validate one node. ``ops``: a memo of ``_op_name``'s answers by op string (check_graph's, one per graph)."""
+               max_elements: int = DEFAULT_MAX_ELEMENTS, ops: dict | None = None, bindings: dict | None = None) -> None:
+    """Validate one node. ``ops``: a memo of ``_op_name``'s answers by op string (check_graph's, one per graph);
+    ``bindings``: check_graph's."""
     op = node.op
     capture_ops.check_node_attrs(node, at)
     if op in capture_ops.OPS:
@@ -122,6 +125,8 @@ def check_node(node, at: str, graph: Graph, module_tree, methods_of,
     if name not in opnames.aten_names_for_target(node.target):
         raise LoadError(f"{at}: its call target {target_text(node.target)[:60]!r} does not carry out aten::{name}")
     _check_target(node, at, name)
+    if bindings is not None and overload is not None:   # passed: the one schema its overload names, bound
+        bindings[id(node)] = (node, bound, rule)
 
 
 def _op_name(op, at: str) -> tuple:
@@ -187,8 +192,14 @@ def _check_written(schema, bound: dict, at: str) -> None:
                             f"{a.name}= only into a tensor it made itself")
 
 
+_RETURNS: dict = {}   # id(schema) -> (schema, its return types as text): read once per schema, not per node
+
+
 def _check_outputs(node, at: str, schema) -> None:
-    returns = [str(r.type) for r in schema.returns]
+    hit = _RETURNS.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        hit = _RETURNS[id(schema)] = (schema, [str(r.type) for r in schema.returns])
+    returns = hit[1]
     n = len(node.outputs)
     if len(returns) == 1 and returns[0].startswith("List["):
         if "unpack" not in node.attrs:
