@@ -144,7 +144,7 @@ def _models() -> dict:
         "phimoe": hf_text("PhimoeModel", "PhimoeConfig", num_local_experts=4, num_experts_per_tok=2, **DECODER),
         "cohere2": hf_text("Cohere2Model", "Cohere2Config", sliding_window=8, **DECODER),
         "gemma3_text": hf_text("Gemma3TextModel", "Gemma3TextConfig", head_dim=16, sliding_window=8, **DECODER),
-        "smollm3": hf_text("SmolLM3Model", "SmolLM3Config", **DECODER),
+        "smollm3": hf_text("SmolLM3Model", "SmolLM3Config", pad_token_id=0, **DECODER),
         "dbrx": hf_text("DbrxModel", "DbrxConfig", d_model=64, n_heads=4, n_layers=2, max_seq_len=64,
                         vocab_size=1000, attn_config={"kv_n_heads": 2},
                         ffn_config={"ffn_hidden_size": 64, "moe_num_experts": 4, "moe_top_k": 2}, use_cache=False),

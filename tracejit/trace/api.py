@@ -127,9 +127,10 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, **options) -
                 escaped, error, first_call = through, e, not set_up
             problem = rewrites.problem() if rewrites is not None else None
             if problem is not None:
-                raise TraceError(f"tracejit recorded forward again from the state its first run left, but {problem}: "
-                                 "the program would read a value eager's next call does not find (keep state that "
-                                 "changes per call in tensors (buffers updated in place) or outside forward)") from error
+                raise TraceError(
+                    f"tracejit recorded forward again from the state its first run left, but {problem}: the program "
+                    "would read a value eager's next call does not find (keep state that changes per call in tensors "
+                    "(buffers updated in place) or outside forward)") from error
             if escaped <= through and not first_call:   # nothing new to trace through (or nothing escaped)
                 if error is not None:
                     raise error

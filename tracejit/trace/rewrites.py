@@ -24,6 +24,11 @@ The rule (default-deny): such an attribute is accepted where
 
 The program does not write the attribute (it reads what the trace read, which is what eager reads at every call
 the guards let through).
+
+The same fixed-point rule holds within one run (``ReadThenWritten``): a tensor attribute forward reads and then
+assigns, seen while tracing (trace/carried_state.py's bytecode scan sees only a read and a write in one code
+object), is accepted only where the value written is the one read; else refused at the line of the write. And a
+buffer assigned a no-op conversion of itself (``BufferEntries``) is put back, as eager leaves it.
 """
 from __future__ import annotations
 
@@ -33,10 +38,10 @@ import sys
 import torch
 from torch import nn
 
+from ..ir import SourceLoc
 from ..ops.names import CONSTANT
 from .escapes import _reads_data
 from .guards import policy_allows
-from ..ir import SourceLoc
 from .source import _skipped
 from .symbolic import TracedInt, get_tracer
 
