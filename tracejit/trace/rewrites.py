@@ -257,5 +257,7 @@ def note_store(inst, name: str, value) -> None:
     old = vars(inst).get(name, _MISSING)
     if watch.first_access.get((id(inst), name)) != "load" or old is _MISSING or old is None:
         return   # written before any read (scratch), or set up from None / added: python_state's own rules
+    if value is old:
+        return   # the same object assigned again: nothing changes
     if (isinstance(old, torch.Tensor) or isinstance(value, torch.Tensor)) and not exact_alias(value, old):
         watch.read_then_written.store(inst, name, value, old)
