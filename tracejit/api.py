@@ -22,6 +22,7 @@ from .kwarg_examples import as_kwarg_dict, kwarg_examples
 from .pytree import KEYED
 from .passes.pipeline import run_trace_pipeline
 from .trace.api import lazy_setups_undone, record
+from .trace.rewrites import held as rewrites_held
 from .trace import module_config
 from .trace.source import caller_stacklevel
 
@@ -281,10 +282,11 @@ def _trace_methods(mod, inputs: dict, names: dict, check_inputs, *, kwarg, check
                 ex = c.get(installed) if isinstance(c, dict) and installed in c else (c if len(inputs) == 1 else None)
                 if ex is not None:
                     checks.append(_split_inputs(ex, kwarg, installed, bound))
-            lazy = recordings[installed].lazy
+            lazy, rewritten = recordings[installed].lazy, recordings[installed].rewritten
             _run_checker(getattr(traced, installed), fn, mod, checks, check_tolerance,
-                         lambda f, a, k, lazy=lazy, installed=installed, bound=bound: _checker_retrace(
-                             lazy, f, a, k, mod, installed, _force_outplace, bound, guards, allow_frozen))
+                         lambda f, a, k, lazy=lazy, rewritten=rewritten, installed=installed, bound=bound:
+                         _checker_retrace(lazy, rewritten, f, a, k, mod, installed, _force_outplace, bound, guards,
+                                          allow_frozen))
     return traced
 
 
@@ -320,20 +322,22 @@ def _split_inputs(example, kwarg: bool, where: str, fn=None):
     return _as_args(example, fn), {}
 
 
-def _checker_retrace(lazy, fn, args, kwargs, module, name, force_outplace, bound, guards, allow_frozen):
+def _checker_retrace(lazy, rewritten, fn, args, kwargs, module, name, force_outplace, bound, guards, allow_frozen):
     """The checker's retrace of ``fn``, from the module's state before the trace's lazy set-ups (torchvision's
-    ``MultiScaleRoIAlign.scales``, set from None on the first call): the trace recorded that first call's path."""
-    with lazy_setups_undone(lazy):
+    ``MultiScaleRoIAlign.scales``, set from None on the first call): the trace recorded that first call's path;
+    with the attributes its recorded run wrote again as they were then (trace/rewrites.py: eager's own call may
+    write an equal value of another type, Swin's window as an int where a trace writes a 0-d tensor)."""
+    with lazy_setups_undone(lazy), rewrites_held(rewritten):
         return _record(fn, args, kwargs, module, name, force_outplace, warn=False, signature_of=bound, guards=guards,
-                       allow_frozen=allow_frozen).graph
+                       allow_frozen=allow_frozen, rewritten=rewritten).graph
 
 
 def _record(fn, args, kwargs, module, name, force_outplace, warn=True, registry=None, signature_of=None,
-            guards=True, allow_frozen=False):
+            guards=True, allow_frozen=False, rewritten=()):
     _check_fits(signature_of or fn, args, kwargs)
     return record(fn, args, kwargs, module, warn=warn, force_outplace=force_outplace, name=name,
                   registry=registry, signature_of=signature_of, guards=guards,
-                  allow_frozen_python_state=allow_frozen, finish=run_trace_pipeline)
+                  allow_frozen_python_state=allow_frozen, finish=run_trace_pipeline, rewritten=rewritten)
 
 
 def _signature_or_none(fn):

@@ -17,6 +17,7 @@ from .guards import check_policy
 from .recorder import Frame, Tracer
 from . import attribute_tensors, boundary, fast_paths, first_access, capture, env_reads, frame_returns, global_reads, global_state, global_tensors, legacy, module_config, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
 from . import attempts, backend_flags, callable_attrs, global_hooks, input_keys, outer_state, rng_record  # noqa: F401  (rng_record's, backend_flags' stand-ins register)
+from . import rewrites as attribute_rewrites
 from .symbolic import get_tracer, set_tracer
 
 
@@ -48,6 +49,7 @@ class Recording:
         self.ledger = ledger
         self.result = result
         self.lazy = list(lazy)   # (module, attribute) forward set from None: a lazy set-up (trace/python_state.py)
+        self.rewritten = []   # (path, module, attribute, value): written again identically by the run (rewrites.py)
 
 
 @contextlib.contextmanager
@@ -110,9 +112,11 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, **options) -
     module up (python_state.FirstCallSetUpError) is followed by one more, from the state it left.
     """
     through, warned, set_up = frozenset(), set(), False
+    rewrites = attribute_rewrites.Rewrites.again(options.pop("rewritten", ()))   # the checker's retrace: as traced
     try:
         for _ in range(attempts.MAX_ATTEMPTS):
             attempt = attempts.Attempt(args, kwargs, module, options.get("registry"))
+            attempt.expected_rewrites = rewrites   # the run before changed these: written again? (trace/rewrites.py)
             first_call = False
             try:
                 rec = _record_run(fn, args, kwargs, module, through=through, attempt=attempt, warned=warned, **options)
@@ -121,9 +125,16 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, **options) -
                 escaped, error = e.through, e
             except FirstCallSetUpError as e:   # the run only set the module up: record the next call
                 escaped, error, first_call = through, e, not set_up
+            problem = rewrites.problem() if rewrites is not None else None
+            if problem is not None:
+                raise TraceError(
+                    f"tracejit recorded forward again from the state its first run left, but {problem}: the program "
+                    "would read a value eager's next call does not find (keep state that changes per call in tensors "
+                    "(buffers updated in place) or outside forward)") from error
             if escaped <= through and not first_call:   # nothing new to trace through (or nothing escaped)
                 if error is not None:
                     raise error
+                rec.rewritten = rewrites.held() if rewrites is not None else []
                 return rec
             set_up = set_up or first_call
             written = attempt.changed()
@@ -132,6 +143,7 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, **options) -
                 raise TraceError(f"{error if error is not None else _CAUGHT}\n(tracejit would record forward again "
                                  f"{again}, but the first run changed state a caller sees: {written})") from error
             attempt.rewind()
+            rewrites = attempt.rewrites
             _plain_sizes(module)   # the next run starts from eager's state: plain ints
             through |= escaped
         raise TraceError(f"a tensor kept escaping its submodule's call after tracing {sorted(through)} through")
@@ -186,6 +198,7 @@ def _record_run(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn
         ledger.add("training", "the module's training flag", None, module.training)
     tracer.python_state = watch = python_state.PythonStateWatch(
         module, allow_frozen_python_state, attempt.python if attempt is not None else None)
+    watch.rewrites = getattr(attempt, "expected_rewrites", None)   # to be written again (trace/rewrites.py)
     if attempt is not None:   # what the run drew and which attributes it wrote first (trace/attempts.py)
         attempt.ledger, attempt.watch, attempt.outside_writes = ledger, watch, tracer.outside_writes
         attempt.written_storages = tracer.written_storages

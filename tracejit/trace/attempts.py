@@ -54,7 +54,7 @@ import torch
 from torch import nn
 
 from ..pytree import flatten
-from . import python_state
+from . import python_state, rewrites
 
 MAX_ATTEMPTS = 8   # each retry traces at least one more submodule path through: bounded by the hierarchy's depth
 
@@ -94,6 +94,7 @@ class Attempt:
         self.watch = None    # the run's python_state.PythonStateWatch (set there too): its first accesses
         self.outside_writes: list = []   # the run's in-place writes to tensors held outside (set there too)
         self.registry = registry
+        self.rewrites = None   # set by changed(): what the next run must write again (trace/rewrites.py)
         self.methods = None if registry is None else [{p: dict(d) for p, d in part.items()} for part in registry]
 
     def changed(self) -> str | None:
@@ -113,6 +114,7 @@ class Attempt:
             return f"a tensor was written through its numpy view (at {views[0] or '(line unknown)'})"
         if self.outside_writes:   # a global, a closure's, a container attribute's tensor: versions nobody listed
             return f"{self.outside_writes[0]} was written in place"
+        rewritten = []   # attributes the next run must write again identically (trace/rewrites.py)
         for path, (obj, attrs) in self.python.items():
             now = python_state._attributes(obj)
             for key in set(attrs) | set(now):
@@ -121,10 +123,14 @@ class Attempt:
                 if self.watch is not None and self.watch.first_access.get((id(obj), key)) == "store":
                     continue   # scratch: written before any read, so the next run writes it again first
                 if attrs.get(key) != now.get(key):
-                    return f"attribute {key!r} of {'the module' if not path else repr(path)} changed"
+                    if not isinstance(key, str) or key == "training" or key in python_state.ENTRY_KINDS or \
+                            key not in vars(obj) or not isinstance(obj, nn.Module):
+                        return f"attribute {key!r} of {'the module' if not path else repr(path)} changed"
+                    rewritten.append((path, obj, key))   # accepted if the next run writes it again identically
         drawn = [e for e in (self.ledger.entries if self.ledger is not None else ()) if e.kind == "nondeterministic"]
         if drawn:
             return f"it drew random numbers ({drawn[0].message} at {drawn[0].source})"
+        self.rewrites = rewrites.Rewrites(rewritten) if rewritten else None
         return None
 
     def rewind(self) -> None:

@@ -26,6 +26,7 @@ from functools import lru_cache
 import torch
 from torch import nn
 
+from . import rewrites
 from .symbolic import TracedInt, get_tracer
 
 MISSING = object()
@@ -106,6 +107,7 @@ class Watch:
 
     def __set__(self, inst, value):
         self._note(inst, self.name, "store")
+        rewrites.note_store(inst, self.name, value)   # an attribute the first run changed, written again?
         inst.__dict__[self.name] = value
 
     def __delete__(self, inst):

@@ -91,6 +91,27 @@ def describe(func, args, kwargs) -> tuple[str, CallTarget]:
     return qualify(aten, args, kwargs), function(f"{path}.{name}")
 
 
+# numpy's names that torch's argument parser takes for its own (python_arg_parser.cpp's numpy compatibility):
+# ``x.mean(axis=1, keepdims=True)`` (IBert's layer norm). A node holds torch's name, as the schema spells it.
+NUMPY_KWARG_NAMES = {"axis": "dim", "keepdims": "keepdim"}
+
+
+def torch_kwarg_names(name: str, kwargs: dict) -> dict:
+    """``kwargs`` with numpy's names for ``dim`` / ``keepdim`` spelled as torch's schemas spell them (not for an op
+    ``name`` whose own schema has such an argument: ``quantize_per_channel(axis)``)."""
+    if not any(k in NUMPY_KWARG_NAMES for k in kwargs):
+        return kwargs
+    packet = aten_packet(name)
+    try:
+        own = {a.name for o in (packet.overloads() if packet is not None else ())
+               for a in getattr(packet, o)._schema.arguments}
+    except (AttributeError, RuntimeError):
+        own = set(NUMPY_KWARG_NAMES)   # unknown: leave the names as they are
+    if own & set(kwargs) & set(NUMPY_KWARG_NAMES):
+        return kwargs
+    return {NUMPY_KWARG_NAMES.get(k, k) if NUMPY_KWARG_NAMES.get(k) not in kwargs else k: v for k, v in kwargs.items()}
+
+
 def qualify(aten: str, args, kwargs) -> str:
     overload = resolve_overload(aten, _kinds(args), tuple(sorted((k, _kind(v)) for k, v in kwargs.items())))
     if overload is None:

@@ -56,7 +56,7 @@ from torch import nn
 
 from ..errors import FirstCallSetUpError, TraceError
 from ..ir import SourceLoc
-from . import data_set_ups, first_access, held_state, not_forward, patches
+from . import data_set_ups, first_access, held_state, not_forward, patches, rewrites
 from .carried_state import carried
 from .numpy_writes import NumpyViews
 from .not_forward import outside_forward
@@ -145,6 +145,7 @@ def snapshot(module: nn.Module | None) -> dict:
 
 _ENTRY_KINDS = {"_parameters": "parameter", "_buffers": "buffer", "_modules": "submodule"}
 _NONE = NONE_FINGERPRINT = ("v", type(None), None)
+ENTRY_KINDS = _ENTRY_KINDS
 
 
 def _changes(before: dict, lazy: list, codes=(), first=None, scratch=None) -> list:
@@ -342,6 +343,9 @@ class PythonStateWatch:
         self.numpy_views = NumpyViews()   # arrays sharing a traced tensor's memory (trace/numpy_writes.py)
         not_forward.reset()
         self._raised: set[int] = set()
+        self.rewrites = None   # trace/rewrites.Rewrites: attributes the run before changed, to be written again
+        self.read_then_written = rewrites.ReadThenWritten()   # attributes read, then written: a fixed point only
+        self.buffers = rewrites.BufferEntries(module)   # a buffer assigned a no-op conversion of itself: put back
 
     def found(self, what: str, advice: str, loc) -> None:
         if not any(w == what and l == loc for w, _, l in self.issues):
@@ -365,7 +369,12 @@ class PythonStateWatch:
         for loc in self.numpy_views.changed():
             self.found("a write into a tensor through its numpy view (`.numpy()` / `np.asarray`)",
                        "write with torch ops, or take a copy (`.numpy().copy()`)", loc)
+        self.buffers.restore()
         codes, issues_before, set_ups = tuple(self.outer.forward_codes) if self.outer else (), len(self.issues), 0
+        read_then_written = self.read_then_written.problems()   # (a module that sets itself up: the next run's
+        for what, loc in read_then_written:                      # trace/rewrites.py checks them again)
+            self.found(what, "keep state that changes per call in tensors (buffers updated in place) or outside "
+                       "forward", loc)
         for path, m, key in _changes(self.before, lazy, codes, self.first_access, scratch):
             set_ups += data_set_ups.is_set_up(m, key, self.before[path][1], codes)
             key = held_state.DrawnKey(key) if isinstance(key, str) and held_state.is_generator(vars(m).get(key)) else key
@@ -390,7 +399,8 @@ class PythonStateWatch:
         if not self.allow:
             lines = [f"  {loc or '(line unknown)'}: {what}; {advice}" for what, advice, loc in self.issues[:6]]
             more = f"\n  ... and {len(self.issues) - 6} more" if len(self.issues) > 6 else ""
-            raise (FirstCallSetUpError if issues_before == 0 and set_ups == len(self.issues) else TraceError)(
+            set_up = issues_before == 0 and set_ups > 0 and set_ups + len(read_then_written) == len(self.issues)
+            raise (FirstCallSetUpError if set_up else TraceError)(
                 "the traced code did something a traced program cannot replay or check at call time; its "
                 "trace-time outcome would be frozen silently:\n" + "\n".join(lines) + more +
                 f"\nTo accept the frozen values, trace with {OPT_OUT} (each is then a TracerWarning and a "

@@ -302,6 +302,7 @@ class Tracer(TorchFunctionMode):
                 boundary.on_result(self, func, getattr(func, "__name__", ""), args, kwargs, result)
             if result is not None and not isinstance(result, (tuple, list)):
                 return None
+        kwargs = ops.torch_kwarg_names(getattr(func, "__name__", ""), kwargs)   # `axis=` -> `dim=` (the schema's)
         op, target = op_target or ops.describe(func, args, kwargs)
         node_args = self.to_ir(tuple(args))
         node_kwargs = self.to_ir(dict(kwargs))
