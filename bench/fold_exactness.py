@@ -9,14 +9,16 @@ inputs, and on how many inputs each column is bit-identical to torch.jit's.
 
 Usage::
 
-    OMP_NUM_THREADS=1 python bench/fold_exactness.py inception_v3_timm [batch] [--inputs 24]
+    OMP_NUM_THREADS=1 python bench/fold_exactness.py inception_v3_timm [batch] [--inputs 24] [--time 7]
 """
 from __future__ import annotations
 
 import argparse
 import copy
 import os
+import statistics
 import sys
+import time
 import warnings
 
 import torch
@@ -82,11 +84,33 @@ def same_bits(out, base) -> bool:
     return all(torch.equal(o, b) for o, b in zip(_leaves(out), _leaves(base)))
 
 
+def timing(module, columns: dict, args: tuple, rounds: int) -> str:
+    """Median per-call time of eager and each optimized column, interleaved (``rounds`` rounds of ~0.2 s each)."""
+    fns = {"eager": module, **{c: f for c, f in columns.items() if c.startswith("OFI")}}
+    samples = {c: [] for c in fns}
+    with torch.no_grad():
+        start = time.perf_counter()
+        fns["eager"](*args)
+        calls = max(1, int(0.2 / max(time.perf_counter() - start, 1e-6)))
+        for _ in range(rounds):
+            for c, fn in fns.items():
+                fn(*args)
+                start = time.perf_counter()
+                for _ in range(calls):
+                    fn(*args)
+                samples[c].append((time.perf_counter() - start) / calls)
+    eager = statistics.median(samples["eager"])
+    return "; ".join(f"{c} {statistics.median(v) * 1e3:.2f} ms ({statistics.median(v) / eager:.3f}x eager)"
+                     for c, v in samples.items()) + f"; load {os.getloadavg()[0]:.1f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model")
     parser.add_argument("batch", nargs="?", type=int, default=1)
     parser.add_argument("--inputs", type=int, default=24, help="random inputs besides the zoo's")
+    parser.add_argument("--time", type=int, default=0, metavar="ROUNDS",
+                        help="also time eager and each optimized program, interleaved, this many rounds (medians)")
     opts = parser.parse_args()
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
@@ -117,6 +141,8 @@ def main() -> None:
                 jit_out = out if c == "jit freeze" else jit_out
                 errs[c].append((max_error(out, ref), max_error(out, ref64), same_bits(out, jit_out),
                                 ref.abs().max().item()))
+    if opts.time:
+        print(timing(module, columns, args, opts.time))
     print(f"{opts.model} b{opts.batch}: the zoo's input and {opts.inputs} random inputs; errors against eager "
           f"and float64 (relative: over the largest |eager output|)")
     print("| column | zoo input: vs eager | vs float64 | random: mean vs eager (rel) | max vs eager (rel) | "

@@ -1,14 +1,15 @@
-"""The batch-norm fold's two roundings side by side on the zoo's conv models (issue #25 item 3).
+"""Two builds of the optimized program side by side on zoo models, against eager, float64 and torch.jit's freeze
+(issue #25 item 3): ``--survey fold``, the batch-norm fold's two roundings (bench/fold_exactness.py) on the conv
+models; ``--survey linear``, with and without oneDNN's linear (passes/linear_kernels.py) on the transformers.
 
 For each model and batch, in one process: eager, its float64 answer, torch.jit's freeze +
-optimize_for_inference, and the optimized program (default backend) built once per fold of
-bench/fold_exactness.py's ``VARIANTS``. Each column's largest error against eager and against float64 on the
+optimize_for_inference, and the optimized program (default backend) built once per variant of ``SURVEYS``. Each column's largest error against eager and against float64 on the
 zoo's input, whether it is bit-identical to torch.jit's, and whether bench_zoo's rule (``EXACT_SLACK`` against
 jit freeze's error) flags it. Rows go to ``--rows`` as JSON lines; a markdown table is printed at the end.
 
 Usage::
 
-    OMP_NUM_THREADS=1 python bench/fold_zoo_survey.py --models resnet18,inception_v3_timm --batches 1,8 \\
+    OMP_NUM_THREADS=1 python bench/exactness_survey.py --survey fold --models resnet18,inception_v3_timm \\
         --rows bench/rows/fold30.jsonl
 """
 from __future__ import annotations
@@ -36,7 +37,37 @@ from tracejit.passes import fold_conv_bn  # noqa: E402
 from zoo_models import ZOO  # noqa: E402
 
 
-VARIANTS = {"float64 fold": fold_float64, "jit's fold": fold_like_jit}
+from tracejit.passes import pipeline  # noqa: E402
+
+
+def _with_fold(fold):
+    """A variant: the optimized program built with ``fold`` as passes/fold_conv_bn.py's ``folded``."""
+    def build(traced):
+        original, fold_conv_bn.folded = fold_conv_bn.folded, fold
+        try:
+            return tracejit.optimize_for_inference(traced)
+        finally:
+            fold_conv_bn.folded = original
+    return build
+
+
+def _without_lowering(name):
+    """A variant: the optimized program built without the lowering pass ``name`` (pipeline.IN_MEMORY_PASSES)."""
+    def build(traced):
+        original = pipeline.IN_MEMORY_PASSES
+        pipeline.IN_MEMORY_PASSES = tuple(p for p in original if p[0] != name)
+        try:
+            return tracejit.optimize_for_inference(traced)
+        finally:
+            pipeline.IN_MEMORY_PASSES = original
+    return build
+
+
+SURVEYS = {
+    "fold": {"float64 fold": _with_fold(fold_float64), "jit's fold": _with_fold(fold_like_jit)},
+    "linear": {"default": tracejit.optimize_for_inference, "no oneDNN linear": _without_lowering("fuse_linear_kernels")},
+}
+VARIANTS = SURVEYS["fold"]
 
 
 def flagged(err, jit_err, scale) -> bool | None:
@@ -61,13 +92,8 @@ def survey(name: str, batch: int, variants: dict) -> dict:
         except Exception as exc:  # noqa: BLE001  (jit freeze fails on a few zoo models)
             row["err"]["jit freeze"] = f"error: {type(exc).__name__}"
         traced = tracejit.trace(module, args, check_trace=False)
-        original = fold_conv_bn.folded
-        for label, fold in variants.items():
-            fold_conv_bn.folded = fold
-            try:
-                outs["OFI, " + label] = tracejit.optimize_for_inference(traced)(*args)
-            finally:
-                fold_conv_bn.folded = original
+        for label, build in variants.items():
+            outs["OFI, " + label] = build(traced)(*args)
     jit_out = outs.get("jit freeze")
     for col, out in outs.items():
         row["err"][col] = max_error(out, ref)
@@ -89,7 +115,7 @@ def _fmt(v) -> str:
 
 
 def table(rows: list) -> str:
-    cols = ["jit freeze"] + ["OFI, " + v for v in VARIANTS]
+    cols = ["jit freeze"] + sorted({c for r in rows for c in r["err"] if c != "jit freeze"})
     head = ("| model | batch | " + " | ".join(f"{c}: vs eager / vs float64" for c in cols)
             + " | eager vs float64 | flagged | = jit's bits |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
@@ -106,6 +132,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", required=True)
     parser.add_argument("--batches", default="1,8")
+    parser.add_argument("--survey", default="fold", choices=sorted(SURVEYS),
+                        help="fold: the two batch-norm folds; linear: with and without oneDNN's linear")
     parser.add_argument("--rows", default=None, help="append each row to this JSON-lines file")
     parser.add_argument("--from-rows", default=None, help="render these JSON-lines files instead of measuring")
     opts = parser.parse_args()
@@ -120,7 +148,7 @@ def main() -> None:
         for batch in (int(b) for b in opts.batches.split(",")):
             start = time.time()
             try:
-                row = survey(name, batch, VARIANTS)
+                row = survey(name, batch, SURVEYS[opts.survey])
             except Exception as exc:  # noqa: BLE001
                 print(f"{name} b{batch}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
                 continue
