@@ -3,7 +3,8 @@
 models; ``--survey linear``, with and without oneDNN's linear (passes/linear_kernels.py) on the transformers.
 
 For each model and batch, in one process: eager, its float64 answer, torch.jit's freeze +
-optimize_for_inference, and the optimized program (default backend) built once per variant of ``SURVEYS``. Each column's largest error against eager and against float64 on the
+optimize_for_inference, and the optimized program (default backend) built once per variant of ``SURVEYS``.
+Each column's largest error against eager and against float64 on the
 zoo's input, whether it is bit-identical to torch.jit's, and whether bench_zoo's rule (``EXACT_SLACK`` against
 jit freeze's error) flags it. Rows go to ``--rows`` as JSON lines; a markdown table is printed at the end.
 
@@ -65,7 +66,8 @@ def _without_lowering(name):
 
 SURVEYS = {
     "fold": {"float64 fold": _with_fold(fold_float64), "jit's fold": _with_fold(fold_like_jit)},
-    "linear": {"default": tracejit.optimize_for_inference, "no oneDNN linear": _without_lowering("fuse_linear_kernels")},
+    "linear": {"default": tracejit.optimize_for_inference,
+               "no oneDNN linear": _without_lowering("fuse_linear_kernels")},
 }
 VARIANTS = SURVEYS["fold"]
 

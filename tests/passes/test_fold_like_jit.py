@@ -71,7 +71,8 @@ def test_folded_constants_are_torch_jit_freezes_to_the_bit():
         assert not torch.equal(w, conv.weight), "the fold must change the weight"
         assert any(t.shape == w.shape and torch.equal(t, w) for t in jit_tensors), \
             f"folded weight of {tuple(w.shape)} differs from torch.jit's"
-        assert any(t.shape == b.shape and torch.equal(t, b) for t in jit_tensors), "folded bias differs from torch.jit's"
+        assert any(t.shape == b.shape and torch.equal(t, b) for t in jit_tensors), \
+            "folded bias differs from torch.jit's"
 
 
 def test_optimized_conv_net_gives_torch_jits_answer_on_new_inputs():
