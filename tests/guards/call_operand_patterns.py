@@ -95,4 +95,5 @@ def tensor_calls(x):
     calls (``math.ceil``): the size stays recorded, no guard."""
     n = x.shape[-1]
     lin = nn.Identity()
-    return torch.relu(x) * n + x.sum(-1, keepdim=True) * n + x.float() * n + lin(x) * n + x * (math.ceil(2.5) * n)
+    return torch.relu(x) * n + x.sum(-1, keepdim=True) * n + x.float() * n + lin(x) * n + x * (math.ceil(2.5) * n) \
+        + torch.arange(n).float() * n + x[0].abs() * n

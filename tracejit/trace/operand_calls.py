@@ -10,10 +10,12 @@ float, a complex, a Fraction: frozen). Three answers (hunt30):
   side-effect free: evaluated again, as names are;
 - ``TENSOR``: a call whose result is a tensor by the callee's own declaration: an ``nn.Module`` instance, a torch
   function or Tensor method whose every ATen schema that takes a tensor returns exactly one ``Tensor``
-  (``torch.relu``, ``x.sum(-1)``, ``F.softmax``), and the conversions ``x.float()`` & co.;
+  (``torch.relu``, ``x.sum(-1)``, ``F.softmax``, ``torch.arange(n).float()``, ``x[0].sum()``), and the conversions
+  ``x.float()`` & co.;
 - ``UNKNOWN``: anything else (a Python function, ``x.item()``, ``x.max(-1)`` (a tuple), an attribute of a call,
   a lambda's or a comprehension's call): the traced size beside it is guarded at the line. Too strict where the
-  call gave an int, never silently wrong.
+  call gave an int or a float tracejit records (``torch.finfo(x.dtype).eps * n``: a guard where the size was
+  recorded before), never silently wrong.
 """
 from __future__ import annotations
 
@@ -60,9 +62,31 @@ def _is_torch_callable(fn) -> bool:
                                                                                  "torch._C", "torch.special")))
 
 
+def _tensor_expr(expr, frame, safe) -> bool:
+    """Is ``expr`` (a method's receiver) a tensor, found without running anything: a name or attribute chain that
+    holds one, an index of one, or a call of ``TENSOR`` kind (``torch.arange(n).float()``)?"""
+    while isinstance(expr, ast.Subscript):
+        expr = expr.value
+    if isinstance(expr, ast.Call):
+        return kind(expr, frame, safe) == TENSOR
+    if not _callee_expr(expr):
+        return False
+    try:
+        return isinstance(_lookup(expr, frame), torch.Tensor)
+    except Exception:  # noqa: BLE001  (a name not bound yet)
+        return False
+
+
+def _one_tensor_method(name: str) -> bool:
+    return name in _CONVERSIONS or _aten_returns_one_tensor(name)
+
+
 def kind(call: ast.Call, frame, safe) -> str:
     """``PURE``, ``TENSOR`` or ``UNKNOWN`` for the operand ``call`` (looked up in ``frame``, never called)."""
-    if not _callee_expr(call.func):
+    if not _callee_expr(call.func):   # a method of an expression: ``torch.arange(n).float()``, ``x[0].sum()``
+        func = call.func
+        if isinstance(func, ast.Attribute) and _one_tensor_method(func.attr) and _tensor_expr(func.value, frame, safe):
+            return TENSOR
         return UNKNOWN
     try:
         fn = _lookup(call.func, frame)
