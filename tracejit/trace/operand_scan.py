@@ -83,9 +83,15 @@ def _worth(node, safe) -> list:
         if not isinstance(node, ast.AugAssign) or isinstance(node.target, (ast.Name, ast.Attribute)):
             pairs = [(a, op, b) for a, op, b in _pairs(node)
                      if not isinstance(op, (ast.Is, ast.IsNot))
-                     and not (isinstance(a, ast.Constant) and isinstance(b, ast.Constant)) and (safe(a) or safe(b))]
+                     and not (isinstance(a, ast.Constant) and isinstance(b, ast.Constant)) and _scannable(a, b, safe)]
         hit = _checked[id(node)] = (node, pairs)
     return hit[1]
+
+
+def _scannable(a, b, safe) -> bool:
+    """Both operands side-effect free, or one that may hold a traced size (not a constant) beside a call."""
+    sa, sb = safe(a), safe(b)
+    return sa and sb or sa and not isinstance(a, ast.Constant) or sb and not isinstance(b, ast.Constant)
 
 
 _TENSOR = torch.empty(0)   # stands for an operand that is tensor math: recorded by the tracer, never evaluated again
