@@ -6,6 +6,8 @@ session 27 refused it. Where the first run changed state a caller sees (an in-pl
 forward again would apply it twice: that escape stays a TraceError naming the write."""
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from torch import nn
@@ -175,10 +177,12 @@ class Ledgered(nn.Module):
         return x
 
 
-def test_an_escape_after_a_random_draw_is_refused_and_the_generator_advanced_once():
+def test_an_escape_after_a_random_draw_traces_and_the_generator_advanced_once():
+    """hunt30: the second run draws privately (tests/trace/test_second_run_draws.py); it used to be refused."""
     torch.manual_seed(3)
-    with torch.no_grad(), pytest.raises(tracejit.TraceError, match="drew random numbers"):
-        tracejit.trace(NoisyOuter(), torch.ones(2))
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tracejit.trace(NoisyOuter(), torch.ones(2), check_trace=False)
     after_trace = torch.rand(())
     torch.manual_seed(3)
     torch.rand(())   # what one eager call draws

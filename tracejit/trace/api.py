@@ -16,7 +16,7 @@ from .ledger import Ledger
 from .guards import check_policy
 from .recorder import Frame, Tracer
 from . import attribute_tensors, boundary, fast_paths, first_access, capture, env_reads, frame_returns, global_reads, global_state, global_tensors, legacy, module_config, module_flags, patches, python_state  # noqa: F401,E501  (stand-ins register)
-from . import attempts, backend_flags, callable_attrs, global_hooks, input_keys, outer_state, rng_record  # noqa: F401  (rng_record's, backend_flags' stand-ins register)
+from . import attempts, backend_flags, rewind_state, callable_attrs, global_hooks, input_keys, outer_state, rng_record  # noqa: F401  (rng_record's, backend_flags' stand-ins register)
 from . import rewrites as attribute_rewrites
 from .symbolic import get_tracer, set_tracer
 
@@ -113,13 +113,20 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, **options) -
     """
     through, warned, set_up = frozenset(), set(), False
     rewrites = attribute_rewrites.Rewrites.again(options.pop("rewritten", ()))   # the checker's retrace: as traced
+    after_one_call = None   # the model's Python state before a second run: put back if the trace fails after it
+    rng_before, randomness = torch.default_generator.get_state(), contextlib.nullcontext()
     try:
-        for _ in range(attempts.MAX_ATTEMPTS):
+        for run in range(attempts.MAX_ATTEMPTS):
+            if run == 1 and module is not None:
+                after_one_call = rewind_state.HierarchyState(module)
             attempt = attempts.Attempt(args, kwargs, module, options.get("registry"))
             attempt.expected_rewrites = rewrites   # the run before changed these: written again? (trace/rewrites.py)
+            attempt.rng_before = rng_before
             first_call = False
             try:
-                rec = _record_run(fn, args, kwargs, module, through=through, attempt=attempt, warned=warned, **options)
+                with randomness:   # a second run's draws: private, the first run's numbers (attempts.py)
+                    rec = _record_run(fn, args, kwargs, module, through=through, attempt=attempt, warned=warned,
+                                      **options)
                 escaped, error = rec.escaped, None
             except EscapedTensorError as e:
                 escaped, error = e.through, e
@@ -144,9 +151,17 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, **options) -
                                  f"{again}, but the first run changed state a caller sees: {written})") from error
             attempt.rewind()
             rewrites = attempt.rewrites
+            if run == 0:
+                randomness = attempt.private_randomness()
+            elif isinstance(randomness, attempts.PrivateRandomness):
+                randomness.rewind()
             _plain_sizes(module)   # the next run starts from eager's state: plain ints
             through |= escaped
         raise TraceError(f"a tensor kept escaping its submodule's call after tracing {sorted(through)} through")
+    except BaseException:
+        if after_one_call is not None:   # a refused trace leaves the model as after one eager call (rewind_state.py)
+            after_one_call.restore()
+        raise
     finally:
         _plain_sizes(module)
 
@@ -202,6 +217,7 @@ def _record_run(fn, args: tuple, kwargs: dict, module: nn.Module | None, *, warn
     if attempt is not None:   # what the run drew and which attributes it wrote first (trace/attempts.py)
         attempt.ledger, attempt.watch, attempt.outside_writes = ledger, watch, tracer.outside_writes
         attempt.written_storages = tracer.written_storages
+        attempt.draws = tracer.draws
     watch.outer = outer_state.OuterState()
     args, kwargs = input_keys.watch(args, kwargs, graph.param_names)   # dicts whose key set forward reads
     watch.outer.watch_inputs(args, kwargs, signature_of or fn)

@@ -15,9 +15,16 @@ container attribute: trace/captured_writes.py lists each in-place write to them;
 detached alias of a parameter, buffer or input is found by its storage, one through a numpy view by
 trace/numpy_writes.py), no Python attribute of the hierarchy changed (trace/python_state.py's snapshot) but
 for set-ups (an attribute the module did not have, or had as None: eager's second call finds them done too) and
-scratch attributes (written before any read in the run, trace/first_access.py: the next run writes them first), no
-random number drawn (a second run would draw again from torch's global generator; putting its state back would
-be seen by every other thread, as runtime/private_rng.py explains). A ``trace_module`` shares no method the failed
+scratch attributes (written before any read in the run, trace/first_access.py: the next run writes them first).
+Random draws (dropout in train mode, ``torch.rand``): a second run drawing again from torch's global generator
+would leave it one call further than eager's; putting its state back would be seen by every other thread
+(runtime/private_rng.py). *Decision (hunt30):* the second run draws from private generators started from the
+global cpu generator's state before the first run (runtime/private_rng.PrivateRandomness, a mode of the tracing
+thread only: the global generator is read, never set), so it draws the first run's numbers and the caller's
+generator ends where one eager call leaves it, as torch.jit's tracer leaves it. Allowed only where every draw of
+the first run was one that mode redirects (ops taking ``generator=``, the dropout family), on cpu, and forward
+seeded nothing (``Attempt.redrawable``); else the escape stays refused (a draw inside a C++ op, such as
+``scaled_dot_product_attention``'s dropout, takes no generator; another device's generator is not copied). A ``trace_module`` shares no method the failed
 run registered. Where the first run did change something, the escape stays a TraceError, which says what. Warnings
 the first run gave are not given again.
 
@@ -53,7 +60,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+import contextlib
+
+from .. import ops as op_facts
 from ..pytree import flatten
+from ..runtime.private_rng import PrivateRandomness
 from . import python_state, rewrites
 
 MAX_ATTEMPTS = 8   # each retry traces at least one more submodule path through: bounded by the hierarchy's depth
@@ -96,6 +107,8 @@ class Attempt:
         self.registry = registry
         self.rewrites = None   # set by changed(): what the next run must write again (trace/rewrites.py)
         self.methods = None if registry is None else [{p: dict(d) for p, d in part.items()} for part in registry]
+        self.draws = None   # the run's random draws (the tracer's list, set by trace/api._record_run)
+        self.rng_before = None   # torch's cpu generator state before the first run (set by trace/api.record)
 
     def changed(self) -> str | None:
         """What the failed run changed that a caller can see (None: nothing), in words."""
@@ -128,10 +141,34 @@ class Attempt:
                         return f"attribute {key!r} of {'the module' if not path else repr(path)} changed"
                     rewritten.append((path, obj, key))   # accepted if the next run writes it again identically
         drawn = [e for e in (self.ledger.entries if self.ledger is not None else ()) if e.kind == "nondeterministic"]
-        if drawn:
+        if drawn and not self.redrawable():
             return f"it drew random numbers ({drawn[0].message} at {drawn[0].source})"
         self.rewrites = rewrites.Rewrites(rewritten) if rewritten else None
         return None
+
+    def redrawable(self) -> bool:
+        """Can a second run draw its random numbers from private generators (runtime/private_rng.py), leaving torch's
+        global generator where the first run left it (as after one eager call, and as torch.jit's tracer leaves
+        it)? Only where every draw was one PrivateRandomness redirects (an op taking ``generator=``, the dropout
+        family), on cpu (default-deny: another device's generator is not copied here), and forward seeded nothing
+        (``torch.manual_seed`` in forward sets the global generator itself: rng_record.py)."""
+        draws = self.draws if self.draws is not None else [(None, None, True)]
+        return all(base is not None and not seeded and device is not None and device.type == "cpu" and
+                   (op_facts.takes_generator(base) or op_facts.is_dropout(base) or base == "native_dropout")
+                   for base, device, seeded in draws)
+
+    def private_randomness(self):
+        """A context for the next run: its random ops draw from private generators that start where torch's global
+        cpu generator was before the FIRST run (so the second run draws the first run's numbers); the global
+        generator is only read (other threads see nothing). A plain context where the first run drew nothing."""
+        if not self.draws:
+            return contextlib.nullcontext()
+        private = PrivateRandomness()
+        start = self.rng_before if self.rng_before is not None else torch.default_generator.get_state()
+        generator = torch.Generator(device="cpu")
+        generator.set_state(start)
+        private._generators[torch.device("cpu")] = (generator, start)
+        return private
 
     def rewind(self) -> None:
         """Put back the methods the failed run registered (shared by a trace_module's methods)."""

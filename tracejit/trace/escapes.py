@@ -107,6 +107,7 @@ class FinishedCalls:
 
     def __init__(self):
         self._by_id: dict[int, tuple] = {}   # id(tensor) -> (weak reference, the submodule's path)
+        self._made_in: dict[int, tuple] = {}   # id(tensor) -> (weak reference, its Value in the INNERMOST call)
         self.escaped: frozenset = frozenset()   # paths to trace through, from every escape refused (even if caught)
 
     def remember(self, child, parent) -> None:
@@ -122,8 +123,17 @@ class FinishedCalls:
                 continue
             try:
                 self._by_id[id(obj)] = (weakref.ref(obj), child.path)
+                made = self._made_in.get(id(obj))
+                if made is None or made[0]() is not obj:   # the call that made it finishes first: keep its Value
+                    self._made_in[id(obj)] = (self._by_id[id(obj)][0], value)
             except TypeError:   # a tensor type without weak references: nothing to tell later
                 pass
+
+    def value_of(self, t):
+        """The Value ``t`` had in the innermost finished call that computed it (None: no finished call did);
+        data_set_ups.py reads where it came from."""
+        hit = self._made_in.get(id(t))
+        return hit[1] if hit is not None and hit[0]() is t else None
 
     def refuse_escaped(self, t, frame, where) -> None:
         """Raise TraceError if ``t`` (about to be frozen as a constant in ``frame``) was computed by a finished call."""

@@ -84,6 +84,7 @@ def _subscripts_by_line(filename: str):
         except (SyntaxError, ValueError):
             tree = None
         if tree is not None:
+            operand_scan.note_comprehensions(tree)
             table = {}
             for node in ast.walk(tree):
                 if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) or \

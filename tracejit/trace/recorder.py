@@ -88,6 +88,7 @@ class Tracer(TorchFunctionMode):
         self.captured: dict = {}   # id(tensor) -> (tensor, SourceLoc): each captured as a constant (attribute_tensors.py)
         self.outside_writes: list = []   # tensors held outside the trace written in place (captured_writes.py)
         self.written_storages: set = set()   # data pointers of every storage written in place (captured_writes.py)
+        self.draws: list = []   # (op base name, device, seeded) of each random draw recorded (trace/attempts.py)
         self.finished = FinishedCalls()   # tensors of finished submodule calls their callers do not know (escapes.py)
         self.through: frozenset = frozenset()   # submodule paths whose calls go into their caller's graph (api.record)
         if root_module is not None:
@@ -330,6 +331,8 @@ class Tracer(TorchFunctionMode):
             if self.rng_seeded:   # the draw moves a stream the program seeded: DCE keeps it (rng_record.py)
                 node.attrs["seeded"] = True
             self.ledger.add("nondeterministic", f"random op {op}", node.source, None)
+            device = next((x.device for x in leaves if isinstance(x, torch.Tensor)), None)
+            self.draws.append((base, device, self.rng_seeded))   # a second run may redraw privately (attempts.py)
         return node
 
     def _outplace(self, func, name, args, kwargs):

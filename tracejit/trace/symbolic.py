@@ -11,8 +11,11 @@ the ledger, with a TracerWarning, and guards it.
 """
 from __future__ import annotations
 
+import numbers
 import operator
 import threading
+
+import torch
 
 
 class _ThreadTracer(threading.local):
@@ -123,10 +126,25 @@ class TracedInt(int):
         return value
 
 
+def _declined(self, other, what: str):
+    """A TracedInt's operator method is about to answer NotImplemented: Python then runs ``other``'s (reflected)
+    method, and every number type but a tensor's reads the int's digits without asking it (``Fraction(1, 2) * n``,
+    ``True + n``, ``[0.0] * n``, ``n * f(x)`` where ``f`` made a complex, ``n == Decimal(4)``). Default-deny: unless
+    ``other`` is a tensor (whose method records the size), the size is guarded ``== value`` first (hunt30). An
+    equality test with something that is not a number (``n == None``, ``n == "auto"``) reads nothing."""
+    if isinstance(other, torch.Tensor) or hasattr(type(other), "__torch_function__") or get_tracer() is None:
+        return NotImplemented
+    if what in ("__eq__", "__ne__") and not (isinstance(other, numbers.Number) or type(other).__module__ == "numpy"):
+        return NotImplemented
+    self._specialize(f"used in '{what.strip('_')}' with a {type(other).__name__} (whose own method reads the "
+                     "number without asking it)")
+    return NotImplemented
+
+
 def _make_arith(name, fn, op, sym, reflected):
     def method(self, other):
         if isinstance(other, bool) or not isinstance(other, int):
-            return NotImplemented   # floats are handled by _make_arith_or_float
+            return _declined(self, other, name)   # floats are handled by _make_arith_or_float
         a, b = (other, self) if reflected else (self, other)
         value = fn(int(a) if not isinstance(a, TracedInt) else a._plain(),
                    int(b) if not isinstance(b, TracedInt) else b._plain())
@@ -149,7 +167,7 @@ def _make_special(name, fn):
         elif isinstance(other, (int, float)):
             other_v = other
         else:
-            return NotImplemented
+            return _declined(self, other, name)
         value = fn(self._plain(), other_v)
         t = get_tracer()
         if t is not None:
@@ -177,7 +195,7 @@ def register_float_op(float_op) -> None:
 def _float_math(name, self, other, reflected):
     """``h / 2``, ``h * 0.5``: recorded as float math (trace/symfloat.py, imported by trace/guards.py)."""
     if isinstance(other, bool) or not isinstance(other, (int, float)):
-        return NotImplemented
+        return _declined(self, other, "__rtruediv__" if reflected else "__truediv__")
     if _float_op is None:
         raise RuntimeError("tracejit.trace.symfloat is not imported: float math on a traced size cannot be recorded")
     return _float_op(name, *((other, self) if reflected else (self, other)), depth=4)
