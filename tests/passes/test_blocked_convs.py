@@ -13,7 +13,7 @@ import tracejit
 from region_testlib import jit, lowered, ofi, run_graph
 from tracejit.kernels.onednn_blocked import BlockedConv, ToBlocked, ToDense
 from tracejit.kernels.onednn_conv import available
-from tracejit.passes import blocked_convs
+from tracejit.passes import blocked_convs, blocked_timing
 from tracejit.passes.blocked_convs import MIN_CONVS, MIN_DENSE_MACS
 
 pytestmark = [pytest.mark.filterwarnings("ignore::tracejit.TracerWarning"),
@@ -25,6 +25,7 @@ def any_conv_size(monkeypatch):
     """These small nets test the regions' logic: their convs count as large enough (the size gate has its own
     test, at the real threshold)."""
     monkeypatch.setattr(blocked_convs, "MIN_DENSE_MACS", 0)
+    monkeypatch.setattr(blocked_timing, "MEASURE", False)   # the timing gate has its own tests below
 
 
 def blocked_ops(traced) -> list:

@@ -12,7 +12,10 @@ Its entries go through ``ToBlocked`` once, before their first region reader; a r
 the region goes through ``ToDense`` once, before its first such reader (a graph output: at the end), except for
 rank guards and ``size`` / ``dim`` reads, which read a blocked tensor's metadata as they are. A region of fewer than ``MIN_CONVS``
 convs is left as it was: the two conversions cost more than one conv saves (every conv converted on its own
-ran 1.02x eager's time on FCN); the count is per connected part of the regions.
+ran 1.02x eager's time on FCN); the count is per connected part of the regions. A part that passes those rules
+runs blocked only where its convs, timed both ways at their traced sizes on the machine that lowers the program, are
+faster blocked with its conversions counted (passes/blocked_timing.py: on one CPU the regions paid at batch 1, on
+another they made dla34 1.27x its traced program's time).
 
 Default-deny, the graph is left as it was where:
   - it is layout-free (conv_layout's channels-last kernels run it) or has no conv;
@@ -34,6 +37,7 @@ from ..ops.convs import CONV2D as CONVS
 from ..ops.names import GUARD, KERNEL
 from .conv_kernels import MIN_DENSE_MACS, _conv_spec, _f32_4d, multiply_adds
 from .conv_layout import layout_free
+from .blocked_timing import region_pays
 from .graph_copy import copy_graph
 from .kernel_chains import finish
 from .lowered import Lowered
@@ -115,14 +119,17 @@ def _large_enough(graph: Graph, region: set) -> set:
                     entries.setdefault(id(node), set()).add(id(v))
             producer[id(node.outputs[0])] = id(node)
     convs: dict[int, list] = {}   # part -> multiply-adds of each conv at its traced size
+    timed: dict[int, list] = {}   # part -> (conv spec, traced input shape) of each conv
     conversions: dict[int, set] = {}
     for node in graph.nodes:
         if id(node) in region:
             part = find(id(node))
             convs.setdefault(part, [])
             if node.op in CONVS:
-                weight, _, stride, padding, dilation, _ = _conv_spec(graph, node)
+                spec = _conv_spec(graph, node)
+                weight, _, stride, padding, dilation, _ = spec
                 convs[part].append(multiply_adds(weight, stride, padding, dilation, node.args[0].type.shape))
+                timed.setdefault(part, []).append((spec, node.args[0].type.shape))
             conversions.setdefault(part, set()).update(("in", v) for v in entries.get(id(node), ()))
         elif not _reads_blocked_as_is(node):
             for v in node.input_values():
@@ -133,7 +140,8 @@ def _large_enough(graph: Graph, region: set) -> set:
             conversions.setdefault(find(producer[id(v)]), set()).add(("out", id(v)))
     keep = {part for part, macs in convs.items()
             if len(macs) >= MIN_CONVS and len(conversions.get(part, ())) <= MAX_CONVERSIONS_PER_CONV * len(macs)
-            and statistics.median(macs) >= MIN_DENSE_MACS}
+            and statistics.median(macs) >= MIN_DENSE_MACS
+            and region_pays(timed[part], len(conversions.get(part, ())))}
     return {i for i in region if find(i) in keep}
 
 

@@ -1,0 +1,126 @@
+"""passes/blocked_timing.py: a conv region runs in oneDNN's blocked layout only where its convs, timed both ways at
+their traced sizes on this machine, are faster blocked (issue #25 item 1: on one CPU the blocked regions made dla34 at
+batch 1 1.27x its traced program's time). The timings are injected here (``_TIMES``), so each verdict is fixed; the
+measurement itself runs in the last tests."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import tracejit
+from tracejit.kernels.onednn_conv import available
+from tracejit.passes import blocked_convs, blocked_timing
+
+pytestmark = [pytest.mark.filterwarnings("ignore::tracejit.TracerWarning"),
+              pytest.mark.skipif(not available(), reason="this torch build has no oneDNN convolution op")]
+
+
+class Net(nn.Module):
+    """A strided stem, a residual pair of 3x3 convs, upsampling to the input's size (not layout-free: a region)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.a, self.b = nn.Conv2d(16, 16, 3, padding=1), nn.Conv2d(16, 16, 3, padding=1)
+        self.head = nn.Conv2d(16, 4, 1)
+
+    def forward(self, x):
+        s = torch.relu(self.stem(x))
+        y = self.b(torch.relu(self.a(s))) + s
+        return F.interpolate(self.head(torch.relu(y)), size=x.shape[-2:], mode="bilinear", align_corners=False)
+
+
+@pytest.fixture(autouse=True)
+def fresh_timings(monkeypatch):
+    monkeypatch.setattr(blocked_convs, "MIN_DENSE_MACS", 0)   # small convs count as large enough here
+    monkeypatch.setattr(blocked_timing, "MEASURE", True)
+    monkeypatch.setattr(blocked_timing, "_TIMES", {})
+
+
+def _blocked_convs(optimized) -> int:
+    return sum(n.op == "tracejit::kernel" and n.attrs["ops"] == "onednn:blocked_conv2d"
+               for n in optimized.forward.lowered.graph.nodes)
+
+
+def _optimized(net, example):
+    with torch.no_grad():
+        return tracejit.optimize_for_inference(tracejit.trace(net, (example,)))
+
+
+def _inject(monkeypatch, plain: float, blocked: float, conversion: float = 0.0):
+    """Every conv times ``plain`` / ``blocked`` seconds, each conversion ``conversion``, whatever the key."""
+    class Times(dict):
+        def __contains__(self, key):
+            return True
+
+        def __getitem__(self, key):
+            return (0.0, conversion) if key[0] == "conversions" else (plain, blocked)
+    monkeypatch.setattr(blocked_timing, "_TIMES", Times())
+
+
+def _check_answers(net, optimized):
+    gen = torch.Generator().manual_seed(3)
+    for shape in [(2, 3, 40, 56), (1, 3, 64, 48)]:   # new batch sizes and image sizes
+        x = torch.randn(shape, generator=gen)
+        with torch.no_grad():
+            want, got = net(x), optimized(x)
+        assert want.abs().max() > 0.1   # the input moves the output
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_region_slower_blocked_on_this_machine_stays_torchs_convs(monkeypatch):
+    torch.manual_seed(0)
+    net = Net().eval()
+    _inject(monkeypatch, plain=1e-3, blocked=1.2e-3)
+    optimized = _optimized(net, torch.randn(1, 3, 32, 32))
+    assert _blocked_convs(optimized) == 0
+    _check_answers(net, optimized)
+
+
+def test_a_region_faster_blocked_runs_blocked(monkeypatch):
+    torch.manual_seed(0)
+    net = Net().eval()
+    _inject(monkeypatch, plain=1e-3, blocked=0.5e-3, conversion=1e-5)
+    optimized = _optimized(net, torch.randn(1, 3, 32, 32))
+    assert _blocked_convs(optimized) == 4
+    _check_answers(net, optimized)
+
+
+def test_conversions_count_against_the_region(monkeypatch):
+    """Convs 10% faster blocked, but the region's conversions cost more than that saves: torch's convs."""
+    torch.manual_seed(0)
+    net = Net().eval()
+    _inject(monkeypatch, plain=1e-3, blocked=0.9e-3, conversion=1e-3)
+    assert _blocked_convs(_optimized(net, torch.randn(1, 3, 32, 32))) == 0
+
+
+def test_a_region_not_timed_within_the_budget_stays_plain(monkeypatch):
+    """Default-deny: a region whose convs could not all be timed keeps torch's ops."""
+    monkeypatch.setattr(blocked_timing, "BUDGET_S", -1.0)
+    torch.manual_seed(0)
+    net = Net().eval()
+    optimized = _optimized(net, torch.randn(1, 3, 32, 32))
+    assert _blocked_convs(optimized) == 0
+    _check_answers(net, optimized)
+
+
+def test_each_conv_is_timed_once_per_process(monkeypatch):
+    timed = []
+    real = blocked_timing._time_conv
+    monkeypatch.setattr(blocked_timing, "_time_conv", lambda spec, shape: timed.append(shape) or real(spec, shape))
+    torch.manual_seed(0)
+    net = Net().eval()
+    first = _optimized(net, torch.randn(1, 3, 32, 32))
+    assert len(timed) == 3                     # stem, a (b has a's weight shape and input size: a's time), head
+    second = _optimized(net, torch.randn(1, 3, 32, 32))
+    assert len(timed) == 3                     # the same convs again: nothing measured
+    assert _blocked_convs(first) == _blocked_convs(second)
+    _check_answers(net, second)
+
+
+def test_measured_times_are_positive_per_call_seconds():
+    w = torch.randn(16, 16, 3, 3)
+    plain, blocked = blocked_timing._time_conv((w, None, (1, 1), (1, 1), (1, 1), 1), (1, 16, 24, 24))
+    assert 0 < plain < 1 and 0 < blocked < 1

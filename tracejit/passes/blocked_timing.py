@@ -1,0 +1,108 @@
+"""Does a blocked conv region pay on the machine that runs it? Measured there, not assumed (issue #25 item 1).
+
+passes/blocked_convs.py keeps a conv net's feature maps in oneDNN's blocked layout where a region is large
+enough. Whether that pays depends on the CPU: on one machine FCN-ResNet50 at batch 1 ran 0.84x eager's time with
+its regions blocked; on another (an AVX-512 Xeon, one thread) dla34 at batch 1 ran 1.27x the traced program's time
+with them and 0.92x without (bench/RESULTS.md, thirtieth pass), and torch.jit's freeze, which converts the same
+way, was slower than eager there too. So the pass times each region's convs both ways at their traced sizes:
+torch's ``conv2d`` on a plain tensor, and ``BlockedConv`` on a blocked one, plus the region's conversions (each
+one ``to_mkldnn`` or ``to_dense`` of its first conv's input), in interleaved rounds on random inputs (a conv's time
+does not depend on its values), and keeps the region blocked only where the blocked total is under
+``MARGIN`` of the plain one.
+
+Each conv's timing is kept for the process (``_TIMES``, keyed by its weight's shape, its arguments and its input
+shape), so a second program or specialization with the same convs measures nothing. A region whose convs cannot all
+be timed within ``BUDGET_S`` stays plain (default-deny: a region nobody measured keeps torch's ops).
+
+``MEASURE = False`` skips the timing and keeps every region the structural rules keep: the tests that pin the
+pass's rewrite set it (their shapes are too small for the measurement to choose the blocked form).
+
+>>> import torch
+>>> w = torch.randn(16, 16, 3, 3)
+>>> spec = (w, None, (1, 1), (1, 1), (1, 1), 1)
+>>> isinstance(region_pays([(spec, (1, 16, 32, 32))] * 3, conversions=2), bool)
+True
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import torch
+
+from ..kernels.onednn_blocked import BlockedConv, ToBlocked, ToDense
+
+MEASURE = True
+MARGIN = 0.97        # the blocked region must take at most this share of the plain convs' time
+BUDGET_S = 1.0       # timing one region stops here; a region not measured in full stays plain
+ROUNDS = 3           # interleaved rounds per conv; the minimum of each variant counts
+SAMPLE_S = 2e-4      # each timed sample repeats a call until it lasts about this long
+
+_TIMES: dict[tuple, tuple[float, float]] = {}   # conv key -> (plain s, blocked s) per call
+_LOCK = threading.Lock()
+
+
+def region_pays(convs: list, conversions: int) -> bool:
+    """Is ``convs`` (a region's ``(conv spec, traced input shape)`` pairs, the spec as ``_conv_spec`` gives it)
+    faster blocked, with ``conversions`` layout conversions, than as torch's plain convs? (module docstring)"""
+    if not MEASURE:
+        return True
+    deadline = time.perf_counter() + BUDGET_S
+    plain = blocked = 0.0
+    with _LOCK, torch.no_grad():
+        for spec, shape in convs:
+            key = _key(spec, shape)
+            if key not in _TIMES:
+                if time.perf_counter() > deadline:
+                    return False
+                _TIMES[key] = _time_conv(spec, shape)
+            p, b = _TIMES[key]
+            plain, blocked = plain + p, blocked + b
+        if conversions:
+            shape = tuple(convs[0][1])
+            key = ("conversions", shape)
+            if key not in _TIMES:
+                _TIMES[key] = _time_conversion(shape)
+            blocked += conversions * _TIMES[key][1]
+    return blocked <= MARGIN * plain
+
+
+def _key(spec, shape) -> tuple:
+    weight, bias, stride, padding, dilation, groups = spec
+    return (tuple(weight.shape), bias is not None, str(stride), str(padding), str(dilation), groups, tuple(shape))
+
+
+def _time_conv(spec, shape) -> tuple[float, float]:
+    weight, bias, stride, padding, dilation, groups = spec
+    x = torch.randn(tuple(shape))
+    xb = ToBlocked()(x)
+    kernel = BlockedConv(weight, bias, stride, padding, dilation, groups, example_shape=tuple(shape))
+    return _interleaved(lambda: torch.conv2d(x, weight, bias, stride, padding, dilation, groups),
+                        lambda: kernel(xb))
+
+
+def _time_conversion(shape) -> tuple[float, float]:
+    """(0, the mean of one ``to_mkldnn`` and one ``to_dense`` of a tensor of ``shape``)."""
+    x = torch.randn(shape)
+    xb = ToBlocked()(x)
+    to_dense = ToDense()
+    _, t_in = _interleaved(lambda: None, lambda: ToBlocked()(x))
+    _, t_out = _interleaved(lambda: None, lambda: to_dense(xb))
+    return 0.0, (t_in + t_out) / 2
+
+
+def _interleaved(a, b) -> tuple[float, float]:
+    """The minimum per-call time of ``a`` and ``b`` over ``ROUNDS`` interleaved samples (one warm-up call each)."""
+    a(), b()
+    start = time.perf_counter()
+    b()
+    once = max(time.perf_counter() - start, 1e-7)
+    reps = max(1, min(1000, int(SAMPLE_S / once)))
+    best = [float("inf"), float("inf")]
+    for _ in range(ROUNDS):
+        for i, fn in enumerate((a, b)):
+            start = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            best[i] = min(best[i], (time.perf_counter() - start) / reps)
+    return best[0], best[1]
