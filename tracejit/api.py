@@ -25,6 +25,9 @@ from .trace.api import lazy_setups_undone, record
 from .trace.rewrites import held as rewrites_held
 from .trace import module_config
 from .trace.source import caller_stacklevel
+from .trace import attempts as _attempts
+
+_attempts.use_private_randomness(PrivateRandomness)   # a second run's draws (trace/attempts.py): a higher layer's class
 
 
 def _as_args(example_inputs, fn=None) -> tuple:

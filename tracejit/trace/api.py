@@ -153,7 +153,7 @@ def record(fn, args: tuple, kwargs: dict, module: nn.Module | None, **options) -
             rewrites = attempt.rewrites
             if run == 0:
                 randomness = attempt.private_randomness()
-            elif isinstance(randomness, attempts.PrivateRandomness):
+            elif not isinstance(randomness, contextlib.nullcontext):   # the private mode of run 1
                 randomness.rewind()
             _plain_sizes(module)   # the next run starts from eager's state: plain ints
             through |= escaped

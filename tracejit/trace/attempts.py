@@ -64,8 +64,16 @@ import contextlib
 
 from .. import ops as op_facts
 from ..pytree import flatten
-from ..runtime.private_rng import PrivateRandomness
 from . import python_state, rewrites
+
+# runtime/private_rng.PrivateRandomness, a higher layer's class: tracejit/api.py installs it (use_private_randomness)
+_private_randomness = None
+
+
+def use_private_randomness(cls) -> None:
+    """The mode a second run draws its random numbers in (runtime/private_rng.PrivateRandomness)."""
+    global _private_randomness
+    _private_randomness = cls
 
 MAX_ATTEMPTS = 8   # each retry traces at least one more submodule path through: bounded by the hierarchy's depth
 
@@ -163,7 +171,7 @@ class Attempt:
         generator is only read (other threads see nothing). A plain context where the first run drew nothing."""
         if not self.draws:
             return contextlib.nullcontext()
-        private = PrivateRandomness()
+        private = _private_randomness()
         start = self.rng_before if self.rng_before is not None else torch.default_generator.get_state()
         generator = torch.Generator(device="cpu")
         generator.set_state(start)

@@ -10,7 +10,8 @@ float, a complex, a Fraction: frozen). Three answers (hunt30):
   side-effect free: evaluated again, as names are;
 - ``TENSOR``: a call whose result is a tensor by the callee's own declaration: an ``nn.Module`` instance, a torch
   function or Tensor method whose every ATen schema that takes a tensor returns exactly one ``Tensor``
-  (``torch.relu``, ``x.sum(-1)``, ``F.softmax``, ``torch.arange(n).float()``, ``x[0].sum()``), and the conversions
+  (``torch.relu``, ``x.sum(-1)``, ``F.softmax``, ``torch.arange(n).float()``, ``x[0].sum()``, ``(x * m).sum(1)``:
+  a method of an operator whose left operand is a tensor, or a literal number beside one), and the conversions
   ``x.float()`` & co.;
 - ``UNKNOWN``: anything else (a Python function, ``x.item()``, ``x.max(-1)`` (a tuple), an attribute of a call,
   a lambda's or a comprehension's call): the traced size beside it is guarded at the line. Too strict where the
@@ -67,6 +68,13 @@ def _tensor_expr(expr, frame, safe) -> bool:
     holds one, an index of one, or a call of ``TENSOR`` kind (``torch.arange(n).float()``)?"""
     while isinstance(expr, ast.Subscript):
         expr = expr.value
+    if isinstance(expr, ast.UnaryOp):   # -x, ~x: the tensor's own operator
+        return not isinstance(expr.op, ast.Not) and _tensor_expr(expr.operand, frame, safe)
+    if isinstance(expr, ast.BinOp):     # (ids * mask).sum(1): a tensor on the left answers; a literal number on
+        left = expr.left                # the left hands over to the tensor on the right
+        if isinstance(left, ast.Constant) and type(left.value) in (int, float):
+            return _tensor_expr(expr.right, frame, safe)
+        return _tensor_expr(left, frame, safe)
     if isinstance(expr, ast.Call):
         return kind(expr, frame, safe) == TENSOR
     if not _callee_expr(expr):
