@@ -31,7 +31,6 @@ def blocked_regardless_of_timing(monkeypatch):
     monkeypatch.setattr(blocked_timing, "MEASURE", False)
 
 
-
 @pytest.mark.slow
 def test_inception_v3_optimized_as_exact_as_jit_freeze():
     tv = torchvision_or_skip()

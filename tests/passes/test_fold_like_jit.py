@@ -22,7 +22,6 @@ def blocked_regardless_of_timing(monkeypatch):
     monkeypatch.setattr(blocked_timing, "MEASURE", False)
 
 
-
 def _randomise(model: nn.Module, seed: int) -> nn.Module:
     """Batch-norm statistics and affine parameters as the bench zoo randomises them (not a no-op fold)."""
     gen = torch.Generator().manual_seed(seed)

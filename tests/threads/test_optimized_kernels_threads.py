@@ -18,7 +18,6 @@ def blocked_regardless_of_timing(monkeypatch):
     monkeypatch.setattr(blocked_timing, "MEASURE", False)
 
 
-
 class Net(nn.Module):
     """A strided stem, a residual pair of 3x3 convs, upsampling to the input's size (not layout-free: blocked)."""
 
