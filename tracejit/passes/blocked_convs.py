@@ -118,18 +118,14 @@ def _large_enough(graph: Graph, region: set) -> set:
                 else:
                     entries.setdefault(id(node), set()).add(id(v))
             producer[id(node.outputs[0])] = id(node)
-    convs: dict[int, list] = {}   # part -> multiply-adds of each conv at its traced size
-    timed: dict[int, list] = {}   # part -> (conv spec, traced input shape) of each conv
+    convs: dict[int, list] = {}   # part -> (conv spec, traced input shape) of each conv
     conversions: dict[int, set] = {}
     for node in graph.nodes:
         if id(node) in region:
             part = find(id(node))
             convs.setdefault(part, [])
             if node.op in CONVS:
-                spec = _conv_spec(graph, node)
-                weight, _, stride, padding, dilation, _ = spec
-                convs[part].append(multiply_adds(weight, stride, padding, dilation, node.args[0].type.shape))
-                timed.setdefault(part, []).append((spec, node.args[0].type.shape))
+                convs[part].append((_conv_spec(graph, node), node.args[0].type.shape))
             conversions.setdefault(part, set()).update(("in", v) for v in entries.get(id(node), ()))
         elif not _reads_blocked_as_is(node):
             for v in node.input_values():
@@ -138,11 +134,16 @@ def _large_enough(graph: Graph, region: set) -> set:
     for v in iter_values(graph.outputs):
         if id(v) in producer:
             conversions.setdefault(find(producer[id(v)]), set()).add(("out", id(v)))
-    keep = {part for part, macs in convs.items()
-            if len(macs) >= MIN_CONVS and len(conversions.get(part, ())) <= MAX_CONVERSIONS_PER_CONV * len(macs)
-            and statistics.median(macs) >= MIN_DENSE_MACS
-            and region_pays(timed[part], len(conversions.get(part, ())))}
+    keep = {part for part, specs in convs.items()
+            if len(specs) >= MIN_CONVS and len(conversions.get(part, ())) <= MAX_CONVERSIONS_PER_CONV * len(specs)
+            and statistics.median(_multiply_adds(spec, shape) for spec, shape in specs) >= MIN_DENSE_MACS
+            and region_pays(specs, len(conversions.get(part, ())))}
     return {i for i in region if find(i) in keep}
+
+
+def _multiply_adds(spec, shape) -> int:
+    weight, _, stride, padding, dilation, _ = spec
+    return multiply_adds(weight, stride, padding, dilation, shape)
 
 
 def _tensor_args(node: Node) -> list:
