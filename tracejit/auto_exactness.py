@@ -84,8 +84,9 @@ def check_same(got: Any, want: Any, reference: Callable[[], Any] | None = None, 
                 f"answer ({second[1]:.1e}) than the traced program ({second[2]:.1e})")
     second = verdict()
     if second is not None and not second[0]:
-        raise AssertionError(f"{second[1]:.1e} from the original's float64 answer, where the traced program is "
-                             f"{second[2]:.1e}: beyond fp32 reassociation")
+        distance = (f"{second[1]:.1e} from the original's float64 answer, where the traced program is "
+                    f"{second[2]:.1e}" if second[1] < float("inf") else "differs from the traced program's")
+        raise AssertionError(f"{second[3]}: {distance}: beyond fp32 reassociation")
     return ""
 
 
@@ -99,25 +100,27 @@ def _close_to_traced(got: list, want: list) -> None:
             torch.testing.assert_close(g, w, rtol=0, atol=0)
 
 
-def _against_float64(got: list, want: list, ref: list, peer: list = ()) -> tuple[bool, float, float] | None:
-    """Test 2 of the module docstring: (passed, the candidate's distance to float64, the distance it was
-    allowed to scale: the traced program's, or the torch program's where ``peer`` holds a further one),
-    at the output where the candidate is furthest; None where the reference is not usable (another
-    structure, a shape of its own, non-finite values, or not the same computation)."""
+def _against_float64(got: list, want: list, ref: list, peer: list = ()) -> tuple[bool, float, float, str] | None:
+    """Test 2 of the module docstring: (passed, the candidate's distance to float64, the traced program's, which
+    output) at the output that failed by the largest share of its bound, or where all passed at the output where
+    the candidate is furthest; None where the reference is not usable (another structure, a shape of its own,
+    non-finite values, or not the same computation)."""
     if len(ref) != len(want):
         return None
     peer = list(peer) if len(peer) == len(want) else [None] * len(want)
-    passed, worst = True, (0.0, 0.0)
-    for g, w, r, p in zip(got, want, ref, peer):
+    worst, failed = (0.0, 0.0, ""), (0.0, 0.0, 0.0, "")   # (distance, traced's, where), (share of bound, ...)
+    for i, (g, w, r, p) in enumerate(zip(got, want, ref, peer)):
+        where = f"output {i}" if len(want) > 1 else "the output"
         if not (isinstance(w, torch.Tensor) and w.is_floating_point()):
             same = (isinstance(g, torch.Tensor) and g.shape == w.shape and torch.equal(g, w)) \
                 if isinstance(w, torch.Tensor) else g == w
-            passed = passed and bool(same)
+            if not same:
+                failed = max(failed, (float("inf"), float("inf"), 0.0, f"{where} (not floating)"))
             continue
         if not (isinstance(r, torch.Tensor) and r.shape == w.shape):
             return None
         if not (isinstance(g, torch.Tensor) and g.shape == w.shape and g.dtype == w.dtype):
-            passed = False
+            failed = max(failed, (float("inf"), float("inf"), 0.0, f"{where} (another shape or dtype)"))
             continue
         if not w.numel():
             continue
@@ -130,15 +133,16 @@ def _against_float64(got: list, want: list, ref: list, peer: list = ()) -> tuple
             return None
         got_err = (g64 - r64).abs().max().item() if bool(torch.isfinite(g64).all()) else float("inf")
         ulp = torch.finfo(torch.float32).eps * scale
-        allowed = [(FLOAT64_FACTOR * traced_err + FLOAT64_ULPS * ulp, traced_err)]
+        bound = FLOAT64_FACTOR * traced_err + FLOAT64_ULPS * ulp
         torch_err = _peer_distance(r64, p)
         if torch_err is not None:
-            allowed.append((FLOAT64_FACTOR * torch_err + PEER_ULPS * ulp, torch_err))
-        bound, base = max(allowed)
+            bound = max(bound, FLOAT64_FACTOR * torch_err + PEER_ULPS * ulp)
         if got_err > bound:
-            passed = False
-        worst = max(worst, (got_err, base))
-    return passed, worst[0], worst[1]
+            failed = max(failed, (got_err / bound, got_err, traced_err, where))
+        worst = max(worst, (got_err, traced_err, where))
+    if failed[0]:
+        return False, failed[1], failed[2], failed[3]
+    return True, worst[0], worst[1], worst[2]
 
 
 def _peer_distance(r64: torch.Tensor, peer) -> float | None:

@@ -260,3 +260,34 @@ def test_auto_hands_the_torch_program_s_answer_to_the_later_candidates(monkeypat
     assert "onnxruntime: left out: AssertionError" in lines["onnxruntime"]
     answers["torch"] = _offsets(x, e1=1.5e-6)   # the torch program itself further: the candidate is kept
     assert "left out" not in auto(("traced", "torch", "onnxruntime"))["onnxruntime"]
+
+
+def _two_outputs(traced_distances, candidate_distances, scales=(96.0, 1.0)):
+    """A detector-like pair of outputs (boxes of scale 96, scores of scale 1) as the traced program, its float64
+    answer (the traced program ``traced_distances`` away, at element 0) and a candidate ``candidate_distances``
+    away from float64 (at element 1)."""
+    want, float64, got = [], [], []
+    for scale, d_traced, d_got in zip(scales, traced_distances, candidate_distances):
+        x = torch.linspace(0, scale, 24, dtype=torch.float32)
+        r = x.double()
+        r[0] -= d_traced
+        g = x.clone()
+        g[1] = float(r[1] + d_got)
+        want.append(x), float64.append(r), got.append(g)
+    return got, want, float64
+
+
+def test_retinanet_boxes_one_ulp_over_the_narrow_bound_are_kept():
+    """RetinaNet at batch 8, image 2's boxes (scale 96): the traced and torch programs 4.12e-5 from float64,
+    onnxruntime 6.41e-5: over 1.25 * 4.12e-5 + 1 ulp of 96 (6.3e-5), within 1.25 * 4.12e-5 + 8 ulps (1.4e-4)."""
+    got, want, float64 = _two_outputs((4.12e-5, 5e-8), (6.41e-5, 1.2e-7))
+    assert check_same(got, want, lambda: float64, [t.clone() for t in want]) == ""
+
+
+def test_the_message_names_the_output_that_failed_not_the_furthest():
+    """The boxes are furthest from float64 (1.7e-4, within their bound 1.25 * 7.5e-5 + 8 ulps of 96 = 1.85e-4); the
+    scores (1.2e-6 where the traced program is 5e-8: over 1.25 * 5e-8 + 8 ulps of 1 = 1.0e-6) are what failed."""
+    got, want, float64 = _two_outputs((7.5e-5, 5e-8), (1.7e-4, 1.2e-6))
+    with pytest.raises(AssertionError, match=r"^output 1: 1\.2e-06 from the original's float64 answer, where the "
+                                             r"traced program is 5\.0e-08"):
+        check_same(got, want, lambda: float64)
