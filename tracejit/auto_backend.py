@@ -8,7 +8,7 @@ program runs on the CPU).
 A candidate that cannot be built, or whose answer on the example inputs is not as exact as the traced
 program's (auto_exactness.py: ``assert_close`` at ``rtol = atol = 1e-4`` of the output's scale and, where
 the traced object holds its original module, no further from the original's float64 answer than the
-traced program itself, nor, for a candidate built after the torch backend's program, than that program;
+traced program itself or, for a candidate built after the torch backend's program, than that program;
 the float64 test alone keeps a detector's thresholded boxes), is left out and the
 report says why: a backend nobody measured is never chosen (default-deny). So is an exported candidate whose
 runtime could not answer the example inputs itself, the traced program answering for it, and the report says why
