@@ -1,6 +1,6 @@
 """The oneDNN linears with and without their timing (passes/linear_timing.py), in one process (issue #25 item 1).
 
-For each zoo model and batch: eager, the traced program, ``optimize_for_inference`` with the fixed rule (every
+For each zoo model and batch (or each bench_peers workload, ``--workloads``): eager, the traced program, ``optimize_for_inference`` with the fixed rule (every
 linear from ``MIN_MACS`` on in oneDNN: ``linear_timing.MEASURE = False``, the rule before the timing) and with the
 linears timed where they run (the default), called in interleaved rounds (each round starts one variant later; N
 calls per sample, calibrated on the traced program to ~``--target`` s). Prints each variant's minimum and median per
@@ -9,6 +9,7 @@ what the timing costs: ``optimize_for_inference`` with the fixed rule (after an 
 the timing on an empty cache, then again (cached), in seconds.
 
     OMP_NUM_THREADS=1 taskset -c 1 python bench/linear_timing_ab.py --models alexnet,bert --batches 1,8
+    OMP_NUM_THREADS=1 taskset -c 1 python bench/linear_timing_ab.py --models "" --workloads transformer,bert
 """
 from __future__ import annotations
 
@@ -55,9 +56,15 @@ def _sample(fn, args, n: int) -> float:
     return (time.perf_counter() - start) / n
 
 
-def measure(model: str, batch: int, rounds: int, target: float) -> None:
-    module, make_inputs = ZOO[model]()
-    args = make_inputs(batch)
+def measure(model: str, batch: int, rounds: int, target: float, workload: bool = False) -> None:
+    """One row: ``model`` at ``batch`` from the zoo, or the bench_peers workload ``model`` (``workload``)."""
+    if workload:
+        import bench_peers
+        torch.manual_seed(0)
+        module, args = bench_peers.WORKLOADS[model][1]()
+    else:
+        module, make_inputs = ZOO[model]()
+        args = make_inputs(batch)
     with torch.no_grad():
         traced = tracejit.trace(module, args, check_trace=False)
         _ofi(traced, False)   # warm-up: imports, and the blocked conv regions' own timing (passes/blocked_timing.py)
@@ -72,7 +79,7 @@ def measure(model: str, batch: int, rounds: int, target: float) -> None:
         for r in range(rounds):
             for k in names[r % len(names):] + names[:r % len(names)]:
                 times[k].append(_sample(variants[k], args, n))
-    print(f"{model} b{batch}: {rounds} rounds x {n} calls, load {os.getloadavg()[0]:.1f}; oneDNN linears: fixed rule "
+    print(f"{model} {'(bench_peers)' if workload else f'b{batch}'}: {rounds} rounds x {n} calls, load {os.getloadavg()[0]:.1f}; oneDNN linears: fixed rule "
           f"{_fused(fixed)}, timed {_fused(timed)}; first OFI s: fixed {t_fixed:.2f}, timed {t_timed:.2f}, "
           f"timed again {t_again:.2f}")
     eager_min, eager_med = min(times["eager"]), statistics.median(times["eager"])
@@ -88,14 +95,17 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default="alexnet")
     p.add_argument("--batches", default="1,8")
+    p.add_argument("--workloads", default="", help="bench_peers workloads (transformer, bert, ...) after the models")
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--target", type=float, default=0.05)
     ns = p.parse_args(argv)
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     warnings.simplefilter("ignore")
-    for model in ns.models.split(","):
+    for model in filter(None, ns.models.split(",")):
         for batch in (int(b) for b in ns.batches.split(",")):
             measure(model, batch, ns.rounds, ns.target)
+    for workload in filter(None, ns.workloads.split(",")):
+        measure(workload, 1, ns.rounds, ns.target, workload=True)
 
 
 if __name__ == "__main__":
