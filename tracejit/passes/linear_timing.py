@@ -2,16 +2,16 @@
 assumed (issue #25 item 1).
 
 passes/linear_kernels.py hands a large constant-weight linear (and the activation after it) to oneDNN
-(kernels/onednn_linear.py). Whether that pays depends on the CPU and the shape, not on the multiply-add count
-alone: on an AVX-512 Xeon, one thread, AlexNet's 9216 x 4096 and 4096 x 4096 classifier at batch 1 (a matrix-vector
+(kernels/onednn_linear.py). Whether that pays depends on the CPU and the shape, not on the multiply-add count alone:
+on an AVX-512 Xeon, one thread, AlexNet's 9216 x 4096 and 4096 x 4096 classifier at batch 1 (a matrix-vector
 product) made the optimized program 1.09x its traced program's time with the kernels and 0.92x without, while the
-same layers at batch 8 ran in oneDNN at 0.4x torch's time (bench/RESULTS.md, thirty-first pass). A fixed bound
-(``MIN_MACS``) set on one CPU cannot say that. So the pass times each linear both ways at its traced input shape:
-torch's ``linear`` on the plain weight followed by the activation op the traced program runs, and the kernel's call
-(oneDNN with the activation fused), in interleaved rounds on a random input (the time does not depend on the
-values), and uses the kernel only where it takes at most ``MARGIN`` of torch's time. ``runs_in_onednn`` (the
-structural rule: a CPU float32 weight, at least ``MIN_MACS`` multiply-adds) stays in front as a cheap pre-filter:
-a linear below it is not timed at all.
+same layers at batch 8 ran in oneDNN at 0.4x torch's time (bench/RESULTS.md, thirtieth and thirty-first passes). A
+fixed bound (``MIN_MACS``) set on one CPU cannot say that. So the pass times each linear both ways at its traced
+input shape: torch's ``linear`` on the plain weight followed by the activation op the traced program runs, and the
+kernel's call (oneDNN with the activation fused), in interleaved rounds on a random contiguous input (the time does
+not depend on the values), and uses the kernel only where it takes at most ``MARGIN`` of torch's time.
+``runs_in_onednn`` (the structural rule: a CPU float32 weight, at least ``MIN_MACS`` multiply-adds) stays in front
+as a cheap pre-filter: a linear below it is not timed at all.
 
 The timing machinery is passes/paired_timing.py's, shared with the blocked conv regions (passes/blocked_timing.py).
 Each linear's times are kept for the process (``_TIMES``, keyed by its weight's shape, its bias, its activation,
