@@ -13,7 +13,9 @@ thread (``torch.set_num_threads(1)``, a server running one model per core) oneDN
 than torch's below about 8M multiply-adds (best of 15 interleaved rounds here: 1M 45 vs 28 us, 4M 98 vs 88,
 8M 169 vs 170, 17M 316 vs 337, 34M 614 vs 674, 302M 27 vs 37 ms; the optimized Mistral / Qwen2 decoders at
 batch 8 ran 1.5x their traced programs' time), so a one-thread call takes oneDNN from
-``MIN_MACS_ONE_THREAD`` on.
+``MIN_MACS_ONE_THREAD`` on. These bounds were read on one CPU; passes/linear_kernels.py uses ``MIN_MACS`` only as a
+pre-filter and hands a linear to this kernel where, timed at its traced shape on the machine that lowers the
+program, the kernel is faster (passes/linear_timing.py).
 
 The answer does not depend on the path: a call that does not fit (not a plain CPU float32
 tensor, tracked by autograd, too small, an error in oneDNN) runs the recorded ops.

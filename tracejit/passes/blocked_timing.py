@@ -10,9 +10,11 @@ one ``to_mkldnn`` or ``to_dense`` of its first conv's input), in interleaved rou
 does not depend on its values), and keeps the region blocked only where the blocked total is under
 ``MARGIN`` of the plain one.
 
-Each conv's timing is kept for the process (``_TIMES``, keyed by its weight's shape, its arguments and its input
-shape), so a second program or specialization with the same convs measures nothing. A region whose convs cannot all
-be timed within ``BUDGET_S`` stays plain (default-deny: a region nobody measured keeps torch's ops).
+The timing machinery is passes/paired_timing.py's, shared with the oneDNN linears (passes/linear_timing.py).
+Each conv's timing is kept for the process (``_TIMES``, keyed by its weight's shape, its arguments, its input
+shape and the thread count), so a second program or specialization with the same convs measures nothing. A region
+whose convs cannot all be timed within ``BUDGET_S`` stays plain (default-deny: a region nobody measured keeps
+torch's ops).
 
 ``MEASURE = False`` skips the timing and keeps every region the structural rules keep: the tests that pin the
 pass's rewrite set it (their shapes are too small for the measurement to choose the blocked form).
@@ -25,21 +27,18 @@ True
 """
 from __future__ import annotations
 
-import threading
 import time
 
 import torch
 
 from ..kernels.onednn_blocked import BlockedConv, ToBlocked, ToDense
+from .paired_timing import interleaved, measured
 
 MEASURE = True
 MARGIN = 0.97        # the blocked region must take at most this share of the plain convs' time
 BUDGET_S = 1.0       # timing one region stops here; a region not measured in full stays plain
-ROUNDS = 3           # interleaved rounds per conv; the minimum of each variant counts
-SAMPLE_S = 2e-4      # each timed sample repeats a call until it lasts about this long
 
 _TIMES: dict[tuple, tuple[float, float]] = {}   # conv key -> (plain s, blocked s) per call
-_LOCK = threading.Lock()
 
 
 def region_pays(convs: list, conversions: int) -> bool:
@@ -49,21 +48,17 @@ def region_pays(convs: list, conversions: int) -> bool:
         return True
     deadline = time.perf_counter() + BUDGET_S
     plain = blocked = 0.0
-    with _LOCK, torch.no_grad():
-        for spec, shape in convs:
-            key = _key(spec, shape)
-            if key not in _TIMES:
-                if time.perf_counter() > deadline:
-                    return False
-                _TIMES[key] = _time_conv(spec, shape)
-            p, b = _TIMES[key]
-            plain, blocked = plain + p, blocked + b
-        if conversions:
-            shape = tuple(convs[0][1])
-            key = ("conversions", shape)
-            if key not in _TIMES:
-                _TIMES[key] = _time_conversion(shape)
-            blocked += conversions * _TIMES[key][1]
+    for spec, shape in convs:
+        times = measured(_TIMES, _key(spec, shape), lambda: _time_conv(spec, shape), deadline)
+        if times is None:
+            return False
+        plain, blocked = plain + times[0], blocked + times[1]
+    if conversions:
+        shape = tuple(convs[0][1])
+        times = measured(_TIMES, ("conversions", shape), lambda: _time_conversion(shape), deadline)
+        if times is None:
+            return False
+        blocked += conversions * times[1]
     return blocked <= MARGIN * plain
 
 
@@ -77,8 +72,8 @@ def _time_conv(spec, shape) -> tuple[float, float]:
     x = torch.randn(tuple(shape))
     xb = ToBlocked()(x)
     kernel = BlockedConv(weight, bias, stride, padding, dilation, groups, example_shape=tuple(shape))
-    return _interleaved(lambda: torch.conv2d(x, weight, bias, stride, padding, dilation, groups),
-                        lambda: kernel(xb))
+    return interleaved(lambda: torch.conv2d(x, weight, bias, stride, padding, dilation, groups),
+                       lambda: kernel(xb))
 
 
 def _time_conversion(shape) -> tuple[float, float]:
@@ -86,23 +81,6 @@ def _time_conversion(shape) -> tuple[float, float]:
     x = torch.randn(shape)
     xb = ToBlocked()(x)
     to_dense = ToDense()
-    _, t_in = _interleaved(lambda: None, lambda: ToBlocked()(x))
-    _, t_out = _interleaved(lambda: None, lambda: to_dense(xb))
+    _, t_in = interleaved(lambda: None, lambda: ToBlocked()(x))
+    _, t_out = interleaved(lambda: None, lambda: to_dense(xb))
     return 0.0, (t_in + t_out) / 2
-
-
-def _interleaved(a, b) -> tuple[float, float]:
-    """The minimum per-call time of ``a`` and ``b`` over ``ROUNDS`` interleaved samples (one warm-up call each)."""
-    a(), b()
-    start = time.perf_counter()
-    b()
-    once = max(time.perf_counter() - start, 1e-7)
-    reps = max(1, min(1000, int(SAMPLE_S / once)))
-    best = [float("inf"), float("inf")]
-    for _ in range(ROUNDS):
-        for i, fn in enumerate((a, b)):
-            start = time.perf_counter()
-            for _ in range(reps):
-                fn()
-            best[i] = min(best[i], (time.perf_counter() - start) / reps)
-    return best[0], best[1]

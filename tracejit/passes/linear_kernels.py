@@ -1,11 +1,12 @@
-"""Each large constant-weight linear, with the relu / gelu after it, becomes one oneDNN call.
+"""Each large constant-weight linear, with the relu / gelu after it, becomes one oneDNN call where that pays.
 
 A chain is ``y = linear(x, W, b)`` with W (and b) frozen constants and at least ``MIN_MACS``
 multiply-adds when traced, then, when ``y`` has no other reader, an activation oneDNN applies in the same call
-(relu, gelu, silu, hardtanh / relu6, hardswish, sigmoid, tanh, ...: kernel_chains.activation_of). It becomes a ``tracejit::kernel`` node calling a ``OneDnnLinear``
-(kernels/onednn_linear.py); calls that do not fit run the recorded ops. Smaller linears stay
-torch's (or a numpy region's, passes/numpy_regions.py, which runs first). The kernel is an
-in-memory object (``IN_MEMORY_PASSES``): a saved program keeps the graph before this pass.
+(relu, gelu, silu, hardtanh / relu6, hardswish, sigmoid, tanh, ...: kernel_chains.activation_of). Where the chain,
+timed on this machine at its traced shape, runs faster in oneDNN than as torch's ops (passes/linear_timing.py), it
+becomes a ``tracejit::kernel`` node calling a ``OneDnnLinear`` (kernels/onednn_linear.py); calls that do not fit run
+the recorded ops. Smaller or slower linears stay torch's (or a numpy region's, passes/numpy_regions.py, which runs
+first). The kernel is an in-memory object (``IN_MEMORY_PASSES``): a saved program keeps the graph before this pass.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import torch
 from ..ir import Graph, Node, TensorType, Value
 from ..kernels.onednn_linear import MIN_MACS, OneDnnLinear, available
 from .graph_copy import copy_graph
+from .linear_timing import deadline, linear_pays
 from .lowered import Lowered
 from .kernel_chains import activation_after, constant_f32, finish, kernel_nodes, readers_of, replace_chain, write_order
 
@@ -29,7 +31,7 @@ def fuse_linear_kernels(lowered: Lowered) -> Lowered:
     if not available() or not any(n.op == LINEAR for n in out.nodes):
         return Lowered(out, lowered.kernels)
     readers, order = readers_of(out), write_order(out)
-    changed = False
+    changed, until = False, deadline()
     for linear in [n for n in out.nodes if n.op == LINEAR]:
         spec = _linear_spec(out, linear)
         if spec is None:
@@ -40,7 +42,7 @@ def fuse_linear_kernels(lowered: Lowered) -> Lowered:
             chain.append(found[0])
             activation = found[1]
         kernel = OneDnnLinear(*spec, *activation)
-        if kernel._packed is None:
+        if kernel._packed is None or not linear_pays(kernel, linear.args[0].type.shape, until):
             continue
         replace_chain(out, kernels, chain, kernel, (linear.args[0],), "onednn:" + kernel.describe(), readers)
         changed = True
@@ -69,9 +71,11 @@ def _linear_spec(graph: Graph, linear: Node):
 
 
 def runs_in_onednn(linear: Node, weight) -> bool:
-    """Will this pass hand ``linear`` (weight ``weight``) to oneDNN: is oneDNN there and the product
+    """May this pass hand ``linear`` (weight ``weight``) to oneDNN: is oneDNN there and the product
     large when traced (below ``MIN_MACS`` torch's linear costs less than oneDNN's call)? Never for a weight off the
-    CPU (oneDNN here is the CPU's)."""
+    CPU (oneDNN here is the CPU's). The structural pre-filter only: whether the call pays is timed after it
+    (passes/linear_timing.py); a linear it lets through keeps its weight's layout (passes/linear_weight_layout.py),
+    the traced program's, which is what the timing compares oneDNN with."""
     x = linear.args[0] if linear.args else None
     shape = getattr(getattr(x, "type", None), "shape", None)
     if not available() or not isinstance(weight, torch.Tensor) or weight.device.type != "cpu" or weight.dim() != 2 \
