@@ -40,12 +40,11 @@ demo: $(BASE)
 	$(VENV)/bin/tracejit inspect demo_model.tjit
 
 # Two phases, both always on the whole suite's collection: first every test but those marked serial, in two
-# pytest-xdist workers at one torch thread each (CI has 2 cores; tests at one thread also cover that setting; the
-# tests sharing a costly fixture, tests/conftest.py SHARED_BUILDS, in one worker: --dist loadgroup), then
+# pytest-xdist workers at one torch thread each (CI has 2 cores; tests at one thread also cover that setting), then
 # the serial ones (CPU-second and wall-time bounds, thread counts: tests/serial_tests.py) alone, at torch's
 # default threads. Either phase failing, or collecting nothing (pytest's exit 5), fails the target.
 test: $(TEST)
-	OMP_NUM_THREADS=1 $(VPY) -m pytest -q -n 2 --dist loadgroup -m "not serial" tests
+	OMP_NUM_THREADS=1 $(VPY) -m pytest -q -n 2 -m "not serial" tests
 	$(VPY) -m pytest -q -m serial tests
 
 bench: $(BENCH)

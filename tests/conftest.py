@@ -43,17 +43,8 @@ def no_code_cache(monkeypatch):
 from serial_tests import NOT_SERIAL, SERIAL  # noqa: E402  (the tests `make test` runs alone, after the parallel phase)
 
 
-# Fixtures that build much once per process (tiny HF models traced and served by fresh processes; every model of
-# the fresh-process tests saved and loaded by one subprocess): each pytest-xdist worker that runs a test taking one
-# builds it again, so the tests that take one form a group `make test` (--dist loadgroup) runs in one worker.
-SHARED_BUILDS = ("served", "fresh_process_outputs")
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
         where = os.path.relpath(str(item.path), _HERE).replace(os.sep, "/")
         if where.startswith(SERIAL) and where not in NOT_SERIAL:
             item.add_marker(pytest.mark.serial)
-        shared = [name for name in SHARED_BUILDS if name in getattr(item, "fixturenames", ())]
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(shared[0]))
