@@ -40,11 +40,11 @@ def no_code_cache(monkeypatch):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", "")
 
 
-from serial_tests import SERIAL  # noqa: E402  (the tests `make test` runs alone, after the parallel phase)
+from serial_tests import NOT_SERIAL, SERIAL  # noqa: E402  (the tests `make test` runs alone, after the parallel phase)
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         where = os.path.relpath(str(item.path), _HERE).replace(os.sep, "/")
-        if where.startswith(SERIAL):
+        if where.startswith(SERIAL) and where not in NOT_SERIAL:
             item.add_marker(pytest.mark.serial)

@@ -5,3 +5,21 @@ a thread count and is neither here nor listed there with the reason it is no bou
 
 SERIAL = ("security/", "threads/", "ir/test_graph_printer.py", "export/test_bench_ort_peer_bound.py",
           "passes/test_numexpr_groups.py", "serialize/test_save_effects.py")
+
+# Files in a SERIAL folder that bound nothing (default-deny: a new file there is serial until listed here): they
+# check in this process what a file may hold and what it computes; no child process, CPU seconds, clock or thread
+# count (tests/arch/test_serial_tests.py holds them to that). They run in the parallel phase.
+NOT_SERIAL = {
+    "security/test_as_strided_files.py": "as_strided's size rule: load errors and eager's answers",
+    "security/test_call_guard_files.py": "which call guards a file may hold: load errors",
+    "security/test_contraction_counts.py": "work counts of an op's arguments: numbers, not seconds",
+    "security/test_denied_ops.py": "string tests of the denied-op rule",
+    "security/test_expansion.py": "the expansion bound in-process: counts of calls and paths",
+    "security/test_generated_names.py": "generated names against eager and torch.jit.trace",
+    "security/test_legit_roundtrip.py": "legitimate ops round-trip and compute eager's answer",
+    "security/test_op_allowlist.py": "the allow-list's table",
+    "security/test_op_outputs.py": "ops' output sizes against their rules",
+    "security/test_round25_cache.py": "the code cache's entry and byte limits",
+    "security/test_tool_escaping.py": "the tools' escaping of a file's strings, in-process",
+    "security/test_vision_op_files.py": "torchvision ops' argument checks: load and guard errors",
+}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 
-from serial_tests import SERIAL
+from serial_tests import NOT_SERIAL, SERIAL
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 READS_TIME = re.compile(r"perf_counter|process_time|monotonic\(|getrusage|RLIMIT_|get_num_threads|active_count|"
@@ -53,3 +53,23 @@ def test_every_file_that_reads_a_clock_or_a_thread_count_is_serial_or_says_why_n
 def test_the_reasons_name_files_that_exist():
     missing = [w for w in NOT_A_BOUND if not os.path.exists(os.path.join(TESTS, w))]
     assert missing == []
+
+
+# what a file that bounds nothing may not use: a clock or thread count, a capped child (its CPU seconds), a CLI run
+BOUNDS = re.compile(READS_TIME.pattern + r"|run_child|round_problems|run_cli|subprocess|cpu_s|CPU_S")
+
+
+def test_files_let_out_of_the_serial_phase_bound_nothing():
+    """tests/serial_tests.py NOT_SERIAL: files of a SERIAL folder that run in the parallel phase. Each exists, is in
+    a SERIAL folder (else it needs no entry), and reads no clock or thread count and starts no capped child."""
+    wrong = []
+    for where in NOT_SERIAL:
+        path = os.path.join(TESTS, where)
+        if not os.path.exists(path) or not where.startswith(SERIAL):
+            wrong.append(f"{where}: no such file in a SERIAL folder")
+            continue
+        with open(path, encoding="utf-8") as f:
+            found = BOUNDS.search(f.read())
+        if found:
+            wrong.append(f"{where}: uses {found.group(0)!r}")
+    assert wrong == []

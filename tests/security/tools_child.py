@@ -9,7 +9,8 @@ child writes ``{"start": [name, verb]}``, after it ``{"done": [name, verb], ...}
 (``code``; ``outcome`` for load), the CPU seconds it took, its peak resident memory (``rss_mb``: the peak is
 reset before each verb), the raw control characters found in what it
 printed (``controls``), its output (``stdout`` / ``stderr``, cut), ``raised`` when something escaped the
-CLI's own error handling, and whether the canary appeared. A crash names the verb and file that caused it.
+CLI's own error handling, whether the canary appeared, and the packages it imported (``imported``: their import
+is in its CPU seconds). A crash names the verb and file that caused it.
 """
 from __future__ import annotations
 
@@ -45,6 +46,12 @@ def _peak_rss_mb() -> float:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     return 0.0
+
+
+def _imported(before: set) -> list:
+    """The packages of the modules imported since ``before`` was taken (their import time is in the CPU seconds)."""
+    return sorted({name.split(".")[0] if not name.startswith("torch.") else ".".join(name.split(".")[:2])
+                   for name in set(sys.modules) - before})
 
 
 def _argv(verb: str, path: str, out: str) -> list:
@@ -106,11 +113,12 @@ def main(jobs_path: str, report_path: str) -> None:
             for verb in job["verbs"]:
                 report.write(json.dumps({"start": [job["name"], verb]}) + "\n")
                 _reset_peak_rss()
+                before = set(sys.modules)
                 t0 = time.process_time()
                 result = _load(job, torch, tracejit) if verb == "load" else _cli(_argv(verb, job["path"], job["out"]),
                                                                                   cli)
                 result.update({"done": [job["name"], verb], "cpu_s": time.process_time() - t0, "rss_mb": _peak_rss_mb(),
-                               "canary": os.path.exists(spec["canary"])})
+                               "canary": os.path.exists(spec["canary"]), "imported": _imported(before)})
                 report.write(json.dumps(result) + "\n")
 
 

@@ -227,10 +227,19 @@ class _Runner:
         self.entries = {m.path: m for m in program.modules}
         root = None if program.kind == "function" else program.root
         self.compiled: dict = {}   # (id(graph), name, guards) -> the compiled function, shared by shadows
+        self.writes: dict = {}     # id(graph) -> whether a node of it may write in place (see reusable)
         made: dict = {}            # (entry path, guards) -> its shadow
         self.shadows = {guards: _Shadow(root, self, guards=guards, made=made) for guards in (True, False)}
         self.roots = {guards: _method(self.shadows[guards], graph, graph.name, guards, self)
                       for guards in (True, False)}
+
+    def reusable(self, graph) -> bool:
+        """Whether a call of ``graph`` may be answered from an earlier one with the same inputs (no node of it
+        may write in place: _may_write). Scanned once per graph on its first call, not once per method bound
+        to it: 190 methods of one 1,000-node graph scanned 380,000 nodes (0.3 of inspect's 1.2 CPU seconds)."""
+        if id(graph) not in self.writes:
+            self.writes[id(graph)] = any(_may_write(node.op) for node in graph.nodes)
+        return not self.writes[id(graph)]
 
     def probe(self, sizes: dict, observe: bool = True) -> dict:
         """``{id(Value): (Value, shape)}`` of every graph's first call with ``sizes``
@@ -305,7 +314,6 @@ class _Shadow:
 def _method(shadow, graph, name: str, guards: bool, runner: _Runner):
     """The shadow's method for ``graph``: compiled on first use, with guards or observed."""
     compiled = runner.compiled.setdefault((id(graph), name, guards), [])
-    reusable = not any(_may_write(node.op) for node in graph.nodes)   # else every call runs (_call_key)
 
     def refuse(*_args, **_kwargs):
         raise _Refused(name)
@@ -323,7 +331,7 @@ def _method(shadow, graph, name: str, guards: bool, runner: _Runner):
             compiled.append(compile_function(src, name, globs, "viewer-sizes"))
         if not guards:
             _record_inputs(runner.seen, graph, args, kwargs)
-        key = _call_key(shadow, graph, guards, args, kwargs) if reusable else None
+        key = _call_key(shadow, graph, guards, args, kwargs) if runner.reusable(graph) else None   # else each runs
         if key is not None and key in runner.memo:   # the same call again: only its first call records shapes
             return tree_map(_fresh, runner.memo[key])   # fresh tensors: the caller may write to what it gets
         out = compiled[0](shadow, *args, **kwargs)
