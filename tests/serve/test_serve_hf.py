@@ -30,6 +30,7 @@ from tracejit import cli  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tiny_models  # noqa: E402
+from once_per_run import each_once_per_run  # noqa: E402
 
 TEXT_CASES = {f"b{b}_n{n}": [b, [n]] for b in (1, 3, 8) for n in (1, 2, 13, 64)}
 TEXT_CASES.update({"padded_b3": [3, [2, 13, 5]], "padded_b8": [8, [64, 1, 13, 7]]})
@@ -78,22 +79,27 @@ def _trace_in_python(name: str, directory: str):
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, _offline):
-    """``"<model>/<variant>/<case>"`` -> what the fresh process saw ("ok" or the failure)."""
-    root = tmp_path_factory.mktemp("serve")
+    """``"<model>/<variant>/<case>"`` -> what the fresh process saw ("ok" or the failure). Under xdist the
+    workers split the models between them, each model built once per run (tests/once_per_run.py); alone, one
+    process traces each model while the fresh process of the one before serves."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]),
                OMP_NUM_THREADS="1")   # tiny models: one thread each, so no process's OpenMP team waits on a core
     threads = torch.get_num_threads()   # another process holds (this one traces meanwhile, at one thread too)
     torch.set_num_threads(1)
     try:
-        return _trace_and_serve(root, env)
+        if not os.environ.get("PYTEST_XDIST_WORKER"):
+            return _trace_and_serve(tmp_path_factory.mktemp("serve"), env, tiny_models.NAMES)
+        parts = each_once_per_run(tmp_path_factory, "serve_hf", tiny_models.NAMES,
+                                  lambda name, root: _trace_and_serve(root, env, [name]))
+        return {key: seen for part in parts.values() for key, seen in part.items()}
     finally:
         torch.set_num_threads(threads)
 
 
-def _trace_and_serve(root, env) -> dict:
+def _trace_and_serve(root, env, names) -> dict:
     children = []   # one fresh server process per model, started as soon as its files exist: it loads and checks
     try:            # them while this process traces the next model (CI has 2 cores)
-        for name in tiny_models.NAMES:
+        for name in names:
             directory = tiny_models.save(name, str(root / name))
             path = str(root / f"{name}-cli.tjit")
             assert cli.main(["trace", "--hf", directory, "-o", path]) == 0
