@@ -106,12 +106,16 @@ def test_corpus_model_backend_gives_eager_answers_on_alt_inputs(model):
 
 def _held_models(root, min_bytes: int, model_type) -> list:
     """Serialized models (bytes of at least ``min_bytes``) and ONNX protos reachable from ``root``
-    (gc referents, not through modules, classes or onnxruntime's sessions: an ``InferenceSession`` made
+    (gc referents, not through modules or their globals, classes or onnxruntime's sessions: an ``InferenceSession`` made
     from bytes keeps them, for its provider fallback, beyond our reach)."""
     import gc
     import types
 
-    seen, todo, found = {id(root)}, [root], []
+    import sys
+
+    # a module's globals, reached through a function's ``__globals__``, are the module too: not walked
+    seen = {id(root)} | {id(vars(m)) for m in list(sys.modules.values()) if m is not None}
+    todo, found = [root], []
     while todo:
         obj = todo.pop()
         for ref in gc.get_referents(obj):
