@@ -235,8 +235,10 @@ def clock_phase(x):                      # a time-dependent phase (streaming dem
     return x * (time.time() % 1.0)  # @clock_phase
 
 
+# modulo a prime near 1e6, the trace's reading and a later call's agree in ~1e-6 of runs (modulo 1000: in 1e-3, a
+# spurious failure of test_eager_moves_and_torch_jit_trace_silently_freezes seen in session 31)
 def timestamp_feature(x):                # a timestamp feature from a monotonic clock
-    return x + (time.perf_counter_ns() % 1000) / 1000  # @timestamp_feature
+    return x + (time.perf_counter_ns() % 1000003) / 1000003  # @timestamp_feature
 
 
 def clock_seeded_noise(x):               # torch.seed(): a seed from the clock (manual_seed is recorded: test_recorded_rng)
