@@ -79,49 +79,41 @@ def _trace_in_python(name: str, directory: str):
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, _offline):
-    """``"<model>/<variant>/<case>"`` -> what the fresh process saw ("ok" or the failure). Under xdist the
-    workers split the models between them, each model built once per run (tests/once_per_run.py); alone, one
-    process traces each model while the fresh process of the one before serves."""
+    """``"<model>/<variant>/<case>"`` -> what the fresh process saw ("ok" or the failure). Each model is built
+    once per run, by whichever xdist worker claims it first (tests/once_per_run.py): two workers split them."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]),
                OMP_NUM_THREADS="1")   # tiny models: one thread each, so no process's OpenMP team waits on a core
     threads = torch.get_num_threads()   # another process holds (this one traces meanwhile, at one thread too)
     torch.set_num_threads(1)
     try:
-        if not os.environ.get("PYTEST_XDIST_WORKER"):
-            return _trace_and_serve(tmp_path_factory.mktemp("serve"), env, tiny_models.NAMES)
         parts = each_once_per_run(tmp_path_factory, "serve_hf", tiny_models.NAMES,
-                                  lambda name, root: _trace_and_serve(root, env, [name]))
-        return {key: seen for part in parts.values() for key, seen in part.items()}
+                                  lambda name, root: _trace_and_serve(root, env, name))
     finally:
         torch.set_num_threads(threads)
+    return {key: seen for part in parts.values() for key, seen in part.items()}
 
 
-def _trace_and_serve(root, env, names) -> dict:
-    children = []   # one fresh server process per model, started as soon as its files exist: it loads and checks
-    try:            # them while this process traces the next model (CI has 2 cores)
-        for name in names:
-            directory = tiny_models.save(name, str(root / name))
-            path = str(root / f"{name}-cli.tjit")
-            assert cli.main(["trace", "--hf", directory, "-o", path]) == 0
-            programs = {f"{name}/cli": [name, path, directory]}
-            path = str(root / f"{name}-python.tjit")
-            tracejit.save(_trace_in_python(name, directory), path)
-            programs[f"{name}/python"] = [name, path, directory]
-            plan = root / f"plan-{name}.json"
-            plan.write_text(json.dumps({"programs": programs, "cases": CASES}))
-            children.append(subprocess.Popen([sys.executable, os.path.join(HERE, "serve_child.py"), str(plan)],
-                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
-        seen = {}
-        for child in children:
-            out, err = child.communicate(timeout=300)
-            assert child.returncode == 0, err[-3000:]
-            seen.update(json.loads(out.strip().splitlines()[-1]))
-        return seen
-    finally:
-        for child in children:   # a failure above leaves no server process behind
-            if child.poll() is None:
-                child.kill()
-                child.communicate()
+def _trace_and_serve(root, env, name: str) -> dict:
+    """``name`` traced with ``trace --hf`` and in Python, both saved, and served by a fresh process."""
+    directory = tiny_models.save(name, str(root / name))
+    path = str(root / f"{name}-cli.tjit")
+    assert cli.main(["trace", "--hf", directory, "-o", path]) == 0
+    programs = {f"{name}/cli": [name, path, directory]}
+    path = str(root / f"{name}-python.tjit")
+    tracejit.save(_trace_in_python(name, directory), path)
+    programs[f"{name}/python"] = [name, path, directory]
+    plan = root / f"plan-{name}.json"
+    plan.write_text(json.dumps({"programs": programs, "cases": CASES}))
+    child = subprocess.Popen([sys.executable, os.path.join(HERE, "serve_child.py"), str(plan)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        out, err = child.communicate(timeout=300)
+    finally:   # a failure above leaves no server process behind
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def _params():
