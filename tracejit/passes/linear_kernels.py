@@ -74,8 +74,8 @@ def runs_in_onednn(linear: Node, weight) -> bool:
     """May this pass hand ``linear`` (weight ``weight``) to oneDNN: is oneDNN there and the product
     large when traced (below ``MIN_MACS`` torch's linear costs less than oneDNN's call)? Never for a weight off the
     CPU (oneDNN here is the CPU's). The structural pre-filter only: whether the call pays is timed after it
-    (passes/linear_timing.py); a linear it lets through keeps its weight's layout (passes/linear_weight_layout.py),
-    the traced program's, which is what the timing compares oneDNN with."""
+    (passes/linear_timing.py), against torch's linear on the weight as passes/linear_weight_layout.py laid it out
+    (what runs where oneDNN does not pay)."""
     x = linear.args[0] if linear.args else None
     shape = getattr(getattr(x, "type", None), "shape", None)
     if not available() or not isinstance(weight, torch.Tensor) or weight.device.type != "cpu" or weight.dim() != 2 \
