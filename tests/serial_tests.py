@@ -23,3 +23,24 @@ NOT_SERIAL = {
     "security/test_tool_escaping.py": "the tools' escaping of a file's strings, in-process",
     "security/test_vision_op_files.py": "torchvision ops' argument checks: load and guard errors",
 }
+
+
+def serial_files(tests: str) -> list:
+    """The test files under ``tests`` that run in the serial phase: those under SERIAL but not in NOT_SERIAL,
+    sorted. `make test`'s serial phase collects only these (collecting the whole suite to deselect all but them
+    cost about 15 CPU seconds: torch, torchvision, hypothesis and transformers imported by files it never runs);
+    tests/conftest.py's marks decide as before, and the parallel phase still collects every file."""
+    import os
+    found = []
+    for root, dirs, files in os.walk(tests):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in files:
+            where = os.path.relpath(os.path.join(root, name), tests).replace(os.sep, "/")
+            if name.startswith("test_") and name.endswith(".py") and where.startswith(SERIAL) and where not in NOT_SERIAL:
+                found.append(os.path.join(tests, where))
+    return sorted(found)
+
+
+if __name__ == "__main__":   # `python tests/serial_tests.py`: the serial phase's files, one a line, for the Makefile
+    import os
+    print("\n".join(serial_files(os.path.relpath(os.path.dirname(os.path.abspath(__file__))))))

@@ -73,3 +73,22 @@ def test_files_let_out_of_the_serial_phase_bound_nothing():
         if found:
             wrong.append(f"{where}: uses {found.group(0)!r}")
     assert wrong == []
+
+
+def test_the_serial_phase_collects_every_file_that_holds_serial_tests():
+    """`make test`'s serial phase collects only ``serial_files`` (tests/serial_tests.py): the files under SERIAL but not
+    in NOT_SERIAL, the same rule tests/conftest.py marks by. A test marked serial by hand elsewhere would run in
+    neither phase, so no test file marks one itself; and the list holds the serial files and none of NOT_SERIAL."""
+    from serial_tests import serial_files
+    listed = {os.path.relpath(p, TESTS).replace(os.sep, "/") for p in serial_files(TESTS)}
+    assert "security/test_tool_files.py" in listed and "ir/test_graph_printer.py" in listed
+    assert not listed & set(NOT_SERIAL)
+    by_hand = []
+    for root, dirs, files in os.walk(TESTS):
+        for name in files:
+            where = os.path.relpath(os.path.join(root, name), TESTS).replace(os.sep, "/")
+            if name.endswith(".py") and where not in NOT_A_BOUND:
+                with open(os.path.join(root, name), encoding="utf-8") as f:
+                    if re.search(r"mark\.serial\b|\bmark\(\s*['\"]serial", f.read()):
+                        by_hand.append(where)
+    assert by_hand == [], f"{by_hand} mark tests serial themselves: add them to tests/serial_tests.py SERIAL instead"

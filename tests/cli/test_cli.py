@@ -2,7 +2,8 @@
 
 Starting a Python that imports torch costs seconds, so the subprocesses are few (five) and run
 concurrently: one fixture runs them all (trace and two error cases first, then inspect and run on
-the traced file) and the tests check what they printed. The other error cases, ``--help`` and the
+the traced file), once per test run (tests/once_per_run.py: one xdist worker runs them, the other
+reads what they printed), and the tests check what they printed. The other error cases, ``--help`` and the
 usage errors argparse reports are checked in-process through ``tracejit.cli.main``, which exits
 the same way.
 """
@@ -12,7 +13,9 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
+import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -21,6 +24,7 @@ import torch
 
 import tracejit
 from tracejit import cli
+from once_per_run import each_once_per_run
 
 MODELS = '''\
 import torch
@@ -56,25 +60,40 @@ def _finish(procs: dict) -> dict:
     out = {}
     for name, p in procs.items():
         stdout, stderr = p.communicate(timeout=300)
-        out[name] = subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr)
+        out[name] = [p.args, p.returncode, stdout, stderr]
     return out
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("cli")
+def _run_all(d) -> dict:
+    """The five runs in ``d``: what each printed, as JSON (each_once_per_run shares it between workers)."""
     (d / "tjcli_models.py").write_text(MODELS)
     first = _finish({
         "trace": _start(["trace", "tjcli_models:small", "--input", "float32[2,16]", "-o", "small.tjit"], d),
         "missing": _start(["inspect", "missing.tjit"], d),
         "bad_shape": _start(["trace", "tjcli_models:small", "--input", "float32[1,x]", "-o", "x.tjit"], d),
     })
-    assert first["trace"].returncode == 0, first["trace"].stderr
+    assert first["trace"][1] == 0, first["trace"][3]
     second = _finish({
         "inspect": _start(["inspect", "small.tjit", "--graph", "--code"], d),
         "run": _start(["run", "small.tjit", "--input", "float32[5,16]", "--repeat", "3"], d),
     })
-    return {"dir": d, **first, **second}
+    return {"dir": str(d), **first, **second}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The five runs, made once per test run (not in each xdist worker: 7-20 s of child processes). Their
+    folder is shared and read-only to the tests: a test that writes files works in a copy (``_own_copy``)."""
+    done = each_once_per_run(tmp_path_factory, "cli-runs", ["runs"], lambda _, d: _run_all(d))["runs"]
+    return {"dir": pathlib.Path(done["dir"]),
+            **{name: subprocess.CompletedProcess(*ran) for name, ran in done.items() if name != "dir"}}
+
+
+def _own_copy(runs, tmp_path):
+    """The traced file and the models' source in a folder of this test's own."""
+    for name in ("small.tjit", "tjcli_models.py"):
+        shutil.copyfile(runs["dir"] / name, tmp_path / name)
+    return tmp_path
 
 
 def _factory_module(d):
@@ -182,8 +201,8 @@ def _main_fails(argv, capsys) -> tuple:
     (["inspect", "junk.tjit"], "junk.tjit: "),
     (["run", "small.tjit", "--input", "float32[2,16,1]"], "shapes cannot be multiplied"),
 ])
-def test_errors_in_process(runs, monkeypatch, capsys, argv, words):
-    d = runs["dir"]
+def test_errors_in_process(runs, tmp_path, monkeypatch, capsys, argv, words):
+    d = _own_copy(runs, tmp_path)   # the files it writes (damaged, junk) and the imports' caches stay its own
     data = bytearray((d / "small.tjit").read_bytes())
     data[-1] ^= 0x01                     # one flipped bit in the last weight: the checksum catches it
     (d / "damaged.tjit").write_bytes(bytes(data))

@@ -6,7 +6,9 @@ that counts at least what eager made, or makes no more elements than its largest
 know the op; a TorchDispatchMode sees every ATen op they run, also inside composite ones."""
 from __future__ import annotations
 
+import functools
 import itertools
+import random
 import warnings
 
 import pytest
@@ -56,13 +58,32 @@ class _Audit(TorchDispatchMode):
         return out
 
 
+def _seed_cpu(common_utils, seed=None):
+    """PyTorch's ``common_utils.set_rng_seed`` for CPU samples: the generators they draw from, without the
+    per-accelerator queues of ``torch.manual_seed``."""
+    seed = common_utils.SEED if seed is None else seed
+    torch.default_generator.manual_seed(seed)
+    random.seed(seed)
+    if common_utils.TEST_NUMPY:
+        import numpy
+        numpy.random.seed(seed)
+
+
 def test_allowed_ops_make_no_more_than_their_rule_or_their_largest_input(monkeypatch):
     common = pytest.importorskip("torch.testing._internal.common_methods_invocations",
                                  reason="OpInfo needs expecttest (pyproject.toml's test extras)")
     # every sample generator asks for the running unittest method through inspect.stack() (a debugging
-    # aid of PyTorch's own test classes; none here): 46 of this test's 51 s
+    # aid of PyTorch's own test classes; none here): 46 of this test's 51 s. PyTorch asks in two places:
+    # common_utils' sample iterator and opinfo/core.py's sample callback, which imported the function by
+    # name (patching only common_utils left it walking the stack: with both and the seeding below, 24-26 s -> 7 s)
     from torch.testing._internal import common_utils
+    from torch.testing._internal.opinfo import core as opinfo_core
     monkeypatch.setattr(common_utils, "extract_test_fn", lambda: None)
+    monkeypatch.setattr(opinfo_core, "extract_test_fn", lambda: None)
+    # each sample is seeded with torch.manual_seed, which also queues the seed for CUDA, XPU and MTIA with a
+    # formatted stack each time (traceback.format_stack) while they are uninitialised: seed only what the
+    # samples draw from (CPU samples: torch's CPU generator, random, numpy), the same values
+    monkeypatch.setattr(common_utils, "set_rng_seed", functools.partial(_seed_cpu, common_utils))
     audit = _Audit()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
