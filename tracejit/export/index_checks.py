@@ -63,7 +63,24 @@ def index(cx, node, args, kwargs):
         for d, (traced, value) in enumerate(zip(node.args[1], args[1])):
             if traced is not None and not _is_mask(traced) and _checked(cx, traced):
                 _in_range(cx, value, _size(args[0], d), negative_ok=True)
+    single = _single_index(node)
+    if single is not None:   # x[..., i] with one integer index tensor: a Gather along its axis
+        return [op.Gather(args[0], args[1][single], axis=single)]
     return cx.call_aten(node.op, args, kwargs)
+
+
+def _single_index(node) -> int | None:
+    """The axis of ``x[:, ..., i]``'s one index tensor where it is the only one and holds integers (not a mask),
+    else None. ``Gather(x, i, axis)`` is then torch's answer: ``i``'s dims in the axis' place, an index in
+    ``[-n, n)`` counted as eager counts it, one outside failing the run as GatherND's does. torch_lib's general
+    form (Transposes moving the indexed axes first and back, the index expanded and stacked for a GatherND) is
+    kept for two or more index tensors and for masks."""
+    indices = node.args[1] if len(node.args) > 1 and isinstance(node.args[1], (list, tuple)) else ()
+    given = [d for d, i in enumerate(indices) if i is not None]
+    if len(given) != 1:
+        return None
+    dtype = getattr(getattr(indices[given[0]], "type", None), "dtype", None)
+    return given[0] if dtype in (torch.int64, torch.int32) else None
 
 
 def _checked(cx, ids) -> bool:

@@ -32,6 +32,7 @@ from ..ir import Node, TensorType, Value
 from ..ops import shares_memory
 from ..ops.names import STATE_READS
 from ._deps import require
+from . import write_forms
 from .schema_args import aten_schema, bind
 
 ir = require("onnx_ir")
@@ -133,16 +134,16 @@ def _reshaped_back(cx, args, rank, parent, child):
 
 def _slice(cx, args, rank, parent, child):
     dim, start, end, step = args[1:5]
-    return cx.call_aten("aten::slice_scatter.default", [parent, child, dim, start, end, step])
+    return write_forms.slice_scatter(cx, parent, child, dim, start, end, step, rank)
 
 
 def _narrow(cx, args, rank, parent, child):
     dim, start, length = args[1:4]
-    return cx.call_aten("aten::slice_scatter.default", [parent, child, dim, start, start + length, 1])
+    return write_forms.slice_scatter(cx, parent, child, dim, start, start + length, 1, rank)
 
 
 def _select(cx, args, rank, parent, child):
-    return cx.call_aten("aten::select_scatter.default", [parent, child, args[1], args[2]])
+    return write_forms.select_scatter(cx, parent, child, args[1], args[2], rank)
 
 
 def _transpose(cx, args, rank, parent, child):
