@@ -142,10 +142,13 @@ FAMILIES = (
         conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d convolution upsample_nearest1d
         upsample_nearest2d upsample_nearest3d upsample_linear1d upsample_bilinear2d upsample_bicubic2d
         upsample_trilinear3d _upsample_nearest_exact1d _upsample_nearest_exact2d _upsample_nearest_exact3d
-        meshgrid"""), chk.sized,
+        _upsample_bilinear2d_aa _upsample_bicubic2d_aa meshgrid"""), chk.sized,
         "their output can outgrow their inputs (sizes, repeats, padding, kernel sizes and dilation, r, classes): "
         "each has a size function counted against the budget at load and, for sizes that follow the inputs, "
-        "at call time"),
+        "at call time. The antialiased resizes (_upsample_*_aa: interpolate(antialias=True), DINOv2's position "
+        "embeddings) read a window that widens with the scale: only the output size, or scale factors that make "
+        "it, may set that scale (explicit scales_h / scales_w are refused: a scale of 1e-30 with a large output "
+        "would read the whole input for each output element)"),
     Family("strided_view", _ops("as_strided"), chk.sized,
            "a view with sizes and strides of its own (Longformer's overlapping chunks): its size rule "
            "(op_sizes_strided.py) holds the view within its input's own elements (contiguous input, no negative "

@@ -32,6 +32,16 @@ def upsampled(b) -> None:
         raise ValueError(f"scale factors {list(scales)} must be positive and finite")
 
 
+def antialiased(b) -> None:
+    """_upsample_*_aa: as ``upsampled``, and no explicit ``scales_h`` / ``scales_w``: the antialiased kernel reads
+    a window as wide as the scale says, which only the output size (or scale factors that make it) may set."""
+    upsampled(b)
+    given = [k for k in ("scales_h", "scales_w") if b.get(k) is not None]
+    if given:
+        raise ValueError(f"an antialiased resize with explicit {' and '.join(given)} (its window would follow them, "
+                         f"not the output size)")
+
+
 def adaptive_pooled(b) -> None:
     """adaptive_*_pool: no negative output size."""
     out = _ints(b.get("output_size"))

@@ -95,6 +95,7 @@ RULES: dict[str, SizeRule] = {
     **_rules("upsample_nearest1d upsample_nearest2d upsample_nearest3d upsample_linear1d upsample_bilinear2d "
              "upsample_bicubic2d upsample_trilinear3d _upsample_nearest_exact1d _upsample_nearest_exact2d "
              "_upsample_nearest_exact3d", refusing(refused.upsampled, size.upsample)),
+    **_rules("_upsample_bilinear2d_aa _upsample_bicubic2d_aa", refusing(refused.antialiased, size.upsample)),
     **{op: SizeRule(functools.partial(size.rnn, op=op), work.rnn_flops) for op in size.GATES},   # work: round 25
     # products: the output and the work of a contraction
     **_rules("matmul mm linalg_matmul addmm", linalg.matmul_elements, linalg.matmul_flops,
