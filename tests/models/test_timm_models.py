@@ -48,7 +48,7 @@ CASES = [
     ("levit_128s", {"img_size": 64}, 64, None),
     ("nfnet_l0", {}, 64, 96),
     ("ghostnet_100", {}, 64, 96),
-    ("swin_tiny_patch4_window7_224", {"img_size": 56, "window_size": 7}, 56, None),
+    ("swin_tiny_patch4_window7_224", {"img_size": 56, "window_size": 7, "depths": (2, 2, 2, 2)}, 56, None),
     ("efficientnet_b0", {}, 64, 96),
     ("pvt_v2_b0", {}, 64, 96),
     ("eva02_tiny_patch14_224", {"img_size": 56}, 56, None),
