@@ -51,8 +51,8 @@ CASES = [
     ("swin_tiny_patch4_window7_224", {"img_size": 56, "window_size": 7, "depths": (2, 2, 2, 2)}, 56, None),
     ("efficientnet_b0", {}, 64, 96),
     ("pvt_v2_b0", {}, 64, 96),
-    ("eva02_tiny_patch14_224", {"img_size": 56}, 56, None),
-    ("xcit_nano_12_p16_224", {"img_size": 64}, 64, 96),
+    ("eva02_tiny_patch14_224", {"img_size": 56, "depth": 2}, 56, None),
+    ("xcit_nano_12_p16_224", {"img_size": 64, "depth": 2}, 64, 96),
     ("edgenext_xx_small", {}, 64, 96),
     pytest.param("maxvit_tiny_tf_224", {"img_size": 64, "depths": (1, 1, 1, 1)}, 64, None, marks=pytest.mark.slow),
 ]
