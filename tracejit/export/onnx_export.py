@@ -30,6 +30,7 @@ from .model_check import check_and_infer
 from .recorder import NamingGraphBuilder as GraphBuilder, Recorder
 from onnxscript.onnx_opset import opset18 as op  # noqa: E402  (required by .lowering above: the onnx extra)
 from .batch_norm_folding import fold_batch_norms
+from .strided_slices import deinterleave_strided_slices
 from .tidy import drop_identity_transposes, drop_unused_pool_indices, fold_constants, keep_pads_out_of_max_pool
 
 DEFAULT_OPSET = 18   # torch_lib's functions are written against opset 18
@@ -235,6 +236,7 @@ def build_model(traced, opset: int | None = None, *, method: str = "forward", do
     drop_identity_transposes(onnx_graph)   # torch_lib's index / slice_scatter on the first axes (tidy.py)
     model = ir.Model(onnx_graph, ir_version=10, producer_name="tracejit")
     fold_constants(model)
+    deinterleave_strided_slices(onnx_graph)   # every k-th element of a last axis: a transposed row (strided_slices.py)
     fold_batch_norms(onnx_graph)   # an eval-mode norm after a conv: into its weights, as torch.onnx does
     if notes is not None:
         model.doc_string = notes.model_doc(program)
