@@ -15,7 +15,8 @@ a transformer's activations between its linears are computed as ``(tokens, featu
 the reshapes onnxruntime writes around each Gemm (token_rows.py), each chain of reshapes becomes one and a reshape to
 its input's own shape none (reshape_chains.py), each ``ReduceSum / count`` one ``ReduceMean``
 (reduce_means.py), each concat of concats along one axis one Concat (concat_chains.py), every k-th element of a last
-axis a row of its transposed reshape (strided_slices.py), and an attention mask made of finite constants (T5's) needs
+axis a row of its transposed reshape (strided_slices.py), a linear split along its features one linear per piece
+(split_matmuls.py), and an attention mask made of finite constants (T5's) needs
 no hidden-row check (finite_masks.py).
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ._deps import require
 from .concat_chains import flatten_concats
 from .finite_masks import drop_multiplications_by_one, fold_finite_mask_checks
 from .reduce_means import restore_reduce_means
+from .split_matmuls import split_matmul_outputs
 from .strided_slices import deinterleave_strided_slices
 from .reshape_chains import collapse_reshape_chains, drop_identity_reshapes, drop_needless_allowzero
 from .tidy import fold_constants
@@ -58,5 +60,6 @@ def with_input_sizes(proto, sizes: dict[str, int]):
     drop_needless_allowzero(model.graph)   # a constant target without a 0: onnxruntime merges the reshape then
     flatten_concats(model.graph)   # a concat of concats along one axis is one (concat_chains.py)
     restore_reduce_means(model.graph)   # and no reduced axis is empty: a mean is one ReduceMean (reduce_means.py)
+    split_matmul_outputs(model.graph)   # a linear split along its features: a linear per piece (split_matmuls.py)
     deinterleave_strided_slices(model.graph)   # every k-th element of the last axis: a transposed row (strided_slices.py)
     return ir.serde.serialize_model(model)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .reshape_chains import free_name
 from .tidy import constant_array, replace_node
 
 
@@ -45,7 +46,7 @@ def deinterleave_strided_slices(graph) -> int:
         shape = [d if isinstance(d, int) else 0 for d in source.shape]   # 0: Reshape keeps the input's size
         rank, first = len(shape), slices[0][0]
         name = f"{first.name or 'slice'}_every_{step}"
-        target = ir.Value(name=f"{name}_shape", const_value=ir.tensor(
+        target = ir.Value(name=free_name(graph, f"{name}_shape"), const_value=ir.tensor(
             np.array(shape[:-1] + [shape[-1] // step, step], dtype=np.int64)))
         graph.register_initializer(target)
         reshape = ir.Node("", "Reshape", [source, target], num_outputs=1, name=f"{name}_rows")
@@ -54,7 +55,7 @@ def deinterleave_strided_slices(graph) -> int:
                             num_outputs=1, name=f"{name}_columns")
         graph.insert_before(first, [reshape, transpose])
         for node, offset in slices:
-            index = ir.Value(name=f"{node.name or name}_offset", const_value=ir.tensor(np.array(offset, np.int64)))
+            index = ir.Value(name=free_name(graph, f"{node.name or name}_offset"), const_value=ir.tensor(np.array(offset, np.int64)))
             graph.register_initializer(index)
             gather = ir.Node("", "Gather", [transpose.outputs[0], index], [ir.Attr("axis", ir.AttributeType.INT, rank - 1)],
                              num_outputs=1, name=f"{node.name or name}_row")
