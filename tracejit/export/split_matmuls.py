@@ -115,6 +115,8 @@ def _split_product(split):
 
 def _piece_sizes(split, total: int) -> list[int] | None:
     """The sizes of ``split``'s pieces (its ``split`` input, or ``num_outputs`` equal pieces), None when unknown."""
+    if "split" in split.attributes:
+        return None   # the sizes as an attribute (before opset 13): not what the exporter writes
     if len(split.inputs) > 1 and split.inputs[1] is not None:
         sizes = constant_array(split.inputs[1])
         return None if sizes is None or int(sizes.sum()) != total else [int(s) for s in sizes]
