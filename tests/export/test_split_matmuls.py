@@ -46,7 +46,8 @@ def test_gated_mlp_gives_the_split_products_bits(bias, monkeypatch):
     x = torch.randn(2, 7, 24)
     captured = []
     opened = ort.InferenceSession
-    monkeypatch.setattr(ort, "InferenceSession", lambda model, *a, **k: (captured.append(model), opened(model, *a, **k))[1])
+    monkeypatch.setattr(ort, "InferenceSession",
+                        lambda model, *a, **k: (captured.append(model), opened(model, *a, **k))[1])
     split, whole = _programs(module, x, monkeypatch)
     ops = [n.op_type for n in onnx.load_from_string(captured[0]).graph.node]
     assert "Split" not in ops and ops.count("MatMul") == 3   # fc1 as two products, fc2
@@ -62,7 +63,8 @@ def _graph(*, weight_input=False, read_twice=False, axis=-1, outputs=2, sizes=No
            features=8):
     """``x (6, 4) @ W (4, features) [+ b] [-> Reshape (2, 3, last)] -> Split(axis)``."""
     rng = np.random.default_rng(0)
-    inits = [] if weight_input else [numpy_helper.from_array(rng.standard_normal((4, features)).astype(np.float32), "W")]
+    weight = rng.standard_normal((4, features)).astype(np.float32)
+    inits = [] if weight_input else [numpy_helper.from_array(weight, "W")]
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 4])]
     if weight_input:
         inputs.append(helper.make_tensor_value_info("W", TensorProto.FLOAT, [4, features]))

@@ -55,10 +55,12 @@ def deinterleave_strided_slices(graph) -> int:
                             num_outputs=1, name=f"{name}_columns")
         graph.insert_before(first, [reshape, transpose])
         for node, offset in slices:
-            index = ir.Value(name=free_name(graph, f"{node.name or name}_offset"), const_value=ir.tensor(np.array(offset, np.int64)))
+            index = ir.Value(name=free_name(graph, f"{node.name or name}_offset"),
+                             const_value=ir.tensor(np.array(offset, np.int64)))
             graph.register_initializer(index)
-            gather = ir.Node("", "Gather", [transpose.outputs[0], index], [ir.Attr("axis", ir.AttributeType.INT, rank - 1)],
-                             num_outputs=1, name=f"{node.name or name}_row")
+            gather = ir.Node("", "Gather", [transpose.outputs[0], index],
+                             [ir.Attr("axis", ir.AttributeType.INT, rank - 1)], num_outputs=1,
+                             name=f"{node.name or name}_row")
             replace_node(graph, node, gather)
             rewritten += 1
     return rewritten
