@@ -109,7 +109,8 @@ def test_a_region_not_timed_within_the_budget_stays_plain(monkeypatch):
 def test_each_conv_is_timed_once_per_process(monkeypatch):
     timed = []
     real = blocked_timing._time_conv
-    monkeypatch.setattr(blocked_timing, "_time_conv", lambda spec, shape: timed.append(shape) or real(spec, shape))
+    monkeypatch.setattr(blocked_timing, "_time_conv",
+                        lambda spec, shape, *layout: timed.append(shape) or real(spec, shape, *layout))
     torch.manual_seed(0)
     net = Net().eval()
     first = _optimized(net, torch.randn(1, 3, 32, 32))
@@ -124,3 +125,54 @@ def test_measured_times_are_positive_per_call_seconds():
     w = torch.randn(16, 16, 3, 3)
     plain, blocked = blocked_timing._time_conv((w, None, (1, 1), (1, 1), (1, 1), 1), (1, 16, 24, 24))
     assert 0 < plain < 1 and 0 < blocked < 1
+
+
+class ChannelsLastNet(Net):
+    """Net without the resize: every op ignores strides, so conv_layout.py runs it channels-last."""
+
+    def forward(self, x):
+        s = torch.relu(self.stem(x))
+        return self.head(torch.relu(self.b(torch.relu(self.a(s))) + s))
+
+
+def _channels_last_weights(optimized) -> bool:
+    """Are the conv weights of the graph before lowering (the one a file saves) channels-last?"""
+    graph = optimized.forward.graph
+    return any(isinstance(c, torch.Tensor) and c.dim() == 4 and not c.is_contiguous()
+               and c.is_contiguous(memory_format=torch.channels_last) for c in graph.constants)
+
+
+@pytest.mark.parametrize("blocked, regions", [(0.5e-3, 4), (1.2e-3, 0)], ids=["faster-blocked", "slower-blocked"])
+def test_a_channels_last_net_runs_blocked_only_where_timed_faster_than_channels_last(monkeypatch, blocked, regions):
+    torch.manual_seed(0)
+    net = ChannelsLastNet().eval()
+    _inject(monkeypatch, plain=1e-3, blocked=blocked, conversion=1e-5)
+    optimized = _optimized(net, torch.randn(1, 3, 32, 32))
+    assert _channels_last_weights(optimized)   # conv_layout.py made it channels-last
+    assert _blocked_convs(optimized) == regions
+    _check_answers(net, optimized)
+    with torch.no_grad():
+        assert optimized(torch.randn(2, 3, 40, 56)).is_contiguous()   # NCHW out, as eager's
+
+
+def test_a_channels_last_net_is_timed_against_channels_last_convs(monkeypatch):
+    layouts = []
+    real = blocked_timing._time_conv
+    monkeypatch.setattr(blocked_timing, "_time_conv",
+                        lambda spec, shape, *layout: layouts.append(layout) or real(spec, shape, *layout))
+    torch.manual_seed(0)
+    _optimized(ChannelsLastNet().eval(), torch.randn(1, 3, 32, 32))
+    assert layouts and all(layout == (True,) for layout in layouts)
+    layouts.clear()
+    _optimized(Net().eval(), torch.randn(1, 3, 32, 32))   # not layout-free: against torch's NCHW convs
+    assert layouts and all(layout == (False,) for layout in layouts)
+
+
+def test_timing_off_keeps_a_channels_last_net_channels_last(monkeypatch):
+    """Default-deny: without the measurement a channels-last net keeps its channels-last convs."""
+    monkeypatch.setattr(blocked_timing, "MEASURE", False)
+    torch.manual_seed(0)
+    net = ChannelsLastNet().eval()
+    optimized = _optimized(net, torch.randn(1, 3, 32, 32))
+    assert _blocked_convs(optimized) == 0 and _channels_last_weights(optimized)
+    _check_answers(net, optimized)

@@ -17,8 +17,15 @@ runs blocked only where its convs, timed both ways at their traced sizes on the 
 faster blocked with its conversions counted (passes/blocked_timing.py: on one CPU the regions paid at batch 1, on
 another they made dla34 1.27x its traced program's time).
 
+A layout-free graph (conv_layout.py made its convs channels-last) gets the same regions, timed against its
+channels-last convs: on this machine's AVX-512 core oneDNN's channels-last convs win at batch 1 (ResNet-50: 0.74x
+eager's time against 1.22x blocked) and its blocked ones at batch 8 (ResNet-50 0.78x against 0.84x, ResNet-18
+0.80x against 0.89x; torch.jit's freeze, which runs them blocked, 0.81x and 0.75x), and the blocked ones are nearer
+the float64 answer (FCN's 3x3 convs: 2-7x, conv by conv).
+
 Default-deny, the graph is left as it was where:
-  - it is layout-free (conv_layout's channels-last kernels run it) or has no conv;
+  - it has no conv, or it is layout-free and the timing is off (``blocked_timing.MEASURE``: a region nobody
+    measured keeps the channels-last convs);
   - a node outside the regions writes memory a region value or entry may share (``ops.is_fresh`` says which
     results are new memory; any other may alias its inputs): the write would miss a conversion's copy;
   - a reader outside a region reads a region value that a region op writes later (its dense copy would miss
@@ -38,6 +45,7 @@ from ..ops.names import GUARD, KERNEL
 from .conv_kernels import MIN_DENSE_MACS, _conv_spec, _f32_4d, multiply_adds
 from .conv_layout import layout_free
 from .blocked_timing import region_pays
+from . import blocked_timing
 from .graph_copy import copy_graph
 from .kernel_chains import finish
 from .lowered import Lowered
@@ -64,10 +72,13 @@ METADATA_READS = {"aten::size.int": "one size", "aten::dim.default": "the rank"}
 def blocked_conv_regions(lowered: Lowered) -> Lowered:
     """A lowering pass: a copy of ``lowered``'s graph whose conv regions run blocked (see the module doc)."""
     graph = lowered.graph
-    if not available() or not any(n.op in CONVS for n in graph.nodes) or layout_free(graph):
+    if not available() or not any(n.op in CONVS for n in graph.nodes):
+        return lowered
+    channels_last = layout_free(graph)   # its convs run channels-last unless a region times faster blocked
+    if channels_last and not blocked_timing.MEASURE:   # (read at the call: tests turn the timing off)
         return lowered
     out = copy_graph(graph)
-    region = _large_enough(out, _region(out))
+    region = _large_enough(out, _region(out), channels_last)
     if not region or not _safe(out, region):
         return lowered
     kernels = list(lowered.kernels)
@@ -94,11 +105,12 @@ def _region(graph: Graph) -> set:
     return region
 
 
-def _large_enough(graph: Graph, region: set) -> set:
+def _large_enough(graph: Graph, region: set, channels_last: bool = False) -> set:
     """The nodes of ``region`` whose connected part (nodes joined by the region values they read) holds at least
     ``MIN_CONVS`` convs, at most ``MAX_CONVERSIONS_PER_CONV`` conversions per conv (each entry, and each outside
     reader of a region value: an upper bound on the copies ``_rewrite`` makes, the count the bound was measured
-    with), and a median conv of at least ``MIN_DENSE_MACS`` multiply-adds at its traced size."""
+    with), a median conv of at least ``MIN_DENSE_MACS`` multiply-adds at its traced size, and timed faster blocked
+    than as the convs it replaces (channels-last ones in a layout-free graph)."""
     parent: dict[int, int] = {}
 
     def find(i: int) -> int:
@@ -137,7 +149,7 @@ def _large_enough(graph: Graph, region: set) -> set:
     keep = {part for part, specs in convs.items()
             if len(specs) >= MIN_CONVS and len(conversions.get(part, ())) <= MAX_CONVERSIONS_PER_CONV * len(specs)
             and statistics.median(_multiply_adds(spec, shape) for spec, shape in specs) >= MIN_DENSE_MACS
-            and region_pays(specs, len(conversions.get(part, ())))}
+            and region_pays(specs, len(conversions.get(part, ())), channels_last)}
     return {i for i in region if find(i) in keep}
 
 

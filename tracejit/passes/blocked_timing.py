@@ -5,7 +5,8 @@ enough. Whether that pays depends on the CPU: on one machine FCN-ResNet50 at bat
 its regions blocked; on another (an AVX-512 Xeon, one thread) dla34 at batch 1 ran 1.27x the traced program's time
 with them and 0.92x without (bench/RESULTS.md, thirtieth pass), and torch.jit's freeze, which converts the same
 way, was slower than eager there too. So the pass times each region's convs both ways at their traced sizes:
-torch's ``conv2d`` on a plain tensor, and ``BlockedConv`` on a blocked one, plus the region's conversions (each
+torch's ``conv2d`` on a plain tensor (a channels-last one, with a channels-last weight, for a graph conv_layout.py
+made channels-last), and ``BlockedConv`` on a blocked one, plus the region's conversions (each
 one ``to_mkldnn`` or ``to_dense`` of its first conv's input), in interleaved rounds on random inputs (a conv's time
 does not depend on its values), and keeps the region blocked only where the blocked total is under
 ``MARGIN`` of the plain one.
@@ -16,7 +17,8 @@ shape and the thread count), so a second program or specialization with the same
 whose convs cannot all be timed within ``BUDGET_S`` stays plain (default-deny: a region nobody measured keeps
 torch's ops).
 
-``MEASURE = False`` skips the timing and keeps every region the structural rules keep: the tests that pin the
+``MEASURE = False`` skips the timing and keeps every region the structural rules keep in a graph that is not
+channels-last, and none in one that is (default-deny: its channels-last convs stay): the tests that pin the
 pass's rewrite set it (their shapes are too small for the measurement to choose the blocked form).
 
 >>> import torch
@@ -41,15 +43,17 @@ BUDGET_S = 1.0       # timing one region stops here; a region not measured in fu
 _TIMES: dict[tuple, tuple[float, float]] = {}   # conv key -> (plain s, blocked s) per call
 
 
-def region_pays(convs: list, conversions: int) -> bool:
+def region_pays(convs: list, conversions: int, channels_last: bool = False) -> bool:
     """Is ``convs`` (a region's ``(conv spec, traced input shape)`` pairs, the spec as ``_conv_spec`` gives it)
-    faster blocked, with ``conversions`` layout conversions, than as torch's plain convs? (module docstring)"""
+    faster blocked, with ``conversions`` layout conversions, than as torch's convs on plain tensors (channels-last
+    ones with ``channels_last``)? (module docstring)"""
     if not MEASURE:
-        return True
+        return not channels_last
     deadline = time.perf_counter() + BUDGET_S
     plain = blocked = 0.0
     for spec, shape in convs:
-        times = measured(_TIMES, _key(spec, shape), lambda: _time_conv(spec, shape), deadline)
+        times = measured(_TIMES, _key(spec, shape) + (channels_last,),
+                         lambda: _time_conv(spec, shape, channels_last), deadline)
         if times is None:
             return False
         plain, blocked = plain + times[0], blocked + times[1]
@@ -67,9 +71,11 @@ def _key(spec, shape) -> tuple:
     return (tuple(weight.shape), bias is not None, str(stride), str(padding), str(dilation), groups, tuple(shape))
 
 
-def _time_conv(spec, shape) -> tuple[float, float]:
+def _time_conv(spec, shape, channels_last: bool = False) -> tuple[float, float]:
     weight, bias, stride, padding, dilation, groups = spec
     x = torch.randn(tuple(shape))
+    if channels_last:   # the layout a layout-free graph's convs run in (conv_layout.py)
+        x, weight = (t.contiguous(memory_format=torch.channels_last) for t in (x, weight))
     xb = ToBlocked()(x)
     kernel = BlockedConv(weight, bias, stride, padding, dilation, groups, example_shape=tuple(shape))
     return interleaved(lambda: torch.conv2d(x, weight, bias, stride, padding, dilation, groups),
