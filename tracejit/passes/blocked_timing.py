@@ -5,8 +5,10 @@ enough. Whether that pays depends on the CPU: on one machine FCN-ResNet50 at bat
 its regions blocked; on another (an AVX-512 Xeon, one thread) dla34 at batch 1 ran 1.27x the traced program's time
 with them and 0.92x without (bench/RESULTS.md, thirtieth pass), and torch.jit's freeze, which converts the same
 way, was slower than eager there too. So the pass times each region's convs both ways at their traced sizes:
-torch's ``conv2d`` on a plain tensor (a channels-last one, with a channels-last weight, for a graph conv_layout.py
-made channels-last), and ``BlockedConv`` on a blocked one, plus the region's conversions (each
+torch's ``conv2d`` on a plain tensor (for a graph conv_layout.py made channels-last: conv_kernels.py's ``OneDnnConv``,
+its weight prepacked, on a channels-last one: torch's conv2d reorders a channels-last weight on every call, which
+made ResNet-18's convs at batch 8 look 1.5x slower than they run), and ``BlockedConv`` on a blocked one, plus the
+region's conversions (each
 one ``to_mkldnn`` or ``to_dense`` of its first conv's input), in interleaved rounds on random inputs (a conv's time
 does not depend on its values), and keeps the region blocked only where the blocked total is under
 ``MARGIN`` of the plain one.
@@ -34,6 +36,7 @@ import time
 import torch
 
 from ..kernels.onednn_blocked import BlockedConv, ToBlocked, ToDense
+from ..kernels.onednn_conv import OneDnnConv
 from .paired_timing import interleaved, measured
 
 MEASURE = True
@@ -74,10 +77,13 @@ def _key(spec, shape) -> tuple:
 def _time_conv(spec, shape, channels_last: bool = False) -> tuple[float, float]:
     weight, bias, stride, padding, dilation, groups = spec
     x = torch.randn(tuple(shape))
-    if channels_last:   # the layout a layout-free graph's convs run in (conv_layout.py)
-        x, weight = (t.contiguous(memory_format=torch.channels_last) for t in (x, weight))
     xb = ToBlocked()(x)
     kernel = BlockedConv(weight, bias, stride, padding, dilation, groups, example_shape=tuple(shape))
+    if channels_last:   # what runs in a layout-free graph: conv_kernels.py's prepacked channels-last conv
+        x = x.contiguous(memory_format=torch.channels_last)
+        plain = OneDnnConv(weight, bias, stride, padding, dilation, groups, residual=False,
+                           example_shape=tuple(shape))
+        return interleaved(lambda: plain(x), lambda: kernel(xb))
     return interleaved(lambda: torch.conv2d(x, weight, bias, stride, padding, dilation, groups),
                        lambda: kernel(xb))
 
