@@ -121,10 +121,29 @@ def test_each_conv_is_timed_once_per_process(monkeypatch):
     _check_answers(net, second)
 
 
-def test_measured_times_are_positive_per_call_seconds():
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_measured_times_are_positive_per_call_seconds(channels_last):
     w = torch.randn(16, 16, 3, 3)
-    plain, blocked = blocked_timing._time_conv((w, None, (1, 1), (1, 1), (1, 1), 1), (1, 16, 24, 24))
+    if channels_last:
+        w = w.contiguous(memory_format=torch.channels_last)   # as conv_layout.py leaves it
+    plain, blocked = blocked_timing._time_conv((w, None, (1, 1), (1, 1), (1, 1), 1), (1, 16, 24, 24), channels_last)
     assert 0 < plain < 1 and 0 < blocked < 1
+
+
+def test_a_channels_last_graphs_convs_are_timed_as_conv_kernels_runs_them(monkeypatch):
+    """The baseline is conv_kernels.py's prepacked channels-last conv, not torch's conv2d (which reorders a
+    channels-last weight on every call)."""
+    called = []
+    real = blocked_timing.OneDnnConv.__call__
+    monkeypatch.setattr(blocked_timing.OneDnnConv, "__call__",
+                        lambda self, x, *rest: called.append(x.is_contiguous(memory_format=torch.channels_last))
+                        or real(self, x, *rest))
+    w = torch.randn(16, 16, 3, 3).contiguous(memory_format=torch.channels_last)
+    blocked_timing._time_conv((w, None, (1, 1), (1, 1), (1, 1), 1), (1, 16, 24, 24), True)
+    assert called and all(called)
+    called.clear()
+    blocked_timing._time_conv((w.contiguous(), None, (1, 1), (1, 1), (1, 1), 1), (1, 16, 24, 24), False)
+    assert not called   # an NCHW graph's baseline is torch's conv2d
 
 
 class ChannelsLastNet(Net):
