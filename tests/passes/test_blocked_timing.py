@@ -106,11 +106,17 @@ def test_a_region_not_timed_within_the_budget_stays_plain(monkeypatch):
     _check_answers(net, optimized)
 
 
-def test_each_conv_is_timed_once_per_process(monkeypatch):
-    timed = []
+def _spy_timings(monkeypatch) -> list:
+    """Each ``_time_conv`` call's ``(traced input shape, layout arguments)``, the real timing still run."""
+    calls = []
     real = blocked_timing._time_conv
     monkeypatch.setattr(blocked_timing, "_time_conv",
-                        lambda spec, shape, *layout: timed.append(shape) or real(spec, shape, *layout))
+                        lambda spec, shape, *layout: calls.append((shape, layout)) or real(spec, shape, *layout))
+    return calls
+
+
+def test_each_conv_is_timed_once_per_process(monkeypatch):
+    timed = _spy_timings(monkeypatch)
     torch.manual_seed(0)
     net = Net().eval()
     first = _optimized(net, torch.randn(1, 3, 32, 32))
@@ -175,16 +181,13 @@ def test_a_channels_last_net_runs_blocked_only_where_timed_faster_than_channels_
 
 
 def test_a_channels_last_net_is_timed_against_channels_last_convs(monkeypatch):
-    layouts = []
-    real = blocked_timing._time_conv
-    monkeypatch.setattr(blocked_timing, "_time_conv",
-                        lambda spec, shape, *layout: layouts.append(layout) or real(spec, shape, *layout))
+    calls = _spy_timings(monkeypatch)
     torch.manual_seed(0)
     _optimized(ChannelsLastNet().eval(), torch.randn(1, 3, 32, 32))
-    assert layouts and all(layout == (True,) for layout in layouts)
-    layouts.clear()
+    assert calls and all(layout == (True,) for _, layout in calls)
+    calls.clear()
     _optimized(Net().eval(), torch.randn(1, 3, 32, 32))   # not layout-free: against torch's NCHW convs
-    assert layouts and all(layout == (False,) for layout in layouts)
+    assert calls and all(layout == (False,) for _, layout in calls)
 
 
 def test_timing_off_keeps_a_channels_last_net_channels_last(monkeypatch):
