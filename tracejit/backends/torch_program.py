@@ -7,6 +7,8 @@ front door that picks the backend.
 """
 from __future__ import annotations
 
+import types
+
 from torch import nn
 
 from ..ops.names import CALL_MODULE
@@ -18,6 +20,7 @@ from ..passes.pipeline import INLINE_PASSES, in_memory_passes, lower, run_passes
 from ..runtime import specialize
 from ..runtime.traced import TracedFunction, TracedModule
 from .fallback import captured_tensors, live_source
+from .region_choice import lower_with_measured_regions
 from .torch_kernels import FastTracedFunction, FastTracedModule, compile_for_inference
 
 
@@ -105,9 +108,9 @@ def _keep_specializations(source, out, transform, optimize: bool) -> None:
         if isinstance(out, TracedModule):
             saved.training = False
         held = list(out.parameters()) + list(out.buffers()) if isinstance(out, TracedModule) else []
-        lowered = lower(saved, in_memory_passes(saved, held)) if optimize else Lowered(saved)
-        fn = compile_for_inference(saved, lowered, "forward", f"frozen.{label}#{k + 1}",
-                                   display=None if isinstance(out, TracedModule) else label)
+        display = None if isinstance(out, TracedModule) else label
+        lowered = _lowered(out, saved, held, f"frozen.{label}#{k + 1}", display) if optimize else Lowered(saved)
+        fn = compile_for_inference(saved, lowered, "forward", f"frozen.{label}#{k + 1}", display=display)
         target.add(specialize.Specialization("forward", fn, spec.reason, spec.source))
 
 
@@ -143,9 +146,21 @@ def _module_from(traced: TracedModule, graph, preserved, optimize: bool = False,
         _attach(out, traced, path)
     graph.training = False
     held = list(out.parameters()) + list(out.buffers())
-    lowered = lower(graph, in_memory_passes(graph, held)) if optimize else Lowered(graph)
-    out._install("forward", compile_for_inference(graph, lowered, "forward", f"frozen.{traced.original_name}"))
+    label = f"frozen.{traced.original_name}"
+    lowered = _lowered(out, graph, held, label) if optimize else Lowered(graph)
+    out._install("forward", compile_for_inference(graph, lowered, "forward", label))
     return out
+
+
+def _lowered(out, graph, held, label: str, display=None) -> Lowered:
+    """``graph``'s lowered program for ``out``: a module's conv regions chosen by timing the whole program
+    (region_choice.py); a function's by the region timing alone."""
+    passes = in_memory_passes(graph, held)
+    if not isinstance(out, TracedModule):
+        return lower(graph, passes)
+    bind = lambda lowered: types.MethodType(   # noqa: E731
+        compile_for_inference(graph, lowered, "forward", label, display=display), out)
+    return lower_with_measured_regions(graph, passes, bind)
 
 
 def _attach(out: nn.Module, source: nn.Module, path: str) -> None:

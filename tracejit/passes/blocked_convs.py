@@ -15,7 +15,9 @@ convs is left as it was: the two conversions cost more than one conv saves (ever
 ran 1.02x eager's time on FCN); the count is per connected part of the regions. A part that passes those rules
 runs blocked only where its convs, timed both ways at their traced sizes on the machine that lowers the program, are
 faster blocked with its conversions counted (passes/blocked_timing.py: on one CPU the regions paid at batch 1, on
-another they made dla34 1.27x its traced program's time).
+another they made dla34 1.27x its traced program's time). Those per-region sums can mislead in a whole program
+(GoogLeNet at batch 8: no region kept, 0.91x eager's time; with them 0.73x): where the kept regions differ from the
+structural ones (``every_blocked_conv_region``), backends/region_choice.py times the two programs whole.
 
 A layout-free graph (conv_layout.py made its convs channels-last) gets the same regions, timed against its
 channels-last convs: on this machine's AVX-512 core oneDNN's channels-last convs win at batch 1 (ResNet-50: 0.74x
@@ -69,16 +71,17 @@ ADDS = {"aten::add.Tensor": False, "aten::add_.Tensor": True}   # add op -> in p
 METADATA_READS = {"aten::size.int": "one size", "aten::dim.default": "the rank"}
 
 
-def blocked_conv_regions(lowered: Lowered) -> Lowered:
-    """A lowering pass: a copy of ``lowered``'s graph whose conv regions run blocked (see the module doc)."""
+def blocked_conv_regions(lowered: Lowered, timed: bool = True) -> Lowered:
+    """A lowering pass: a copy of ``lowered``'s graph whose conv regions run blocked (see the module doc);
+    ``timed=False``: every region the structural rules keep, untimed (``every_blocked_conv_region``)."""
     graph = lowered.graph
     if not available() or not any(n.op in CONVS for n in graph.nodes):
         return lowered
     channels_last = layout_free(graph)   # its convs run channels-last unless a region times faster blocked
-    if channels_last and not blocked_timing.MEASURE:   # (read at the call: tests turn the timing off)
+    if channels_last and timed and not blocked_timing.MEASURE:   # (read at the call: tests turn the timing off)
         return lowered
     out = copy_graph(graph)
-    region = _large_enough(out, _region(out), channels_last)
+    region = _large_enough(out, _region(out), channels_last, timed)
     if not region or not _safe(out, region):
         return lowered
     kernels = list(lowered.kernels)
@@ -105,7 +108,13 @@ def _region(graph: Graph) -> set:
     return region
 
 
-def _large_enough(graph: Graph, region: set, channels_last: bool = False) -> set:
+def every_blocked_conv_region(lowered: Lowered) -> Lowered:
+    """``blocked_conv_regions`` keeping every region its structural rules keep, none timed: the other program
+    backends/region_choice.py times whole against the one the region timing chose."""
+    return blocked_conv_regions(lowered, timed=False)
+
+
+def _large_enough(graph: Graph, region: set, channels_last: bool = False, timed: bool = True) -> set:
     """The nodes of ``region`` whose connected part (nodes joined by the region values they read) holds at least
     ``MIN_CONVS`` convs, at most ``MAX_CONVERSIONS_PER_CONV`` conversions per conv (each entry, and each outside
     reader of a region value: an upper bound on the copies ``_rewrite`` makes, the count the bound was measured
@@ -149,7 +158,7 @@ def _large_enough(graph: Graph, region: set, channels_last: bool = False) -> set
     keep = {part for part, specs in convs.items()
             if len(specs) >= MIN_CONVS and len(conversions.get(part, ())) <= MAX_CONVERSIONS_PER_CONV * len(specs)
             and statistics.median(_multiply_adds(spec, shape) for spec, shape in specs) >= MIN_DENSE_MACS
-            and region_pays(specs, len(conversions.get(part, ())), channels_last)}
+            and (not timed or region_pays(specs, len(conversions.get(part, ())), channels_last))}
     return {i for i in region if find(i) in keep}
 
 

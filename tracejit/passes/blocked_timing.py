@@ -37,7 +37,7 @@ import torch
 
 from ..kernels.onednn_blocked import BlockedConv, ToBlocked, ToDense
 from ..kernels.onednn_conv import OneDnnConv
-from .paired_timing import interleaved, measured
+from .paired_timing import interleaved, measured, random_input
 
 MEASURE = True
 MARGIN = 0.97        # the blocked region must take at most this share of the plain convs' time
@@ -76,7 +76,7 @@ def _key(spec, shape) -> tuple:
 
 def _time_conv(spec, shape, channels_last: bool = False) -> tuple[float, float]:
     weight, bias, stride, padding, dilation, groups = spec
-    x = torch.randn(tuple(shape))
+    x = random_input(shape)
     xb = ToBlocked()(x)
     kernel = BlockedConv(weight, bias, stride, padding, dilation, groups, example_shape=tuple(shape))
     if channels_last:   # what runs in a layout-free graph: conv_kernels.py's prepacked channels-last conv
@@ -90,7 +90,7 @@ def _time_conv(spec, shape, channels_last: bool = False) -> tuple[float, float]:
 
 def _time_conversion(shape) -> tuple[float, float]:
     """(0, the mean of one ``to_mkldnn`` and one ``to_dense`` of a tensor of ``shape``)."""
-    x = torch.randn(shape)
+    x = random_input(shape)
     xb = ToBlocked()(x)
     to_dense = ToDense()
     _, t_in = interleaved(lambda: None, lambda: ToBlocked()(x))

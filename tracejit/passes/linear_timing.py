@@ -35,7 +35,7 @@ import time
 import torch
 
 from ..kernels.onednn_activation import recorded
-from .paired_timing import interleaved, measured
+from .paired_timing import interleaved, measured, random_input
 
 MEASURE = True
 MARGIN = 0.97        # oneDNN's call must take at most this share of torch's linear + activation
@@ -66,7 +66,7 @@ def _key(kernel, shape) -> tuple:
 def _time_linear(kernel, shape, until: float):
     """(torch's linear + activation, the kernel's call) per call on a random input of ``shape``, or None when
     the timing would not end by ``until``."""
-    x = torch.randn(tuple(shape))
+    x = random_input(shape)
     weight, bias, activation, scalars = kernel.weight, kernel.bias, kernel.activation, kernel.scalars
     return interleaved(lambda: recorded(activation, torch._C._nn.linear(x, weight, bias), scalars),
                        lambda: kernel(x), until)

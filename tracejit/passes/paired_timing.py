@@ -7,6 +7,8 @@ passes/linear_timing.py for the oneDNN linears. This module is what they share:
 
 * ``interleaved(a, b, deadline)``: the per-call times of two callables, in ``ROUNDS`` interleaved samples (the
   minimum of each counts: load only adds time), or None when the samples would not end by ``deadline``;
+* ``random_input(shape)``: what they time on, drawn from a private generator: building a program leaves the
+  caller's random numbers as they were (torch.jit's freeze draws none);
 * ``measured(cache, key, measure, deadline)``: a pass's per-process cache of such times (its own dict, keyed by
   what the time depends on, plus the thread count here), measured on a miss unless the deadline has passed. A miss
   that could not be measured is None and is not cached: the caller keeps torch's op (default-deny).
@@ -56,21 +58,26 @@ def measured(cache: dict, key: tuple, measure: Callable[[], Optional[Times]], de
         return times
 
 
-def interleaved(a: Callable, b: Callable, deadline: Optional[float] = None) -> Optional[Times]:
-    """The minimum per-call time of ``a`` and ``b`` over ``ROUNDS`` interleaved samples (one warm-up call each),
+def interleaved(a: Callable, b: Callable, deadline: Optional[float] = None, rounds: int = ROUNDS) -> Optional[Times]:
+    """The minimum per-call time of ``a`` and ``b`` over ``rounds`` interleaved samples (one warm-up call each),
     or None when, after the warm-up, the samples would not end by ``deadline`` (None: no deadline)."""
     a(), b()
     start = time.perf_counter()
     b()
     once = max(time.perf_counter() - start, 1e-7)
     reps = max(1, min(1000, int(SAMPLE_S / once)))
-    if deadline is not None and time.perf_counter() + 2 * ROUNDS * reps * once > deadline:
+    if deadline is not None and time.perf_counter() + 2 * rounds * reps * once > deadline:
         return None
     best = [float("inf"), float("inf")]
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         for i, fn in enumerate((a, b)):
             start = time.perf_counter()
             for _ in range(reps):
                 fn()
             best[i] = min(best[i], (time.perf_counter() - start) / reps)
     return best[0], best[1]
+
+
+def random_input(shape, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A standard-normal tensor of ``shape`` from a private generator (the caller's random state is untouched)."""
+    return torch.randn(tuple(shape), generator=torch.Generator().manual_seed(0)).to(dtype)
