@@ -11,7 +11,8 @@ from torch import nn
 from torch.nn import functional as F
 
 import tracejit
-from tracejit.backends import region_choice
+from tracejit.backends import region_choice, torch_program
+from tracejit.backends.region_choice import lower_with_measured_regions
 from tracejit.kernels.onednn_conv import available
 from tracejit.passes import blocked_convs, blocked_timing
 
@@ -103,11 +104,20 @@ def test_the_timed_regions_stay_unless_every_region_is_clearly_faster(monkeypatc
 
 
 def test_a_program_failing_on_random_inputs_keeps_the_timed_regions(monkeypatch):
-    def fails(timed, every, deadline, rounds):
-        raise RuntimeError("a guard on the input's values")
-    monkeypatch.setattr(region_choice, "interleaved", fails)
+    seen = _whole_program(monkeypatch, (1.0, 0.5))
+    calls = []
+
+    def failing(graph, passes, make_call):
+        def make(lowered):
+            def call(*args):
+                calls.append(len(args))
+                raise RuntimeError("a guard on the input's values")
+            return call
+        return lower_with_measured_regions(graph, passes, make)
+    monkeypatch.setattr(torch_program, "lower_with_measured_regions", failing)
     net = Net().eval()
     assert _blocked_convs(_optimized(net, torch.randn(1, 3, 32, 32))) == 0
+    assert calls == [1] and seen == []   # the first program failed once; nothing was timed
 
 
 def test_nothing_is_timed_where_both_lowerings_agree_or_the_timing_is_off(monkeypatch):
