@@ -158,17 +158,30 @@ def test_eval_dropout_draws_nothing_and_is_timed(monkeypatch):
     _check_answers(net, program)
 
 
-@pytest.mark.parametrize("case", ["index input", "random op"])
+class CountingNet(Net):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        self.calls.add_(1)   # state the program keeps: a timing call would count too
+        return super().forward(x) * self.calls
+
+
+@pytest.mark.parametrize("case", ["index input", "random op", "state write"])
 def test_programs_random_inputs_cannot_time_fairly_are_not_timed(monkeypatch, case):
     """An index tensor's random values could fail; a program that draws random numbers would draw from the
-    caller's generator while timed. Both keep the per-region verdict (default-deny)."""
+    caller's generator while timed; one that writes its own state would change it. All keep the per-region
+    verdict (default-deny)."""
     seen = _whole_program(monkeypatch, (1.0, 0.5))
     x = torch.randn(1, 3, 32, 32)
     with torch.no_grad():
         if case == "index input":
             program = tracejit.optimize_for_inference(tracejit.trace(IndexedNet().eval(), (x, torch.tensor([0]))))
-        else:
+        elif case == "random op":
             program = tracejit.optimize_for_inference(tracejit.trace(NoisyNet().eval(), (x,), check_trace=False))
+        else:
+            program = tracejit.optimize_for_inference(tracejit.trace(CountingNet().eval(), (x,), check_trace=False))
     assert seen == [] and _blocked_convs(program) == 0
 
 

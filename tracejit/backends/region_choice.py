@@ -15,8 +15,10 @@ every region is kept only where it takes at most ``MARGIN`` of the other's time.
 
 Default-deny: the timed regions stay where
 * the timing is off (``blocked_timing.MEASURE``);
-* an input is not a floating-point tensor of a fixed size, or the graph draws random numbers (calling it would
-  advance the caller's generator; the region timing draws from a private one);
+* an input is not a floating-point tensor of a fixed size, the graph draws random numbers (calling it would
+  advance the caller's generator; the region timing draws from a private one), or it writes in place to memory
+  other than its inputs and the new tensors it makes (a constant, a preserved buffer: calling it would change the
+  program's state);
 * either program fails on the random inputs;
 * or the budget runs out.
 
@@ -37,7 +39,9 @@ from typing import Callable, Optional
 
 import torch
 
-from ..ops import draws_random
+from ..ir import Value
+from ..ops import draws_random, is_fresh, is_inplace
+from ..ops.names import GUARD
 from ..passes import blocked_timing
 from ..passes.blocked_convs import blocked_conv_regions, every_blocked_conv_region
 from ..passes.lowered import Lowered
@@ -58,7 +62,8 @@ def lower_with_measured_regions(graph, passes, make_call: Callable[[Lowered], Ca
     if every_passes is None or not blocked_timing.MEASURE:
         return chosen
     inputs = random_inputs(graph)
-    if inputs is None or any(draws_random(n.op, n.args, n.kwargs) for n in graph.nodes):
+    if inputs is None or any(draws_random(n.op, n.args, n.kwargs) for n in graph.nodes) \
+            or not _writes_only_its_own_memory(graph):
         return chosen
     every = lower(graph, every_passes)
     if _kernels_of(every) == _kernels_of(chosen):
@@ -79,6 +84,26 @@ def random_inputs(graph) -> Optional[list]:
             return None
         out.append(torch.randn(tuple(shape), generator=gen).to(t.dtype))
     return out
+
+
+def _writes_only_its_own_memory(graph) -> bool:
+    """Does every in-place node of ``graph`` write an input, or a result a fresh op made (``ops.is_fresh``: new
+    memory at each call), directly or through in-place ops' results? Not a view, a constant or anything else
+    (default-deny). Guards write nothing."""
+    inputs = {id(v) for v in graph.inputs}
+    for node in graph.nodes:
+        if not node.effectful or node.op == GUARD:
+            continue
+        target = node.args[0] if node.args else None
+        while isinstance(target, Value) and target.producer is not None and is_inplace(target.producer.op) \
+                and target.producer.args:
+            target = target.producer.args[0]   # an in-place op's result is its first argument
+        if not isinstance(target, Value):
+            return False
+        made = target.producer
+        if id(target) not in inputs and (made is None or not made.op.startswith("aten::") or not is_fresh(made.op)):
+            return False
+    return True
 
 
 def _every_region_passes(passes) -> Optional[tuple]:
