@@ -130,6 +130,23 @@ def test_nothing_is_timed_where_both_lowerings_agree_or_the_timing_is_off(monkey
     assert seen == []
 
 
+class SliceWritingNet(Net):
+    def forward(self, x):
+        y = super().forward(x)
+        scale = torch.zeros(4, 8)
+        scale[:, :2] = 0.5   # a write to a view of a tensor the program makes at each call
+        return y * torch.empty(()).fill_(1.0) + scale.sum()
+
+
+def test_writes_to_views_of_new_tensors_are_timed(monkeypatch):
+    """A detector's post-processing fills slices of tensors it allocates (RetinaNet): its own memory."""
+    net = SliceWritingNet().eval()
+    seen = _whole_program(monkeypatch, (1.0, 0.5))
+    program = _optimized(net, torch.randn(1, 3, 32, 32))
+    assert len(seen) == 1 and _blocked_convs(program) == 3
+    _check_answers(net, program)
+
+
 class IndexedNet(Net):
     def forward(self, x, rows):
         return super().forward(x)[rows]
