@@ -11,6 +11,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import tracejit
+from conv_answers import assert_eager_answers_on_new_images
 from tracejit.backends import region_choice, torch_program
 from tracejit.backends.region_choice import lower_with_measured_regions
 from tracejit.kernels.onednn_conv import available
@@ -73,16 +74,6 @@ def _optimized(net, example, **trace_options):
         return tracejit.optimize_for_inference(tracejit.trace(net, (example,), **trace_options))
 
 
-def _check_answers(net, program):
-    gen = torch.Generator().manual_seed(3)
-    for shape in [(2, 3, 40, 56), (1, 3, 64, 48)]:   # new batch sizes and image sizes
-        x = torch.randn(shape, generator=gen)
-        with torch.no_grad():
-            want, got = net(x), program(x)
-        assert want.abs().max() > 0.1   # the input moves the output
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
-
-
 def test_every_region_runs_where_the_whole_program_is_faster_with_them(monkeypatch):
     net = Net().eval()
     seen = _whole_program(monkeypatch, (1.0, 0.5))
@@ -91,7 +82,7 @@ def test_every_region_runs_where_the_whole_program_is_faster_with_them(monkeypat
     timed, every, _ = seen[0]
     assert timed.shape == every.shape == (1, 16, 32, 32)   # both ran on random inputs of the traced size
     torch.testing.assert_close(every, timed, rtol=1e-4, atol=1e-4)
-    _check_answers(net, program)
+    assert_eager_answers_on_new_images(net, program)
 
 
 @pytest.mark.parametrize("times", [(1.0, 0.98), (1.0, 1.2), None], ids=["within-margin", "slower", "out-of-budget"])
@@ -100,7 +91,7 @@ def test_the_timed_regions_stay_unless_every_region_is_clearly_faster(monkeypatc
     seen = _whole_program(monkeypatch, times)
     program = _optimized(net, torch.randn(1, 3, 32, 32))
     assert len(seen) == 1 and _blocked_convs(program) == 0
-    _check_answers(net, program)
+    assert_eager_answers_on_new_images(net, program)
 
 
 def test_a_program_failing_on_random_inputs_keeps_the_timed_regions(monkeypatch):
@@ -138,15 +129,6 @@ class SliceWritingNet(Net):
         return y * torch.empty(()).fill_(1.0) + scale.sum()
 
 
-def test_writes_to_views_of_new_tensors_are_timed(monkeypatch):
-    """A detector's post-processing fills slices of tensors it allocates (RetinaNet): its own memory."""
-    net = SliceWritingNet().eval()
-    seen = _whole_program(monkeypatch, (1.0, 0.5))
-    program = _optimized(net, torch.randn(1, 3, 32, 32))
-    assert len(seen) == 1 and _blocked_convs(program) == 3
-    _check_answers(net, program)
-
-
 class IndexedNet(Net):
     def forward(self, x, rows):
         return super().forward(x)[rows]
@@ -166,13 +148,16 @@ class DropoutNet(Net):
         return self.drop(super().forward(x))
 
 
-def test_eval_dropout_draws_nothing_and_is_timed(monkeypatch):
-    """A classifier's dropout in eval mode draws no random number: its program is timed like any other."""
-    net = DropoutNet().eval()
+@pytest.mark.parametrize("net_class", [SliceWritingNet, DropoutNet], ids=["writes-views-of-new-tensors",
+                                                                    "eval-dropout"])
+def test_programs_writing_only_their_own_memory_and_drawing_nothing_are_timed(monkeypatch, net_class):
+    """A detector's post-processing fills slices of tensors it allocates (RetinaNet): its own memory. A classifier's
+    dropout in eval mode draws no random number. Both programs are timed like any other."""
+    net = net_class().eval()
     seen = _whole_program(monkeypatch, (1.0, 0.5))
     program = _optimized(net, torch.randn(1, 3, 32, 32))
     assert len(seen) == 1 and _blocked_convs(program) == 3
-    _check_answers(net, program)
+    assert_eager_answers_on_new_images(net, program)
 
 
 class CountingNet(Net):
@@ -213,7 +198,7 @@ def test_each_specialization_is_timed_at_its_own_sizes(monkeypatch):
     seen = _whole_program(monkeypatch, (1.0, 0.5))
     program = _optimized(net, torch.randn(1, 3, 32, 32), specialize_for=[(torch.randn(2, 3, 24, 40),)])
     assert sorted(tuple(timed.shape) for timed, _, _ in seen) == [(1, 16, 32, 32), (2, 16, 24, 40)]
-    _check_answers(net, program)
+    assert_eager_answers_on_new_images(net, program)
 
 
 def test_building_leaves_the_callers_random_numbers_as_they_were(monkeypatch):
@@ -226,7 +211,7 @@ def test_building_leaves_the_callers_random_numbers_as_they_were(monkeypatch):
     with torch.no_grad():
         program = tracejit.optimize_for_inference(traced)
     assert torch.equal(torch.get_rng_state(), state)
-    _check_answers(net, program)
+    assert_eager_answers_on_new_images(net, program)
 
 
 def test_the_whole_program_timing_runs_for_real_within_its_budget(monkeypatch):
@@ -240,4 +225,4 @@ def test_the_whole_program_timing_runs_for_real_within_its_budget(monkeypatch):
     net = Net().eval()
     program = _optimized(net, torch.randn(1, 3, 32, 32))
     assert len(calls) == 1 and _blocked_convs(program) in (0, 3)
-    _check_answers(net, program)
+    assert_eager_answers_on_new_images(net, program)

@@ -10,6 +10,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import tracejit
+from conv_answers import assert_eager_answers_on_new_images
 from tracejit.backends import region_choice
 from tracejit.kernels.onednn_conv import available
 from tracejit.passes import blocked_convs, blocked_timing
@@ -63,23 +64,13 @@ def _inject(monkeypatch, plain: float, blocked: float, conversion: float = 0.0):
     monkeypatch.setattr(blocked_timing, "_TIMES", Times())
 
 
-def _check_answers(net, optimized):
-    gen = torch.Generator().manual_seed(3)
-    for shape in [(2, 3, 40, 56), (1, 3, 64, 48)]:   # new batch sizes and image sizes
-        x = torch.randn(shape, generator=gen)
-        with torch.no_grad():
-            want, got = net(x), optimized(x)
-        assert want.abs().max() > 0.1   # the input moves the output
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
-
-
 def test_a_region_slower_blocked_on_this_machine_stays_torchs_convs(monkeypatch):
     torch.manual_seed(0)
     net = Net().eval()
     _inject(monkeypatch, plain=1e-3, blocked=1.2e-3)
     optimized = _optimized(net, torch.randn(1, 3, 32, 32))
     assert _blocked_convs(optimized) == 0
-    _check_answers(net, optimized)
+    assert_eager_answers_on_new_images(net, optimized)
 
 
 def test_a_region_faster_blocked_runs_blocked(monkeypatch):
@@ -88,7 +79,7 @@ def test_a_region_faster_blocked_runs_blocked(monkeypatch):
     _inject(monkeypatch, plain=1e-3, blocked=0.5e-3, conversion=1e-5)
     optimized = _optimized(net, torch.randn(1, 3, 32, 32))
     assert _blocked_convs(optimized) == 4
-    _check_answers(net, optimized)
+    assert_eager_answers_on_new_images(net, optimized)
 
 
 def test_conversions_count_against_the_region(monkeypatch):
@@ -106,7 +97,7 @@ def test_a_region_not_timed_within_the_budget_stays_plain(monkeypatch):
     net = Net().eval()
     optimized = _optimized(net, torch.randn(1, 3, 32, 32))
     assert _blocked_convs(optimized) == 0
-    _check_answers(net, optimized)
+    assert_eager_answers_on_new_images(net, optimized)
 
 
 def _spy_timings(monkeypatch) -> list:
@@ -127,7 +118,7 @@ def test_each_conv_is_timed_once_per_process(monkeypatch):
     second = _optimized(net, torch.randn(1, 3, 32, 32))
     assert len(timed) == 3                     # the same convs again: nothing measured
     assert _blocked_convs(first) == _blocked_convs(second)
-    _check_answers(net, second)
+    assert_eager_answers_on_new_images(net, second)
 
 
 @pytest.mark.parametrize("channels_last", [False, True])
@@ -178,7 +169,7 @@ def test_a_channels_last_net_runs_blocked_only_where_timed_faster_than_channels_
     optimized = _optimized(net, torch.randn(1, 3, 32, 32))
     assert _channels_last_weights(optimized)   # conv_layout.py made it channels-last
     assert _blocked_convs(optimized) == regions
-    _check_answers(net, optimized)
+    assert_eager_answers_on_new_images(net, optimized)
     with torch.no_grad():
         assert optimized(torch.randn(2, 3, 40, 56)).is_contiguous()   # NCHW out, as eager's
 
@@ -200,4 +191,4 @@ def test_timing_off_keeps_a_channels_last_net_channels_last(monkeypatch):
     net = ChannelsLastNet().eval()
     optimized = _optimized(net, torch.randn(1, 3, 32, 32))
     assert _blocked_convs(optimized) == 0 and _channels_last_weights(optimized)
-    _check_answers(net, optimized)
+    assert_eager_answers_on_new_images(net, optimized)
