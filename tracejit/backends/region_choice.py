@@ -45,7 +45,7 @@ from ..ops.names import GUARD
 from ..passes import blocked_timing
 from ..passes.blocked_convs import blocked_conv_regions, every_blocked_conv_region
 from ..passes.lowered import Lowered
-from ..passes.paired_timing import LOCK, interleaved
+from ..passes.paired_timing import LOCK, interleaved, random_input
 from ..passes.pipeline import lower
 
 BUDGET_S = 5.0   # timing both programs stops here (a program of 0.4 s a call is not timed): the timed regions stay
@@ -72,9 +72,8 @@ def lower_with_measured_regions(graph, passes, make_call: Callable[[Lowered], Ca
 
 
 def random_inputs(graph) -> Optional[list]:
-    """Random tensors of ``graph``'s input types (a private generator: the caller's is untouched), or None where
-    an input is not a floating-point tensor of a fixed size on the CPU."""
-    gen = torch.Generator().manual_seed(0)
+    """Random tensors of ``graph``'s input types (``paired_timing.random_input``: the caller's generator is
+    untouched), or None where an input is not a floating-point tensor of a fixed size on the CPU."""
     out = []
     for v in graph.inputs:
         t = getattr(v, "type", None)
@@ -82,7 +81,7 @@ def random_inputs(graph) -> Optional[list]:
         if shape is None or not isinstance(t.dtype, torch.dtype) or not t.dtype.is_floating_point \
                 or t.device != "cpu" or not all(isinstance(s, int) and s >= 0 for s in shape):
             return None
-        out.append(torch.randn(tuple(shape), generator=gen).to(t.dtype))
+        out.append(random_input(shape, t.dtype))
     return out
 
 
