@@ -50,10 +50,9 @@ from . import pytree
 from .auto_exactness import check_same, float64_reference
 from .backends import protocol
 from .ir import Value
-from .ops.names import STATE_READS
 from .passes.inline import inline_calls
 from .passes.pipeline import program_device
-from .passes.written import written_values
+from .passes.written import writes_state
 from .runtime.state import ModuleState
 from .serialize.archive import save
 from .serialize.file_format import BACKEND_CHOICE_FILE, BACKEND_CHOICES, encode_choice, parse_choice  # noqa: F401
@@ -183,9 +182,7 @@ def writes_module_state(traced) -> bool:
     graph = getattr(traced, "graph", None)
     if graph is None:
         return False
-    flat = inline_calls(graph)
-    written = written_values(flat, writes=True, outputs=False)
-    return any(n.op in STATE_READS and any(id(v) in written for v in n.outputs if v is not None) for n in flat.nodes)
+    return writes_state(inline_calls(graph))
 
 
 def lower_quartile(samples: list[float]) -> float:

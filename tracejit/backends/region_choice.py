@@ -16,9 +16,9 @@ every region is kept only where it takes at most ``MARGIN`` of the other's time.
 Default-deny: the timed regions stay where
 * the timing is off (``blocked_timing.MEASURE``);
 * an input is not a floating-point tensor of a fixed size, the graph draws random numbers (calling it would
-  advance the caller's generator; the region timing draws from a private one), or it writes in place to memory
-  other than its inputs and the new tensors it makes, or views of them (a constant, a preserved buffer: calling it
-  would change the program's state);
+  advance the caller's generator; the region timing draws from a private one), or it writes in place into a
+  constant or a preserved buffer, or a view of one (``passes.written.writes_state``, as auto_backend.py asks it:
+  calling it would change the program's state);
 * either program fails on the random inputs;
 * or the budget runs out.
 
@@ -39,14 +39,13 @@ from typing import Callable, Optional
 
 import torch
 
-from ..ir import TensorType, Value
-from ..ops import draws_random, gives_tensor, is_fresh, is_inplace, may_alias, reads_metadata_only
-from ..ops.names import GUARD
+from ..ops import draws_random
 from ..passes import blocked_timing
 from ..passes.blocked_convs import blocked_conv_regions, every_blocked_conv_region
 from ..passes.lowered import Lowered
 from ..passes.paired_timing import LOCK, interleaved, random_input
 from ..passes.pipeline import lower
+from ..passes.written import writes_state
 
 BUDGET_S = 5.0   # timing both programs stops here (a program of 0.4 s a call is not timed): the timed regions stay
 MARGIN = 0.97    # every region is kept only at or under this share of the timed program's time
@@ -63,7 +62,7 @@ def lower_with_measured_regions(graph, passes, make_call: Callable[[Lowered], Ca
         return chosen
     inputs = random_inputs(graph)
     if inputs is None or any(draws_random(n.op, n.args, n.kwargs) for n in graph.nodes) \
-            or not _writes_only_its_own_memory(graph):
+            or writes_state(graph):
         return chosen
     every = lower(graph, every_passes)
     if _kernels_of(every) == _kernels_of(chosen):
@@ -83,34 +82,6 @@ def random_inputs(graph) -> Optional[list]:
             return None
         out.append(random_input(shape, t.dtype))
     return out
-
-
-def _writes_only_its_own_memory(graph) -> bool:
-    """Does every in-place node of ``graph`` write an input or a tensor made anew at each call (``_new_memory``),
-    directly or through views and in-place ops' results? Not a constant or anything else (default-deny). Guards
-    write nothing."""
-    inputs = {id(v) for v in graph.inputs}
-    for node in graph.nodes:
-        if not node.effectful or node.op == GUARD:
-            continue
-        target = node.args[0] if node.args else None
-        while isinstance(target, Value) and target.producer is not None and target.producer.args \
-                and (is_inplace(target.producer.op) or may_alias(target.producer.op)):
-            target = target.producer.args[0]   # an in-place op's result, or a view, is its first argument's memory
-        if not isinstance(target, Value):
-            return False
-        if id(target) not in inputs and not _new_memory(target.producer):
-            return False
-    return True
-
-
-def _new_memory(node) -> bool:
-    """Does ``node`` (an ATen op) allocate its result at each call: a fresh op (``ops.is_fresh``), or a factory
-    (``torch.empty(...)``: a tensor from no tensor argument; ``x.new_full(...)``: from its metadata only)?"""
-    if node is None or not node.op.startswith("aten::"):
-        return False
-    return is_fresh(node.op) or (gives_tensor(node.op) and (reads_metadata_only(node.op) or not any(
-        isinstance(v.type, TensorType) for v in node.input_values())))
 
 
 def _every_region_passes(passes) -> Optional[tuple]:

@@ -17,7 +17,7 @@ import functools
 
 from ..ir import Graph, Value, iter_values
 from ..ops import exact_schema, split_name
-from ..ops.names import CONSTANT, GUARD, KERNEL
+from ..ops.names import CONSTANT, GUARD, KERNEL, STATE_READS
 
 FRESH = {KERNEL, CONSTANT}   # tracejit ops whose results are never views
 
@@ -41,6 +41,13 @@ def written_values(graph: Graph, writes: bool = True, outputs: bool = True) -> s
         if producer is not None and producer.op not in FRESH and _may_alias(producer.op):
             todo += list(producer.input_values())
     return seen
+
+
+def writes_state(graph: Graph) -> bool:
+    """Does ``graph`` (a flat graph) write in place into a parameter, buffer or constant it reads, or a view of one
+    (``self.count += 1``)? Calling such a program changes what its next call computes."""
+    written = written_values(graph, writes=True, outputs=False)
+    return any(n.op in STATE_READS and any(id(v) in written for v in n.outputs if v is not None) for n in graph.nodes)
 
 
 @functools.lru_cache(maxsize=None)
