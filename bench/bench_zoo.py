@@ -28,6 +28,11 @@ Usage::
 
     python bench/bench_zoo.py [--quick] [--models resnet18,bert] [--batches 1,8] [--threads 2]
                               [--rounds R] [--no-compile] [--write-results] [--rows FILE] [--from-rows FILES]
+                              [--device cuda]
+
+``--device cuda``: models and inputs on the GPU, float32 without TF32; the onnxruntime columns are left out
+(the CPU build of onnxruntime is no GPU peer) and ``tracejit cuda_graphs`` (``backend="cuda_graphs"``) is
+added; each timed call ends with ``torch.cuda.synchronize()``, so a cell is a call's latency.
 
 ``--rows FILE`` appends each row to FILE as one JSON line as soon as it is measured (a long run that
 stops keeps what it measured); ``--from-rows a.jsonl,b.jsonl`` renders the table from such files
@@ -66,7 +71,8 @@ RESULTS_PATH = os.path.join(_BENCH_DIR, "RESULTS.md")
 BEGIN, END = "<!-- bench_zoo: begin -->", "<!-- bench_zoo: end -->"
 EXACT_SLACK = (1.25, 8)   # tracejit's error may exceed jit freeze's by this factor + 8 fp32 ulps of the output
 TARGET_BATCH_S = 0.1
-TRACEJIT_COLUMNS = ("tracejit OFI", "tracejit auto", "tracejit ONNX")
+TRACEJIT_COLUMNS = ("tracejit OFI", "tracejit auto", "tracejit ONNX", "tracejit cuda_graphs")
+COLUMN_ORDER = ("jit freeze", "torch.compile", "ORT (torch.onnx)", "tracejit", *TRACEJIT_COLUMNS)
 
 
 def _leaves(out: Any) -> list[torch.Tensor]:
@@ -95,19 +101,47 @@ def max_error(out: Any, ref: Any) -> float | str:
     return err
 
 
-def _tracejit_columns(traced: Any, auto_budget: float) -> dict[str, Callable[[], Callable]]:
-    return {
+def _tracejit_columns(traced: Any, auto_budget: float, device: str) -> dict[str, Callable[[], Callable]]:
+    cols = {
         "tracejit": lambda: traced,
         "tracejit OFI": lambda: tracejit.optimize_for_inference(traced),
         "tracejit auto": lambda: tracejit.optimize_for_inference(traced, backend="auto", budget_s=auto_budget),
-        "tracejit ONNX": lambda: tracejit.optimize_for_inference(traced, backend="onnxruntime"),
     }
+    if device == "cpu":
+        cols["tracejit ONNX"] = lambda: tracejit.optimize_for_inference(traced, backend="onnxruntime")
+    else:
+        cols["tracejit cuda_graphs"] = lambda: tracejit.optimize_for_inference(traced, backend="cuda_graphs")
+    return cols
 
 
-def bench_model(name: str, batch: int, quick: bool, rounds: int, compile_: bool, auto_budget: float) -> dict:
+def _to_device(value: Any, device: str) -> Any:
+    """``value`` (a tensor, or tuples / lists / dicts of them) moved to ``device``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_to_device(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_device(v, device) for k, v in value.items()}
+    return value
+
+
+def _synced(fn: Callable) -> Callable:
+    """``fn`` whose call returns only when the GPU has finished its work: a timed call is its latency."""
+    def call(*args):
+        out = fn(*args)
+        torch.cuda.synchronize()
+        return out
+    return call
+
+
+def bench_model(name: str, batch: int, quick: bool, rounds: int, compile_: bool, auto_budget: float,
+                device: str = "cpu") -> dict:
     row: dict[str, Any] = {"model": name, "batch": batch, "err": {}, "new": {}, "us": {}, "err64": {}}
+    if device != "cpu":
+        row["device"] = device
     module, make_inputs = ZOO[name]()
-    args, new_args = make_inputs(batch), make_inputs(batch, new=True)
+    module = module.to(device)
+    args, new_args = _to_device(make_inputs(batch), device), _to_device(make_inputs(batch, new=True), device)
     with torch.no_grad():
         ref, ref_new = module(*args), module(*new_args)
         ref64 = _float64_answer(module, args)
@@ -118,14 +152,15 @@ def bench_model(name: str, batch: int, quick: bool, rounds: int, compile_: bool,
         builders: dict[str, Callable[[], Any]] = {"jit freeze": lambda: make_jit_frozen(module, args)}
         if compile_:
             builders["torch.compile"] = lambda: make_compile(module, args)
-        builders["ORT (torch.onnx)"] = lambda: make_ort(module, args)
+        if device == "cpu":
+            builders["ORT (torch.onnx)"] = lambda: make_ort(module, args)
         try:
             with _Quiet():
                 traced = tracejit.trace(module, args, check_trace=False)
         except Exception as exc:  # noqa: BLE001
             row["trace"] = _short(exc, 160)
         else:
-            for col, build in _tracejit_columns(traced, auto_budget).items():
+            for col, build in _tracejit_columns(traced, auto_budget, device).items():
                 builders[col] = (lambda b=build: (b(), args))
         for col, build in builders.items():
             try:
@@ -147,6 +182,8 @@ def bench_model(name: str, batch: int, quick: bool, rounds: int, compile_: bool,
                 log(f"  {name} b{batch} {col}: {_short(exc, 300)}")
         if not quick:
             timed = {k: v for k, v in peers.items() if isinstance(row["err"].get(k, 0.0), float)}
+            if device != "cpu":
+                timed = {k: (_synced(fn), call_args) for k, (fn, call_args) in timed.items()}
             samples: dict[str, list[float]] = {}
             row["us"] = {k: v * 1e6 for k, v in _time_interleaved(timed, rounds, samples).items()}
             row["us_min"] = {k: min(v) * 1e6 for k, v in samples.items()}
@@ -198,12 +235,13 @@ def _fmt_err(v: Any) -> str:
 
 
 def render(rows: list[dict], quick: bool, compile_: bool) -> str:
-    cols = ["jit freeze"] + (["torch.compile"] if compile_ else []) + ["ORT (torch.onnx)", "tracejit",
-                                                                        *TRACEJIT_COLUMNS]
+    present = {c for r in rows for c in r["err"]}
+    cols = [c for c in COLUMN_ORDER if c in present and (compile_ or c != "torch.compile")]
     head = ["model", "batch"]
     if not quick:
         head += ["eager us"] + [f"{c} (x eager)" for c in cols]
-    head += [f"err {c}" for c in cols] + ["auto chose", "OFI new shape", "ONNX new shape", "worse than jit"]
+    second = "tracejit ONNX" if "tracejit ONNX" in cols else "tracejit cuda_graphs"   # (CUDA: no ONNX column)
+    head += [f"err {c}" for c in cols] + ["auto chose", "OFI new shape", f"{second[9:]} new shape", "worse than jit"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r["model"], str(r["batch"])]
@@ -214,7 +252,7 @@ def render(rows: list[dict], quick: bool, compile_: bool) -> str:
                       for c in cols]
         cells += [_fmt_err(r["err"].get(c, r.get("trace") if c.startswith("tracejit") else None)) for c in cols]
         cells += [r.get("auto", "n/a"), _fmt_err(r["new"].get("tracejit OFI")),
-                  _fmt_err(r["new"].get("tracejit ONNX")), ", ".join(worse_than_jit(r)) or "-"]
+                  _fmt_err(r["new"].get(second)), ", ".join(worse_than_jit(r)) or "-"]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     lines += ["", _summary(rows, quick)]
     return "\n".join(lines)
@@ -240,11 +278,13 @@ def _summary(rows: list[dict], quick: bool) -> str:
            f"tracejit ONNX runs on a new shape: {len(onnx_ok)} of {len(traced)}.",
            "tracejit error above jit freeze's: " + ("; ".join(worse) if worse else "none") + "."]
     if not quick:
-        for ref in ("eager", "tracejit"):   # issue #25 item 1: the default at or under both
-            slower = [f"{r['model']} b{r['batch']} ({r['us']['tracejit OFI'] / r['us'][ref]:.2f}x)" for r in rows
-                      if r["us"].get("tracejit OFI") and r["us"].get(ref) and r["us"]["tracejit OFI"] > r["us"][ref]]
-            out.append(f"tracejit OFI slower than {ref}: " + ("; ".join(slower) if slower else "none") + ".")
-        for col in ("tracejit OFI", "tracejit auto", "tracejit", "jit freeze", "torch.compile", "ORT (torch.onnx)"):
+        # issue #25: the default at or under eager and the traced program; auto at or under jit freeze
+        for col, ref in (("tracejit OFI", "eager"), ("tracejit OFI", "tracejit"), ("tracejit auto", "jit freeze")):
+            slower = [f"{r['model']} b{r['batch']} ({r['us'][col] / r['us'][ref]:.2f}x)" for r in rows
+                      if r["us"].get(col) and r["us"].get(ref) and r["us"][col] > r["us"][ref]]
+            out.append(f"{col} slower than {ref}: " + ("; ".join(slower) if slower else "none") + ".")
+        for col in ("tracejit OFI", "tracejit auto", "tracejit", "tracejit cuda_graphs", "jit freeze", "torch.compile",
+                    "ORT (torch.onnx)"):
             ratios = [r["us"][col] / r["us"]["eager"] for r in rows if col in r["us"] and r["us"].get("eager")]
             if ratios:
                 out.append(f"median {col} / eager: {statistics.median(ratios):.2f} over {len(ratios)} rows")
@@ -263,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write-results", action="store_true", help="write the table into bench/RESULTS.md")
     p.add_argument("--rows", default="", help="append each measured row to this JSON-lines file")
     p.add_argument("--from-rows", default="", help="comma-separated JSON-lines files to render instead of measuring")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (models, inputs and every peer on that device)")
     p.add_argument("--fixed-malloc", action="store_true",
                    help="glibc keeps freed memory: no page faults per call for any peer (bench/fixed_malloc.py)")
     a = p.parse_args(argv)
@@ -277,13 +318,16 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown models {unknown}; known: {', '.join(ZOO)}")
     torch.set_num_threads(a.threads)
     peer_builders.NUM_THREADS = a.threads
+    if a.device != "cpu":   # float32 as eager computes it on the CPU: no TF32 tensor-core rounding
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(0)
     warnings.simplefilter("ignore")
     rows = []
     for name in names:
         for batch in (int(b) for b in a.batches.split(",")):
             t0 = time.perf_counter()
-            rows.append(bench_model(name, batch, a.quick, a.rounds, not a.no_compile, a.auto_budget))
+            rows.append(bench_model(name, batch, a.quick, a.rounds, not a.no_compile, a.auto_budget, a.device))
             if a.rows:
                 with open(a.rows, "a") as f:
                     f.write(json.dumps(rows[-1]) + "\n")
@@ -291,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
                 + " ".join(f"{k}={_fmt_err(v)}" for k, v in rows[-1]["err"].items()))
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     mode = "correctness only (--quick)" if a.quick else f"{a.rounds} interleaved rounds, medians"
-    report = (f"## bench_zoo ({stamp}; torch {torch.__version__}; {a.threads} threads; {mode})\n\n"
+    where = f"{torch.cuda.get_device_name(0)}, " if a.device != "cpu" else ""
+    report = (f"## bench_zoo ({stamp}; torch {torch.__version__}; {where}{a.threads} threads; {mode})\n\n"
               + render(rows, a.quick, not a.no_compile))
     print(report)
     if a.write_results:

@@ -7,6 +7,7 @@
 #   PARTS="tests bench" PYTEST_ARGS="-n 4" scripts/gpu_check.sh    # parts: tests bench profile siblings compile (default: all)
 #   COLUMNS="eager jit_freeze_ofi tracejit_cuda_graphs" ROWS="bert/1/fp32" scripts/gpu_check.sh   # fewer bench cells
 #   PROFILE_ARGS="--part kernels" scripts/gpu_check.sh   # one part of the profile
+#   PARTS="tests zoo" ZOO_MODELS="resnet50,bert" scripts/gpu_check.sh   # the zoo on the GPU, two models
 #
 # Parts, each under `timeout` (its own cap, and never past the total), each run even when the one
 # before failed or timed out:
@@ -15,6 +16,9 @@
 #                       test of the suite the `device` fixture runs on cuda
 #   bench_gpu.md/.json  bench/bench_gpu.py: the six rows, every column but torch.compile's (rows are
 #                       written as they finish: a part cut short keeps the rows it did)
+#   zoo_cuda.md/.jsonl  bench/bench_zoo.py --device cuda (issue 25 on the GPU): ZOO_MODELS (default: 16 families)
+#                       at batch 1 and 8, eager / jit freeze / tracejit / optimize_for_inference / backend="auto" /
+#                       cuda_graphs, errors against eager and float64 (rows are appended as they finish)
 #   profile.md          bench/gpu_peer_profile.py: CUDA kernels per call of eager / jit freeze / tracejit, the cuDNN
 #                       conv fusion and BERT linear-layout experiments
 #   siblings.md         bench/gpu_sibling_linears.py: query, key and value as three GEMMs or one batched GEMM
@@ -83,7 +87,7 @@ part() {
   echo "$name: $what, $(( SECONDS - t0 ))s: $(grep -v '^$' "$logfile" | tail -n 1)" | tee -a "$SUMMARY"
 }
 
-PARTS="${PARTS:-tests bench profile siblings compile}"
+PARTS="${PARTS:-tests zoo bench profile siblings compile}"
 # the CUDA tests in 8 workers where pytest-xdist is installed (about 110 s on an H200 host's 16 cores, not 400)
 if [[ -z "${PYTEST_ARGS+set}" ]] && "$PYTHON" -c "import xdist" 2>/dev/null; then PYTEST_ARGS="-n 8"; fi
 wanted() { [[ " $PARTS " == *" $1 "* ]]; }
@@ -98,6 +102,13 @@ wanted bench && part "bench_gpu.py (every column but torch.compile's)" "${BENCH_
   "$PYTHON" bench/bench_gpu.py "${DRY[@]}" --json "$OUT/bench_gpu.json" ${ROWS:+--rows $ROWS} \
   --columns ${COLUMNS:-eager eager_cuda_graph jit_trace jit_freeze_ofi ort_cuda tracejit_trace tracejit_ofi \
             tracejit_cuda_graphs tracejit_cuda_graphs_bf16} ${BENCH_ARGS:-}
+ZOO_DEFAULT="resnet50,mobilenet_v3_small,efficientnet_b0,convnext_tiny,vit_tv,swin_tv,bert,gpt2,t5,whisper_encoder,\
+deit_tiny,levit_128s,fasterrcnn_mobilenet,densenet121,regnet_y_400mf,llama"
+ZOO_RUN=(--device cuda --rounds "${ZOO_ROUNDS:-5}")
+[[ "${DRY_RUN:-0}" == 1 ]] && ZOO_RUN=(--device cpu --quick) && ZOO_DEFAULT=resnet18
+wanted zoo && part "bench_zoo.py --device cuda (issue 25 on the GPU)" "${ZOO_S:-240}" "$OUT/zoo_cuda.md" \
+  "$PYTHON" bench/bench_zoo.py "${ZOO_RUN[@]}" --no-compile --threads 1 --batches "${ZOO_BATCHES:-1,8}" \
+  --models "${ZOO_MODELS:-$ZOO_DEFAULT}" --rows "$OUT/zoo_cuda.jsonl"
 # (not in a dry run: it measures cuDNN and CUDA kernels, nothing the CPU has)
 wanted profile && [[ "${DRY_RUN:-0}" != 1 ]] && part "gpu_peer_profile.py (kernels per call; cuDNN fusion and linear layout experiments)" \
   "${PROFILE_S:-90}" "$OUT/profile.md" "$PYTHON" bench/gpu_peer_profile.py ${PROFILE_ARGS:-}
@@ -109,7 +120,7 @@ wanted compile && part "bench_gpu.py torch.compile" "${COMPILE_S:-150}" "$OUT/be
   --columns ${COMPILE_COLUMNS:-eager compile compile_reduce_overhead tracejit_cuda_graphs} ${BENCH_ARGS:-}
 
 echo
-cat "$OUT/bench_gpu.md" "$OUT/siblings.md" "$OUT/bench_compile.md" 2>/dev/null
+cat "$OUT/zoo_cuda.md" "$OUT/bench_gpu.md" "$OUT/siblings.md" "$OUT/bench_compile.md" 2>/dev/null
 echo
 echo "== summary ($SECONDS s; files under $OUT)"
 cat "$SUMMARY"
