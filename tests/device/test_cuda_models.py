@@ -138,8 +138,12 @@ def test_cuda_graphs_give_eagers_answers_on_new_shapes(name):
     print(f"{name}: cuda_graphs stats {program.stats}; not captured: {program.not_captured or '-'}")
     # (Mask R-CNN pastes each mask at its box's pixel size: every other image is such a GuardError)
     assert answered >= 2 or _detector(name), f"{name}: {answered} of 3 calls answered"
-    if not program.not_captured and answered == 3:
-        assert program.stats["replays"] + program.stats["program_runs"] == 3
+    if _detector(name):   # value guards (the boxes decide the shapes) keep a detector out of graphs
+        return
+    # every other zoo model's guards are decided by the signature: config attributes, dense-tensor metadata
+    # (a global guard had kept every transformers model, ViT and Swin out of graphs: session 35)
+    assert program.not_captured == "", f"{name}: {program.not_captured}"
+    assert program.stats["replays"] == 3 and program.stats["failed_captures"] == 0, f"{name}: {program.stats}"
 
 
 @pytest.mark.parametrize("name", ("resnet18", "bert", "gpt2", "fasterrcnn_mobilenet"))

@@ -8,8 +8,14 @@ replays it: one launch per call instead of one per op, which is what a GPU at ba
   each other argument's value, the module's training flag, grad / inference mode, and the answer
   of every global-state read the program guards (``torch.is_grad_enabled()`` ...), asked per call.
   A program is captured only when every guard it holds (every specialization's) is decided by that
-  signature: size, rank, length, dtype, device, training and state guards. A value guard (``.item()``,
-  ``bool(t)``: a device sync, and a branch a graph cannot take), a metadata guard (strides,
+  signature: size, rank, length, dtype, device, training and state guards, and the guards on Python state
+  (kind ``global``: a config object's attribute, a module global), whose answers, per specialization, are part of
+  the signature (backends/state_guards.py: checked before every replay; where no specialization's hold, the call
+  runs the program, whose guards decide), and the metadata guards on what a plain dense tensor is (``layout``,
+  ``is_nested``, ``is_quantized``, ``is_conj`` ...: torchvision's ``box_area``, PyTorch's attention), which every
+  tensor of a call whose inputs are plain dense tensors (the signature requires it) has as it had at the capture.
+  A value guard (``.item()``,
+  ``bool(t)``: a device sync, and a branch a graph cannot take), another metadata guard (strides,
   ``is_contiguous``: the graph runs on contiguous copies) or a random op (a replay would not draw as
   eager does) makes every call run the optimized program instead, with one TracerWarning at build
   (default-deny: a guard kind nobody listed here is not captured).
@@ -45,17 +51,22 @@ from torch import nn
 
 from ..support.module_hooks import any_registered  # a global module hook: the program decides
 from .. import pytree
-from ..errors import TracerWarning
+from ..errors import GuardError, TracerWarning
 from .torch_program import optimized
 from ..passes.pipeline import program_device
 from ..ir import nodes_with_callees, state_tests
 from ..ops import aten
 from ..runtime import specialize
 from .fallback import autocast_on, captured_changed, nonfinite_input
+from .state_guards import state_check
+from ..export.guards import ONNX_FACTS as DENSE_TENSOR_FACTS   # what every tensor of an ONNX model (or plain call) is
 
 NAME = "cuda_graphs"
 DEFAULT_CACHE_SIZE = 8
 KEYED_GUARDS = frozenset({"size", "rank", "length", "dtype", "device", "training"})   # decided by call_key
+PYTHON_STATE_GUARDS = frozenset({"global"})   # checked per call by state_checks, their answers in the key
+# a meta guard on these calls is decided by the signature, whose tensors are all plain dense ones (_plain)
+DENSE_FACTS = frozenset(DENSE_TENSOR_FACTS)
 LOWER_PRECISION = (torch.bfloat16, torch.float16)
 _UNCAPTURED = object()   # a signature whose capture failed: it runs the program
 
@@ -133,8 +144,8 @@ class CudaGraphProgram:
                  dtype=None, capturer=CudaGraphCapture):
         self.program = program
         self.cache_size, self.reuse_outputs, self.dtype, self.capturer = cache_size, reuse_outputs, dtype, capturer
-        self.not_captured = why_not_captured(program)
-        self._state_reads = state_reads(program)
+        self._spec_set = specialize.sets_of(program).get("forward")
+        self._read_guards()
         self._compiled = program.__dict__.get("forward") or program.__dict__.get("_fn")   # fn.finite_inputs
         self._entries: collections.OrderedDict = collections.OrderedDict()
         self._lock = threading.Lock()
@@ -143,11 +154,30 @@ class CudaGraphProgram:
             warnings.warn(f"optimize_for_inference(backend='cuda_graphs'): {self.not_captured}; every call runs "
                           "the optimized program without a CUDA graph", TracerWarning, stacklevel=3)
 
+    def _read_guards(self) -> None:
+        """What the specializations' guards decide (``not_captured``, the state reads and checks of the signature),
+        read again whenever the program's set of specializations changes (``_fresh``)."""
+        program = self.program
+        self._seen = self._spec_set.entries if self._spec_set is not None else None
+        self.not_captured = why_not_captured(program)
+        self._state_reads = state_reads(program)
+        self._state_checks = state_checks(program) if not self.not_captured else ()
+
+    def _fresh(self) -> None:
+        """A specialization added or dropped since the guards were read: read them again and drop every graph
+        (their signatures held the old specializations' answers)."""
+        with self._lock:
+            if self._spec_set.entries is not self._seen:
+                self._read_guards()
+                self._entries.clear()
+
     @property
     def signatures(self) -> int:
         return sum(1 for e in self._entries.values() if e is not _UNCAPTURED)
 
     def __call__(self, *args, **kwargs):
+        if self._spec_set is not None and self._spec_set.entries is not self._seen:
+            self._fresh()
         if self.not_captured or autocast_on() or any_registered() or captured_changed(self.program) \
                 or nonfinite_input(self._compiled, args, kwargs):
             return self._run(args, kwargs)
@@ -180,12 +210,17 @@ class CudaGraphProgram:
         for leaf in leaves:
             if isinstance(leaf, torch.Tensor):
                 if (grad and leaf.requires_grad) or not self.capturer.accepts(leaf.device) \
-                        or type(leaf) not in (torch.Tensor, nn.Parameter):
+                        or type(leaf) not in (torch.Tensor, nn.Parameter) or not _plain(leaf):
                     return None
                 parts.append((tuple(leaf.shape), leaf.dtype, leaf.device))
             else:
                 parts.append((type(leaf), leaf))
         parts.extend(read() for read in self._state_reads)
+        if self._state_checks:
+            held = tuple(_holds(check) for check in self._state_checks)
+            if not any(held):
+                return None   # no specialization's Python-state guards hold: the program's guards decide
+            parts.append(held)
         key = tuple(parts)
         try:
             hash(key)
@@ -265,7 +300,9 @@ def why_not_captured(program) -> str:
     call signature does not decide, or a random op (module docstring)."""
     for node in _guards(program):
         kind = node.attrs.get("kind")
-        if kind not in KEYED_GUARDS and not (kind == "state" and state_tests.is_state_test(node.attrs.get("test"))):
+        if kind not in KEYED_GUARDS and kind not in PYTHON_STATE_GUARDS \
+                and not (kind == "meta" and node.attrs.get("call") in DENSE_FACTS) \
+                and not (kind == "state" and state_tests.is_state_test(node.attrs.get("test"))):
             return (f"a {kind} guard ({node.attrs.get('what') or node.attrs.get('test')}, at "
                     f"{node.source or 'an unknown line'}) is not decided by the input shapes")
     for graph in _graphs(program):
@@ -274,6 +311,30 @@ def why_not_captured(program) -> str:
                                                  or aten.draws_random(node.name, node.args, node.kwargs)):
                 return f"{node.op} draws random numbers (at {node.source or 'an unknown line'})"
     return ""
+
+
+def state_checks(program) -> tuple:
+    """One compiled check of Python-state guards (backends/state_guards.py) per specialization, in the order of
+    ``_graphs`` (None for one that holds none); empty where no specialization's guards read Python state."""
+    graphs = _graphs(program)
+    if not any(n.attrs.get("kind") in PYTHON_STATE_GUARDS for g in graphs for n in specialize.required_guards(g)):
+        return ()
+    return tuple(state_check(graph, "cuda_graphs_state_guards", "forward") for graph in graphs)
+
+
+def _plain(t: torch.Tensor) -> bool:
+    """Is ``t`` a plain dense tensor (strided, not nested, quantized, conjugated or negated)?"""
+    return t.layout is torch.strided and not (t.is_nested or t.is_quantized or t.is_conj() or t.is_neg())
+
+
+def _holds(check) -> bool:
+    if check is None:
+        return True
+    try:
+        check(None)
+    except GuardError:
+        return False
+    return True
 
 
 def state_reads(program) -> tuple:

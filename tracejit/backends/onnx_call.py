@@ -24,7 +24,7 @@ from ..passes.inline import inline_calls
 from ..passes.pipeline import program_device
 from ..runtime import specialize
 from ..runtime.method_compiler import compile_method
-from . import intermediate_sizes
+from . import intermediate_sizes, state_guards
 from .guard_outputs import GuardOutputs, after_run_guards, scalar_slice as _scalar_slice
 from .fallback import nonfinite_differs, with_captured_check, with_finite_check
 from .input_sums import add_input_sums, finite, no_float_inputs
@@ -151,28 +151,14 @@ def with_size_guards(program, traced, graph, call):
     return guarded
 
 
-def python_state(node) -> bool:
-    """Is ``node`` a guard on Python or torch state (kind ``global``: a module global, a config attribute, torch's
-    global hooks; kind ``state``: ``torch.is_grad_enabled()``, ``torch.get_default_dtype()``, ...)? An exported
-    model holds the traced answer; the program checks them on every call (``with_size_guards``)."""
-    return node.op == GUARD and node.attrs.get("kind") in ("global", "state")
-
-
 def _check_graphs(graph, backend: str):
     """``(a graph of the Python-state guards alone or None, (a graph holding only the size guards ONNX cannot check
     and what they read, whether it computes tensors) or None)``."""
     checked_graph = inline_calls(graph)   # a new, flat graph
-    state = _distinct(n for n in checked_graph.nodes if python_state(n))
-    state_graph = None
-    if state:
-        state_graph = copy.copy(checked_graph)
-        state_graph.nodes, state_graph.outputs, state_graph.out_spec = state, [], pytree.flatten(())[1]
-        # they read no argument: a function of none (no per-argument type checks; ``state_check(None)``)
-        state_graph.inputs, state_graph.input_leaves, state_graph.arg_names = [], [], []
-        state_graph.in_spec, state_graph.param_names = pytree.flatten(((), {}))[1], []
+    state_graph = state_guards.state_graph(checked_graph)
     _, unchecked = plan_guards(checked_graph, guard_outputs=True)
     after_run = {id(g) for g in after_run_guards(checked_graph)}   # the model's guard outputs check these
-    unchecked = [g for g in unchecked if id(g) not in after_run and not python_state(g)]
+    unchecked = [g for g in unchecked if id(g) not in after_run and not state_guards.python_state(g)]
     producers = {id(v): n for n in checked_graph.nodes for v in n.outputs if v is not None}
     kept, checks = {}, []
     for guard in unchecked:
@@ -191,21 +177,6 @@ def _check_graphs(graph, backend: str):
     checked_graph.nodes = [n for n in checked_graph.nodes if id(n) in keep]
     checked_graph.outputs, checked_graph.out_spec = [], pytree.flatten(())[1]
     return state_graph, (checked_graph, intermediate_sizes.reads_tensors(kept.values()))
-
-
-def _distinct(guards) -> list:
-    """The state guards, each read once: every layer of torchvision's ViT reads ``torch.is_autocast_enabled()`` and
-    ``torch.backends.mha.get_fastpath_enabled()`` (24 reads in ViT-B/16, ~0.4 us each), and an exported model's state
-    check runs all of them before the run, where one read answers for all (the first one's line is named)."""
-    seen, kept = set(), []
-    for guard in guards:
-        attrs = guard.attrs
-        where = (id(attrs["space"]) if attrs.get("space") is not None else None, attrs.get("module"), attrs.get("owner"))
-        key = (attrs.get("kind"), attrs.get("test"), where, attrs.get("name"), repr(attrs.get("expected")))
-        if key not in seen:
-            seen.add(key)
-            kept.append(guard)
-    return kept
 
 
 class TracedCall:
