@@ -112,13 +112,13 @@ def test_a_specialization_added_after_the_build_reads_the_guards_again():
     program = _graphs(tracejit.trace(model, (_x(2),)))
     program(_x(3))
     program(_x(3, 2))
-    assert program.stats["captures"] == 1 and len(program._state_checks) == 1
+    assert program.stats["captures"] == 1 and len(program._keyed[3]) == 1
     spec_set = specialize.sets_of(program.program)["forward"]
-    before = program._seen
+    before = program._keyed
     spec_set.add(specialize.Specialization("forward", spec_set.first.fn, "a test's copy of the first"))
     torch.testing.assert_close(program(_x(3, 3)), model(_x(3, 3)))
-    assert program._seen is not before and program._seen is spec_set.entries
-    assert len(program._state_checks) == 2 and program.stats["captures"] == 2   # captured again
+    assert program._keyed[0] == before[0] + 1 and program._keyed[1] is spec_set.entries
+    assert len(program._keyed[3]) == 2 and program.stats["captures"] == 2   # one check each; captured again
     torch.testing.assert_close(program(_x(3, 4)), model(_x(3, 4)))
     assert program.stats["captures"] == 2 and program.stats["replays"] == 4
     model.mode = "relu"   # both specializations' checks fail: the program's guards decide (eager's answer)
@@ -192,3 +192,19 @@ def test_zoo_models_with_such_guards_replay_eagers_answers(name):
             args = make(1, new=new)
             torch.testing.assert_close(program(*args), model(*args))
     assert program.stats["failed_captures"] == 0 and program.stats["replays"] == 3, program.stats
+
+
+def test_a_program_found_writing_its_input_stays_without_graphs_when_its_guards_are_read_again():
+    def scale_in_place(x):
+        x.mul_(2)
+        return x + 1
+    program = tracejit.optimize_for_inference(tracejit.trace(scale_in_place, (torch.ones(3),)),
+                                              backend="cuda_graphs", capturer=ReplayOnCpu)
+    program(torch.ones(2))
+    assert "writes one of its inputs" in program.not_captured
+    spec_set = specialize.sets_of(program.program)["forward"]
+    spec_set.add(specialize.Specialization("forward", spec_set.first.fn, "a test's copy of the first"))
+    x = torch.arange(4.0)
+    torch.testing.assert_close(program(x), torch.arange(4.0) * 2 + 1)
+    torch.testing.assert_close(x, torch.arange(4.0) * 2)   # the caller's tensor written, as eager does
+    assert "writes one of its inputs" in program.not_captured and program.stats["replays"] == 0

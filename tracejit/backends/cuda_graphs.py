@@ -145,6 +145,7 @@ class CudaGraphProgram:
         self.program = program
         self.cache_size, self.reuse_outputs, self.dtype, self.capturer = cache_size, reuse_outputs, dtype, capturer
         self._spec_set = specialize.sets_of(program).get("forward")
+        self._writes_input, self._generation = "", 0
         self._read_guards()
         self._compiled = program.__dict__.get("forward") or program.__dict__.get("_fn")   # fn.finite_inputs
         self._entries: collections.OrderedDict = collections.OrderedDict()
@@ -158,16 +159,19 @@ class CudaGraphProgram:
         """What the specializations' guards decide (``not_captured``, the state reads and checks of the signature),
         read again whenever the program's set of specializations changes (``_fresh``)."""
         program = self.program
-        self._seen = self._spec_set.entries if self._spec_set is not None else None
-        self.not_captured = why_not_captured(program)
-        self._state_reads = state_reads(program)
-        self._state_checks = state_checks(program) if not self.not_captured else ()
+        seen = self._spec_set.entries if self._spec_set is not None else None
+        not_captured = why_not_captured(program) or self._writes_input
+        checks = state_checks(program) if not not_captured else ()
+        self._generation += 1
+        # one tuple, published whole: a call reads the generation, reads and checks of one reading (call_key)
+        self._keyed = (self._generation, seen, state_reads(program), checks)
+        self.not_captured = not_captured
 
     def _fresh(self) -> None:
         """A specialization added or dropped since the guards were read: read them again and drop every graph
         (their signatures held the old specializations' answers)."""
         with self._lock:
-            if self._spec_set.entries is not self._seen:
+            if self._spec_set.entries is not self._keyed[1]:
                 self._read_guards()
                 self._entries.clear()
 
@@ -176,7 +180,7 @@ class CudaGraphProgram:
         return sum(1 for e in self._entries.values() if e is not _UNCAPTURED)
 
     def __call__(self, *args, **kwargs):
-        if self._spec_set is not None and self._spec_set.entries is not self._seen:
+        if self._spec_set is not None and self._spec_set.entries is not self._keyed[1]:
             self._fresh()
         if self.not_captured or autocast_on() or any_registered() or captured_changed(self.program) \
                 or nonfinite_input(self._compiled, args, kwargs):
@@ -205,8 +209,9 @@ class CudaGraphProgram:
 
     def call_key(self, leaves, spec):
         """The call's signature (module docstring), or None when this call must run the program."""
+        generation, _, reads, checks = self._keyed
         grad = torch.is_grad_enabled()
-        parts = [spec, grad, torch.is_inference_mode_enabled(), getattr(self.program, "training", None)]
+        parts = [generation, spec, grad, torch.is_inference_mode_enabled(), getattr(self.program, "training", None)]
         for leaf in leaves:
             if isinstance(leaf, torch.Tensor):
                 if (grad and leaf.requires_grad) or not self.capturer.accepts(leaf.device) \
@@ -215,9 +220,9 @@ class CudaGraphProgram:
                 parts.append((tuple(leaf.shape), leaf.dtype, leaf.device))
             else:
                 parts.append((type(leaf), leaf))
-        parts.extend(read() for read in self._state_reads)
-        if self._state_checks:
-            held = tuple(_holds(check) for check in self._state_checks)
+        parts.extend(read() for read in reads)
+        if checks:
+            held = tuple(_holds(check) for check in checks)
             if not any(held):
                 return None   # no specialization's Python-state guards hold: the program's guards decide
             parts.append(held)
@@ -247,7 +252,8 @@ class CudaGraphProgram:
                           "calls with these input shapes run the optimized program", TracerWarning, stacklevel=3)
             return self._remember(key, _UNCAPTURED)
         if versions != [t._version for t in inputs if isinstance(t, torch.Tensor)]:
-            self.not_captured = "the program writes one of its inputs in place (a replay would write only a copy)"
+            self._writes_input = "the program writes one of its inputs in place (a replay would write only a copy)"
+            self.not_captured = self._writes_input
             warnings.warn(f"optimize_for_inference(backend='cuda_graphs'): {self.not_captured}; every call runs "
                           "the optimized program without a CUDA graph", TracerWarning, stacklevel=3)
             return _UNCAPTURED
