@@ -88,8 +88,13 @@ part() {
 }
 
 PARTS="${PARTS:-tests zoo bench profile siblings compile}"
-# the CUDA tests in 8 workers where pytest-xdist is installed (about 110 s on an H200 host's 16 cores, not 400)
-if [[ -z "${PYTEST_ARGS+set}" ]] && "$PYTHON" -c "import xdist" 2>/dev/null; then PYTEST_ARGS="-n 8"; fi
+# the CUDA tests in 14 workers where pytest-xdist is installed (134 s on an H200 host's 16 cores on 2026-11-30; 8
+# workers passed the part's 170 s cap), one line per test as it ends (-vv: a part cut off still names what ran and
+# failed) and, with pytest-timeout, no test past 120 s
+if [[ -z "${PYTEST_ARGS+set}" ]] && "$PYTHON" -c "import xdist" 2>/dev/null; then
+  PYTEST_ARGS="-n 14 -vv -rfE --tb=short"
+  "$PYTHON" -c "import pytest_timeout" 2>/dev/null && PYTEST_ARGS="$PYTEST_ARGS --timeout 120"
+fi
 wanted() { [[ " $PARTS " == *" $1 "* ]]; }
 
 # -k cuda: every test the `device` fixture runs on cuda ([cuda]), and test_cuda_graphs*.py's (tests/device, tests/backends)
