@@ -63,7 +63,7 @@ for _p in (_BENCH_DIR, os.path.dirname(_BENCH_DIR)):
 import peer_builders  # noqa: E402
 import peer_report  # noqa: E402
 from peer_builders import _Quiet, _short, log, make_compile, make_jit_frozen, make_ort  # noqa: E402
-from zoo_models import ZOO  # noqa: E402
+from zoo_models import ZOO, to_device  # noqa: E402
 
 import tracejit  # noqa: E402
 
@@ -114,17 +114,6 @@ def _tracejit_columns(traced: Any, auto_budget: float, device: str) -> dict[str,
     return cols
 
 
-def _to_device(value: Any, device: str) -> Any:
-    """``value`` (a tensor, or tuples / lists / dicts of them) moved to ``device``."""
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, (tuple, list)):
-        return type(value)(_to_device(v, device) for v in value)
-    if isinstance(value, dict):
-        return {k: _to_device(v, device) for k, v in value.items()}
-    return value
-
-
 def _synced(fn: Callable) -> Callable:
     """``fn`` whose call returns only when the GPU has finished its work: a timed call is its latency."""
     def call(*args):
@@ -141,7 +130,7 @@ def bench_model(name: str, batch: int, quick: bool, rounds: int, compile_: bool,
         row["device"] = device
     module, make_inputs = ZOO[name]()
     module = module.to(device)
-    args, new_args = _to_device(make_inputs(batch), device), _to_device(make_inputs(batch, new=True), device)
+    args, new_args = to_device(make_inputs(batch), device), to_device(make_inputs(batch, new=True), device)
     with torch.no_grad():
         ref, ref_new = module(*args), module(*new_args)
         ref64 = _float64_answer(module, args)

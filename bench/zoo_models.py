@@ -50,6 +50,17 @@ def _timm(name: str, size: int, new_size: int | None = None, **kwargs) -> Callab
     return build
 
 
+def to_device(value: Any, device: str) -> Any:
+    """``value`` (a tensor, or tuples / lists / dicts of them: a model's inputs) moved to ``device``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (tuple, list)):
+        return type(value)(to_device(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: to_device(v, device) for k, v in value.items()}
+    return value
+
+
 def randomise_batch_norm(module: nn.Module, seed: int = 0) -> nn.Module:
     """Give every BatchNorm non-trivial running statistics and affine parameters (eval mode)."""
     gen = torch.Generator().manual_seed(seed)

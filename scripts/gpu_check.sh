@@ -19,6 +19,9 @@
 #   zoo_cuda.md/.jsonl  bench/bench_zoo.py --device cuda (issue 25 on the GPU): ZOO_MODELS (default: 16 families)
 #                       at batch 1 and 8, eager / jit freeze / tracejit / optimize_for_inference / backend="auto" /
 #                       cuda_graphs, errors against eager and float64 (rows are appended as they finish)
+#   bisect.md           bench/pass_time_bisect.py --device cuda: the default backend without each CUDA pass in turn,
+#                       against the traced program, on BISECT_MODELS at batch 1 (the zoo rows where it read slower
+#                       than the traced program on 2026-11-30: which pass does not pay at small sizes)
 #   profile.md          bench/gpu_peer_profile.py: CUDA kernels per call of eager / jit freeze / tracejit, the cuDNN
 #                       conv fusion and BERT linear-layout experiments
 #   siblings.md         bench/gpu_sibling_linears.py: query, key and value as three GEMMs or one batched GEMM
@@ -87,7 +90,7 @@ part() {
   echo "$name: $what, $(( SECONDS - t0 ))s: $(grep -v '^$' "$logfile" | tail -n 1)" | tee -a "$SUMMARY"
 }
 
-PARTS="${PARTS:-tests zoo bench profile siblings compile}"
+PARTS="${PARTS:-tests zoo bisect bench profile siblings compile}"
 # the CUDA tests in 14 workers where pytest-xdist is installed (134 s on an H200 host's 16 cores on 2026-11-30; 8
 # workers passed the part's 170 s cap), one line per test as it ends (-vv: a part cut off still names what ran and
 # failed) and, with pytest-timeout, no test past 120 s
@@ -114,6 +117,11 @@ ZOO_RUN=(--device cuda --rounds "${ZOO_ROUNDS:-5}")
 wanted zoo && part "bench_zoo.py --device cuda (issue 25 on the GPU)" "${ZOO_S:-240}" "$OUT/zoo_cuda.md" \
   "$PYTHON" bench/bench_zoo.py "${ZOO_RUN[@]}" --no-compile --threads 1 --batches "${ZOO_BATCHES:-1,8}" \
   --models "${ZOO_MODELS:-$ZOO_DEFAULT}" --rows "$OUT/zoo_cuda.jsonl"
+BISECT_RUN=(--device cuda --rounds 5)
+BISECT_DEFAULT="convnext_tiny,vit_tv,deit_tiny,whisper_encoder,bert"
+[[ "${DRY_RUN:-0}" == 1 ]] && BISECT_RUN=(--device cpu --rounds 2 --target 0.005) && BISECT_DEFAULT=resnet18
+wanted bisect && part "pass_time_bisect.py --device cuda (which CUDA pass pays at small sizes)" "${BISECT_S:-120}" \
+  "$OUT/bisect.md" "$PYTHON" bench/pass_time_bisect.py "${BISECT_MODELS:-$BISECT_DEFAULT}" 1 "${BISECT_RUN[@]}"
 # (not in a dry run: it measures cuDNN and CUDA kernels, nothing the CPU has)
 wanted profile && [[ "${DRY_RUN:-0}" != 1 ]] && part "gpu_peer_profile.py (kernels per call; cuDNN fusion and linear layout experiments)" \
   "${PROFILE_S:-90}" "$OUT/profile.md" "$PYTHON" bench/gpu_peer_profile.py ${PROFILE_ARGS:-}
@@ -125,7 +133,7 @@ wanted compile && part "bench_gpu.py torch.compile" "${COMPILE_S:-150}" "$OUT/be
   --columns ${COMPILE_COLUMNS:-eager compile compile_reduce_overhead tracejit_cuda_graphs} ${BENCH_ARGS:-}
 
 echo
-cat "$OUT/zoo_cuda.md" "$OUT/bench_gpu.md" "$OUT/siblings.md" "$OUT/bench_compile.md" 2>/dev/null
+cat "$OUT/zoo_cuda.md" "$OUT/bisect.md" "$OUT/bench_gpu.md" "$OUT/siblings.md" "$OUT/bench_compile.md" 2>/dev/null
 echo
 echo "== summary ($SECONDS s; files under $OUT)"
 cat "$SUMMARY"
