@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 import tracejit
+from tracejit.backends import cuda_graphs
 from tracejit.runtime import specialize
 
 from test_cuda_graphs import ReplayOnCpu, _x
@@ -208,3 +209,20 @@ def test_a_program_found_writing_its_input_stays_without_graphs_when_its_guards_
     torch.testing.assert_close(program(x), torch.arange(4.0) * 2 + 1)
     torch.testing.assert_close(x, torch.arange(4.0) * 2)   # the caller's tensor written, as eager does
     assert "writes one of its inputs" in program.not_captured and program.stats["replays"] == 0
+
+
+def test_a_key_made_before_the_guards_were_read_again_captures_nothing():
+    """A call whose key was made from the old reading (another thread refreshed meanwhile) runs the program."""
+    model = _mode()
+    program = _graphs(tracejit.trace(model, (_x(2),)))
+    x = _x(3)
+    stale = program.call_key((x,), ("tensors", 1))
+    spec_set = specialize.sets_of(program.program)["forward"]
+    spec_set.add(specialize.Specialization("forward", spec_set.first.fn, "a test's copy of the first"))
+    program._fresh()
+    assert stale[0] != program._keyed[0]
+    with program._lock:
+        assert program._capture(stale, (x,), ("tensors", 1)) is cuda_graphs._UNCAPTURED
+    assert program.signatures == 0 and program.stats["captures"] == 0
+    torch.testing.assert_close(program(x), model(x))   # a fresh key: captured and replayed
+    assert program.signatures == 1

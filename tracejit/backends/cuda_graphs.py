@@ -235,6 +235,8 @@ class CudaGraphProgram:
 
     def _capture(self, key, leaves, spec):
         """Capture the program on static copies of ``leaves`` (called under the lock)."""
+        if self.not_captured or key[0] != self._keyed[0]:
+            return _UNCAPTURED   # the guards were read again after this call's key (_fresh): it runs the program
         device = next((leaf.device for leaf in leaves if isinstance(leaf, torch.Tensor)), None)
         if device is None:
             return _UNCAPTURED   # nothing on a device: nothing to launch
