@@ -35,3 +35,10 @@ def assert_backends_match(fn, example, new_inputs, what, *, rtol=1e-4, atol=1e-5
                             f"{what} {backend}: {g.dtype}{tuple(g.shape)}, {name} {w.dtype}{tuple(w.shape)}"
                         torch.testing.assert_close(g, w, rtol=rtol, atol=atol, equal_nan=equal_nan,
                                                    msg=lambda m: f"{what} {backend} vs {name}: {m}")
+
+
+def closure(program):
+    """The closure an exported backend's program runs a call through: under the check of the settings the trace
+    held beside the graph (onnx_call._with_settings_check, whose ``__wrapped__`` it is) where there is one."""
+    call = program._call
+    return call.__wrapped__ if call.__name__ == "settings_checked" else call

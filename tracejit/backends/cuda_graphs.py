@@ -322,10 +322,11 @@ def why_not_captured(program) -> str:
 
 
 def state_checks(program) -> tuple:
-    """One compiled check of Python-state guards (backends/state_guards.py) per specialization, in the order of
-    ``_graphs`` (None for one that holds none); empty where no specialization's guards read Python state."""
+    """One compiled check of Python-state guards and of the settings held beside the graph (backends/state_guards.py)
+    per specialization, in the order of ``_graphs`` (None for one that holds neither); empty where none does."""
     graphs = _graphs(program)
-    if not any(n.attrs.get("kind") in PYTHON_STATE_GUARDS for g in graphs for n in specialize.required_guards(g)):
+    if not any(n.attrs.get("kind") in PYTHON_STATE_GUARDS for g in graphs for n in specialize.required_guards(g)) \
+            and not any(getattr(g, "memory_checks", None) is not None for g in graphs):
         return ()
     return tuple(state_check(graph, "cuda_graphs_state_guards", "forward") for graph in graphs)
 

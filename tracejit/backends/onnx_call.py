@@ -103,11 +103,13 @@ def with_size_guards(program, traced, graph, call):
     module global, ``torch.is_grad_enabled()``: no function of the arguments) are a check of their own, run on
     every call, first, outside any ``no_grad``."""
     state_graph, built = _check_graphs(graph, program.backend)
+    memory = getattr(graph, "memory_checks", None)   # module settings held beside the graph (state_guards.py)
     if built is None and state_graph is None:
-        return call
+        return call if memory is None else _with_settings_check(program, memory, call)
     display = program.signature.split("(")[0]
-    state_check = None if state_graph is None else compile_method(
+    compiled_state = None if state_graph is None else compile_method(
         state_graph, "forward", f"{program.backend}_state_guards", guards=True, display=display)
+    state_check = state_guards.with_memory_checks(compiled_state, memory, display)
     check, on_meta, computes = None, False, False
     if built is not None:
         checked_graph, on_meta = built
@@ -122,7 +124,7 @@ def with_size_guards(program, traced, graph, call):
             intermediate_sizes.own_tensors(checked_graph, traced, meta=False)
             check = compile_method(checked_graph, "forward", f"{program.backend}_size_guards", guards=True,
                                    display=display)
-    program.size_guards, program.state_guards = check, state_check
+    program.size_guards, program.state_guards = check, compiled_state   # (the generated checks, to read)
     passed = program.size_guard_signatures = intermediate_sizes.PassedSignatures()
     if on_meta:
         passed.remember_traced(check, checked_graph)
@@ -149,6 +151,24 @@ def with_size_guards(program, traced, graph, call):
             raise
         return call(*args, **kwargs)
     return guarded
+
+
+SETTING_CHANGED = "a setting the trace read beside the graph changed (backends/state_guards.py)"
+
+
+def _with_settings_check(program, memory, call):
+    """``call`` after ``memory``'s check (``Graph.memory_checks``: a module's settings, module-level tensors), the
+    program's only Python-state check: where one changed, the traced program's guards decide (``_hand_over``).
+    ``__wrapped__`` is ``call``, the closure that runs the model."""
+    changed = memory.changed
+
+    def settings_checked(*args, **kwargs):
+        if changed():
+            program._refused = SETTING_CHANGED
+            return program._hand_over(*args, **kwargs)
+        return call(*args, **kwargs)
+    settings_checked.__wrapped__ = call
+    return settings_checked
 
 
 def _check_graphs(graph, backend: str):

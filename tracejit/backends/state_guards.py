@@ -7,21 +7,20 @@ on every call, before it runs anything: ``state_check(graph, label, display)`` c
 that raises GuardError naming the first guard that fails, as the program would (each read once: ``distinct``).
 
 >>> import torch, tracejit
->>> class Scaled(torch.nn.Module):
-...     def __init__(self):
-...         super().__init__()
-...         self.scale = 2.0
-...     def forward(self, x):
-...         return x * self.scale
->>> m = Scaled()
->>> traced = tracejit.trace(m, (torch.ones(2),))
->>> check = state_check(traced.graph, "doc_state_guards", "forward")
->>> check(None)        # the attribute still holds what the trace read
->>> m.scale = 3.0
->>> check(None)
+>>> def double_with_grad(x):
+...     return x * 2 if torch.is_grad_enabled() else x
+>>> traced = tracejit.trace(double_with_grad, (torch.ones(2),))
+>>> check = state_check(traced.graph, "doc_state_guards", "double_with_grad")
+>>> check(None)        # grad mode is what the trace read: nothing raised, an empty result
+()
+>>> with torch.no_grad():
+...     check(None)
 Traceback (most recent call last):
     ...
 tracejit.errors.GuardError: ...
+
+A compiled program's own graph (``spec.fn.run_graph``) also holds the checks of the attributes it read (a config
+object's, a module's plain attributes): backends/cuda_graphs.py passes that one.
 """
 from __future__ import annotations
 
@@ -70,7 +69,25 @@ def state_graph(flat_graph):
 
 
 def state_check(graph, label: str, display: str):
-    """The compiled check of ``graph``'s state guards (``check(None)`` raises GuardError where one fails), or None
-    where it has none. ``label`` names the generated code, ``display`` the method in its errors."""
+    """The compiled check of ``graph``'s state guards and of the Python state it holds beside them (``check(None)``
+    raises GuardError where one fails), or None where it has neither. ``label`` names the generated code,
+    ``display`` the method in its errors."""
     checked = state_graph(inline_calls(graph))
-    return None if checked is None else compile_method(checked, "forward", label, guards=True, display=display)
+    compiled = None if checked is None else compile_method(checked, "forward", label, guards=True, display=display)
+    return with_memory_checks(compiled, getattr(graph, "memory_checks", None), display)
+
+
+def with_memory_checks(check, memory, display: str):
+    """``check`` (a compiled state check, or None) preceded by ``memory``, the checks a graph holds beside its nodes
+    (``Graph.memory_checks``: the scalar settings of torch's and libraries' modules such as ``LeakyReLU``'s
+    ``negative_slope`` or ``Dropout``'s ``p``, module-level tensors by identity: trace/module_config.py,
+    trace/global_tensors.py); the program itself runs them before every call (runtime/traced.py), and so must a
+    backend that does not run the program. None where there is neither."""
+    if memory is None:
+        return check
+
+    def checked(_=None):
+        if memory.changed():
+            memory.fail(display)
+        return () if check is None else check(None)
+    return checked
