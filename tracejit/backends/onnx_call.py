@@ -8,7 +8,6 @@ call through; ``with_fallbacks`` puts a call behind the shared policy (backends/
 """
 from __future__ import annotations
 
-import copy
 import sys
 import warnings
 
@@ -19,7 +18,7 @@ from ..errors import GuardError, TracerWarning
 from ..export.guards import pinning_guards, plan_guards
 from ..export.onnx_export import export_onnx, input_names, traced_graph
 from .torch_program import optimized
-from ..ir import GUARD, ScalarType, Value
+from ..ir import ScalarType, Value
 from ..passes.inline import inline_calls
 from ..passes.pipeline import program_device
 from ..runtime import specialize

@@ -87,7 +87,6 @@ def with_memory_checks(check, memory, display: str):
         return check
 
     def checked(_=None):
-        if memory.changed():
-            memory.fail(display)
+        memory.check(display)   # IdentityChecks: GuardError naming the first that changed
         return () if check is None else check(None)
     return checked
