@@ -66,6 +66,7 @@ from peer_builders import _Quiet, _short, log, make_compile, make_jit_frozen, ma
 from zoo_models import ZOO, to_device  # noqa: E402
 
 import tracejit  # noqa: E402
+from tracejit.backends import cuda_pass_choice  # noqa: E402
 
 RESULTS_PATH = os.path.join(_BENCH_DIR, "RESULTS.md")
 BEGIN, END = "<!-- bench_zoo: begin -->", "<!-- bench_zoo: end -->"
@@ -162,6 +163,8 @@ def bench_model(name: str, batch: int, quick: bool, rounds: int, compile_: bool,
                 peers[col] = (fn, call_args)
                 if col == "tracejit auto":
                     row["auto"] = f"{fn.backend}"
+                if col == "tracejit OFI" and device != "cpu":   # which CUDA passes the build's timing kept
+                    row["cuda_passes"] = cuda_pass_choice.LAST
                 if col in TRACEJIT_COLUMNS:
                     with _Quiet():
                         row["new"][col] = max_error(fn(*new_args), ref_new)
@@ -244,6 +247,9 @@ def render(rows: list[dict], quick: bool, compile_: bool) -> str:
                   _fmt_err(r["new"].get(second)), ", ".join(worse_than_jit(r)) or "-"]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     lines += ["", _summary(rows, quick)]
+    kept = [f"- {r['model']} b{r['batch']}: {r['cuda_passes']}" for r in rows if r.get("cuda_passes")]
+    if kept:   # CUDA rows: what the default backend's build timing kept (backends/cuda_pass_choice.py)
+        lines += ["", "CUDA lowering passes the build kept:"] + kept
     return "\n".join(lines)
 
 

@@ -11,8 +11,10 @@ Load only adds time: under load read the minimum. Run at normal priority with OM
 
 ``--device cuda``: the model and inputs on the GPU (float32 without TF32), each call followed by
 ``torch.cuda.synchronize()`` (a sample is a call's latency), and the in-memory passes left out one at a time are the
-CUDA ones (``CUDA_IN_MEMORY_PASSES``: cuDNN conv fusion, sibling linears, the ``x @ Wt`` linear). Several models,
-comma-separated, run one after the other.
+CUDA ones (``CUDA_IN_MEMORY_PASSES``: cuDNN conv fusion, sibling linears, the ``x @ Wt`` linear), each variant with
+the build's timing of those passes off; one more, "every pass, CUDA ones timed", is what the default backend builds
+(backends/cuda_pass_choice.py), and the choice it made is printed. Several models, comma-separated, run one after
+the other.
 """
 from __future__ import annotations
 
@@ -31,19 +33,24 @@ for _p in (_BENCH_DIR, os.path.dirname(_BENCH_DIR)):
         sys.path.insert(0, _p)
 
 import tracejit  # noqa: E402
+from tracejit.backends import cuda_pass_choice  # noqa: E402
 from tracejit.passes import pipeline  # noqa: E402
 from zoo_models import ZOO, to_device  # noqa: E402
 
 
-def _optimized(traced, passes, memory_passes, list_name="IN_MEMORY_PASSES"):
-    every, in_memory = pipeline.INFERENCE_PASSES, getattr(pipeline, list_name)
+def _optimized(traced, passes, memory_passes, list_name="IN_MEMORY_PASSES", timed=False):
+    """The program with ``passes`` and ``memory_passes``; on CUDA the build's own timed choice among its lowering
+    passes (backends/cuda_pass_choice.py) only with ``timed``, so each variant runs the passes it names."""
+    every, in_memory, measure = pipeline.INFERENCE_PASSES, getattr(pipeline, list_name), cuda_pass_choice.MEASURE
     pipeline.INFERENCE_PASSES = passes
     setattr(pipeline, list_name, memory_passes)
+    cuda_pass_choice.MEASURE = timed
     try:
         return tracejit.optimize_for_inference(traced)
     finally:
         pipeline.INFERENCE_PASSES = every
         setattr(pipeline, list_name, in_memory)
+        cuda_pass_choice.MEASURE = measure
 
 
 def _sample(fn, args, n: int, cuda: bool = False) -> float:
@@ -86,6 +93,9 @@ def _bisect(model: str, ns) -> None:
             variants[f"without {name}"] = _optimized(traced, every[:i] + every[i + 1:], in_memory, list_name)
         for i, (name, _) in enumerate(in_memory):
             variants[f"without {name}"] = _optimized(traced, every, in_memory[:i] + in_memory[i + 1:], list_name)
+        if cuda:   # what the default backend builds: the CUDA passes its timing keeps
+            variants["every pass, CUDA ones timed"] = _optimized(traced, every, in_memory, list_name, timed=True)
+            print(f"{model}: the build's choice: {cuda_pass_choice.LAST}", flush=True)
         for fn in variants.values():
             fn(*args)
         n = max(1, int(ns.target / _sample(traced, args, 3, cuda)))

@@ -8,7 +8,8 @@ MODULES = ["tracejit", "tracejit.api", "tracejit.pytree", "tracejit.runtime.trac
            "tracejit.porting", "tracejit.kernels.onednn_conv", "tracejit.kernels.onednn_linear", "tracejit.passes.paired_timing", "tracejit.passes.linear_timing", "tracejit.passes.blocked_timing", "tracejit.backends.region_choice", "tracejit.export.view_writes", "tracejit.export.strided_slices", "tracejit.auto_exactness", "tracejit.serialize.code_cache", "tracejit.serialize.cached_methods",
            "tracejit.lazy_module", "tracejit.trace.global_reads", "tracejit.support.global_guards",
            "tracejit.support.object_checks", "tracejit.support.const_args", "tracejit.backends.pinned_shapes", "tracejit.trace.forward_reads",
-           "tracejit.backends.state_guards"]
+           "tracejit.backends.state_guards", "tracejit.backends.typed_inputs", "tracejit.backends.cuda_pass_choice",
+           "tracejit.passes.cuda_linear_kernels", "tracejit.passes.cuda_conv_kernels", "tracejit.passes.cuda_sibling_linears"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -61,3 +61,20 @@ def test_bench_gpu_names_the_columns_it_knows(capsys):
         sys.path.remove(os.path.join(ROOT, "bench"))
     assert done.value.code == 2
     assert "unknown columns ['tensorrt']; columns are eager, eager_cuda_graph" in capsys.readouterr().err
+
+
+def test_bench_zoo_lists_the_cuda_passes_each_cuda_row_kept():
+    """A CUDA row carries the default backend's timed choice of lowering passes (backends/cuda_pass_choice.py);
+    the table lists it under the summary, and a CPU row adds nothing."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import bench_zoo
+    finally:
+        sys.path.remove(os.path.join(ROOT, "bench"))
+    row = {"model": "vit_tv", "batch": 1, "err": {"tracejit OFI": 1e-6}, "new": {}, "us": {}, "device": "cuda",
+           "cuda_passes": "kept none: every pass 690.0 us, none 640.0 us"}
+    cpu_row = {"model": "bert", "batch": 1, "err": {"tracejit OFI": 1e-6}, "new": {}, "us": {}}
+    text = bench_zoo.render([row, cpu_row], quick=True, compile_=False)
+    assert "CUDA lowering passes the build kept:\n- vit_tv b1: kept none: every pass 690.0 us" in text
+    assert "- bert b1" not in text
+    assert "CUDA lowering passes" not in bench_zoo.render([cpu_row], quick=True, compile_=False)

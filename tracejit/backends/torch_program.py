@@ -16,9 +16,10 @@ from ..passes.freeze import freeze_attributes
 from ..passes.graph_copy import copy_graph
 from ..passes.lowered import Lowered
 from ..passes import pipeline
-from ..passes.pipeline import INLINE_PASSES, in_memory_passes, lower, run_passes
+from ..passes.pipeline import INLINE_PASSES, in_memory_passes, lower, run_passes, runs_on_cpu
 from ..runtime import specialize
 from ..runtime.traced import TracedFunction, TracedModule
+from .cuda_pass_choice import lower_with_cuda_timing
 from .fallback import captured_tensors, live_source
 from .region_choice import lower_with_measured_regions
 from .torch_kernels import FastTracedFunction, FastTracedModule, compile_for_inference
@@ -153,13 +154,20 @@ def _module_from(traced: TracedModule, graph, preserved, optimize: bool = False,
 
 
 def _lowered(out, graph, held, label: str, display=None) -> Lowered:
-    """``graph``'s lowered program for ``out``: a module's conv regions chosen by timing the whole program
-    (region_choice.py); a function's by the region timing alone."""
+    """``graph``'s lowered program for ``out``: on CUDA the passes kept by timing the whole program each way
+    (cuda_pass_choice.py); on the CPU a module's conv regions chosen by timing the whole program
+    (region_choice.py), a function's by the region timing alone."""
     passes = in_memory_passes(graph, held)
+    if isinstance(out, TracedModule):
+        bind = lambda lowered: types.MethodType(   # noqa: E731
+            compile_for_inference(graph, lowered, "forward", label, display=display), out)
+    else:
+        bind = lambda lowered: FastTracedFunction.from_compiled(   # noqa: E731
+            label, compile_for_inference(graph, lowered, "forward", label, display=display), ())
+    if passes and not runs_on_cpu(graph, held):
+        return lower_with_cuda_timing(graph, passes, bind)
     if not isinstance(out, TracedModule):
         return lower(graph, passes)
-    bind = lambda lowered: types.MethodType(   # noqa: E731
-        compile_for_inference(graph, lowered, "forward", label, display=display), out)
     return lower_with_measured_regions(graph, passes, bind)
 
 
@@ -182,6 +190,6 @@ def _attach(out: nn.Module, source: nn.Module, path: str) -> None:
 
 
 def _function_from(traced: TracedFunction, graph, optimize: bool = False) -> TracedFunction:
-    lowered = lower(graph, in_memory_passes(graph)) if optimize else Lowered(graph)
+    lowered = _lowered(None, graph, (), traced.__name__, traced.__name__) if optimize else Lowered(graph)
     fn = compile_for_inference(graph, lowered, "forward", traced.__name__, display=traced.__name__)
     return FastTracedFunction.from_compiled(traced.__name__, fn, traced.ledger)

@@ -9,13 +9,15 @@ with no write in place between them. A conv with no relu after it stays torch's 
 is fused where the device's fused relu does not keep a NaN as ``torch.relu`` does (``fusion_keeps_nan``, asked
 once per device). The kernel is an in-memory object: a saved program keeps the graph before this pass.
 
-The example runs on any machine: without CUDA nothing is fused.
+The example runs on any machine: without CUDA nothing is fused. Whether the build keeps the pass is timed on the
+whole program (backends/cuda_pass_choice.py).
 
 >>> import torch, tracejit
 >>> device = "cuda" if torch.cuda.is_available() else "cpu"
 >>> net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU()).eval().to(device)
 >>> optimized = tracejit.optimize_for_inference(tracejit.trace(net, (torch.randn(1, 3, 8, 8, device=device),)))
->>> len(cudnn_conv_nodes(optimized.forward.run_graph)) == (1 if torch.cuda.is_available() else 0)
+>>> lowered = fuse_cudnn_convs(Lowered(optimized.forward.graph))   # the pass alone (the build keeps it where it pays)
+>>> len(cudnn_conv_nodes(lowered.graph)) == (1 if torch.cuda.is_available() else 0)
 True
 """
 from __future__ import annotations

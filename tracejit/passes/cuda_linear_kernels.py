@@ -3,13 +3,15 @@
 program runs it): a lowering pass of ``CUDA_IN_MEMORY_PASSES`` (passes/pipeline.py). The kernel is an in-memory
 object: a saved program keeps the graph before this pass.
 
-The example runs on any machine: without CUDA nothing changes.
+The example runs on any machine: without CUDA nothing changes. Whether the build keeps the pass is timed on the
+whole program (backends/cuda_pass_choice.py).
 
 >>> import torch, tracejit
 >>> device = "cuda" if torch.cuda.is_available() else "cpu"
 >>> net = torch.nn.Linear(8, 4).eval().to(device)
 >>> optimized = tracejit.optimize_for_inference(tracejit.trace(net, (torch.randn(2, 8, device=device),)))
->>> len(cuda_linear_nodes(optimized.forward.run_graph)) == (1 if torch.cuda.is_available() else 0)
+>>> lowered = fuse_cuda_linears(Lowered(optimized.forward.graph))   # the pass alone (the build keeps it where it pays)
+>>> len(cuda_linear_nodes(lowered.graph)) == (1 if torch.cuda.is_available() else 0)
 True
 """
 from __future__ import annotations

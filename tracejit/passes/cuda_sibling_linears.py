@@ -9,7 +9,8 @@ the results are laid out as the linears' own (one batched GEMM); in bfloat16 and
 one GEMM (what the GPU measured fastest), used only where every reader is proven safe with them
 (passes/sibling_slices.py; default-deny: any other reader keeps the linears).
 
-The example runs on any machine: without CUDA nothing changes.
+The example runs on any machine: without CUDA nothing changes. Whether the build keeps the pass is timed on the
+whole program (backends/cuda_pass_choice.py).
 
 >>> import torch, tracejit
 >>> class Attention(torch.nn.Module):
@@ -21,7 +22,8 @@ The example runs on any machine: without CUDA nothing changes.
 >>> device = "cuda" if torch.cuda.is_available() else "cpu"
 >>> net = Attention().eval().to(device)
 >>> optimized = tracejit.optimize_for_inference(tracejit.trace(net, (torch.randn(2, 5, 8, device=device),)))
->>> len(sibling_linear_nodes(optimized.forward.run_graph)) == (1 if torch.cuda.is_available() else 0)
+>>> lowered = fuse_cuda_sibling_linears(Lowered(optimized.forward.graph))   # the pass alone (the build keeps it where it pays)
+>>> len(sibling_linear_nodes(lowered.graph)) == (1 if torch.cuda.is_available() else 0)
 True
 """
 from __future__ import annotations

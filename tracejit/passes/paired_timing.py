@@ -61,21 +61,30 @@ def measured(cache: dict, key: tuple, measure: Callable[[], Optional[Times]], de
 def interleaved(a: Callable, b: Callable, deadline: Optional[float] = None, rounds: int = ROUNDS) -> Optional[Times]:
     """The minimum per-call time of ``a`` and ``b`` over ``rounds`` interleaved samples (one warm-up call each),
     or None when, after the warm-up, the samples would not end by ``deadline`` (None: no deadline)."""
-    a(), b()
+    times = interleaved_all((a, b), deadline, rounds)
+    return None if times is None else (times[0], times[1])
+
+
+def interleaved_all(fns, deadline: Optional[float] = None, rounds: int = ROUNDS) -> Optional[list[float]]:
+    """``interleaved`` for any number of callables: the minimum per-call time of each over ``rounds``
+    interleaved samples, each sample repeating a call until it lasts about ``SAMPLE_S`` (the repeat count set by
+    the last callable's warm call), or None when the samples would not end by ``deadline``."""
+    for fn in fns:
+        fn()
     start = time.perf_counter()
-    b()
+    fns[-1]()
     once = max(time.perf_counter() - start, 1e-7)
     reps = max(1, min(1000, int(SAMPLE_S / once)))
-    if deadline is not None and time.perf_counter() + 2 * rounds * reps * once > deadline:
+    if deadline is not None and time.perf_counter() + len(fns) * rounds * reps * once > deadline:
         return None
-    best = [float("inf"), float("inf")]
+    best = [float("inf")] * len(fns)
     for _ in range(rounds):
-        for i, fn in enumerate((a, b)):
+        for i, fn in enumerate(fns):
             start = time.perf_counter()
             for _ in range(reps):
                 fn()
             best[i] = min(best[i], (time.perf_counter() - start) / reps)
-    return best[0], best[1]
+    return best
 
 
 def random_input(shape, dtype: torch.dtype = torch.float32) -> torch.Tensor:
