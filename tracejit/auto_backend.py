@@ -46,10 +46,9 @@ from typing import Callable
 
 import torch
 
-from . import pytree
 from .auto_exactness import check_same, float64_reference
 from .backends import protocol
-from .ir import Value
+from .backends.typed_inputs import inputs_of_types
 from .passes.inline import inline_calls
 from .passes.pipeline import program_device
 from .passes.written import writes_state
@@ -290,23 +289,11 @@ def _example_inputs(traced, given) -> tuple[tuple, dict]:
 
 
 def _synthesized(traced) -> tuple:
-    """Tensors of the recorded input types, for a program saved without its example inputs."""
+    """Tensors of the recorded input types, on the recorded devices, for a program saved without its example
+    inputs (typed_inputs.py)."""
     graph = traced._method("forward").graph if hasattr(traced, "_method") else traced.graph
-    if graph.in_spec is None or graph.in_spec.children[1].num_leaves:
+    made = None if graph.in_spec is None or graph.in_spec.children[1].num_leaves else inputs_of_types(graph)
+    if made is None:
         raise ValueError("optimize_for_inference(backend='auto') needs example_inputs for this program "
-                         "(it takes keyword arguments and holds no example inputs)")
-    gen = torch.Generator().manual_seed(0)
-    leaves = []
-    for leaf in graph.input_leaves:
-        if not isinstance(leaf, Value):
-            leaves.append(leaf)
-            continue
-        t = leaf.type
-        if t.dtype.is_floating_point:
-            leaves.append(torch.randn(t.shape, generator=gen).to(t.dtype))
-        elif t.dtype == torch.bool:
-            leaves.append(torch.ones(t.shape, dtype=torch.bool))
-        else:
-            leaves.append(torch.zeros(t.shape, dtype=t.dtype))
-    args, _ = pytree.unflatten(graph.in_spec, leaves)
-    return tuple(args)
+                         "(it takes keyword arguments or inputs without a fixed size, and holds no example inputs)")
+    return made[0]
