@@ -223,6 +223,27 @@ def test_real_timing_waits_for_the_device_after_every_call_and_keeps_a_way(seam)
     _assert_eagers_answers(model, program)
 
 
+def test_without_room_for_more_lowerings_only_every_pass_and_none_are_built_and_timed(seam, monkeypatch):
+    """The sibling kernel holds its weights concatenated (new memory); the ways without one pass would each build
+    more: where the device's free bytes cannot hold twice that, they are not built."""
+    seen = _verdict(monkeypatch, every_pass=0.5)
+    room = []
+    monkeypatch.setattr(torch_program, "lower_with_cuda_timing", functools.partial(
+        lower_with_measured_passes, sync=lambda: None, room=lambda: room.append(1) or 3 * 32 * 32 * 4))
+    program = _optimized(Attention().eval())
+    assert room and seen == [EVERY, NONE] and _kernels(program) == (1, 3)
+
+
+def test_new_bytes_counts_what_the_lowering_allocated_not_the_frozen_weights(seam):
+    program = _optimized(Attention().eval())
+    graph, lowered = program.forward.graph, program.forward.lowered
+    if cuda_pass_choice.LAST.split(":")[0] not in ("kept every pass", f"kept {NO_LINEARS}"):
+        lowered = pipeline.lower(graph, pipeline.CUDA_IN_MEMORY_PASSES)
+    # q, k and v stacked (3 x 32 x 32 floats) and their biases (3 x 32): the x @ Wt linears hold the frozen weights
+    assert cuda_pass_choice.new_bytes(lowered, graph) == (3 * 32 * 32 + 3 * 32) * 4
+    assert cuda_pass_choice.new_bytes(pipeline.lower(graph, ()), graph) == 0
+
+
 def test_the_timing_leaves_the_callers_random_numbers_as_they_were(seam):
     traced = tracejit.trace(Attention().eval(), torch.randn(2, 7, 32))
     torch.manual_seed(5)

@@ -13,6 +13,11 @@ So on CUDA the program is lowered several ways: with every CUDA pass, without ea
 rounds under paired_timing's lock (``ROUNDS`` samples each, the minimum counts) within ``BUDGET_S``. The fastest is
 kept where it takes at most ``MARGIN`` of the time with none; otherwise none.
 
+The ways without one pass are built only where the device has room for twice what the kernels of every pass
+allocated (``new_bytes``: sibling linears hold their weights concatenated; a cuDNN conv and an ``x @ Wt`` linear
+hold the frozen weights themselves): a model that fits its device with one lowering is never put out of memory by
+the timing; where there is no such room only every pass and none are timed.
+
 Default-deny: torch's ops (no CUDA kernel) where
 * an input has no recorded fixed size or a dtype typed_inputs cannot make, the graph draws random numbers (calling
   it would advance the caller's generator) or writes in place into a constant or a preserved buffer (calling it
@@ -60,15 +65,33 @@ LAST = ""
 
 
 def lower_with_cuda_timing(graph, passes, make_call: Callable[[Lowered], Callable]) -> Lowered:
-    """``lower_with_measured_passes`` for a program on CUDA: each call waited for with ``torch.cuda.synchronize``."""
-    return lower_with_measured_passes(graph, passes, make_call, sync=torch.cuda.synchronize)
+    """``lower_with_measured_passes`` for a program on CUDA: each call waited for with ``torch.cuda.synchronize``,
+    the room asked of the device its constants are on."""
+    device = next((c.device for c in graph.constants if isinstance(c, torch.Tensor) and c.is_cuda), None)
+    room = None if device is None else (lambda: torch.cuda.mem_get_info(device)[0])
+    return lower_with_measured_passes(graph, passes, make_call, sync=torch.cuda.synchronize, room=room)
+
+
+def new_bytes(lowered: Lowered, graph) -> int:
+    """Bytes of the tensors ``lowered``'s kernels hold (their ``weight`` and ``bias``) that are not storage of
+    ``graph``'s constants: what the lowering allocated (sibling linears' concatenated weights), counted once each."""
+    held = {c.untyped_storage().data_ptr() for c in graph.constants if isinstance(c, torch.Tensor)}
+    total = 0
+    for kernel in lowered.kernels:
+        for t in (getattr(kernel, "weight", None), getattr(kernel, "bias", None)):
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in held:
+                held.add(t.untyped_storage().data_ptr())
+                total += t.untyped_storage().nbytes()
+    return total
 
 
 def lower_with_measured_passes(graph, passes, make_call: Callable[[Lowered], Callable],
-                               sync: Optional[Callable[[], None]]) -> Lowered:
+                               sync: Optional[Callable[[], None]], room: Optional[Callable[[], int]] = None) -> Lowered:
     """The fastest of ``graph`` lowered with every one of ``passes``, without each that changed it, and with none,
     timed whole (module docstring). ``make_call(lowered)``: a callable running that lowered program on the graph's
-    arguments; ``sync``: waits for the device after each call (None: nothing to wait for)."""
+    arguments; ``sync``: waits for the device after each call (None: nothing to wait for); ``room``: the device's
+    free bytes (None: not asked), which must hold twice what the kernels of every pass added before the ways
+    without one pass are built."""
     global LAST
     every = lower(graph, passes)
     if not MEASURE:
@@ -83,10 +106,11 @@ def lower_with_measured_passes(graph, passes, make_call: Callable[[Lowered], Cal
         LAST = "none: the program cannot be timed on inputs of its types (torch's ops)"
         return plain
     ways = {"every pass": every}
-    for name, _ in passes:
-        without = lower(graph, tuple(p for p in passes if p[0] != name))
-        if all(_kernels_of(without) != _kernels_of(w) for w in list(ways.values()) + [plain]):
-            ways[f"without {name}"] = without
+    if room is None or 2 * new_bytes(every, graph) <= room():
+        for name, _ in passes:
+            without = lower(graph, tuple(p for p in passes if p[0] != name))
+            if all(_kernels_of(without) != _kernels_of(w) for w in list(ways.values()) + [plain]):
+                ways[f"without {name}"] = without
     ways["none"] = plain
     times = _timed(ways, make_call, inputs, sync)
     if times is None:
