@@ -184,7 +184,7 @@ class IndexScanner:
     def __init__(self, tracer):
         self.tracer = tracer
         self.last: dict[int, tuple] = {}   # id(frame) -> (frame, last line scanned)
-        self.done: set = set()               # (frame, subscript, index value) already guarded
+        self.done: set = set()               # (size's graph value, AST node ids) already guarded: first_guard
         self.busy = False
 
     def event(self) -> None:
@@ -226,6 +226,21 @@ class IndexScanner:
             stdlib_calls.check_call(self, frame, guard_index)
         finally:
             self.busy = False
+
+    def first_guard(self, ti: TracedInt, *site) -> bool:
+        """Is this the first guard of traced size ``ti`` at ``site`` (ids of AST nodes: the parsed trees keep them
+        alive) in this trace? Keyed by the size's graph value, which its graph keeps alive, never by the frame: a
+        frame's id is taken by a later call once it is gone (the second ``get_same_padding(w)`` of timm's MaxViT
+        then lost its guard, whenever the allocator gave its frame the first one's address), and two sizes of one
+        value at one line are two guards."""
+        value = self.tracer._int_value(ti)
+        if value is None:
+            return True   # (guard_index guards nothing: not a size of this trace)
+        key = (id(value),) + site
+        if key in self.done:
+            return False
+        self.done.add(key)
+        return True
 
     def _scan(self, frame) -> None:
         if AST_LOCK.held_here():
@@ -281,10 +296,8 @@ class IndexScanner:
             return
         loc = SourceLoc(frame.f_code.co_filename, sub.lineno, frame.f_code.co_name)
         for ti in _traced_ints(index):
-            key = (id(frame), id(sub), int.__int__(ti))
-            if key in self.done:
+            if not self.first_guard(ti, id(sub)):
                 continue
-            self.done.add(key)
             guard_index(self.tracer, ti, f"used as an index of a {type(container).__name__ if container is not None else 'sequence'}", loc)
 
 
@@ -301,9 +314,7 @@ class IndexScanner:
             return
         loc = SourceLoc(frame.f_code.co_filename, node.lineno, frame.f_code.co_name)
         for ti in numpy_calls.traced_ints(values):
-            key = (id(frame), id(node), int.__int__(ti))
-            if key not in self.done:
-                self.done.add(key)
+            if self.first_guard(ti, id(node)):
                 guard_index(self.tracer, ti, "formatted by `%` (str reads the number without asking it)", loc)
 
 

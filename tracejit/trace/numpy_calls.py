@@ -241,8 +241,6 @@ def _guard_arguments(scanner, frame, call: ast.Call, evaluate, safe, guard) -> N
         except Exception:  # noqa: BLE001
             continue
         for ti in traced_ints(value):
-            key = (id(frame), id(call), int.__int__(ti))
-            if key in scanner.done:
+            if not scanner.first_guard(ti, id(call)):
                 continue
-            scanner.done.add(key)
             guard(tracer, ti, f"passed to {name}() (numpy or other C code reads the number without asking it)", loc)

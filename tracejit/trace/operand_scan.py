@@ -206,10 +206,8 @@ def _check_in(scanner, frame, seen, node, eval_, safe, guard_index) -> None:
                     continue   # the size's own method runs first: it records, or guards (symbolic._declined)
             elif _asks(other, on_left, op):
                 continue
-            key = (id(frame), id(node), id(left_expr), int.__int__(size))
-            if key in scanner.done:
+            if not scanner.first_guard(size, id(node), id(left_expr)):
                 continue
-            scanner.done.add(key)
             loc = SourceLoc(frame.f_code.co_filename, node.lineno, frame.f_code.co_name)
             beside = "a call's result that may be a float" if other is _UNKNOWN else f"a {type(other).__name__}"
             guard_index(scanner.tracer, size, f"an operand of `{type(op).__name__}` beside {beside} "

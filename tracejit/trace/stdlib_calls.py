@@ -59,9 +59,7 @@ def check_call(scanner, frame, guard) -> None:
     loc = SourceLoc(caller.f_code.co_filename, caller.f_lineno, caller.f_code.co_name)
     what = f"{frame.f_globals.get('__name__', module)}.{frame.f_code.co_name}"
     for ti in found:
-        key = (id(caller), caller.f_lineno, int.__int__(ti), "stdlib")
-        if key in scanner.done:
+        if not scanner.first_guard(ti, caller.f_code.co_filename, caller.f_lineno, "stdlib"):
             continue
-        scanner.done.add(key)
         guard(scanner.tracer, ti, f"passed to {what}() (standard-library code that may hand the number to C code "
                                   "reading its digits without asking it)", loc)
