@@ -1,12 +1,12 @@
 """Costly module fixtures built once per test run, not once per pytest-xdist worker.
 
-`make test` runs the parallel phase in two xdist workers; a module-scoped fixture is built in every worker that
-runs one of the module's tests, and xdist deals a module's tests to both. tests/serve/test_serve_hf.py's
-``served`` (four models traced twice, saved and served in fresh processes: about 52 s) was built twice, side by
-side. ``each_once_per_run`` splits such a build into parts (one per model): a worker that needs the fixture builds
+`make test` runs the parallel phase in three xdist workers; a module-scoped fixture is built in every worker that
+runs one of the module's tests, and xdist deals a module's tests to several. tests/serve/test_serve_hf.py's
+``served`` (four models traced twice, saved and served in fresh processes: about 52 s) was built in each of them,
+side by side. ``each_once_per_run`` splits such a build into parts (one per model): a worker that needs the fixture builds
 each part no other worker has claimed (a file lock in the directory the run's workers share,
 ``getbasetemp().parent``, taken without waiting), writes its JSON-able value there, and then waits for and reads
-the parts the other worker claimed. Two workers that ask at once split the work instead of each doing all of it.
+the parts other workers claimed. Workers that ask at once split the work instead of each doing all of it.
 It follows pytest-xdist's recipe "Making session-scoped fixtures execute only once", with ``filelock``'s lock
 (a dependency of torch, named in the test extras).
 

@@ -1,4 +1,4 @@
-"""`make test` runs the suite in two pytest-xdist workers, then the tests marked serial alone
+"""`make test` runs the suite in three pytest-xdist workers, then the tests marked serial alone
 (tests/serial_tests.py). A test that bounds time or CPU seconds, or counts threads, must run alone: a neighbour's
 work eats its budget. Default-deny: every test file that reads a clock or a thread count is in SERIAL, or listed here with the
 reason it is no bound (a new one fails this test until someone decides)."""

@@ -2,7 +2,7 @@
 
 Starting a Python that imports torch costs seconds, so the subprocesses are few (five) and run
 concurrently: one fixture runs them all (trace and two error cases first, then inspect and run on
-the traced file), once per test run (tests/once_per_run.py: one xdist worker runs them, the other
+the traced file), once per test run (tests/once_per_run.py: one xdist worker runs them, the others
 reads what they printed), and the tests check what they printed. The other error cases, ``--help`` and the
 usage errors argparse reports are checked in-process through ``tracejit.cli.main``, which exits
 the same way.

@@ -80,7 +80,7 @@ def _trace_in_python(name: str, directory: str):
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, _offline):
     """``"<model>/<variant>/<case>"`` -> what the fresh process saw ("ok" or the failure). Each model is built
-    once per run, by whichever xdist worker claims it first (tests/once_per_run.py): two workers split them."""
+    once per run, by whichever xdist worker claims it first (tests/once_per_run.py): the workers split them."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]),
                OMP_NUM_THREADS="1")   # tiny models: one thread each, so no process's OpenMP team waits on a core
     threads = torch.get_num_threads()   # another process holds (this one traces meanwhile, at one thread too)
