@@ -252,3 +252,15 @@ def test_the_timing_leaves_the_callers_random_numbers_as_they_were(seam):
     assert cuda_pass_choice.LAST.startswith("kept")   # the inputs were made and every way called
     torch.manual_seed(5)
     assert torch.equal(after_build, torch.rand(3))
+
+
+def test_the_device_waited_for_is_the_programs_own():
+    """``torch.cuda.synchronize()`` alone waits for the current device only: a program on another GPU would be timed
+    by its launches. The device comes from the program's constants, else from its inputs' recorded device."""
+    from tracejit.ir import Graph, TensorType
+    graph = Graph("forward")
+    graph.add_input(TensorType(torch.float32, (2, 3), "cuda:1"), "x")
+    assert cuda_pass_choice._cuda_device(graph) == torch.device("cuda:1")
+    graph.constants.append(torch.zeros(1, device="meta"))
+    assert cuda_pass_choice._cuda_device(graph) == torch.device("cuda:1")   # (a meta constant is no CUDA device)
+    assert cuda_pass_choice._cuda_device(Graph("forward")) == torch.device("cuda")

@@ -65,11 +65,21 @@ LAST = ""
 
 
 def lower_with_cuda_timing(graph, passes, make_call: Callable[[Lowered], Callable]) -> Lowered:
-    """``lower_with_measured_passes`` for a program on CUDA: each call waited for with ``torch.cuda.synchronize``,
-    the room asked of the device its constants are on."""
-    device = next((c.device for c in graph.constants if isinstance(c, torch.Tensor) and c.is_cuda), None)
-    room = None if device is None else (lambda: torch.cuda.mem_get_info(device)[0])
-    return lower_with_measured_passes(graph, passes, make_call, sync=torch.cuda.synchronize, room=room)
+    """``lower_with_measured_passes`` for a program on CUDA: each call waited for with ``torch.cuda.synchronize`` on
+    the program's device, the room asked of that device."""
+    device = _cuda_device(graph)
+    return lower_with_measured_passes(graph, passes, make_call, sync=lambda: torch.cuda.synchronize(device),
+                                      room=lambda: torch.cuda.mem_get_info(device)[0])
+
+
+def _cuda_device(graph) -> torch.device:
+    """The CUDA device ``graph`` runs on (its first CUDA constant's, else its first CUDA input's): the one to wait
+    for and to ask for room (``torch.cuda.synchronize()`` alone waits for the current device only)."""
+    held = next((c.device for c in graph.constants if isinstance(c, torch.Tensor) and c.is_cuda), None)
+    if held is not None:
+        return held
+    typed = next((v.type.device for v in graph.inputs if str(getattr(v.type, "device", "")).startswith("cuda")), None)
+    return torch.device(typed or "cuda")
 
 
 def new_bytes(lowered: Lowered, graph) -> int:
