@@ -22,7 +22,7 @@ Default-deny: torch's ops (no CUDA kernel) where
 * an input has no recorded fixed size or a dtype typed_inputs cannot make, the graph draws random numbers (calling
   it would advance the caller's generator) or writes in place into a constant or a preserved buffer (calling it
   would change the program's state: ``passes.written.writes_state``);
-* a way fails on those inputs;
+* a way fails on those inputs (an integer input whose values a guard reads fails it on zeros);
 * or the budget runs out.
 
 ``MEASURE = False`` keeps every pass untimed: the tests that pin a pass's rewrite set it (their verdicts would move
@@ -55,6 +55,7 @@ from ..passes.lowered import Lowered
 from ..passes.paired_timing import LOCK, interleaved_all
 from ..passes.pipeline import lower
 from ..passes.written import writes_state
+from .region_choice import kernels_of
 from .typed_inputs import inputs_of_types
 
 MEASURE = True
@@ -108,7 +109,7 @@ def lower_with_measured_passes(graph, passes, make_call: Callable[[Lowered], Cal
         LAST = "every pass: timing off (MEASURE = False)"
         return every
     plain = lower(graph, ())
-    if _kernels_of(every) == _kernels_of(plain):
+    if kernels_of(every) == kernels_of(plain):
         LAST = "no pass changed the program"
         return every
     inputs = inputs_of_types(graph)
@@ -119,7 +120,7 @@ def lower_with_measured_passes(graph, passes, make_call: Callable[[Lowered], Cal
     if room is None or 2 * new_bytes(every, graph) <= room():
         for name, _ in passes:
             without = lower(graph, tuple(p for p in passes if p[0] != name))
-            if all(_kernels_of(without) != _kernels_of(w) for w in list(ways.values()) + [plain]):
+            if all(kernels_of(without) != kernels_of(w) for w in list(ways.values()) + [plain]):
                 ways[f"without {name}"] = without
     ways["none"] = plain
     times = _timed(ways, make_call, inputs, sync)
@@ -131,11 +132,6 @@ def lower_with_measured_passes(graph, passes, make_call: Callable[[Lowered], Cal
         best = "none"
     LAST = f"kept {best}: " + ", ".join(f"{name} {t * 1e6:.1f} us" for name, t in times.items())
     return ways[best]
-
-
-def _kernels_of(lowered: Lowered) -> list:
-    """What the lowered program runs, node by node (two lowerings with the same kernels give the same list)."""
-    return [(n.op, n.attrs.get("ops")) for n in lowered.graph.nodes]
 
 
 def _timed(ways: dict, make_call, inputs, sync) -> Optional[dict]:

@@ -65,7 +65,7 @@ def lower_with_measured_regions(graph, passes, make_call: Callable[[Lowered], Ca
             or writes_state(graph):
         return chosen
     every = lower(graph, every_passes)
-    if _kernels_of(every) == _kernels_of(chosen):
+    if kernels_of(every) == kernels_of(chosen):
         return chosen
     return every if _faster(make_call, chosen, every, inputs) else chosen
 
@@ -91,7 +91,7 @@ def _every_region_passes(passes) -> Optional[tuple]:
     return tuple((name, every_blocked_conv_region if fn is blocked_conv_regions else fn) for name, fn in passes)
 
 
-def _kernels_of(lowered: Lowered) -> list:
+def kernels_of(lowered: Lowered) -> list:
     """What the lowered program runs, node by node (two lowerings with the same regions give the same list)."""
     return [(n.op, n.attrs.get("ops")) for n in lowered.graph.nodes]
 
