@@ -41,7 +41,8 @@ demo: $(BASE)
 
 # Two phases: first every test but those marked serial, in three pytest-xdist workers at one torch thread each (CI
 # has 2 cores: many tests wait on a child process, an export or a browser, and a third worker fills those waits;
-# 449 s against 497-506 s with two, same machine, same hour; tests at one thread also cover that setting), then
+# 449-497 s at three against 497-506 s at two on a 2-core VM that drifts by as much within the hour; tests at one
+# thread also cover that setting), then
 # the serial ones (CPU-second and wall-time bounds, thread counts: tests/serial_tests.py) alone, at torch's
 # default threads. Either phase failing, or collecting nothing (pytest's exit 5), fails the target. The serial
 # phase collects only the files that hold serial tests (tests/serial_tests.py prints them; the marks are the same):
